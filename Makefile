@@ -1,0 +1,39 @@
+# Two commands on a fresh machine:  `make demo`  and  `make test`.
+PYTHON ?= python3.11
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# Keep LIBERO's config file private to this venv (see README, "LIBERO config").
+export LIBERO_CONFIG_PATH ?= $(abspath $(VENV))/libero-config
+export MUJOCO_GL ?= egl
+
+.PHONY: demo test lint system-deps clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip setuptools wheel
+
+system-deps:
+	bash scripts/install_system_deps.sh
+
+$(VENV)/.installed-demo: setup.cfg pyproject.toml | $(BIN)/python
+	$(MAKE) -s system-deps
+	$(BIN)/pip install -q -e '.[libero,service]'
+	touch $@
+
+$(VENV)/.installed-test: setup.cfg pyproject.toml | $(BIN)/python
+	$(MAKE) -s system-deps
+	$(BIN)/pip install -q -e '.[libero,service,models,test,bench]'
+	touch $@ $(VENV)/.installed-demo
+
+demo: $(VENV)/.installed-demo
+	$(BIN)/evolve-envs rollout --config configs/libero_10.yaml --task-id 0 --episodes 1 --out runs/demo
+
+test: $(VENV)/.installed-test
+	$(BIN)/python -m pytest
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .ruff_cache

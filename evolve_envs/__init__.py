@@ -1,0 +1,1 @@
+"""evolve-envs: LIBERO as Gymnasium environments with reward-model shaping."""

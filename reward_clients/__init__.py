@@ -1,0 +1,1 @@
+"""HTTP clients for reward services: progress (VLAC-compatible), video score, pickle scorer."""

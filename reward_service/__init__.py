@@ -1,0 +1,1 @@
+"""The reward server (FastAPI + uvicorn) and its model backends."""
