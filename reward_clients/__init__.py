@@ -1,1 +1,35 @@
-"""HTTP clients for reward services: progress (VLAC-compatible), video score, pickle scorer."""
+"""HTTP clients for reward services: progress (VLAC-compatible), video score, pickle scorer.
+
+One :class:`EndpointPool` per process (``EndpointPool.shared(...)``) balances requests over the
+service replicas; each client speaks one protocol and returns :class:`CallResult` values, falling
+back (or raising :class:`RewardServiceError`) per its failure policy.
+
+Example::
+
+    from reward_clients import EndpointPool, ProgressClient
+
+    pool = EndpointPool.shared("http://127.0.0.1:8111", timeout=120)
+    critic = ProgressClient(pool).pairwise_critic("open the drawer", frame_a, frame_b).value
+"""
+
+from reward_clients.endpoint_pool import EndpointPool, endpoints_from_env, expand_endpoints
+from reward_clients.errors import ErrorKind, RewardServiceError
+from reward_clients.pickle_scorer_client import PickleScorerClient
+from reward_clients.progress_client import DoneResult, ProgressClient, TrajectoryValues
+from reward_clients.results import CallResult, ClientStats
+from reward_clients.video_score_client import VideoScoreClient
+
+__all__ = [
+    "CallResult",
+    "ClientStats",
+    "DoneResult",
+    "EndpointPool",
+    "ErrorKind",
+    "PickleScorerClient",
+    "ProgressClient",
+    "RewardServiceError",
+    "TrajectoryValues",
+    "VideoScoreClient",
+    "endpoints_from_env",
+    "expand_endpoints",
+]

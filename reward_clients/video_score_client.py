@@ -1,0 +1,230 @@
+"""VideoScoreClient: the episode video score protocol (RLinf-RLAIF-compatible, DESIGN §4.2).
+
+``score(task_text, frames)`` samples ``nframes`` frames uniformly from the episode (all of them
+if there are fewer), writes them as an MP4 at ``video_fps`` with imageio/ffmpeg and sends
+``POST /score``. Two transports:
+
+* ``mode="inline"`` (default): the MP4 bytes travel base64-encoded in the request
+  (``video_b64``); the temporary file lives in ``temp_dir`` only while it is encoded.
+* ``mode="path"``: the MP4 is written to ``shared_dir`` (a filesystem the server also mounts) and
+  its path is sent (``video_path``), as RLinf's reward worker does.
+
+Temporary files are always removed, after success and after any failure.
+
+The result's value is the score (``float``) or ``fallback_score`` (default ``None``) on failure;
+``fail_on_request_error=True`` raises :class:`~reward_clients.errors.RewardServiceError` instead.
+
+Example::
+
+    from reward_clients.video_score_client import VideoScoreClient
+
+    client = VideoScoreClient("http://127.0.0.1:8111", nframes=16, video_fps=4)
+    r = client.score("put the bowl on the plate", episode_frames)   # list of HxWx3 uint8
+    print(r.value, r.ok)
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from reward_clients.client_base import ClientBase, check_finite, parse_json_model
+from reward_clients.endpoint_pool import EndpointPool
+from reward_clients.errors import ErrorKind, RewardServiceError
+from reward_clients.frame_encoding import b64encode_bytes, validate_frame
+from reward_clients.results import CallResult, ClientStats
+from reward_service.protocol import ScoreRequest, ScoreResponse
+
+__all__ = ["VideoScoreClient", "sample_indices", "write_mp4"]
+
+ROUTE_SCORE = "/score"
+
+
+def sample_indices(num_frames: int, nframes: int) -> list[int]:
+    """Uniformly spaced frame indices: all of them if ``num_frames <= nframes``, else
+    ``nframes`` indices from the first to the last frame (both included)."""
+    if num_frames <= 0:
+        return []
+    if num_frames <= nframes:
+        return list(range(num_frames))
+    return np.linspace(0, num_frames - 1, nframes).round().astype(int).tolist()
+
+
+def _even(frame: np.ndarray) -> np.ndarray:
+    """Pad odd heights/widths by one edge row/column: H.264 in yuv420p needs even sizes."""
+    if frame.ndim == 2:
+        frame = np.repeat(frame[:, :, None], 3, axis=2)
+    elif frame.shape[2] == 1:
+        frame = np.repeat(frame, 3, axis=2)
+    pad_h, pad_w = frame.shape[0] % 2, frame.shape[1] % 2
+    if pad_h or pad_w:
+        frame = np.pad(frame, ((0, pad_h), (0, pad_w), (0, 0)), mode="edge")
+    return frame
+
+
+def write_mp4(path: str | os.PathLike, frames: Sequence[np.ndarray], fps: float) -> None:
+    """Write uint8 frames as an H.264 MP4 at ``fps`` (odd sizes padded to even)."""
+    import imageio.v2 as imageio
+
+    writer = imageio.get_writer(
+        os.fspath(path),
+        format="FFMPEG",
+        mode="I",
+        fps=fps,
+        codec="libx264",
+        macro_block_size=1,
+        ffmpeg_log_level="error",
+    )
+    try:
+        for frame in frames:
+            writer.append_data(_even(frame))
+    finally:
+        writer.close()
+
+
+class VideoScoreClient(ClientBase):
+    """Client of an episode video score service.
+
+    Args:
+        pool: an :class:`EndpointPool` (shared; not closed with the client) or endpoint URL(s).
+        nframes: frames sampled uniformly from the episode (all if fewer).
+        max_pixels: per-frame pixel budget, passed to the server (which resizes).
+        video_fps: frame rate of the MP4.
+        backend, backend_kwargs: optional server-side backend selection, passed through.
+        mode: ``"inline"`` (base64 bytes in the request) or ``"path"`` (file in ``shared_dir``).
+        shared_dir: directory on a filesystem the server can read (required for ``"path"``).
+        temp_dir: where inline mode writes its temporary MP4 (default: the system temp dir).
+        fail_on_request_error: raise :class:`RewardServiceError` instead of falling back.
+        fallback_score: value returned when a call fails.
+        max_workers, timeout, stats, warn_interval_s: see :class:`ProgressClient`.
+
+    Example::
+
+        client = VideoScoreClient(pool, mode="path", shared_dir="/mnt/shared/videos")
+        future = client.submit_score("open the top drawer", frames)
+        score = future.result().value
+    """
+
+    def __init__(
+        self,
+        pool: EndpointPool | str | Sequence[str],
+        *,
+        nframes: int = 16,
+        max_pixels: int = 200704,
+        video_fps: float = 4,
+        backend: str | None = None,
+        backend_kwargs: dict[str, Any] | None = None,
+        mode: Literal["inline", "path"] = "inline",
+        shared_dir: str | os.PathLike | None = None,
+        temp_dir: str | os.PathLike | None = None,
+        fail_on_request_error: bool = False,
+        fallback_score: float | None = None,
+        max_workers: int = 2,
+        timeout: float | None = None,
+        stats: ClientStats | None = None,
+        warn_interval_s: float = 60.0,
+    ) -> None:
+        if mode not in ("inline", "path"):
+            raise ValueError(f"mode must be 'inline' or 'path', got {mode!r}")
+        if mode == "path":
+            if shared_dir is None:
+                raise ValueError("mode='path' needs shared_dir (a directory the server can read)")
+            if not Path(shared_dir).is_dir():
+                raise ValueError(f"shared_dir {os.fspath(shared_dir)!r} is not a directory")
+        if nframes < 1 or max_pixels < 1 or not video_fps > 0:
+            raise ValueError("nframes and max_pixels must be >= 1 and video_fps > 0")
+        super().__init__(
+            pool,
+            fail_on_request_error=fail_on_request_error,
+            max_workers=max_workers,
+            timeout=timeout,
+            stats=stats,
+            warn_interval_s=warn_interval_s,
+            name="video score client",
+        )
+        self.nframes = int(nframes)
+        self.max_pixels = int(max_pixels)
+        self.video_fps = float(video_fps)
+        self.backend = backend
+        self.backend_kwargs = dict(backend_kwargs) if backend_kwargs else None
+        self.mode = mode
+        self.shared_dir = None if shared_dir is None else Path(shared_dir).resolve()
+        self.temp_dir = None if temp_dir is None else Path(temp_dir)
+        self.fallback_score = fallback_score
+
+    def _sample(self, frames: Sequence[np.ndarray] | np.ndarray, copy: bool) -> list[np.ndarray]:
+        count = len(frames)
+        if count == 0:
+            raise ValueError("score needs at least one frame")
+        picked = []
+        shape = None
+        for index in sample_indices(count, self.nframes):
+            frame = validate_frame(frames[index], f"frames[{index}]")
+            if shape is None:
+                shape = frame.shape
+            elif frame.shape != shape:
+                raise ValueError(f"frames[{index}] has shape {frame.shape}, expected {shape}")
+            picked.append(np.array(frame, copy=True) if copy else frame)
+        return picked
+
+    def score(
+        self, task_text: str, frames: Sequence[np.ndarray] | np.ndarray
+    ) -> CallResult[float | None]:
+        """Score an episode (frames: a list of HxWx3 uint8 or a TxHxWx3 array)."""
+        _check_text(task_text)
+        return self._score(task_text, self._sample(frames, copy=False))
+
+    def submit_score(
+        self, task_text: str, frames: Sequence[np.ndarray] | np.ndarray
+    ) -> Future[CallResult[float | None]]:
+        """Non-blocking :meth:`score` (sampled frames copied now; video encoded in a worker)."""
+        _check_text(task_text)
+        return self._submit(self._score, task_text, self._sample(frames, copy=True))
+
+    def _score(self, task_text: str, frames: list[np.ndarray]) -> CallResult[float | None]:
+        def call():
+            directory = self.shared_dir if self.mode == "path" else self.temp_dir
+            directory = directory if directory is not None else Path(tempfile.gettempdir())
+            path = directory / f"evolve-score-{os.getpid()}-{uuid.uuid4().hex}.mp4"
+            try:
+                try:
+                    write_mp4(path, frames, self.video_fps)
+                except OSError as exc:
+                    raise RewardServiceError(
+                        None, ROUTE_SCORE, f"could not write the video to {path}: {exc}",
+                        kind=ErrorKind.LOCAL_IO,
+                    ) from exc  # fmt: skip
+                source: dict[str, Any]
+                if self.mode == "path":
+                    source = {"video_path": str(path)}
+                else:
+                    source = {"video_b64": b64encode_bytes(path.read_bytes())}
+                    path.unlink(missing_ok=True)
+                body = ScoreRequest(
+                    task_text=task_text,
+                    nframes=self.nframes,
+                    max_pixels=self.max_pixels,
+                    backend=self.backend,
+                    backend_kwargs=self.backend_kwargs,
+                    **source,
+                )
+                reply = self._request("POST", ROUTE_SCORE, json=body.model_dump(exclude_none=True))
+            finally:
+                path.unlink(missing_ok=True)
+            parsed = parse_json_model(reply, ROUTE_SCORE, ScoreResponse)
+            (value,) = check_finite(reply, ROUTE_SCORE, "score", [parsed.score])
+            return value, reply.endpoint, reply.attempts
+
+        return self._run(ROUTE_SCORE, call, self.fallback_score)
+
+
+def _check_text(task_text: str) -> None:
+    if not isinstance(task_text, str) or not task_text.strip():
+        raise ValueError(f"task_text must be a non-empty string, got {task_text!r}")
