@@ -1,0 +1,605 @@
+"""The reward service's FastAPI application: `create_app(backend, ...)`.
+
+Routes (DESIGN §4):
+
+* progress (VLAC-compatible): `POST /trajectory-critic`, `POST /pairwise-critic`, `POST /done`,
+  `GET /capabilities`, `POST /healthcheck`, `GET /health`;
+* episode video score (RLinf-compatible): `POST /score`;
+* pickle scorer (deepgen_rl / VeRL-Omni-compatible): `POST /pickle` (also `POST /` with
+  `pickle_at_root=True`);
+* `GET /metrics`; with `enable_faults=True` also the fault-injection admin routes
+  (`reward_service.faults`).
+
+Every error is JSON `{"error": ..., ...}` with a 4xx/5xx status, except the pickle routes,
+which answer `pickle.dumps({"error": str})` (as their protocol says) unless the request's
+`Accept` header asks for `application/json`. A route the backend cannot serve answers 501
+naming the backend. Limits: body size (413), frames per request (413), image side (413);
+undecodable images and invalid fields answer 422, a body that is not JSON/pickle 400.
+
+Example:
+    >>> from reward_service.backends.mock import MockBackend
+    >>> app = create_app(MockBackend(), token=None, batch_window_ms=5)
+    >>> # uvicorn.run(app, host="127.0.0.1", port=8111)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import numpy as np
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from reward_service.backends import make_backend
+from reward_service.backends.base import (
+    Backend,
+    CriticItem,
+    DoneItem,
+    ImageScoreItem,
+    NotSupportedError,
+    VideoItem,
+)
+from reward_service.batching import MAX_BATCH, Batcher, prepare_frame
+from reward_service.faults import TRANSPORT_SCOPE_KEY, FaultInjector, FaultMiddleware
+from reward_service.image_decoding import (
+    ImageDecodeError,
+    b64_to_bytes,
+    decode_image_b64,
+    decode_image_bytes,
+)
+from reward_service.metrics import Metrics
+from reward_service.protocol import (
+    Capabilities,
+    DoneRequest,
+    DoneResponse,
+    ErrorResponse,
+    FaultSpec,
+    HealthResponse,
+    PairwiseCriticRequest,
+    PairwiseCriticResponse,
+    PickleScoreRequest,
+    ScoreRequest,
+    ScoreResponse,
+    TrajectoryCriticRequest,
+    TrajectoryCriticResponse,
+    UnsafePickleError,
+    safe_pickle_dumps,
+    safe_pickle_loads,
+)
+from reward_service.video_decoding import VideoDecodeError, read_video_bytes, read_video_file
+
+__all__ = ["create_app", "ApiError", "DEFAULT_LIMITS"]
+
+log = logging.getLogger("reward_service")
+
+DEFAULT_LIMITS = {
+    "max_body_bytes": 64 * 1024 * 1024,
+    "max_frames": 1024,
+    "max_image_side": 4096,
+    "max_video_frames": 10000,
+}
+
+PICKLE_CONTENT_TYPE = "application/octet-stream"
+
+
+class ApiError(Exception):
+    """An error answered as JSON `{"error": message, **extra}` with `status_code`."""
+
+    def __init__(self, status_code: int, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.message = message
+        self.extra = extra
+
+
+class BodyTooLargeError(StarletteHTTPException):
+    """Raised while reading a body larger than the limit (FastAPI re-raises HTTP exceptions)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"request body larger than the limit of {limit} bytes")
+
+
+def _error_payload(message: str, **extra: Any) -> dict[str, Any]:
+    return {"error": message, **extra}
+
+
+def _json_error(status: int, message: str, **extra: Any) -> JSONResponse:
+    return JSONResponse(_error_payload(message, **extra), status_code=status)
+
+
+# ------------------------------------------------------------------------------- middlewares
+
+
+class _MetricsMiddleware:
+    def __init__(self, app: Any, metrics: Metrics, known_routes: set[str]) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.known_routes = known_routes
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope["path"]
+        route = path if path in self.known_routes else "other"
+        status = 500
+        start = time.perf_counter()
+        self.metrics.request_started()
+
+        async def send_wrapper(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            self.metrics.record_request(route, status, time.perf_counter() - start)
+
+
+class _AuthMiddleware:
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        header = dict(scope["headers"]).get(b"authorization")
+        if header is None or not hmac.compare_digest(header, self.expected):
+            message = "missing bearer token" if header is None else "invalid bearer token"
+            response = _json_error(401, message)
+            response.headers["www-authenticate"] = "Bearer"
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+class _BodyLimitMiddleware:
+    def __init__(self, app: Any, max_body_bytes: int) -> None:
+        self.app = app
+        self.limit = max_body_bytes
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None:
+            try:
+                too_big = int(length) > self.limit
+            except ValueError:
+                too_big = False
+            if too_big:
+                response = _json_error(
+                    413,
+                    f"request body of {int(length)} bytes is larger than the limit of "
+                    f"{self.limit} bytes",
+                    limit=self.limit,
+                )
+                await response(scope, receive, send)
+                return
+        received = 0
+
+        async def limited_receive() -> dict[str, Any]:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    raise BodyTooLargeError(self.limit)
+            return message
+
+        await self.app(scope, limited_receive, send)
+
+
+# ---------------------------------------------------------------------------------- helpers
+
+
+def _check_count(what: str, items: Sequence[Any], limit: int, *, allow_empty: bool = False) -> None:
+    if not items and not allow_empty:
+        raise ApiError(422, f"{what} must not be empty")
+    if len(items) > limit:
+        raise ApiError(
+            413, f"{what} has {len(items)} entries, more than the limit of {limit}", limit=limit
+        )
+
+
+def _decode_frames(encoded: Sequence[str], max_side: int, what: str) -> list[np.ndarray]:
+    return [
+        prepare_frame(decode_image_b64(item, max_side=max_side, what=f"{what}[{i}]"))
+        for i, item in enumerate(encoded)
+    ]
+
+
+def _sample_reference(frames: list[np.ndarray], ref_num: int | None) -> tuple[np.ndarray, ...]:
+    """VLAC's reference sampling: the first frame and `ref_num - 1` evenly spaced others."""
+    if ref_num is None or ref_num >= len(frames) or ref_num <= 1:
+        return tuple(frames if ref_num is None or ref_num > 1 else frames[:1])
+    delta = (len(frames) - 1) / (ref_num - 1)
+    return tuple(frames[int(i * delta)] for i in range(ref_num))
+
+
+def accumulate_values(critics: Sequence[float]) -> list[float]:
+    """VLAC `critic_to_value_simple`: `v <- v + (100 - v) * c / 100`, starting at 0."""
+    values = [0.0]
+    for c in critics:
+        values.append(values[-1] + (100.0 - values[-1]) * float(c) / 100.0)
+    return values
+
+
+def _wants_json(request: Request) -> bool:
+    return "application/json" in request.headers.get("accept", "")
+
+
+def _clean_validation_errors(errors: Sequence[Any]) -> list[dict[str, Any]]:
+    cleaned = []
+    for err in errors:
+        item = {k: err[k] for k in ("type", "loc", "msg") if k in err}
+        item["loc"] = [str(part) for part in item.get("loc", [])]
+        cleaned.append(item)
+    return cleaned
+
+
+def _summarise(errors: list[dict[str, Any]]) -> str:
+    parts = [f"{'.'.join(e['loc']) or 'body'}: {e['msg']}" for e in errors[:3]]
+    more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
+    return "; ".join(parts) + more
+
+
+# ------------------------------------------------------------------------------- application
+
+
+class RewardApp(FastAPI):
+    """FastAPI app that remembers each connection's transport for the `reset` fault."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") == "http":
+            transport = getattr(getattr(send, "__self__", None), "transport", None)
+            if transport is not None:
+                scope[TRANSPORT_SCOPE_KEY] = transport
+        await super().__call__(scope, receive, send)
+
+
+def create_app(
+    backend: Backend | str,
+    *,
+    backend_kwargs: dict[str, Any] | None = None,
+    token: str | None = None,
+    max_body_bytes: int = DEFAULT_LIMITS["max_body_bytes"],
+    max_frames: int = DEFAULT_LIMITS["max_frames"],
+    max_image_side: int = DEFAULT_LIMITS["max_image_side"],
+    max_video_frames: int = DEFAULT_LIMITS["max_video_frames"],
+    batch_window_ms: float = 5.0,
+    max_batch: int = MAX_BATCH,
+    enable_faults: bool = False,
+    pickle_at_root: bool = False,
+) -> FastAPI:
+    """Build the reward service around `backend` (an instance, or a registered name).
+
+    Args:
+        backend: a `Backend`, or a name from `reward_service.backends.BACKENDS` built with
+            `backend_kwargs` (an unknown name raises `UnknownBackendError`, a `ValueError`).
+        token: if set, every request needs `Authorization: Bearer <token>` (else 401).
+        max_body_bytes: larger request bodies answer 413.
+        max_frames: most frames (trajectory, reference, pickle images) per request (413).
+        max_image_side: most pixels per image side (413).
+        max_video_frames: most frames in a `/score` video before sampling (413).
+        batch_window_ms: how long a backend batch waits for more items from other requests.
+        max_batch: most items per backend call (<= 8 keeps GPU memory bounded).
+        enable_faults: add the fault-injection admin routes (tests and drills only).
+        pickle_at_root: also serve the pickle scorer at `POST /`.
+    """
+    if isinstance(backend, str):
+        backend = make_backend(backend, **(backend_kwargs or {}))
+    elif backend_kwargs:
+        raise ValueError("backend_kwargs only apply when backend is given by name")
+    for name, value in (
+        ("max_body_bytes", max_body_bytes),
+        ("max_frames", max_frames),
+        ("max_image_side", max_image_side),
+        ("max_video_frames", max_video_frames),
+    ):
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+    be: Backend = backend
+    metrics = Metrics()
+    batcher = Batcher(be, metrics, max_batch=max_batch, window_s=batch_window_ms / 1000.0)
+    injector = FaultInjector() if enable_faults else None
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):  # noqa: ANN202
+        yield
+        await batcher.aclose()
+        await asyncio.to_thread(be.close)
+
+    app = RewardApp(
+        title="evolve-envs reward service",
+        version="0.1.0",
+        description=(
+            f"Reward model service (backend: {be.name}). Progress (VLAC-compatible), "
+            "episode video score (RLinf-compatible) and pickle scorer protocols."
+        ),
+        lifespan=lifespan,
+        responses={
+            400: {"model": ErrorResponse},
+            401: {"model": ErrorResponse},
+            413: {"model": ErrorResponse},
+            422: {"model": ErrorResponse},
+            500: {"model": ErrorResponse},
+            501: {"model": ErrorResponse},
+        },
+    )
+    app.state.backend = be
+    app.state.metrics = metrics
+    app.state.batcher = batcher
+    app.state.faults = injector
+
+    def require(capability: str) -> None:
+        if not be.supports(capability):
+            raise ApiError(
+                501,
+                f"backend {be.name!r} does not support {capability!r}",
+                backend=be.name,
+                capability=capability,
+            )
+
+    async def guarded(call: Callable[[], Awaitable[Any]]) -> Any:
+        """Run backend work; backend failures become 500/501 ApiErrors naming the backend."""
+        try:
+            return await call()
+        except ApiError:
+            raise
+        except NotSupportedError as exc:
+            raise ApiError(501, str(exc), backend=be.name, capability=exc.capability) from exc
+        except (ImageDecodeError, VideoDecodeError) as exc:
+            raise ApiError(exc.status_code, str(exc)) from exc
+        except Exception as exc:  # noqa: BLE001 - any backend failure is answered, not raised
+            log.exception("backend %s failed", be.name)
+            raise ApiError(
+                500, f"backend {be.name!r} failed: {type(exc).__name__}: {exc}", backend=be.name
+            ) from exc
+
+    async def decode(encoded: Sequence[str], what: str) -> list[np.ndarray]:
+        try:
+            return await asyncio.to_thread(_decode_frames, encoded, max_image_side, what)
+        except ImageDecodeError as exc:
+            raise ApiError(exc.status_code, str(exc)) from exc
+
+    # --- exception handlers --------------------------------------------------------------------
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, exc: ApiError) -> Response:
+        if request.url.path in pickle_paths and not _wants_json(request):
+            return Response(
+                safe_pickle_dumps({"error": exc.message}),
+                status_code=exc.status_code,
+                media_type=PICKLE_CONTENT_TYPE,
+            )
+        return _json_error(exc.status_code, exc.message, **exc.extra)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
+        errors = _clean_validation_errors(exc.errors())
+        if any(e.get("type") == "json_invalid" for e in errors):
+            return _json_error(400, "request body is not valid JSON", detail=errors)
+        return _json_error(422, f"invalid request: {_summarise(errors)}", detail=errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 404:
+            message = f"no route {request.method} {request.url.path}"
+        elif exc.status_code == 405:
+            message = f"method {request.method} not allowed on {request.url.path}"
+        else:
+            message = str(exc.detail)
+        response = _json_error(exc.status_code, message)
+        for key, value in (exc.headers or {}).items():
+            response.headers[key] = value
+        return response
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> Response:
+        log.exception("unhandled error on %s", request.url.path)
+        return _json_error(500, f"internal server error: {type(exc).__name__}: {exc}")
+
+    # --- health, capabilities, metrics ---------------------------------------------------------
+    @app.get("/health", response_model=HealthResponse, tags=["service"])
+    async def health() -> HealthResponse:
+        """Liveness: the server is up and its backend loaded."""
+        return HealthResponse(backend=be.name)
+
+    @app.post("/healthcheck", response_model=HealthResponse, tags=["progress"])
+    async def healthcheck() -> HealthResponse:
+        """VLAC-style health check."""
+        return HealthResponse(backend=be.name)
+
+    @app.get("/capabilities", response_model=Capabilities, tags=["service"])
+    async def capabilities() -> Capabilities:
+        """Which routes the backend can serve (the others answer 501)."""
+        return be.capabilities()
+
+    @app.get("/metrics", tags=["service"])
+    async def get_metrics() -> dict[str, Any]:
+        """Request counts, errors, backend batch sizes and latency percentiles (ms)."""
+        snap = metrics.snapshot()
+        snap["backend"] = be.name
+        snap["batch_window_ms"] = batch_window_ms
+        snap["max_batch"] = max_batch
+        return snap
+
+    # --- progress protocol ---------------------------------------------------------------------
+    @app.post("/trajectory-critic", response_model=TrajectoryCriticResponse, tags=["progress"])
+    async def trajectory_critic(req: TrajectoryCriticRequest) -> TrajectoryCriticResponse:
+        """Critics between consecutive frames of `frames[::skip]` and their accumulated values."""
+        _check_count("frames", req.frames, max_frames)
+        if req.reference is not None:
+            _check_count("reference", req.reference, max_frames, allow_empty=True)
+        sampled = await decode(req.frames[:: req.skip], "frames")
+        reference = None
+        if req.reference:
+            reference = _sample_reference(await decode(req.reference, "reference"), req.ref_num)
+        first = sampled[0]
+        items = [
+            CriticItem(req.task, sampled[k - 1], sampled[k], first, reference)
+            for k in range(1, len(sampled))
+        ]
+        critics = await guarded(lambda: batcher.run("critic", items))
+        critic_list = [float(c) for c in critics]
+        return TrajectoryCriticResponse(
+            value_list=accumulate_values(critic_list), critic_list=critic_list
+        )
+
+    @app.post("/pairwise-critic", response_model=PairwiseCriticResponse, tags=["progress"])
+    async def pairwise_critic(req: PairwiseCriticRequest) -> PairwiseCriticResponse:
+        """How much closer `image_b` is to completing `task` than `image_a`, in [-100, 100]."""
+        require("pairwise")
+        a, b = await decode([req.image_a, req.image_b], "images")
+        (critic,) = await guarded(lambda: batcher.run("critic", [CriticItem(req.task, a, b, a)]))
+        return PairwiseCriticResponse(critic=float(critic))
+
+    @app.post("/done", response_model=DoneResponse, tags=["progress"])
+    async def done(req: DoneRequest) -> DoneResponse:
+        """Whether `curr_frame` shows the task completed, with a probability."""
+        require("done")
+        if req.reference is not None:
+            _check_count("reference", req.reference, max_frames, allow_empty=True)
+        first, prev, curr = await decode([req.first_frame, req.prev_frame, req.curr_frame], "done")
+        reference = tuple(await decode(req.reference, "reference")) if req.reference else None
+        item = DoneItem(req.task, first, prev, curr, reference)
+        ((is_done, prob),) = await guarded(lambda: batcher.run("done", [item]))
+        return DoneResponse(done=bool(is_done), prob=float(prob))
+
+    # --- episode video score -------------------------------------------------------------------
+    @app.post("/score", response_model=ScoreResponse, tags=["video score"])
+    async def score(req: ScoreRequest) -> ScoreResponse:
+        """Score an episode video (path on a shared filesystem, or inline base64 bytes)."""
+        require("video")
+        kwargs = {"nframes": req.nframes, "max_pixels": req.max_pixels}
+        kwargs["max_frames"] = max_video_frames
+        try:
+            if req.video_b64 is not None:
+                data = b64_to_bytes(req.video_b64, what="video_b64")
+                frames = await asyncio.to_thread(read_video_bytes, data, **kwargs)
+            else:
+                frames = await asyncio.to_thread(read_video_file, req.video_path, **kwargs)
+        except (ImageDecodeError, VideoDecodeError) as exc:
+            raise ApiError(exc.status_code, str(exc)) from exc
+        for i, frame in enumerate(frames):
+            h, w = frame.shape[:2]
+            if max(h, w) > max_image_side:
+                raise ApiError(413, f"video frame {i} is {w}x{h}, over {max_image_side} pixels")
+        options = {"backend": req.backend, "backend_kwargs": dict(req.backend_kwargs or {})}
+        item = VideoItem(req.task_text, tuple(frames), options)
+        value, raw_text = await guarded(lambda: batcher.call("video", be.score_video, item))
+        return ScoreResponse(score=float(value), raw_text=raw_text)
+
+    # --- pickle scorer -------------------------------------------------------------------------
+    pickle_paths = {"/pickle"} | ({"/"} if pickle_at_root else set())
+
+    async def pickle_score(request: Request) -> Response:
+        require("image_score")
+        body = await request.body()
+        try:
+            raw = safe_pickle_loads(body)
+        except UnsafePickleError as exc:
+            raise ApiError(400, f"rejected pickle body: {exc}") from exc
+        if not isinstance(raw, dict):
+            raise ApiError(422, f"pickle body must be a dict, got {type(raw).__name__}")
+        try:
+            req = PickleScoreRequest.model_validate(raw)
+        except ValidationError as exc:
+            errors = _clean_validation_errors(exc.errors())
+            raise ApiError(422, f"invalid pickle request: {_summarise(errors)}") from exc
+        _check_count("images", req.images, max_frames)
+
+        def decode_all() -> list[np.ndarray]:
+            return [
+                prepare_frame(decode_image_bytes(img, max_side=max_image_side, what=f"images[{i}]"))
+                for i, img in enumerate(req.images)
+            ]
+
+        try:
+            images = await asyncio.to_thread(decode_all)
+        except ImageDecodeError as exc:
+            raise ApiError(exc.status_code, str(exc)) from exc
+        items = [
+            ImageScoreItem(prompt, image, dict(req.metadata))
+            for prompt, image in zip(req.prompts, images, strict=True)
+        ]
+        scores = await guarded(lambda: batcher.run("image", items))
+        payload = {"scores": [float(s) for s in scores]}
+        if _wants_json(request):
+            return JSONResponse(payload)
+        return Response(safe_pickle_dumps(payload), media_type=PICKLE_CONTENT_TYPE)
+
+    pickle_doc = {
+        "requestBody": {
+            "required": True,
+            "content": {
+                PICKLE_CONTENT_TYPE: {
+                    "schema": {
+                        "type": "string",
+                        "format": "binary",
+                        "description": 'pickle.dumps({"images": [bytes], "prompts": [str], '
+                        '"metadata": {}}); unpickled without resolving any global',
+                    }
+                }
+            },
+        },
+        "responses": {
+            "200": {
+                "description": 'pickle.dumps({"scores": [float]})',
+                "content": {PICKLE_CONTENT_TYPE: {}},
+            }
+        },
+    }
+    for path in sorted(pickle_paths, reverse=True):
+        app.add_api_route(
+            path,
+            pickle_score,
+            methods=["POST"],
+            tags=["pickle scorer"],
+            summary="Score images against prompts (pickle protocol)",
+            openapi_extra=pickle_doc,
+            response_class=Response,
+        )
+
+    # --- fault injection admin -----------------------------------------------------------------
+    if injector is not None:
+
+        @app.get("/admin/faults", tags=["admin"])
+        async def fault_status() -> dict[str, Any]:
+            """The armed fault, how many requests it still affects, how many it hit."""
+            return injector.status()
+
+        @app.post("/admin/faults", tags=["admin"])
+        async def arm_fault(spec: FaultSpec) -> dict[str, Any]:
+            """Arm a fault (see `reward_service.faults`); replaces any armed fault."""
+            log.warning("fault injection armed: %s", spec.model_dump())
+            return injector.arm(spec)
+
+        @app.delete("/admin/faults", tags=["admin"])
+        async def clear_faults() -> dict[str, Any]:
+            """Clear the armed fault."""
+            return injector.clear()
+
+    # Middlewares, innermost first: faults, body limit, auth, metrics (outermost).
+    known_routes = {route.path for route in app.routes if hasattr(route, "path")}
+    if injector is not None:
+        app.add_middleware(FaultMiddleware, injector=injector)
+    app.add_middleware(_BodyLimitMiddleware, max_body_bytes=max_body_bytes)
+    if token:
+        app.add_middleware(_AuthMiddleware, token=token)
+    app.add_middleware(_MetricsMiddleware, metrics=metrics, known_routes=known_routes)
+    return app

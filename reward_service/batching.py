@@ -1,0 +1,197 @@
+"""Request coalescing: items from concurrent requests become backend batches of <= 8.
+
+Each progress/image route splits its request into items (one frame pair, one done question, one
+image), resized to `FRAME_SIZE` x `FRAME_SIZE`, and hands them to `Batcher.run`. One consumer
+per item kind waits for the first item, then keeps collecting for up to `window_s` seconds (or
+until `max_batch` items are queued) and calls the backend once for the whole batch, in a single
+dedicated worker thread (the "GPU"). Items from different clients that arrive within the window
+share one backend call; a long trajectory is split across consecutive batches.
+
+If a batch that mixes several requests fails, each request's items are retried on their own, so
+one bad request cannot fail its neighbours.
+
+Example (inside a running event loop):
+    >>> batcher = Batcher(MockBackend(), Metrics(), max_batch=8, window_s=0.005)  # doctest: +SKIP
+    >>> critics = await batcher.run("critic", items)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+
+from reward_service.backends.base import Backend, BackendError
+from reward_service.image_decoding import resize_square
+from reward_service.metrics import Metrics
+
+__all__ = ["Batcher", "FRAME_SIZE", "MAX_BATCH", "prepare_frame"]
+
+FRAME_SIZE = 448
+MAX_BATCH = 8
+
+T = TypeVar("T")
+
+
+def prepare_frame(frame: np.ndarray) -> np.ndarray:
+    """Resize a decoded frame to the model input size (`FRAME_SIZE` square)."""
+    return resize_square(frame, FRAME_SIZE)
+
+
+@dataclass
+class _Entry:
+    request_id: int
+    item: Any
+    future: asyncio.Future[Any]
+
+
+class Batcher:
+    """Coalesces items of concurrent requests into backend batches (see module docs)."""
+
+    KINDS = ("critic", "done", "image")
+
+    def __init__(
+        self,
+        backend: Backend,
+        metrics: Metrics,
+        *,
+        max_batch: int = MAX_BATCH,
+        window_s: float = 0.005,
+    ) -> None:
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        if window_s < 0:
+            raise ValueError(f"window_s must be >= 0, got {window_s}")
+        self.backend = backend
+        self.metrics = metrics
+        self.max_batch = max_batch
+        self.window_s = window_s
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reward-backend")
+        self._queues: dict[str, asyncio.Queue[_Entry]] = {}
+        self._consumers: dict[str, asyncio.Task[None]] = {}
+        self._ids = itertools.count()
+        self._calls: dict[str, Callable[[Sequence[Any]], list[Any]]] = {
+            "critic": backend.critic_batch,
+            "done": backend.done_batch,
+            "image": backend.score_images,
+        }
+
+    # --- public ---------------------------------------------------------------------------------
+    async def run(self, kind: str, items: Sequence[Any]) -> list[Any]:
+        """Results for `items` (in order), computed in coalesced backend batches."""
+        if kind not in self._calls:
+            raise ValueError(f"unknown batch kind {kind!r}")
+        if not items:
+            return []
+        queue = self._queue(kind)
+        loop = asyncio.get_running_loop()
+        request_id = next(self._ids)
+        futures = []
+        for item in items:
+            fut: asyncio.Future[Any] = loop.create_future()
+            futures.append(fut)
+            queue.put_nowait(_Entry(request_id, item, fut))
+        return list(await asyncio.gather(*futures))
+
+    async def call(self, kind: str, fn: Callable[..., T], *args: Any) -> T:
+        """Run one backend call (e.g. a video score) in the backend thread, counted as a batch."""
+        loop = asyncio.get_running_loop()
+        result = await loop.run_in_executor(self._executor, fn, *args)
+        self.metrics.record_batch(kind, 1)
+        return result
+
+    async def aclose(self) -> None:
+        """Stop the consumers, fail what is still queued and release the backend thread."""
+        for task in self._consumers.values():
+            task.cancel()
+        for task in self._consumers.values():
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+        for queue in self._queues.values():
+            while not queue.empty():
+                entry = queue.get_nowait()
+                if not entry.future.done():
+                    entry.future.set_exception(BackendError("server is shutting down"))
+        self._consumers.clear()
+        self._queues.clear()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    # --- internals ------------------------------------------------------------------------------
+    def _queue(self, kind: str) -> asyncio.Queue[_Entry]:
+        queue = self._queues.get(kind)
+        if queue is None:
+            queue = asyncio.Queue()
+            self._queues[kind] = queue
+            self._consumers[kind] = asyncio.get_running_loop().create_task(
+                self._consume(kind, queue), name=f"batcher-{kind}"
+            )
+        return queue
+
+    async def _collect(self, queue: asyncio.Queue[_Entry]) -> list[_Entry]:
+        batch = [await queue.get()]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.window_s
+        while len(batch) < self.max_batch:
+            if not queue.empty():
+                batch.append(queue.get_nowait())
+                continue
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            try:
+                batch.append(await asyncio.wait_for(queue.get(), remaining))
+            except TimeoutError:
+                break
+        return [entry for entry in batch if not entry.future.done()]
+
+    async def _consume(self, kind: str, queue: asyncio.Queue[_Entry]) -> None:
+        while True:
+            batch = await self._collect(queue)
+            if not batch:
+                continue
+            try:
+                await self._execute(kind, batch)
+            except Exception as exc:  # noqa: BLE001 - delivered to the waiting requests
+                if len({entry.request_id for entry in batch}) > 1:
+                    for group in _group_by_request(batch):
+                        try:
+                            await self._execute(kind, group)
+                        except Exception as group_exc:  # noqa: BLE001
+                            _fail(group, group_exc)
+                else:
+                    _fail(batch, exc)
+
+    async def _execute(self, kind: str, batch: list[_Entry]) -> None:
+        call = self._calls[kind]
+        items = [entry.item for entry in batch]
+        loop = asyncio.get_running_loop()
+        results = await loop.run_in_executor(self._executor, call, items)
+        self.metrics.record_batch(kind, len(items))
+        if len(results) != len(items):
+            raise BackendError(
+                f"backend {self.backend.name!r} returned {len(results)} results for "
+                f"{len(items)} {kind} items"
+            )
+        for entry, result in zip(batch, results, strict=True):
+            if not entry.future.done():
+                entry.future.set_result(result)
+
+
+def _group_by_request(batch: list[_Entry]) -> list[list[_Entry]]:
+    groups: dict[int, list[_Entry]] = {}
+    for entry in batch:
+        groups.setdefault(entry.request_id, []).append(entry)
+    return list(groups.values())
+
+
+def _fail(batch: list[_Entry], exc: BaseException) -> None:
+    for entry in batch:
+        if not entry.future.done():
+            entry.future.set_exception(exc)

@@ -1,0 +1,103 @@
+"""Server metrics: request counts, errors, backend batch sizes and latency percentiles.
+
+Thread-safe; the `/metrics` route returns `Metrics.snapshot()`.
+
+Example:
+    >>> m = Metrics()
+    >>> m.record_request("/done", 200, 0.012)
+    >>> m.record_batch("critic", 8)
+    >>> m.snapshot()["batches"]["max_size"]
+    8
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter, deque
+from typing import Any
+
+__all__ = ["Metrics"]
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return 0.0
+    k = max(0, min(len(sorted_values) - 1, int(round(q / 100.0 * (len(sorted_values) - 1)))))
+    return sorted_values[k]
+
+
+class Metrics:
+    """Counters and bounded latency windows (the last `window` requests per route)."""
+
+    def __init__(self, window: int = 4096) -> None:
+        self._lock = threading.Lock()
+        self._started = time.time()
+        self._window = window
+        self._requests: Counter[str] = Counter()
+        self._errors: Counter[str] = Counter()
+        self._status: Counter[str] = Counter()
+        self._latency: dict[str, deque[float]] = {}
+        self._batches: dict[str, Counter[int]] = {}
+        self._in_flight = 0
+
+    def request_started(self) -> None:
+        with self._lock:
+            self._in_flight += 1
+
+    def record_request(self, route: str, status: int, latency_s: float) -> None:
+        """Count one finished request (`status` >= 400 counts as an error)."""
+        with self._lock:
+            self._in_flight = max(0, self._in_flight - 1)
+            self._requests[route] += 1
+            self._status[str(status)] += 1
+            if status >= 400:
+                self._errors[route] += 1
+            window = self._latency.setdefault(route, deque(maxlen=self._window))
+            window.append(latency_s)
+
+    def record_batch(self, kind: str, size: int) -> None:
+        """Count one backend call of `size` items (`kind`: critic, done, image, video)."""
+        with self._lock:
+            self._batches.setdefault(kind, Counter())[size] += 1
+
+    def snapshot(self) -> dict[str, Any]:
+        """A JSON-ready view of all metrics."""
+        with self._lock:
+            latency = {}
+            for route, window in self._latency.items():
+                values = sorted(window)
+                latency[route] = {
+                    "count": len(values),
+                    "p50": 1000 * _percentile(values, 50),
+                    "p90": 1000 * _percentile(values, 90),
+                    "p99": 1000 * _percentile(values, 99),
+                    "max": 1000 * (values[-1] if values else 0.0),
+                }
+            all_sizes: Counter[int] = Counter()
+            by_kind = {}
+            for kind, hist in self._batches.items():
+                all_sizes.update(hist)
+                by_kind[kind] = {
+                    "count": sum(hist.values()),
+                    "items": sum(size * n for size, n in hist.items()),
+                    "max_size": max(hist) if hist else 0,
+                    "histogram": {str(size): n for size, n in sorted(hist.items())},
+                }
+            return {
+                "uptime_s": time.time() - self._started,
+                "in_flight": self._in_flight,
+                "requests": dict(self._requests),
+                "requests_total": sum(self._requests.values()),
+                "errors": dict(self._errors),
+                "errors_total": sum(self._errors.values()),
+                "status_codes": dict(self._status),
+                "latency_ms": latency,
+                "batches": {
+                    "count": sum(all_sizes.values()),
+                    "items": sum(size * n for size, n in all_sizes.items()),
+                    "max_size": max(all_sizes) if all_sizes else 0,
+                    "histogram": {str(size): n for size, n in sorted(all_sizes.items())},
+                    "by_kind": by_kind,
+                },
+            }

@@ -1,0 +1,191 @@
+"""`evolve-reward-server`: serve one reward backend over HTTP with uvicorn.
+
+Usage::
+
+    evolve-reward-server --backend mock --port 8111
+    evolve-reward-server --backend vlm --ckpt-path /models/Qwen2.5-VL-7B-Instruct --gpu-ids 0
+    python -m reward_service.server --backend mock --backend-kwargs '{"latency_ms": 20}'
+
+Binds 127.0.0.1 unless `--host` says otherwise; `--token` (or `EVOLVE_REWARD_TOKEN`) requires
+`Authorization: Bearer <token>` on every request. `--ckpt-path` (or `VLAC_CKPT_PATH`) names the
+model directory of the `vlm` and `vlac` backends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from reward_service.backends import BACKENDS
+
+__all__ = ["main", "build_parser", "TOKEN_ENV"]
+
+TOKEN_ENV = "EVOLVE_REWARD_TOKEN"
+CKPT_ENV = "VLAC_CKPT_PATH"
+
+log = logging.getLogger("reward_service.server")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line interface of `evolve-reward-server`."""
+    p = argparse.ArgumentParser(
+        prog="evolve-reward-server",
+        description="Serve a reward model (progress, video score and pickle scorer protocols).",
+    )
+    p.add_argument("--backend", required=True, choices=sorted(BACKENDS), help="model backend")
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8111, help="port (default 8111)")
+    p.add_argument(
+        "--gpu-ids",
+        default=None,
+        help="GPU ids this server may use, exported as CUDA_VISIBLE_DEVICES (e.g. 0)",
+    )
+    p.add_argument(
+        "--backend-kwargs", default="{}", help="JSON object of backend constructor arguments"
+    )
+    p.add_argument("--ckpt-path", default=None, help=f"model path (default ${CKPT_ENV})")
+    p.add_argument("--token", default=None, help=f"bearer token (default ${TOKEN_ENV})")
+    p.add_argument("--max-body-mb", type=float, default=64.0, help="request body limit (MiB)")
+    p.add_argument("--max-frames", type=int, default=1024, help="frames per request limit")
+    p.add_argument("--max-image-side", type=int, default=4096, help="image side limit (pixels)")
+    p.add_argument(
+        "--batch-window-ms",
+        type=float,
+        default=5.0,
+        help="how long a backend batch waits for items of concurrent requests (ms)",
+    )
+    p.add_argument(
+        "--pickle-at-root", action="store_true", help="also serve the pickle scorer at POST /"
+    )
+    p.add_argument(
+        "--enable-fault-injection",
+        action="store_true",
+        help="add the /admin/faults routes (tests and failure drills only)",
+    )
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--access-log", action="store_true", help="log every request")
+    # Used by EmbeddedService: serve on an inherited listening socket, exit with the parent.
+    p.add_argument("--fd", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--exit-on-stdin-eof", action="store_true", help=argparse.SUPPRESS)
+    return p
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _watch_stdin_then_exit() -> None:
+    """Terminate this process when stdin reaches EOF (the parent process has gone)."""
+
+    def watch() -> None:
+        try:
+            while sys.stdin.buffer.read(65536):
+                pass
+        except (OSError, ValueError):
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _backend_kwargs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[str, Any]:
+    try:
+        kwargs = json.loads(args.backend_kwargs)
+    except json.JSONDecodeError as exc:
+        parser.error(f"--backend-kwargs is not valid JSON: {exc}")
+    if not isinstance(kwargs, dict):
+        parser.error("--backend-kwargs must be a JSON object")
+    ckpt = args.ckpt_path or os.environ.get(CKPT_ENV)
+    if ckpt and args.backend != "mock":
+        kwargs.setdefault("ckpt_path", ckpt)
+    elif args.ckpt_path and args.backend == "mock":
+        log.warning("--ckpt-path is ignored by the mock backend")
+    return kwargs
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `evolve-reward-server`; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    if args.gpu_ids is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = args.gpu_ids
+    kwargs = _backend_kwargs(args, parser)
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    if not _is_loopback(args.host) and not token:
+        log.warning(
+            "binding %s without a bearer token: anyone who can reach this port can use the "
+            "model; set --token or %s",
+            args.host,
+            TOKEN_ENV,
+        )
+    if args.exit_on_stdin_eof:
+        _watch_stdin_then_exit()
+
+    import uvicorn
+
+    from reward_service.app import create_app
+    from reward_service.backends import make_backend
+
+    try:
+        backend = make_backend(args.backend, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - report any construction failure plainly
+        print(
+            f"evolve-reward-server: cannot start backend {args.backend!r}: {exc}", file=sys.stderr
+        )
+        return 2
+    app = create_app(
+        backend,
+        token=token,
+        max_body_bytes=int(args.max_body_mb * 1024 * 1024),
+        max_frames=args.max_frames,
+        max_image_side=args.max_image_side,
+        batch_window_ms=args.batch_window_ms,
+        enable_faults=args.enable_fault_injection,
+        pickle_at_root=args.pickle_at_root,
+    )
+    config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        access_log=args.access_log,
+        timeout_keep_alive=65,
+        lifespan="on",
+    )
+    server = uvicorn.Server(config)
+    sockets = None
+    where = f"http://{args.host}:{args.port}"
+    if args.fd is not None:
+        sock = socket.socket(fileno=args.fd)
+        host, port = sock.getsockname()[:2]
+        where = f"http://{host}:{port}"
+        sockets = [sock]
+    print(
+        f"evolve-reward-server: backend {backend.name!r} on {where}"
+        + (" (fault injection enabled)" if args.enable_fault_injection else ""),
+        file=sys.stderr,
+        flush=True,
+    )
+    server.run(sockets=sockets)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
