@@ -1,0 +1,231 @@
+"""ProgressReward: rewards and termination from a progress reward model (EVOLVE-VLA / VLAC).
+
+A thin Gymnasium wrapper around :class:`wrappers.progress_tracker.ProgressTracker`, which holds
+the whole contract (schedule, milestones, modes, sync/async calls, done, reward modes,
+settlement); read its module docstring for the semantics. This wrapper
+
+* takes the task text from ``info["task_description"]`` at reset (or ``task=``),
+* feeds the tracker the chosen camera's frame after every step,
+* mixes rewards: ``env_reward_weight · env_reward + reward_weight · model_reward`` (defaults 0 and
+  1: the model reward replaces LIBERO's; ``1, 1`` adds them; ``1, 0`` keeps the env's),
+* terminates when the env does or when the tracker decides progress-done,
+* fills ``info`` (docs/INFO_KEYS.md): ``progress``, ``progress_calls``, ``progress_checked``,
+  ``progress_pending``, ``reward_model_latency_s``, ``reward_model_errors``,
+  ``reward_model_fallback``, ``done_by_progress``, ``is_success``, ``env_reward``,
+  ``reward_model_reward`` and, on the last step, ``episode_reward_model``.
+
+It asks the service for its capabilities once, at construction, and refuses settings the backend
+cannot serve (e.g. ``mode="pairwise"`` on a progress-only backend) with
+:class:`~wrappers.progress_tracker.ConfigurationError`.
+
+Put the time limit *below* this wrapper so truncation reaches it and the episode is settled.
+
+Example::
+
+    from reward_clients.progress_client import ProgressClient
+    from wrappers.progress_reward import ProgressReward
+
+    env = gym.wrappers.TimeLimit(LiberoEnv("libero_10", 0), 520)
+    env = ProgressReward(env, ProgressClient("http://127.0.0.1:8111"),
+                         start_step=64, call_every=16, milestone_every=64, done_threshold=0.95)
+    obs, info = env.reset(seed=0)
+    obs, r, terminated, truncated, info = env.step(env.action_space.sample())
+    info["progress"], info["progress_calls"]
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from wrappers.progress_tracker import (
+    ProgressService,
+    ProgressTracker,
+    TrackerSettings,
+    check_capabilities,
+)
+
+__all__ = ["ProgressReward"]
+
+logger = logging.getLogger(__name__)
+
+
+class ProgressReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
+    """Reward and terminate from a progress reward model (see module docstring).
+
+    Args:
+        env: the env (with its time limit inside).
+        client: a progress client (``reward_clients.progress_client.ProgressClient``) or the
+            service URL(s) to build one from (then owned and closed with the wrapper).
+        settings: :class:`~wrappers.progress_tracker.TrackerSettings` or a mapping of them.
+        camera: observation key of the frames sent to the reward model (``None``: the
+            observation is the image).
+        task: task text; default ``info["task_description"]`` at reset.
+        reward_weight: weight of the model reward.
+        env_reward_weight: weight of the wrapped env's reward.
+        capabilities: the service's capabilities if already known (skips the request);
+            ``False`` skips the check.
+        close_client: close ``client`` with the wrapper (always true for a URL).
+        **setting_overrides: individual :class:`TrackerSettings` fields, e.g. ``start_step=8``.
+
+    Example::
+
+        env = ProgressReward(env, "http://127.0.0.1:8111", mode="trajectory", calls="async",
+                             max_lag_steps=8, reward_mode="sparse")
+    """
+
+    def __init__(
+        self,
+        env: gym.Env,
+        client: ProgressService | str | Sequence[str],
+        settings: TrackerSettings | Mapping[str, Any] | None = None,
+        *,
+        camera: str | None = "agentview_image",
+        task: str | None = None,
+        reward_weight: float = 1.0,
+        env_reward_weight: float = 0.0,
+        capabilities: Any = None,
+        close_client: bool = False,
+        **setting_overrides: Any,
+    ) -> None:
+        gym.utils.RecordConstructorArgs.__init__(
+            self,
+            settings=settings,
+            camera=camera,
+            task=task,
+            reward_weight=reward_weight,
+            env_reward_weight=env_reward_weight,
+            **setting_overrides,
+        )
+        gym.Wrapper.__init__(self, env)
+        if settings is None:
+            settings = TrackerSettings()
+        elif isinstance(settings, Mapping):
+            settings = TrackerSettings.from_mapping(settings)
+        if setting_overrides:
+            settings = replace(settings, **setting_overrides)
+        if isinstance(client, str) or (
+            isinstance(client, Sequence) and not hasattr(client, "submit_pairwise_critic")
+        ):
+            from reward_clients.progress_client import ProgressClient
+
+            client = ProgressClient(client)
+            close_client = True
+        self.client = client
+        self._close_client = close_client
+        self.camera = camera
+        self.task = task
+        self.reward_weight = float(reward_weight)
+        self.env_reward_weight = float(env_reward_weight)
+        self.capabilities = self._check_capabilities(settings, capabilities)
+        self.tracker = ProgressTracker(client, settings)
+        self.episode_step = 0
+        self._warned_after_end = False
+        self._last_info: dict[str, Any] = {}
+
+    @property
+    def settings(self) -> TrackerSettings:
+        return self.tracker.settings
+
+    def _check_capabilities(self, settings: TrackerSettings, capabilities: Any) -> Any:
+        if capabilities is False:
+            return None
+        if capabilities is None:
+            ask = getattr(self.client, "capabilities", None)
+            if ask is None:
+                return None
+            result = ask()  # raises RewardServiceError for a fail-fast client
+            if not getattr(result, "ok", False) or result.value is None:
+                logger.warning(
+                    "could not read the reward service's capabilities (%s); the configuration "
+                    "is not checked against the backend",
+                    getattr(result, "error", "no answer"),
+                )
+                return None
+            capabilities = result.value
+        check_capabilities(settings, capabilities)
+        return capabilities
+
+    def _frame(self, obs: Any) -> np.ndarray:
+        if self.camera is None:
+            return np.asarray(obs)
+        if not isinstance(obs, Mapping) or self.camera not in obs:
+            keys = sorted(obs) if isinstance(obs, Mapping) else type(obs).__name__
+            raise KeyError(
+                f"ProgressReward: observation has no camera key {self.camera!r} ({keys})"
+            )
+        return np.asarray(obs[self.camera])
+
+    def _task(self, info: Mapping[str, Any]) -> str:
+        task = self.task or info.get("task_description")
+        if not task:
+            task = getattr(self.env.unwrapped, "task_description", None)
+        if not task:
+            raise ValueError(
+                "ProgressReward needs the task text: pass task=... or have the env put "
+                "'task_description' in the reset info"
+            )
+        return str(task)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        self.tracker.reset(self._task(info), self._frame(obs))
+        self.episode_step = 0
+        self._warned_after_end = False
+        info.setdefault("is_success", False)
+        info.update(
+            {
+                "progress": 0.0,
+                "progress_checked": False,
+                "progress_calls": 0,
+                "progress_pending": 0,
+                "reward_model_latency_s": 0.0,
+                "reward_model_errors": 0,
+                "reward_model_fallback": False,
+                "done_by_progress": False,
+            }
+        )
+        self._last_info = {k: info[k] for k in ("progress", "progress_calls")}
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        obs, env_reward, terminated, truncated, info = self.env.step(action)
+        self.episode_step += 1
+        info.setdefault("is_success", False)
+        info["env_reward"] = float(env_reward)
+        if self.tracker.episode_over:
+            # Stepping past the end of a settled episode: nothing more is owed.
+            if not self._warned_after_end:
+                logger.warning("ProgressReward: step() after the episode ended; call reset()")
+                self._warned_after_end = True
+            info["reward_model_reward"] = 0.0
+            info.update(self._last_info)
+            return obs, self.env_reward_weight * float(env_reward), terminated, truncated, info
+
+        out = self.tracker.observe(
+            self.episode_step,
+            lambda: self._frame(obs),
+            env_terminated=bool(terminated),
+            env_truncated=bool(truncated),
+            env_success=bool(info["is_success"]),
+        )
+        info.update(out.info)
+        info["reward_model_reward"] = out.reward
+        self._last_info = dict(out.info)
+        self._last_info.pop("episode_reward_model", None)
+        reward = self.env_reward_weight * float(env_reward) + self.reward_weight * out.reward
+        return obs, reward, bool(terminated or out.terminate), bool(truncated), info
+
+    def close(self) -> None:
+        try:
+            if self._close_client and hasattr(self.client, "close"):
+                self.client.close()
+        finally:
+            super().close()
