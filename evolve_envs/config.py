@@ -1,0 +1,454 @@
+"""Configuration of the wrapper stack: the ``reward_model`` schema, YAML loading, env overrides.
+
+A stack config is a mapping (usually a YAML file under ``configs/``) with two blocks:
+
+.. code-block:: yaml
+
+    env:                      # keyword arguments of the base env (LiberoEnv) + max_episode_steps
+      suite: libero_10
+      task_id: 0
+    reward_model:             # RewardModelConfig, below
+      enable: true
+      endpoint: embedded
+
+Sources are layered left to right (a suite YAML, then presets such as
+``configs/presets/long_horizon.yaml``): mappings merge key by key, everything else replaces.
+Then the seed's environment variables override the files, and explicit overrides (the
+``reward_model=`` / ``env`` keywords of :func:`evolve_envs.factory.make_env`) override everything.
+
+=========================  =====================================================
+environment variable       key
+=========================  =====================================================
+``VLAC_SERVICE_URL``       ``reward_model.endpoint`` (first of N consecutive ports)
+``VLAC_SERVICE_NUM``       ``reward_model.service_num`` (N)
+``VLAC_DONE_THRESHOLD``    ``reward_model.done_threshold``
+``VLAC_OFFSET_CALL``       ``reward_model.call_every``
+``VLAC_START_STEP_CALL``   ``reward_model.start_step``
+``USE_DENSE_REWARD``       ``reward_model.dense_reward`` (1/0, true/false, yes/no, on/off)
+``USE_PROGRESSIVE_MAX_STEP`` ``reward_model.progressive_max_step``
+=========================  =====================================================
+
+Validation is strict: unknown keys and wrong types raise :class:`ConfigError` whose message starts
+with the key's path, e.g. ``reward_model.call_every: expected int, got 'abc'``.
+
+Example::
+
+    from evolve_envs.config import load_config
+
+    cfg = load_config("configs/libero_10.yaml", "configs/presets/fast_dev.yaml",
+                      overrides={"reward_model": {"start_step": 8}})
+    cfg.reward_model.call_every, cfg.env["suite"]
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from wrappers.progress_tracker import TrackerSettings
+
+__all__ = [
+    "ConfigError",
+    "HorizonStageConfig",
+    "ProgressiveScheduleConfig",
+    "RewardModelConfig",
+    "StackConfig",
+    "ENV_OVERRIDES",
+    "load_config",
+    "read_yaml",
+    "merge",
+    "env_overrides",
+    "CONFIG_DIR",
+]
+
+#: The ``configs/`` directory of a source checkout (YAMLs may also live anywhere else).
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+EMBEDDED = "embedded"
+
+
+class ConfigError(ValueError):
+    """An invalid configuration; the message starts with the offending key's path."""
+
+
+_STRICT = ConfigDict(extra="forbid", strict=True, validate_default=True)
+
+
+class HorizonStageConfig(BaseModel):
+    """One progressive-horizon stage: ``max_steps`` (or ``fraction`` of the suite's max steps),
+    entered after ``after_episodes`` episodes or at ``min_success_rate``."""
+
+    model_config = _STRICT
+
+    max_steps: int | None = Field(default=None, ge=1)
+    fraction: float | None = Field(default=None, gt=0.0, le=1.0)
+    after_episodes: int = Field(default=0, ge=0)
+    min_success_rate: float = Field(default=0.0, ge=0.0, le=1.0)
+
+    def resolve(self, full_max_steps: int | None) -> dict[str, Any]:
+        """The stage as :class:`wrappers.progressive_horizon.ProgressiveHorizon` takes it."""
+        if (self.max_steps is None) == (self.fraction is None):
+            raise ConfigError(
+                "progressive_schedule.stages: give exactly one of max_steps, fraction"
+            )
+        if self.max_steps is not None:
+            steps = self.max_steps
+        else:
+            if full_max_steps is None:
+                raise ConfigError(
+                    "progressive_schedule.stages.fraction needs the env's max_episode_steps"
+                )
+            steps = max(1, round(self.fraction * full_max_steps))
+        return {
+            "max_steps": steps,
+            "after_episodes": self.after_episodes,
+            "min_success_rate": self.min_success_rate,
+        }
+
+
+def _default_stages() -> list[HorizonStageConfig]:
+    return [
+        HorizonStageConfig(fraction=0.5),
+        HorizonStageConfig(fraction=0.75, after_episodes=100),
+        HorizonStageConfig(fraction=1.0, after_episodes=200),
+    ]
+
+
+class ProgressiveScheduleConfig(BaseModel):
+    """Schedule of :class:`wrappers.progressive_horizon.ProgressiveHorizon` (data, not code)."""
+
+    model_config = _STRICT
+
+    by: Literal["episodes", "success_rate"] = "episodes"
+    window: int = Field(default=20, ge=1)
+    stages: list[HorizonStageConfig] = Field(default_factory=_default_stages, min_length=1)
+
+
+class RewardModelConfig(BaseModel):
+    """The ``reward_model:`` block. Keys follow RLinf / the seed where they exist (DESIGN §5).
+
+    Reward mode for ``kind: progress``: ``dense_reward`` → dense; else ``binary_reward`` →
+    binary; else sparse. ``endpoint: embedded`` starts a local reward service (the
+    ``embedded_backend``) that lives as long as the env(s) using it.
+    """
+
+    model_config = _STRICT
+
+    # --- what and where
+    enable: bool = False
+    kind: Literal["progress", "video_score", "pickle_scorer"] = "progress"
+    endpoint: str | list[str] = "http://127.0.0.1:8111"
+    service_num: int | None = Field(default=None, ge=1)
+    timeout: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=2, ge=0)
+    fail_on_request_error: bool = False
+    embedded_backend: str = "mock"
+    embedded_backend_kwargs: dict[str, Any] = Field(default_factory=lambda: {"rule": "change"})
+
+    # --- progress schedule and math (kind: progress)
+    mode: Literal["pairwise", "incremental", "trajectory"] = "pairwise"
+    calls: Literal["sync", "async"] = "sync"
+    max_lag_steps: int = Field(default=16, ge=0)
+    start_step: int = Field(default=64, ge=0)
+    call_every: int = Field(default=16, ge=1)
+    milestone_every: int = Field(default=64, ge=0)
+    negative_rule: Literal["vlac", "robodopamine"] = "vlac"
+    done_threshold: float = Field(default=0.95, ge=0.0, le=1.0)
+    done_comparison: Literal[">=", ">"] = ">="
+    done_by: Literal["threshold", "backend", "either", "both"] = "threshold"
+    terminate_on_done: bool = True
+    check_at_episode_end: bool = False
+    trajectory_max_frames: int = Field(default=32, ge=2)
+
+    # --- rewards
+    dense_reward: bool = True
+    binary_reward: bool = True
+    success_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
+    reward_coef: float = 1.0
+    use_rel_reward: bool = False
+    reward_weight: float = 1.0
+    env_reward_weight: float = 0.0
+    ignore_terminations: bool = False
+
+    # --- episode scoring (kind: video_score / pickle_scorer)
+    nframes: int = Field(default=16, ge=1)
+    max_pixels: int = Field(default=200704, ge=1)
+    video_fps: float = Field(default=4.0, gt=0)
+    backend: str | None = None
+    backend_kwargs: dict[str, Any] = Field(default_factory=dict)
+    video_transport: Literal["inline", "path"] = "inline"
+    shared_dir: str | None = None
+    pickle_route: str = "/pickle"
+    last_frames: int = Field(default=1, ge=1)
+
+    # --- frames
+    camera: str = "agentview_image"
+    jpeg_quality: int = Field(default=85, ge=1, le=100)
+    cache_encoding: Literal["jpeg", "raw"] = "jpeg"
+    cache_max_frames: int = Field(default=1024, ge=3)
+
+    # --- horizon
+    progressive_max_step: bool = False
+    progressive_schedule: ProgressiveScheduleConfig = Field(
+        default_factory=ProgressiveScheduleConfig
+    )
+
+    @field_validator("endpoint")
+    @classmethod
+    def _check_endpoint(cls, value: str | list[str]) -> str | list[str]:
+        items = [value] if isinstance(value, str) else value
+        if not items or any(not isinstance(v, str) or not v.strip() for v in items):
+            raise ValueError("expected a URL, a list of URLs, or 'embedded'")
+        if EMBEDDED in items and len(items) > 1:
+            raise ValueError("'embedded' cannot be combined with other endpoints")
+        return value
+
+    @property
+    def embedded(self) -> bool:
+        """The endpoint is ``embedded``: the factory starts a local service."""
+        return self.endpoint == EMBEDDED or self.endpoint == [EMBEDDED]
+
+    @property
+    def reward_mode(self) -> Literal["dense", "sparse", "binary"]:
+        if self.dense_reward:
+            return "dense"
+        return "binary" if self.binary_reward else "sparse"
+
+    def tracker_settings(self) -> TrackerSettings:
+        """The :class:`~wrappers.progress_tracker.TrackerSettings` this block describes."""
+        return TrackerSettings(
+            mode=self.mode,
+            start_step=self.start_step,
+            call_every=self.call_every,
+            milestone_every=self.milestone_every,
+            negative_rule=self.negative_rule,
+            done_threshold=self.done_threshold,
+            done_comparison=self.done_comparison,
+            done_by=self.done_by,
+            terminate_on_done=self.terminate_on_done,
+            reward_mode=self.reward_mode,
+            success_threshold=self.success_threshold,
+            reward_coef=self.reward_coef,
+            use_rel_reward=self.use_rel_reward,
+            calls=self.calls,
+            max_lag_steps=self.max_lag_steps,
+            check_at_episode_end=self.check_at_episode_end,
+            trajectory_max_frames=self.trajectory_max_frames,
+        )
+
+
+class StackConfig(BaseModel):
+    """A whole stack config: ``env`` (base env keyword arguments) and ``reward_model``."""
+
+    model_config = _STRICT
+
+    env: dict[str, Any] = Field(default_factory=dict)
+    reward_model: RewardModelConfig = Field(default_factory=RewardModelConfig)
+
+
+# ---------------------------------------------------------------------------- loading
+
+#: Environment variable -> (reward_model key, type).
+ENV_OVERRIDES: dict[str, tuple[str, type]] = {
+    "VLAC_SERVICE_URL": ("endpoint", str),
+    "VLAC_SERVICE_NUM": ("service_num", int),
+    "VLAC_DONE_THRESHOLD": ("done_threshold", float),
+    "VLAC_OFFSET_CALL": ("call_every", int),
+    "VLAC_START_STEP_CALL": ("start_step", int),
+    "USE_DENSE_REWARD": ("dense_reward", bool),
+    "USE_PROGRESSIVE_MAX_STEP": ("progressive_max_step", bool),
+}
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _parse_env_value(name: str, key: str, kind: type, text: str) -> Any:
+    raw = text.strip()
+    where = f"{name}={text!r} (reward_model.{key})"
+    if kind is bool:
+        if raw.lower() in _TRUE:
+            return True
+        if raw.lower() in _FALSE:
+            return False
+        raise ConfigError(f"{where}: expected a boolean (1/0, true/false), got {text!r}")
+    if kind is int:
+        try:
+            return int(raw)
+        except ValueError:
+            raise ConfigError(f"{where}: expected int, got {text!r}") from None
+    if kind is float:
+        try:
+            return float(raw)
+        except ValueError:
+            raise ConfigError(f"{where}: expected float, got {text!r}") from None
+    if not raw:
+        raise ConfigError(f"{where}: expected a non-empty value")
+    return raw
+
+
+def env_overrides(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The ``reward_model`` keys set by the seed's environment variables (see module docstring)."""
+    env = os.environ if environ is None else environ
+    out: dict[str, Any] = {}
+    for name, (key, kind) in ENV_OVERRIDES.items():
+        text = env.get(name)
+        if text is None or text.strip() == "":
+            continue
+        out[key] = _parse_env_value(name, key, kind, text)
+    return out
+
+
+def read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a YAML mapping; errors name the file."""
+    p = Path(path)
+    if not p.is_file():
+        hint = ""
+        if not p.is_absolute() and (CONFIG_DIR / p).is_file():
+            hint = f" (did you mean {CONFIG_DIR / p}?)"
+        raise ConfigError(f"config file {os.fspath(p)!r} not found{hint}")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{os.fspath(p)}: invalid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{os.fspath(p)}: expected a mapping at the top, got {type(data).__name__}"
+        )
+    return data
+
+
+def _as_mapping(source: Any, what: str) -> dict[str, Any]:
+    if source is None:
+        return {}
+    if isinstance(source, str | os.PathLike):
+        return read_yaml(source)
+    try:
+        from omegaconf import DictConfig, OmegaConf
+
+        if isinstance(source, DictConfig):
+            return dict(OmegaConf.to_container(source, resolve=True))  # type: ignore[arg-type]
+    except ImportError:  # pragma: no cover - omegaconf is a dependency
+        pass
+    if isinstance(source, BaseModel):
+        return source.model_dump()
+    if isinstance(source, Mapping):
+        return dict(source)
+    raise ConfigError(f"{what}: expected a YAML path or a mapping, got {type(source).__name__}")
+
+
+def merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep merge: mappings merge key by key, other values (lists included) replace."""
+    out = dict(base)
+    for key, value in update.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+_EXPECTED = {
+    "int_type": "int",
+    "int_parsing": "int",
+    "int_from_float": "int",
+    "float_type": "float",
+    "float_parsing": "float",
+    "bool_type": "bool",
+    "bool_parsing": "bool",
+    "string_type": "str",
+    "dict_type": "a mapping",
+    "list_type": "a list",
+    "model_type": "a mapping",
+}
+
+
+def _key_path(loc: Sequence[Any]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part in ("str", "list[str]", "int", "float", "none"):
+            continue  # union branch labels, not keys
+        else:
+            path += ("." if path else "") + str(part)
+    return path or "<config>"
+
+
+def _valid_keys(model: type[BaseModel], loc: Sequence[Any]) -> list[str]:
+    current: Any = model
+    for part in loc[:-1]:
+        if isinstance(part, int) or current is None:
+            continue
+        field = current.model_fields.get(part) if hasattr(current, "model_fields") else None
+        if field is None:
+            return []
+        ann = field.annotation
+        args = getattr(ann, "__args__", ())
+        candidates = [ann, *args]
+        current = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)),
+                       None)  # fmt: skip
+    return sorted(current.model_fields) if current is not None else []
+
+
+def format_validation_error(exc: ValidationError, model: type[BaseModel] = StackConfig) -> str:
+    """One line per problem: ``<key path>: <what was expected>, got <value>``."""
+    lines: list[str] = []
+    seen: set[str] = set()
+    for err in exc.errors():
+        loc = err.get("loc", ())
+        path = _key_path(loc)
+        kind = err.get("type", "")
+        given = err.get("input")
+        if kind == "extra_forbidden":
+            valid = _valid_keys(model, loc)
+            close = difflib.get_close_matches(str(loc[-1]), valid, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            line = f"{path}: unknown key{hint}"
+        elif kind in _EXPECTED:
+            line = f"{path}: expected {_EXPECTED[kind]}, got {given!r}"
+        else:
+            msg = str(err.get("msg", "invalid value"))
+            msg = msg.removeprefix("Value error, ")
+            line = f"{path}: {msg[0].lower() + msg[1:] if msg else msg}, got {given!r}"
+        if path in seen and kind in _EXPECTED:
+            continue  # one line per key for union types
+        seen.add(path)
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def load_config(
+    *sources: Any,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> StackConfig:
+    """Layer ``sources`` (YAML paths, mappings, OmegaConf configs), apply environment variables,
+    then ``overrides``, and validate.
+
+    Raises :class:`ConfigError` naming the key path of every problem.
+
+    Example::
+
+        cfg = load_config("configs/libero_10.yaml", {"reward_model": {"mode": "trajectory"}})
+    """
+    data: dict[str, Any] = {}
+    for i, source in enumerate(sources):
+        data = merge(data, _as_mapping(source, f"config source {i}"))
+    from_env = env_overrides(environ)
+    if from_env:
+        data = merge(data, {"reward_model": from_env})
+    if overrides:
+        data = merge(data, _as_mapping(overrides, "overrides"))
+    try:
+        return StackConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc)) from None

@@ -1,0 +1,354 @@
+"""``make_env``: build the wrapper stack from a config.
+
+The stack, innermost first::
+
+    base env (LiberoEnv, or env_factory(...))
+    -> time limit: TimeLimit(max_episode_steps) or ProgressiveHorizon (progressive_max_step)
+    -> FrameCache (camera frames of the current episode)
+    -> ProgressReward (kind: progress) or EpisodeScoreReward (kind: video_score / pickle_scorer)
+
+The time limit sits *inside* the reward wrappers so they see truncation and settle the episode.
+With ``reward_model.enable: false`` the result is the base env plus its time limit.
+
+``reward_model.endpoint: embedded`` starts a local reward service (``EmbeddedService`` with
+``embedded_backend``, the mock backend by default) shared by every env of the process that asks
+for the same backend; it stops when the last of them is closed (or at interpreter exit).
+
+Example::
+
+    import gymnasium as gym
+    import evolve_envs
+    from evolve_envs.factory import make_env
+
+    env = make_env("configs/libero_10.yaml", task_id=3)              # YAML
+    env = make_env(reward_model={"enable": True, "endpoint": "http://127.0.0.1:8111"},
+                   suite="libero_goal", task_id=0)                   # mapping
+    env = gym.make("evolve_envs/LIBERO-10-v0", reward_model={"enable": False})
+"""
+
+from __future__ import annotations
+
+import atexit
+import inspect
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import gymnasium as gym
+
+from evolve_envs.config import (
+    ConfigError,
+    RewardModelConfig,
+    StackConfig,
+    load_config,
+    read_yaml,
+)
+from wrappers.episode_score import EpisodeScoreReward
+from wrappers.frame_cache import FrameCache
+from wrappers.progress_reward import ProgressReward
+from wrappers.progressive_horizon import ProgressiveHorizon
+
+__all__ = ["make_env", "build_stack", "EmbeddedServices"]
+
+logger = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------------------- embedded service
+
+
+class EmbeddedServices:
+    """Process-wide, reference-counted embedded reward services (one per backend setting).
+
+    Example::
+
+        url = EmbeddedServices.acquire("mock", {"rule": "change"})
+        ...
+        EmbeddedServices.release("mock", {"rule": "change"})
+    """
+
+    _lock = threading.Lock()
+    _services: dict[tuple[int, str], tuple[Any, int]] = {}
+
+    @staticmethod
+    def _key(backend: str, backend_kwargs: Mapping[str, Any]) -> tuple[int, str]:
+        return os.getpid(), json.dumps([backend, dict(backend_kwargs)], sort_keys=True)
+
+    @classmethod
+    def acquire(cls, backend: str, backend_kwargs: Mapping[str, Any]) -> str:
+        """Start (or reuse) the service and return its base URL."""
+        from reward_service.embedded import EmbeddedService
+
+        key = cls._key(backend, backend_kwargs)
+        with cls._lock:
+            svc, count = cls._services.get(key, (None, 0))
+            if svc is None or not svc.is_running():
+                svc = EmbeddedService(backend, dict(backend_kwargs)).start()
+                count = 0
+                logger.info("started embedded reward service %s (%s)", svc.url, backend)
+            cls._services[key] = (svc, count + 1)
+            return svc.url
+
+    @classmethod
+    def release(cls, backend: str, backend_kwargs: Mapping[str, Any]) -> None:
+        """Drop one reference; the last one stops the service."""
+        key = cls._key(backend, backend_kwargs)
+        with cls._lock:
+            svc, count = cls._services.get(key, (None, 0))
+            if svc is None:
+                return
+            if count > 1:
+                cls._services[key] = (svc, count - 1)
+                return
+            del cls._services[key]
+        svc.stop()
+
+    @classmethod
+    def stop_all(cls) -> None:
+        with cls._lock:
+            items = [v for k, v in cls._services.items() if k[0] == os.getpid()]
+            cls._services.clear()
+        for svc, _ in items:
+            try:
+                svc.stop()
+            except Exception:  # noqa: BLE001 - best effort at exit
+                pass
+
+
+atexit.register(EmbeddedServices.stop_all)
+
+
+class _ServiceLease(gym.Wrapper):
+    """Outermost wrapper holding a reference on an embedded service; released on ``close``."""
+
+    def __init__(self, env: gym.Env, backend: str, backend_kwargs: Mapping[str, Any]) -> None:
+        super().__init__(env)
+        self._lease: tuple[str, dict[str, Any]] | None = (backend, dict(backend_kwargs))
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            if self._lease is not None:
+                EmbeddedServices.release(*self._lease)
+                self._lease = None
+
+
+# ---------------------------------------------------------------------------- building
+
+
+def _libero_factory() -> Callable[..., gym.Env]:
+    from evolve_envs.libero import LiberoEnv
+
+    return LiberoEnv
+
+
+def _check_env_kwargs(factory: Callable[..., Any], kwargs: Mapping[str, Any]) -> None:
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    valid = [n for n, p in params.items() if p.kind is not inspect.Parameter.VAR_POSITIONAL]
+    unknown = sorted(set(kwargs) - set(valid))
+    if unknown:
+        name = getattr(factory, "__name__", "the env factory")
+        raise ConfigError(
+            f"env.{unknown[0]}: unknown key for {name} (accepted: "
+            f"{', '.join(valid + ['max_episode_steps'])})"
+        )
+
+
+def _default_max_steps(env_cfg: Mapping[str, Any], custom_factory: bool) -> int | None:
+    if custom_factory:
+        return None
+    from evolve_envs.libero import default_max_episode_steps
+
+    return default_max_episode_steps(env_cfg.get("suite", "libero_10"))
+
+
+def _endpoints(rm: RewardModelConfig, url: str | None) -> list[str]:
+    from reward_clients.endpoint_pool import expand_endpoints
+
+    if url is not None:
+        return [url]
+    try:
+        return expand_endpoints(rm.endpoint, None, rm.service_num)
+    except ValueError as exc:
+        raise ConfigError(f"reward_model.endpoint: {exc}") from None
+
+
+def _check_camera(env: gym.Env, camera: str) -> None:
+    space = env.observation_space
+    if isinstance(space, gym.spaces.Dict) and camera not in space.spaces:
+        raise ConfigError(
+            f"reward_model.camera: {camera!r} is not an observation key "
+            f"(available: {', '.join(space.spaces)})"
+        )
+
+
+def _reward_wrapper(env: gym.Env, rm: RewardModelConfig, urls: list[str]) -> gym.Env:
+    from reward_clients.endpoint_pool import EndpointPool
+
+    pool = EndpointPool.shared(urls, timeout=rm.timeout, max_retries=rm.max_retries)
+    weights = {"reward_weight": rm.reward_weight, "env_reward_weight": rm.env_reward_weight}
+    if rm.kind == "progress":
+        from reward_clients.progress_client import ProgressClient
+
+        client = ProgressClient(
+            pool, jpeg_quality=rm.jpeg_quality, fail_on_request_error=rm.fail_on_request_error
+        )
+        try:
+            return ProgressReward(
+                env,
+                client,
+                rm.tracker_settings(),
+                camera=rm.camera,
+                close_client=True,
+                **weights,
+            )
+        except BaseException:
+            client.close()
+            raise
+    common = {
+        "binary_reward": rm.binary_reward,
+        "success_threshold": rm.success_threshold,
+        "reward_coef": rm.reward_coef,
+        "use_rel_reward": rm.use_rel_reward,
+        "ignore_terminations": rm.ignore_terminations,
+        "last_frames": rm.last_frames,
+        "close_client": True,
+        **weights,
+    }
+    if rm.kind == "video_score":
+        from reward_clients.video_score_client import VideoScoreClient
+
+        client = VideoScoreClient(
+            pool,
+            nframes=rm.nframes,
+            max_pixels=rm.max_pixels,
+            video_fps=rm.video_fps,
+            backend=rm.backend,
+            backend_kwargs=rm.backend_kwargs or None,
+            mode=rm.video_transport,
+            shared_dir=rm.shared_dir,
+            fail_on_request_error=rm.fail_on_request_error,
+        )
+    else:
+        from reward_clients.pickle_scorer_client import PickleScorerClient
+
+        client = PickleScorerClient(
+            pool,
+            route=rm.pickle_route,
+            jpeg_quality=rm.jpeg_quality,
+            fail_on_request_error=rm.fail_on_request_error,
+        )
+    return EpisodeScoreReward(env, client, **common)
+
+
+def build_stack(cfg: StackConfig, env_factory: Callable[..., gym.Env] | None = None) -> gym.Env:
+    """Build the wrapper stack for a validated :class:`~evolve_envs.config.StackConfig`."""
+    rm = cfg.reward_model
+    env_kwargs = dict(cfg.env)
+    max_steps = env_kwargs.pop("max_episode_steps", None)
+    if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int)
+                                  or max_steps < 1):  # fmt: skip
+        raise ConfigError(f"env.max_episode_steps: expected an int >= 1, got {max_steps!r}")
+    factory = env_factory if env_factory is not None else _libero_factory()
+    _check_env_kwargs(factory, env_kwargs)
+    if max_steps is None:
+        max_steps = _default_max_steps(env_kwargs, env_factory is not None)
+
+    env = factory(**env_kwargs)
+    lease: tuple[str, dict[str, Any]] | None = None
+    try:
+        if rm.progressive_max_step:
+            sched = rm.progressive_schedule
+            stages = [stage.resolve(max_steps) for stage in sched.stages]
+            env = ProgressiveHorizon(env, stages, by=sched.by, window=sched.window)
+        elif max_steps is not None:
+            env = gym.wrappers.TimeLimit(env, max_episode_steps=max_steps)
+        if not rm.enable:
+            return env
+
+        _check_camera(env, rm.camera)
+        url = None
+        if rm.embedded:
+            url = EmbeddedServices.acquire(rm.embedded_backend, rm.embedded_backend_kwargs)
+            lease = (rm.embedded_backend, dict(rm.embedded_backend_kwargs))
+        env = FrameCache(env, rm.camera, encoding=rm.cache_encoding, max_frames=rm.cache_max_frames)
+        env = _reward_wrapper(env, rm, _endpoints(rm, url))
+        if lease is not None:
+            env = _ServiceLease(env, *lease)
+        return env
+    except BaseException:
+        try:
+            env.close()
+        finally:
+            if lease is not None:
+                EmbeddedServices.release(*lease)
+        raise
+
+
+def _reward_model_source(reward_model: Mapping[str, Any] | str | os.PathLike | None) -> Any:
+    if reward_model is None:
+        return None
+    if isinstance(reward_model, str | os.PathLike):
+        data = read_yaml(reward_model)
+        block = data["reward_model"] if "reward_model" in data else data
+        return {"reward_model": block}
+    if isinstance(reward_model, Mapping):
+        return {"reward_model": dict(reward_model)}
+    try:
+        from omegaconf import DictConfig, OmegaConf
+
+        if isinstance(reward_model, DictConfig):
+            return {"reward_model": OmegaConf.to_container(reward_model, resolve=True)}
+    except ImportError:  # pragma: no cover
+        pass
+    raise ConfigError(
+        f"reward_model: expected a mapping or a YAML path, got {type(reward_model).__name__}"
+    )
+
+
+def make_env(
+    config: Any = None,
+    *,
+    reward_model: Mapping[str, Any] | str | os.PathLike | None = None,
+    env_factory: Callable[..., gym.Env] | None = None,
+    **env_kwargs: Any,
+) -> gym.Env:
+    """Build a (wrapped) env from a config.
+
+    Args:
+        config: a YAML path, a mapping / OmegaConf ``DictConfig`` with ``env:`` and
+            ``reward_model:`` blocks, a list of them (layered left to right, e.g. a suite YAML
+            then a preset), or ``None`` (defaults: LIBERO-10 task 0, reward model off).
+        reward_model: ``reward_model`` keys (mapping) or a YAML file (with a ``reward_model:``
+            block, or holding the block itself) overriding the config and environment variables.
+        env_factory: builds the base env from the ``env`` block (default
+            :class:`evolve_envs.libero.LiberoEnv`); without it ``max_episode_steps`` defaults to
+            the suite's.
+        **env_kwargs: ``env`` keys overriding the config (``suite``, ``task_id``,
+            ``max_episode_steps``, ``image_size``, ...).
+
+    Raises:
+        evolve_envs.config.ConfigError: invalid config (the message names the key).
+
+    Example::
+
+        env = make_env(["configs/libero_10.yaml", "configs/presets/fast_dev.yaml"], task_id=2)
+        env = gym.make("evolve_envs/LIBERO-Goal-v0", config="configs/libero_goal.yaml")
+    """
+    sources = list(config) if isinstance(config, list | tuple) else [config]
+    overrides: dict[str, Any] = {}
+    if env_kwargs:
+        overrides["env"] = dict(env_kwargs)
+    rm_source = _reward_model_source(reward_model)
+    if rm_source is not None:
+        overrides.update(rm_source)
+    cfg = load_config(*sources, overrides=overrides)
+    return build_stack(cfg, env_factory)
