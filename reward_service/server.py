@@ -93,9 +93,9 @@ def _watch_stdin_then_exit() -> None:
 
     def watch() -> None:
         try:
-            while sys.stdin.buffer.read(65536):
+            while os.read(0, 65536):  # raw fd read: no buffer lock held at interpreter exit
                 pass
-        except (OSError, ValueError):
+        except OSError:
             pass
         os.kill(os.getpid(), signal.SIGTERM)
 

@@ -30,3 +30,30 @@ def painted_b64(progress: float, size: int = 64, fmt: str = "PNG") -> str:
 
 def image_bytes(progress: float, size: int = 64, fmt: str = "PNG") -> bytes:
     return base64.b64decode(painted_b64(progress, size, fmt))
+
+
+def free_port() -> int:
+    """A port that was free a moment ago on 127.0.0.1."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_video(path: str, progresses: list[float], size: int = 64, fps: int = 4) -> None:
+    """Write an MP4 whose frames are painted with the given progress values."""
+    import imageio.v2 as imageio
+
+    with imageio.get_writer(path, fps=fps, codec="libx264", macro_block_size=16) as writer:
+        for p in progresses:
+            writer.append_data(painted(p, size))
+
+
+def assert_json_error(resp, status: int) -> dict:  # noqa: ANN001
+    """The response has `status` and a JSON body with a non-empty `error` string."""
+    assert resp.status_code == status, (resp.status_code, resp.text[:300])
+    assert resp.headers["content-type"].startswith("application/json"), resp.headers
+    body = resp.json()
+    assert isinstance(body["error"], str) and body["error"], body
+    return body
