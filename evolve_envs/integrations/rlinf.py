@@ -1,0 +1,693 @@
+"""Progress rewards for RLinf's vectorised environments (LIBERO and others of the same shape).
+
+RLinf (``pip install rlinf``) steps ``N`` sub-envs at once through ``chunk_step(actions[N, C, A])``
+and returns ``obs_list`` (``C`` observation dicts with ``main_images[N, H, W, 3]``,
+``wrist_images``, ``states``, ``task_descriptions``), ``rewards[N, C]``, ``terminations[N, C]``,
+``truncations[N, C]`` (torch tensors) and ``infos_list``. :class:`RLinfProgressReward` wraps such
+an env object and, after every (chunk) step, feeds each sub-env's ``main_images`` frame to that
+sub-env's :class:`~wrappers.progress_tracker.ProgressTracker`; it returns the same shapes and
+types with
+
+* ``rewards = env_reward_weight * env_reward + reward_weight * model_reward`` (defaults 0 and 1:
+  the model reward replaces the env's),
+* ``terminations`` OR-ed with the reward model's done decision (``terminate_on_done``),
+
+and keeps RLinf's semantics:
+
+* **auto-reset** (``env.auto_reset``): RLinf marks an episode's end on the chunk's last action and
+  resets the sub-env after the chunk; the tracker ends there too (the terminal frame comes from
+  ``infos["final_observation"]``) and restarts on the reset frame. A sub-env that the reward model
+  ends mid-chunk is reset at the chunk's end through the env's own auto-reset routine, with
+  ``final_observation`` / ``final_info`` filled for it.
+* **ignore_terminations** (``env.ignore_terminations``): episodes run to truncation; the model's
+  done decision is reported in ``infos`` (``done_by_progress``) but never terminates.
+* **no auto-reset** (RLinf's GRPO setting): after an episode ends the sub-env keeps stepping until
+  the rollout epoch's reset; those steps get the env's reward part only (GRPO masks them anyway).
+
+Everything else is forwarded to the wrapped env (``is_start``, ``update_reset_state_ids``,
+``flush_video``, ``reset_state_ids``, ``seed``, ``task_descriptions``, ``offload``, …), so the
+wrapper can sit anywhere in RLinf's wrapper stack.
+
+Info keys added to every ``infos`` dict of the chunk (tensors ``[N]``): ``progress`` (0–100),
+``reward_model_reward``, ``env_reward``, ``done_by_progress``; and, when the env keeps an
+``infos["episode"]`` block of running episode statistics (RLinf's LIBERO does; RLinf logs its keys
+as ``env/<key>`` metrics), ``progress``, ``max_progress``, ``done_by_progress``,
+``reward_model_return``, ``reward_model_calls`` and ``reward_model_errors`` for the current (or,
+after an episode ends, the last) episode. With auto-reset the ended episodes' values are in
+``infos["final_info"]["episode"]``.
+
+In a YAML run the wrapper is installed by :mod:`evolve_envs.integrations.rlinf_worker` from the
+``env.train.reward_model`` block; see docs/RLINF.md. This module imports neither RLinf nor torch
+at import time.
+
+Example::
+
+    from evolve_envs.integrations.rlinf import RLinfProgressReward
+
+    env = LiberoEnv(cfg, num_envs=8, seed_offset=0, total_num_processes=1, worker_info=None)
+    env = RLinfProgressReward.from_config(env, {"enable": True, "endpoint": "http://127.0.0.1:8111",
+                                                "start_step": 64, "call_every": 16})
+    obs, infos = env.reset()
+    obs_list, rewards, terms, truncs, infos_list = env.chunk_step(actions)  # actions [8, C, 7]
+    infos_list[-1]["progress"]                                               # tensor [8]
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from wrappers.progress_tracker import ConfigurationError, ProgressTracker, TrackerStep
+
+__all__ = [
+    "RLinfProgressReward",
+    "env_worker_class",
+    "ProgressStack",
+    "build_progress_stack",
+    "reward_model_block",
+    "wrap_env_from_config",
+]
+
+logger = logging.getLogger(__name__)
+
+TrackerFactory = Callable[[int], ProgressTracker]
+
+
+# ---------------------------------------------------------------------------- small helpers
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def _as_index_list(env_idx: Any, num_envs: int) -> list[int]:
+    if env_idx is None:
+        return list(range(num_envs))
+    if type(env_idx).__module__.startswith("torch"):
+        env_idx = env_idx.detach().cpu().numpy()
+    arr = np.asarray(env_idx)
+    if arr.dtype == bool:
+        return [int(i) for i in np.flatnonzero(arr)]
+    return [int(i) for i in np.atleast_1d(arr)]
+
+
+def _bool_np(x: Any) -> np.ndarray:
+    if type(x).__module__.startswith("torch"):
+        x = x.detach().cpu().numpy()
+    return np.asarray(x, dtype=bool)
+
+
+def _frame_getter(images: Any, i: int) -> Callable[[], np.ndarray]:
+    """A zero-argument callable returning sub-env ``i``'s frame as a NumPy uint8 array."""
+
+    def get() -> np.ndarray:
+        img = images[i]
+        if type(img).__module__.startswith("torch"):
+            img = img.detach().cpu().numpy()
+        return np.asarray(img)
+
+    return get
+
+
+def _task_of(obs: Mapping[str, Any], key: str, i: int, fallback: Any) -> str:
+    tasks = obs.get(key) if isinstance(obs, Mapping) else None
+    if tasks is None:
+        tasks = fallback
+    try:
+        task = tasks[i]
+    except (TypeError, IndexError, KeyError):
+        task = None
+    if not isinstance(task, str) or not task.strip():
+        raise ValueError(
+            f"sub-env {i} has no task description (observation key {key!r}); the progress "
+            "reward model needs the instruction text"
+        )
+    return task
+
+
+# ---------------------------------------------------------------------------- the wrapper
+
+
+class RLinfProgressReward:
+    """Apply progress rewards/termination to an RLinf vectorised env (see module docstring).
+
+    Args:
+        env: the RLinf env object (``LiberoEnv`` or a wrapper around it) with ``num_envs``,
+            ``reset(env_idx=None, reset_state_ids=None)`` and ``chunk_step`` / ``step``.
+        trackers: one :class:`ProgressTracker` per sub-env, or a factory ``i -> tracker``.
+        reward_weight: weight of the reward model's reward.
+        env_reward_weight: weight of the wrapped env's reward.
+        image_key: observation key of the frames sent to the reward model.
+        task_key: observation key of the per-sub-env instruction texts.
+        max_workers: threads that step trackers in parallel (their requests overlap, and the
+            service batches them); default ``min(num_envs, 64)``.
+        model_terminates: the reward model's done decision terminates episodes (False: it is
+            only reported in ``infos["done_by_progress"]``; ``reward_model.ignore_terminations``).
+        on_close: callables run by :meth:`close` (e.g. closing a client or stopping a service).
+
+    Example::
+
+        trackers = [ProgressTracker(client, settings, capabilities=caps) for _ in range(n)]
+        env = RLinfProgressReward(libero_env, trackers, env_reward_weight=0.0)
+        obs, infos = env.reset()
+        obs_list, rewards, terms, truncs, infos_list = env.chunk_step(actions)
+    """
+
+    def __init__(
+        self,
+        env: Any,
+        trackers: Sequence[ProgressTracker] | TrackerFactory,
+        *,
+        reward_weight: float = 1.0,
+        env_reward_weight: float = 0.0,
+        image_key: str = "main_images",
+        task_key: str = "task_descriptions",
+        max_workers: int | None = None,
+        model_terminates: bool = True,
+        on_close: Sequence[Callable[[], Any]] = (),
+    ) -> None:
+        self.env = env
+        self.model_terminates = bool(model_terminates)
+        num_envs = getattr(env, "num_envs", None)
+        if not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
+            raise TypeError(f"env must expose a positive int num_envs, got {num_envs!r}")
+        self._n = int(num_envs)
+        if callable(trackers) and not isinstance(trackers, Sequence):
+            trackers = [trackers(i) for i in range(self._n)]
+        if len(trackers) != self._n:
+            raise ValueError(f"need one tracker per sub-env: {len(trackers)} for {self._n} envs")
+        self.trackers: list[ProgressTracker] = list(trackers)
+        self.reward_weight = float(reward_weight)
+        self.env_reward_weight = float(env_reward_weight)
+        self.image_key = image_key
+        self.task_key = task_key
+        self._steps = np.zeros(self._n, dtype=np.int64)
+        self._last: list[dict[str, Any]] = [self._empty_stats() for _ in range(self._n)]
+        workers = max_workers if max_workers is not None else min(self._n, 64)
+        self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="progress")
+        self._on_close = list(on_close)
+        self._closed = False
+        if (
+            bool(getattr(env, "auto_reset", False))
+            and self.model_terminates
+            and any(t.settings.terminate_on_done for t in self.trackers)
+            and not bool(getattr(env, "ignore_terminations", False))
+            and not callable(getattr(env, "_handle_auto_reset", None))
+        ):
+            raise ConfigurationError(
+                f"{type(env).__name__} auto-resets but has no _handle_auto_reset(), so a sub-env "
+                "the reward model ends mid-chunk cannot be reset; set reward_model."
+                "terminate_on_done: false or env auto_reset: false"
+            )
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_config(
+        cls, env: Any, reward_model: Any, *, environ: Mapping[str, str] | None = None
+    ) -> RLinfProgressReward:
+        """Wrap ``env`` as the ``reward_model`` block (mapping, OmegaConf node or YAML path)
+        describes. The block must have ``enable: true`` and ``kind: progress``."""
+        stack = build_progress_stack(reward_model, int(env.num_envs), environ=environ)
+        return cls(
+            env,
+            stack.trackers,
+            reward_weight=stack.reward_weight,
+            env_reward_weight=stack.env_reward_weight,
+            model_terminates=not stack.config.ignore_terminations,
+            on_close=stack.on_close,
+        )
+
+    # ------------------------------------------------------------------ forwarding
+    def __getattr__(self, name: str) -> Any:
+        if name == "env" or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+    def get_wrapper_attr(self, name: str) -> Any:
+        """Gymnasium-style attribute lookup through the wrapper stack (RLinf's ``get_env_attr``)."""
+        return getattr(self, name)
+
+    @property
+    def unwrapped(self) -> Any:
+        return getattr(self.env, "unwrapped", self.env)
+
+    @property
+    def num_envs(self) -> int:
+        return self._n
+
+    @property
+    def is_start(self) -> bool:
+        return self.env.is_start
+
+    @is_start.setter
+    def is_start(self, value: bool) -> None:
+        self.env.is_start = value
+
+    def update_reset_state_ids(self, *args: Any, **kwargs: Any) -> Any:
+        return self.env.update_reset_state_ids(*args, **kwargs)
+
+    def flush_video(self, *args: Any, **kwargs: Any) -> Any:
+        fn = getattr(self.env, "flush_video", None)
+        return fn(*args, **kwargs) if callable(fn) else None
+
+    @property
+    def auto_reset(self) -> bool:
+        return bool(getattr(self.env, "auto_reset", False))
+
+    @property
+    def ignore_terminations(self) -> bool:
+        return bool(getattr(self.env, "ignore_terminations", False))
+
+    # ------------------------------------------------------------------ env API
+    def reset(self, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+        """Reset (all or ``env_idx`` sub-envs) and start their trackers on the reset frames."""
+        obs, infos = self.env.reset(*args, **kwargs)
+        env_idx = kwargs.get("env_idx", args[0] if args else None)
+        self._start_episodes(obs, _as_index_list(env_idx, self._n))
+        return obs, infos
+
+    def step(self, actions: Any = None, auto_reset: bool = True):
+        """One step of every sub-env (RLinf's ``step``): rewards/terminations shaped ``[N]``."""
+        obs, rewards, terms, truncs, infos = self.env.step(actions, auto_reset=auto_reset)
+        obs_l, rew, term, trunc, infos_l = self._process(
+            [obs],
+            rewards.reshape(-1, 1),
+            terms.reshape(-1, 1),
+            truncs.reshape(-1, 1),
+            [infos],
+            resets_done=bool(auto_reset) and self.auto_reset,
+        )
+        return obs_l[0], rew[:, 0], term[:, 0], trunc[:, 0], infos_l[0]
+
+    def chunk_step(self, chunk_actions: Any):
+        """``C`` steps of every sub-env: ``obs_list, rewards[N,C], terms[N,C], truncs[N,C],
+        infos_list``, as RLinf's ``chunk_step``."""
+        obs_list, rewards, terms, truncs, infos_list = self.env.chunk_step(chunk_actions)
+        return self._process(
+            list(obs_list), rewards, terms, truncs, list(infos_list), resets_done=self.auto_reset
+        )
+
+    def close(self) -> None:
+        """Close the wrapped env, the tracker threads and what :meth:`from_config` opened."""
+        if self._closed:
+            return
+        self._closed = True
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        try:
+            close = getattr(self.env, "close", None)
+            if callable(close):
+                close()
+        finally:
+            for fn in self._on_close:
+                try:
+                    fn()
+                except Exception:  # noqa: BLE001 - closing must not mask the caller's error
+                    logger.warning("closing reward model resources failed", exc_info=True)
+
+    def __enter__(self) -> RLinfProgressReward:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ internals
+    @staticmethod
+    def _empty_stats() -> dict[str, Any]:
+        return {
+            "progress": 0.0,
+            "max_progress": 0.0,
+            "done_by_progress": False,
+            "reward_model_return": 0.0,
+            "reward_model_calls": 0,
+            "reward_model_errors": 0,
+        }
+
+    def _start_episodes(self, obs: Mapping[str, Any], idx: list[int]) -> None:
+        images = obs[self.image_key]
+        fallback_tasks = getattr(self.env, "task_descriptions", None)
+        for i in idx:
+            task = _task_of(obs, self.task_key, i, fallback_tasks)
+            self.trackers[i].reset(task, _frame_getter(images, i)())
+            self._steps[i] = 0
+            self._last[i] = self._empty_stats()
+
+    def _observe_all(self, calls: list[tuple[int, dict[str, Any]]]) -> dict[int, TrackerStep]:
+        def run(item: tuple[int, dict[str, Any]]) -> tuple[int, TrackerStep]:
+            i, kw = item
+            return i, self.trackers[i].observe(**kw)
+
+        if len(calls) <= 1:
+            return dict(map(run, calls))
+        return dict(self._pool.map(run, calls))
+
+    def _record(self, i: int, out: TrackerStep) -> None:
+        stats = self._last[i]
+        stats["progress"] = float(out.progress)
+        stats["max_progress"] = max(stats["max_progress"], float(out.progress))
+        stats["done_by_progress"] = bool(out.info.get("done_by_progress", False))
+        stats["reward_model_return"] += float(out.reward)
+        stats["reward_model_calls"] = int(out.info.get("progress_calls", 0))
+        stats["reward_model_errors"] = int(out.info.get("reward_model_errors", 0))
+
+    def _process(
+        self,
+        obs_list: list[Any],
+        rewards: Any,
+        terms: Any,
+        truncs: Any,
+        infos_list: list[Any],
+        *,
+        resets_done: bool,
+    ):
+        torch = _torch()
+        n, c = self._n, len(obs_list)
+        env_rewards = rewards
+        term_np = _bool_np(terms)
+        trunc_np = _bool_np(truncs)
+        if term_np.shape != (n, c) or trunc_np.shape != (n, c):
+            raise ValueError(
+                f"expected terminations/truncations of shape {(n, c)}, got "
+                f"{term_np.shape} / {trunc_np.shape}"
+            )
+        ignore_terms = self.ignore_terminations or not self.model_terminates
+        last_infos = infos_list[-1] if isinstance(infos_list[-1], Mapping) else {}
+        final_obs = last_infos.get("final_observation") if resets_done else None
+        env_success = self._env_success(infos_list)
+
+        model_r = np.zeros((n, c), dtype=np.float64)
+        progress = np.zeros((n, c), dtype=np.float32)
+        done_flag = np.zeros((n, c), dtype=bool)
+        model_term = np.zeros((n, c), dtype=bool)
+        episode_ended = np.zeros(n, dtype=bool)  # an episode ended in this chunk (by any cause)
+
+        for t in range(c):
+            images = obs_list[t][self.image_key]
+            if t == c - 1 and final_obs is not None:
+                mask = _bool_np(last_infos.get("_final_observation", np.zeros(n, bool)))
+                if mask.ndim > 1:
+                    mask = mask.any(axis=-1)
+                final_images = final_obs[self.image_key]
+            else:
+                mask, final_images = None, None
+            calls: list[tuple[int, dict[str, Any]]] = []
+            for i in range(n):
+                if self.trackers[i].episode_over:
+                    continue
+                src = final_images if mask is not None and mask[i] else images
+                self._steps[i] += 1
+                calls.append(
+                    (
+                        i,
+                        {
+                            "step": int(self._steps[i]),
+                            "frame": _frame_getter(src, i),
+                            "env_terminated": bool(term_np[i, t]),
+                            "env_truncated": bool(trunc_np[i, t]),
+                            "env_success": (
+                                None if env_success[t] is None else bool(env_success[t][i])
+                            ),
+                        },
+                    )
+                )
+            for i, out in self._observe_all(calls).items():
+                model_r[i, t] = out.reward
+                self._record(i, out)
+                if out.terminate and not ignore_terms:
+                    model_term[i, t] = True
+                if out.episode_over:
+                    episode_ended[i] = True
+            for i in range(n):
+                progress[i, t] = self._last[i]["progress"]
+                done_flag[i, t] = self._last[i]["done_by_progress"]
+
+        # Terminations: the env's, OR the model's. With auto-reset / ignore_terminations RLinf
+        # reports an end on the chunk's last action only; do the same.
+        out_terms = term_np.copy()
+        if resets_done or self.ignore_terminations:
+            out_terms[:, -1] |= model_term.any(axis=1)
+        else:
+            out_terms |= model_term
+
+        env_done_at_end = term_np[:, -1] | trunc_np[:, -1]
+        if resets_done:
+            need_reset = model_term.any(axis=1) & ~env_done_at_end
+            if need_reset.any():
+                obs_list[-1], infos_list[-1] = self._reset_ended(
+                    need_reset, obs_list[-1], infos_list[-1]
+                )
+            restart = [i for i in range(n) if env_done_at_end[i] or need_reset[i]]
+            if restart:
+                self._add_episode_info(infos_list[-1].get("final_info"), restart_only=restart)
+                self._start_episodes(obs_list[-1], restart)
+
+        self._annotate(infos_list, env_rewards, model_r, progress, done_flag)
+
+        mixed = self.env_reward_weight * _to_float_np(env_rewards) + self.reward_weight * model_r
+        rewards_out = _like_tensor(mixed, env_rewards, torch)
+        terms_out = _like_bool(out_terms, terms, torch)
+        return obs_list, rewards_out, terms_out, truncs, infos_list
+
+    def _env_success(self, infos_list: list[Any]) -> list[np.ndarray | None]:
+        """Per-step env success flags from RLinf's ``infos["episode"]["success_once"]`` (or the
+        ``final_info`` copy of it after an auto-reset); ``None`` where the env keeps none."""
+        out: list[np.ndarray | None] = []
+        for infos in infos_list:
+            flags = None
+            if isinstance(infos, Mapping):
+                for holder in (infos, infos.get("final_info")):
+                    ep = holder.get("episode") if isinstance(holder, Mapping) else None
+                    if isinstance(ep, Mapping) and "success_once" in ep:
+                        flags = _bool_np(ep["success_once"]).reshape(-1)
+                        break
+            out.append(flags if flags is not None and flags.shape == (self._n,) else None)
+        return out
+
+    def _reset_ended(self, mask: np.ndarray, last_obs: Any, last_infos: Any) -> tuple[Any, Any]:
+        """Reset sub-envs the reward model ended (auto-reset mode) via the env's own routine."""
+        last_infos = dict(last_infos) if isinstance(last_infos, Mapping) else {}
+        prior = _bool_np(last_infos.get("_final_observation", np.zeros(self._n, dtype=bool)))
+        if prior.ndim > 1:
+            prior = prior.any(axis=-1)
+        had_final = "final_observation" in last_infos
+        base_infos = last_infos["final_info"] if had_final else last_infos
+        result = self.env._handle_auto_reset(mask.copy(), last_obs, base_infos)
+        obs, new_infos = result[0], dict(result[1])
+        if had_final:
+            # Keep the terminal observations of sub-envs the env itself reset in this chunk.
+            merged_obs = copy.copy(last_infos["final_observation"])
+            for key, value in new_infos["final_observation"].items():
+                if key in merged_obs and hasattr(value, "__getitem__") and hasattr(value, "shape"):
+                    rows = np.flatnonzero(mask)
+                    merged_obs[key][rows] = value[rows]
+            new_infos["final_observation"] = merged_obs
+            new_infos["final_info"] = last_infos["final_info"]
+        both = prior | mask
+        new_infos["_final_observation"] = both
+        new_infos["_final_info"] = both
+        new_infos["_elapsed_steps"] = both
+        return obs, new_infos
+
+    def _add_episode_info(self, final_info: Any, *, restart_only: list[int]) -> None:
+        """Put the ended episodes' reward-model statistics into ``final_info["episode"]``."""
+        if not isinstance(final_info, dict) or not isinstance(final_info.get("episode"), dict):
+            return
+        self._write_episode_block(final_info["episode"])
+
+    def _write_episode_block(self, block: dict[str, Any]) -> None:
+        torch = _torch()
+        for key in self._empty_stats():
+            values = np.array([s[key] for s in self._last])
+            if values.dtype == bool:
+                block[key] = torch.from_numpy(values)
+            elif np.issubdtype(values.dtype, np.integer):
+                block[key] = torch.from_numpy(values.astype(np.int64))
+            else:
+                block[key] = torch.from_numpy(values.astype(np.float32))
+
+    def _annotate(
+        self,
+        infos_list: list[Any],
+        env_rewards: Any,
+        model_r: np.ndarray,
+        progress: np.ndarray,
+        done_flag: np.ndarray,
+    ) -> None:
+        torch = _torch()
+        env_r = _to_float_np(env_rewards)
+        for t, infos in enumerate(infos_list):
+            if not isinstance(infos, dict):
+                continue
+            infos["progress"] = torch.from_numpy(progress[:, t].copy())
+            infos["reward_model_reward"] = torch.from_numpy(model_r[:, t].astype(np.float32))
+            infos["env_reward"] = torch.from_numpy(env_r[:, t].astype(np.float32))
+            infos["done_by_progress"] = torch.from_numpy(done_flag[:, t].copy())
+            if isinstance(infos.get("episode"), dict):
+                self._write_episode_block(infos["episode"])
+
+
+def _to_float_np(x: Any) -> np.ndarray:
+    if type(x).__module__.startswith("torch"):
+        x = x.detach().cpu().numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+def _like_tensor(values: np.ndarray, template: Any, torch: Any) -> Any:
+    if isinstance(template, torch.Tensor):
+        dtype = template.dtype if template.dtype.is_floating_point else torch.float32
+        return torch.from_numpy(values).to(dtype=dtype, device=template.device)
+    return values.astype(np.float32)
+
+
+def _like_bool(values: np.ndarray, template: Any, torch: Any) -> Any:
+    if isinstance(template, torch.Tensor):
+        return torch.from_numpy(values.copy()).to(device=template.device)
+    return values.copy()
+
+
+# ---------------------------------------------------------------------------- from config
+
+
+class ProgressStack:
+    """Trackers and weights built from a ``reward_model`` block (:func:`build_progress_stack`)."""
+
+    def __init__(
+        self,
+        trackers: list[ProgressTracker],
+        reward_weight: float,
+        env_reward_weight: float,
+        on_close: list[Callable[[], Any]],
+        config: Any,
+    ) -> None:
+        self.trackers = trackers
+        self.reward_weight = reward_weight
+        self.env_reward_weight = env_reward_weight
+        self.on_close = on_close
+        self.config = config
+
+
+def reward_model_block(env_cfg: Any) -> Any | None:
+    """The ``reward_model`` block of an RLinf env config (``env.train`` / ``env.eval``), or None."""
+    if env_cfg is None:
+        return None
+    getter = getattr(env_cfg, "get", None)
+    block = getter("reward_model", None) if callable(getter) else None
+    return block
+
+
+def build_progress_stack(
+    reward_model: Any, num_envs: int, *, environ: Mapping[str, str] | None = None
+) -> ProgressStack:
+    """Validate a ``reward_model`` block and build one tracker per sub-env.
+
+    The block is validated by :func:`evolve_envs.config.load_config` (unknown keys and wrong
+    types are errors naming the key; the seed's ``VLAC_*`` environment variables override it).
+    One :class:`~reward_clients.progress_client.ProgressClient` on the process-wide
+    :class:`~reward_clients.endpoint_pool.EndpointPool` serves all trackers; the service's
+    capabilities are asked once and impossible settings are refused here.
+    ``endpoint: embedded`` starts a local service (``embedded_backend``) for this env.
+    """
+    from evolve_envs.config import ConfigError, load_config
+    from reward_clients.endpoint_pool import EndpointPool
+    from reward_clients.progress_client import ProgressClient
+
+    cfg = load_config({"reward_model": _plain(reward_model)}, environ=environ).reward_model
+    if not cfg.enable:
+        raise ConfigError("reward_model.enable: is false; nothing to install")
+    if cfg.kind != "progress":
+        raise ConfigError(
+            f"reward_model.kind: the RLinf integration supports 'progress', got {cfg.kind!r}"
+        )
+    on_close: list[Callable[[], Any]] = []
+    if cfg.embedded:
+        from reward_service.embedded import EmbeddedService
+
+        service = EmbeddedService(cfg.embedded_backend, cfg.embedded_backend_kwargs).start()
+        on_close.append(service.stop)
+        endpoint: Any = service.url
+        service_num = None
+    else:
+        endpoint, service_num = cfg.endpoint, cfg.service_num
+    try:
+        pool = EndpointPool.from_config(
+            endpoint,
+            service_num,
+            shared=True,
+            timeout=cfg.timeout,
+            max_retries=cfg.max_retries,
+        )
+        client = ProgressClient(
+            pool,
+            jpeg_quality=cfg.jpeg_quality,
+            fail_on_request_error=cfg.fail_on_request_error,
+            max_workers=max(1, min(int(num_envs), 64)),
+        )
+        on_close.insert(0, client.close)
+        settings = cfg.tracker_settings()
+        caps = client.capabilities()
+        if not caps.ok:
+            raise ConfigurationError(
+                f"reward service at {pool.urls} did not answer /capabilities: {caps.error}"
+            )
+        trackers = [
+            ProgressTracker(client, settings, capabilities=caps.value) for _ in range(num_envs)
+        ]
+    except BaseException:
+        for fn in on_close:
+            try:
+                fn()
+            except Exception:  # noqa: BLE001
+                pass
+        raise
+    return ProgressStack(trackers, cfg.reward_weight, cfg.env_reward_weight, on_close, cfg)
+
+
+def wrap_env_from_config(env: Any, env_cfg: Any) -> Any:
+    """Wrap ``env`` with :class:`RLinfProgressReward` if ``env_cfg.reward_model.enable`` is true.
+
+    ``env_cfg`` is RLinf's ``env.train`` (or ``env.eval``) node. Returns ``env`` unchanged when
+    the block is missing or disabled.
+    """
+    block = reward_model_block(env_cfg)
+    if block is None or not bool(_plain(block).get("enable", False)):
+        return env
+    return RLinfProgressReward.from_config(env, block)
+
+
+def _plain(block: Any) -> dict[str, Any]:
+    if block is None:
+        return {}
+    try:
+        from omegaconf import DictConfig, OmegaConf
+
+        if isinstance(block, DictConfig):
+            return dict(OmegaConf.to_container(block, resolve=True))  # type: ignore[arg-type]
+    except ImportError:  # pragma: no cover - omegaconf is a dependency
+        pass
+    if isinstance(block, Mapping):
+        return dict(block)
+    raise TypeError(f"reward_model block must be a mapping, got {type(block).__name__}")
+
+
+def env_worker_class() -> type:
+    """RLinf's ``EnvWorker`` subclass that installs :class:`RLinfProgressReward` from the YAML.
+
+    Raises ImportError naming the missing package when RLinf is not installed.
+
+    Example::
+
+        from evolve_envs.integrations.rlinf import env_worker_class
+
+        ProgressEnvWorker = env_worker_class()
+        env_group = ProgressEnvWorker.create_group(cfg).launch(cluster, name=cfg.env.group_name,
+                                                               placement_strategy=env_placement)
+    """
+    from evolve_envs.integrations.rlinf_worker import ProgressEnvWorker
+
+    return ProgressEnvWorker

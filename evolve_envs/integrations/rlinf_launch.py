@@ -1,0 +1,54 @@
+"""Run an RLinf training script with :class:`ProgressEnvWorker` in place of RLinf's EnvWorker.
+
+RLinf's launch scripts (e.g. ``examples/embodiment/train_embodied_agent.py``) import
+``EnvWorker`` from ``rlinf.workers.env.env_worker`` and start it as the env worker group. This
+launcher points that name at :class:`~evolve_envs.integrations.rlinf_worker.ProgressEnvWorker`
+and then runs the script unchanged, with the remaining arguments (Hydra's):
+
+.. code-block:: bash
+
+    export EMBODIED_PATH=/path/to/RLinf/examples/embodiment
+    python -m evolve_envs.integrations.rlinf_launch \\
+        $EMBODIED_PATH/train_embodied_agent.py \\
+        --config-path $PWD/configs/rlinf --config-name libero_10_grpo_openvlaoft
+
+Nothing in RLinf is modified on disk. The worker class travels to Ray workers by reference, so
+``evolve-envs`` must be installed on every node (it is a normal pip package).
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+
+__all__ = ["main", "install"]
+
+
+def install() -> type:
+    """Make ``rlinf.workers.env.env_worker.EnvWorker`` resolve to ``ProgressEnvWorker``."""
+    import rlinf.workers.env.env_worker as env_worker_module
+
+    from evolve_envs.integrations.rlinf_worker import ProgressEnvWorker
+
+    env_worker_module.EnvWorker = ProgressEnvWorker
+    return ProgressEnvWorker
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m evolve_envs.integrations.rlinf_launch SCRIPT [hydra args...]``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(__doc__)
+        raise SystemExit(0 if args else 2)
+    script = os.path.abspath(args[0])
+    if not os.path.isfile(script):
+        raise SystemExit(f"rlinf_launch: training script {script!r} not found")
+    install()
+    sys.argv = [script, *args[1:]]
+    sys.path.insert(0, os.path.dirname(script))
+    runpy.run_path(script, run_name="__main__")
+
+
+if __name__ == "__main__":
+    main()

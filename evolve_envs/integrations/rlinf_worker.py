@@ -1,0 +1,69 @@
+"""RLinf ``EnvWorker`` that installs progress rewards from the ``reward_model`` YAML block.
+
+RLinf builds its envs in ``EnvWorker._setup_env_and_wrappers(env_cls, env_cfg, ...)``. This
+subclass hands RLinf a constructor that builds the env and wraps it in
+:class:`~evolve_envs.integrations.rlinf.RLinfProgressReward` when ``env_cfg.reward_model.enable``
+is true, then lets RLinf add its own wrappers (video recording, data collection) around it as
+usual, so recorded videos show the progress rewards. ``env.train`` and ``env.eval`` are handled
+independently (a block under ``env.eval`` is honoured too, but evaluation normally reports the
+simulator's success).
+
+Importing this module needs RLinf (``pip install 'evolve-envs[rlinf]'`` or RLinf's own install);
+without it the ImportError says so. Use it through
+``python -m evolve_envs.integrations.rlinf_launch`` (no changes to RLinf) or in your own launcher::
+
+    from evolve_envs.integrations.rlinf_worker import ProgressEnvWorker
+
+    env_group = ProgressEnvWorker.create_group(cfg).launch(
+        cluster, name=cfg.env.group_name, placement_strategy=env_placement)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evolve_envs.integrations.rlinf import reward_model_block, wrap_env_from_config
+
+try:
+    from rlinf.workers.env.env_worker import EnvWorker as _RLinfEnvWorker
+except ImportError as exc:  # pragma: no cover - exercised only without RLinf
+    raise ImportError(
+        "evolve_envs.integrations.rlinf_worker needs the 'rlinf' package (RLinf), which could "
+        f"not be imported: {exc}. Install it with `pip install 'evolve-envs[rlinf]'` or follow "
+        "RLinf's installation guide."
+    ) from exc
+
+__all__ = ["ProgressEnvWorker", "with_progress_reward"]
+
+
+def with_progress_reward(env_cls: Any, env_cfg: Any) -> Any:
+    """A drop-in for RLinf's ``env_cls`` that wraps each built env per ``env_cfg.reward_model``.
+
+    Returns ``env_cls`` itself when the block is absent or disabled.
+    """
+    block = reward_model_block(env_cfg)
+    if block is None or not bool(block.get("enable", False)):
+        return env_cls
+
+    def build(*args: Any, **kwargs: Any) -> Any:
+        return wrap_env_from_config(env_cls(*args, **kwargs), env_cfg)
+
+    build.__name__ = f"ProgressReward[{getattr(env_cls, '__name__', 'env')}]"
+    return build
+
+
+class ProgressEnvWorker(_RLinfEnvWorker):
+    """RLinf's ``EnvWorker`` with progress rewards installed from ``env.*.reward_model``.
+
+    Example::
+
+        ProgressEnvWorker.create_group(cfg).launch(cluster, name=cfg.env.group_name,
+                                                   placement_strategy=env_placement)
+    """
+
+    def _setup_env_and_wrappers(self, env_cls, env_cfg, num_envs_per_stage: int):  # noqa: ANN001
+        return super()._setup_env_and_wrappers(
+            env_cls=with_progress_reward(env_cls, env_cfg),
+            env_cfg=env_cfg,
+            num_envs_per_stage=num_envs_per_stage,
+        )
