@@ -102,7 +102,8 @@ def accumulate_all(
 def critic_between(value_a: float, value_b: float) -> float:
     """The critic that :func:`accumulate` (``"vlac"`` rule) maps from ``value_a`` to ``value_b``.
 
-    ``100·(b − a)/(100 − a)``, clamped to ``[-100, 100]``; 0 when ``a == 100 == b``. Useful for
+    ``100·(b − a)/(100 − a)``, clamped to ``[-100, 100]`` (so exact only for ``b >= 2a − 100``);
+    0 when ``a == 100 == b``. Useful for
     building reference sequences in tests and for converting absolute progress into critics.
     """
     a, b = clamp_progress(value_a), clamp_progress(value_b)

@@ -39,7 +39,8 @@ latest at step ``t + max_lag_steps``, where the tracker waits for it. Answers ar
 order they were sent. When the episode ends (env termination/truncation, or progress-done), every
 outstanding request is waited for and applied, so the episode's reward sum is exact in both modes.
 
-Done: ``done_by="threshold"`` — ``progress/100 {>=|>} done_threshold`` (``done_comparison``);
+Done: ``done_by="threshold"`` — ``progress/100 {>=|>} done_threshold`` (``done_comparison``;
+the fraction is rounded to 9 decimals first, so accumulation noise cannot flip it);
 ``"backend"`` — the service's ``/done`` answer (needs the ``done`` capability); ``"either"`` /
 ``"both"`` — OR / AND of the two. With ``terminate_on_done`` the decision ends the episode.
 
@@ -542,7 +543,7 @@ class ProgressTracker:
         ep.progress = value
         ep.max_progress = max(ep.max_progress, value)
 
-        by_threshold = result.ok and reached(value / 100.0, s.done_threshold, s.done_comparison)
+        by_threshold = result.ok and reached(_fraction(value), s.done_threshold, s.done_comparison)
         by_backend = bool(
             done_result is not None and done_result.ok and done_result.value is not None
             and done_result.value.done
@@ -561,7 +562,7 @@ class ProgressTracker:
     def _level(self, value: float) -> float:
         s = self.settings
         if s.reward_mode == "binary":
-            return s.reward_coef * float(value / 100.0 >= s.success_threshold)
+            return s.reward_coef * float(_fraction(value) >= s.success_threshold)
         return s.reward_coef * value / 100.0
 
     def _reward_for(self, value: float) -> float:
@@ -607,7 +608,7 @@ class ProgressTracker:
 
     def _summary(self) -> dict[str, Any]:
         ep, s = self._ep, self.settings
-        judged_done = reached(ep.progress / 100.0, s.done_threshold, s.done_comparison)
+        judged_done = reached(_fraction(ep.progress), s.done_threshold, s.done_comparison)
         success = ep.env_success
         return {
             "progress": ep.progress,
@@ -627,6 +628,12 @@ class ProgressTracker:
             "high_progress_on_failure": None if success is None else (judged_done and not success),
             "success_at_low_progress": None if success is None else (success and not judged_done),
         }
+
+
+def _fraction(progress: float) -> float:
+    """Progress as a fraction, rounded to 9 decimals so that float noise of the accumulation
+    (95.00000000000001) cannot flip a threshold comparison."""
+    return round(progress / 100.0, 9)
 
 
 class _FrameHolder:

@@ -21,6 +21,7 @@ Import it from tests with ``tests/`` on ``sys.path``::
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -34,7 +35,7 @@ __all__ = ["SyntheticProgressEnv", "grey_level", "paint"]
 
 def grey_level(progress: float) -> int:
     """The grey level that the intensity rule reads back as ``progress`` (0–100)."""
-    return int(round(float(progress) * 255.0 / 100.0))
+    return int(math.floor(float(progress) * 255.0 / 100.0 + 0.5))
 
 
 def paint(progress: float, size: int = 32) -> np.ndarray:
@@ -54,6 +55,9 @@ class SyntheticProgressEnv(gym.Env):
             with one entry per script.
         terminate_on_success: terminate on the success step (LIBERO's behaviour).
         step_delay_s: sleep this long in every ``step`` (to simulate a slow simulator).
+        seed_selects_script: ``reset(seed=k)`` restarts the episode count at ``k`` (so the
+            sub-envs of ``make_vec(...).reset(seed=0)``, seeded 0, 1, 2, ..., play different
+            scripts).
         **ignored: accepted and ignored (``suite``, ``task_id``, … passed by ``make_env``).
 
     Example::
@@ -76,6 +80,7 @@ class SyntheticProgressEnv(gym.Env):
         success_at: int | None | Sequence[int | None] = None,
         terminate_on_success: bool = True,
         step_delay_s: float = 0.0,
+        seed_selects_script: bool = False,
         render_mode: str | None = "rgb_array",
         **ignored: Any,
     ) -> None:
@@ -95,6 +100,7 @@ class SyntheticProgressEnv(gym.Env):
         self.task = task
         self.terminate_on_success = terminate_on_success
         self.step_delay_s = float(step_delay_s)
+        self.seed_selects_script = seed_selects_script
         self.render_mode = render_mode
         image = spaces.Box(0, 255, shape=(self.size, self.size, 3), dtype=np.uint8)
         self.observation_space = spaces.Dict(
@@ -133,6 +139,8 @@ class SyntheticProgressEnv(gym.Env):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         super().reset(seed=seed)
+        if seed is not None and self.seed_selects_script:
+            self.episode = int(seed) - 1
         self.episode += 1
         self.t = 0
         return self._obs(), self._info(False)
