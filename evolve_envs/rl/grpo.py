@@ -159,7 +159,12 @@ def _group_normalize_np(scores: np.ndarray, group_size: int, eps: float) -> np.n
     grouped = scores.reshape(-1, group_size)
     mean = grouped.mean(axis=1, keepdims=True)
     std = grouped.std(axis=1, ddof=1, keepdims=True)
-    return ((grouped - mean) / (std + eps)).reshape(-1)
+    adv = (grouped - mean) / (std + eps)
+    # A group of identical scores gets exactly 0 (the float mean may differ from the scores by
+    # an ulp, which eps would otherwise turn into ~1e-10).
+    flat = grouped.max(axis=1) == grouped.min(axis=1)
+    adv[flat] = 0.0
+    return adv.reshape(-1)
 
 
 # --------------------------------------------------------------------------- public API

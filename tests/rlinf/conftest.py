@@ -1,0 +1,38 @@
+"""Fixtures for the RLinf integration tests.
+
+``mock_service``: a real reward server (mock backend, *intensity* rule, no latency) on loopback,
+session-scoped. ``standin_env`` lives next to this file (an RLinf-``LiberoEnv``-shaped vector env
+with painted frames).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # standin_env importable
+
+from reward_clients.progress_client import ProgressClient  # noqa: E402
+from reward_service.embedded import EmbeddedService  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def mock_service() -> Iterator[EmbeddedService]:
+    svc = EmbeddedService("mock", {"rule": "intensity", "latency_ms": 0})
+    svc.start()
+    try:
+        yield svc
+    finally:
+        svc.stop()
+
+
+@pytest.fixture()
+def client(mock_service: EmbeddedService) -> Iterator[ProgressClient]:
+    c = ProgressClient(mock_service.url, max_workers=8)
+    try:
+        yield c
+    finally:
+        c.close()
