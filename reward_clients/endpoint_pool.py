@@ -7,10 +7,11 @@ and a list of base URLs. For each request it
 * retries with exponential backoff on connect errors, timeouts, connection resets, HTTP 429 and
   5xx, moving to another endpoint when one is available (``max_retries`` extra attempts, bounded
   by a total time budget); any other 4xx is the caller's fault and is *not* retried;
-* marks an endpoint *down* on a transport error (refused / reset) or after ``failures_to_down``
-  consecutive 429/5xx/timeouts. A down endpoint gets no traffic; a background thread re-probes it
-  (``GET health_route``) every ``probe_interval_s`` and brings it back when it answers 2xx. When
-  every endpoint is down, requests fail at once (no hammering, no waiting) until a probe succeeds.
+* marks an endpoint *down* when it refuses connections, or after ``failures_to_down``
+  consecutive failures (429/5xx, timeouts, resets). A down endpoint gets no traffic; a
+  background thread re-probes it (``GET health_route``) every ``probe_interval_s`` and brings it
+  back when it answers 2xx. When every endpoint is down, requests fail at once (no hammering,
+  no waiting) until a probe succeeds.
 
 Failures raise :class:`~reward_clients.errors.RewardServiceError` naming endpoint, route and cause;
 the clients turn that into a fallback value or re-raise it, per their failure policy.
@@ -178,6 +179,14 @@ def endpoints_from_env(
 # --------------------------------------------------------------------------- pool
 
 
+def _retry_after_s(response: httpx.Response) -> float:
+    """Seconds from a numeric ``Retry-After`` header (0 when absent or not a number)."""
+    try:
+        return max(0.0, float(response.headers.get("retry-after", "0")))
+    except ValueError:
+        return 0.0
+
+
 @dataclass(frozen=True, slots=True)
 class PoolResponse:
     """A successful (2xx) reply: the httpx response, who answered, after how many attempts."""
@@ -258,8 +267,9 @@ class EndpointPool:
         connect_timeout: per-attempt connect timeout in seconds.
         max_retries: extra attempts after the first one for retryable failures.
         backoff_s: first backoff before retrying an endpoint that already failed in this request
-            (doubles each time, with jitter, capped by ``max_backoff_s``). Moving to a different,
-            untried endpoint happens without waiting.
+            (doubles each time, with jitter, capped by ``max_backoff_s``; a ``Retry-After``
+            header lengthens it up to that cap). Moving to a different, untried endpoint
+            happens without waiting.
         total_timeout: upper bound on one request, retries and backoff included. ``None`` means
             ``timeout * (max_retries + 1) + max_backoff_s * max_retries``.
         token: bearer token sent as ``Authorization: Bearer <token>``.
@@ -267,8 +277,8 @@ class EndpointPool:
         probe_timeout_s: timeout of one health probe.
         health_route: probe route; ``GET`` unless the route ends in ``healthcheck`` (VLAC's
             ``POST /healthcheck``).
-        failures_to_down: consecutive 429/5xx/timeouts that mark an endpoint down (transport
-            errors such as refused or reset connections mark it down at once).
+        failures_to_down: consecutive 429/5xx/timeouts/resets that mark an endpoint down (a
+            refused connection marks it down at once).
         selection: ``"least_in_flight"`` or ``"round_robin"``.
         max_connections: httpx connection pool size (keep-alive connections reused).
         trust_env: let httpx read proxy settings from the environment (off by default: cluster
@@ -608,6 +618,7 @@ class EndpointPool:
         tried: set[str] = set()
         attempts = 0
         last_error: RewardServiceError | None = None
+        retry_after = 0.0  # from a 429/503 answer's Retry-After header (seconds)
         while True:
             if self._closed:
                 raise RewardServiceError(
@@ -619,6 +630,7 @@ class EndpointPool:
                 # Every usable endpoint already failed this request: wait before trying again.
                 backoff = min(self.max_backoff_s, self.backoff_s * 2 ** (attempts - 1))
                 backoff *= 0.5 + random.random() / 2
+                backoff = max(backoff, min(retry_after, self.max_backoff_s))
                 time.sleep(max(0.0, min(backoff, deadline - time.monotonic())))
             ep = self._acquire(tried)
             if ep is None:
@@ -643,7 +655,9 @@ class EndpointPool:
                     f"({type(exc).__name__})", kind=ErrorKind.TIMEOUT, attempts=attempts,
                 )  # fmt: skip
             except httpx.TransportError as exc:
-                mark_down = True
+                # Refused connections mark the endpoint down at once; a reset or a dropped
+                # response counts towards failures_to_down (a healthy server can drop one).
+                mark_down = isinstance(exc, httpx.ConnectError)
                 error = RewardServiceError(
                     ep.url, route, exc, kind=ErrorKind.CONNECT, attempts=attempts
                 )
@@ -664,6 +678,7 @@ class EndpointPool:
                 if status != 429 and status < 500:
                     self._release(ep, ok=False, mark_down=False, error=None)
                     raise error
+                retry_after = _retry_after_s(response)
             self._release(ep, ok=ok, mark_down=mark_down, error=error.cause)
             last_error = error
             tried.add(ep.url)
