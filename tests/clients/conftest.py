@@ -1,86 +1,20 @@
 """Fixtures for the reward client tests: real reward servers (mock backend) on loopback.
 
-Two session-scoped servers with fault injection enabled (``server_a``, ``server_b``), helpers to
-paint frames with a given progress (the mock backend's intensity rule), to arm/clear faults
-through the server's admin API, and a factory for endpoint pools with short timeouts that are
-closed after each test. Every test leaves both servers without an armed fault.
+Two session-scoped servers with fault injection enabled (``server_a``, ``server_b``) and a
+factory for endpoint pools with short timeouts that are closed after each test. Every test
+leaves both servers without an armed fault. Helpers live in ``client_helpers.py``.
 """
 
 from __future__ import annotations
 
-import socket
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import httpx
-import numpy as np
 import pytest
+from client_helpers import clear_fault
 
 from reward_clients.endpoint_pool import EndpointPool
-from reward_service.backends.mock import paint_level
 from reward_service.embedded import EmbeddedService
-
-HANG_GUARD_S = 60.0
-
-
-def paint(progress: float, shape: tuple[int, ...] = (32, 32, 3)) -> np.ndarray:
-    """A frame the mock backend's intensity rule reads as ``progress`` percent."""
-    return np.full(shape, paint_level(progress), np.uint8)
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on (bound and released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def arm_fault(server: EmbeddedService, **spec: Any) -> dict[str, Any]:
-    response = httpx.post(server.url + "/admin/faults", json=spec, trust_env=False, timeout=10)
-    response.raise_for_status()
-    return response.json()
-
-
-def clear_fault(server: EmbeddedService) -> dict[str, Any]:
-    response = httpx.delete(server.url + "/admin/faults", trust_env=False, timeout=10)
-    response.raise_for_status()
-    return response.json()
-
-
-def fault_status(server: EmbeddedService) -> dict[str, Any]:
-    response = httpx.get(server.url + "/admin/faults", trust_env=False, timeout=10)
-    response.raise_for_status()
-    return response.json()
-
-
-def server_metrics(server: EmbeddedService) -> dict[str, Any]:
-    response = httpx.get(server.url + "/metrics", trust_env=False, timeout=10)
-    response.raise_for_status()
-    return response.json()
-
-
-def within_guard(fn: Callable[[], Any], seconds: float = HANG_GUARD_S) -> Any:
-    """Run ``fn`` in a thread and return its result; fail the test if it hangs.
-
-    A generous guard against hangs, not a speed assertion.
-    """
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the test thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        pytest.fail(f"call did not return within the {seconds:.0f} s hang guard")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from conftest import arm_fault, fault_status, free_port, paint, server_metrics, within_guard
+from client_helpers import arm_fault, fault_status, free_port, paint, server_metrics, within_guard
 
 from reward_clients.errors import ErrorKind, RewardServiceError
 from reward_clients.progress_client import DoneResult, ProgressClient

@@ -8,7 +8,7 @@ import pickle
 import numpy as np
 import pytest
 import simplejpeg
-from conftest import arm_fault, paint, within_guard
+from client_helpers import arm_fault, paint, within_guard
 
 from reward_clients.errors import ErrorKind, RewardServiceError
 from reward_clients.pickle_scorer_client import PickleScorerClient

@@ -6,7 +6,7 @@ import threading
 import time
 
 import pytest
-from conftest import arm_fault, free_port, paint, server_metrics, within_guard
+from client_helpers import arm_fault, free_port, paint, server_metrics, within_guard
 
 from reward_clients.endpoint_pool import EndpointPool
 from reward_clients.errors import RewardServiceError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import paint, server_metrics
+from client_helpers import paint, server_metrics
 
 from reward_clients.progress_client import DoneResult, ProgressClient
 
