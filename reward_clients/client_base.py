@@ -151,12 +151,12 @@ class ClientBase:
             return self._executor.submit(fn, *args)
 
     def close(self) -> None:
-        """Wait for submitted calls, stop the worker threads, and close a privately owned pool."""
+        """Cancel queued calls, wait for running ones, stop the workers, close an owned pool."""
         with self._executor_lock:
             self._closed = True
             executor, self._executor = self._executor, None
         if executor is not None:
-            executor.shutdown(wait=True)
+            executor.shutdown(wait=True, cancel_futures=True)
         if self._owns_pool:
             self.pool.close()
 
