@@ -1,0 +1,181 @@
+"""The vlm backend on a tiny random Qwen2.5-VL, in process and through the real server.
+
+The model's answers are random: these tests check the contract (types, ranges, the link between
+the raw answer and the parsed value, fallbacks), not values.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from svc_helpers import image_bytes, painted, painted_b64, write_video
+
+from reward_service.backends.answer_parsing import parse_score
+from reward_service.embedded import EmbeddedService
+from reward_service.protocol import (
+    Capabilities,
+    DoneResponse,
+    PairwiseCriticResponse,
+    ScoreResponse,
+    TrajectoryCriticResponse,
+    safe_pickle_dumps,
+    safe_pickle_loads,
+)
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+pytestmark = pytest.mark.slow
+
+FALLBACK_SCORE = 0.123
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tiny_vlm import build_tiny_qwen2_5_vl
+
+    return build_tiny_qwen2_5_vl(tmp_path_factory.mktemp("tiny-qwen2_5_vl"))
+
+
+@pytest.fixture(scope="module")
+def vlm_service(tiny_model_dir: Path) -> Iterator[EmbeddedService]:
+    svc = EmbeddedService(
+        "vlm",
+        {
+            "device": "cpu",
+            "max_new_tokens": 8,
+            "video_max_new_tokens": 12,
+            "fallback_score": FALLBACK_SCORE,
+        },
+        extra_args=["--ckpt-path", str(tiny_model_dir)],
+        startup_timeout=180,
+    )
+    svc.start()
+    yield svc
+    svc.stop()
+
+
+@pytest.fixture()
+def vlm(vlm_service: EmbeddedService) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=vlm_service.url, timeout=120, trust_env=False) as c:
+        yield c
+
+
+def test_vlm_capabilities(vlm: httpx.Client) -> None:
+    caps = Capabilities.model_validate(vlm.get("/capabilities").json())
+    assert caps.backend == "vlm" and caps.pairwise and caps.done and caps.video and caps.image_score
+
+
+def test_vlm_trajectory_and_pairwise_contract(vlm: httpx.Client) -> None:
+    frames = [painted_b64(p, size=96) for p in (0, 20, 40, 60, 80, 100, 90, 95, 97, 99)]
+    resp = vlm.post(
+        "/trajectory-critic", json={"task": "open the drawer", "frames": frames, "skip": 1}
+    )
+    traj = TrajectoryCriticResponse.model_validate(resp.json())  # finite, lengths consistent
+    assert len(traj.critic_list) == 9
+    assert all(-100.0 <= c <= 100.0 for c in traj.critic_list)
+    body = {"task": "open the drawer", "image_a": frames[0], "image_b": frames[5]}
+    critic = PairwiseCriticResponse.model_validate(vlm.post("/pairwise-critic", json=body).json())
+    assert -100.0 <= critic.critic <= 100.0
+
+
+def test_vlm_done_contract(vlm: httpx.Client) -> None:
+    body = {
+        "task": "t",
+        "first_frame": painted_b64(0),
+        "prev_frame": painted_b64(50),
+        "curr_frame": painted_b64(100),
+    }
+    done = DoneResponse.model_validate(vlm.post("/done", json=body).json())
+    assert 0.0 <= done.prob <= 1.0 and done.done == (done.prob >= 0.95)
+
+
+@pytest.mark.parametrize("mode", ["auto", "percentage", "unit"])
+def test_vlm_video_score_follows_its_raw_answer(
+    vlm: httpx.Client, tmp_path: Path, mode: str
+) -> None:
+    path = tmp_path / "episode.mp4"
+    write_video(str(path), [0, 20, 40, 60, 80, 100], size=64)
+    body = {
+        "task_text": "put the bowl on the plate",
+        "video_b64": base64.b64encode(path.read_bytes()).decode(),
+        "nframes": 4,
+        "backend_kwargs": {"score_mode": mode},
+    }
+    score = ScoreResponse.model_validate(vlm.post("/score", json=body).json())
+    assert isinstance(score.raw_text, str)
+    parsed = parse_score(score.raw_text, mode)
+    assert score.score == (FALLBACK_SCORE if parsed is None else parsed)
+    assert 0.0 <= score.score <= 1.0
+
+
+def test_vlm_pickle_scores_in_unit_range(vlm: httpx.Client) -> None:
+    body = safe_pickle_dumps(
+        {"images": [image_bytes(p) for p in (0, 50, 100)], "prompts": ["a bowl"] * 3}
+    )
+    scores = safe_pickle_loads(vlm.post("/pickle", content=body).content)["scores"]
+    assert len(scores) == 3 and all(0.0 <= s <= 1.0 for s in scores)
+
+
+def test_vlm_bad_input_still_answered(vlm: httpx.Client) -> None:
+    resp = vlm.post("/pairwise-critic", json={"task": "t", "image_a": "!!", "image_b": "!!"})
+    assert resp.status_code == 422 and resp.json()["error"]
+    assert vlm.get("/health").json()["backend"] == "vlm"
+
+
+def test_vlm_fallback_on_answers_without_numbers(tiny_model_dir: Path) -> None:
+    """Suppressing every token that holds a digit forces unparsable answers: fallbacks apply."""
+    from reward_service.backends.base import CriticItem, DoneItem, ImageScoreItem, VideoItem
+    from reward_service.backends.vlm import VLMBackend
+
+    probe = VLMBackend(str(tiny_model_dir), device="cpu")
+    vocab = probe.tokenizer.get_vocab()
+    digits = sorted(i for tok, i in vocab.items() if any(ch.isdigit() for ch in tok))
+    backend = VLMBackend(
+        str(tiny_model_dir),
+        device="cpu",
+        max_new_tokens=6,
+        video_max_new_tokens=6,
+        fallback_critic=-7.0,
+        fallback_score=0.31,
+        generation_kwargs={"suppress_tokens": digits},
+    )
+    f = [painted(p, size=64) for p in (0, 70)]
+    assert backend.critic_batch([CriticItem("t", f[0], f[1], f[0])] * 3) == [-7.0] * 3
+    assert backend.done_batch([DoneItem("t", f[0], f[0], f[1])]) == [(False, 0.0)]
+    score, raw = backend.score_video(VideoItem("t", tuple(f), {}))
+    assert score == 0.31 and isinstance(raw, str) and not any(ch.isdigit() for ch in raw)
+    assert backend.score_images([ImageScoreItem("p", f[1])]) == [0.31]
+    assert backend.unparsable_answers == 6
+
+
+def test_vlm_needs_a_local_model_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from reward_service.backends.vlm import VLMBackend
+
+    monkeypatch.delenv("VLAC_CKPT_PATH", raising=False)
+    with pytest.raises(ValueError, match="needs a model directory"):
+        VLMBackend()
+    with pytest.raises(ValueError, match="does not exist"):
+        VLMBackend(str(tmp_path / "missing"))
+    with pytest.raises(ValueError, match="no config.json"):
+        VLMBackend(str(tmp_path))  # an empty directory: nothing is downloaded instead
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(RuntimeError, match="cannot load the model"):
+        VLMBackend(str(tmp_path))
+
+
+def test_vlm_frames_batch_shapes(tiny_model_dir: Path) -> None:
+    """A batch of 8 pairs at 448 x 448 (the service's batch shape) gives 8 answers."""
+    from reward_service.backends.base import CriticItem
+    from reward_service.backends.vlm import VLMBackend
+
+    backend = VLMBackend(str(tiny_model_dir), device="cpu", max_new_tokens=4)
+    frames = [np.full((448, 448, 3), v, np.uint8) for v in range(0, 256, 32)]
+    items = [CriticItem("t", frames[i], frames[(i + 1) % 8], frames[0]) for i in range(8)]
+    critics = backend.critic_batch(items)
+    assert len(critics) == 8 and all(isinstance(c, float) and -100 <= c <= 100 for c in critics)
