@@ -385,7 +385,7 @@ class RLinfProgressReward:
         progress = np.zeros((n, c), dtype=np.float32)
         done_flag = np.zeros((n, c), dtype=bool)
         model_term = np.zeros((n, c), dtype=bool)
-        episode_ended = np.zeros(n, dtype=bool)  # an episode ended in this chunk (by any cause)
+        snapshots: list[dict[str, np.ndarray]] = []  # episode statistics after each step
 
         for t in range(c):
             images = obs_list[t][self.image_key]
@@ -421,11 +421,9 @@ class RLinfProgressReward:
                 self._record(i, out)
                 if out.terminate and not ignore_terms:
                     model_term[i, t] = True
-                if out.episode_over:
-                    episode_ended[i] = True
-            for i in range(n):
-                progress[i, t] = self._last[i]["progress"]
-                done_flag[i, t] = self._last[i]["done_by_progress"]
+            snapshots.append(self._stats_arrays())
+            progress[:, t] = snapshots[-1]["progress"]
+            done_flag[:, t] = snapshots[-1]["done_by_progress"]
 
         # Terminations: the env's, OR the model's. With auto-reset / ignore_terminations RLinf
         # reports an end on the chunk's last action only; do the same.
@@ -444,10 +442,12 @@ class RLinfProgressReward:
                 )
             restart = [i for i in range(n) if env_done_at_end[i] or need_reset[i]]
             if restart:
-                self._add_episode_info(infos_list[-1].get("final_info"), restart_only=restart)
+                final_info = infos_list[-1].get("final_info")
+                if isinstance(final_info, dict) and isinstance(final_info.get("episode"), dict):
+                    self._write_episode_block(final_info["episode"], snapshots[-1])
                 self._start_episodes(obs_list[-1], restart)
 
-        self._annotate(infos_list, env_rewards, model_r, progress, done_flag)
+        self._annotate(infos_list, env_rewards, model_r, progress, done_flag, snapshots)
 
         mixed = self.env_reward_weight * _to_float_np(env_rewards) + self.reward_weight * model_r
         rewards_out = _like_tensor(mixed, env_rewards, torch)
@@ -494,22 +494,23 @@ class RLinfProgressReward:
         new_infos["_elapsed_steps"] = both
         return obs, new_infos
 
-    def _add_episode_info(self, final_info: Any, *, restart_only: list[int]) -> None:
-        """Put the ended episodes' reward-model statistics into ``final_info["episode"]``."""
-        if not isinstance(final_info, dict) or not isinstance(final_info.get("episode"), dict):
-            return
-        self._write_episode_block(final_info["episode"])
-
-    def _write_episode_block(self, block: dict[str, Any]) -> None:
-        torch = _torch()
-        for key in self._empty_stats():
-            values = np.array([s[key] for s in self._last])
-            if values.dtype == bool:
-                block[key] = torch.from_numpy(values)
-            elif np.issubdtype(values.dtype, np.integer):
-                block[key] = torch.from_numpy(values.astype(np.int64))
+    def _stats_arrays(self) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        for key, default in self._empty_stats().items():
+            values = [stats[key] for stats in self._last]
+            if isinstance(default, bool):
+                out[key] = np.array(values, dtype=bool)
+            elif isinstance(default, int):
+                out[key] = np.array(values, dtype=np.int64)
             else:
-                block[key] = torch.from_numpy(values.astype(np.float32))
+                out[key] = np.array(values, dtype=np.float32)
+        return out
+
+    @staticmethod
+    def _write_episode_block(block: dict[str, Any], stats: dict[str, np.ndarray]) -> None:
+        torch = _torch()
+        for key, values in stats.items():
+            block[key] = torch.from_numpy(values.copy())
 
     def _annotate(
         self,
@@ -518,6 +519,7 @@ class RLinfProgressReward:
         model_r: np.ndarray,
         progress: np.ndarray,
         done_flag: np.ndarray,
+        snapshots: list[dict[str, np.ndarray]],
     ) -> None:
         torch = _torch()
         env_r = _to_float_np(env_rewards)
@@ -529,7 +531,7 @@ class RLinfProgressReward:
             infos["env_reward"] = torch.from_numpy(env_r[:, t].astype(np.float32))
             infos["done_by_progress"] = torch.from_numpy(done_flag[:, t].copy())
             if isinstance(infos.get("episode"), dict):
-                self._write_episode_block(infos["episode"])
+                self._write_episode_block(infos["episode"], snapshots[t])
 
 
 def _to_float_np(x: Any) -> np.ndarray:
