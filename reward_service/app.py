@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -436,6 +437,10 @@ def create_app(
         snap["backend"] = be.name
         snap["batch_window_ms"] = batch_window_ms
         snap["max_batch"] = max_batch
+        snap["process"] = {
+            "pid": os.getpid(),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        }
         return snap
 
     # --- progress protocol ---------------------------------------------------------------------
