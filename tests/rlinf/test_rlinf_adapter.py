@@ -371,3 +371,24 @@ def test_real_rlinf_env_worker_installs_the_wrapper(mock_service, tmp_path):
     disabled = OmegaConf.create({**standin_cfg(), "video_cfg": {"save_video": False}})
     (plain,) = worker._setup_env_and_wrappers(StandinLiberoEnv, disabled, 2)
     assert isinstance(plain, StandinLiberoEnv)
+
+
+def test_launcher_runs_a_script_with_the_progress_worker(tmp_path, capsys):
+    """``rlinf_launch`` swaps RLinf's EnvWorker name before the script imports it."""
+    pytest.importorskip("rlinf.workers.env.env_worker")
+    from evolve_envs.integrations import rlinf_launch
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import sys\n"
+        "from rlinf.workers.env.env_worker import EnvWorker\n"
+        "print(EnvWorker.__name__, sys.argv[1:])\n"
+    )
+    import rlinf.workers.env.env_worker as module
+
+    original = module.EnvWorker
+    try:
+        rlinf_launch.main([str(script), "--config-name", "x"])
+    finally:
+        module.EnvWorker = original
+    assert capsys.readouterr().out.strip() == "ProgressEnvWorker ['--config-name', 'x']"
