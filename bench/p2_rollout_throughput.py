@@ -1,0 +1,176 @@
+"""P2: rollout throughput with the reward model on / off, 500 ms service latency, 1 and 8 envs.
+
+Env: :class:`_common.BenchEnv` (textured 256x256 frames, 20 ms step), episodes of ``--steps``
+(default 300) steps ended by the time limit. Reward model: an embedded mock service (intensity
+rule) whose backend sleeps ``--latency-ms`` (default 500) per batch, like a GPU model; pairwise
+milestone critic with the seed's schedule (start 64, every 16, milestones 64). Configurations:
+
+* ``off``: ``reward_model.enable: false``;
+* ``sync``: ``calls: sync``, the seed's blocking behaviour (a check blocks the step);
+* ``async lag16`` / ``async lag32``: ``calls: async`` with ``max_lag_steps`` 16 (the shipped
+  default) / 32: the answer is applied when it is back, and waited for at the latest that many
+  steps after the request; the episode end waits for every outstanding answer.
+
+1 env: the stack stepped in a plain loop. 8 envs: ``gymnasium.vector.AsyncVectorEnv`` with
+``context="spawn"`` — what ``evolve-envs rollout --num-envs 8`` builds — and one service shared by
+all workers (its batcher coalesces their simultaneous checks). Each worker holds all four stacks
+(:class:`_common.StackSwitch`) so configurations alternate episode by episode in one run.
+
+Columns: env steps/s (all envs), ratio to ``off`` (median of per-round ratios), model calls per
+episode and env, the wait at the episode's last step (settlement of outstanding answers), mean
+backend batch size.
+
+Run::
+
+    .venv/bin/python bench/p2_rollout_throughput.py           # ~3 min
+    .venv/bin/python bench/p2_rollout_throughput.py --quick   # ~20 s
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import time
+from typing import Any
+
+import gymnasium as gym
+import httpx
+import numpy as np
+from _common import Rounds, machine_note, make_switch, print_table
+
+from reward_service.embedded import EmbeddedService
+
+CONFIGS = ("off", "sync", "async lag16", "async lag32")
+
+
+def configs(url: str, steps: int, start: int, every: int) -> dict[str, dict[str, Any]]:
+    env = {"step_delay_s": 0.02, "max_episode_steps": steps}
+    common = {
+        "enable": True,
+        "endpoint": url,
+        "mode": "pairwise",
+        "start_step": start,
+        "call_every": every,
+        "milestone_every": 4 * every,
+        "timeout": 30,
+    }
+    return {
+        "off": {"env": env, "reward_model": {"enable": False}},
+        "sync": {"env": env, "reward_model": {**common, "calls": "sync"}},
+        "async lag16": {
+            "env": env,
+            "reward_model": {**common, "calls": "async", "max_lag_steps": every},
+        },
+        "async lag32": {
+            "env": env,
+            "reward_model": {**common, "calls": "async", "max_lag_steps": 2 * every},
+        },
+    }
+
+
+def critic_batches(url: str) -> tuple[int, int]:
+    snap = httpx.get(url + "/metrics", timeout=10).json()
+    kind = snap["batches"]["by_kind"].get("critic", {"count": 0, "items": 0})
+    return kind["count"], kind["items"]
+
+
+def _calls(info: dict[str, Any]) -> float:
+    calls = info.get("progress_calls")
+    if calls is None:
+        return 0.0
+    return float(np.mean(np.asarray(calls, dtype=float)))
+
+
+def run_episode(env: Any, name: str, steps: int, n: int, url: str) -> dict[str, Any]:
+    vector = isinstance(env, gym.vector.VectorEnv)
+    action = np.zeros((n, 7) if vector else 7, np.float32)
+    env.reset(seed=0, options={"stack": name})
+    b0, i0 = critic_batches(url)
+    start = time.perf_counter()
+    last = 0.0
+    for k in range(steps):
+        t0 = time.perf_counter()
+        _, _, term, trunc, info = env.step(action)
+        last = time.perf_counter() - t0
+        if np.any(term):
+            raise RuntimeError(f"{name}: an episode terminated early at step {k + 1}")
+    wall = time.perf_counter() - start
+    if not np.all(trunc):
+        raise RuntimeError(f"{name}: episodes did not end together at step {steps}")
+    b1, i1 = critic_batches(url)
+    return {
+        "steps_per_s": n * steps / wall,
+        "wall_s": wall,
+        "calls": _calls(info),
+        "last_step_ms": 1000 * last,
+        "batch": (i1 - i0) / (b1 - b0) if b1 > b0 else None,
+    }
+
+
+def bench(n_envs: int, url: str, args: argparse.Namespace, cfgs: dict) -> list[list[Any]]:
+    if n_envs == 1:
+        env: Any = make_switch(cfgs)
+    else:
+        env = gym.vector.AsyncVectorEnv(
+            [functools.partial(make_switch, cfgs)] * n_envs, context="spawn"
+        )
+    rounds = Rounds(CONFIGS, args.repeats)
+    try:
+        for name in rounds:
+            r = run_episode(env, name, args.steps, n_envs, url)
+            # throughput: bigger is better; store wall time so ratios read "slowdown"
+            rounds.record(name, r["wall_s"], **r)
+    finally:
+        env.close()
+    rows = []
+    for name in CONFIGS:
+        rows.append(
+            [
+                n_envs,
+                name,
+                rounds.extra_median(name, "steps_per_s"),
+                rounds.ratio(name, "off", invert=True),
+                rounds.extra_median(name, "calls"),
+                rounds.extra_median(name, "last_step_ms"),
+                rounds.extra_median(name, "batch"),
+            ]
+        )
+    return rows
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="tiny run (smoke test)")
+    p.add_argument("--steps", type=int, default=300, help="steps per episode")
+    p.add_argument("--latency-ms", type=float, default=500.0, help="mock backend latency")
+    p.add_argument("--repeats", type=int, default=2, help="interleaved rounds")
+    p.add_argument("--envs", type=int, nargs="+", default=[1, 8], help="env counts")
+    args = p.parse_args()
+    start, every = 64, 16
+    if args.quick:
+        args.steps, args.latency_ms, args.repeats, args.envs = 48, 100.0, 1, [1, 2]
+        start, every = 8, 8
+    print(f"P2 on {machine_note()}", flush=True)
+    with EmbeddedService("mock", {"rule": "intensity", "latency_ms": args.latency_ms}) as svc:
+        cfgs = configs(svc.url, args.steps, start, every)
+        rows = []
+        for n in args.envs:
+            rows += bench(n, svc.url, args, cfgs)
+    print_table(
+        f"P2 rollout throughput, {args.steps}-step episodes, 20 ms env step, service latency "
+        f"{args.latency_ms:.0f} ms, start {start} / every {every}",
+        [
+            "envs",
+            "reward",
+            "env steps/s",
+            "ratio vs off",
+            "calls/episode",
+            "last-step wait ms",
+            "batch fill",
+        ],
+        rows,
+    )
+
+
+if __name__ == "__main__":
+    main()
