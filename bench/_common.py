@@ -67,7 +67,12 @@ def scene_frames(n: int, size: int = 256, seed: int = 0) -> list[np.ndarray]:
     table = np.stack([wood * 1.15, wood * 0.85, wood * 0.55], axis=-1)
     base = np.where((yy > 0.45)[..., None], table, wall)
     objects = [
-        (rng.uniform(0.5, 0.9), rng.uniform(0.1, 0.9), rng.uniform(0.05, 0.12), rng.uniform(0, 255, 3))
+        (
+            rng.uniform(0.5, 0.9),
+            rng.uniform(0.1, 0.9),
+            rng.uniform(0.05, 0.12),
+            rng.uniform(0, 255, 3),
+        )
         for _ in range(5)
     ]
     frames = []
@@ -79,7 +84,8 @@ def scene_frames(n: int, size: int = 256, seed: int = 0) -> list[np.ndarray]:
             img[mask] = colour * shade[mask][:, None]
         # the arm: a shaded bar sweeping with k
         ax = 0.2 + 0.6 * (0.5 + 0.5 * np.sin(k / 5.0))
-        arm = (np.abs(xx - ax - 0.3 * (yy - 0.2)) < 0.04) & (yy < 0.2 + 0.5 * (0.5 + 0.5 * np.cos(k / 7.0)))
+        reach = 0.2 + 0.5 * (0.5 + 0.5 * np.cos(k / 7.0))
+        arm = (np.abs(xx - ax - 0.3 * (yy - 0.2)) < 0.04) & (yy < reach)
         img[arm] = (90 + 80 * xx[arm])[:, None]
         img += rng.normal(0, 2.0, img.shape)
         frames.append(np.clip(img, 0, 255).astype(np.uint8))
@@ -258,10 +264,10 @@ def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]
     cells = [[_fmt(c) for c in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
     lines = [title, ""]
-    lines.append("| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths)) + " |")
+    lines.append("| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |")
     lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     for row in cells:
-        lines.append("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |")
+        lines.append("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |")
     text = "\n".join(lines)
     print(text, flush=True)
     return text
@@ -270,7 +276,7 @@ def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]
 def machine_note() -> str:
     """One line describing the machine and its load (numbers come from a shared box)."""
     try:
-        load = "load avg %.2f %.2f %.2f" % os.getloadavg()
+        load = "load avg {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
     except OSError:
         load = "load avg n/a"
     return f"{os.cpu_count()} CPUs, {load}, python {sys.version.split()[0]}"

@@ -86,7 +86,9 @@ def bench_steps(args: argparse.Namespace) -> list[list[Any]]:
     with EmbeddedService("mock", {"rule": "intensity", "latency_ms": 0}) as svc:
         envs: dict[str, gym.Env] = {
             "bare": BenchEnv(step_delay_s=0.02),
-            "reward off": make_env(stack_config(None, steps, start, every, "sync"), env_factory=BenchEnv),
+            "reward off": make_env(
+                stack_config(None, steps, start, every, "sync"), env_factory=BenchEnv
+            ),
             "FrameCache jpeg q90": FrameCache(
                 gym.wrappers.TimeLimit(BenchEnv(step_delay_s=0.02), steps), "agentview_image"
             ),
@@ -209,7 +211,8 @@ def bench_jpeg(args: argparse.Namespace) -> list[list[Any]]:
                 float("nan"),
                 float("nan"),
                 enc / base,
-                f"decode {median(dec_ms[(codec, q)]):.3f} ms, {median(sizes[(codec, q)]) / 1024:.1f} KiB",
+                f"decode {median(dec_ms[(codec, q)]):.3f} ms, "
+                f"{median(sizes[(codec, q)]) / 1024:.1f} KiB",
             ]
         )
     return rows
