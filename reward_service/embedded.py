@@ -247,12 +247,16 @@ class EmbeddedService:
         self._cleanup_log()
 
     def kill(self) -> None:
-        """Kill the child at once (SIGKILL), e.g. to test a service dying mid-run."""
+        """Kill the child at once (SIGKILL), e.g. to test a service dying mid-run.
+
+        A temporary log is removed as by `stop()`; `start()` may be called again.
+        """
         proc = self._proc
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait(timeout=5.0)
         self._terminate(timeout=0.1)
+        self._cleanup_log()
 
     def _cleanup_log(self) -> None:
         if self._own_log and not self._keep_log and self.log_path is not None:

@@ -47,9 +47,9 @@ def test_context_manager_kill_and_stop() -> None:
         pid = svc.pid
         svc.kill()
         assert not svc.is_running() and _gone(pid)
+        assert not log_path.exists()
         with pytest.raises(httpx.ConnectError):
             httpx.get(svc.url + "/health", trust_env=False, timeout=2)
-    assert not log_path.exists()  # a temporary log is removed on stop
 
 
 def test_restart_after_stop_serves_again() -> None:
