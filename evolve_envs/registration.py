@@ -8,8 +8,12 @@ Importing :mod:`evolve_envs` registers one id per suite. ``gym.make`` keyword ar
 
     env = gym.make("evolve_envs/LIBERO-10-v0", task_id=3, reward_model={"enable": False})
 
-The time limit is applied inside the wrapper stack (so reward wrappers see truncation), not by
-``gym.make``; pass ``max_episode_steps=`` as a keyword to change it.
+The time limit (the suite's max steps) is applied *inside* the wrapper stack so the reward
+wrappers see the truncation and settle the episode. Change it through the config —
+``gym.make(id, config={"env": {"max_episode_steps": 300}})`` or
+``make_env(..., max_episode_steps=300)`` — not with ``gym.make(id, max_episode_steps=300)``:
+Gymnasium consumes that keyword itself and adds a second ``TimeLimit`` *outside* the reward
+wrappers, which then never see the truncation.
 """
 
 from __future__ import annotations
