@@ -1,0 +1,156 @@
+"""P5: N reward services behind one EndpointPool; least-in-flight vs round-robin with a slow one.
+
+Services: ``EmbeddedService`` mock backends on loopback whose backend sleeps ``--latency-ms``
+(default 250) per batch of up to 8 items — latency-bound, like a GPU model, so one service serves
+at most ``8 / latency`` requests per second. Clients: ``--clients`` (default 32) threads sharing
+one :class:`~reward_clients.endpoint_pool.EndpointPool` and one
+:class:`~reward_clients.progress_client.ProgressClient`, each calling ``pairwise_critic`` on
+64x64 frames in a closed loop for ``--seconds`` (small frames keep the CPU cost of the 2-core
+machine out of the way; P4 measures that cost).
+
+Rows: 1, 2 and 4 equal services (least-in-flight); then 4 services of which one is 3x slower,
+with ``selection="round_robin"`` and ``"least_in_flight"``. "ideal" is the services' combined
+capacity (``sum 8 / latency``), capped by what the closed loop can ask for
+(``clients / latency``); "share slow" is the fraction of requests the slow service got.
+Configurations alternate in rounds; medians are reported.
+
+Run::
+
+    .venv/bin/python bench/p5_endpoint_pool.py           # ~1.5 min
+    .venv/bin/python bench/p5_endpoint_pool.py --quick   # ~15 s
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+from typing import Any
+
+import numpy as np
+from _common import TASK, Rounds, machine_note, percentile, print_table, scene_frames
+
+from reward_clients.endpoint_pool import EndpointPool
+from reward_clients.progress_client import ProgressClient
+from reward_service.embedded import EmbeddedService
+
+
+def load(urls: list[str], selection: str, frames: list[np.ndarray], clients: int,
+         seconds: float, slow_url: str | None) -> dict[str, Any]:  # fmt: skip
+    pool = EndpointPool(urls, selection=selection, timeout=60, max_retries=0)
+    client = ProgressClient(pool, fail_on_request_error=True)
+    stop = threading.Event()
+    latencies: list[list[float]] = [[] for _ in range(clients)]
+    barrier = threading.Barrier(clients + 1)
+
+    def worker(i: int) -> None:
+        barrier.wait()
+        k = i
+        while not stop.is_set():
+            r = client.pairwise_critic(TASK, frames[k % len(frames)], frames[(k + 1) % len(frames)])
+            latencies[i].append(r.latency_s)
+            k += 1
+
+    try:
+        client.capabilities()
+        threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(clients)]
+        for t in threads:
+            t.start()
+        barrier.wait()
+        before = {s["url"]: s["successes"] for s in pool.endpoint_stats()}
+        start = time.perf_counter()
+        time.sleep(seconds)
+        after = {s["url"]: s["successes"] for s in pool.endpoint_stats()}
+        wall = time.perf_counter() - start
+        stop.set()
+        for t in threads:
+            t.join()
+    finally:
+        client.close()
+        pool.close()
+    served = {u: after[u] - before[u] for u in urls}
+    total = sum(served.values())
+    done = [x for lat in latencies for x in lat]
+    return {
+        "req_s": total / wall,
+        "p50_ms": 1000 * percentile(done, 50),
+        "p99_ms": 1000 * percentile(done, 99),
+        "share_slow": served[slow_url] / total if slow_url and total else float("nan"),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="tiny run (smoke test)")
+    p.add_argument("--latency-ms", type=float, default=250.0, help="backend latency per batch")
+    p.add_argument("--clients", type=int, default=32)
+    p.add_argument("--seconds", type=float, default=5.0, help="duration of one measurement")
+    p.add_argument("--repeats", type=int, default=2, help="interleaved rounds")
+    args = p.parse_args()
+    if args.quick:
+        args.latency_ms, args.clients, args.seconds, args.repeats = 50.0, 8, 1.0, 1
+    print(f"P5 on {machine_note()}", flush=True)
+    lat = args.latency_ms
+    frames = scene_frames(8, 64, seed=4)
+    fast = [EmbeddedService("mock", {"rule": "intensity", "latency_ms": lat}) for _ in range(4)]
+    slow = EmbeddedService("mock", {"rule": "intensity", "latency_ms": 3 * lat})
+    try:
+        for svc in [*fast, slow]:
+            svc.start()
+        f = [s.url for s in fast]
+        cap = 8 * 1000 / lat  # one service: a full batch per latency
+        bound = args.clients * 1000 / lat  # closed loop: every client waits >= one latency
+        configs: dict[str, tuple[list[str], str, float, str | None]] = {
+            "1 service": (f[:1], "least_in_flight", min(cap, bound), None),
+            "2 services": (f[:2], "least_in_flight", min(2 * cap, bound), None),
+            "4 services": (f[:4], "least_in_flight", min(4 * cap, bound), None),
+            "3 + 1 slow, round_robin": (f[:3] + [slow.url], "round_robin",
+                                        min(3 * cap + cap / 3, bound), slow.url),
+            "3 + 1 slow, least_in_flight": (f[:3] + [slow.url], "least_in_flight",
+                                            min(3 * cap + cap / 3, bound), slow.url),
+        }  # fmt: skip
+        rounds = Rounds(list(configs), args.repeats)
+        for name in rounds:
+            urls, selection, _, slow_url = configs[name]
+            r = load(urls, selection, frames, args.clients, args.seconds, slow_url)
+            rounds.record(name, r["req_s"], **r)
+    finally:
+        for svc in [*fast, slow]:
+            svc.stop()
+    base = rounds.median("1 service")
+    rows = []
+    for name, (_urls, selection, ideal, _slow) in configs.items():
+        req_s = rounds.median(name)
+        rows.append(
+            [
+                name,
+                selection,
+                req_s,
+                ideal,
+                req_s / ideal,
+                req_s / base,
+                rounds.extra_median(name, "p50_ms"),
+                rounds.extra_median(name, "p99_ms"),
+                rounds.extra_median(name, "share_slow"),
+            ]
+        )
+    print_table(
+        f"P5 EndpointPool over N loopback services (mock, {lat:.0f} ms per batch of <= 8, slow one "
+        f"{3 * lat:.0f} ms), {args.clients} client threads",
+        [
+            "services",
+            "selection",
+            "req/s",
+            "ideal req/s",
+            "of ideal",
+            "vs 1 service",
+            "p50 ms",
+            "p99 ms",
+            "share slow",
+        ],
+        rows,
+    )
+
+
+if __name__ == "__main__":
+    main()
