@@ -257,7 +257,7 @@ class TrackerStep:
         terminate: the reward model ends the episode here (done decided, ``terminate_on_done``).
         episode_over: the episode is settled (env ended it, or ``terminate``).
         checked: at least one check answer was applied at this step.
-        info: per-step info keys (see docs/INFO_KEYS.md); at the end also
+        info: per-step info keys (see the README, "info keys"); at the end also
             ``"episode_reward_model"`` (= ``summary``).
         summary: the episode summary when ``episode_over``, else ``None``.
     """

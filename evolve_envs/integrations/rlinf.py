@@ -37,7 +37,7 @@ after an episode ends, the last) episode. With auto-reset the ended episodes' va
 ``infos["final_info"]["episode"]``.
 
 In a YAML run the wrapper is installed by :mod:`evolve_envs.integrations.rlinf_worker` from the
-``env.train.reward_model`` block; see docs/RLINF.md. This module imports neither RLinf nor torch
+``env.train.reward_model`` block; see the README, "Using with RLinf". This module imports neither RLinf nor torch
 at import time.
 
 Example::
