@@ -37,8 +37,8 @@ after an episode ends, the last) episode. With auto-reset the ended episodes' va
 ``infos["final_info"]["episode"]``.
 
 In a YAML run the wrapper is installed by :mod:`evolve_envs.integrations.rlinf_worker` from the
-``env.train.reward_model`` block; see the README, "Using with RLinf". This module imports neither RLinf nor torch
-at import time.
+``env.train.reward_model`` block; see the README, "Using with RLinf". This module imports
+neither RLinf nor torch at import time.
 
 Example::
 
