@@ -10,6 +10,10 @@ milestone critic with the seed's schedule (start 64, every 16, milestones 64). C
 * ``async lag16`` / ``async lag32``: ``calls: async`` with ``max_lag_steps`` 16 (the shipped
   default) / 32: the answer is applied when it is back, and waited for at the latest that many
   steps after the request; the episode end waits for every outstanding answer.
+* ``async lag32, 2 services``: the same against two such services behind one endpoint pool.
+  One service finishes one backend batch per 500 ms while the envs ask for one every 16 x 20 ms
+  = 320 ms, so a single service is over-subscribed whatever the client does; two services are
+  not.
 
 1 env: the stack stepped in a plain loop. 8 envs: ``gymnasium.vector.AsyncVectorEnv`` with
 ``context="spawn"`` — what ``evolve-envs rollout --num-envs 8`` builds — and one service shared by
@@ -18,7 +22,7 @@ all workers (its batcher coalesces their simultaneous checks). Each worker holds
 
 Columns: env steps/s (all envs), ratio to ``off`` (median of per-round ratios), model calls per
 episode and env, the wait at the episode's last step (settlement of outstanding answers), mean
-backend batch size.
+backend batch size (critic items per backend call, over all services).
 
 Run::
 
@@ -40,10 +44,10 @@ from _common import Rounds, machine_note, make_switch, print_table
 
 from reward_service.embedded import EmbeddedService
 
-CONFIGS = ("off", "sync", "async lag16", "async lag32")
+CONFIGS = ("off", "sync", "async lag16", "async lag32", "async lag32, 2 services")
 
 
-def configs(url: str, steps: int, start: int, every: int) -> dict[str, dict[str, Any]]:
+def configs(url: str, url2: str, steps: int, start: int, every: int) -> dict[str, dict[str, Any]]:
     env = {"step_delay_s": 0.02, "max_episode_steps": steps}
     common = {
         "enable": True,
@@ -65,13 +69,26 @@ def configs(url: str, steps: int, start: int, every: int) -> dict[str, dict[str,
             "env": env,
             "reward_model": {**common, "calls": "async", "max_lag_steps": 2 * every},
         },
+        "async lag32, 2 services": {
+            "env": env,
+            "reward_model": {
+                **common,
+                "endpoint": [url, url2],
+                "calls": "async",
+                "max_lag_steps": 2 * every,
+            },
+        },
     }
 
 
-def critic_batches(url: str) -> tuple[int, int]:
-    snap = httpx.get(url + "/metrics", timeout=10).json()
-    kind = snap["batches"]["by_kind"].get("critic", {"count": 0, "items": 0})
-    return kind["count"], kind["items"]
+def critic_batches(urls: tuple[str, ...]) -> tuple[int, int]:
+    """(backend calls, items) of the critic kind, summed over the services' ``/metrics``."""
+    count = items = 0
+    for url in urls:
+        snap = httpx.get(url + "/metrics", timeout=10).json()
+        kind = snap["batches"]["by_kind"].get("critic", {"count": 0, "items": 0})
+        count, items = count + kind["count"], items + kind["items"]
+    return count, items
 
 
 def _calls(info: dict[str, Any]) -> float:
@@ -81,11 +98,11 @@ def _calls(info: dict[str, Any]) -> float:
     return float(np.mean(np.asarray(calls, dtype=float)))
 
 
-def run_episode(env: Any, name: str, steps: int, n: int, url: str) -> dict[str, Any]:
+def run_episode(env: Any, name: str, steps: int, n: int, urls: tuple[str, ...]) -> dict:
     vector = isinstance(env, gym.vector.VectorEnv)
     action = np.zeros((n, 7) if vector else 7, np.float32)
     env.reset(seed=0, options={"stack": name})
-    b0, i0 = critic_batches(url)
+    b0, i0 = critic_batches(urls)
     start = time.perf_counter()
     last = 0.0
     for k in range(steps):
@@ -97,7 +114,7 @@ def run_episode(env: Any, name: str, steps: int, n: int, url: str) -> dict[str, 
     wall = time.perf_counter() - start
     if not np.all(trunc):
         raise RuntimeError(f"{name}: episodes did not end together at step {steps}")
-    b1, i1 = critic_batches(url)
+    b1, i1 = critic_batches(urls)
     return {
         "steps_per_s": n * steps / wall,
         "wall_s": wall,
@@ -107,7 +124,9 @@ def run_episode(env: Any, name: str, steps: int, n: int, url: str) -> dict[str, 
     }
 
 
-def bench(n_envs: int, url: str, args: argparse.Namespace, cfgs: dict) -> list[list[Any]]:
+def bench(
+    n_envs: int, urls: tuple[str, ...], args: argparse.Namespace, cfgs: dict
+) -> list[list[Any]]:
     if n_envs == 1:
         env: Any = make_switch(cfgs)
     else:
@@ -117,7 +136,7 @@ def bench(n_envs: int, url: str, args: argparse.Namespace, cfgs: dict) -> list[l
     rounds = Rounds(CONFIGS, args.repeats)
     try:
         for name in rounds:
-            r = run_episode(env, name, args.steps, n_envs, url)
+            r = run_episode(env, name, args.steps, n_envs, urls)
             # throughput: bigger is better; store wall time so ratios read "slowdown"
             rounds.record(name, r["wall_s"], **r)
     finally:
@@ -151,11 +170,12 @@ def main() -> None:
         args.steps, args.latency_ms, args.repeats, args.envs = 48, 100.0, 1, [1, 2]
         start, every = 8, 8
     print(f"P2 on {machine_note()}", flush=True)
-    with EmbeddedService("mock", {"rule": "intensity", "latency_ms": args.latency_ms}) as svc:
-        cfgs = configs(svc.url, args.steps, start, every)
+    backend = {"rule": "intensity", "latency_ms": args.latency_ms}
+    with EmbeddedService("mock", backend) as svc, EmbeddedService("mock", backend) as svc2:
+        cfgs = configs(svc.url, svc2.url, args.steps, start, every)
         rows = []
         for n in args.envs:
-            rows += bench(n, svc.url, args, cfgs)
+            rows += bench(n, (svc.url, svc2.url), args, cfgs)
     print_table(
         f"P2 rollout throughput, {args.steps}-step episodes, 20 ms env step, service latency "
         f"{args.latency_ms:.0f} ms, start {start} / every {every}",

@@ -1,0 +1,106 @@
+"""Smoke tests: every benchmark script runs with ``--quick`` and prints a well-formed table.
+
+These check that the scripts work and that their tables are internally consistent (baselines
+read 1.0, raw frames are stored exactly, shares are fractions); they never assert on speed —
+performance numbers live in bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_quick(script: str, timeout: float = 300) -> list[dict[str, str]]:
+    """Run ``bench/<script>.py --quick``; return the printed table as a list of row dicts."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / f"{script}.py"), "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == 0, f"{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("|")]
+    assert len(lines) >= 3, f"{script} printed no table:\n{proc.stdout}"
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = []
+    for line in lines[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert len(cells) == len(header), f"{script}: malformed row {line!r}"
+        rows.append(dict(zip(header, cells, strict=True)))
+    return rows
+
+
+def num(cell: str) -> float:
+    return float("nan") if cell == "-" else float(cell.replace(",", ""))
+
+
+def positive(cell: str) -> bool:
+    value = num(cell)
+    return math.isfinite(value) and value > 0
+
+
+pytestmark = pytest.mark.slow
+
+
+def test_p1_overhead_quick() -> None:
+    rows = run_quick("p1_overhead")
+    by_name = {r["measurement"]: r for r in rows}
+    assert num(by_name["step: bare"]["ratio"]) == 1.0
+    assert num(by_name["step: bare"]["overhead ms/step"]) == 0.0
+    for name in ("step: reward on, sync", "step: reward on, async"):
+        assert int(by_name[name]["calls / notes"]) > 0, f"{name} made no reward-model call"
+    jpeg = [r for r in rows if r["measurement"].startswith("JPEG")]
+    assert {"simplejpeg", "Pillow"} <= {r["measurement"].split()[2] for r in jpeg}
+    assert all(positive(r["ms"]) for r in rows)
+
+
+def test_p2_rollout_throughput_quick() -> None:
+    rows = run_quick("p2_rollout_throughput")
+    assert {(r["envs"], r["reward"]) for r in rows} >= {("1", "off"), ("1", "sync"), ("2", "off")}
+    for r in rows:
+        assert positive(r["env steps/s"])
+        if r["reward"] == "off":
+            assert num(r["ratio vs off"]) == 1.0
+            assert num(r["calls/episode"]) == 0
+        else:
+            assert num(r["calls/episode"]) > 0
+
+
+def test_p3_frame_cache_quick() -> None:
+    rows = run_quick("p3_frame_cache")
+    raw = next(r for r in rows if r["cache encoding"] == "raw")
+    assert num(raw["compression"]) == 1.0
+    assert num(raw["intensity max abs Δ"]) == 0 and num(raw["change max abs Δ"]) == 0
+    jpeg = [r for r in rows if r["cache encoding"].startswith("jpeg")]
+    assert len(jpeg) == 3 and all(num(r["compression"]) > 1 for r in jpeg)
+
+
+def test_p4_service_quick() -> None:
+    rows = run_quick("p4_service")
+    http = [r for r in rows if r["path"].startswith("HTTP")]
+    assert http and all(positive(r["frames/s"]) and num(r["batch fill"]) >= 1 for r in http)
+
+
+def test_p5_endpoint_pool_quick() -> None:
+    rows = run_quick("p5_endpoint_pool")
+    assert len(rows) == 5 and all(positive(r["req/s"]) for r in rows)
+    for r in rows:
+        if "slow" in r["services"]:
+            assert 0 <= num(r["share slow"]) <= 1
+
+
+@pytest.mark.libero
+def test_p6_libero_quick() -> None:
+    pytest.importorskip("libero.libero")
+    rows = run_quick("p6_libero", timeout=600)
+    by_name = {r["reward"]: r for r in rows}
+    assert num(by_name["off"]["ratio vs off"]) == 1.0
+    assert num(by_name["on, sync, instant"]["calls/episode"]) > 0
