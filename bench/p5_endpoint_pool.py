@@ -1,7 +1,7 @@
 """P5: N reward services behind one EndpointPool; least-in-flight vs round-robin with a slow one.
 
 Services: ``EmbeddedService`` mock backends on loopback whose backend sleeps ``--latency-ms``
-(default 250) per batch of up to 8 items — latency-bound, like a GPU model, so one service serves
+(default 1000) per batch of up to 8 items — latency-bound, like a GPU model, so one service serves
 at most ``8 / latency`` requests per second. Clients: ``--clients`` (default 32) threads sharing
 one :class:`~reward_clients.endpoint_pool.EndpointPool` and one
 :class:`~reward_clients.progress_client.ProgressClient`, each calling ``pairwise_critic`` on
@@ -82,9 +82,9 @@ def load(urls: list[str], selection: str, frames: list[np.ndarray], clients: int
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="tiny run (smoke test)")
-    p.add_argument("--latency-ms", type=float, default=250.0, help="backend latency per batch")
+    p.add_argument("--latency-ms", type=float, default=1000.0, help="backend latency per batch")
     p.add_argument("--clients", type=int, default=32)
-    p.add_argument("--seconds", type=float, default=5.0, help="duration of one measurement")
+    p.add_argument("--seconds", type=float, default=6.0, help="duration of one measurement")
     p.add_argument("--repeats", type=int, default=2, help="interleaved rounds")
     args = p.parse_args()
     if args.quick:

@@ -116,7 +116,7 @@ def main() -> None:
             rounds.median(name),
             rounds.ratio(name, "off", invert=True),
             rounds.extra_median(name, "calls"),
-            rounds.extra_median(name, "call_ms") if "sync" in name else float("nan"),
+            rounds.extra_median(name, "call_ms") if name.startswith("on, sync") else float("nan"),
             int(rounds.extra_median(name, "steps")),
         ]
         for name in rounds.names
