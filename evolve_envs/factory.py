@@ -51,7 +51,7 @@ from wrappers.frame_cache import FrameCache
 from wrappers.progress_reward import ProgressReward
 from wrappers.progressive_horizon import ProgressiveHorizon
 
-__all__ = ["make_env", "build_stack", "EmbeddedServices"]
+__all__ = ["make_env", "build_stack", "EmbeddedServices", "progress_client", "reward_endpoints"]
 
 logger = logging.getLogger(__name__)
 
@@ -190,17 +190,32 @@ def _check_camera(env: gym.Env, camera: str) -> None:
         )
 
 
+def progress_client(rm: RewardModelConfig, urls: list[str], *, max_workers: int = 8) -> Any:
+    """The :class:`~reward_clients.progress_client.ProgressClient` a ``reward_model`` block asks
+    for, on the process-wide shared :class:`~reward_clients.endpoint_pool.EndpointPool`."""
+    from reward_clients.endpoint_pool import EndpointPool
+    from reward_clients.progress_client import ProgressClient
+
+    pool = EndpointPool.shared(urls, timeout=rm.timeout, max_retries=rm.max_retries)
+    return ProgressClient(
+        pool,
+        jpeg_quality=rm.jpeg_quality,
+        fail_on_request_error=rm.fail_on_request_error,
+        max_workers=max_workers,
+    )
+
+
+def reward_endpoints(rm: RewardModelConfig, url: str | None = None) -> list[str]:
+    """The service URLs of a ``reward_model`` block (``url`` replaces an ``embedded`` one)."""
+    return _endpoints(rm, url)
+
+
 def _reward_wrapper(env: gym.Env, rm: RewardModelConfig, urls: list[str]) -> gym.Env:
     from reward_clients.endpoint_pool import EndpointPool
 
-    pool = EndpointPool.shared(urls, timeout=rm.timeout, max_retries=rm.max_retries)
     weights = {"reward_weight": rm.reward_weight, "env_reward_weight": rm.env_reward_weight}
     if rm.kind == "progress":
-        from reward_clients.progress_client import ProgressClient
-
-        client = ProgressClient(
-            pool, jpeg_quality=rm.jpeg_quality, fail_on_request_error=rm.fail_on_request_error
-        )
+        client = progress_client(rm, urls)
         try:
             return ProgressReward(
                 env,
@@ -213,6 +228,7 @@ def _reward_wrapper(env: gym.Env, rm: RewardModelConfig, urls: list[str]) -> gym
         except BaseException:
             client.close()
             raise
+    pool = EndpointPool.shared(urls, timeout=rm.timeout, max_retries=rm.max_retries)
     common = {
         "binary_reward": rm.binary_reward,
         "success_threshold": rm.success_threshold,

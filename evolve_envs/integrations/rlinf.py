@@ -596,8 +596,7 @@ def build_progress_stack(
     ``endpoint: embedded`` starts a local service (``embedded_backend``) for this env.
     """
     from evolve_envs.config import ConfigError, load_config
-    from reward_clients.endpoint_pool import EndpointPool
-    from reward_clients.progress_client import ProgressClient
+    from evolve_envs.factory import EmbeddedServices, progress_client, reward_endpoints
 
     cfg = load_config({"reward_model": _plain(reward_model)}, environ=environ).reward_model
     if not cfg.enable:
@@ -607,29 +606,16 @@ def build_progress_stack(
             f"reward_model.kind: the RLinf integration supports 'progress', got {cfg.kind!r}"
         )
     on_close: list[Callable[[], Any]] = []
+    url = None
     if cfg.embedded:
-        from reward_service.embedded import EmbeddedService
-
-        service = EmbeddedService(cfg.embedded_backend, cfg.embedded_backend_kwargs).start()
-        on_close.append(service.stop)
-        endpoint: Any = service.url
-        service_num = None
-    else:
-        endpoint, service_num = cfg.endpoint, cfg.service_num
+        lease = (cfg.embedded_backend, dict(cfg.embedded_backend_kwargs))
+        url = EmbeddedServices.acquire(*lease)
+        on_close.append(lambda: EmbeddedServices.release(*lease))
     try:
-        pool = EndpointPool.from_config(
-            endpoint,
-            service_num,
-            shared=True,
-            timeout=cfg.timeout,
-            max_retries=cfg.max_retries,
+        client = progress_client(
+            cfg, reward_endpoints(cfg, url), max_workers=max(1, min(int(num_envs), 64))
         )
-        client = ProgressClient(
-            pool,
-            jpeg_quality=cfg.jpeg_quality,
-            fail_on_request_error=cfg.fail_on_request_error,
-            max_workers=max(1, min(int(num_envs), 64)),
-        )
+        pool = client.pool
         on_close.insert(0, client.close)
         settings = cfg.tracker_settings()
         caps = client.capabilities()
