@@ -22,13 +22,15 @@ $(VENV)/.installed-demo: setup.cfg pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-test: setup.cfg pyproject.toml | $(BIN)/python
 	$(MAKE) -s system-deps
-	$(BIN)/pip install -q -e '.[libero,service,models,test,bench]'
+	$(BIN)/pip install -q -e '.[libero,service,models,test,bench,rlinf]'
 	touch $@ $(VENV)/.installed-demo
 
 demo: $(VENV)/.installed-demo
 	$(BIN)/evolve-envs rollout --config configs/libero_10.yaml --task-id 0 --episodes 1 --max-steps 300 --out runs/demo
 
 test: $(VENV)/.installed-test
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
 
 lint: $(VENV)/.installed-test
