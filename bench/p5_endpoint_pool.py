@@ -14,6 +14,12 @@ capacity (``sum 8 / latency``), capped by what the closed loop can ask for
 (``clients / latency``); "share slow" is the fraction of requests the slow service got.
 Configurations alternate in rounds; medians are reported.
 
+Batch window. The services run with ``--batch-window-ms 50`` (``--batch-window-ms`` here; the
+server's default is 5). With the default, closed-loop clients whose answers come back together
+cannot re-send within 5 ms on a 2-core machine (HTTP, JPEG, decode and the 448x448 resize take
+longer), so a busy backend splits them into alternating part-filled batches and each request
+waits two backend calls instead of one; RESULTS.md shows both.
+
 Run::
 
     .venv/bin/python bench/p5_endpoint_pool.py           # ~1.5 min
@@ -86,14 +92,24 @@ def main() -> None:
     p.add_argument("--clients", type=int, default=32)
     p.add_argument("--seconds", type=float, default=6.0, help="duration of one measurement")
     p.add_argument("--repeats", type=int, default=2, help="interleaved rounds")
+    p.add_argument(
+        "--batch-window-ms",
+        type=float,
+        default=50.0,
+        help="the services' batch window (server default 5; see the module docstring)",
+    )
     args = p.parse_args()
     if args.quick:
         args.latency_ms, args.clients, args.seconds, args.repeats = 50.0, 8, 1.0, 1
     print(f"P5 on {machine_note()}", flush=True)
     lat = args.latency_ms
     frames = scene_frames(8, 64, seed=4)
-    fast = [EmbeddedService("mock", {"rule": "intensity", "latency_ms": lat}) for _ in range(4)]
-    slow = EmbeddedService("mock", {"rule": "intensity", "latency_ms": 3 * lat})
+    extra = ["--batch-window-ms", str(args.batch_window_ms)]
+    fast = [
+        EmbeddedService("mock", {"rule": "intensity", "latency_ms": lat}, extra_args=extra)
+        for _ in range(4)
+    ]
+    slow = EmbeddedService("mock", {"rule": "intensity", "latency_ms": 3 * lat}, extra_args=extra)
     try:
         for svc in [*fast, slow]:
             svc.start()
@@ -135,8 +151,9 @@ def main() -> None:
             ]
         )
     print_table(
-        f"P5 EndpointPool over N loopback services (mock, {lat:.0f} ms per batch of <= 8, slow one "
-        f"{3 * lat:.0f} ms), {args.clients} client threads",
+        f"P5 EndpointPool over N loopback services (mock, {lat:.0f} ms per batch of <= 8, slow "
+        f"one {3 * lat:.0f} ms, batch window {args.batch_window_ms:g} ms), "
+        f"{args.clients} client threads",
         [
             "services",
             "selection",
