@@ -26,7 +26,7 @@ backend batch size (critic items per backend call, over all services).
 
 Run::
 
-    .venv/bin/python bench/p2_rollout_throughput.py           # ~3 min
+    .venv/bin/python bench/p2_rollout_throughput.py           # ~4 min
     .venv/bin/python bench/p2_rollout_throughput.py --quick   # ~20 s
 """
 
