@@ -5,6 +5,11 @@
 * LIBERO's path config: ``LIBERO_CONFIG_PATH`` defaults to a folder inside the active virtual
   environment, so a user-wide ``~/.libero`` or ``~/.config/...`` file cannot silently redirect the
   benchmark files, and upstream LIBERO never stops at its interactive first-import prompt.
+* Triton before Mesa: Mesa's software EGL/OSMesa loads ``libLLVM``; Triton's native library carries
+  its own LLVM and crashes the interpreter (segmentation fault) when it is loaded *after* Mesa's.
+  Triton arrives with torch-based stacks (RLinf pulls it in through ``liger_kernel``) and torch
+  imports it lazily, so where Triton is installed its native library is loaded here, before any GL
+  context exists. Loaded in that order, both work.
 
 Usage::
 
@@ -14,6 +19,7 @@ Usage::
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import sys
@@ -63,10 +69,32 @@ def configure_libero_paths() -> Path:
     return folder
 
 
+def preload_triton() -> bool:
+    """Load Triton's native library before Mesa's ``libLLVM``, where Triton is installed.
+
+    Returns True when Triton's library is (now) loaded. Does nothing when Triton is absent, and
+    nothing when ``libLLVM`` is already in the process (loading Triton then would be the crash).
+    Set ``EVOLVE_ENVS_PRELOAD_TRITON=0`` to skip it.
+    """
+    if os.environ.get("EVOLVE_ENVS_PRELOAD_TRITON", "1") == "0":
+        return False
+    if "triton._C.libtriton" in sys.modules:
+        return True
+    if importlib.util.find_spec("triton") is None or _llvm_loaded():
+        return False
+    try:
+        importlib.import_module("triton._C.libtriton")
+    except Exception:  # a broken Triton install is torch's problem to report, not ours
+        return False
+    return True
+
+
 def configure_process() -> None:
-    """Apply both settings above; cheap and idempotent."""
-    configure_headless_rendering()
+    """Apply the settings above; cheap and idempotent."""
+    platform = configure_headless_rendering()
     configure_libero_paths()
+    if platform in ("egl", "osmesa"):
+        preload_triton()
 
 
 def gl_error_message(cause: BaseException) -> str:
@@ -79,6 +107,15 @@ def gl_error_message(cause: BaseException) -> str:
         f"`sudo apt-get install {packages}` (Debian/Ubuntu), or choose another platform with "
         "MUJOCO_GL=osmesa (package libosmesa6) before starting Python."
     )
+
+
+def _llvm_loaded() -> bool:
+    """Whether a shared ``libLLVM`` (as Mesa's) is mapped into this process (Linux only)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            return any("libLLVM" in line for line in maps)
+    except OSError:
+        return False
 
 
 def _distribution_installed(name: str) -> bool:

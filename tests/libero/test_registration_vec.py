@@ -101,3 +101,18 @@ def test_missing_gl_library_names_packages(tmp_path: Path) -> None:
     assert proc.returncode != 0
     assert "RuntimeError: MuJoCo could not create an offscreen OpenGL context" in proc.stderr
     assert "apt-get install libegl1" in proc.stderr
+
+
+def test_triton_imported_after_the_simulator_does_not_crash() -> None:
+    """Triton loaded after Mesa's libLLVM segfaults; creating the env preloads it (where installed)."""
+    pytest.importorskip("triton")
+    code = (
+        "from evolve_envs.libero import LiberoEnv\n"
+        "env = LiberoEnv('libero_10', 0, image_size=32)\n"
+        "obs, _ = env.reset(seed=0)\n"
+        "import torch, triton, triton._C.libtriton\n"
+        "print('ok', obs['agentview_image'].shape)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().endswith("ok (32, 32, 3)")
