@@ -104,7 +104,7 @@ def test_missing_gl_library_names_packages(tmp_path: Path) -> None:
 
 
 def test_triton_imported_after_the_simulator_does_not_crash() -> None:
-    """Triton loaded after Mesa's libLLVM segfaults; creating the env preloads it (where installed)."""
+    """Triton loaded after Mesa's libLLVM segfaults; creating the env preloads it if installed."""
     pytest.importorskip("triton")
     code = (
         "from evolve_envs.libero import LiberoEnv\n"
