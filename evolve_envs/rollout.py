@@ -9,9 +9,9 @@ put in ``info``, then writes into ``out``:
 * ``episode_<ep>.mp4`` — the agentview frames with progress overlaid;
 * a short plain-text table (returned, and printed by the CLI).
 
-With ``reward_model.endpoint: embedded`` the job starts the reward service itself (``mock``
-backend, *change* rule) on a free loopback port, shares it between all envs, and stops it at the
-end.
+With ``reward_model.endpoint: embedded`` the job starts the reward service itself (the config's
+``embedded_backend``: ``mock`` with the *change* rule in the shipped configs) on a free loopback
+port, shares it between all envs, and stops it at the end.
 
 Example::
 
@@ -36,13 +36,10 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 
-from evolve_envs.config import load_config
+from evolve_envs.config import RewardModelConfig, load_config
 from evolve_envs.factory import make_env
 
 Policy = Literal["random", "zero"]
-#: Backend options of the service the job embeds when ``reward_model.endpoint`` is ``embedded``.
-EMBEDDED_BACKEND = "mock"
-EMBEDDED_BACKEND_KWARGS: dict[str, Any] = {"rule": "change"}
 
 
 @dataclass
@@ -125,7 +122,7 @@ def run_rollout(opts: RolloutOptions) -> RolloutReport:
     cfg = load_config(*sources)
     rm = cfg.reward_model
     started = time.monotonic()
-    with _reward_endpoint(rm.enable and rm.embedded) as url:
+    with _reward_endpoint(rm) as url:
         overrides: dict[str, Any] = {}
         if url is not None:
             overrides["reward_model"] = {"endpoint": url}
@@ -151,7 +148,9 @@ def run_rollout(opts: RolloutOptions) -> RolloutReport:
     summary = {
         "config": cfg.model_dump(mode="json"),
         "options": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(opts).items()},
-        "reward_model_endpoint": "embedded mock service" if rm.enable and rm.embedded else None,
+        "reward_model_endpoint": (
+            f"embedded {rm.embedded_backend} service" if rm.enable and rm.embedded else None
+        ),
         "wall_s": wall,
         "episodes": episodes,
     }
@@ -160,14 +159,14 @@ def run_rollout(opts: RolloutOptions) -> RolloutReport:
 
 
 @contextlib.contextmanager
-def _reward_endpoint(embedded: bool) -> Iterator[str | None]:
+def _reward_endpoint(rm: RewardModelConfig) -> Iterator[str | None]:
     """Start one embedded service for the whole job (shared by every env and worker)."""
-    if not embedded:
+    if not (rm.enable and rm.embedded):
         yield None
         return
     from reward_service.embedded import EmbeddedService
 
-    with EmbeddedService(EMBEDDED_BACKEND, dict(EMBEDDED_BACKEND_KWARGS)) as svc:
+    with EmbeddedService(rm.embedded_backend, dict(rm.embedded_backend_kwargs)) as svc:
         yield svc.url
 
 

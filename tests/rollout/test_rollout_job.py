@@ -44,3 +44,15 @@ def test_cli_reports_bad_config(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert main(["rollout", "--config", str(bad), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert "reward_model.call_every" in err
+
+
+def test_rollout_embeds_the_configured_backend(tmp_path: Path) -> None:
+    """The embedded service uses the config's ``embedded_backend`` and its kwargs."""
+    from reward_service.embedded import EmbeddedServiceError
+
+    cfg = {
+        **CONFIG,
+        "reward_model": {**CONFIG["reward_model"], "embedded_backend_kwargs": {"rule": "bogus"}},
+    }
+    with pytest.raises(EmbeddedServiceError, match="got 'bogus'"):
+        run_rollout(RolloutOptions(config=cfg, out=tmp_path, max_steps=4, progress_bar=False))
