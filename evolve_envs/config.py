@@ -62,6 +62,7 @@ __all__ = [
     "ENV_OVERRIDES",
     "load_config",
     "read_yaml",
+    "reward_model_source",
     "merge",
     "env_overrides",
     "CONFIG_DIR",
@@ -343,6 +344,24 @@ def _as_mapping(source: Any, what: str) -> dict[str, Any]:
     if isinstance(source, Mapping):
         return dict(source)
     raise ConfigError(f"{what}: expected a YAML path or a mapping, got {type(source).__name__}")
+
+
+def reward_model_source(block: Any) -> dict[str, Any] | None:
+    """A ``reward_model`` argument as a :func:`load_config` source (``None`` stays ``None``).
+
+    ``block`` is a mapping, an OmegaConf node or a YAML path; a YAML file may hold the block
+    itself or a whole config with a ``reward_model:`` key.
+
+    Example::
+
+        cfg = load_config("configs/libero_10.yaml", reward_model_source({"call_every": 8}))
+    """
+    if block is None:
+        return None
+    data = _as_mapping(block, "reward_model")
+    if isinstance(block, str | os.PathLike) and "reward_model" in data:
+        data = data["reward_model"]
+    return {"reward_model": data}
 
 
 def merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:

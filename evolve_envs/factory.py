@@ -44,7 +44,7 @@ from evolve_envs.config import (
     RewardModelConfig,
     StackConfig,
     load_config,
-    read_yaml,
+    reward_model_source,
 )
 from wrappers.episode_score import EpisodeScoreReward
 from wrappers.frame_cache import FrameCache
@@ -309,27 +309,6 @@ def build_stack(cfg: StackConfig, env_factory: Callable[..., gym.Env] | None = N
         raise
 
 
-def _reward_model_source(reward_model: Mapping[str, Any] | str | os.PathLike | None) -> Any:
-    if reward_model is None:
-        return None
-    if isinstance(reward_model, str | os.PathLike):
-        data = read_yaml(reward_model)
-        block = data["reward_model"] if "reward_model" in data else data
-        return {"reward_model": block}
-    if isinstance(reward_model, Mapping):
-        return {"reward_model": dict(reward_model)}
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(reward_model, DictConfig):
-            return {"reward_model": OmegaConf.to_container(reward_model, resolve=True)}
-    except ImportError:  # pragma: no cover
-        pass
-    raise ConfigError(
-        f"reward_model: expected a mapping or a YAML path, got {type(reward_model).__name__}"
-    )
-
-
 def make_env(
     config: Any = None,
     *,
@@ -363,7 +342,7 @@ def make_env(
     overrides: dict[str, Any] = {}
     if env_kwargs:
         overrides["env"] = dict(env_kwargs)
-    rm_source = _reward_model_source(reward_model)
+    rm_source = reward_model_source(reward_model)
     if rm_source is not None:
         overrides.update(rm_source)
     cfg = load_config(*sources, overrides=overrides)

@@ -595,10 +595,10 @@ def build_progress_stack(
     capabilities are asked once and impossible settings are refused here.
     ``endpoint: embedded`` starts a local service (``embedded_backend``) for this env.
     """
-    from evolve_envs.config import ConfigError, load_config
+    from evolve_envs.config import ConfigError, load_config, reward_model_source
     from evolve_envs.factory import EmbeddedServices, progress_client, reward_endpoints
 
-    cfg = load_config({"reward_model": _plain(reward_model)}, environ=environ).reward_model
+    cfg = load_config(reward_model_source(reward_model), environ=environ).reward_model
     if not cfg.enable:
         raise ConfigError("reward_model.enable: is false; nothing to install")
     if cfg.kind != "progress":
@@ -643,24 +643,9 @@ def wrap_env_from_config(env: Any, env_cfg: Any) -> Any:
     the block is missing or disabled.
     """
     block = reward_model_block(env_cfg)
-    if block is None or not bool(_plain(block).get("enable", False)):
+    if block is None or not bool(block.get("enable", False)):
         return env
     return RLinfProgressReward.from_config(env, block)
-
-
-def _plain(block: Any) -> dict[str, Any]:
-    if block is None:
-        return {}
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(block, DictConfig):
-            return dict(OmegaConf.to_container(block, resolve=True))  # type: ignore[arg-type]
-    except ImportError:  # pragma: no cover - omegaconf is a dependency
-        pass
-    if isinstance(block, Mapping):
-        return dict(block)
-    raise TypeError(f"reward_model block must be a mapping, got {type(block).__name__}")
 
 
 def env_worker_class() -> type:

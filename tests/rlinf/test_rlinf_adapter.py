@@ -303,6 +303,21 @@ def test_config_errors_name_the_key(mock_service):
         build_progress_stack({"enable": False}, 2)
 
 
+def test_block_from_a_yaml_path(mock_service, tmp_path):
+    """A YAML path works, holding the block itself or a config with a ``reward_model:`` key."""
+    alone = tmp_path / "block.yaml"
+    alone.write_text(yaml.safe_dump(block(mock_service.url, call_every=3)))
+    nested = tmp_path / "config.yaml"
+    nested.write_text(yaml.safe_dump({"reward_model": block(mock_service.url, call_every=5)}))
+    for path, every in ((alone, 3), (nested, 5)):
+        stack = build_progress_stack(str(path), 2)
+        try:
+            assert stack.trackers[0].settings.call_every == every
+        finally:
+            for fn in stack.on_close:
+                fn()
+
+
 def test_env_variables_override_the_block(mock_service):
     stack = build_progress_stack(
         block(mock_service.url), 2, environ={"VLAC_OFFSET_CALL": "4", "VLAC_DONE_THRESHOLD": "0.9"}
