@@ -41,6 +41,7 @@ import gymnasium as gym
 import numpy as np
 
 from wrappers.frame_cache import FrameStore, find_frame_store
+from wrappers.task_text import task_text
 
 __all__ = ["EpisodeScoreReward"]
 
@@ -173,15 +174,7 @@ class EpisodeScoreReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
-        task = self.task or info.get("task_description")
-        if not task:
-            task = getattr(self.env.unwrapped, "task_description", None)
-        if not task:
-            raise ValueError(
-                "EpisodeScoreReward needs the task text: pass task=... or have the env put "
-                "'task_description' in the reset info"
-            )
-        self._task_text = str(task)
+        self._task_text = task_text(self.env, self.task, info, "EpisodeScoreReward")
         self._scored = None
         self._errors = 0
         info.setdefault(self.success_key, False)

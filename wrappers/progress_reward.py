@@ -49,6 +49,7 @@ from wrappers.progress_tracker import (
     TrackerSettings,
     check_capabilities,
 )
+from wrappers.task_text import task_text
 
 __all__ = ["ProgressReward"]
 
@@ -161,22 +162,11 @@ class ProgressReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
             )
         return np.asarray(obs[self.camera])
 
-    def _task(self, info: Mapping[str, Any]) -> str:
-        task = self.task or info.get("task_description")
-        if not task:
-            task = getattr(self.env.unwrapped, "task_description", None)
-        if not task:
-            raise ValueError(
-                "ProgressReward needs the task text: pass task=... or have the env put "
-                "'task_description' in the reset info"
-            )
-        return str(task)
-
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
-        self.tracker.reset(self._task(info), self._frame(obs))
+        self.tracker.reset(task_text(self.env, self.task, info, "ProgressReward"), self._frame(obs))
         self.episode_step = 0
         self._warned_after_end = False
         info.setdefault("is_success", False)
