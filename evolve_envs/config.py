@@ -222,26 +222,12 @@ class RewardModelConfig(BaseModel):
         return "binary" if self.binary_reward else "sparse"
 
     def tracker_settings(self) -> TrackerSettings:
-        """The :class:`~wrappers.progress_tracker.TrackerSettings` this block describes."""
-        return TrackerSettings(
-            mode=self.mode,
-            start_step=self.start_step,
-            call_every=self.call_every,
-            milestone_every=self.milestone_every,
-            negative_rule=self.negative_rule,
-            done_threshold=self.done_threshold,
-            done_comparison=self.done_comparison,
-            done_by=self.done_by,
-            terminate_on_done=self.terminate_on_done,
-            reward_mode=self.reward_mode,
-            success_threshold=self.success_threshold,
-            reward_coef=self.reward_coef,
-            use_rel_reward=self.use_rel_reward,
-            calls=self.calls,
-            max_lag_steps=self.max_lag_steps,
-            check_at_episode_end=self.check_at_episode_end,
-            trajectory_max_frames=self.trajectory_max_frames,
-        )
+        """The :class:`~wrappers.progress_tracker.TrackerSettings` this block describes.
+
+        Every tracker setting is a key of this block under the same name, except ``reward_mode``
+        (derived from ``dense_reward``/``binary_reward``).
+        """
+        return TrackerSettings.from_mapping({**self.model_dump(), "reward_mode": self.reward_mode})
 
 
 class StackConfig(BaseModel):

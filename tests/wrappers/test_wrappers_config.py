@@ -209,3 +209,30 @@ def test_embedded_endpoint_starts_and_stops_a_shared_service() -> None:
     assert svc.is_running()  # b still uses it
     b.close()
     assert not svc.is_running() and not EmbeddedServices._services
+
+
+@pytest.mark.parametrize(
+    ("dense", "binary", "reward_mode"),
+    [(True, False, "dense"), (False, False, "sparse"), (False, True, "binary")],
+)
+def test_tracker_settings_carry_every_key(dense: bool, binary: bool, reward_mode: str) -> None:
+    """Each tracker setting comes from the block key of the same name (non-default values)."""
+    from dataclasses import fields
+
+    from wrappers.progress_tracker import TrackerSettings
+
+    block = {
+        "mode": "trajectory", "start_step": 3, "call_every": 7, "milestone_every": 21,
+        "negative_rule": "robodopamine", "done_threshold": 0.8, "done_comparison": ">",
+        "done_by": "either", "terminate_on_done": False, "success_threshold": 0.7,
+        "reward_coef": 2.0, "use_rel_reward": True, "calls": "async", "max_lag_steps": 5,
+        "check_at_episode_end": True, "trajectory_max_frames": 9,
+        "dense_reward": dense, "binary_reward": binary,
+    }  # fmt: skip
+    settings = load_config({"reward_model": block}, environ={}).reward_model.tracker_settings()
+    defaults = TrackerSettings()
+    for f in fields(TrackerSettings):
+        want = reward_mode if f.name == "reward_mode" else block[f.name]
+        assert getattr(settings, f.name) == want, f.name
+        if f.name != "reward_mode" or reward_mode != "dense":
+            assert getattr(defaults, f.name) != want, f"{f.name}: pick a non-default value"
