@@ -40,21 +40,11 @@ from reward_clients.endpoint_pool import EndpointPool
 from reward_clients.errors import ErrorKind, RewardServiceError
 from reward_clients.frame_encoding import b64encode_bytes, validate_frame
 from reward_clients.results import CallResult, ClientStats
-from reward_service.protocol import ScoreRequest, ScoreResponse
+from reward_service.protocol import ScoreRequest, ScoreResponse, sample_indices
 
 __all__ = ["VideoScoreClient", "sample_indices", "write_mp4"]
 
 ROUTE_SCORE = "/score"
-
-
-def sample_indices(num_frames: int, nframes: int) -> list[int]:
-    """Uniformly spaced frame indices: all of them if ``num_frames <= nframes``, else
-    ``nframes`` indices from the first to the last frame (both included)."""
-    if num_frames <= 0:
-        return []
-    if num_frames <= nframes:
-        return list(range(num_frames))
-    return np.linspace(0, num_frames - 1, nframes).round().astype(int).tolist()
 
 
 def _even(frame: np.ndarray) -> np.ndarray:

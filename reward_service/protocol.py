@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "PROTOCOL_VERSION",
+    "sample_indices",
     "TrajectoryCriticRequest",
     "TrajectoryCriticResponse",
     "PairwiseCriticRequest",
@@ -169,6 +170,21 @@ class HealthResponse(_Response):
 
 
 # ------------------------------------------------------------------------ video score protocol
+
+
+def sample_indices(total: int, nframes: int) -> list[int]:
+    """The `/score` sampling rule: `nframes` indices evenly spread over `range(total)`.
+
+    First and last frame included (one frame: the last); all of them when `nframes >= total`.
+    The client samples with it before encoding, the server again after decoding.
+    """
+    if total <= 0:
+        return []
+    if nframes >= total:
+        return list(range(total))
+    if nframes == 1:
+        return [total - 1]
+    return [int(round(i * (total - 1) / (nframes - 1))) for i in range(nframes)]
 
 
 class ScoreRequest(_Request):

@@ -18,6 +18,7 @@ import tempfile
 import numpy as np
 
 from reward_service.image_decoding import resize_max_pixels
+from reward_service.protocol import sample_indices
 
 __all__ = [
     "VideoDecodeError",
@@ -38,17 +39,6 @@ class VideoTooLargeError(VideoDecodeError):
     """The video has more frames than the server accepts (HTTP 413)."""
 
     status_code = 413
-
-
-def sample_indices(total: int, nframes: int) -> list[int]:
-    """`nframes` indices evenly spread over `range(total)`, first and last included."""
-    if total <= 0:
-        return []
-    if nframes >= total:
-        return list(range(total))
-    if nframes == 1:
-        return [total - 1]
-    return [int(round(i * (total - 1) / (nframes - 1))) for i in range(nframes)]
 
 
 def _to_rgb(frame: np.ndarray) -> np.ndarray:

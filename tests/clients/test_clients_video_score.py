@@ -23,6 +23,7 @@ def episode(progress: list[int], shape=(32, 32, 3)) -> list[np.ndarray]:
         (16, 16, list(range(16))),
         (100, 5, [0, 25, 50, 74, 99]),
         (1, 16, [0]),
+        (100, 1, [99]),  # one frame: the last, as the server samples
     ],
 )
 def test_uniform_sampling(count, nframes, expected):
