@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import logging
 import os
@@ -217,11 +218,18 @@ def _check_count(what: str, items: Sequence[Any], limit: int, *, allow_empty: bo
         )
 
 
-def _decode_frames(encoded: Sequence[str], max_side: int, what: str) -> list[np.ndarray]:
-    return [
-        prepare_frame(decode_image_b64(item, max_side=max_side, what=f"{what}[{i}]"))
-        for i, item in enumerate(encoded)
+def _decode_frames(
+    encoded: Sequence[Any],
+    max_side: int,
+    what: str,
+    decoder: Callable[..., np.ndarray] = decode_image_b64,
+    keep: Callable[[list[np.ndarray]], Sequence[np.ndarray]] | None = None,
+) -> list[np.ndarray]:
+    """Decode every item (so any bad one is reported), then prepare those ``keep`` selects."""
+    decoded = [
+        decoder(item, max_side=max_side, what=f"{what}[{i}]") for i, item in enumerate(encoded)
     ]
+    return [prepare_frame(frame) for frame in (decoded if keep is None else keep(decoded))]
 
 
 def _sample_reference(frames: list[np.ndarray], ref_num: int | None) -> tuple[np.ndarray, ...]:
@@ -360,23 +368,19 @@ def create_app(
         """Run backend work; backend failures become 500/501 ApiErrors naming the backend."""
         try:
             return await call()
-        except ApiError:
+        except (ApiError, ImageDecodeError, VideoDecodeError):
             raise
         except NotSupportedError as exc:
             raise ApiError(501, str(exc), backend=be.name, capability=exc.capability) from exc
-        except (ImageDecodeError, VideoDecodeError) as exc:
-            raise ApiError(exc.status_code, str(exc)) from exc
         except Exception as exc:  # noqa: BLE001 - any backend failure is answered, not raised
             log.exception("backend %s failed", be.name)
             raise ApiError(
                 500, f"backend {be.name!r} failed: {type(exc).__name__}: {exc}", backend=be.name
             ) from exc
 
-    async def decode(encoded: Sequence[str], what: str) -> list[np.ndarray]:
-        try:
-            return await asyncio.to_thread(_decode_frames, encoded, max_image_side, what)
-        except ImageDecodeError as exc:
-            raise ApiError(exc.status_code, str(exc)) from exc
+    async def decode(encoded: Sequence[Any], what: str, **kwargs: Any) -> list[np.ndarray]:
+        """Decode and prepare frames off the event loop (bad input: ImageDecodeError → 4xx)."""
+        return await asyncio.to_thread(_decode_frames, encoded, max_image_side, what, **kwargs)
 
     # --- exception handlers --------------------------------------------------------------------
     @app.exception_handler(ApiError)
@@ -388,6 +392,11 @@ def create_app(
                 media_type=PICKLE_CONTENT_TYPE,
             )
         return _json_error(exc.status_code, exc.message, **exc.extra)
+
+    @app.exception_handler(ImageDecodeError)
+    @app.exception_handler(VideoDecodeError)
+    async def _decode_error(request: Request, exc: ImageDecodeError | VideoDecodeError) -> Response:
+        return await _api_error(request, ApiError(exc.status_code, str(exc)))
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
@@ -453,7 +462,8 @@ def create_app(
         sampled = await decode(req.frames[:: req.skip], "frames")
         reference = None
         if req.reference:
-            reference = _sample_reference(await decode(req.reference, "reference"), req.ref_num)
+            keep = functools.partial(_sample_reference, ref_num=req.ref_num)
+            reference = tuple(await decode(req.reference, "reference", keep=keep))
         first = sampled[0]
         items = [
             CriticItem(req.task, sampled[k - 1], sampled[k], first, reference)
@@ -492,14 +502,15 @@ def create_app(
         require("video")
         kwargs = {"nframes": req.nframes, "max_pixels": req.max_pixels}
         kwargs["max_frames"] = max_video_frames
-        try:
-            if req.video_b64 is not None:
-                data = b64_to_bytes(req.video_b64, what="video_b64")
-                frames = await asyncio.to_thread(read_video_bytes, data, **kwargs)
-            else:
-                frames = await asyncio.to_thread(read_video_file, req.video_path, **kwargs)
-        except (ImageDecodeError, VideoDecodeError) as exc:
-            raise ApiError(exc.status_code, str(exc)) from exc
+        if req.video_b64 is not None:
+            video_b64 = req.video_b64
+
+            def read_inline() -> list[np.ndarray]:
+                return read_video_bytes(b64_to_bytes(video_b64, what="video_b64"), **kwargs)
+
+            frames = await asyncio.to_thread(read_inline)
+        else:
+            frames = await asyncio.to_thread(read_video_file, req.video_path, **kwargs)
         for i, frame in enumerate(frames):
             h, w = frame.shape[:2]
             if max(h, w) > max_image_side:
@@ -528,16 +539,7 @@ def create_app(
             raise ApiError(422, f"invalid pickle request: {_summarise(errors)}") from exc
         _check_count("images", req.images, max_frames)
 
-        def decode_all() -> list[np.ndarray]:
-            return [
-                prepare_frame(decode_image_bytes(img, max_side=max_image_side, what=f"images[{i}]"))
-                for i, img in enumerate(req.images)
-            ]
-
-        try:
-            images = await asyncio.to_thread(decode_all)
-        except ImageDecodeError as exc:
-            raise ApiError(exc.status_code, str(exc)) from exc
+        images = await decode(req.images, "images", decoder=decode_image_bytes)
         items = [
             ImageScoreItem(prompt, image, dict(req.metadata))
             for prompt, image in zip(req.prompts, images, strict=True)

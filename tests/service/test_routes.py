@@ -93,6 +93,16 @@ def test_reference_frames_are_accepted(client: httpx.Client) -> None:
     assert client.post("/trajectory-critic", json=body).json()["value_list"] == [0.0, 50.0]
 
 
+def test_every_reference_frame_is_checked_not_only_the_sampled_ones(client: httpx.Client) -> None:
+    reference = [painted_b64(p) for p in range(0, 100, 10)]
+    reference[5] = base64.b64encode(b"not an image").decode()  # ref_num=2 keeps frames 0 and 9
+    frames = [painted_b64(p) for p in (0, 50)]
+    body = {"task": "t", "frames": frames, "skip": 1, "reference": reference, "ref_num": 2}
+    resp = client.post("/trajectory-critic", json=body)
+    assert resp.status_code == 422 and "reference[5]" in resp.json()["error"]
+    assert client.get("/health").status_code == 200
+
+
 def test_data_url_frames_are_accepted(client: httpx.Client) -> None:
     a, b = (f"data:image/png;base64,{painted_b64(p)}" for p in (10, 55))
     resp = client.post("/pairwise-critic", json={"task": "t", "image_a": a, "image_b": b})
