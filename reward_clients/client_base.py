@@ -55,8 +55,14 @@ def parse_json_model(reply: PoolResponse, route: str, model: type[M]) -> M:
     except (ValueError, UnicodeDecodeError) as exc:
         snippet = reply.response.content[:80]
         raise invalid_response(reply, route, f"body is not JSON ({exc}): {snippet!r}") from None
+    return validate_model(reply, route, model, body)
+
+
+def validate_model(reply: PoolResponse, route: str, model: type[M], payload: Any) -> M:
+    """Validate a decoded body against ``model`` (the protocol's models refuse NaN/inf);
+    a mismatch raises :class:`RewardServiceError` (kind ``invalid_response``)."""
     try:
-        return model.model_validate(body)
+        return model.model_validate(payload)
     except ValidationError as exc:
         raise invalid_response(reply, route, _summarize_validation(exc)) from None
 

@@ -26,16 +26,14 @@ Example::
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
 import httpx
 import numpy as np
-from pydantic import ValidationError
 
-from reward_clients.client_base import ClientBase, invalid_response
+from reward_clients.client_base import ClientBase, invalid_response, validate_model
 from reward_clients.endpoint_pool import EndpointPool, PoolResponse, describe_http_error
 from reward_clients.frame_encoding import DEFAULT_JPEG_QUALITY, encode_jpeg, validate_frame
 from reward_clients.results import CallResult, ClientStats
@@ -193,17 +191,9 @@ def _parse_scores(reply: PoolResponse, route: str, count: int) -> list[float]:
         raise invalid_response(reply, route, f"body is not a safe pickle: {exc}") from None
     if isinstance(payload, dict) and "error" in payload and "scores" not in payload:
         raise invalid_response(reply, route, f"server error: {payload['error']}")
-    try:
-        parsed = PickleScoreResponse.model_validate(payload)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "body"
-        raise invalid_response(reply, route, f"{where}: {first.get('msg')}") from None
+    parsed = validate_model(reply, route, PickleScoreResponse, payload)
     if len(parsed.scores) != count:
         raise invalid_response(
             reply, route, f"expected {count} scores (one per image), got {len(parsed.scores)}"
         )
-    for index, value in enumerate(parsed.scores):
-        if not math.isfinite(value):
-            raise invalid_response(reply, route, f"scores[{index}] is {value}")
     return [float(v) for v in parsed.scores]

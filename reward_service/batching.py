@@ -53,8 +53,6 @@ class _Entry:
 class Batcher:
     """Coalesces items of concurrent requests into backend batches (see module docs)."""
 
-    KINDS = ("critic", "done", "image")
-
     def __init__(
         self,
         backend: Backend,
