@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from reward_service.server import TOKEN_ENV
+
 __all__ = ["EmbeddedService", "EmbeddedServiceError"]
 
 _LIVE: weakref.WeakSet[EmbeddedService] = weakref.WeakSet()
@@ -187,9 +189,9 @@ class EmbeddedService:
         )
         env["PYTHONUNBUFFERED"] = "1"
         if self.token:
-            env["EVOLVE_REWARD_TOKEN"] = self.token
+            env[TOKEN_ENV] = self.token
         else:
-            env.pop("EVOLVE_REWARD_TOKEN", None)
+            env.pop(TOKEN_ENV, None)
         try:
             with open(self.log_path, "ab") as log_file:
                 self._proc = subprocess.Popen(

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from reward_service.backends import BACKENDS
+from reward_service.server import TOKEN_ENV
 
 __all__ = ["main", "build_parser", "ServerProcess"]
 
@@ -111,7 +112,7 @@ def _start(args: argparse.Namespace, gpu_ids: list[str]) -> list[ServerProcess]:
         cmd += list(args.server_args)
         env = dict(os.environ, CUDA_VISIBLE_DEVICES=gpu_id, PYTHONUNBUFFERED="1")
         if args.token:
-            env["EVOLVE_REWARD_TOKEN"] = args.token
+            env[TOKEN_ENV] = args.token
         log_path = None
         out: IO[bytes] | None = None
         if log_dir is not None:
@@ -192,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc))
     if not 0 < args.base_port <= 65535 - len(gpu_ids) + 1:
         parser.error(f"--base-port {args.base_port} leaves no room for {len(gpu_ids)} ports")
-    token = args.token or os.environ.get("EVOLVE_REWARD_TOKEN")
+    token = args.token or os.environ.get(TOKEN_ENV)
     args.token = token
 
     received: list[int] = []

@@ -26,11 +26,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from reward_service.backends import BACKENDS
+from reward_service.backends.base import CKPT_ENV
 
 __all__ = ["main", "build_parser", "TOKEN_ENV"]
 
 TOKEN_ENV = "EVOLVE_REWARD_TOKEN"
-CKPT_ENV = "VLAC_CKPT_PATH"
 
 log = logging.getLogger("reward_service.server")
 
@@ -109,9 +109,8 @@ def _backend_kwargs(args: argparse.Namespace, parser: argparse.ArgumentParser) -
         parser.error(f"--backend-kwargs is not valid JSON: {exc}")
     if not isinstance(kwargs, dict):
         parser.error("--backend-kwargs must be a JSON object")
-    ckpt = args.ckpt_path or os.environ.get(CKPT_ENV)
-    if ckpt and args.backend != "mock":
-        kwargs.setdefault("ckpt_path", ckpt)
+    if args.ckpt_path and args.backend != "mock":  # else the backend reads $VLAC_CKPT_PATH
+        kwargs.setdefault("ckpt_path", args.ckpt_path)
     elif args.ckpt_path and args.backend == "mock":
         log.warning("--ckpt-path is ignored by the mock backend")
     return kwargs

@@ -21,12 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from reward_service.backends.base import Backend, BackendError, CriticItem, DoneItem
+from reward_service.backends.base import CKPT_ENV, Backend, BackendError, CriticItem, DoneItem
 
 __all__ = ["VLACBackend", "VLAC_PACKAGE"]
 
 VLAC_PACKAGE = "evo_vlac"
-CKPT_ENV = "VLAC_CKPT_PATH"
 
 
 def _import_vlac() -> Any:

@@ -34,6 +34,7 @@ import numpy as np
 
 from reward_service.backends.answer_parsing import SCORE_MODES, parse_critic, parse_score
 from reward_service.backends.base import (
+    CKPT_ENV,
     Backend,
     BackendError,
     CriticItem,
@@ -74,7 +75,6 @@ DEFAULT_PROMPTS = {
 _IMAGE_SLOT = "<|vision_start|><|image_pad|><|vision_end|>"
 _IMAGE_PAD = "<|image_pad|>"
 _PLACEHOLDER = "\x00IMG\x00"
-CKPT_ENV = "VLAC_CKPT_PATH"
 
 
 class VLMBackend(Backend):
