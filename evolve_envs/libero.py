@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import traceback
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import gymnasium as gym
 import numpy as np
@@ -262,11 +262,7 @@ class LiberoEnv(gym.Env):
             _GL_OWNER_PID = os.getpid()
             return sim_env
         except Exception as exc:  # GL failures surface as assorted exception types
-            if _looks_like_gl_error(exc):
-                raise RuntimeError(gl_error_message(exc)) from exc
-            if isinstance(exc, ImportError):
-                raise ImportError(_NOT_INSTALLED) from exc
-            raise
+            _raise_setup_error(exc)
 
     def _choose_init_state(self, options: dict[str, Any] | None) -> int:
         n = self.num_init_states
@@ -379,12 +375,17 @@ def _load_suite(suite: str) -> Any:
     try:
         from libero.libero import benchmark
     except Exception as exc:
-        if _looks_like_gl_error(exc):
-            raise RuntimeError(gl_error_message(exc)) from exc
-        if isinstance(exc, ImportError):
-            raise ImportError(_NOT_INSTALLED) from exc
-        raise
+        _raise_setup_error(exc)
     return benchmark.get_benchmark_dict()[suite]()
+
+
+def _raise_setup_error(exc: Exception) -> NoReturn:
+    """Re-raise a failure to import or build LIBERO as the error that says what to install."""
+    if _looks_like_gl_error(exc):
+        raise RuntimeError(gl_error_message(exc)) from exc
+    if isinstance(exc, ImportError):
+        raise ImportError(_NOT_INSTALLED) from exc
+    raise exc
 
 
 def _resolve_task(bench: Any, task_id: int | str, suite: str) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
@@ -177,3 +179,9 @@ def test_spaces_need_no_simulator() -> None:
     assert set(env.observation_space.spaces) == {"wrist_image", "state"}
     assert env.observation_space["wrist_image"].shape == (96, 64, 3)
     assert MAX_EPISODE_STEPS["libero_10"] == 520
+
+
+def test_missing_libero_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "libero.libero", None)  # makes the import fail
+    with pytest.raises(ImportError, match=r"pip install 'evolve-envs\[libero\]'"):
+        LiberoEnv("libero_10", 0)
