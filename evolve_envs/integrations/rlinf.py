@@ -87,31 +87,37 @@ def _torch():
     return torch
 
 
+def _np(x: Any, dtype: Any = None) -> np.ndarray:
+    """``x`` (a torch tensor, array or sequence) as a NumPy array on the CPU."""
+    if type(x).__module__.startswith("torch"):
+        x = x.detach().cpu().numpy()
+    return np.asarray(x, dtype=dtype)
+
+
 def _as_index_list(env_idx: Any, num_envs: int) -> list[int]:
     if env_idx is None:
         return list(range(num_envs))
-    if type(env_idx).__module__.startswith("torch"):
-        env_idx = env_idx.detach().cpu().numpy()
-    arr = np.asarray(env_idx)
+    arr = _np(env_idx)
     if arr.dtype == bool:
         return [int(i) for i in np.flatnonzero(arr)]
     return [int(i) for i in np.atleast_1d(arr)]
 
 
 def _bool_np(x: Any) -> np.ndarray:
-    if type(x).__module__.startswith("torch"):
-        x = x.detach().cpu().numpy()
-    return np.asarray(x, dtype=bool)
+    return _np(x, bool)
+
+
+def _final_mask(infos: Mapping[str, Any], n: int) -> np.ndarray:
+    """Which sub-envs were auto-reset in this step (``infos["_final_observation"]``), shape (n,)."""
+    mask = _bool_np(infos.get("_final_observation", np.zeros(n, dtype=bool)))
+    return mask.any(axis=-1) if mask.ndim > 1 else mask
 
 
 def _frame_getter(images: Any, i: int) -> Callable[[], np.ndarray]:
     """A zero-argument callable returning sub-env ``i``'s frame as a NumPy uint8 array."""
 
     def get() -> np.ndarray:
-        img = images[i]
-        if type(img).__module__.startswith("torch"):
-            img = img.detach().cpu().numpy()
-        return np.asarray(img)
+        return _np(images[i])
 
     return get
 
@@ -390,9 +396,7 @@ class RLinfProgressReward:
         for t in range(c):
             images = obs_list[t][self.image_key]
             if t == c - 1 and final_obs is not None:
-                mask = _bool_np(last_infos.get("_final_observation", np.zeros(n, bool)))
-                if mask.ndim > 1:
-                    mask = mask.any(axis=-1)
+                mask = _final_mask(last_infos, n)
                 final_images = final_obs[self.image_key]
             else:
                 mask, final_images = None, None
@@ -447,9 +451,10 @@ class RLinfProgressReward:
                     self._write_episode_block(final_info["episode"], snapshots[-1])
                 self._start_episodes(obs_list[-1], restart)
 
-        self._annotate(infos_list, env_rewards, model_r, progress, done_flag, snapshots)
+        env_r = _np(env_rewards, np.float64)
+        self._annotate(infos_list, env_r, model_r, progress, done_flag, snapshots)
 
-        mixed = self.env_reward_weight * _to_float_np(env_rewards) + self.reward_weight * model_r
+        mixed = self.env_reward_weight * env_r + self.reward_weight * model_r
         rewards_out = _like_tensor(mixed, env_rewards, torch)
         terms_out = _like_bool(out_terms, terms, torch)
         return obs_list, rewards_out, terms_out, truncs, infos_list
@@ -472,9 +477,7 @@ class RLinfProgressReward:
     def _reset_ended(self, mask: np.ndarray, last_obs: Any, last_infos: Any) -> tuple[Any, Any]:
         """Reset sub-envs the reward model ended (auto-reset mode) via the env's own routine."""
         last_infos = dict(last_infos) if isinstance(last_infos, Mapping) else {}
-        prior = _bool_np(last_infos.get("_final_observation", np.zeros(self._n, dtype=bool)))
-        if prior.ndim > 1:
-            prior = prior.any(axis=-1)
+        prior = _final_mask(last_infos, self._n)
         had_final = "final_observation" in last_infos
         base_infos = last_infos["final_info"] if had_final else last_infos
         result = self.env._handle_auto_reset(mask.copy(), last_obs, base_infos)
@@ -515,14 +518,13 @@ class RLinfProgressReward:
     def _annotate(
         self,
         infos_list: list[Any],
-        env_rewards: Any,
+        env_r: np.ndarray,
         model_r: np.ndarray,
         progress: np.ndarray,
         done_flag: np.ndarray,
         snapshots: list[dict[str, np.ndarray]],
     ) -> None:
         torch = _torch()
-        env_r = _to_float_np(env_rewards)
         for t, infos in enumerate(infos_list):
             if not isinstance(infos, dict):
                 continue
@@ -532,12 +534,6 @@ class RLinfProgressReward:
             infos["done_by_progress"] = torch.from_numpy(done_flag[:, t].copy())
             if isinstance(infos.get("episode"), dict):
                 self._write_episode_block(infos["episode"], snapshots[t])
-
-
-def _to_float_np(x: Any) -> np.ndarray:
-    if type(x).__module__.startswith("torch"):
-        x = x.detach().cpu().numpy()
-    return np.asarray(x, dtype=np.float64)
 
 
 def _like_tensor(values: np.ndarray, template: Any, torch: Any) -> Any:

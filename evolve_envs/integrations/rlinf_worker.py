@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evolve_envs.integrations.rlinf import reward_model_block, wrap_env_from_config
+from evolve_envs.integrations.rlinf import RLinfProgressReward, reward_model_block
 
 try:
     from rlinf.workers.env.env_worker import EnvWorker as _RLinfEnvWorker
@@ -46,7 +46,7 @@ def with_progress_reward(env_cls: Any, env_cfg: Any) -> Any:
         return env_cls
 
     def build(*args: Any, **kwargs: Any) -> Any:
-        return wrap_env_from_config(env_cls(*args, **kwargs), env_cfg)
+        return RLinfProgressReward.from_config(env_cls(*args, **kwargs), block)
 
     build.__name__ = f"ProgressReward[{getattr(env_cls, '__name__', 'env')}]"
     return build
