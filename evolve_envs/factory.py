@@ -170,7 +170,8 @@ def _default_max_steps(env_cfg: Mapping[str, Any], custom_factory: bool) -> int 
     return default_max_episode_steps(env_cfg.get("suite", "libero_10"))
 
 
-def _endpoints(rm: RewardModelConfig, url: str | None) -> list[str]:
+def reward_endpoints(rm: RewardModelConfig, url: str | None = None) -> list[str]:
+    """The service URLs of a ``reward_model`` block (``url`` replaces an ``embedded`` one)."""
     from reward_clients.endpoint_pool import expand_endpoints
 
     if url is not None:
@@ -203,11 +204,6 @@ def progress_client(rm: RewardModelConfig, urls: list[str], *, max_workers: int 
         fail_on_request_error=rm.fail_on_request_error,
         max_workers=max_workers,
     )
-
-
-def reward_endpoints(rm: RewardModelConfig, url: str | None = None) -> list[str]:
-    """The service URLs of a ``reward_model`` block (``url`` replaces an ``embedded`` one)."""
-    return _endpoints(rm, url)
 
 
 def _reward_wrapper(env: gym.Env, rm: RewardModelConfig, urls: list[str]) -> gym.Env:
@@ -296,7 +292,7 @@ def build_stack(cfg: StackConfig, env_factory: Callable[..., gym.Env] | None = N
             url = EmbeddedServices.acquire(rm.embedded_backend, rm.embedded_backend_kwargs)
             lease = (rm.embedded_backend, dict(rm.embedded_backend_kwargs))
         env = FrameCache(env, rm.camera, encoding=rm.cache_encoding, max_frames=rm.cache_max_frames)
-        env = _reward_wrapper(env, rm, _endpoints(rm, url))
+        env = _reward_wrapper(env, rm, reward_endpoints(rm, url))
         if lease is not None:
             env = _ServiceLease(env, *lease)
         return env

@@ -47,7 +47,6 @@ from wrappers.progress_tracker import (
     ProgressService,
     ProgressTracker,
     TrackerSettings,
-    check_capabilities,
 )
 from wrappers.task_text import task_text
 
@@ -123,8 +122,9 @@ class ProgressReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.task = task
         self.reward_weight = float(reward_weight)
         self.env_reward_weight = float(env_reward_weight)
-        self.capabilities = self._check_capabilities(settings, capabilities)
-        self.tracker = ProgressTracker(client, settings)
+        self.capabilities = self._read_capabilities(capabilities)
+        # the tracker refuses settings the backend cannot serve (e.g. pairwise on progress-only)
+        self.tracker = ProgressTracker(client, settings, capabilities=self.capabilities)
         self.episode_step = 0
         self._warned_after_end = False
         self._last_info: dict[str, Any] = {}
@@ -133,7 +133,8 @@ class ProgressReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def settings(self) -> TrackerSettings:
         return self.tracker.settings
 
-    def _check_capabilities(self, settings: TrackerSettings, capabilities: Any) -> Any:
+    def _read_capabilities(self, capabilities: Any) -> Any:
+        """``capabilities`` as given, else the service's answer; None: not checked."""
         if capabilities is False:
             return None
         if capabilities is None:
@@ -149,7 +150,6 @@ class ProgressReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
                 )
                 return None
             capabilities = result.value
-        check_capabilities(settings, capabilities)
         return capabilities
 
     def _frame(self, obs: Any) -> np.ndarray:
