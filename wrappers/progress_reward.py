@@ -170,19 +170,7 @@ class ProgressReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.episode_step = 0
         self._warned_after_end = False
         info.setdefault("is_success", False)
-        info.update(
-            {
-                "progress": 0.0,
-                "progress_checked": False,
-                "progress_calls": 0,
-                "progress_pending": 0,
-                "reward_model_latency_s": 0.0,
-                "reward_model_errors": 0,
-                "reward_model_fallback": False,
-                "done_by_progress": False,
-            }
-        )
-        self._last_info = {k: info[k] for k in ("progress", "progress_calls")}
+        info.update(self.tracker.step_info())
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:

@@ -424,7 +424,7 @@ class ProgressTracker:
             reward, applied, fallback_now = reward + r, applied + n, fallback_now or fb
             terminate = ep.done and s.terminate_on_done
 
-        info = self._step_info(applied > 0, fallback_now)
+        info = self.step_info(applied > 0, fallback_now)
         if over:
             info["episode_reward_model"] = ep.summary
         return TrackerStep(
@@ -593,7 +593,8 @@ class ProgressTracker:
         return reward, applied, fallback
 
     # ------------------------------------------------------------------ reporting
-    def _step_info(self, checked: bool, fallback: bool) -> dict[str, Any]:
+    def step_info(self, checked: bool = False, fallback: bool = False) -> dict[str, Any]:
+        """The per-step ``info`` keys for the episode's current state (after ``reset``: zeros)."""
         ep = self._ep
         return {
             "progress": ep.progress,

@@ -292,6 +292,12 @@ def test_reset_mid_episode_starts_clean(client: ProgressClient) -> None:
         env.step(env.action_space.sample())
     _, info = env.reset()  # abandon episode 0 (DIP) at step 9
     assert info["progress"] == 0.0 and info["progress_calls"] == 0
+    fresh = {
+        "progress": 0.0, "progress_checked": False, "progress_calls": 0, "progress_pending": 0,
+        "reward_model_latency_s": 0.0, "reward_model_errors": 0,
+        "reward_model_fallback": False, "done_by_progress": False,
+    }  # fmt: skip
+    assert {k: info[k] for k in fresh} == fresh
     rewards, infos, term = run_episode(env)  # run_episode resets again: episode 2 plays DIP
     assert sum(rewards) == pytest.approx(0.9)
     env.close()
