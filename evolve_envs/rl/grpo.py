@@ -58,6 +58,8 @@ GRPO_EPS = 1e-6
 """Added to the group standard deviation (RLinf's value)."""
 
 RewardType = Literal["action_level", "chunk_level"]
+Layout = Literal["time_major", "batch_major"]
+LAYOUTS: tuple[str, ...] = ("time_major", "batch_major")
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,8 @@ class GrpoAdvantages:
     Example:
         >>> import numpy as np
         >>> res = grpo_advantages(np.array([[0.0, 1.0], [1.0, 0.0]]),
-        ...                       np.array([[False, False], [True, True]]), group_size=2)
+        ...                       np.array([[False, False], [True, True]]), group_size=2,
+        ...                       layout="time_major")
         >>> res.scores.tolist()
         [1.0, 1.0]
     """
@@ -227,17 +230,24 @@ def grpo_advantages(
     dones: Any,
     group_size: int,
     *,
+    layout: Layout,
     eps: float = GRPO_EPS,
     mask_after_first_done: bool = True,
 ) -> GrpoAdvantages:
     """GRPO advantages for rewards collected from a Gymnasium vector env.
 
+    A ``[T, B]`` array and a ``[B, T]`` array look alike, so the layout is always named: a
+    batch-major array read as time-major would silently score the wrong axis.
+
     Args:
-        rewards: ``[T, B]`` rewards, step-major as collected (``rewards[t]`` is the vector env's
-            reward array at step ``t``).
-        dones: ``[T, B]`` bool, ``terminated | truncated`` at step ``t``.
+        rewards: ``[T, B]`` rewards with ``layout="time_major"`` (as collected: ``rewards[t]`` is
+            the vector env's reward array at step ``t``, see :func:`stack_steps`), or ``[B, T]``
+            with ``layout="batch_major"`` (one row per episode).
+        dones: bool, ``terminated | truncated`` at each step, in the layout of ``rewards``.
         group_size: envs ``g*group_size ... (g+1)*group_size - 1`` form group ``g`` and must have
             started from the same initial state (see :func:`group_seeds`).
+        layout: ``"time_major"`` or ``"batch_major"``; ``advantages`` and ``loss_mask`` come back
+            in the same layout, ``scores`` is ``[B]`` either way.
         eps: added to the group standard deviation.
         mask_after_first_done: when False every step keeps the advantage (RLinf does this when
             ``auto_reset`` or ``ignore_terminations`` is on); scores still stop at the first done.
@@ -249,13 +259,29 @@ def grpo_advantages(
         >>> import numpy as np
         >>> rewards = np.array([[0.0, 0.0], [1.0, 0.0], [5.0, 0.0]])
         >>> dones = np.array([[False, False], [True, False], [False, True]])
-        >>> res = grpo_advantages(rewards, dones, group_size=2)
+        >>> res = grpo_advantages(rewards, dones, group_size=2, layout="time_major")
         >>> res.scores.tolist(), res.loss_mask[:, 0].tolist()
         ([1.0, 0.0], [True, True, False])
+        >>> grpo_advantages(rewards.T, dones.T, 2, layout="batch_major").scores.tolist()
+        [1.0, 0.0]
     """
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be 'time_major' ([T, B]) or 'batch_major' ([B, T]), "
+                         f"got {layout!r}")  # fmt: skip
     torch_mod = _torch_module(rewards, dones)
     r = _to_numpy(rewards, "rewards", dtype=np.float64)
     d = _to_numpy(dones, "dones", dtype=bool)
+    if layout == "batch_major":
+        if r.ndim != 2:
+            raise ValueError(f"rewards must be [B, T], got shape {r.shape}")
+        res = grpo_advantages(r.T, d.T, group_size, layout="time_major", eps=eps,
+                              mask_after_first_done=mask_after_first_done)  # fmt: skip
+        return GrpoAdvantages(
+            advantages=_like(np.ascontiguousarray(res.advantages.T), rewards, torch_mod),
+            loss_mask=_like(np.ascontiguousarray(res.loss_mask.T), dones, torch_mod, is_bool=True),
+            scores=_like(res.scores, rewards, torch_mod),
+            group_advantages=_like(res.group_advantages, rewards, torch_mod),
+        )
     _check_time_major(r, d)
     scores = _episode_scores_np(r, d)
     adv_b = _group_normalize_np(scores, group_size, eps)
@@ -364,12 +390,13 @@ def reward_filter_mask(scores: Any, group_size: int, lower_bound: float, upper_b
     ``[rewards_lower_bound, rewards_upper_bound]``. Its LIBERO defaults (0.5, 4.5) assume a 0/1
     success times ``reward_coef`` 5, i.e. they drop all-fail and all-success groups. With dense
     progress rewards an episode sums to its final progress in [0, 1] (times any reward weight):
-    re-tune the bounds on that scale, e.g. (0.05, 0.95) to drop groups that made no progress or
-    all finished. Returns a bool ``[B]`` (True = kept).
+    re-tune the bounds on that scale, e.g. (0.05, 0.9) -- the values of the shipped RLinf config
+    and the README -- to drop groups that made no progress or all reached the done threshold
+    (0.95). Returns a bool ``[B]`` (True = kept).
 
     Example:
         >>> import numpy as np
-        >>> reward_filter_mask(np.array([0.0, 0.0, 0.3, 0.9]), 2, 0.05, 0.95).tolist()
+        >>> reward_filter_mask(np.array([0.0, 0.0, 0.3, 0.9]), 2, 0.05, 0.9).tolist()
         [False, False, True, True]
     """
     torch_mod = _torch_module(scores)

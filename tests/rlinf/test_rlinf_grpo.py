@@ -72,7 +72,7 @@ def test_hand_computed_group_of_four():
             [False, True, False, True],
         ]
     )
-    res = grpo_advantages(rewards, dones, group_size=4)
+    res = grpo_advantages(rewards, dones, group_size=4, layout="time_major")
     assert res.scores.tolist() == [1.0, 0.5, 0.25, 0.0]
     mean = 1.75 / 4
     std = math.sqrt(((1 - mean) ** 2 + (0.5 - mean) ** 2 + (0.25 - mean) ** 2 + mean**2) / 3)
@@ -114,7 +114,7 @@ def test_episode_scores_and_mask_helpers():
 def test_mask_after_first_done_can_be_switched_off():
     rewards = np.array([[1.0, 0.0], [5.0, 0.0]])
     dones = np.array([[True, False], [False, False]])
-    res = grpo_advantages(rewards, dones, 2, mask_after_first_done=False)
+    res = grpo_advantages(rewards, dones, 2, mask_after_first_done=False, layout="time_major")
     assert res.scores.tolist() == [1.0, 0.0]  # the score still stops at the first done
     assert res.loss_mask.all()
     assert res.advantages[1, 0] == res.group_advantages[0]
@@ -126,7 +126,7 @@ def test_bad_arguments_are_clear():
     with pytest.raises(ValueError, match="not divisible by group_size 3"):
         group_normalize(np.zeros(4), 3)
     with pytest.raises(ValueError, match=r"dones must have the shape of rewards"):
-        grpo_advantages(np.zeros((3, 2)), np.zeros((2, 2), bool), 2)
+        grpo_advantages(np.zeros((3, 2)), np.zeros((2, 2), bool), 2, layout="time_major")
     with pytest.raises(ValueError, match=r"n_chunks \+ 1"):
         rlinf_grpo_advantages(np.zeros((2, 2, 3)), np.zeros((2, 2, 3), bool), 2)
     with pytest.raises(ValueError, match="reward_type"):
@@ -205,7 +205,7 @@ def test_rlinf_layout_equals_time_major_reference():
 def test_torch_in_torch_out():
     rewards = torch.tensor([[0.0, 1.0], [1.0, 0.0]], dtype=torch.float32)
     dones = torch.tensor([[False, False], [True, True]])
-    res = grpo_advantages(rewards, dones, 2)
+    res = grpo_advantages(rewards, dones, 2, layout="time_major")
     assert isinstance(res.advantages, torch.Tensor) and res.advantages.dtype == torch.float32
     assert res.loss_mask.dtype == torch.bool
     assert res.scores.tolist() == [1.0, 1.0]
@@ -269,7 +269,7 @@ def rollouts(draw):
 @given(rollouts())
 def test_property_matches_reference(data):
     rewards, dones, g = data
-    res = grpo_advantages(rewards, dones, g)
+    res = grpo_advantages(rewards, dones, g, layout="time_major")
     scores, adv_b, adv, mask = reference_time_major(rewards.tolist(), dones.tolist(), g)
     np.testing.assert_allclose(res.scores, scores, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(res.advantages, adv, rtol=1e-7, atol=1e-7)
@@ -280,7 +280,7 @@ def test_property_matches_reference(data):
 @given(rollouts())
 def test_property_group_sums_zero_and_mask(data):
     rewards, dones, g = data
-    res = grpo_advantages(rewards, dones, g)
+    res = grpo_advantages(rewards, dones, g, layout="time_major")
     sums = res.group_advantages.reshape(-1, g).sum(axis=1)
     np.testing.assert_allclose(sums, 0.0, atol=1e-6)
     # Every step after an env's first done is masked and carries no advantage.
@@ -306,8 +306,8 @@ def test_property_affine_invariance(data, scale, shift):
     # Rescaling all rewards and shifting every score equally leaves advantages (nearly) unchanged
     # -- the reason reward scale does not matter to GRPO but filter_rewards bounds do.
     rewards, dones, g = data
-    base = grpo_advantages(rewards, dones, g)
-    scaled = grpo_advantages(rewards * scale, dones, g)
+    base = grpo_advantages(rewards, dones, g, layout="time_major")
+    scaled = grpo_advantages(rewards * scale, dones, g, layout="time_major")
     std = base.scores.reshape(-1, g).std(axis=1, ddof=1)
     ok = np.repeat(std > 1e-2, g)
     np.testing.assert_allclose(
@@ -347,7 +347,9 @@ def test_gymnasium_vector_env_groups_share_initial_state():
             _, r, term, trunc, _ = env.step(np.array([0, 1, 0, 1]))
             rewards.append(r)
             dones.append(term | trunc)
-        res = grpo_advantages(stack_steps(rewards), stack_steps(dones), group_size=2)
+        res = grpo_advantages(
+            stack_steps(rewards), stack_steps(dones), group_size=2, layout="time_major"
+        )
         assert res.advantages.shape == (30, 4)
         np.testing.assert_allclose(res.group_advantages.reshape(2, 2).sum(axis=1), 0, atol=1e-9)
     finally:
