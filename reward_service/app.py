@@ -77,6 +77,7 @@ from reward_service.protocol import (
     safe_pickle_dumps,
     safe_pickle_loads,
 )
+from reward_service.swagger_assets import add_local_docs
 from reward_service.video_decoding import VideoDecodeError, read_video_bytes, read_video_file
 
 __all__ = ["create_app", "ApiError", "DEFAULT_LIMITS"]
@@ -341,6 +342,7 @@ def create_app(
             "episode video score (RLinf-compatible) and pickle scorer protocols."
         ),
         lifespan=lifespan,
+        docs_url=None,  # served from local assets below (add_local_docs)
         responses={
             400: {"model": ErrorResponse},
             401: {"model": ErrorResponse},
@@ -350,6 +352,7 @@ def create_app(
             501: {"model": ErrorResponse},
         },
     )
+    add_local_docs(app)
     app.state.backend = be
     app.state.metrics = metrics
     app.state.batcher = batcher

@@ -54,7 +54,9 @@ class EmbeddedService:
 
     Args:
         backend: backend name (`mock`, `vlm`, `vlac`).
-        backend_kwargs: backend constructor arguments (JSON-serialisable).
+        backend_kwargs: backend constructor arguments (JSON-serialisable). A ``mock`` backend
+            without a ``rule`` gets ``MockBackend``'s default (``intensity``); the
+            ``evolve-reward-server`` command line defaults to ``server.MOCK_DEFAULTS`` instead.
         host: bind address.
         port: port to bind; None picks a free one.
         enable_faults: start with `--enable-fault-injection`.
@@ -86,6 +88,8 @@ class EmbeddedService:
     ) -> None:
         self.backend = backend
         self.backend_kwargs = dict(backend_kwargs or {})
+        if backend == "mock":  # the library default (MockBackend's), not the command line's
+            self.backend_kwargs.setdefault("rule", "intensity")
         self.host = host
         self.requested_port = port
         self.enable_faults = enable_faults

@@ -8,7 +8,9 @@ Usage::
 
 Binds 127.0.0.1 unless `--host` says otherwise; `--token` (or `EVOLVE_REWARD_TOKEN`) requires
 `Authorization: Bearer <token>` on every request. `--ckpt-path` (or `VLAC_CKPT_PATH`) names the
-model directory of the `vlm` and `vlac` backends.
+model directory of the `vlm` and `vlac` backends. `--backend mock` uses the *change* rule (the
+rule of the shipped configs' embedded service, `MOCK_DEFAULTS`) unless `--backend-kwargs` names
+one. The start-up line on stderr names the backend, its settings and the URL.
 """
 
 from __future__ import annotations
@@ -28,9 +30,14 @@ from typing import Any
 from reward_service.backends import BACKENDS
 from reward_service.backends.base import CKPT_ENV
 
-__all__ = ["main", "build_parser", "TOKEN_ENV"]
+__all__ = ["main", "build_parser", "TOKEN_ENV", "MOCK_DEFAULTS"]
 
 TOKEN_ENV = "EVOLVE_REWARD_TOKEN"
+
+#: Backend kwargs `--backend mock` starts with unless `--backend-kwargs` sets them: the same rule
+#: as `reward_model.endpoint: embedded` (`embedded_backend_kwargs`), which scores how far camera
+#: frames have moved from the first one -- the intensity rule only reads painted test frames.
+MOCK_DEFAULTS: dict[str, Any] = {"rule": "change"}
 
 log = logging.getLogger("reward_service.server")
 
@@ -109,11 +116,24 @@ def _backend_kwargs(args: argparse.Namespace, parser: argparse.ArgumentParser) -
         parser.error(f"--backend-kwargs is not valid JSON: {exc}")
     if not isinstance(kwargs, dict):
         parser.error("--backend-kwargs must be a JSON object")
+    if args.backend == "mock":
+        kwargs = {**MOCK_DEFAULTS, **kwargs}
     if args.ckpt_path and args.backend != "mock":  # else the backend reads $VLAC_CKPT_PATH
         kwargs.setdefault("ckpt_path", args.ckpt_path)
     elif args.ckpt_path and args.backend == "mock":
         log.warning("--ckpt-path is ignored by the mock backend")
     return kwargs
+
+
+def _settings(backend: Any) -> str:
+    """The backend's plain settings (public attributes holding simple values), for the log."""
+    simple = (str, int, float, bool, tuple, list, type(None))
+    items = {
+        k: v
+        for k, v in sorted(vars(backend).items())
+        if not k.startswith("_") and isinstance(v, simple)
+    }
+    return "{" + ", ".join(f"{k}={v!r}" for k, v in items.items()) + "}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -177,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"http://{host}:{port}"
         sockets = [sock]
     print(
-        f"evolve-reward-server: backend {backend.name!r} on {where}"
+        f"evolve-reward-server: backend {backend.name!r} on {where} {_settings(backend)}"
         + (" (fault injection enabled)" if args.enable_fault_injection else ""),
         file=sys.stderr,
         flush=True,

@@ -56,6 +56,8 @@ def test_launcher_two_servers_pinned_and_stopped(tmp_path: Path, stop_signal: in
             str(base),
             "--gpu-ids",
             "3,5",
+            "--backend-kwargs",  # painted frames: the intensity rule (the CLI default is change)
+            '{"rule": "intensity"}',
             "--log-dir",
             str(tmp_path),
             "--",
