@@ -43,8 +43,10 @@ Example::
 from __future__ import annotations
 
 import difflib
+import importlib.resources
 import os
 from collections.abc import Mapping, Sequence
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -66,6 +68,9 @@ __all__ = [
     "merge",
     "env_overrides",
     "CONFIG_DIR",
+    "env_key_error",
+    "resolve_config",
+    "shipped_configs",
 ]
 
 #: The ``configs/`` directory of a source checkout (YAMLs may also live anywhere else).
@@ -210,6 +215,17 @@ class RewardModelConfig(BaseModel):
             raise ValueError("'embedded' cannot be combined with other endpoints")
         return value
 
+    @field_validator("embedded_backend")
+    @classmethod
+    def _check_embedded_backend(cls, value: str) -> str:
+        from reward_service.backends import BACKENDS
+
+        if value not in BACKENDS:
+            close = difflib.get_close_matches(value, sorted(BACKENDS), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ValueError(f"unknown backend ({hint}known: {', '.join(sorted(BACKENDS))})")
+        return value
+
     @property
     def embedded(self) -> bool:
         """The endpoint is ``embedded``: the factory starts a local service."""
@@ -292,24 +308,68 @@ def env_overrides(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     return out
 
 
+def shipped_configs() -> dict[str, Traversable]:
+    """The configs shipped in the ``configs`` package: name -> file.
+
+    Suite configs are named by their stem (``libero_10``), presets by theirs (``fast_dev``) and
+    by ``presets/<stem>``. Only ``.yaml`` files directly in ``configs/`` and ``configs/presets/``
+    are listed (``configs/rlinf`` holds Hydra configs for RLinf, not stack configs).
+    """
+    try:
+        root = importlib.resources.files("configs")
+    except ModuleNotFoundError:
+        return {}
+    out: dict[str, Traversable] = {}
+    for sub in ("", "presets"):
+        folder = root.joinpath(sub) if sub else root
+        if not folder.is_dir():
+            continue
+        for item in sorted(folder.iterdir(), key=lambda t: t.name):
+            if item.is_file() and item.name.endswith(".yaml"):
+                stem = item.name.removesuffix(".yaml")
+                if sub:
+                    out[f"{sub}/{stem}"] = item
+                out.setdefault(stem, item)
+    return out
+
+
+def resolve_config(source: str | os.PathLike[str]) -> Path | Traversable:
+    """A config argument as a file: an existing path, else a shipped config by name.
+
+    ``"libero_10"``, ``"libero_10.yaml"``, ``"configs/libero_10.yaml"``, ``"fast_dev"`` and
+    ``"presets/fast_dev"`` all name shipped files when no such path exists here.
+
+    Example:
+        >>> resolve_config("fast_dev").name
+        'fast_dev.yaml'
+    """
+    p = Path(source)
+    if p.is_file():
+        return p
+    text = os.fspath(source)
+    if not p.is_absolute():
+        key = text.removeprefix("configs/").removesuffix(".yaml").removesuffix(".yml")
+        found = shipped_configs().get(key)
+        if found is not None:
+            return found
+    names = sorted(k for k in shipped_configs() if "/" not in k)
+    close = difflib.get_close_matches(Path(text).stem, names, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    known = f"; shipped configs: {', '.join(names)}" if names else ""
+    raise ConfigError(f"config file {text!r} not found{hint}{known}")
+
+
 def read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a YAML mapping; errors name the file."""
-    p = Path(path)
-    if not p.is_file():
-        hint = ""
-        if not p.is_absolute() and (CONFIG_DIR / p).is_file():
-            hint = f" (did you mean {CONFIG_DIR / p}?)"
-        raise ConfigError(f"config file {os.fspath(p)!r} not found{hint}")
+    """Read a YAML mapping from a path or a shipped config's name; errors name the file."""
+    p = resolve_config(path)
     try:
         data = yaml.safe_load(p.read_text())
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{os.fspath(p)}: invalid YAML: {exc}") from None
+        raise ConfigError(f"{p}: invalid YAML: {exc}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(
-            f"{os.fspath(p)}: expected a mapping at the top, got {type(data).__name__}"
-        )
+        raise ConfigError(f"{p}: expected a mapping at the top, got {type(data).__name__}")
     return data
 
 
@@ -451,9 +511,58 @@ def load_config(
     from_env = env_overrides(environ)
     if from_env:
         data = merge(data, {"reward_model": from_env})
-    if overrides:
-        data = merge(data, _as_mapping(overrides, "overrides"))
+    extra = _as_mapping(overrides, "overrides") if overrides else {}
+    if extra:
+        data = merge(data, extra)
     try:
         return StackConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc)) from None
+        message = format_validation_error(exc)
+        set_by = _env_var_sources(environ, extra.get("reward_model") or {})
+        raise ConfigError(_name_env_vars(message, set_by)) from None
+
+
+def _env_var_sources(environ: Mapping[str, str] | None, overridden: Any) -> dict[str, str]:
+    """``reward_model`` key -> ``NAME='value'`` of the environment variable that set it."""
+    env = os.environ if environ is None else environ
+    out: dict[str, str] = {}
+    for name, (key, _kind) in ENV_OVERRIDES.items():
+        text = env.get(name)
+        if text is None or text.strip() == "":
+            continue
+        if isinstance(overridden, Mapping) and key in overridden:
+            continue  # an explicit override replaced the variable's value
+        out[key] = f"{name}={text!r}"
+    return out
+
+
+def _name_env_vars(message: str, set_by: Mapping[str, str]) -> str:
+    """Append "(set by VAR='value')" to each error line about a key an env variable set."""
+    lines = []
+    for line in message.splitlines():
+        for key, where in set_by.items():
+            if line.startswith(f"reward_model.{key}:"):
+                line = f"{line} (set by the environment variable {where})"
+                break
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def env_key_error(exc: ValueError, env_kwargs: Mapping[str, Any]) -> ConfigError:
+    """The base env's rejection of its ``env`` keyword arguments, as a :class:`ConfigError`
+    whose message starts with the ``env.<key>`` path of the key it names.
+
+    Example:
+        >>> str(env_key_error(ValueError("num_settle_steps must be >= 0, got -1"),
+        ...                   {"suite": "libero_10", "num_settle_steps": -1}))
+        'env.num_settle_steps: num_settle_steps must be >= 0, got -1'
+    """
+    if isinstance(exc, ConfigError):
+        return exc
+    text = str(exc)
+    key = next((k for k in env_kwargs if text.startswith(k)), None)
+    if key is None:  # the key whose value the message quotes first, else whose name it names
+        by_value = [(text.find(repr(v)), k) for k, v in env_kwargs.items() if repr(v) in text]
+        by_name = [(text.find(k), k) for k in env_kwargs if k in text]
+        key = min(by_value)[1] if by_value else (min(by_name)[1] if by_name else None)
+    return ConfigError(f"env.{key}: {text}" if key else f"env: {text}")

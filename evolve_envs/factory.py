@@ -43,6 +43,7 @@ from evolve_envs.config import (
     ConfigError,
     RewardModelConfig,
     StackConfig,
+    env_key_error,
     load_config,
     reward_model_source,
 )
@@ -271,10 +272,12 @@ def build_stack(cfg: StackConfig, env_factory: Callable[..., gym.Env] | None = N
         raise ConfigError(f"env.max_episode_steps: expected an int >= 1, got {max_steps!r}")
     factory = env_factory if env_factory is not None else _libero_factory()
     _check_env_kwargs(factory, env_kwargs)
-    if max_steps is None:
-        max_steps = _default_max_steps(env_kwargs, env_factory is not None)
-
-    env = factory(**env_kwargs)
+    try:  # the base env's rejection of a key names it as env.<key>
+        if max_steps is None:
+            max_steps = _default_max_steps(env_kwargs, env_factory is not None)
+        env = factory(**env_kwargs)
+    except ValueError as exc:
+        raise env_key_error(exc, env_kwargs) from exc
     lease: tuple[str, dict[str, Any]] | None = None
     try:
         if rm.progressive_max_step:
