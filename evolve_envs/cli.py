@@ -1,51 +1,75 @@
 """``evolve-envs``: the command-line entry point.
 
-Subcommands:
+Subcommands (one ``_add_<name>`` parser builder and one ``_<name>`` runner each, registered in
+``COMMANDS``):
 
 * ``rollout`` — roll out episodes through the full wrapper stack and write a report
-  (``summary.json``, ``progress_<ep>.png``, ``episode_<ep>.mp4``); see :mod:`evolve_envs.rollout`.
+  (``summary.json``, ``metrics.csv``, ``tensorboard/``, ``progress_<ep>.png``,
+  ``episode_<ep>.mp4``) as episodes finish; see :mod:`evolve_envs.rollout`.
 * ``tasks`` — list a suite's task ids, names and instructions.
+
+``--config`` takes a YAML path or the name of a shipped config (``libero_10``, ``fast_dev``,
+see ``docs/PRESETS.md``); repeat it to layer a preset on a suite config.
 
 Example::
 
-    evolve-envs rollout --config configs/libero_10.yaml --task-id 0 --episodes 1 --out runs/demo
+    evolve-envs rollout --config libero_10 --task-id 0 --episodes 1 --out runs/demo
+    evolve-envs rollout --config libero_goal --config short_precise \\
+        --task-id "open the middle drawer of the cabinet" --policy my_pkg.policies:act
     evolve-envs tasks libero_goal
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+DEFAULT_CONFIG = "libero_10"
 
 
-def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="evolve-envs", description="LIBERO environments with reward-model shaping."
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
+def _task_id(text: str) -> int | str:
+    """``--task-id``: an index (digits) or a task name / instruction."""
+    return int(text) if re.fullmatch(r"\s*-?\d+\s*", text) else text
 
+
+def _add_rollout(sub: argparse._SubParsersAction) -> None:
     ro = sub.add_parser("rollout", help="roll out episodes through the wrapper stack")
     ro.add_argument(
         "--config",
         action="append",
         default=None,
-        help="YAML config; repeat to layer a preset on a suite config "
-        "(default: configs/libero_10.yaml)",
+        help="YAML path or shipped config name (libero_10, fast_dev, ...); repeat to layer a "
+        f"preset on a suite config (default: {DEFAULT_CONFIG})",
     )
-    ro.add_argument("--task-id", type=int, default=None, help="task index in the suite")
+    ro.add_argument(
+        "--task-id",
+        type=_task_id,
+        default=None,
+        help="task index, task name or instruction in the suite (see `evolve-envs tasks`)",
+    )
     ro.add_argument("--episodes", type=int, default=1)
     ro.add_argument("--num-envs", type=int, default=1, help="parallel envs (subprocesses if > 1)")
-    ro.add_argument("--policy", choices=("random", "zero"), default="random")
-    ro.add_argument("--out", default=None, help="output folder (default: runs/<suite>-<time>)")
+    ro.add_argument(
+        "--policy",
+        default="random",
+        help="random | zero | module:function (one env's observation -> its action)",
+    )
+    ro.add_argument("--out", default=None, help="output folder (default: runs/rollout-<time>)")
     ro.add_argument("--seed", type=int, default=0)
     ro.add_argument("--max-steps", type=int, default=None, help="override the episode limit")
     ro.add_argument("--no-video", action="store_true", help="skip the MP4s")
+    ro.add_argument(
+        "--video-every", type=int, default=1, metavar="N", help="an MP4 for every N-th episode"
+    )
     ro.add_argument("--no-progress-bar", action="store_true")
-
-    ts = sub.add_parser("tasks", help="list the tasks of a LIBERO suite")
-    ts.add_argument("suite", help="libero_10 | libero_spatial | libero_object | libero_goal | ...")
-    return parser
+    ro.add_argument(
+        "--no-tensorboard", action="store_true", help="no TensorBoard events (CSV only)"
+    )
+    ro.add_argument("--wandb", default=None, metavar="PROJECT", help="also log to this W&B project")
 
 
 def _rollout(args: argparse.Namespace) -> int:
@@ -53,26 +77,63 @@ def _rollout(args: argparse.Namespace) -> int:
 
     from evolve_envs.rollout import RolloutOptions, run_rollout
 
-    configs = args.config or ["configs/libero_10.yaml"]
-    out = args.out or f"runs/rollout-{time.strftime('%Y%m%d-%H%M%S')}"
-    report = run_rollout(
-        RolloutOptions(
-            config=configs,
-            task_id=args.task_id,
-            episodes=args.episodes,
-            num_envs=args.num_envs,
-            policy=args.policy,
-            out=out,
-            seed=args.seed,
-            max_steps=args.max_steps,
-            video=not args.no_video,
-            progress_bar=not args.no_progress_bar,
-        )
+    out = Path(args.out or f"runs/rollout-{time.strftime('%Y%m%d-%H%M%S')}")
+    opts = RolloutOptions(
+        config=args.config or [DEFAULT_CONFIG],
+        task_id=args.task_id,
+        episodes=args.episodes,
+        num_envs=args.num_envs,
+        policy=args.policy,
+        out=out,
+        seed=args.seed,
+        max_steps=args.max_steps,
+        video=not args.no_video,
+        video_every=args.video_every,
+        progress_bar=not args.no_progress_bar,
+        tensorboard=not args.no_tensorboard,
+        wandb_project=args.wandb,
     )
+    try:
+        report = run_rollout(opts)
+    except KeyboardInterrupt:
+        kept = _finished_episodes(out)
+        print(
+            f"\nevolve-envs rollout: interrupted; {kept} finished episode(s) kept in {out}",
+            file=sys.stderr,
+        )
+        return 130
     print()
     print(report.table)
-    print(f"\nwrote {report.out}/summary.json and per-episode plots/videos ({report.wall_s:.0f} s)")
+    print(f"\nwrote {report.out}: {', '.join(_written(report.out, report.episodes))} "
+          f"({report.wall_s:.0f} s)")  # fmt: skip
     return 0
+
+
+def _written(out: Path, episodes: list[dict]) -> list[str]:
+    """What the rollout actually wrote, for the closing line."""
+    parts = ["summary.json"]
+    if (out / "metrics.csv").exists():
+        parts.append("metrics.csv")
+    if (out / "tensorboard").is_dir():
+        parts.append("tensorboard/")
+    plots = sum(1 for e in episodes if e.get("plot"))
+    videos = sum(1 for e in episodes if e.get("video"))
+    parts.append(f"{plots} plot{'s' * (plots != 1)}")
+    if videos:
+        parts.append(f"{videos} video{'s' * (videos != 1)}")
+    return parts
+
+
+def _finished_episodes(out: Path) -> int:
+    try:
+        return len(json.loads((out / "summary.json").read_text())["episodes"])
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
+def _add_tasks(sub: argparse._SubParsersAction) -> None:
+    ts = sub.add_parser("tasks", help="list the tasks of a LIBERO suite")
+    ts.add_argument("suite", help="libero_10 | libero_spatial | libero_object | libero_goal | ...")
 
 
 def _tasks(args: argparse.Namespace) -> int:
@@ -85,14 +146,32 @@ def _tasks(args: argparse.Namespace) -> int:
     return 0
 
 
+#: name -> (add the subparser, run it). A new subcommand adds one entry and its two functions.
+COMMANDS: dict[
+    str,
+    tuple[Callable[[argparse._SubParsersAction], None], Callable[[argparse.Namespace], int]],
+] = {
+    "rollout": (_add_rollout, _rollout),
+    "tasks": (_add_tasks, _tasks),
+}
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="evolve-envs", description="LIBERO environments with reward-model shaping."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add, _run in COMMANDS.values():
+        add(sub)
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Console-script entry point; returns the exit code."""
     args = _build_parser().parse_args(argv)
     try:
-        if args.command == "rollout":
-            return _rollout(args)
-        return _tasks(args)
-    except (ValueError, FileNotFoundError) as exc:  # config and input errors: no traceback
+        return COMMANDS[args.command][1](args)
+    except (ValueError, FileNotFoundError, ImportError) as exc:  # input errors: no traceback
         print(f"evolve-envs {args.command}: error: {exc}", file=sys.stderr)
         return 2
 

@@ -1,61 +1,93 @@
 """The main job: roll out episodes through the full wrapper stack and write a report.
 
 For each episode it records the agentview frames and the per-step progress/reward the wrappers
-put in ``info``, then writes into ``out``:
+put in ``info``, and writes into ``out`` *as each episode finishes* (an interrupted job keeps
+every finished episode):
 
-* ``summary.json`` — per episode: steps, env success, final progress, reward sum, reward-model
-  calls, errors, fallbacks, latency percentiles, done-by-progress; plus the config used;
+* ``summary.json`` — the effective configuration (suite, resolved task id and description, the
+  episode limit actually used, policy, ...), then per episode: steps, env success, final
+  progress, reward sum, reward-model calls, errors, fallbacks, latency percentiles,
+  done-by-progress; ``"complete": false`` until the job ends (``"interrupted": true`` after
+  Ctrl-C);
+* ``metrics.csv`` and ``tensorboard/`` — one row / one scalar step per episode (W&B too with
+  ``wandb_project``), see :mod:`evolve_envs.episode_log`;
 * ``progress_<ep>.png`` — progress and reward vs step, check steps and the done threshold marked;
-* ``episode_<ep>.mp4`` — the agentview frames with progress overlaid;
+* ``episode_<ep>.mp4`` — the agentview frames with progress overlaid (every ``video_every``-th
+  episode, none with ``video=False``);
 * a short plain-text table (returned, and printed by the CLI).
 
+``config`` takes file paths or the names of shipped configs (``"libero_10"``, ``"fast_dev"``).
 With ``reward_model.endpoint: embedded`` the job starts the reward service itself (the config's
 ``embedded_backend``: ``mock`` with the *change* rule in the shipped configs) on a free loopback
 port, shares it between all envs, and stops it at the end.
+
+``policy`` is ``"random"``, ``"zero"`` (gripper open), ``"module:function"`` or a callable; a
+callable gets one env's observation dict and returns that env's action.
 
 Example::
 
     from evolve_envs.rollout import RolloutOptions, run_rollout
 
-    report = run_rollout(RolloutOptions(config="configs/libero_10.yaml", episodes=1,
-                                        out="runs/demo"))
+    report = run_rollout(RolloutOptions(config="libero_10", episodes=1, out="runs/demo"))
     print(report.table)
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import math
+import os
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from evolve_envs.config import RewardModelConfig, load_config
+from evolve_envs.config import RewardModelConfig, StackConfig, load_config
+from evolve_envs.episode_log import EpisodeLog
 from evolve_envs.factory import make_env
 
-Policy = Literal["random", "zero"]
+PolicyFn = Callable[[Any], Any]
+"""A policy: one env's observation (a dict of arrays) -> that env's action."""
+
+BUILTIN_POLICIES = ("random", "zero")
 
 
 @dataclass
 class RolloutOptions:
-    """What to roll out. ``max_steps`` overrides the suite's episode limit."""
+    """What to roll out.
 
-    config: str | Path | dict[str, Any] | list[Any] = "configs/libero_10.yaml"
-    task_id: int | None = None
+    ``task_id`` is an index, a task name or its instruction (as for ``gym.make``);
+    ``max_steps`` overrides the suite's episode limit; ``policy`` is ``"random"``, ``"zero"``,
+    ``"module:function"`` or a callable (observation -> action); videos are written for every
+    ``video_every``-th episode. ``tensorboard`` writes TensorBoard events when the package is
+    installed; ``wandb_project`` logs to W&B.
+
+    Example:
+        >>> opts = RolloutOptions(config=["libero_goal", "short_precise"], task_id=7, max_steps=80)
+        >>> opts.episodes, opts.policy
+        (1, 'random')
+    """
+
+    config: str | Path | dict[str, Any] | list[Any] = "libero_10"
+    task_id: int | str | None = None
     episodes: int = 1
     num_envs: int = 1
-    policy: Policy = "random"
+    policy: str | PolicyFn = "random"
     out: str | Path = "runs/rollout"
     seed: int = 0
     max_steps: int | None = None
     video: bool = True
+    video_every: int = 1
     progress_bar: bool = True
+    tensorboard: bool = True
+    wandb_project: str | None = None
 
 
 @dataclass
@@ -71,6 +103,7 @@ class EpisodeRecord:
     check_steps: list[int] = field(default_factory=list)
     latencies_s: list[float] = field(default_factory=list)
     frames: list[np.ndarray] = field(default_factory=list)
+    video: bool = True
     env_success: bool = False
     terminated: bool = False
     truncated: bool = False
@@ -108,54 +141,247 @@ class RolloutReport:
     episodes: list[dict[str, Any]]
     table: str
     wall_s: float
+    effective: dict[str, Any] = field(default_factory=dict)
+    interrupted: bool = False
+
+
+def check_options(opts: RolloutOptions) -> None:
+    """Reject options that cannot run, before anything is written (``ValueError``)."""
+    for name in ("episodes", "num_envs", "video_every"):
+        value = getattr(opts, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    steps = opts.max_steps
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+        raise ValueError(f"max_steps must be an int >= 1 (the episode limit), got {steps!r}")
+
+
+def resolve_policy(policy: str | PolicyFn) -> str | PolicyFn:
+    """A built-in policy name, or the callable that ``policy`` (``"module:function"``) names.
+
+    Example:
+        >>> resolve_policy("numpy:zeros_like") is __import__("numpy").zeros_like
+        True
+    """
+    if callable(policy):
+        return policy
+    if not isinstance(policy, str):
+        raise ValueError(f"policy must be a name, 'module:function' or a callable, got {policy!r}")
+    if policy in BUILTIN_POLICIES:
+        return policy
+    module_name, sep, attr = policy.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"policy must be 'random', 'zero' or 'module:function', got {policy!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"policy {policy!r}: cannot import {module_name!r}: {exc}") from None
+    target: Any = module
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise ValueError(f"policy {policy!r}: {module_name!r} has no attribute {attr!r}")
+        target = getattr(target, part)
+    if not callable(target):
+        raise ValueError(f"policy {policy!r}: {attr!r} is not callable")
+    return target
 
 
 def run_rollout(opts: RolloutOptions) -> RolloutReport:
-    """Run the job described by ``opts``; return the report (files are written to ``opts.out``)."""
-    if opts.episodes < 1 or opts.num_envs < 1:
-        raise ValueError("episodes and num_envs must be >= 1")
-    if opts.policy not in ("random", "zero"):
-        raise ValueError(f"policy must be 'random' or 'zero', got {opts.policy!r}")
+    """Run the job described by ``opts``; files are written to ``opts.out`` per episode.
+
+    Raises ``ValueError`` (bad options), :class:`~evolve_envs.config.ConfigError` (bad config)
+    before creating ``opts.out``. ``KeyboardInterrupt`` propagates after the finished episodes
+    are saved (``summary.json`` then says ``"interrupted": true``).
+    """
+    check_options(opts)
+    policy = resolve_policy(opts.policy)
+    sources = list(opts.config) if isinstance(opts.config, list | tuple) else [opts.config]
+    env_kwargs: dict[str, Any] = {}
+    if opts.task_id is not None:
+        env_kwargs["task_id"] = opts.task_id
+    if opts.max_steps is not None:
+        env_kwargs["max_episode_steps"] = opts.max_steps
+    cfg = load_config(*sources, overrides={"env": env_kwargs} if env_kwargs else None)
+    rm = cfg.reward_model
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
-    sources = list(opts.config) if isinstance(opts.config, list | tuple) else [opts.config]
-    cfg = load_config(*sources)
-    rm = cfg.reward_model
     started = time.monotonic()
-    with _reward_endpoint(rm) as url:
-        overrides: dict[str, Any] = {}
-        if url is not None:
-            overrides["reward_model"] = {"endpoint": url}
-        env_kwargs: dict[str, Any] = {}
-        if opts.task_id is not None:
-            env_kwargs["task_id"] = opts.task_id
-        if opts.max_steps is not None:
-            env_kwargs["max_episode_steps"] = opts.max_steps
-        env = _make_vector_env(opts.config, overrides, env_kwargs, opts.num_envs)
-        try:
-            records = _collect(env, opts)
-        finally:
-            env.close()
-    threshold = 100.0 * rm.done_threshold if rm.enable else None
-    episodes = []
-    for rec in records:
+    report = _Report(out, opts, cfg)
+    try:
+        with _reward_endpoint(rm) as url:
+            overrides: dict[str, Any] = {}
+            if url is not None:  # one local service: the URL is not expanded to service_num ports
+                overrides["reward_model"] = {"endpoint": url, "service_num": None}
+            env = _make_vector_env(sources, overrides, env_kwargs, opts.num_envs)
+            try:
+                _collect(env, opts, policy, report)
+            finally:
+                env.close()
+    except KeyboardInterrupt:
+        report.finish(time.monotonic() - started, interrupted=True)
+        raise
+    except BaseException:
+        report.finish(time.monotonic() - started, interrupted=False, complete=False)
+        raise
+    return report.finish(time.monotonic() - started)
+
+
+class _Report:
+    """Writes the report files as episodes finish (see the module docstring)."""
+
+    def __init__(self, out: Path, opts: RolloutOptions, cfg: StackConfig) -> None:
+        self.out = out
+        self.opts = opts
+        self.cfg = cfg
+        rm = cfg.reward_model
+        self.threshold = 100.0 * rm.done_threshold if rm.enable else None
+        self.effective: dict[str, Any] = {}
+        self.episodes: list[dict[str, Any]] = []
+        self.interactive = opts.progress_bar and sys.stderr.isatty()
+        with contextlib.suppress(FileNotFoundError):  # rows are appended: start a fresh file
+            (out / "metrics.csv").unlink()
+        self.log = EpisodeLog(
+            out,
+            tensorboard=opts.tensorboard,
+            wandb_project=opts.wandb_project,
+            run_config={"config": cfg.model_dump(mode="json"), "options": self._options()},
+        )
+        self._write_summary(wall_s=None, complete=False, interrupted=False)
+
+    def _options(self) -> dict[str, Any]:
+        opts = asdict(self.opts)
+        if callable(self.opts.policy):
+            opts["policy"] = _callable_name(self.opts.policy)
+        return {k: str(v) if isinstance(v, Path) else v for k, v in opts.items()}
+
+    def start(self, env: gym.vector.VectorEnv, infos: dict[str, Any]) -> None:
+        """Record what the built env actually runs (after the first reset)."""
+        rm = self.cfg.reward_model
+        env_cfg = self.cfg.env
+        limit = _item(infos, "max_episode_steps", 0)
+        if limit is None:
+            limit = _first_attr(env, "_max_episode_steps")
+        full = env_cfg.get("max_episode_steps")
+        if full is None:
+            from evolve_envs.libero import default_max_episode_steps
+
+            with contextlib.suppress(ValueError):
+                full = default_max_episode_steps(env_cfg.get("suite", "libero_10"))
+        policy = self.opts.policy
+        self.effective = {
+            "suite": env_cfg.get("suite", "libero_10"),
+            "task_id": _first_attr(env, "task_id"),
+            "task_description": _item(infos, "task_description", 0),
+            "max_episode_steps": limit,
+            "progressive_max_step": rm.progressive_max_step,
+            "policy": _callable_name(policy) if callable(policy) else policy,
+            "seed": self.opts.seed,
+            "episodes": self.opts.episodes,
+            "num_envs": self.opts.num_envs,
+            "video_every": self.opts.video_every if self.opts.video else None,
+            "reward_model": (
+                f"embedded {rm.embedded_backend} service {dict(rm.embedded_backend_kwargs)}"
+                if rm.enable and rm.embedded
+                else (rm.endpoint if rm.enable else None)
+            ),
+        }
+        if rm.progressive_max_step and limit is not None and full is not None and limit < full:
+            note = (
+                f"progressive_max_step is on: episodes stop at {limit} steps in the first stage "
+                f"of the progressive horizon, not {full}; set reward_model.progressive_max_step: "
+                f"false (or USE_PROGRESSIVE_MAX_STEP=0) for full-length episodes"
+            )
+            self.effective["horizon_note"] = note
+            print(f"evolve-envs rollout: note: {note}", file=sys.stderr, flush=True)
+        self._write_summary(wall_s=None, complete=False, interrupted=False)
+
+    def records_video(self, index: int) -> bool:
+        return self.opts.video and index % self.opts.video_every == 0
+
+    def add(self, rec: EpisodeRecord) -> None:
+        """Write one finished episode's files and refresh ``summary.json``."""
         row = rec.to_json()
-        if opts.video and rec.frames:
-            row["video"] = _write_video(out / f"episode_{rec.index}.mp4", rec, threshold)
-        row["plot"] = _write_plot(out / f"progress_{rec.index}.png", rec, threshold)
-        episodes.append(row)
-    wall = time.monotonic() - started
-    summary = {
-        "config": cfg.model_dump(mode="json"),
-        "options": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(opts).items()},
-        "reward_model_endpoint": (
-            f"embedded {rm.embedded_backend} service" if rm.enable and rm.embedded else None
-        ),
-        "wall_s": wall,
-        "episodes": episodes,
+        if rec.frames:
+            row["video"] = _write_video(self.out / f"episode_{rec.index}.mp4", rec, self.threshold)
+        row["plot"] = _write_plot(self.out / f"progress_{rec.index}.png", rec, self.threshold)
+        rec.frames = []  # free the frames: the video is written
+        self.episodes.append(row)
+        self.log.add(rec.index, _metrics(row))
+        self._write_summary(wall_s=None, complete=False, interrupted=False)
+        if self.opts.progress_bar and not self.interactive:
+            prog = row["final_progress"]
+            shown = "-" if prog is None or math.isnan(prog) else f"{prog:.1f}"
+            print(
+                f"episode {rec.index}: {row['steps']} steps, success "
+                f"{'yes' if row['env_success'] else 'no'}, progress {shown}, reward "
+                f"{row['reward_sum']:.3f} ({len(self.episodes)}/{self.opts.episodes})",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def finish(
+        self, wall_s: float, *, interrupted: bool = False, complete: bool | None = None
+    ) -> RolloutReport:
+        done = not interrupted if complete is None else complete
+        self._write_summary(wall_s=wall_s, complete=done, interrupted=interrupted)
+        self.log.close()
+        episodes = sorted(self.episodes, key=lambda e: e["episode"])
+        return RolloutReport(
+            out=self.out,
+            episodes=episodes,
+            table=format_table(episodes),
+            wall_s=wall_s,
+            effective=self.effective,
+            interrupted=interrupted,
+        )
+
+    def _write_summary(self, *, wall_s: float | None, complete: bool, interrupted: bool) -> None:
+        summary = {
+            "effective": self.effective,
+            "config": self.cfg.model_dump(mode="json"),
+            "options": self._options(),
+            "complete": complete,
+            "interrupted": interrupted,
+            "wall_s": wall_s,
+            "episodes": sorted(self.episodes, key=lambda e: e["episode"]),
+        }
+        path = self.out / "summary.json"
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
+        os.replace(tmp, path)
+
+
+def _callable_name(fn: Any) -> str:
+    return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def _first_attr(env: gym.vector.VectorEnv, name: str) -> Any:
+    """``name`` of the first sub-env (through its wrappers), or None if it has none."""
+    try:
+        value = env.get_attr(name)[0]
+    except Exception:  # noqa: BLE001 - attributes are optional
+        return None
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _metrics(row: dict[str, Any]) -> dict[str, Any]:
+    """The flat numbers of one episode row (for CSV / TensorBoard / W&B)."""
+    lat = row["latency_s"]
+    return {
+        "steps": row["steps"],
+        "env_success": int(row["env_success"]),
+        "final_progress": row["final_progress"],
+        "max_progress": row["max_progress"],
+        "reward_sum": row["reward_sum"],
+        "reward_model_calls": row["reward_model_calls"],
+        "reward_model_errors": row["reward_model_errors"],
+        "reward_model_fallbacks": row["reward_model_fallbacks"],
+        "done_by_progress": int(row["done_by_progress"]),
+        "terminated": int(row["terminated"]),
+        "truncated": int(row["truncated"]),
+        "latency_p50_s": lat["p50"],
+        "latency_max_s": lat["max"],
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
-    return RolloutReport(out=out, episodes=episodes, table=format_table(episodes), wall_s=wall)
 
 
 @contextlib.contextmanager
@@ -181,57 +407,64 @@ def _make_vector_env(
     return gym.vector.AsyncVectorEnv([thunk] * num_envs, context="spawn")
 
 
-def _collect(env: gym.vector.VectorEnv, opts: RolloutOptions) -> list[EpisodeRecord]:
+def _collect(
+    env: gym.vector.VectorEnv, opts: RolloutOptions, policy: str | PolicyFn, report: _Report
+) -> None:
     from tqdm.auto import tqdm
 
     n = env.num_envs
     rng = np.random.default_rng(opts.seed)
     obs, infos = env.reset(seed=opts.seed)
+    report.start(env, infos)
     started = 0
     current: list[EpisodeRecord | None] = [None] * n
     for i in range(n):
         if started < opts.episodes:
-            current[i] = _start(started, i, obs, infos)
+            current[i] = _start(started, i, obs, infos, report.records_video(started))
             started += 1
-    done: list[EpisodeRecord] = []
-    ep_bar = tqdm(total=opts.episodes, desc="episodes", disable=not opts.progress_bar, position=0)
-    step_bar = tqdm(desc="steps", unit="step", disable=not opts.progress_bar, position=1)
+    finished = 0
+    quiet = not report.interactive  # tqdm only on a terminal: no line per step in logs
+    ep_bar = tqdm(total=opts.episodes, desc="episodes", disable=quiet, position=0)
+    step_bar = tqdm(desc="steps", unit="step", disable=quiet, position=1)
     fresh = np.zeros(n, dtype=bool)  # next step() of that env is an autoreset
     with ep_bar, step_bar:
-        while len(done) < opts.episodes:
-            actions = _actions(opts.policy, env.single_action_space, n, rng)
+        while finished < opts.episodes:
+            actions = _actions(policy, env.single_action_space, obs, n, rng)
             obs, rewards, terms, truncs, infos = env.step(actions)
             step_bar.update(int((~fresh).sum()))
             for i in range(n):
                 if fresh[i]:  # this step was the autoreset: a new episode starts here
                     fresh[i] = False
                     if started < opts.episodes:
-                        current[i] = _start(started, i, obs, infos)
+                        current[i] = _start(started, i, obs, infos, report.records_video(started))
                         started += 1
                     continue
                 rec = current[i]
                 if rec is None:
                     continue
-                _record_step(rec, i, obs, float(rewards[i]), infos, opts.video)
+                _record_step(rec, i, obs, float(rewards[i]), infos)
                 if terms[i] or truncs[i]:
                     rec.terminated, rec.truncated = bool(terms[i]), bool(truncs[i])
                     rec.summary = dict(_item(infos, "episode_reward_model", i) or {})
-                    done.append(rec)
                     current[i] = None
                     fresh[i] = True
+                    report.add(rec)
+                    finished += 1
                     ep_bar.update(1)
-    return sorted(done, key=lambda r: r.index)[: opts.episodes]
 
 
-def _start(index: int, env_index: int, obs: Any, infos: dict[str, Any]) -> EpisodeRecord:
-    rec = EpisodeRecord(index=index, env_index=env_index)
+def _start(
+    index: int, env_index: int, obs: Any, infos: dict[str, Any], video: bool
+) -> EpisodeRecord:
+    rec = EpisodeRecord(index=index, env_index=env_index, video=video)
     rec.task_description = str(_item(infos, "task_description", env_index) or "")
-    rec.frames.append(np.asarray(obs["agentview_image"][env_index]).copy())
+    if video:
+        rec.frames.append(np.asarray(obs["agentview_image"][env_index]).copy())
     return rec
 
 
 def _record_step(
-    rec: EpisodeRecord, i: int, obs: Any, reward: float, infos: dict[str, Any], video: bool
+    rec: EpisodeRecord, i: int, obs: Any, reward: float, infos: dict[str, Any]
 ) -> None:
     rec.steps += 1
     rec.rewards.append(reward)
@@ -243,7 +476,7 @@ def _record_step(
         if latency is not None:
             rec.latencies_s.append(float(latency))
     rec.env_success = bool(_item(infos, "is_success", i) or rec.env_success)
-    if video:
+    if rec.video:
         rec.frames.append(np.asarray(obs["agentview_image"][i]).copy())
 
 
@@ -261,12 +494,27 @@ def _item(infos: dict[str, Any], key: str, i: int) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
-def _actions(policy: Policy, space: gym.spaces.Box, n: int, rng: np.random.Generator) -> np.ndarray:
+def _actions(
+    policy: str | PolicyFn, space: gym.spaces.Box, obs: Any, n: int, rng: np.random.Generator
+) -> np.ndarray:
     if policy == "zero":
         act = np.zeros((n, *space.shape), dtype=space.dtype)
         act[:, -1] = -1.0  # keep the gripper open
         return act
-    return rng.uniform(space.low, space.high, size=(n, *space.shape)).astype(space.dtype)
+    if policy == "random":
+        return rng.uniform(space.low, space.high, size=(n, *space.shape)).astype(space.dtype)
+    assert callable(policy)
+    out = np.empty((n, *space.shape), dtype=space.dtype)
+    for i in range(n):
+        one = {k: v[i] for k, v in obs.items()} if isinstance(obs, dict) else obs[i]
+        action = np.asarray(policy(one), dtype=space.dtype)
+        if action.shape != space.shape:
+            raise ValueError(
+                f"policy {_callable_name(policy)} returned an action of shape {action.shape}, "
+                f"expected {space.shape}"
+            )
+        out[i] = action
+    return out
 
 
 def _percentiles(values: np.ndarray) -> dict[str, float | None]:

@@ -1,0 +1,125 @@
+"""Per-episode metrics of a rollout, appended as each episode finishes: CSV, TensorBoard, W&B.
+
+:class:`EpisodeLog` takes one flat row of numbers per finished episode and writes it to
+
+* ``metrics.csv`` (always; the header is fixed by the first row, later rows fill missing
+  columns with blanks),
+* TensorBoard event files under ``tensorboard/`` (when the ``tensorboard`` package is
+  installed and ``tensorboard=True``), one scalar series per column, the episode index as step,
+* a Weights & Biases run (only when a ``wandb_project`` is given; W&B must then be installed).
+
+Every write is flushed, so an interrupted job keeps the rows of the episodes that finished.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> out = pathlib.Path(tempfile.mkdtemp())
+    >>> with EpisodeLog(out, tensorboard=False) as log:
+    ...     log.add(0, {"steps": 80, "final_progress": 12.5})
+    >>> (out / "metrics.csv").read_text().splitlines()
+    ['episode,steps,final_progress', '0,80,12.5']
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+__all__ = ["EpisodeLog", "tensorboard_available"]
+
+
+def tensorboard_available() -> bool:
+    """Whether the ``tensorboard`` package (its framework-free summary writer) is installed."""
+    return importlib.util.find_spec("tensorboard") is not None
+
+
+class EpisodeLog:
+    """Append per-episode metric rows to CSV, TensorBoard and (optionally) W&B.
+
+    Args:
+        out: folder for ``metrics.csv`` and ``tensorboard/``.
+        tensorboard: write TensorBoard events too (skipped when the package is missing).
+        wandb_project: log to this W&B project (raises ``ImportError`` if W&B is unusable).
+        run_config: recorded as the W&B run's config.
+    """
+
+    def __init__(
+        self,
+        out: str | Path,
+        *,
+        tensorboard: bool = True,
+        wandb_project: str | None = None,
+        run_config: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.out = Path(out)
+        self.csv_path = self.out / "metrics.csv"
+        self._columns: list[str] | None = None
+        self._tb: Any = None
+        self._wandb: Any = None
+        if tensorboard and tensorboard_available():
+            from tensorboard.summary import Writer
+
+            self._tb = Writer(str(self.out / "tensorboard"))
+        if wandb_project:
+            try:
+                import wandb
+            except Exception as exc:  # noqa: BLE001 - a broken install fails like a missing one
+                raise ImportError(
+                    f"wandb_project={wandb_project!r} needs Weights & Biases: pip install wandb "
+                    f"({type(exc).__name__}: {exc})"
+                ) from exc
+            self._wandb = wandb.init(
+                project=wandb_project, dir=str(self.out), config=dict(run_config or {})
+            )
+
+    @property
+    def tensorboard_dir(self) -> Path | None:
+        """Where TensorBoard events go, or None when not written."""
+        return self.out / "tensorboard" if self._tb is not None else None
+
+    def add(self, episode: int, metrics: Mapping[str, float | int | bool | None]) -> None:
+        """Record one finished episode's metrics (None and NaN are left blank / skipped)."""
+        row = {"episode": episode, **metrics}
+        new = self._columns is None
+        if self._columns is None:
+            self._columns = list(row)
+        with self.csv_path.open("a", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, self._columns, extrasaction="ignore", restval="")
+            if new:
+                writer.writeheader()
+            writer.writerow({k: "" if v is None else v for k, v in row.items()})
+        numeric = {
+            k: float(v)
+            for k, v in metrics.items()
+            if isinstance(v, int | float | bool) and v is not None and not math.isnan(float(v))
+        }
+        if self._tb is not None:
+            for key, value in numeric.items():
+                self._tb.add_scalar(f"episode/{key}", value, step=episode)
+            self._tb.flush()
+        if self._wandb is not None:
+            self._wandb.log({f"episode/{k}": v for k, v in numeric.items()}, step=episode)
+
+    def close(self) -> None:
+        """Flush and close the TensorBoard writer and finish the W&B run."""
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
+        if self._wandb is not None:
+            self._wandb.finish()
+            self._wandb = None
+
+    def __enter__(self) -> EpisodeLog:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
