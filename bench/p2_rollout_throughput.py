@@ -3,10 +3,10 @@
 Env: :class:`_common.BenchEnv` (textured 256x256 frames, 20 ms step), episodes of ``--steps``
 (default 300) steps ended by the time limit. Reward model: an embedded mock service (intensity
 rule) whose backend sleeps ``--latency-ms`` (default 500) per batch, like a GPU model; pairwise
-milestone critic with the seed's schedule (start 64, every 16, milestones 64). Configurations:
+milestone critic with the shipped configs' schedule (start 64, every 16, milestones 64). Configurations:
 
 * ``off``: ``reward_model.enable: false``;
-* ``sync``: ``calls: sync``, the seed's blocking behaviour (a check blocks the step);
+* ``sync``: ``calls: sync``, the blocking behaviour (a check blocks the step);
 * ``async lag16`` / ``async lag32``: ``calls: async`` with ``max_lag_steps`` 16 (the shipped
   default) / 32: the answer is applied when it is back, and waited for at the latest that many
   steps after the request; the episode end waits for every outstanding answer.

@@ -13,7 +13,7 @@ A stack config is a mapping (usually a YAML file under ``configs/``) with two bl
 
 Sources are layered left to right (a suite YAML, then presets such as
 ``configs/presets/long_horizon.yaml``): mappings merge key by key, everything else replaces.
-Then the seed's environment variables override the files, and explicit overrides (the
+Then the environment variables (docs/PROTOCOLS.md) override the files, and explicit overrides (the
 ``reward_model=`` / ``env`` keywords of :func:`evolve_envs.factory.make_env`) override everything.
 
 =========================  =====================================================
@@ -137,7 +137,8 @@ class ProgressiveScheduleConfig(BaseModel):
 
 
 class RewardModelConfig(BaseModel):
-    """The ``reward_model:`` block. Keys follow RLinf / the seed where they exist (DESIGN §5).
+    """The ``reward_model:`` block. Keys follow RLinf / VLAC's tooling where they exist (docs/PROGRESS.md,
+    docs/PRESETS.md).
 
     Reward mode for ``kind: progress``: ``dense_reward`` → dense; else ``binary_reward`` →
     binary; else sparse. ``endpoint: embedded`` starts a local reward service (the
@@ -297,7 +298,7 @@ def _parse_env_value(name: str, key: str, kind: type, text: str) -> Any:
 
 
 def env_overrides(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The ``reward_model`` keys set by the seed's environment variables (see module docstring)."""
+    """The ``reward_model`` keys set by the environment variables (see module docstring)."""
     env = os.environ if environ is None else environ
     out: dict[str, Any] = {}
     for name, (key, kind) in ENV_OVERRIDES.items():

@@ -1,4 +1,4 @@
-"""ProgressClient: the VLAC-compatible progress protocol (DESIGN §4.1).
+"""ProgressClient: the VLAC-compatible progress protocol (docs/PROTOCOLS.md §1).
 
 Routes: ``GET /capabilities``, ``POST /pairwise-critic``, ``POST /trajectory-critic``,
 ``POST /done``. Frames are numpy uint8 HxWx3 (or HxW) images, sent as base64 JPEG (quality

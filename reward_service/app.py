@@ -1,6 +1,6 @@
 """The reward service's FastAPI application: `create_app(backend, ...)`.
 
-Routes (DESIGN §4):
+Routes (docs/PROTOCOLS.md):
 
 * progress (VLAC-compatible): `POST /trajectory-critic`, `POST /pairwise-critic`, `POST /done`,
   `GET /capabilities`, `POST /healthcheck`, `GET /health`;

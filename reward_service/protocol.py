@@ -1,6 +1,6 @@
 """Wire format shared by the reward service and its clients.
 
-Pydantic models for every request and response of the three protocols (DESIGN §4) and a
+Pydantic models for every request and response of the three protocols (docs/PROTOCOLS.md) and a
 restricted pickle codec for the pickle-scorer protocol. This module imports only the standard
 library and pydantic, so clients can import it without pulling in FastAPI or a model.
 

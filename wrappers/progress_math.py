@@ -1,7 +1,7 @@
 """Pure progress arithmetic: critic accumulation, the check schedule, thresholds.
 
 Everything here is a plain function of numbers (no I/O, no state), so the progress wrappers and
-trainer integrations share one definition of the EVOLVE-VLA / VLAC math (DESIGN §3):
+trainer integrations share one definition of the EVOLVE-VLA / VLAC math (docs/PROGRESS.md):
 
 * A *critic* ``c ∈ [-100, 100]`` says how much closer a later frame is to completion than an
   earlier one; *progress* ``v ∈ [0, 100]``.

@@ -128,7 +128,7 @@ class ConfigurationError(ValueError):
 class TrackerSettings:
     """Everything a :class:`ProgressTracker` needs to know; validated on construction.
 
-    Defaults are EVOLVE-VLA's / the seed's (start 64, every 16, milestones every 64, done at
+    Defaults are EVOLVE-VLA's (docs/PROGRESS.md: start 64, every 16, milestones every 64, done at
     progress >= 95).
 
     Example::

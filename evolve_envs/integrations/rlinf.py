@@ -585,7 +585,7 @@ def build_progress_stack(
     """Validate a ``reward_model`` block and build one tracker per sub-env.
 
     The block is validated by :func:`evolve_envs.config.load_config` (unknown keys and wrong
-    types are errors naming the key; the seed's ``VLAC_*`` environment variables override it).
+    types are errors naming the key; the ``VLAC_*`` environment variables override it).
     One :class:`~reward_clients.progress_client.ProgressClient` on the process-wide
     :class:`~reward_clients.endpoint_pool.EndpointPool` serves all trackers; the service's
     capabilities are asked once and impossible settings are refused here.

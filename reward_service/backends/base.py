@@ -31,7 +31,7 @@ import numpy as np
 from reward_service.protocol import Capabilities
 
 #: Environment variable naming the model directory when neither `--ckpt-path` nor the
-#: `ckpt_path` kwarg does (the seed's name, shared by every model backend).
+#: `ckpt_path` kwarg does (the name VLAC's tooling uses, shared by every model backend).
 CKPT_ENV = "VLAC_CKPT_PATH"
 
 __all__ = [

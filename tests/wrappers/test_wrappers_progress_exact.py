@@ -2,7 +2,7 @@
 
 The synthetic env paints frame ``t`` with progress ``script[t]``; the mock backend's intensity
 rule reads it back exactly and its pairwise critic is ``100·(pb − pa)/(100 − pa)``. The expected
-sequences below are computed from DESIGN §3 by :func:`reference` (written independently of the
+sequences below are computed from docs/PROGRESS.md by :func:`reference` (written independently of the
 wrapper code).
 """
 
@@ -40,7 +40,7 @@ def reference(
     call_every: int = 2,
     milestone_every: int = 4,
 ) -> dict[int, float]:
-    """Progress after each check step, per DESIGN §3 (milestone: the PREVIOUS milestone frame)."""
+    """Progress after each check step, per docs/PROGRESS.md (milestone: the PREVIOUS milestone frame)."""
     out: dict[int, float] = {}
     ms_step, ms_value = 0, 0.0
     prev_step, prev_value = 0, 0.0
