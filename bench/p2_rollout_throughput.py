@@ -3,7 +3,8 @@
 Env: :class:`_common.BenchEnv` (textured 256x256 frames, 20 ms step), episodes of ``--steps``
 (default 300) steps ended by the time limit. Reward model: an embedded mock service (intensity
 rule) whose backend sleeps ``--latency-ms`` (default 500) per batch, like a GPU model; pairwise
-milestone critic with the shipped configs' schedule (start 64, every 16, milestones 64). Configurations:
+milestone critic with the shipped configs' schedule (start 64, every 16, milestones 64).
+Configurations:
 
 * ``off``: ``reward_model.enable: false``;
 * ``sync``: ``calls: sync``, the blocking behaviour (a check blocks the step);

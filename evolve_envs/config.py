@@ -137,8 +137,8 @@ class ProgressiveScheduleConfig(BaseModel):
 
 
 class RewardModelConfig(BaseModel):
-    """The ``reward_model:`` block. Keys follow RLinf / VLAC's tooling where they exist (docs/PROGRESS.md,
-    docs/PRESETS.md).
+    """The ``reward_model:`` block. Keys follow RLinf / VLAC's tooling where they exist
+    (docs/PROGRESS.md, docs/PRESETS.md).
 
     Reward mode for ``kind: progress``: ``dense_reward`` → dense; else ``binary_reward`` →
     binary; else sparse. ``endpoint: embedded`` starts a local reward service (the

@@ -1,4 +1,5 @@
-"""PickleScorerClient: the pickle scorer protocol (deepgen_rl / VeRL-Omni-compatible, docs/PROTOCOLS.md §3).
+"""PickleScorerClient: the pickle scorer protocol (deepgen_rl / VeRL-Omni-compatible;
+docs/PROTOCOLS.md §3).
 
 Request body: ``pickle({"images": [JPEG bytes], "prompts": [str], "metadata": {}})``, one prompt
 per image; answer: ``pickle({"scores": [float]})`` or ``pickle({"error": str})`` with HTTP 500.

@@ -1,4 +1,5 @@
-"""VideoScoreClient: the episode video score protocol (RLinf-RLAIF-compatible, docs/PROTOCOLS.md §2).
+"""VideoScoreClient: the episode video score protocol (RLinf-RLAIF-compatible;
+docs/PROTOCOLS.md §2).
 
 ``score(task_text, frames)`` samples ``nframes`` frames uniformly from the episode (all of them
 if there are fewer), writes them as an MP4 at ``video_fps`` with imageio/ffmpeg and sends

@@ -2,8 +2,8 @@
 
 The synthetic env paints frame ``t`` with progress ``script[t]``; the mock backend's intensity
 rule reads it back exactly and its pairwise critic is ``100·(pb − pa)/(100 − pa)``. The expected
-sequences below are computed from docs/PROGRESS.md by :func:`reference` (written independently of the
-wrapper code).
+sequences below are computed from docs/PROGRESS.md by :func:`reference` (written independently
+of the wrapper code).
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ def reference(
     call_every: int = 2,
     milestone_every: int = 4,
 ) -> dict[int, float]:
-    """Progress after each check step, per docs/PROGRESS.md (milestone: the PREVIOUS milestone frame)."""
+    """Progress after each check step, per docs/PROGRESS.md (milestone: the PREVIOUS milestone
+    frame)."""
     out: dict[int, float] = {}
     ms_step, ms_value = 0, 0.0
     prev_step, prev_value = 0, 0.0
