@@ -132,3 +132,13 @@ def test_episode_log_writes_csv_and_tensorboard(tmp_path: Path) -> None:
     assert {"episode/steps", "episode/final_progress"} <= set(series)
     events = acc.Tensors("episode/steps") if "episode/steps" in tags["tensors"] else []
     assert [(e.step, float(e.tensor_proto.float_val[0])) for e in events] == [(0, 80.0), (1, 40.0)]
+
+
+def test_closing_line_names_only_what_was_written(tmp_path: Path) -> None:
+    from evolve_envs.cli import _written
+
+    (tmp_path / "metrics.csv").write_text("episode\n0\n")
+    no_video = [{"episode": 0, "plot": "progress_0.png"}, {"episode": 1, "plot": "progress_1.png"}]
+    assert _written(tmp_path, no_video) == ["summary.json", "metrics.csv", "2 plots"]
+    one_video = [{"episode": 0, "plot": "progress_0.png", "video": "episode_0.mp4"}]
+    assert _written(tmp_path, one_video)[-1] == "1 video"
