@@ -215,8 +215,13 @@ def run_rollout(opts: RolloutOptions) -> RolloutReport:
             env = _make_vector_env(sources, overrides, env_kwargs, opts.num_envs)
             try:
                 _collect(env, opts, policy, report)
-            finally:
-                env.close()
+            except BaseException:
+                # Ctrl-C may have reached the workers too: a failing close must not replace
+                # the interrupt (or the error) the caller has to see.
+                with contextlib.suppress(Exception):
+                    env.close()
+                raise
+            env.close()
     except KeyboardInterrupt:
         report.finish(time.monotonic() - started, interrupted=True)
         raise
