@@ -10,7 +10,7 @@ from evolve_envs.factory import make_env
 
 def test_env_variable_error_names_the_variable() -> None:
     with pytest.raises(ConfigError) as err:
-        load_config("libero_10", environ={"VLAC_DONE_THRESHOLD": "95"})
+        load_config({"reward_model": {"enable": True}}, environ={"VLAC_DONE_THRESHOLD": "95"})
     msg = str(err.value)
     assert msg.startswith("reward_model.done_threshold:")
     assert "VLAC_DONE_THRESHOLD='95'" in msg
