@@ -29,7 +29,19 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-__all__ = ["EpisodeLog", "tensorboard_available"]
+__all__ = ["EpisodeLog", "import_wandb", "tensorboard_available"]
+
+
+def import_wandb(project: str) -> Any:
+    """The ``wandb`` module, or ``ImportError`` saying that ``project`` needs it installed."""
+    try:
+        import wandb
+    except Exception as exc:  # noqa: BLE001 - a broken install fails like a missing one
+        raise ImportError(
+            f"logging to the W&B project {project!r} needs Weights & Biases: pip install wandb "
+            f"({type(exc).__name__}: {exc})"
+        ) from exc
+    return wandb
 
 
 def tensorboard_available() -> bool:
@@ -65,13 +77,7 @@ class EpisodeLog:
 
             self._tb = Writer(str(self.out / "tensorboard"))
         if wandb_project:
-            try:
-                import wandb
-            except Exception as exc:  # noqa: BLE001 - a broken install fails like a missing one
-                raise ImportError(
-                    f"wandb_project={wandb_project!r} needs Weights & Biases: pip install wandb "
-                    f"({type(exc).__name__}: {exc})"
-                ) from exc
+            wandb = import_wandb(wandb_project)
             self._wandb = wandb.init(
                 project=wandb_project, dir=str(self.out), config=dict(run_config or {})
             )

@@ -50,7 +50,7 @@ import gymnasium as gym
 import numpy as np
 
 from evolve_envs.config import RewardModelConfig, StackConfig, load_config
-from evolve_envs.episode_log import EpisodeLog
+from evolve_envs.episode_log import EpisodeLog, import_wandb
 from evolve_envs.factory import make_env
 
 PolicyFn = Callable[[Any], Any]
@@ -190,11 +190,14 @@ def run_rollout(opts: RolloutOptions) -> RolloutReport:
     """Run the job described by ``opts``; files are written to ``opts.out`` per episode.
 
     Raises ``ValueError`` (bad options), :class:`~evolve_envs.config.ConfigError` (bad config)
-    before creating ``opts.out``. ``KeyboardInterrupt`` propagates after the finished episodes
-    are saved (``summary.json`` then says ``"interrupted": true``).
+    or ``ImportError`` (W&B asked for, not installed) before creating ``opts.out``.
+    ``KeyboardInterrupt`` propagates after the finished episodes are saved (``summary.json``
+    then says ``"interrupted": true``).
     """
     check_options(opts)
     policy = resolve_policy(opts.policy)
+    if opts.wandb_project:
+        import_wandb(opts.wandb_project)  # fail before anything is written
     sources = list(opts.config) if isinstance(opts.config, list | tuple) else [opts.config]
     env_kwargs: dict[str, Any] = {}
     if opts.task_id is not None:

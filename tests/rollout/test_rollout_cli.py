@@ -142,3 +142,20 @@ def test_closing_line_names_only_what_was_written(tmp_path: Path) -> None:
     assert _written(tmp_path, no_video) == ["summary.json", "metrics.csv", "2 plots"]
     one_video = [{"episode": 0, "plot": "progress_0.png", "video": "episode_0.mp4"}]
     assert _written(tmp_path, one_video)[-1] == "1 video"
+
+
+def test_wandb_without_wandb_fails_before_writing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from evolve_envs.episode_log import import_wandb
+
+    try:
+        import_wandb("probe")
+    except ImportError:
+        pass
+    else:
+        pytest.skip("wandb is installed and importable here")
+    out = tmp_path / "never"
+    assert main(["rollout", "--wandb", "my-project", "--out", str(out)]) == 2
+    assert "needs Weights & Biases" in capsys.readouterr().err
+    assert not out.exists()
