@@ -16,11 +16,12 @@ the observation holds:
 Same init state, same scene. LIBERO places its fixtures (cabinets, racks, stoves: bodies without a
 free joint) on every reset with robosuite's placement samplers, which draw from NumPy's global RNG,
 and writes them into the model (``body_pos``), not into the simulator state that
-``set_init_state`` restores. Left alone, the fixtures move with every reset and differ between
-processes. :class:`LiberoEnv` runs each simulator reset under a global RNG seeded from
-(suite, task name, init-state id) and restores the caller's global RNG state afterwards, so the
-rendered scene is a function of the suite, the task and the init state only: not of the reset
-seed, the process, or the resets before it.
+``set_init_state`` restores; and LIBERO re-registers its joint samplers on every model rebuild,
+so each reset draws more numbers than the one before. Left alone, the fixtures move with every
+reset and differ between processes. :class:`LiberoEnv` keeps one set of joint samplers and runs
+each simulator reset under a global RNG seeded from (suite, task name, init-state id), restoring
+the caller's global RNG state afterwards, so the rendered scene is a function of the suite, the
+task and the init state only: not of the reset seed, the process, or the resets before it.
 
 Actions are 7-D OSC_POSE deltas in ``[-1, 1]`` (last = gripper, -1 open). Out-of-range actions are
 clipped to the action space; actions of the wrong shape or with NaN/inf raise ``ValueError``.
@@ -190,8 +191,7 @@ class LiberoEnv(gym.Env):
         super().reset(seed=seed)
         sim_env = self._ensure_sim()
         init_state_id = self._choose_init_state(options)
-        with seeded_global_rng(self.scene_seed(init_state_id)):
-            sim_env.reset()
+        self._reset_sim(init_state_id)
         raw = sim_env.set_init_state(self.init_states[init_state_id])
         for _ in range(self.num_settle_steps):
             raw, _, _, _ = sim_env.step(SETTLE_ACTION)
@@ -286,7 +286,8 @@ class LiberoEnv(gym.Env):
             bddl = os.path.join(
                 get_libero_path("bddl_files"), self._task.problem_folder, self._task.bddl_file
             )
-            with _stdout_to_log():
+            # Building runs a first reset; it draws from the global RNG like any other.
+            with _stdout_to_log(), seeded_global_rng(self.scene_seed(0)):
                 sim_env = OffScreenRenderEnv(
                     bddl_file_name=bddl,
                     camera_names=[CAMERAS[c] for c in self.cameras],
@@ -298,6 +299,24 @@ class LiberoEnv(gym.Env):
             _raise_setup_error(exc)
         _close_at_exit(self)
         return sim_env
+
+    def _reset_sim(self, init_state_id: int) -> None:
+        """LIBERO's (hard) reset with its random draws made a function of the init state.
+
+        Two things keep the fixture placement from repeating: the samplers draw from the global
+        RNG, which is seeded here from :meth:`scene_seed` (and restored afterwards); and LIBERO
+        appends its open/close and on/off joint samplers to ``object_property_initializers`` again
+        on every model rebuild without dropping the old ones, so each reset draws once more per
+        articulated object before placing the fixtures. The list is emptied right before a reset
+        that rebuilds the model, which adds the current samplers back, once.
+        """
+        sim_env = self._ensure_sim()
+        problem = sim_env.env
+        rebuilds = problem.hard_reset and not problem.deterministic_reset
+        if rebuilds and isinstance(getattr(problem, "object_property_initializers", None), list):
+            problem.object_property_initializers.clear()
+        with seeded_global_rng(self.scene_seed(init_state_id)):
+            sim_env.reset()
 
     def _choose_init_state(self, options: dict[str, Any] | None) -> int:
         n = self.num_init_states
