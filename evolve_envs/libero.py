@@ -467,7 +467,9 @@ def _stdout_to_log() -> Iterator[None]:
     """Send what LIBERO ``print``s while loading (``[info] Applying task order …``) to logging.
 
     stdout belongs to the program (``evolve-envs tasks | …``). Lines tagged ``[warning]`` or
-    ``[error]`` are logged at that level, everything else at INFO, on this module's logger.
+    ``[error]`` are logged at that level, everything else at INFO, on this module's logger. Like
+    :func:`contextlib.redirect_stdout` it swaps ``sys.stdout`` for the whole process, so it is used
+    only around loading a suite and building a simulator, not around every reset or step.
     """
     captured = io.StringIO()
     try:
