@@ -500,6 +500,8 @@ def _close_at_exit(env: LiberoEnv) -> None:
 
 
 def _close_open_envs() -> None:
+    if _GL_OWNER_PID != os.getpid():  # a forked child exiting: the contexts are the parent's
+        return
     for env in list(_OPEN_ENVS):
         try:
             env.close()
