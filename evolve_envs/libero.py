@@ -308,7 +308,8 @@ class LiberoEnv(gym.Env):
         appends its open/close and on/off joint samplers to ``object_property_initializers`` again
         on every model rebuild without dropping the old ones, so each reset draws once more per
         articulated object before placing the fixtures. The list is emptied right before a reset
-        that rebuilds the model, which adds the current samplers back, once.
+        that rebuilds the model, which adds the current samplers back, once. (The joint values
+        they draw are overwritten by the init state in any case.)
         """
         sim_env = self._ensure_sim()
         problem = sim_env.env

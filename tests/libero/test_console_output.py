@@ -41,6 +41,7 @@ def test_library_print_is_logged_not_lost() -> None:
     assert "INFO:evolve_envs.libero:[info] Applying task order" in proc.stderr
 
 
+@pytest.mark.slow
 def test_env_left_open_exits_quietly() -> None:
     """No close(): no EGL traceback at exit, no robosuite macro notice; other warnings show."""
     code = (
