@@ -67,3 +67,14 @@ class ProgressEnvWorker(_RLinfEnvWorker):
             env_cfg=env_cfg,
             num_envs_per_stage=num_envs_per_stage,
         )
+
+    def env_stacks(self) -> list[list[str]]:
+        """Class names of each train env's wrapper chain, outermost first (for start-up checks)."""
+        stacks = []
+        for env in self.env_list:
+            names = []
+            while env is not None and len(names) < 16:
+                names.append(type(env).__name__)
+                env = getattr(env, "env", None)
+            stacks.append(names)
+        return stacks

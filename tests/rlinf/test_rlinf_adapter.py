@@ -420,10 +420,12 @@ def test_real_rlinf_env_worker_installs_the_wrapper(mock_service, tmp_path):
     assert isinstance(plain, StandinLiberoEnv)
 
 
-def test_launcher_runs_a_script_with_the_progress_worker(tmp_path, capsys):
+def test_launcher_runs_a_script_with_the_progress_worker(tmp_path, capsys, monkeypatch):
     """``rlinf_launch`` swaps RLinf's EnvWorker name before the script imports it."""
     pytest.importorskip("rlinf.workers.env.env_worker")
     from evolve_envs.integrations import rlinf_launch
+
+    monkeypatch.setattr(rlinf_launch, "_cuda_available", lambda: True)  # a GPU node runs the script
 
     script = tmp_path / "train.py"
     script.write_text(
