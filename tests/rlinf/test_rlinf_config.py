@@ -51,3 +51,31 @@ def test_composed_config_passes_rlinf_validation(composed):
     assert cfg.actor.model.precision == "bf16"
     block = reward_model_block(cfg.env.train)
     assert block is not None and block["endpoint"] == "http://127.0.0.1:8111"
+
+
+def test_rlinf_extra_pins_hold_and_rlinf_training_modules_import():
+    """The ``rlinf`` extra's pins are what is installed, and with them the modules RLinf's
+    embodied launch imports load (with transformers 5 the FSDP model manager fails on
+    ``AutoModelForVision2Seq``)."""
+    pytest.importorskip("rlinf")
+    import configparser
+    import importlib
+    from importlib.metadata import version
+
+    from packaging.requirements import Requirement
+
+    parser = configparser.ConfigParser()
+    parser.read(REPO / "setup.cfg")
+    lines = parser["options.extras_require"]["rlinf"].split("\n")
+    reqs = [Requirement(line) for line in lines if line.strip()]
+    assert {r.name for r in reqs} >= {"rlinf", "transformers", "protobuf", "datasets"}
+    for req in reqs:
+        installed = version(req.name)
+        assert req.specifier.contains(installed, prereleases=True), (req, installed)
+    for module in (
+        "rlinf.hybrid_engines.fsdp.fsdp_model_manager",
+        "rlinf.workers.actor.fsdp_actor_worker",
+        "rlinf.workers.rollout.hf.huggingface_worker",
+        "rlinf.runners.embodied_runner",
+    ):
+        importlib.import_module(module)
