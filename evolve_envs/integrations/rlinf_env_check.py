@@ -14,6 +14,8 @@ what the launch does up to and including the env workers, with RLinf's own code:
 3. launch the ``ProgressEnvWorker`` group with the env placement and run ``init_worker``: each
    worker builds its envs (e.g. LIBERO) wrapped in the progress reward, which checks the reward
    service at start-up;
+4. reset the envs and step them through one action chunk of zeros, so frames reach the reward
+   service from the env workers;
 
 and stops before the actor and rollout groups, which is where a CPU-only run has to stop.
 :mod:`evolve_envs.integrations.rlinf_launch` calls it when ``torch.cuda.is_available()`` is
@@ -54,6 +56,18 @@ class EnvCheckReport:
     model_type: str
     model_path: str
     reward_endpoints: list[str] = field(default_factory=list)
+    first_chunk: list[dict[str, Any]] = field(default_factory=list)
+
+    def _chunk_summary(self) -> str:
+        if not self.first_chunk:
+            return "not run"
+        parts = []
+        for result in self.first_chunk:
+            progress = ", ".join(f"{p:.1f}" for p in result["progress"])
+            rewards = ", ".join(f"{r:.3f}" for r in result["rewards"])
+            calls = result["reward_model_calls"]
+            parts.append(f"progress [{progress}], rewards [{rewards}], reward-model calls {calls}")
+        return "; ".join(parts)
 
     def message(self) -> str:
         """The explanation printed when the launch stops."""
@@ -65,6 +79,7 @@ class EnvCheckReport:
             f"  started: {self.num_workers} ProgressEnvWorker(s) in group {self.group_name!r}; "
             f"envs built (outermost first): {stacks}\n"
             f"  reward service checked at start-up: {endpoints}\n"
+            f"  one chunk of zero actions after reset: {self._chunk_summary()}\n"
             f"  not started: the actor (FSDP training of {self.model_type!r}) and the rollout "
             f"workers, which load the policy from {self.model_path!r} and need CUDA GPUs. Run on "
             f"a GPU node to train."
@@ -136,6 +151,10 @@ def run_env_check(hydra_args: Sequence[str]) -> EnvCheckReport:
         )
         env_group.init_worker().wait()
         stacks = env_group.env_stacks().wait()
+        model = cfg.actor.model
+        chunks = env_group.check_chunk(
+            int(model.get("num_action_chunks", 1)), int(model.get("action_dim", 7))
+        ).wait()
     finally:
         ray.shutdown()
     block = reward_model_block(cfg.env.train)
@@ -149,4 +168,5 @@ def run_env_check(hydra_args: Sequence[str]) -> EnvCheckReport:
         model_type=str(cfg.actor.model.model_type),
         model_path=str(cfg.actor.model.model_path),
         reward_endpoints=[str(e) for e in endpoints or []],
+        first_chunk=[result for worker in chunks for result in worker],
     )

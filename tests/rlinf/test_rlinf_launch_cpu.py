@@ -3,8 +3,8 @@
 ``python -m evolve_envs.integrations.rlinf_launch SCRIPT --config-path configs/rlinf
 --config-name libero_10_grpo_openvlaoft`` with RLinf 0.3.0's config groups on Hydra's search path,
 real Ray, real LIBERO envs in the env worker and the real reward server (mock backend). Without
-CUDA the launch must start the ``ProgressEnvWorker`` group, build the wrapped LIBERO envs, then
-stop before RLinf's actor and rollout workers with a message and exit status 3, never running
+CUDA the launch must start the ``ProgressEnvWorker`` group, build the wrapped LIBERO envs, step
+them through one chunk with reward-model checks, then stop before RLinf's actor and rollout workers with a message and exit status 3, never running
 the training script and never printing a traceback.
 """
 
@@ -53,6 +53,9 @@ def test_cpu_launch_stops_after_the_progress_env_workers(mock_service, tmp_path)
         "algorithm.group_size=2",
         f"runner.logger.log_path={tmp_path}/results",
         f"env.train.reward_model.endpoint={mock_service.url}",
+        # Checks at steps 2, 4, 6, 8 of the one chunk (8 actions) the check steps.
+        "env.train.reward_model.start_step=2",
+        "env.train.reward_model.call_every=2",
     ]
     proc = subprocess.run(
         cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=420, check=False
@@ -65,3 +68,4 @@ def test_cpu_launch_stops_after_the_progress_env_workers(mock_service, tmp_path)
     assert "1 ProgressEnvWorker(s) in group 'EnvGroup'" in out
     assert "RecordVideo > RLinfProgressReward > LiberoEnv" in out
     assert mock_service.url in out
+    assert "reward-model calls [4, 4]" in out
