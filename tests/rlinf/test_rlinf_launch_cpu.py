@@ -4,8 +4,9 @@
 --config-name libero_10_grpo_openvlaoft`` with RLinf 0.3.0's config groups on Hydra's search path,
 real Ray, real LIBERO envs in the env worker and the real reward server (mock backend). Without
 CUDA the launch must start the ``ProgressEnvWorker`` group, build the wrapped LIBERO envs, step
-them through one chunk with reward-model checks, then stop before RLinf's actor and rollout workers with a message and exit status 3, never running
-the training script and never printing a traceback.
+them through one chunk with reward-model checks, then stop before RLinf's actor and rollout
+workers with a message and exit status 3, never running the training script and never printing
+a traceback.
 """
 
 from __future__ import annotations
