@@ -31,11 +31,23 @@ Example::
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["EXIT_STOPPED_BEFORE_GPU_WORKERS", "EnvCheckReport", "parse_hydra_args", "run_env_check"]
+__all__ = [
+    "EXIT_STOPPED_BEFORE_GPU_WORKERS",
+    "EnvCheckError",
+    "EnvCheckReport",
+    "parse_hydra_args",
+    "run_env_check",
+]
+
+
+class EnvCheckError(RuntimeError):
+    """The env side of the launch failed; the message says at which stage."""
+
 
 #: Exit status of a launch that stopped after the env workers for want of a CUDA device.
 EXIT_STOPPED_BEFORE_GPU_WORKERS = 3
@@ -124,8 +136,8 @@ def _compose(config_path: str, config_name: str, overrides: list[str]) -> Any:
 def run_env_check(hydra_args: Sequence[str]) -> EnvCheckReport:
     """Compose, validate, start the cluster and the ``ProgressEnvWorker`` group, then stop.
 
-    Ray is shut down before returning; RLinf's exceptions (bad config, unreachable reward
-    service, …) propagate.
+    Ray is shut down before returning. A failure (bad config, unreachable reward service, an
+    env that does not build, …) raises :class:`EnvCheckError` naming the stage.
     """
     config_path, config_name, overrides = parse_hydra_args(hydra_args)
     if not config_path or not config_name:
@@ -139,22 +151,39 @@ def run_env_check(hydra_args: Sequence[str]) -> EnvCheckReport:
     from evolve_envs.integrations.rlinf import reward_model_block
     from evolve_envs.integrations.rlinf_worker import ProgressEnvWorker
 
-    cfg = _compose(config_path, config_name, overrides)
+    stage = ["composing the config"]
+
+    def worker_failed(sig: int, frame: Any) -> None:
+        # RLinf's workers signal the driver (SIGUSR1) when one of their calls raises; they
+        # print the error themselves. Stop here instead of in RLinf's exit handler.
+        raise EnvCheckError(f"an env worker failed while {stage[0]} (its error is printed above)")
+
     try:
+        cfg = _compose(config_path, config_name, overrides)
+        stage[0] = "validating the config (RLinf's validate_cfg)"
         cfg = validate_cfg(cfg)  # RLinf's validation may already start Ray
+        stage[0] = "starting RLinf's cluster"
         cluster = Cluster(cluster_cfg=cfg.cluster)
+        signal.signal(signal.SIGUSR1, worker_failed)
         placement = HybridComponentPlacement(cfg, cluster)
+        stage[0] = "launching the ProgressEnvWorker group"
         env_group = ProgressEnvWorker.create_group(cfg).launch(
             cluster,
             name=cfg.env.group_name,
             placement_strategy=placement.get_strategy("env"),
         )
+        stage[0] = "building the envs and checking the reward service (init_worker)"
         env_group.init_worker().wait()
         stacks = env_group.env_stacks().wait()
+        stage[0] = "stepping one chunk"
         model = cfg.actor.model
         chunks = env_group.check_chunk(
             int(model.get("num_action_chunks", 1)), int(model.get("action_dim", 7))
         ).wait()
+    except EnvCheckError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - reported with the stage it happened in
+        raise EnvCheckError(f"failed while {stage[0]}: {type(exc).__name__}: {exc}") from exc
     finally:
         ray.shutdown()
     block = reward_model_block(cfg.env.train)

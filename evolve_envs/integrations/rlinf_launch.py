@@ -62,10 +62,15 @@ def main(argv: list[str] | None = None) -> None:
     if not _cuda_available():
         from evolve_envs.integrations.rlinf_env_check import (
             EXIT_STOPPED_BEFORE_GPU_WORKERS,
+            EnvCheckError,
             run_env_check,
         )
 
-        report = run_env_check(args[1:])
+        try:
+            report = run_env_check(args[1:])
+        except EnvCheckError as exc:
+            print(f"rlinf_launch (no CUDA device, env side only): {exc}", file=sys.stderr)
+            raise SystemExit(1) from None
         print(report.message(), file=sys.stderr, flush=True)
         raise SystemExit(EXIT_STOPPED_BEFORE_GPU_WORKERS)
     sys.argv = [script, *args[1:]]

@@ -21,10 +21,11 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 EMBODIED = Path(__file__).resolve().parent / "rlinf_embodiment"
 
-pytestmark = [pytest.mark.slow, pytest.mark.libero]
+pytestmark = pytest.mark.slow
 
 
-def test_cpu_launch_stops_after_the_progress_env_workers(mock_service, tmp_path):
+def launch(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
+    """Run the documented launch command on this (CUDA-less) machine."""
     pytest.importorskip("rlinf.workers.env.env_worker")
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
@@ -48,18 +49,26 @@ def test_cpu_launch_stops_after_the_progress_env_workers(mock_service, tmp_path)
         str(REPO / "configs" / "rlinf"),
         "--config-name",
         "libero_10_grpo_openvlaoft",
+        f"runner.logger.log_path={tmp_path}/results",
+        *overrides,
+    ]
+    return subprocess.run(
+        cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=420, check=False
+    )
+
+
+@pytest.mark.libero
+def test_cpu_launch_stops_after_the_progress_env_workers(mock_service, tmp_path):
+    proc = launch(
+        tmp_path,
         # Two LIBERO envs (GRPO needs groups of two or more), one env worker.
         "env.train.total_num_envs=2",
         "env.train.group_size=2",
         "algorithm.group_size=2",
-        f"runner.logger.log_path={tmp_path}/results",
         f"env.train.reward_model.endpoint={mock_service.url}",
         # Checks at steps 2, 4, 6, 8 of the one chunk (8 actions) the check steps.
         "env.train.reward_model.start_step=2",
         "env.train.reward_model.call_every=2",
-    ]
-    proc = subprocess.run(
-        cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=420, check=False
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 3, out[-4000:]
@@ -70,3 +79,13 @@ def test_cpu_launch_stops_after_the_progress_env_workers(mock_service, tmp_path)
     assert "RecordVideo > RLinfProgressReward > LiberoEnv" in out
     assert mock_service.url in out
     assert "reward-model calls [4, 4]" in out
+
+
+def test_cpu_launch_reports_a_config_rlinf_refuses_in_one_line(tmp_path):
+    proc = launch(tmp_path, "algorithm.group_size=1")  # GRPO needs groups of two or more
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-4000:]
+    assert "Traceback" not in out, out[-4000:]
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("rlinf_launch (no CUDA device, env side only): failed while validating")
+    assert "AssertionError" in last
