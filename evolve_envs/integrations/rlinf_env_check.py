@@ -90,7 +90,7 @@ class EnvCheckReport:
             f"workers.\n"
             f"  started: {self.num_workers} ProgressEnvWorker(s) in group {self.group_name!r}; "
             f"envs built (outermost first): {stacks}\n"
-            f"  reward service checked at start-up: {endpoints}\n"
+            f"  reward_model.endpoint (checked at start-up): {endpoints}\n"
             f"  one chunk of zero actions after reset: {self._chunk_summary()}\n"
             f"  not started: the actor (FSDP training of {self.model_type!r}) and the rollout "
             f"workers, which load the policy from {self.model_path!r} and need CUDA GPUs. Run on "

@@ -79,3 +79,21 @@ def test_rlinf_extra_pins_hold_and_rlinf_training_modules_import():
         "rlinf.runners.embodied_runner",
     ):
         importlib.import_module(module)
+
+
+def test_cpu_check_reads_the_hydra_command_line():
+    from evolve_envs.integrations.rlinf_env_check import EnvCheckReport, parse_hydra_args
+
+    assert parse_hydra_args(["--config-path", "/c", "--config-name=x", "a.b=1", "c=2"]) == (
+        "/c",
+        "x",
+        ["a.b=1", "c=2"],
+    )
+    assert parse_hydra_args(["-cp=/c", "-cn", "x"]) == ("/c", "x", [])
+    with pytest.raises(SystemExit, match="needs a value"):
+        parse_hydra_args(["--config-name"])
+    with pytest.raises(SystemExit, match="--multirun"):
+        parse_hydra_args(["--multirun"])
+    text = EnvCheckReport("EnvGroup", 1, [["A", "B"]], "openvla_oft", "/models/x").message()
+    assert "stopped before the actor and rollout workers" in text
+    assert "A > B" in text and "'/models/x'" in text and "not run" in text
