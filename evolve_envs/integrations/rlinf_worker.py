@@ -86,7 +86,7 @@ class ProgressEnvWorker(_RLinfEnvWorker):
             episode = last.get("episode", {})
             results.append(
                 {
-                    "progress": [float(x) for x in last["progress"]],
+                    "progress": [float(x) for x in last.get("progress", [])],
                     "reward_model_calls": [int(x) for x in episode.get("reward_model_calls", [])],
                     "rewards": [float(x) for x in rewards.sum(dim=1)],
                 }
