@@ -224,9 +224,7 @@ def check_reward_service(rm: RewardModelConfig, pool: Any) -> Any:
     """
     from reward_clients.service_check import check_service
 
-    return check_service(
-        pool, require=rm.require_service, need_capabilities=rm.kind == "progress"
-    )
+    return check_service(pool, require=rm.require_service, need_capabilities=rm.kind == "progress")
 
 
 def progress_client(rm: RewardModelConfig, urls: list[str], *, max_workers: int = 8) -> Any:

@@ -5,7 +5,8 @@
 fallback=True``), counts it in :class:`~reward_clients.results.ClientStats`, and logs a warning on
 the ``reward_clients`` logger at most once per ``warn_interval_s`` for as long as failures go on.
 Each warning carries the running counts (calls, failures, fallbacks) and how many failures were
-not logged since the previous one, so a run on fallback values stays visible in the logs. ``fail_on_request_error=True``: the
+not logged since the previous one, so a run on fallback values stays visible in the logs.
+``fail_on_request_error=True``: the
 :class:`~reward_clients.errors.RewardServiceError` (naming endpoint, route and cause) is raised.
 
 Invalid *inputs* (a float frame, mismatched lists) are the caller's bug and raise

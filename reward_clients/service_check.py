@@ -140,8 +140,7 @@ def check_service(
                 attempts=err.attempts,
             ) from None
         logger.warning(
-            "%s at %s: %s. require_service is false: rewards are fallback values until it "
-            "answers",
+            "%s at %s: %s. require_service is false: rewards are fallback values until it answers",
             what,
             err.endpoint or ", ".join(pool.urls),
             cause,
