@@ -621,8 +621,9 @@ class ProgressTracker:
         ep = self._ep
         if ep.answers and ep.errors / ep.answers > self.settings.failure_warn_fraction:
             logger.warning(
-                "reward model: %d of %d answers failed in this episode (%d fallbacks; more than "
-                "failure_warn_fraction=%g); its rewards are mostly fallback values. Last error: %s",
+                "reward model: %d of %d answers failed in this episode (%d answered with the "
+                "fallback), more than failure_warn_fraction=%g: progress was held at those "
+                "checks. Last error: %s",
                 ep.errors,
                 ep.answers,
                 ep.fallbacks,
