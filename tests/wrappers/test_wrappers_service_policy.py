@@ -20,6 +20,8 @@ from reward_clients.endpoint_pool import EndpointPool
 from reward_clients.errors import ErrorKind, RewardServiceError
 from reward_clients.service_check import ServiceUnavailableError
 from reward_service.embedded import EmbeddedService
+from wrappers.frame_cache import FrameCache
+from wrappers.progress_reward import ProgressReward
 
 TOKEN = "s3cret-token"
 SCRIPT = [0, 5, 10, 20, 40, 30, 20, 25, 30, 40, 50, 60, 70, 80, 90]  # ends at 90 %
@@ -212,14 +214,28 @@ def test_opt_out_is_loud_and_counted(caplog) -> None:
     assert any("6 of 6 answers failed in this episode" in m for m in messages)  # episode end
 
 
-def test_rlinf_stack_opt_out_warns() -> None:
-    stack = build_progress_stack(
-        {"enable": True, "endpoint": dead_url(), "require_service": False, "max_retries": 0},
-        1,
-        environ={},
-    )
+def test_rlinf_stack_opt_out_warns(caplog) -> None:
+    url = dead_url()
+    caplog.set_level(logging.WARNING)
+    block = {"enable": True, "endpoint": url, "require_service": False, "max_retries": 0}
+    stack = build_progress_stack(block, 2, environ={})
     for fn in stack.on_close:
         fn()
+    assert len(stack.trackers) == 2
+    assert any("require_service is false" in r.getMessage() and url in r.getMessage()
+               for r in caplog.records)  # fmt: skip
+
+
+def test_progress_reward_built_by_hand_checks_too(caplog) -> None:
+    url = dead_url()
+    with pytest.raises(ServiceUnavailableError, match="unreachable"):
+        ProgressReward(FrameCache(SyntheticProgressEnv(), "agentview_image"), url)
+    caplog.set_level(logging.WARNING)
+    env = ProgressReward(
+        FrameCache(SyntheticProgressEnv(), "agentview_image"), url, require_service=False
+    )
+    env.close()
+    assert any("require_service is false" in r.getMessage() for r in caplog.records)
 
 
 # ----------------------------------------------------------------------------- strict mode
