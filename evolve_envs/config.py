@@ -424,6 +424,8 @@ def format_validation_error(exc: ValidationError, model: type[BaseModel] = Stack
         path = _key_path(loc)
         kind = err.get("type", "")
         given = err.get("input")
+        if path.endswith("token"):
+            given = "<hidden>"  # never echo a secret, even a mistyped one
         if kind == "extra_forbidden":
             valid = _valid_keys(model, loc)
             close = difflib.get_close_matches(str(loc[-1]), valid, n=1)

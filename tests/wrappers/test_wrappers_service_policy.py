@@ -163,11 +163,14 @@ def test_missing_or_wrong_token_fails_at_construction(token_service, kind, token
 
 
 def test_token_never_printed_by_the_config(token_service) -> None:
-    from evolve_envs.config import load_config
+    from evolve_envs.config import ConfigError, load_config
 
     cfg = load_config({"reward_model": {"token": TOKEN}}, environ={})
     assert TOKEN not in repr(cfg) and TOKEN not in str(cfg.model_dump(mode="json"))
     assert cfg.reward_model.token_value == TOKEN
+    with pytest.raises(ConfigError, match=r"reward_model.token: expected str") as err:
+        load_config({"reward_model": {"token": 123456789}}, environ={})
+    assert "123456789" not in str(err.value)
 
 
 # ----------------------------------------------------------------------------- start-up policy
