@@ -190,6 +190,12 @@ def test_foreign_server_is_a_wrong_protocol(foreign_server) -> None:
     assert "404" in str(err.value)
 
 
+def test_episode_scorers_accept_a_server_without_capabilities(foreign_server) -> None:
+    # Third-party episode scorers need not serve /capabilities: a 404 there is no refusal.
+    env = build(foreign_server, "pickle_scorer")
+    env.close()
+
+
 def test_rlinf_stack_shares_the_policy(token_service) -> None:
     block = {"enable": True, "endpoint": token_service.url, "max_retries": 0}
     with pytest.raises(ServiceUnavailableError, match="unauthorized"):
