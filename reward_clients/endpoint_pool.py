@@ -639,6 +639,8 @@ class EndpointPool:
                 backoff *= 0.5 + random.random() / 2
                 backoff = max(backoff, min(retry_after, self.max_backoff_s))
                 time.sleep(max(0.0, min(backoff, deadline - time.monotonic())))
+                if last_error is not None and time.monotonic() >= deadline:
+                    raise last_error  # the call budget is spent: no attempt after it
             ep = self._acquire(tried)
             if ep is None:
                 if last_error is not None:
