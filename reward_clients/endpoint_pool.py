@@ -56,6 +56,7 @@ Selection = Literal["least_in_flight", "round_robin"]
 
 ENV_SERVICE_URL = "VLAC_SERVICE_URL"
 ENV_SERVICE_NUM = "VLAC_SERVICE_NUM"
+ENV_TOKEN = "EVOLVE_REWARD_TOKEN"
 
 
 # --------------------------------------------------------------------------- endpoint lists
@@ -270,9 +271,13 @@ class EndpointPool:
             (doubles each time, with jitter, capped by ``max_backoff_s``; a ``Retry-After``
             header lengthens it up to that cap). Moving to a different, untried endpoint
             happens without waiting.
-        total_timeout: upper bound on one request, retries and backoff included. ``None`` means
-            ``timeout * (max_retries + 1) + max_backoff_s * max_retries``.
-        token: bearer token sent as ``Authorization: Bearer <token>``.
+        total_timeout: upper bound on one request, retries and backoff included (each attempt's
+            timeouts are cut to what is left of it). ``None`` means ``(timeout + connect_timeout)
+            * (max_retries + 1) + max_backoff_s * max_retries`` (385 s with the defaults);
+            ``make_env`` passes ``reward_model.call_budget_s``.
+        token: bearer token sent as ``Authorization: Bearer <token>`` on every request and probe;
+            ``None``: ``$EVOLVE_REWARD_TOKEN`` if set (the variable the server reads too), ``""``:
+            no token.
         probe_interval_s: how long a down endpoint rests before the next health probe.
         probe_timeout_s: timeout of one health probe.
         health_route: probe route; ``GET`` unless the route ends in ``healthcheck`` (VLAC's
@@ -348,6 +353,8 @@ class EndpointPool:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._prober: threading.Thread | None = None
+        if token is None:
+            token = os.environ.get(ENV_TOKEN) or None
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         limits = httpx.Limits(
             max_connections=max_connections, max_keepalive_connections=max_connections
@@ -632,6 +639,8 @@ class EndpointPool:
                 backoff *= 0.5 + random.random() / 2
                 backoff = max(backoff, min(retry_after, self.max_backoff_s))
                 time.sleep(max(0.0, min(backoff, deadline - time.monotonic())))
+                if last_error is not None and time.monotonic() >= deadline:
+                    raise last_error  # the call budget is spent: no attempt after it
             ep = self._acquire(tried)
             if ep is None:
                 if last_error is not None:

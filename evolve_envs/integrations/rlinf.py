@@ -603,11 +603,18 @@ def build_progress_stack(
     types are errors naming the key; the seed's ``VLAC_*`` environment variables override it).
     One :class:`~reward_clients.progress_client.ProgressClient` on the process-wide
     :class:`~reward_clients.endpoint_pool.EndpointPool` serves all trackers; the service's
-    capabilities are asked once and impossible settings are refused here.
+    capabilities are asked once and impossible settings are refused here; a dead, refusing or
+    foreign service fails here as in :func:`evolve_envs.factory.make_env`
+    (``reward_model.require_service``, see :func:`evolve_envs.factory.check_reward_service`).
     ``endpoint: embedded`` starts a local service (``embedded_backend``) for this env.
     """
     from evolve_envs.config import ConfigError, load_config, reward_model_source
-    from evolve_envs.factory import EmbeddedServices, progress_client, reward_endpoints
+    from evolve_envs.factory import (
+        EmbeddedServices,
+        check_reward_service,
+        progress_client,
+        reward_endpoints,
+    )
 
     cfg = load_config(reward_model_source(reward_model), environ=environ).reward_model
     if not cfg.enable:
@@ -626,17 +633,11 @@ def build_progress_stack(
         client = progress_client(
             cfg, reward_endpoints(cfg, url), max_workers=max(1, min(int(num_envs), 64))
         )
-        pool = client.pool
         on_close.insert(0, client.close)
         settings = cfg.tracker_settings()
-        caps = client.capabilities()
-        if not caps.ok:
-            raise ConfigurationError(
-                f"reward service at {pool.urls} did not answer /capabilities: {caps.error}"
-            )
-        trackers = [
-            ProgressTracker(client, settings, capabilities=caps.value) for _ in range(num_envs)
-        ]
+        # the start-up policy shared with make_env: raise, or warn when require_service is false
+        caps = check_reward_service(cfg, client.pool)
+        trackers = [ProgressTracker(client, settings, capabilities=caps) for _ in range(num_envs)]
     except BaseException:
         for fn in on_close:
             try:
