@@ -185,7 +185,7 @@ class RewardModelConfig(BaseModel):
     backend_kwargs: dict[str, Any] = Field(default_factory=dict)
     video_transport: Literal["inline", "path"] = "inline"
     shared_dir: str | None = None
-    pickle_route: str = "/pickle"
+    pickle_route: str = "/"
     last_frames: int = Field(default=1, ge=1)
 
     # --- frames

@@ -5,8 +5,8 @@ Routes (DESIGN §4):
 * progress (VLAC-compatible): `POST /trajectory-critic`, `POST /pairwise-critic`, `POST /done`,
   `GET /capabilities`, `POST /healthcheck`, `GET /health`;
 * episode video score (RLinf-compatible): `POST /score`;
-* pickle scorer (deepgen_rl / VeRL-Omni-compatible): `POST /pickle` (also `POST /` with
-  `pickle_at_root=True`);
+* pickle scorer (deepgen_rl / VeRL-Omni / flow_grpo-compatible): `POST /` and `POST /pickle`
+  (`pickle_at_root=False` drops `/`);
 * `GET /metrics`; with `enable_faults=True` also the fault-injection admin routes
   (`reward_service.faults`).
 
@@ -76,6 +76,7 @@ from reward_service.protocol import (
     UnsafePickleError,
     safe_pickle_dumps,
     safe_pickle_loads,
+    to_plain,
 )
 from reward_service.video_decoding import VideoDecodeError, read_video_bytes, read_video_file
 
@@ -91,6 +92,9 @@ DEFAULT_LIMITS = {
 }
 
 PICKLE_CONTENT_TYPE = "application/octet-stream"
+# Content types a web page can send cross-origin without a CORS preflight: never a pickle.
+_BROWSER_SIMPLE_TYPES = ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data")
+DEFAULT_ALLOWED_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")  # server.LOOPBACK_HOSTS
 
 
 class ApiError(Exception):
@@ -163,6 +167,54 @@ class _AuthMiddleware:
             message = "missing bearer token" if header is None else "invalid bearer token"
             response = _json_error(401, message)
             response.headers["www-authenticate"] = "Bearer"
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def _host_name(value: str) -> str:
+    """The host part of a Host header or an Origin's authority, lower-case, without the port."""
+    value = value.strip().lower()
+    if value.startswith("["):  # [::1]:8111
+        return value[: value.find("]") + 1] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+class _HostMiddleware:
+    """Refuses requests whose `Host` (or `Origin`) names a host outside the allow-list (421/403).
+
+    A web page that rebinds its own DNS name to 127.0.0.1 still sends its own name as `Host`,
+    and a cross-site page sends its `Origin`: both are refused, so a browser cannot be used to
+    reach a loopback-only server.
+    """
+
+    def __init__(self, app: Any, allowed_hosts: Sequence[str]) -> None:
+        self.app = app
+        self.allow_any = "*" in allowed_hosts
+        self.allowed = {_host_name(h) for h in allowed_hosts}
+
+    def _allowed(self, host: str) -> bool:
+        return self.allow_any or _host_name(host) in self.allowed
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        host = headers.get(b"host", b"").decode("latin-1")
+        origin = headers.get(b"origin")
+        response = None
+        if not self._allowed(host):
+            response = _json_error(
+                421, f"host {host[:100]!r} is not served here (see --allowed-hosts)"
+            )
+        elif origin is not None and origin != b"null":
+            authority = origin.decode("latin-1").split("://", 1)[-1]
+            if not self._allowed(authority):
+                response = _json_error(403, "cross-origin requests are not accepted")
+        elif origin == b"null":
+            response = _json_error(403, "cross-origin requests are not accepted")
+        if response is not None:
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)
@@ -293,7 +345,8 @@ def create_app(
     batch_window_ms: float = 5.0,
     max_batch: int = MAX_BATCH,
     enable_faults: bool = False,
-    pickle_at_root: bool = False,
+    pickle_at_root: bool = True,
+    allowed_hosts: Sequence[str] = DEFAULT_ALLOWED_HOSTS,
 ) -> FastAPI:
     """Build the reward service around `backend` (an instance, or a registered name).
 
@@ -308,7 +361,10 @@ def create_app(
         batch_window_ms: how long a backend batch waits for more items from other requests.
         max_batch: most items per backend call (<= 8 keeps GPU memory bounded).
         enable_faults: add the fault-injection admin routes (tests and drills only).
-        pickle_at_root: also serve the pickle scorer at `POST /`.
+        pickle_at_root: also serve the pickle scorer at `POST /` (the default, as deepgen_rl
+            and VeRL-Omni clients expect).
+        allowed_hosts: `Host` header values served (loopback names by default; `"*"` for any):
+            other hosts answer 421, foreign `Origin` headers 403 (against DNS rebinding).
     """
     if isinstance(backend, str):
         backend = make_backend(backend, **(backend_kwargs or {}))
@@ -524,6 +580,12 @@ def create_app(
     pickle_paths = {"/pickle"} | ({"/"} if pickle_at_root else set())
 
     async def pickle_score(request: Request) -> Response:
+        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if content_type in _BROWSER_SIMPLE_TYPES:
+            raise ApiError(
+                415,
+                f"a pickle body must not be sent as {content_type}; use {PICKLE_CONTENT_TYPE}",
+            )
         require("image_score")
         body = await request.body()
         try:
@@ -532,6 +594,7 @@ def create_app(
             raise ApiError(400, f"rejected pickle body: {exc}") from exc
         if not isinstance(raw, dict):
             raise ApiError(422, f"pickle body must be a dict, got {type(raw).__name__}")
+        raw = {key: to_plain(value) for key, value in raw.items()}
         try:
             req = PickleScoreRequest.model_validate(raw)
         except ValidationError as exc:
@@ -545,7 +608,14 @@ def create_app(
             for prompt, image in zip(req.prompts, images, strict=True)
         ]
         scores = await guarded(lambda: batcher.run("image", items))
-        payload = {"scores": [float(s) for s in scores]}
+        payload: dict[str, Any] = {"scores": [float(s) for s in scores]}
+        if req.flow_grpo_variant:  # flow_grpo's remote scorers answer with these keys
+            payload.update(
+                rewards=payload["scores"],
+                strict_rewards=payload["scores"],
+                group_rewards={},
+                group_strict_rewards={},
+            )
         if _wants_json(request):
             return JSONResponse(payload)
         return Response(safe_pickle_dumps(payload), media_type=PICKLE_CONTENT_TYPE)
@@ -608,5 +678,6 @@ def create_app(
     app.add_middleware(_BodyLimitMiddleware, max_body_bytes=max_body_bytes)
     if token:
         app.add_middleware(_AuthMiddleware, token=token)
+    app.add_middleware(_HostMiddleware, allowed_hosts=tuple(allowed_hosts))
     app.add_middleware(_MetricsMiddleware, metrics=metrics, known_routes=known_routes)
     return app

@@ -64,7 +64,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long a backend batch waits for items of concurrent requests (ms)",
     )
     p.add_argument(
-        "--pickle-at-root", action="store_true", help="also serve the pickle scorer at POST /"
+        "--pickle-at-root",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also serve the pickle scorer at POST / (default: on)",
+    )
+    p.add_argument(
+        "--allowed-hosts",
+        default=None,
+        help="comma-separated Host header values served; '*' for any "
+        "(default: loopback names; add the name clients use when exposing the server)",
     )
     p.add_argument(
         "--enable-fault-injection",
@@ -86,6 +95,25 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def _allowed_hosts(args: argparse.Namespace) -> list[str]:
+    """`--allowed-hosts`, else the loopback names plus the bound address (if a specific one)."""
+    if args.allowed_hosts:
+        return [h.strip() for h in args.allowed_hosts.split(",") if h.strip()]
+    hosts = list(LOOPBACK_HOSTS)
+    if args.host not in ("0.0.0.0", "::", "") and not _is_loopback(args.host):
+        hosts.append(args.host)
+    elif args.host in ("0.0.0.0", "::"):
+        log.warning(
+            "binding %s: only requests naming a loopback host are served until --allowed-hosts "
+            "lists the names or addresses clients use",
+            args.host,
+        )
+    return hosts
 
 
 def _watch_stdin_then_exit() -> None:
@@ -158,6 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         batch_window_ms=args.batch_window_ms,
         enable_faults=args.enable_fault_injection,
         pickle_at_root=args.pickle_at_root,
+        allowed_hosts=_allowed_hosts(args),
     )
     config = uvicorn.Config(
         app,
