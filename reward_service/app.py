@@ -25,7 +25,6 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import functools
 import hmac
 import logging
 import os
@@ -54,10 +53,12 @@ from reward_service.batching import MAX_BATCH, Batcher, prepare_frame
 from reward_service.faults import TRANSPORT_SCOPE_KEY, FaultInjector, FaultMiddleware
 from reward_service.image_decoding import (
     ImageDecodeError,
+    PixelBudget,
     b64_to_bytes,
     decode_image_b64,
     decode_image_bytes,
 )
+from reward_service.limits import DEFAULT_LIMITS
 from reward_service.metrics import Metrics
 from reward_service.protocol import (
     Capabilities,
@@ -84,12 +85,6 @@ __all__ = ["create_app", "ApiError", "DEFAULT_LIMITS"]
 
 log = logging.getLogger("reward_service")
 
-DEFAULT_LIMITS = {
-    "max_body_bytes": 64 * 1024 * 1024,
-    "max_frames": 1024,
-    "max_image_side": 4096,
-    "max_video_frames": 10000,
-}
 
 PICKLE_CONTENT_TYPE = "application/octet-stream"
 # Content types a web page can send cross-origin without a CORS preflight: never a pickle.
@@ -274,22 +269,30 @@ def _decode_frames(
     encoded: Sequence[Any],
     max_side: int,
     what: str,
+    budget: PixelBudget,
     decoder: Callable[..., np.ndarray] = decode_image_b64,
-    keep: Callable[[list[np.ndarray]], Sequence[np.ndarray]] | None = None,
+    keep: Sequence[int] | None = None,
+    first_index: int = 0,
 ) -> list[np.ndarray]:
-    """Decode every item (so any bad one is reported), then prepare those ``keep`` selects."""
-    decoded = [
-        decoder(item, max_side=max_side, what=f"{what}[{i}]") for i, item in enumerate(encoded)
-    ]
-    return [prepare_frame(frame) for frame in (decoded if keep is None else keep(decoded))]
+    """Decode every item (so any bad one is reported) one at a time, keeping only the
+    prepared (model-size) copies of those whose index is in ``keep`` (all by default), so at
+    most one full-size decoded frame is alive at a time."""
+    wanted = None if keep is None else set(keep)
+    prepared = []
+    for i, item in enumerate(encoded):
+        frame = decoder(item, max_side=max_side, what=f"{what}[{first_index + i}]", budget=budget)
+        if wanted is None or i in wanted:
+            prepared.append(prepare_frame(frame))
+        del frame
+    return prepared
 
 
-def _sample_reference(frames: list[np.ndarray], ref_num: int | None) -> tuple[np.ndarray, ...]:
+def _reference_indices(count: int, ref_num: int | None) -> list[int]:
     """VLAC's reference sampling: the first frame and `ref_num - 1` evenly spaced others."""
-    if ref_num is None or ref_num >= len(frames) or ref_num <= 1:
-        return tuple(frames if ref_num is None or ref_num > 1 else frames[:1])
-    delta = (len(frames) - 1) / (ref_num - 1)
-    return tuple(frames[int(i * delta)] for i in range(ref_num))
+    if ref_num is None or ref_num >= count or ref_num <= 1:
+        return list(range(count if ref_num is None or ref_num > 1 else min(count, 1)))
+    delta = (count - 1) / (ref_num - 1)
+    return [int(i * delta) for i in range(ref_num)]
 
 
 def accumulate_values(critics: Sequence[float]) -> list[float]:
@@ -342,6 +345,7 @@ def create_app(
     max_frames: int = DEFAULT_LIMITS["max_frames"],
     max_image_side: int = DEFAULT_LIMITS["max_image_side"],
     max_video_frames: int = DEFAULT_LIMITS["max_video_frames"],
+    max_request_pixels: int = DEFAULT_LIMITS["max_request_pixels"],
     batch_window_ms: float = 5.0,
     max_batch: int = MAX_BATCH,
     enable_faults: bool = False,
@@ -358,6 +362,8 @@ def create_app(
         max_frames: most frames (trajectory, reference, pickle images) per request (413).
         max_image_side: most pixels per image side (413).
         max_video_frames: most frames in a `/score` video before sampling (413).
+        max_request_pixels: most decoded pixels per request, checked from the image headers
+            before decoding (413); JPEGs count at their DCT-reduced size.
         batch_window_ms: how long a backend batch waits for more items from other requests.
         max_batch: most items per backend call (<= 8 keeps GPU memory bounded).
         enable_faults: add the fault-injection admin routes (tests and drills only).
@@ -375,6 +381,7 @@ def create_app(
         ("max_frames", max_frames),
         ("max_image_side", max_image_side),
         ("max_video_frames", max_video_frames),
+        ("max_request_pixels", max_request_pixels),
     ):
         if value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
@@ -434,9 +441,38 @@ def create_app(
                 500, f"backend {be.name!r} failed: {type(exc).__name__}: {exc}", backend=be.name
             ) from exc
 
-    async def decode(encoded: Sequence[Any], what: str, **kwargs: Any) -> list[np.ndarray]:
+    async def decode(
+        encoded: Sequence[Any], what: str, budget: PixelBudget, **kwargs: Any
+    ) -> list[np.ndarray]:
         """Decode and prepare frames off the event loop (bad input: ImageDecodeError → 4xx)."""
-        return await asyncio.to_thread(_decode_frames, encoded, max_image_side, what, **kwargs)
+        return await asyncio.to_thread(
+            _decode_frames, encoded, max_image_side, what, budget, **kwargs
+        )
+
+    async def run_in_chunks(
+        kind: str, count: int, make_chunk: Callable[[int, int], Awaitable[list[Any]]]
+    ) -> list[Any]:
+        """Results of `count` items, decoded and submitted `max_batch` at a time.
+
+        The next chunk is decoded while the current one runs, and is queued only when the
+        current one is done, so items of other requests queued meanwhile are served between a
+        large request's chunks, and at most two chunks of decoded frames are held.
+        """
+        results: list[Any] = []
+        bounds = [(lo, min(lo + max_batch, count)) for lo in range(0, count, max_batch)]
+        pending = asyncio.ensure_future(make_chunk(*bounds[0])) if bounds else None
+        try:
+            for k in range(len(bounds)):
+                assert pending is not None
+                items = await pending
+                pending = None
+                if k + 1 < len(bounds):
+                    pending = asyncio.ensure_future(make_chunk(*bounds[k + 1]))
+                results.extend(await guarded(lambda items=items: batcher.run(kind, items)))
+        finally:
+            if pending is not None:
+                pending.cancel()
+        return results
 
     # --- exception handlers --------------------------------------------------------------------
     @app.exception_handler(ApiError)
@@ -515,17 +551,24 @@ def create_app(
         _check_count("frames", req.frames, max_frames)
         if req.reference is not None:
             _check_count("reference", req.reference, max_frames, allow_empty=True)
-        sampled = await decode(req.frames[:: req.skip], "frames")
+        budget = PixelBudget(max_request_pixels)
+        sampled = req.frames[:: req.skip]
         reference = None
         if req.reference:
-            keep = functools.partial(_sample_reference, ref_num=req.ref_num)
-            reference = tuple(await decode(req.reference, "reference", keep=keep))
-        first = sampled[0]
-        items = [
-            CriticItem(req.task, sampled[k - 1], sampled[k], first, reference)
-            for k in range(1, len(sampled))
-        ]
-        critics = await guarded(lambda: batcher.run("critic", items))
+            keep = _reference_indices(len(req.reference), req.ref_num)
+            reference = tuple(await decode(req.reference, "reference", budget, keep=keep))
+        (first,) = await decode(sampled[:1], "frames", budget)
+        last = {"frame": first}
+
+        async def make_chunk(lo: int, hi: int) -> list[CriticItem]:
+            frames = await decode(sampled[lo + 1 : hi + 1], "frames", budget, first_index=lo + 1)
+            items = []
+            for frame in frames:
+                items.append(CriticItem(req.task, last["frame"], frame, first, reference))
+                last["frame"] = frame
+            return items
+
+        critics = await run_in_chunks("critic", len(sampled) - 1, make_chunk)
         critic_list = [float(c) for c in critics]
         return TrajectoryCriticResponse(
             value_list=accumulate_values(critic_list), critic_list=critic_list
@@ -535,7 +578,7 @@ def create_app(
     async def pairwise_critic(req: PairwiseCriticRequest) -> PairwiseCriticResponse:
         """How much closer `image_b` is to completing `task` than `image_a`, in [-100, 100]."""
         require("pairwise")
-        a, b = await decode([req.image_a, req.image_b], "images")
+        a, b = await decode([req.image_a, req.image_b], "images", PixelBudget(max_request_pixels))
         (critic,) = await guarded(lambda: batcher.run("critic", [CriticItem(req.task, a, b, a)]))
         return PairwiseCriticResponse(critic=float(critic))
 
@@ -545,8 +588,13 @@ def create_app(
         require("done")
         if req.reference is not None:
             _check_count("reference", req.reference, max_frames, allow_empty=True)
-        first, prev, curr = await decode([req.first_frame, req.prev_frame, req.curr_frame], "done")
-        reference = tuple(await decode(req.reference, "reference")) if req.reference else None
+        budget = PixelBudget(max_request_pixels)
+        first, prev, curr = await decode(
+            [req.first_frame, req.prev_frame, req.curr_frame], "done", budget
+        )
+        reference = None
+        if req.reference:
+            reference = tuple(await decode(req.reference, "reference", budget))
         item = DoneItem(req.task, first, prev, curr, reference)
         ((is_done, prob),) = await guarded(lambda: batcher.run("done", [item]))
         return DoneResponse(done=bool(is_done), prob=float(prob))
@@ -602,12 +650,19 @@ def create_app(
             raise ApiError(422, f"invalid pickle request: {_summarise(errors)}") from exc
         _check_count("images", req.images, max_frames)
 
-        images = await decode(req.images, "images", decoder=decode_image_bytes)
-        items = [
-            ImageScoreItem(prompt, image, dict(req.metadata))
-            for prompt, image in zip(req.prompts, images, strict=True)
-        ]
-        scores = await guarded(lambda: batcher.run("image", items))
+        budget = PixelBudget(max_request_pixels)
+        prompts = list(req.prompts or [])
+
+        async def make_chunk(lo: int, hi: int) -> list[ImageScoreItem]:
+            images = await decode(
+                req.images[lo:hi], "images", budget, decoder=decode_image_bytes, first_index=lo
+            )
+            return [
+                ImageScoreItem(prompt, image, dict(req.metadata))
+                for prompt, image in zip(prompts[lo:hi], images, strict=True)
+            ]
+
+        scores = await run_in_chunks("image", len(req.images), make_chunk)
         payload: dict[str, Any] = {"scores": [float(s) for s in scores]}
         if req.flow_grpo_variant:  # flow_grpo's remote scorers answer with these keys
             payload.update(

@@ -27,6 +27,7 @@ from typing import Any
 
 from reward_service.backends import BACKENDS
 from reward_service.backends.base import CKPT_ENV
+from reward_service.limits import DEFAULT_LIMITS
 
 __all__ = ["main", "build_parser", "TOKEN_ENV"]
 
@@ -57,6 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-body-mb", type=float, default=64.0, help="request body limit (MiB)")
     p.add_argument("--max-frames", type=int, default=1024, help="frames per request limit")
     p.add_argument("--max-image-side", type=int, default=4096, help="image side limit (pixels)")
+    p.add_argument(
+        "--max-request-mpix",
+        type=float,
+        default=DEFAULT_LIMITS["max_request_pixels"] / 1e6,
+        help="decoded pixels per request limit, millions (default 268.4: 1,024 frames of 512x512)",
+    )
     p.add_argument(
         "--batch-window-ms",
         type=float,
@@ -183,6 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_body_bytes=int(args.max_body_mb * 1024 * 1024),
         max_frames=args.max_frames,
         max_image_side=args.max_image_side,
+        max_request_pixels=int(args.max_request_mpix * 1e6),
         batch_window_ms=args.batch_window_ms,
         enable_faults=args.enable_fault_injection,
         pickle_at_root=args.pickle_at_root,

@@ -1,0 +1,20 @@
+"""The server's default limits, in one place (the CLI, `create_app` and the docs read them).
+
+Example:
+    >>> DEFAULT_LIMITS["max_frames"]
+    1024
+"""
+
+from __future__ import annotations
+
+__all__ = ["DEFAULT_LIMITS"]
+
+DEFAULT_LIMITS: dict[str, int] = {
+    "max_body_bytes": 64 * 1024 * 1024,
+    "max_frames": 1024,
+    "max_image_side": 4096,
+    "max_video_frames": 10000,
+    # Decoded pixels per request, charged from image headers before decoding (JPEGs count at
+    # their DCT-reduced size): 1,024 frames of 512x512.
+    "max_request_pixels": 1024 * 512 * 512,
+}
