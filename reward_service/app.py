@@ -346,6 +346,9 @@ def create_app(
     max_image_side: int = DEFAULT_LIMITS["max_image_side"],
     max_video_frames: int = DEFAULT_LIMITS["max_video_frames"],
     max_request_pixels: int = DEFAULT_LIMITS["max_request_pixels"],
+    max_nframes: int = DEFAULT_LIMITS["max_nframes"],
+    max_video_pixels: int = DEFAULT_LIMITS["max_video_pixels"],
+    video_dirs: Sequence[str] = (),
     batch_window_ms: float = 5.0,
     max_batch: int = MAX_BATCH,
     enable_faults: bool = False,
@@ -364,6 +367,10 @@ def create_app(
         max_video_frames: most frames in a `/score` video before sampling (413).
         max_request_pixels: most decoded pixels per request, checked from the image headers
             before decoding (413); JPEGs count at their DCT-reduced size.
+        max_nframes: most frames a `/score` caller may ask to be sampled (422 above).
+        max_video_pixels: most `max_pixels` per sampled frame a `/score` caller may ask (422).
+        video_dirs: directories `/score` may read `video_path` files from (resolved; symlinks
+            out of them are refused). Empty (the default): path mode is off (403).
         batch_window_ms: how long a backend batch waits for more items from other requests.
         max_batch: most items per backend call (<= 8 keeps GPU memory bounded).
         enable_faults: add the fault-injection admin routes (tests and drills only).
@@ -382,6 +389,8 @@ def create_app(
         ("max_image_side", max_image_side),
         ("max_video_frames", max_video_frames),
         ("max_request_pixels", max_request_pixels),
+        ("max_nframes", max_nframes),
+        ("max_video_pixels", max_video_pixels),
     ):
         if value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
@@ -604,8 +613,18 @@ def create_app(
     async def score(req: ScoreRequest) -> ScoreResponse:
         """Score an episode video (path on a shared filesystem, or inline base64 bytes)."""
         require("video")
-        kwargs = {"nframes": req.nframes, "max_pixels": req.max_pixels}
-        kwargs["max_frames"] = max_video_frames
+        if req.nframes > max_nframes:
+            raise ApiError(422, f"nframes is {req.nframes}, over the limit of {max_nframes}")
+        if req.max_pixels > max_video_pixels:
+            raise ApiError(
+                422, f"max_pixels is {req.max_pixels}, over the limit of {max_video_pixels}"
+            )
+        kwargs = {
+            "nframes": req.nframes,
+            "max_pixels": req.max_pixels,
+            "max_frames": max_video_frames,
+            "max_side": max_image_side,
+        }
         if req.video_b64 is not None:
             video_b64 = req.video_b64
 
@@ -614,11 +633,9 @@ def create_app(
 
             frames = await asyncio.to_thread(read_inline)
         else:
-            frames = await asyncio.to_thread(read_video_file, req.video_path, **kwargs)
-        for i, frame in enumerate(frames):
-            h, w = frame.shape[:2]
-            if max(h, w) > max_image_side:
-                raise ApiError(413, f"video frame {i} is {w}x{h}, over {max_image_side} pixels")
+            frames = await asyncio.to_thread(
+                read_video_file, req.video_path, allowed_dirs=video_dirs, **kwargs
+            )
         options = {"backend": req.backend, "backend_kwargs": dict(req.backend_kwargs or {})}
         item = VideoItem(req.task_text, tuple(frames), options)
         value, raw_text = await guarded(lambda: batcher.call("video", be.score_video, item))

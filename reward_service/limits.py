@@ -17,4 +17,7 @@ DEFAULT_LIMITS: dict[str, int] = {
     # Decoded pixels per request, charged from image headers before decoding (JPEGs count at
     # their DCT-reduced size): 1,024 frames of 512x512.
     "max_request_pixels": 1024 * 512 * 512,
+    # /score caller knobs: frames sampled per video, pixels per sampled frame.
+    "max_nframes": 128,
+    "max_video_pixels": 4 * 448 * 448,
 }

@@ -65,6 +65,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="decoded pixels per request limit, millions (default 268.4: 1,024 frames of 512x512)",
     )
     p.add_argument(
+        "--video-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="allow /score video_path files inside DIR (repeatable; default: path mode off)",
+    )
+    p.add_argument(
+        "--max-nframes",
+        type=int,
+        default=DEFAULT_LIMITS["max_nframes"],
+        help="most frames a /score request may sample (default 128)",
+    )
+    p.add_argument(
         "--batch-window-ms",
         type=float,
         default=5.0,
@@ -191,6 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_frames=args.max_frames,
         max_image_side=args.max_image_side,
         max_request_pixels=int(args.max_request_mpix * 1e6),
+        max_nframes=args.max_nframes,
+        video_dirs=args.video_dir,
         batch_window_ms=args.batch_window_ms,
         enable_faults=args.enable_fault_injection,
         pickle_at_root=args.pickle_at_root,

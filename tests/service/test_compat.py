@@ -23,13 +23,6 @@ from reward_service.embedded import EmbeddedService
 from reward_service.protocol import UnsafePickleError, safe_pickle_loads
 
 
-@pytest.fixture(scope="module")
-def default_service() -> Iterator[EmbeddedService]:
-    """A mock server started with no options at all (the defaults are what is tested)."""
-    with EmbeddedService("mock") as svc:
-        yield svc
-
-
 @pytest.fixture()
 def http(default_service: EmbeddedService) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=default_service.url, timeout=30.0, trust_env=False) as c:
