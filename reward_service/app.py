@@ -287,6 +287,18 @@ def _decode_frames(
     return prepared
 
 
+def _check_text(what: str, text: str, limit: int) -> None:
+    """422 unless `text` is at most `limit` characters of valid Unicode (no lone surrogates)."""
+    if len(text) > limit:
+        raise ApiError(422, f"{what} has {len(text)} characters, over the limit of {limit}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ApiError(
+            422, f"{what} is not valid Unicode text (lone surrogate at position {exc.start})"
+        ) from None
+
+
 def _reference_indices(count: int, ref_num: int | None) -> list[int]:
     """VLAC's reference sampling: the first frame and `ref_num - 1` evenly spaced others."""
     if ref_num is None or ref_num >= count or ref_num <= 1:
@@ -349,6 +361,7 @@ def create_app(
     max_nframes: int = DEFAULT_LIMITS["max_nframes"],
     max_video_pixels: int = DEFAULT_LIMITS["max_video_pixels"],
     video_dirs: Sequence[str] = (),
+    max_text_chars: int = DEFAULT_LIMITS["max_text_chars"],
     batch_window_ms: float = 5.0,
     max_batch: int = MAX_BATCH,
     enable_faults: bool = False,
@@ -369,6 +382,7 @@ def create_app(
             before decoding (413); JPEGs count at their DCT-reduced size.
         max_nframes: most frames a `/score` caller may ask to be sampled (422 above).
         max_video_pixels: most `max_pixels` per sampled frame a `/score` caller may ask (422).
+        max_text_chars: most characters in a task or prompt (422 above).
         video_dirs: directories `/score` may read `video_path` files from (resolved; symlinks
             out of them are refused). Empty (the default): path mode is off (403).
         batch_window_ms: how long a backend batch waits for more items from other requests.
@@ -391,6 +405,7 @@ def create_app(
         ("max_request_pixels", max_request_pixels),
         ("max_nframes", max_nframes),
         ("max_video_pixels", max_video_pixels),
+        ("max_text_chars", max_text_chars),
     ):
         if value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
@@ -558,6 +573,7 @@ def create_app(
     async def trajectory_critic(req: TrajectoryCriticRequest) -> TrajectoryCriticResponse:
         """Critics between consecutive frames of `frames[::skip]` and their accumulated values."""
         _check_count("frames", req.frames, max_frames)
+        _check_text("task", req.task, max_text_chars)
         if req.reference is not None:
             _check_count("reference", req.reference, max_frames, allow_empty=True)
         budget = PixelBudget(max_request_pixels)
@@ -587,6 +603,7 @@ def create_app(
     async def pairwise_critic(req: PairwiseCriticRequest) -> PairwiseCriticResponse:
         """How much closer `image_b` is to completing `task` than `image_a`, in [-100, 100]."""
         require("pairwise")
+        _check_text("task", req.task, max_text_chars)
         a, b = await decode([req.image_a, req.image_b], "images", PixelBudget(max_request_pixels))
         (critic,) = await guarded(lambda: batcher.run("critic", [CriticItem(req.task, a, b, a)]))
         return PairwiseCriticResponse(critic=float(critic))
@@ -595,6 +612,7 @@ def create_app(
     async def done(req: DoneRequest) -> DoneResponse:
         """Whether `curr_frame` shows the task completed, with a probability."""
         require("done")
+        _check_text("task", req.task, max_text_chars)
         if req.reference is not None:
             _check_count("reference", req.reference, max_frames, allow_empty=True)
         budget = PixelBudget(max_request_pixels)
@@ -636,7 +654,12 @@ def create_app(
             frames = await asyncio.to_thread(
                 read_video_file, req.video_path, allowed_dirs=video_dirs, **kwargs
             )
-        options = {"backend": req.backend, "backend_kwargs": dict(req.backend_kwargs or {})}
+        _check_text("task_text", req.task_text, max_text_chars)
+        try:
+            backend_kwargs = be.check_video_options(dict(req.backend_kwargs or {}))
+        except (ValueError, TypeError) as exc:
+            raise ApiError(422, f"invalid backend_kwargs: {exc}") from exc
+        options = {"backend": req.backend, "backend_kwargs": backend_kwargs}
         item = VideoItem(req.task_text, tuple(frames), options)
         value, raw_text = await guarded(lambda: batcher.call("video", be.score_video, item))
         return ScoreResponse(score=float(value), raw_text=raw_text)
@@ -666,6 +689,8 @@ def create_app(
             errors = _clean_validation_errors(exc.errors())
             raise ApiError(422, f"invalid pickle request: {_summarise(errors)}") from exc
         _check_count("images", req.images, max_frames)
+        for i, prompt in enumerate(req.prompts or []):
+            _check_text(f"prompts[{i}]", prompt, max_text_chars)
 
         budget = PixelBudget(max_request_pixels)
         prompts = list(req.prompts or [])

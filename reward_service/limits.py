@@ -20,4 +20,6 @@ DEFAULT_LIMITS: dict[str, int] = {
     # /score caller knobs: frames sampled per video, pixels per sampled frame.
     "max_nframes": 128,
     "max_video_pixels": 4 * 448 * 448,
+    # characters in a task or prompt (tokenising is the caller's cost too)
+    "max_text_chars": 8192,
 }
