@@ -50,6 +50,7 @@ from reward_service.backends.base import (
     VideoItem,
 )
 from reward_service.batching import MAX_BATCH, Batcher, prepare_frame
+from reward_service.connections import ConcurrencyLimitMiddleware
 from reward_service.faults import TRANSPORT_SCOPE_KEY, FaultInjector, FaultMiddleware
 from reward_service.image_decoding import (
     ImageDecodeError,
@@ -362,6 +363,7 @@ def create_app(
     max_video_pixels: int = DEFAULT_LIMITS["max_video_pixels"],
     video_dirs: Sequence[str] = (),
     max_text_chars: int = DEFAULT_LIMITS["max_text_chars"],
+    max_concurrent_requests: int = DEFAULT_LIMITS["max_concurrent_requests"],
     batch_window_ms: float = 5.0,
     max_batch: int = MAX_BATCH,
     enable_faults: bool = False,
@@ -383,6 +385,7 @@ def create_app(
         max_nframes: most frames a `/score` caller may ask to be sampled (422 above).
         max_video_pixels: most `max_pixels` per sampled frame a `/score` caller may ask (422).
         max_text_chars: most characters in a task or prompt (422 above).
+        max_concurrent_requests: requests handled at once; more answer 503 with Retry-After.
         video_dirs: directories `/score` may read `video_path` files from (resolved; symlinks
             out of them are refused). Empty (the default): path mode is off (403).
         batch_window_ms: how long a backend batch waits for more items from other requests.
@@ -776,5 +779,6 @@ def create_app(
     if token:
         app.add_middleware(_AuthMiddleware, token=token)
     app.add_middleware(_HostMiddleware, allowed_hosts=tuple(allowed_hosts))
+    app.add_middleware(ConcurrencyLimitMiddleware, limit=max_concurrent_requests)
     app.add_middleware(_MetricsMiddleware, metrics=metrics, known_routes=known_routes)
     return app

@@ -22,4 +22,8 @@ DEFAULT_LIMITS: dict[str, int] = {
     "max_video_pixels": 4 * 448 * 448,
     # characters in a task or prompt (tokenising is the caller's cost too)
     "max_text_chars": 8192,
+    # connections (evolve-reward-server): a request must arrive within read_timeout_s
+    "read_timeout_s": 60,
+    "max_connections": 512,
+    "max_concurrent_requests": 256,
 }

@@ -78,6 +78,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="most frames a /score request may sample (default 128)",
     )
     p.add_argument(
+        "--read-timeout-s",
+        type=float,
+        default=DEFAULT_LIMITS["read_timeout_s"],
+        help="seconds a request may take to arrive (headers and body) before 408 (default 60)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        default=DEFAULT_LIMITS["max_connections"],
+        help="open connections accepted; more are refused with 503 (default 512)",
+    )
+    p.add_argument(
+        "--max-concurrent-requests",
+        type=int,
+        default=DEFAULT_LIMITS["max_concurrent_requests"],
+        help="requests handled at once; more get 503 with Retry-After (default 256)",
+    )
+    p.add_argument(
         "--batch-window-ms",
         type=float,
         default=5.0,
@@ -189,6 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from reward_service.app import create_app
     from reward_service.backends import make_backend
+    from reward_service.connections import bounded_h11_protocol
 
     try:
         backend = make_backend(args.backend, **kwargs)
@@ -206,6 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_request_pixels=int(args.max_request_mpix * 1e6),
         max_nframes=args.max_nframes,
         video_dirs=args.video_dir,
+        max_concurrent_requests=args.max_concurrent_requests,
         batch_window_ms=args.batch_window_ms,
         enable_faults=args.enable_fault_injection,
         pickle_at_root=args.pickle_at_root,
@@ -219,6 +239,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         access_log=args.access_log,
         timeout_keep_alive=65,
         lifespan="on",
+        http=bounded_h11_protocol(
+            read_timeout_s=args.read_timeout_s, max_connections=args.max_connections
+        ),
     )
     server = uvicorn.Server(config)
     sockets = None
