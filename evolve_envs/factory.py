@@ -197,7 +197,9 @@ def progress_client(rm: RewardModelConfig, urls: list[str], *, max_workers: int 
     from reward_clients.endpoint_pool import EndpointPool
     from reward_clients.progress_client import ProgressClient
 
-    pool = EndpointPool.shared(urls, timeout=rm.timeout, max_retries=rm.max_retries)
+    pool = EndpointPool.shared(
+        urls, timeout=rm.timeout, max_retries=rm.max_retries, health_route=rm.health_route
+    )
     return ProgressClient(
         pool,
         jpeg_quality=rm.jpeg_quality,
@@ -224,7 +226,9 @@ def _reward_wrapper(env: gym.Env, rm: RewardModelConfig, urls: list[str]) -> gym
         except BaseException:
             client.close()
             raise
-    pool = EndpointPool.shared(urls, timeout=rm.timeout, max_retries=rm.max_retries)
+    pool = EndpointPool.shared(
+        urls, timeout=rm.timeout, max_retries=rm.max_retries, health_route=rm.health_route
+    )
     common = {
         "binary_reward": rm.binary_reward,
         "success_threshold": rm.success_threshold,

@@ -10,15 +10,18 @@ from __future__ import annotations
 import os
 import pickle
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
-from compat_servers import pickle_scorer_server
+from compat_servers import pickle_scorer_server, rlaif_video_server
 from svc_helpers import image_bytes
 
+from evolve_envs.config import RewardModelConfig
 from reward_clients.endpoint_pool import EndpointPool
 from reward_clients.pickle_scorer_client import PickleScorerClient
+from reward_clients.video_score_client import VideoScoreClient
 from reward_service.embedded import EmbeddedService
 from reward_service.protocol import UnsafePickleError, safe_pickle_loads
 
@@ -137,3 +140,37 @@ def test_endpoint_without_health_route_comes_back() -> None:
             assert pool.probe() == {url: True}  # 404 on GET /health and POST /healthcheck
             assert client.score([np.zeros((8, 8, 3), np.uint8)], ["a"]).value == [0.5]
         pool.close()
+
+
+# ------------------------------------------------------------ RLinf-RLAIF's video scorer
+
+
+def test_video_client_auto_transport_switches_to_path_when_the_server_demands_it(
+    tmp_path: Path,
+) -> None:
+    frames = [np.full((32, 32, 3), v, np.uint8) for v in (0, 100, 200)]
+    with rlaif_video_server(score=0.75) as (url, seen):
+        inline = VideoScoreClient(url, fallback_score=-1.0)  # the default transport
+        assert inline.score("t", frames).value == -1.0  # 422: the server wants a path
+        inline.close()
+        auto = VideoScoreClient(url, mode="auto", shared_dir=tmp_path, fail_on_request_error=True)
+        assert auto.score("t", frames).value == 0.75 and auto.transport == "path"
+        assert auto.score("t", frames).value == 0.75
+        auto.close()
+    kinds = ["video_path" if "video_path" in r else "video_b64" for r in seen]
+    assert kinds == ["video_b64", "video_b64", "video_path", "video_path"]
+    assert all(r["nframes"] == 16 for r in seen)
+    assert list(tmp_path.iterdir()) == []  # shared files are removed after each request
+
+
+def test_video_client_auto_without_shared_dir_stays_inline_and_nframes_is_capped() -> None:
+    with rlaif_video_server() as (url, seen):
+        with VideoScoreClient(url, mode="auto", fallback_score=-1.0) as client:
+            assert client.score("t", [np.zeros((16, 16, 3), np.uint8)]).value == -1.0
+    assert len(seen) == 1 and "video_b64" in seen[0]
+    with pytest.raises(ValueError, match="max_nframes"):
+        VideoScoreClient("http://127.0.0.1:1", nframes=129)
+    with pytest.raises(ValueError):
+        RewardModelConfig(kind="video_score", nframes=129)
+    cfg = RewardModelConfig(kind="video_score", video_transport="auto", health_route="/healthcheck")
+    assert cfg.video_transport == "auto" and cfg.pickle_route == "/"
