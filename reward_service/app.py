@@ -477,13 +477,17 @@ def create_app(
         )
 
     async def run_in_chunks(
-        kind: str, count: int, make_chunk: Callable[[int, int], Awaitable[list[Any]]]
+        kind: str,
+        count: int,
+        make_chunk: Callable[[int, int], Awaitable[list[Any]]],
+        request: Request,
     ) -> list[Any]:
         """Results of `count` items, decoded and submitted `max_batch` at a time.
 
         The next chunk is decoded while the current one runs, and is queued only when the
         current one is done, so items of other requests queued meanwhile are served between a
-        large request's chunks, and at most two chunks of decoded frames are held.
+        large request's chunks, and at most two chunks of decoded frames are held. When the
+        caller has disconnected, the remaining chunks are dropped.
         """
         results: list[Any] = []
         bounds = [(lo, min(lo + max_batch, count)) for lo in range(0, count, max_batch)]
@@ -493,6 +497,9 @@ def create_app(
                 assert pending is not None
                 items = await pending
                 pending = None
+                if k and await request.is_disconnected():
+                    metrics.record_dropped(kind, count - bounds[k][0])
+                    raise ApiError(499, "the client closed the connection; work dropped")
                 if k + 1 < len(bounds):
                     pending = asyncio.ensure_future(make_chunk(*bounds[k + 1]))
                 results.extend(await guarded(lambda items=items: batcher.run(kind, items)))
@@ -573,7 +580,9 @@ def create_app(
 
     # --- progress protocol ---------------------------------------------------------------------
     @app.post("/trajectory-critic", response_model=TrajectoryCriticResponse, tags=["progress"])
-    async def trajectory_critic(req: TrajectoryCriticRequest) -> TrajectoryCriticResponse:
+    async def trajectory_critic(
+        req: TrajectoryCriticRequest, request: Request
+    ) -> TrajectoryCriticResponse:
         """Critics between consecutive frames of `frames[::skip]` and their accumulated values."""
         _check_count("frames", req.frames, max_frames)
         _check_text("task", req.task, max_text_chars)
@@ -596,7 +605,7 @@ def create_app(
                 last["frame"] = frame
             return items
 
-        critics = await run_in_chunks("critic", len(sampled) - 1, make_chunk)
+        critics = await run_in_chunks("critic", len(sampled) - 1, make_chunk, request)
         critic_list = [float(c) for c in critics]
         return TrajectoryCriticResponse(
             value_list=accumulate_values(critic_list), critic_list=critic_list
@@ -707,7 +716,7 @@ def create_app(
                 for prompt, image in zip(prompts[lo:hi], images, strict=True)
             ]
 
-        scores = await run_in_chunks("image", len(req.images), make_chunk)
+        scores = await run_in_chunks("image", len(req.images), make_chunk, request)
         payload: dict[str, Any] = {"scores": [float(s) for s in scores]}
         if req.flow_grpo_variant:  # flow_grpo's remote scorers answer with these keys
             payload.update(

@@ -149,3 +149,22 @@ def test_small_request_is_served_between_the_chunks_of_a_large_one(
         assert served_meanwhile <= 3, served_meanwhile
         assert big["resp"].status_code == 200 and len(big["resp"].json()["critic_list"]) == 256
         assert critic_batches() - start >= 32
+
+
+def test_work_of_a_caller_that_has_gone_is_dropped(slow_mock: EmbeddedService) -> None:
+    frames = [painted_b64(p % 100, size=32) for p in range(257)]  # 32 chunks of 8 pairs
+    with httpx.Client(base_url=slow_mock.url, timeout=30, trust_env=False) as http:
+        dropped_before = http.get("/metrics").json()["dropped_items"].get("critic", 0)
+        with pytest.raises(httpx.ReadTimeout):  # the caller gives up after a few chunks
+            httpx.post(
+                slow_mock.url + "/trajectory-critic",
+                json={"task": "t", "frames": frames, "skip": 1},
+                timeout=httpx.Timeout(30, read=0.2),
+                trust_env=False,
+            )
+        for _ in range(200):  # wait (bounded) for the server to notice and stop
+            dropped = http.get("/metrics").json()["dropped_items"].get("critic", 0)
+            if dropped > dropped_before:
+                break
+            time.sleep(0.05)
+        assert dropped - dropped_before >= 8  # at least one whole chunk was never computed
