@@ -31,13 +31,13 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from reward_service.backends import make_backend
@@ -316,6 +316,35 @@ def accumulate_values(critics: Sequence[float]) -> list[float]:
     return values
 
 
+M = TypeVar("M", bound=BaseModel)
+
+
+async def _parse_json_body(request: Request, model: type[M]) -> M:
+    """Validate the body with pydantic's own JSON parser (no intermediate Python objects).
+
+    For routes whose bodies can be tens of MB (a 1,024-frame trajectory): `json.loads` plus
+    validation blocks the event loop about ten times longer. Errors are reported exactly as
+    FastAPI reports them (400 invalid JSON, 422 invalid fields).
+    """
+    body = await request.body()
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as exc:
+        errors = [{**err, "loc": ("body", *err.get("loc", ()))} for err in exc.errors()]
+        raise RequestValidationError(errors) from None
+
+
+def _json_body_doc(model: type[BaseModel]) -> dict[str, Any]:
+    """OpenAPI `requestBody` for a route that reads its JSON body with `_parse_json_body`."""
+    schema = model.model_json_schema()
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": schema}},
+        }
+    }
+
+
 def _wants_json(request: Request) -> bool:
     return "application/json" in request.headers.get("accept", "")
 
@@ -579,11 +608,15 @@ def create_app(
         return snap
 
     # --- progress protocol ---------------------------------------------------------------------
-    @app.post("/trajectory-critic", response_model=TrajectoryCriticResponse, tags=["progress"])
-    async def trajectory_critic(
-        req: TrajectoryCriticRequest, request: Request
-    ) -> TrajectoryCriticResponse:
+    @app.post(
+        "/trajectory-critic",
+        response_model=TrajectoryCriticResponse,
+        tags=["progress"],
+        openapi_extra=_json_body_doc(TrajectoryCriticRequest),
+    )
+    async def trajectory_critic(request: Request) -> TrajectoryCriticResponse:
         """Critics between consecutive frames of `frames[::skip]` and their accumulated values."""
+        req = await _parse_json_body(request, TrajectoryCriticRequest)
         _check_count("frames", req.frames, max_frames)
         _check_text("task", req.task, max_text_chars)
         if req.reference is not None:
