@@ -16,7 +16,7 @@ import httpx
 import numpy as np
 import pytest
 from compat_servers import pickle_scorer_server, rlaif_video_server
-from svc_helpers import image_bytes
+from svc_helpers import image_bytes, painted_b64
 
 from evolve_envs.config import RewardModelConfig
 from reward_clients.endpoint_pool import EndpointPool
@@ -174,3 +174,22 @@ def test_video_client_auto_without_shared_dir_stays_inline_and_nframes_is_capped
         RewardModelConfig(kind="video_score", nframes=129)
     cfg = RewardModelConfig(kind="video_score", video_transport="auto", health_route="/healthcheck")
     assert cfg.video_transport == "auto" and cfg.pickle_route == "/"
+
+
+def test_vlac_shaped_client_uses_every_progress_route(http: httpx.Client) -> None:
+    """VLAC's client: POST /healthcheck, then JSON bodies of base64 JPEG frames."""
+    jpeg = [painted_b64(p, fmt="JPEG") for p in (0, 25, 50, 75, 100)]
+    assert http.post("/healthcheck").json()["status"] == "ok"
+    traj = http.post(
+        "/trajectory-critic",
+        json={"task": "t", "frames": jpeg, "skip": 1, "ref_num": 2, "batch_size": 8,
+              "reference": jpeg[:3], "task_name": "t", "use_server_reference": False},
+    ).json()  # fmt: skip
+    assert len(traj["critic_list"]) == 4 and traj["value_list"][-1] == pytest.approx(100, abs=1.5)
+    pair = http.post("/pairwise-critic", json={"task": "t", "image_a": jpeg[0], "image_b": jpeg[2]})
+    assert pair.json()["critic"] == pytest.approx(50, abs=1.5)
+    done = http.post(
+        "/done",
+        json={"task": "t", "first_frame": jpeg[0], "prev_frame": jpeg[3], "curr_frame": jpeg[4]},
+    ).json()
+    assert done["done"] is True and done["prob"] == pytest.approx(1.0, abs=0.015)
