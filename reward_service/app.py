@@ -390,6 +390,7 @@ def create_app(
     max_request_pixels: int = DEFAULT_LIMITS["max_request_pixels"],
     max_nframes: int = DEFAULT_LIMITS["max_nframes"],
     max_video_pixels: int = DEFAULT_LIMITS["max_video_pixels"],
+    max_video_decode_pixels: int = DEFAULT_LIMITS["max_video_decode_pixels"],
     video_dirs: Sequence[str] = (),
     max_text_chars: int = DEFAULT_LIMITS["max_text_chars"],
     max_concurrent_requests: int = DEFAULT_LIMITS["max_concurrent_requests"],
@@ -413,6 +414,8 @@ def create_app(
             before decoding (413); JPEGs count at their DCT-reduced size.
         max_nframes: most frames a `/score` caller may ask to be sampled (422 above).
         max_video_pixels: most `max_pixels` per sampled frame a `/score` caller may ask (422).
+        max_video_decode_pixels: most frames x width x height a `/score` video may need decoded,
+            read from the container before decoding (413).
         max_text_chars: most characters in a task or prompt (422 above).
         max_concurrent_requests: requests handled at once; more answer 503 with Retry-After.
         video_dirs: directories `/score` may read `video_path` files from (resolved; symlinks
@@ -437,6 +440,7 @@ def create_app(
         ("max_request_pixels", max_request_pixels),
         ("max_nframes", max_nframes),
         ("max_video_pixels", max_video_pixels),
+        ("max_video_decode_pixels", max_video_decode_pixels),
         ("max_text_chars", max_text_chars),
     ):
         if value < 1:
@@ -687,6 +691,7 @@ def create_app(
             "max_pixels": req.max_pixels,
             "max_frames": max_video_frames,
             "max_side": max_image_side,
+            "max_decode_pixels": max_video_decode_pixels,
         }
         if req.video_b64 is not None:
             video_b64 = req.video_b64

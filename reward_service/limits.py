@@ -19,6 +19,9 @@ DEFAULT_LIMITS: dict[str, int] = {
     "max_request_pixels": 1024 * 512 * 512,
     # /score caller knobs: frames sampled per video, pixels per sampled frame.
     "max_nframes": 128,
+    # /score decoding work: frames x width x height of the whole video (2^31: e.g. 2,300 frames
+    # of 1280x720, or 128 of 4096x4096)
+    "max_video_decode_pixels": 2**31,
     "max_video_pixels": 4 * 448 * 448,
     # characters in a task or prompt (tokenising is the caller's cost too)
     "max_text_chars": 8192,

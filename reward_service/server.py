@@ -78,6 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="most frames a /score request may sample (default 128)",
     )
     p.add_argument(
+        "--max-video-decode-mpix",
+        type=float,
+        default=DEFAULT_LIMITS["max_video_decode_pixels"] / 1e6,
+        help="/score: most frames x width x height decoded per video, millions (default 2147)",
+    )
+    p.add_argument(
         "--read-timeout-s",
         type=float,
         default=DEFAULT_LIMITS["read_timeout_s"],
@@ -224,6 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_image_side=args.max_image_side,
         max_request_pixels=int(args.max_request_mpix * 1e6),
         max_nframes=args.max_nframes,
+        max_video_decode_pixels=int(args.max_video_decode_mpix * 1e6),
         video_dirs=args.video_dir,
         max_concurrent_requests=args.max_concurrent_requests,
         batch_window_ms=args.batch_window_ms,

@@ -4,7 +4,8 @@ The container is opened with PyAV under an explicit demuxer picked from an allow
 file's magic bytes (MP4/MOV, Matroska/WebM, AVI), so no other demuxer (ffconcat lists, HLS
 playlists, image sequences) is ever probed and nothing outside the given bytes is read. The
 frame size and count come from the container before any frame is decoded; the side limit and the
-frame limit are checked then. Frames are decoded in order and only the sampled ones are
+frame limit, and the decoding work (frames x width x height against `max_decode_pixels`), are
+checked then. Frames are decoded in order and only the sampled ones are
 converted, directly at their reduced size, so memory holds `nframes` small frames, never the
 whole video.
 
@@ -92,6 +93,7 @@ def _decode_sampled(
     max_pixels: int,
     max_frames: int,
     max_side: int,
+    max_decode_pixels: int,
 ) -> list[np.ndarray]:
     import av
 
@@ -123,6 +125,11 @@ def _decode_sampled(
                     if total > max_frames:
                         raise VideoTooLargeError(f"video has more than {max_frames} frames")
             container.seek(0, stream=stream)
+        if total * width * height > max_decode_pixels:
+            raise VideoTooLargeError(
+                f"video has {total} frames of {width}x{height}: decoding them would exceed the "
+                f"limit of {max_decode_pixels} decoded pixels per request"
+            )
         wanted = sample_indices(total, nframes)
         out_w, out_h = _target_size(width, height, max_pixels)
         keep: dict[int, np.ndarray] = {}
@@ -179,6 +186,7 @@ def read_video_file(
     max_pixels: int = 200704,
     max_frames: int = 10000,
     max_side: int = 4096,
+    max_decode_pixels: int = 2**31,
 ) -> list[np.ndarray]:
     """Decode the video at `path` (inside `allowed_dirs`), `nframes` sampled, `max_pixels` each."""
     real = _resolve_inside(path, allowed_dirs)
@@ -195,6 +203,7 @@ def read_video_file(
                 max_pixels=max_pixels,
                 max_frames=max_frames,
                 max_side=max_side,
+                max_decode_pixels=max_decode_pixels,
             )
     except OSError:
         raise VideoDecodeError(
@@ -209,6 +218,7 @@ def read_video_bytes(
     max_pixels: int = 200704,
     max_frames: int = 10000,
     max_side: int = 4096,
+    max_decode_pixels: int = 2**31,
 ) -> list[np.ndarray]:
     """Like `read_video_file` for an encoded video held in memory (never written to disk)."""
     if not data:
@@ -223,4 +233,5 @@ def read_video_bytes(
         max_pixels=max_pixels,
         max_frames=max_frames,
         max_side=max_side,
+        max_decode_pixels=max_decode_pixels,
     )

@@ -94,3 +94,14 @@ def test_frame_side_and_caller_knobs_are_checked_before_decoding(
         )
     ok = _post(mock_service.url, {"task_text": "t", "video_b64": b64, "nframes": 128})
     assert ok.status_code == 200 and ok.json()["score"] == pytest.approx(0.3, abs=0.011)
+
+
+def test_decoding_work_is_bounded_from_the_container_header(tmp_path: Path) -> None:
+    from reward_service.video_decoding import VideoTooLargeError, read_video_bytes
+
+    path = tmp_path / "v.mp4"
+    write_video(str(path), [10] * 12, size=64)  # 12 frames of 64x64 = 49,152 pixels to decode
+    with pytest.raises(VideoTooLargeError, match="12 frames of 64x64") as info:
+        read_video_bytes(path.read_bytes(), max_decode_pixels=12 * 64 * 64 - 1)
+    assert info.value.status_code == 413
+    assert len(read_video_bytes(path.read_bytes(), nframes=4, max_decode_pixels=12 * 64 * 64)) == 4
