@@ -28,6 +28,7 @@ import asyncio
 import hmac
 import logging
 import os
+import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -677,7 +678,7 @@ def create_app(
 
     # --- episode video score -------------------------------------------------------------------
     @app.post("/score", response_model=ScoreResponse, tags=["video score"])
-    async def score(req: ScoreRequest) -> ScoreResponse:
+    async def score(req: ScoreRequest, request: Request) -> ScoreResponse:
         """Score an episode video (path on a shared filesystem, or inline base64 bytes)."""
         require("video")
         if req.nframes > max_nframes:
@@ -709,9 +710,23 @@ def create_app(
             backend_kwargs = be.check_video_options(dict(req.backend_kwargs or {}))
         except (ValueError, TypeError) as exc:
             raise ApiError(422, f"invalid backend_kwargs: {exc}") from exc
-        options = {"backend": req.backend, "backend_kwargs": backend_kwargs}
+        stop = threading.Event()  # set when the caller disconnects: backends may stop early
+        options = {"backend": req.backend, "backend_kwargs": backend_kwargs, "stop_event": stop}
         item = VideoItem(req.task_text, tuple(frames), options)
-        value, raw_text = await guarded(lambda: batcher.call("video", be.score_video, item))
+
+        async def watch_caller() -> None:
+            while not await request.is_disconnected():
+                await asyncio.sleep(0.2)
+            stop.set()
+
+        watcher = asyncio.create_task(watch_caller())
+        try:
+            value, raw_text = await guarded(lambda: batcher.call("video", be.score_video, item))
+        finally:
+            watcher.cancel()
+        if stop.is_set():
+            metrics.record_dropped("video", 1)
+            raise ApiError(499, "the client closed the connection; work dropped")
         return ScoreResponse(score=float(value), raw_text=raw_text)
 
     # --- pickle scorer -------------------------------------------------------------------------

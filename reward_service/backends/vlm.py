@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -223,9 +224,15 @@ class VLMBackend(Backend):
         )
 
     def generate(
-        self, requests: Sequence[tuple[str, Sequence[np.ndarray]]], max_new_tokens: int
+        self,
+        requests: Sequence[tuple[str, Sequence[np.ndarray]]],
+        max_new_tokens: int,
+        stop: threading.Event | None = None,
     ) -> list[str]:
-        """Answer a batch of `(prompt text, images)` requests; returns the decoded answers."""
+        """Answer a batch of `(prompt text, images)` requests; returns the decoded answers.
+
+        Generation ends early (after the current token) once `stop` is set.
+        """
         torch = self._torch
         flat = [np.ascontiguousarray(img) for _, imgs in requests for img in imgs]
         vision = self.image_processor(images=flat, return_tensors="pt") if flat else {}
@@ -247,6 +254,19 @@ class VLMBackend(Backend):
         sampling: dict[str, Any] = {"do_sample": False}
         if self.temperature > 0:
             sampling = {"do_sample": True, "temperature": self.temperature}
+        if stop is not None:
+            from transformers import StoppingCriteria, StoppingCriteriaList
+
+            class _StopWhenSet(StoppingCriteria):
+                def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+                    return torch.full(
+                        (input_ids.shape[0],),
+                        stop.is_set(),
+                        dtype=torch.bool,
+                        device=input_ids.device,
+                    )
+
+            sampling["stopping_criteria"] = StoppingCriteriaList([_StopWhenSet()])
         with torch.inference_mode():
             out = self.model.generate(
                 **inputs,
@@ -319,7 +339,9 @@ class VLMBackend(Backend):
             raise ValueError(f"score_mode must be one of {SCORE_MODES}, got {mode!r}")
         prompt = self.prompts["video"].format(task=item.task_text, n=len(item.frames))
         max_new = int(kwargs.get("max_new_tokens", self.video_max_new_tokens))
-        (answer,) = self.generate([(prompt, list(item.frames))], max_new)
+        (answer,) = self.generate(
+            [(prompt, list(item.frames))], max_new, stop=item.options.get("stop_event")
+        )
         score = parse_score(answer, mode)
         if score is None:
             score = self._fallback("video", answer, self.fallback_score)
