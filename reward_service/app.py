@@ -13,8 +13,11 @@ Routes (DESIGN §4):
 Every error is JSON `{"error": ..., ...}` with a 4xx/5xx status, except the pickle routes,
 which answer `pickle.dumps({"error": str})` (as their protocol says) unless the request's
 `Accept` header asks for `application/json`. A route the backend cannot serve answers 501
-naming the backend. Limits: body size (413), frames per request (413), image side (413);
-undecodable images and invalid fields answer 422, a body that is not JSON/pickle 400.
+naming the backend. Limits (`reward_service.limits`): body size, frames per request, image
+side and decoded pixels per request (413, checked from headers before decoding); undecodable,
+truncated or inconsistent images, invalid fields and over-limit caller knobs answer 422, a body
+that is not JSON/pickle 400. Only loopback `Host` names are served by default (421 otherwise; a
+foreign `Origin` gets 403); `/score` reads files only inside `video_dirs` (403 when none).
 
 Example:
     >>> from reward_service.backends.mock import MockBackend
