@@ -161,8 +161,9 @@ def decode_image_bytes(
 
     The side limit and the request's pixel `budget` are checked from the header before any
     pixel is decoded. JPEGs are decoded reduced (DCT scaling) towards `target_side` per side,
-    never below it; truncated or inconsistent data (e.g. a JPEG declaring more pixels than it
-    carries) raises `ImageDecodeError`.
+    never below it, and large PNGs are box-reduced by an integer factor likewise; truncated or
+    inconsistent data (e.g. a JPEG declaring more pixels than it carries) raises
+    `ImageDecodeError`.
     """
     if not data:
         raise ImageDecodeError(f"{what} is empty")
@@ -176,6 +177,12 @@ def decode_image_bytes(
             if budget is not None:
                 budget.take(img.width * img.height, what)
             img.load()
+            factor = min(img.width, img.height) // target_side
+            if factor >= 2:  # like the JPEG path: reduced, never below target_side
+                try:
+                    img = img.reduce(factor)
+                except ValueError:  # a mode reduce() lacks (e.g. 16-bit): convert first
+                    img = _png_to_rgb(img).reduce(factor)
             rgb = _png_to_rgb(img)
     except ImageDecodeError:
         raise

@@ -168,3 +168,10 @@ def test_work_of_a_caller_that_has_gone_is_dropped(slow_mock: EmbeddedService) -
                 break
             time.sleep(0.05)
         assert dropped - dropped_before >= 8  # at least one whole chunk was never computed
+
+
+def test_large_pngs_are_reduced_like_jpegs_but_keep_their_content() -> None:
+    buf = io.BytesIO()
+    Image.fromarray(np.full((2048, 1024, 3), 77, np.uint8)).save(buf, "PNG")
+    frame = decode_image_bytes(buf.getvalue())
+    assert frame.shape == (1024, 512, 3) and np.all(frame == 77)  # factor 2: not below 448
