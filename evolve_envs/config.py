@@ -183,14 +183,15 @@ class RewardModelConfig(BaseModel):
     ignore_terminations: bool = False
 
     # --- episode scoring (kind: video_score / pickle_scorer)
-    nframes: int = Field(default=16, ge=1)
+    nframes: int = Field(default=16, ge=1, le=128)
     max_pixels: int = Field(default=200704, ge=1)
     video_fps: float = Field(default=4.0, gt=0)
     backend: str | None = None
     backend_kwargs: dict[str, Any] = Field(default_factory=dict)
-    video_transport: Literal["inline", "path"] = "inline"
+    video_transport: Literal["inline", "path", "auto"] = "inline"
     shared_dir: str | None = None
-    pickle_route: str = "/pickle"
+    pickle_route: str = "/"
+    health_route: str = "/health"
     last_frames: int = Field(default=1, ge=1)
 
     # --- frames

@@ -211,6 +211,7 @@ def endpoint_pool(rm: RewardModelConfig, urls: list[str]) -> Any:
         max_retries=rm.max_retries,
         token=rm.token_value,
         total_timeout=rm.call_budget_s,
+        health_route=rm.health_route,
     )
 
 

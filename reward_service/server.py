@@ -27,6 +27,7 @@ from typing import Any
 
 from reward_service.backends import BACKENDS
 from reward_service.backends.base import CKPT_ENV
+from reward_service.limits import DEFAULT_LIMITS
 
 __all__ = ["main", "build_parser", "TOKEN_ENV"]
 
@@ -58,13 +59,65 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-frames", type=int, default=1024, help="frames per request limit")
     p.add_argument("--max-image-side", type=int, default=4096, help="image side limit (pixels)")
     p.add_argument(
+        "--max-request-mpix",
+        type=float,
+        default=DEFAULT_LIMITS["max_request_pixels"] / 1e6,
+        help="decoded pixels per request limit, millions (default 268.4: 1,024 frames of 512x512)",
+    )
+    p.add_argument(
+        "--video-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="allow /score video_path files inside DIR (repeatable; default: path mode off)",
+    )
+    p.add_argument(
+        "--max-nframes",
+        type=int,
+        default=DEFAULT_LIMITS["max_nframes"],
+        help="most frames a /score request may sample (default 128)",
+    )
+    p.add_argument(
+        "--max-video-decode-mpix",
+        type=float,
+        default=DEFAULT_LIMITS["max_video_decode_pixels"] / 1e6,
+        help="/score: most frames x width x height decoded per video, millions (default 2147)",
+    )
+    p.add_argument(
+        "--read-timeout-s",
+        type=float,
+        default=DEFAULT_LIMITS["read_timeout_s"],
+        help="seconds a request may take to arrive (headers and body) before 408 (default 60)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        default=DEFAULT_LIMITS["max_connections"],
+        help="open connections accepted; more are refused with 503 (default 512)",
+    )
+    p.add_argument(
+        "--max-concurrent-requests",
+        type=int,
+        default=DEFAULT_LIMITS["max_concurrent_requests"],
+        help="requests handled at once; more get 503 with Retry-After (default 256)",
+    )
+    p.add_argument(
         "--batch-window-ms",
         type=float,
         default=5.0,
         help="how long a backend batch waits for items of concurrent requests (ms)",
     )
     p.add_argument(
-        "--pickle-at-root", action="store_true", help="also serve the pickle scorer at POST /"
+        "--pickle-at-root",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also serve the pickle scorer at POST / (default: on)",
+    )
+    p.add_argument(
+        "--allowed-hosts",
+        default=None,
+        help="comma-separated Host header values served; '*' for any "
+        "(default: loopback names; add the name clients use when exposing the server)",
     )
     p.add_argument(
         "--enable-fault-injection",
@@ -86,6 +139,25 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def _allowed_hosts(args: argparse.Namespace) -> list[str]:
+    """`--allowed-hosts`, else the loopback names plus the bound address (if a specific one)."""
+    if args.allowed_hosts:
+        return [h.strip() for h in args.allowed_hosts.split(",") if h.strip()]
+    hosts = list(LOOPBACK_HOSTS)
+    if args.host not in ("0.0.0.0", "::", "") and not _is_loopback(args.host):
+        hosts.append(args.host)
+    elif args.host in ("0.0.0.0", "::"):
+        log.warning(
+            "binding %s: only requests naming a loopback host are served until --allowed-hosts "
+            "lists the names or addresses clients use",
+            args.host,
+        )
+    return hosts
 
 
 def _watch_stdin_then_exit() -> None:
@@ -141,6 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from reward_service.app import create_app
     from reward_service.backends import make_backend
+    from reward_service.connections import bounded_h11_protocol
 
     try:
         backend = make_backend(args.backend, **kwargs)
@@ -155,9 +228,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_body_bytes=int(args.max_body_mb * 1024 * 1024),
         max_frames=args.max_frames,
         max_image_side=args.max_image_side,
+        max_request_pixels=int(args.max_request_mpix * 1e6),
+        max_nframes=args.max_nframes,
+        max_video_decode_pixels=int(args.max_video_decode_mpix * 1e6),
+        video_dirs=args.video_dir,
+        max_concurrent_requests=args.max_concurrent_requests,
         batch_window_ms=args.batch_window_ms,
         enable_faults=args.enable_fault_injection,
         pickle_at_root=args.pickle_at_root,
+        allowed_hosts=_allowed_hosts(args),
     )
     config = uvicorn.Config(
         app,
@@ -167,6 +246,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         access_log=args.access_log,
         timeout_keep_alive=65,
         lifespan="on",
+        http=bounded_h11_protocol(
+            read_timeout_s=args.read_timeout_s, max_connections=args.max_connections
+        ),
     )
     server = uvicorn.Server(config)
     sockets = None

@@ -104,3 +104,9 @@ def test_p6_libero_quick() -> None:
     by_name = {r["reward"]: r for r in rows}
     assert num(by_name["off"]["ratio vs off"]) == 1.0
     assert num(by_name["on, sync, instant"]["calls/episode"]) > 0
+
+
+def test_p7_hostile_input_quick() -> None:
+    rows = run_quick("p7_hostile_input")  # two tables: only the first one's rows are checked
+    status = {r["request"].split(" ")[0]: r["status"] for r in rows if r["status"].isdigit()}
+    assert status == {"valid": "200", "lying": "422", "720p": "200", "256": "200"}, status
