@@ -176,6 +176,10 @@ def reward_endpoints(rm: RewardModelConfig, url: str | None = None) -> list[str]
 
     if url is not None:
         return [url]
+    from reward_clients.ray_handle_pool import is_ray_endpoint
+
+    if is_ray_endpoint(rm.endpoint):  # a Ray Serve application, reached by DeploymentHandle
+        return [rm.endpoint if isinstance(rm.endpoint, str) else rm.endpoint[0]]
     try:
         return expand_endpoints(rm.endpoint, None, rm.service_num)
     except ValueError as exc:
@@ -191,13 +195,23 @@ def _check_camera(env: gym.Env, camera: str) -> None:
         )
 
 
+def reward_pool(rm: RewardModelConfig, urls: list[str]) -> Any:
+    """The shared :class:`~reward_clients.endpoint_pool.EndpointPool` for ``urls``, or a
+    :class:`~reward_clients.ray_handle_pool.RayHandlePool` for ``["ray://<app_name>"]``."""
+    from reward_clients.endpoint_pool import EndpointPool
+    from reward_clients.ray_handle_pool import RayHandlePool, is_ray_endpoint
+
+    if is_ray_endpoint(urls):
+        return RayHandlePool(urls[0], timeout=rm.timeout, max_retries=rm.max_retries)
+    return EndpointPool.shared(urls, timeout=rm.timeout, max_retries=rm.max_retries)
+
+
 def progress_client(rm: RewardModelConfig, urls: list[str], *, max_workers: int = 8) -> Any:
     """The :class:`~reward_clients.progress_client.ProgressClient` a ``reward_model`` block asks
     for, on the process-wide shared :class:`~reward_clients.endpoint_pool.EndpointPool`."""
-    from reward_clients.endpoint_pool import EndpointPool
     from reward_clients.progress_client import ProgressClient
 
-    pool = EndpointPool.shared(urls, timeout=rm.timeout, max_retries=rm.max_retries)
+    pool = reward_pool(rm, urls)
     return ProgressClient(
         pool,
         jpeg_quality=rm.jpeg_quality,
@@ -207,8 +221,6 @@ def progress_client(rm: RewardModelConfig, urls: list[str], *, max_workers: int 
 
 
 def _reward_wrapper(env: gym.Env, rm: RewardModelConfig, urls: list[str]) -> gym.Env:
-    from reward_clients.endpoint_pool import EndpointPool
-
     weights = {"reward_weight": rm.reward_weight, "env_reward_weight": rm.env_reward_weight}
     if rm.kind == "progress":
         client = progress_client(rm, urls)
@@ -224,7 +236,7 @@ def _reward_wrapper(env: gym.Env, rm: RewardModelConfig, urls: list[str]) -> gym
         except BaseException:
             client.close()
             raise
-    pool = EndpointPool.shared(urls, timeout=rm.timeout, max_retries=rm.max_retries)
+    pool = reward_pool(rm, urls)
     common = {
         "binary_reward": rm.binary_reward,
         "success_threshold": rm.success_threshold,
