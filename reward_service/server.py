@@ -93,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--address", default=None, help="Ray cluster address (default: start Ray locally)"
     )
     grp.add_argument("--app-name", default="reward", help="Serve application name")
+    grp.add_argument("--route-prefix", default="/", help="HTTP route prefix of the app")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.add_argument("--access-log", action="store_true", help="log every request")
     # Used by EmbeddedService: serve on an inherited listening socket, exit with the parent.
@@ -251,13 +252,13 @@ def _serve_on_ray(
     except ValueError as exc:
         parser.error(str(exc))
     stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
     ray.init(address=args.address, include_dashboard=False)
+    for sig in (signal.SIGINT, signal.SIGTERM):  # after ray.init, which installs its own
+        signal.signal(sig, lambda *_: stop.set())
     try:
         serve.start(http_options={"host": args.host, "port": args.port})
         try:
-            serve.run(app, name=args.app_name, route_prefix="/")
+            serve.run(app, name=args.app_name, route_prefix=args.route_prefix)
         except Exception as exc:  # noqa: BLE001 - a replica that cannot build its backend
             print(
                 f"evolve-reward-server: cannot start backend {args.backend!r} on Ray: {exc}",
@@ -265,7 +266,8 @@ def _serve_on_ray(
             )
             return 2
         print(
-            f"evolve-reward-server: backend {args.backend!r} on http://{args.host}:{args.port} "
+            f"evolve-reward-server: backend {args.backend!r} on "
+            f"http://{args.host}:{args.port}{args.route_prefix.rstrip('/')} "
             f"(Ray Serve app {args.app_name!r}, {args.replicas if not autoscaling else 'auto'} "
             "replicas)",
             file=sys.stderr,

@@ -184,3 +184,36 @@ def test_ray_endpoint_is_not_an_http_url() -> None:
     with pytest.raises(ValueError, match="ray://<app_name>"):
         RayHandlePool("http://127.0.0.1:1")
     assert np.isfinite(1.0)
+
+
+def test_server_cli_engine_ray_deploys_on_a_cluster(serve_service, client, tmp_path) -> None:
+    """`evolve-reward-server --engine ray --address ...` adds an app, removes it on exit."""
+    import subprocess
+    import sys
+    import time
+
+    import ray
+
+    port = int(serve_service.url.rsplit(":", 1)[1])
+    cmd = [sys.executable, "-m", "reward_service.server", "--engine", "ray", "--backend", "mock"]
+    cmd += ["--address", ray.get_runtime_context().gcs_address, "--app-name", "cli"]
+    cmd += ["--route-prefix", "/cli", "--replicas", "1", "--num-cpus", "0.25"]
+    cmd += ["--port", str(port), "--exit-on-stdin-eof"]
+    log = tmp_path / "server.log"
+    with open(log, "w") as err:
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=err, text=True)
+    try:
+        for _ in range(600):
+            if "evolve-reward-server: " in log.read_text() or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert "Ray Serve app 'cli', 1 replicas" in log.read_text(), log.read_text()[-2000:]
+        assert client.get("/cli/capabilities").json()["backend"] == "mock"
+        body = {"task": "t", "image_a": painted_b64(10), "image_b": painted_b64(55)}
+        assert client.post("/cli/pairwise-critic", json=body).json()["critic"] == 50.0
+    finally:
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
+    from ray import serve
+
+    assert "cli" not in serve.status().applications
