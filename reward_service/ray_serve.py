@@ -82,7 +82,7 @@ class RewardDeployment:
         )
         return resp.status_code, dict(resp.headers), resp.content
 
-    @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.002)
+    @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.002, max_concurrent_batches=64)
     async def call(self, calls: list[tuple]) -> list[tuple[int, dict[str, str], bytes]]:
         """Answer `(method, route, json_body, content, headers)` calls with
         `(status, headers, body bytes)`."""
