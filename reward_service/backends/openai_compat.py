@@ -58,6 +58,8 @@ class OpenAICompatBackend(VLMBackend):
         max_new_tokens, video_max_new_tokens, score_mode, temperature, done_threshold,
         fallback_critic, fallback_score, system_prompt, *_prompt: as for the `vlm` backend.
         extra_body: extra JSON fields of every request (e.g. vLLM's `top_k`).
+        stream: ask for a streamed answer and join its chunks (every server supports it;
+            `transformers serve` answers only that way); False: one JSON answer.
         disabled: optional capabilities to switch off.
     """
 
@@ -86,6 +88,7 @@ class OpenAICompatBackend(VLMBackend):
         video_prompt: str = DEFAULT_PROMPTS["video_prompt"],
         image_prompt: str = DEFAULT_PROMPTS["image_prompt"],
         extra_body: dict[str, Any] | None = None,
+        stream: bool = True,
         disabled: Iterable[str] = (),
     ) -> None:
         Backend.__init__(self, disabled=disabled)  # no local model: VLMBackend's loader is skipped
@@ -117,6 +120,7 @@ class OpenAICompatBackend(VLMBackend):
             "image": image_prompt,
         }
         self.extra_body = dict(extra_body or {})
+        self.stream = bool(stream)
         self.unparsable_answers = 0
         self._openai = openai
         self._client = openai.OpenAI(
@@ -147,7 +151,10 @@ class OpenAICompatBackend(VLMBackend):
                 max_tokens=max_new_tokens,
                 temperature=self.temperature,
                 extra_body=self.extra_body or None,
+                stream=self.stream,
             )
+            if self.stream:
+                return "".join(c.choices[0].delta.content or "" for c in resp if c.choices)
         except self._openai.OpenAIError as exc:
             raise BackendError(f"chat completion at {self.base_url} failed: {exc}") from exc
         if not resp.choices:
