@@ -84,8 +84,14 @@ class RayHandlePool:
     def _get_handle(self) -> Any:
         with self._lock:
             if self._handle is None:
+                import ray
                 from ray import serve
 
+                if not ray.is_initialized():  # never start a private local Ray by accident
+                    raise RuntimeError(
+                        f"{self.url} needs a connection to the Ray cluster that serves it: "
+                        "call ray.init(address=...) first, or run inside one of its actors"
+                    )
                 self._handle = serve.get_deployment_handle(DEPLOYMENT, app_name=self.app_name)
             return self._handle
 

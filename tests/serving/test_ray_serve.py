@@ -215,3 +215,14 @@ def test_server_cli_engine_ray_deploys_on_a_cluster(serve_service, client, tmp_p
     from ray import serve
 
     assert "cli" not in serve.status().applications
+
+
+def test_missing_app_fails_fast_with_a_clear_error(serve_service) -> None:
+    import time
+
+    pool = RayHandlePool("ray://no_such_app", timeout=30, max_retries=1)
+    t = time.monotonic()
+    with pytest.raises(RewardServiceError) as err:
+        pool.request("GET", "/capabilities")
+    assert time.monotonic() - t < 10
+    assert err.value.kind == "connect" and err.value.endpoint == "ray://no_such_app"
