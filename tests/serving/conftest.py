@@ -41,12 +41,14 @@ def serve_service() -> Iterator[ServeService]:
 
     # Ray workers import the test modules' helpers (actors defined in tests) by module name.
     path = os.pathsep.join(TEST_PATHS + [p for p in [os.environ.get("PYTHONPATH")] if p])
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        object_store_memory=150 * 1024**2,
-        runtime_env={"env_vars": {"PYTHONPATH": path}},
-    )
+    own_ray = not ray.is_initialized()  # another session fixture may have started Ray
+    if own_ray:
+        ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            object_store_memory=150 * 1024**2,
+            runtime_env={"env_vars": {"PYTHONPATH": path}},
+        )
     try:
         port = free_port()
         serve.start(http_options={"host": "127.0.0.1", "port": port})
@@ -67,8 +69,11 @@ def serve_service() -> Iterator[ServeService]:
         handle = serve.run(app, name=APP_NAME, route_prefix="/")
         yield ServeService(f"http://127.0.0.1:{port}", APP_NAME, handle)
     finally:
-        serve.shutdown()
-        ray.shutdown()
+        if own_ray:
+            serve.shutdown()
+            ray.shutdown()
+        else:
+            serve.delete(APP_NAME)
 
 
 @pytest.fixture()

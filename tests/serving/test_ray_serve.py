@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 import yaml
 from svc_helpers import painted, painted_b64
 
 from evolve_envs.config import RewardModelConfig
-from evolve_envs.factory import progress_client, reward_endpoints
+from evolve_envs.factory import reward_endpoints
 from reward_clients.errors import RewardServiceError
 from reward_clients.progress_client import ProgressClient
 from reward_clients.ray_handle_pool import RayHandlePool
@@ -110,12 +112,21 @@ def test_ray_actors_call_through_the_handle_and_batches_coalesce(serve_service, 
     @ray.remote(num_cpus=0)
     class Worker:
         def __init__(self, endpoint: str) -> None:
+            from evolve_envs.config import RewardModelConfig
+            from evolve_envs.factory import progress_client, reward_endpoints
+
             rm = RewardModelConfig(endpoint=endpoint, enable=True)
             self.client = progress_client(rm, reward_endpoints(rm))
 
         def critic(self, level: int) -> tuple[float, str]:
-            r = self.client.pairwise_critic("t", painted(0), painted(level))
+            from reward_service.backends.mock import paint_level
+
+            a, b = (np.full((64, 64, 3), paint_level(p), np.uint8) for p in (0, level))
+            r = self.client.pairwise_critic("t", a, b)
             return r.value, type(self.client.pool).__name__
+
+    # Shipped by value, so the actor works on a Ray started without this folder on its path.
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
     before = _per_replica_metrics(client)
     workers = [Worker.remote("ray://" + serve_service.app_name) for _ in range(2)]
