@@ -184,6 +184,10 @@ def reward_endpoints(rm: RewardModelConfig, url: str | None = None) -> list[str]
 
     if url is not None:
         return [url]
+    from reward_clients.ray_handle_pool import is_ray_endpoint
+
+    if is_ray_endpoint(rm.endpoint):  # a Ray Serve application, reached by DeploymentHandle
+        return [rm.endpoint if isinstance(rm.endpoint, str) else rm.endpoint[0]]
     try:
         return expand_endpoints(rm.endpoint, None, rm.service_num)
     except ValueError as exc:
@@ -202,8 +206,13 @@ def _check_camera(env: gym.Env, camera: str) -> None:
 def endpoint_pool(rm: RewardModelConfig, urls: list[str]) -> Any:
     """The process-wide shared :class:`~reward_clients.endpoint_pool.EndpointPool` for a
     ``reward_model`` block: per-attempt ``timeout``, ``max_retries``, the bearer ``token`` and
-    ``call_budget_s`` (the most one call may take, retries and backoff included)."""
+    ``call_budget_s`` (the most one call may take, retries and backoff included); or a
+    :class:`~reward_clients.ray_handle_pool.RayHandlePool` for ``["ray://<app_name>"]``."""
     from reward_clients.endpoint_pool import EndpointPool
+    from reward_clients.ray_handle_pool import RayHandlePool, is_ray_endpoint
+
+    if is_ray_endpoint(urls):
+        return RayHandlePool(urls[0], timeout=rm.timeout, max_retries=rm.max_retries)
 
     return EndpointPool.shared(
         urls,

@@ -3,12 +3,15 @@
 Usage::
 
     evolve-reward-server --backend mock --port 8111
+    evolve-reward-server --engine ray --replicas 4 --num-gpus 1 --backend vlm --port 8111
     evolve-reward-server --backend vlm --ckpt-path /models/Qwen2.5-VL-7B-Instruct --gpu-ids 0
     python -m reward_service.server --backend mock --backend-kwargs '{"latency_ms": 20}'
 
 Binds 127.0.0.1 unless `--host` says otherwise; `--token` (or `EVOLVE_REWARD_TOKEN`) requires
 `Authorization: Bearer <token>` on every request. `--ckpt-path` (or `VLAC_CKPT_PATH`) names the
-model directory of the `vlm` and `vlac` backends.
+model directory of the `vlm` and `vlac` backends. `--engine ray` serves the same app from
+`--replicas` Ray Serve replicas (`reward_service.ray_serve`) on a local Ray instance, or on the
+cluster at `--address`, as the Serve application `--app-name` (Ray actors reach it by handle).
 """
 
 from __future__ import annotations
@@ -124,6 +127,26 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="add the /admin/faults routes (tests and failure drills only)",
     )
+    grp = p.add_argument_group("Ray Serve (--engine ray)")
+    p.add_argument(
+        "--engine",
+        default="uvicorn",
+        choices=["uvicorn", "ray"],
+        help="uvicorn: one process (default); ray: Ray Serve replicas behind Serve's proxy",
+    )
+    grp.add_argument("--replicas", type=int, default=1, help="number of replicas (default 1)")
+    grp.add_argument("--num-gpus", type=float, default=0.0, help="GPUs per replica (default 0)")
+    grp.add_argument("--num-cpus", type=float, default=1.0, help="CPUs per replica (default 1)")
+    grp.add_argument(
+        "--autoscaling",
+        default=None,
+        help="JSON autoscaling_config (min_replicas, max_replicas, ...) instead of --replicas",
+    )
+    grp.add_argument(
+        "--address", default=None, help="Ray cluster address (default: start Ray locally)"
+    )
+    grp.add_argument("--app-name", default="reward", help="Serve application name")
+    grp.add_argument("--route-prefix", default="/", help="HTTP route prefix of the app")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.add_argument("--access-log", action="store_true", help="log every request")
     # Used by EmbeddedService: serve on an inherited listening socket, exit with the parent.
@@ -209,6 +232,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.exit_on_stdin_eof:
         _watch_stdin_then_exit()
 
+    if args.engine == "ray":
+        return _serve_on_ray(args, parser, kwargs, token)
+
     import uvicorn
 
     from reward_service.app import create_app
@@ -266,6 +292,76 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     server.run(sockets=sockets)
     return 0
+
+
+def _serve_on_ray(
+    args: argparse.Namespace,
+    parser: argparse.ArgumentParser,
+    kwargs: dict[str, Any],
+    token: str | None,
+) -> int:
+    """Run the app as a Ray Serve application until SIGINT/SIGTERM (or stdin EOF)."""
+    if args.fd is not None:
+        parser.error("--fd is not supported with --engine ray")
+    autoscaling = None
+    if args.autoscaling:
+        try:
+            autoscaling = json.loads(args.autoscaling)
+        except json.JSONDecodeError as exc:
+            parser.error(f"--autoscaling is not valid JSON: {exc}")
+    import ray
+    from ray import serve
+
+    from reward_service.ray_serve import build_app
+
+    app_args: dict[str, Any] = {
+        "backend": args.backend,
+        "backend_kwargs": kwargs,
+        "replicas": args.replicas,
+        "num_gpus": args.num_gpus,
+        "num_cpus": args.num_cpus,
+        "autoscaling": autoscaling,
+        "token": token,
+        "max_body_bytes": int(args.max_body_mb * 1024 * 1024),
+        "max_frames": args.max_frames,
+        "max_image_side": args.max_image_side,
+        "batch_window_ms": args.batch_window_ms,
+        "enable_faults": args.enable_fault_injection,
+        "pickle_at_root": args.pickle_at_root,
+    }
+    try:
+        app = build_app(app_args)
+    except ValueError as exc:
+        parser.error(str(exc))
+    stop = threading.Event()
+    ray.init(address=args.address, include_dashboard=False)
+    for sig in (signal.SIGINT, signal.SIGTERM):  # after ray.init, which installs its own
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        serve.start(http_options={"host": args.host, "port": args.port})
+        try:
+            serve.run(app, name=args.app_name, route_prefix=args.route_prefix)
+        except Exception as exc:  # noqa: BLE001 - a replica that cannot build its backend
+            print(
+                f"evolve-reward-server: cannot start backend {args.backend!r} on Ray: {exc}",
+                file=sys.stderr,
+            )
+            return 2
+        print(
+            f"evolve-reward-server: backend {args.backend!r} on "
+            f"http://{args.host}:{args.port}{args.route_prefix.rstrip('/')} "
+            f"(Ray Serve app {args.app_name!r}, {args.replicas if not autoscaling else 'auto'} "
+            "replicas)",
+            file=sys.stderr,
+            flush=True,
+        )
+        stop.wait()
+        return 0
+    finally:
+        try:
+            serve.delete(args.app_name) if args.address else serve.shutdown()
+        finally:
+            ray.shutdown()
 
 
 if __name__ == "__main__":

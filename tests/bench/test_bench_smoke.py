@@ -97,6 +97,17 @@ def test_p5_endpoint_pool_quick() -> None:
             assert 0 <= num(r["share slow"]) <= 1
 
 
+@pytest.mark.slow
+def test_p5_ray_serve_quick() -> None:
+    pytest.importorskip("ray")
+    rows = run_quick("p5_ray_serve")
+    assert {r["engine"] for r in rows} == {"launcher", "serve http", "serve handle"}
+    for r in rows:
+        assert positive(r["req/s"])
+        if r["replicas"] == "1":
+            assert num(r["vs 1 replica"]) == 1.0
+
+
 @pytest.mark.libero
 def test_p6_libero_quick() -> None:
     pytest.importorskip("libero.libero")
