@@ -82,13 +82,28 @@ def configs(url: str, url2: str, steps: int, start: int, every: int) -> dict[str
     }
 
 
+SERVE_REPLICAS: dict[str, int] = {}  # Serve URL -> replicas (each answers /metrics for itself)
+
+
+def _snapshots(url: str) -> list[dict[str, Any]]:
+    replicas = SERVE_REPLICAS.get(url, 1)
+    seen: dict[int, dict[str, Any]] = {}
+    for _ in range(100 * replicas):
+        snap = httpx.get(url + "/metrics", timeout=10).json()
+        seen[snap["process"]["pid"]] = snap
+        if len(seen) == replicas:
+            break
+    return list(seen.values())
+
+
 def critic_batches(urls: tuple[str, ...]) -> tuple[int, int]:
-    """(backend calls, items) of the critic kind, summed over the services' ``/metrics``."""
+    """(backend calls, items) of the critic kind, summed over the services' ``/metrics``
+    (over every replica of a Ray Serve URL)."""
     count = items = 0
     for url in urls:
-        snap = httpx.get(url + "/metrics", timeout=10).json()
-        kind = snap["batches"]["by_kind"].get("critic", {"count": 0, "items": 0})
-        count, items = count + kind["count"], items + kind["items"]
+        for snap in _snapshots(url):
+            kind = snap["batches"]["by_kind"].get("critic", {"count": 0, "items": 0})
+            count, items = count + kind["count"], items + kind["items"]
     return count, items
 
 
@@ -134,7 +149,7 @@ def bench(
         env = gym.vector.AsyncVectorEnv(
             [functools.partial(make_switch, cfgs)] * n_envs, context="spawn"
         )
-    rounds = Rounds(CONFIGS, args.repeats)
+    rounds = Rounds(list(cfgs), args.repeats)
     try:
         for name in rounds:
             r = run_episode(env, name, args.steps, n_envs, urls)
@@ -143,7 +158,7 @@ def bench(
     finally:
         env.close()
     rows = []
-    for name in CONFIGS:
+    for name in cfgs:
         rows.append(
             [
                 n_envs,
@@ -165,6 +180,12 @@ def main() -> None:
     p.add_argument("--latency-ms", type=float, default=500.0, help="mock backend latency")
     p.add_argument("--repeats", type=int, default=2, help="interleaved rounds")
     p.add_argument("--envs", type=int, nargs="+", default=[1, 8], help="env counts")
+    p.add_argument(
+        "--serve-replicas",
+        type=int,
+        default=0,
+        help="also run 'async lag32' against a local Ray Serve app with this many replicas",
+    )
     args = p.parse_args()
     start, every = 64, 16
     if args.quick:
@@ -174,9 +195,38 @@ def main() -> None:
     backend = {"rule": "intensity", "latency_ms": args.latency_ms}
     with EmbeddedService("mock", backend) as svc, EmbeddedService("mock", backend) as svc2:
         cfgs = configs(svc.url, svc2.url, args.steps, start, every)
+        urls: tuple[str, ...] = (svc.url, svc2.url)
+        ray = None
+        if args.serve_replicas:
+            import socket
+
+            import ray
+            from ray import serve
+
+            from reward_service.ray_serve import build_app
+
+            ray.init(num_cpus=2, include_dashboard=False, object_store_memory=150 * 1024**2)
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = sock.getsockname()[1]
+            serve.start(http_options={"host": "127.0.0.1", "port": port})
+            n = args.serve_replicas
+            app = {"backend": "mock", "backend_kwargs": backend, "replicas": n, "num_cpus": 0.25}
+            serve.run(build_app(app), name="p2", route_prefix="/")
+            serve_url = f"http://127.0.0.1:{port}"
+            SERVE_REPLICAS[serve_url] = n
+            name = f"async lag32, Serve {n} replicas"
+            cfg = cfgs["async lag32"]
+            cfgs[name] = {**cfg, "reward_model": {**cfg["reward_model"], "endpoint": serve_url}}
+            urls = (*urls, serve_url)
         rows = []
-        for n in args.envs:
-            rows += bench(n, (svc.url, svc2.url), args, cfgs)
+        try:
+            for n in args.envs:
+                rows += bench(n, urls, args, cfgs)
+        finally:
+            if ray is not None:
+                serve.shutdown()
+                ray.shutdown()
     print_table(
         f"P2 rollout throughput, {args.steps}-step episodes, 20 ms env step, service latency "
         f"{args.latency_ms:.0f} ms, start {start} / every {every}",

@@ -26,6 +26,7 @@ environment variable       key
 ``VLAC_START_STEP_CALL``   ``reward_model.start_step``
 ``USE_DENSE_REWARD``       ``reward_model.dense_reward`` (1/0, true/false, yes/no, on/off)
 ``USE_PROGRESSIVE_MAX_STEP`` ``reward_model.progressive_max_step``
+``EVOLVE_REWARD_TOKEN``    ``reward_model.token`` (the service's bearer token)
 =========================  =====================================================
 
 Validation is strict: unknown keys and wrong types raise :class:`ConfigError` whose message starts
@@ -51,7 +52,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from wrappers.progress_tracker import TrackerSettings
 
@@ -154,7 +155,11 @@ class RewardModelConfig(BaseModel):
     service_num: int | None = Field(default=None, ge=1)
     timeout: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=2, ge=0)
+    call_budget_s: float = Field(default=150.0, gt=0)
+    token: SecretStr | None = None
+    require_service: bool = True
     fail_on_request_error: bool = False
+    failure_warn_fraction: float = Field(default=0.1, ge=0.0, le=1.0)
     embedded_backend: str = "mock"
     embedded_backend_kwargs: dict[str, Any] = Field(default_factory=lambda: {"rule": "change"})
 
@@ -184,14 +189,15 @@ class RewardModelConfig(BaseModel):
     ignore_terminations: bool = False
 
     # --- episode scoring (kind: video_score / pickle_scorer)
-    nframes: int = Field(default=16, ge=1)
+    nframes: int = Field(default=16, ge=1, le=128)
     max_pixels: int = Field(default=200704, ge=1)
     video_fps: float = Field(default=4.0, gt=0)
     backend: str | None = None
     backend_kwargs: dict[str, Any] = Field(default_factory=dict)
-    video_transport: Literal["inline", "path"] = "inline"
+    video_transport: Literal["inline", "path", "auto"] = "inline"
     shared_dir: str | None = None
-    pickle_route: str = "/pickle"
+    pickle_route: str = "/"
+    health_route: str = "/health"
     last_frames: int = Field(default=1, ge=1)
 
     # --- frames
@@ -233,6 +239,11 @@ class RewardModelConfig(BaseModel):
         return self.endpoint == EMBEDDED or self.endpoint == [EMBEDDED]
 
     @property
+    def token_value(self) -> str | None:
+        """The bearer token in clear (``None`` when unset); the config itself never prints it."""
+        return self.token.get_secret_value() if self.token is not None else None
+
+    @property
     def reward_mode(self) -> Literal["dense", "sparse", "binary"]:
         if self.dense_reward:
             return "dense"
@@ -267,6 +278,7 @@ ENV_OVERRIDES: dict[str, tuple[str, type]] = {
     "VLAC_START_STEP_CALL": ("start_step", int),
     "USE_DENSE_REWARD": ("dense_reward", bool),
     "USE_PROGRESSIVE_MAX_STEP": ("progressive_max_step", bool),
+    "EVOLVE_REWARD_TOKEN": ("token", str),
 }
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -474,6 +486,8 @@ def format_validation_error(exc: ValidationError, model: type[BaseModel] = Stack
         path = _key_path(loc)
         kind = err.get("type", "")
         given = err.get("input")
+        if path.endswith("token"):
+            given = "<hidden>"  # never echo a secret, even a mistyped one
         if kind == "extra_forbidden":
             valid = _valid_keys(model, loc)
             close = difflib.get_close_matches(str(loc[-1]), valid, n=1)

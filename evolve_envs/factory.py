@@ -52,7 +52,15 @@ from wrappers.frame_cache import FrameCache
 from wrappers.progress_reward import ProgressReward
 from wrappers.progressive_horizon import ProgressiveHorizon
 
-__all__ = ["make_env", "build_stack", "EmbeddedServices", "progress_client", "reward_endpoints"]
+__all__ = [
+    "make_env",
+    "build_stack",
+    "EmbeddedServices",
+    "endpoint_pool",
+    "progress_client",
+    "reward_endpoints",
+    "check_reward_service",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -177,6 +185,10 @@ def reward_endpoints(rm: RewardModelConfig, url: str | None = None) -> list[str]
 
     if url is not None:
         return [url]
+    from reward_clients.ray_handle_pool import is_ray_endpoint
+
+    if is_ray_endpoint(rm.endpoint):  # a Ray Serve application, reached by DeploymentHandle
+        return [rm.endpoint if isinstance(rm.endpoint, str) else rm.endpoint[0]]
     try:
         return expand_endpoints(rm.endpoint, None, rm.service_num)
     except ValueError as exc:
@@ -192,13 +204,46 @@ def _check_camera(env: gym.Env, camera: str) -> None:
         )
 
 
+def endpoint_pool(rm: RewardModelConfig, urls: list[str]) -> Any:
+    """The process-wide shared :class:`~reward_clients.endpoint_pool.EndpointPool` for a
+    ``reward_model`` block: per-attempt ``timeout``, ``max_retries``, the bearer ``token`` and
+    ``call_budget_s`` (the most one call may take, retries and backoff included); or a
+    :class:`~reward_clients.ray_handle_pool.RayHandlePool` for ``["ray://<app_name>"]``."""
+    from reward_clients.endpoint_pool import EndpointPool
+    from reward_clients.ray_handle_pool import RayHandlePool, is_ray_endpoint
+
+    if is_ray_endpoint(urls):
+        return RayHandlePool(urls[0], timeout=rm.timeout, max_retries=rm.max_retries)
+
+    return EndpointPool.shared(
+        urls,
+        timeout=rm.timeout,
+        max_retries=rm.max_retries,
+        token=rm.token_value,
+        total_timeout=rm.call_budget_s,
+        health_route=rm.health_route,
+    )
+
+
+def check_reward_service(rm: RewardModelConfig, pool: Any) -> Any:
+    """The start-up failure policy of every stack (Gymnasium and RLinf): ask ``/capabilities``
+    once; a dead, refusing (401/403) or foreign service raises
+    :class:`~reward_clients.service_check.ServiceUnavailableError` naming the endpoint and the
+    cause, unless ``reward_model.require_service`` is false (then a warning, and ``None``).
+
+    Returns the service's capabilities, or ``None`` when they could not be read.
+    """
+    from reward_clients.service_check import check_service
+
+    return check_service(pool, require=rm.require_service, need_capabilities=rm.kind == "progress")
+
+
 def progress_client(rm: RewardModelConfig, urls: list[str], *, max_workers: int = 8) -> Any:
     """The :class:`~reward_clients.progress_client.ProgressClient` a ``reward_model`` block asks
     for, on the process-wide shared :class:`~reward_clients.endpoint_pool.EndpointPool`."""
-    from reward_clients.endpoint_pool import EndpointPool
     from reward_clients.progress_client import ProgressClient
 
-    pool = EndpointPool.shared(urls, timeout=rm.timeout, max_retries=rm.max_retries)
+    pool = endpoint_pool(rm, urls)
     return ProgressClient(
         pool,
         jpeg_quality=rm.jpeg_quality,
@@ -208,8 +253,8 @@ def progress_client(rm: RewardModelConfig, urls: list[str], *, max_workers: int 
 
 
 def _reward_wrapper(env: gym.Env, rm: RewardModelConfig, urls: list[str]) -> gym.Env:
-    from reward_clients.endpoint_pool import EndpointPool
-
+    pool = endpoint_pool(rm, urls)
+    capabilities = check_reward_service(rm, pool)
     weights = {"reward_weight": rm.reward_weight, "env_reward_weight": rm.env_reward_weight}
     if rm.kind == "progress":
         client = progress_client(rm, urls)
@@ -219,13 +264,13 @@ def _reward_wrapper(env: gym.Env, rm: RewardModelConfig, urls: list[str]) -> gym
                 client,
                 rm.tracker_settings(),
                 camera=rm.camera,
+                capabilities=capabilities if capabilities is not None else False,
                 close_client=True,
                 **weights,
             )
         except BaseException:
             client.close()
             raise
-    pool = EndpointPool.shared(urls, timeout=rm.timeout, max_retries=rm.max_retries)
     common = {
         "binary_reward": rm.binary_reward,
         "success_threshold": rm.success_threshold,

@@ -10,6 +10,10 @@
   Triton arrives with torch-based stacks (RLinf pulls it in through ``liger_kernel``) and torch
   imports it lazily, so where Triton is installed its native library is loaded here, before any GL
   context exists. Loaded in that order, both work.
+* robosuite's start-up notice: without a ``robosuite/macros_private.py`` robosuite logs three
+  warnings on import ("No private macro file found!" …) although its default macros are what
+  LIBERO runs with. A filter on robosuite's logger drops exactly those three messages; every other
+  robosuite message still shows.
 
 Usage::
 
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import logging
 import os
 import sys
 from importlib import metadata
@@ -38,6 +43,40 @@ init_states: {root}/init_files
 datasets: {root}/../datasets
 assets: {root}/assets
 """
+
+
+#: robosuite's logger (``robosuite.utils.log_utils.DefaultLogger``'s default name).
+ROBOSUITE_LOGGER = "robosuite_logs"
+_MACRO_NOTICES = (
+    "No private macro file found!",
+    "It is recommended to use a private macro file",
+    "To setup, run: python ",
+)
+
+
+class MacroNoticeFilter(logging.Filter):
+    """Drops robosuite's "no private macro file" notice and nothing else.
+
+    >>> record = logging.LogRecord("robosuite_logs", logging.WARNING, "", 0,
+    ...                            "No private macro file found!", None, None)
+    >>> MacroNoticeFilter().filter(record)
+    False
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (
+            record.name == ROBOSUITE_LOGGER
+            and isinstance(record.msg, str)
+            and record.msg.startswith(_MACRO_NOTICES)
+        )
+
+
+_MACRO_FILTER = MacroNoticeFilter()
+
+
+def quiet_robosuite_macro_notice() -> None:
+    """Install :class:`MacroNoticeFilter` on robosuite's logger (idempotent; before import)."""
+    logging.getLogger(ROBOSUITE_LOGGER).addFilter(_MACRO_FILTER)
 
 
 def configure_headless_rendering(default: str = "egl") -> str:
@@ -93,6 +132,7 @@ def configure_process() -> None:
     """Apply the settings above; cheap and idempotent."""
     platform = configure_headless_rendering()
     configure_libero_paths()
+    quiet_robosuite_macro_notice()
     if platform in ("egl", "osmesa"):
         preload_triton()
 

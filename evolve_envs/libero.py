@@ -13,15 +13,31 @@ the observation holds:
   RLinf feed their LIBERO policies; pick it when a policy was fine-tuned on those datasets.
 * ``"raw"`` — as rendered.
 
+Same init state, same scene. LIBERO places its fixtures (cabinets, racks, stoves: bodies without a
+free joint) on every reset with robosuite's placement samplers, which draw from NumPy's global RNG,
+and writes them into the model (``body_pos``), not into the simulator state that
+``set_init_state`` restores; and LIBERO re-registers its joint samplers on every model rebuild,
+so each reset draws more numbers than the one before. Left alone, the fixtures move with every
+reset and differ between processes. :class:`LiberoEnv` keeps one set of joint samplers and runs
+each simulator reset under a global RNG seeded from (suite, task name, init-state id), restoring
+the caller's global RNG state afterwards, so the rendered scene is a function of the suite, the
+task and the init state only: not of the reset seed, the process, or the resets before it.
+
 Actions are 7-D OSC_POSE deltas in ``[-1, 1]`` (last = gripper, -1 open). Out-of-range actions are
 clipped to the action space; actions of the wrong shape or with NaN/inf raise ``ValueError``.
 """
 
 from __future__ import annotations
 
+import atexit
+import io
+import logging
 import os
 import traceback
-from collections.abc import Sequence
+import weakref
+import zlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, redirect_stdout
 from typing import Any, Literal, NoReturn
 
 import gymnasium as gym
@@ -69,6 +85,10 @@ _FORKED_AFTER_GL = (
     "vector_kwargs={'context': 'spawn'}) or AsyncVectorEnv(fns, context='spawn'), or create "
     "the simulators before any in the parent."
 )
+logger = logging.getLogger(__name__)
+# Envs holding a simulator, closed at interpreter exit (see _close_open_envs).
+_OPEN_ENVS: weakref.WeakSet[LiberoEnv] = weakref.WeakSet()
+_CLOSE_AT_EXIT_REGISTERED = False
 SETTLE_ACTION = np.array([0, 0, 0, 0, 0, 0, -1], dtype=np.float64)
 
 
@@ -171,7 +191,7 @@ class LiberoEnv(gym.Env):
         super().reset(seed=seed)
         sim_env = self._ensure_sim()
         init_state_id = self._choose_init_state(options)
-        sim_env.reset()
+        self._reset_sim(init_state_id)
         raw = sim_env.set_init_state(self.init_states[init_state_id])
         for _ in range(self.num_settle_steps):
             raw, _, _, _ = sim_env.step(SETTLE_ACTION)
@@ -194,6 +214,12 @@ class LiberoEnv(gym.Env):
         return self._last_obs[f"{self.cameras[0]}_image"]
 
     def close(self) -> None:
+        """Free the simulator and its GL context (idempotent).
+
+        An env that is never closed is closed at interpreter exit, while the GL display is still
+        alive, so a forgotten ``close()`` costs nothing but the memory until then.
+        """
+        _OPEN_ENVS.discard(self)
         if self._sim_env is not None:
             try:
                 self._sim_env.close()
@@ -208,6 +234,13 @@ class LiberoEnv(gym.Env):
         if self._init_states is None:
             self._init_states = np.asarray(self._benchmark.get_task_init_states(self.task_id))
         return self._init_states
+
+    def scene_seed(self, init_state_id: int) -> int:
+        """The seed LIBERO's placement samplers get when resetting to ``init_state_id``.
+
+        A stable hash of (suite, task name, init-state id), the same in every process.
+        """
+        return zlib.crc32(f"{self.suite}/{self.task_name}/{int(init_state_id)}".encode())
 
     @property
     def num_init_states(self) -> int:
@@ -253,16 +286,38 @@ class LiberoEnv(gym.Env):
             bddl = os.path.join(
                 get_libero_path("bddl_files"), self._task.problem_folder, self._task.bddl_file
             )
-            sim_env = OffScreenRenderEnv(
-                bddl_file_name=bddl,
-                camera_names=[CAMERAS[c] for c in self.cameras],
-                camera_heights=h,
-                camera_widths=w,
-            )
+            # Building runs a first reset; it draws from the global RNG like any other.
+            with _stdout_to_log(), seeded_global_rng(self.scene_seed(0)):
+                sim_env = OffScreenRenderEnv(
+                    bddl_file_name=bddl,
+                    camera_names=[CAMERAS[c] for c in self.cameras],
+                    camera_heights=h,
+                    camera_widths=w,
+                )
             _GL_OWNER_PID = os.getpid()
-            return sim_env
         except Exception as exc:  # GL failures surface as assorted exception types
             _raise_setup_error(exc)
+        _close_at_exit(self)
+        return sim_env
+
+    def _reset_sim(self, init_state_id: int) -> None:
+        """LIBERO's (hard) reset with its random draws made a function of the init state.
+
+        Two things keep the fixture placement from repeating: the samplers draw from the global
+        RNG, which is seeded here from :meth:`scene_seed` (and restored afterwards); and LIBERO
+        appends its open/close and on/off joint samplers to ``object_property_initializers`` again
+        on every model rebuild without dropping the old ones, so each reset draws once more per
+        articulated object before placing the fixtures. The list is emptied right before a reset
+        that rebuilds the model, which adds the current samplers back, once. (The joint values
+        they draw are overwritten by the init state in any case.)
+        """
+        sim_env = self._ensure_sim()
+        problem = sim_env.env
+        rebuilds = problem.hard_reset and not problem.deterministic_reset
+        if rebuilds and isinstance(getattr(problem, "object_property_initializers", None), list):
+            problem.object_property_initializers.clear()
+        with seeded_global_rng(self.scene_seed(init_state_id)):
+            sim_env.reset()
 
     def _choose_init_state(self, options: dict[str, Any] | None) -> int:
         n = self.num_init_states
@@ -325,6 +380,30 @@ class LiberoEnv(gym.Env):
         }
 
 
+@contextmanager
+def seeded_global_rng(seed: int) -> Iterator[None]:
+    """Run a block under ``np.random.seed(seed)``, then restore the global RNG's previous state.
+
+    For library code that draws from NumPy's global RNG (robosuite's and LIBERO's placement
+    samplers). The global state is shared by the whole process: do not reset simulators
+    concurrently from several threads.
+
+    >>> import numpy as np
+    >>> with seeded_global_rng(7):
+    ...     a = np.random.uniform()
+    >>> with seeded_global_rng(7):
+    ...     b = np.random.uniform()
+    >>> a == b
+    True
+    """
+    saved = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(saved)
+
+
 def quat_to_axis_angle(quat: np.ndarray) -> np.ndarray:
     """(x, y, z, w) quaternion → axis-angle 3-vector (robosuite's convention)."""
     x, y, z, w = (float(v) for v in quat)
@@ -373,10 +452,62 @@ def _check_init_state(init_state: InitStateMode | int) -> InitStateMode | int:
 
 def _load_suite(suite: str) -> Any:
     try:
-        from libero.libero import benchmark
+        with _stdout_to_log():
+            from libero.libero import benchmark
     except Exception as exc:
         _raise_setup_error(exc)
-    return benchmark.get_benchmark_dict()[suite]()
+    with _stdout_to_log():
+        return benchmark.get_benchmark_dict()[suite]()
+
+
+_PRINT_LEVELS = {"[warning]": logging.WARNING, "[error]": logging.ERROR}
+
+
+@contextmanager
+def _stdout_to_log() -> Iterator[None]:
+    """Send what LIBERO ``print``s while loading (``[info] Applying task order …``) to logging.
+
+    stdout belongs to the program (``evolve-envs tasks | …``). Lines tagged ``[warning]`` or
+    ``[error]`` are logged at that level, everything else at INFO, on this module's logger. Like
+    :func:`contextlib.redirect_stdout` it swaps ``sys.stdout`` for the whole process, so it is used
+    only around loading a suite and building a simulator, not around every reset or step.
+    """
+    captured = io.StringIO()
+    try:
+        with redirect_stdout(captured):
+            yield
+    finally:
+        for line in captured.getvalue().splitlines():
+            if line.strip():
+                level = next(
+                    (lv for tag, lv in _PRINT_LEVELS.items() if line.startswith(tag)), logging.INFO
+                )
+                logger.log(level, "%s", line)
+
+
+def _close_at_exit(env: LiberoEnv) -> None:
+    """Have ``env`` closed at interpreter exit unless it is closed before.
+
+    robosuite registers ``eglTerminate`` with :mod:`atexit` when it creates its first EGL
+    context. A simulator still alive after that handler ran frees its context against a dead
+    display and prints ``EGLError`` tracebacks. atexit handlers run last-registered first, so
+    the hook registered here, after the first simulator exists, closes the envs in time.
+    """
+    global _CLOSE_AT_EXIT_REGISTERED
+    _OPEN_ENVS.add(env)
+    if not _CLOSE_AT_EXIT_REGISTERED:
+        atexit.register(_close_open_envs)
+        _CLOSE_AT_EXIT_REGISTERED = True
+
+
+def _close_open_envs() -> None:
+    if _GL_OWNER_PID != os.getpid():  # a forked child exiting: the contexts are the parent's
+        return
+    for env in list(_OPEN_ENVS):
+        try:
+            env.close()
+        except Exception as exc:  # one env failing to close must not keep the others open
+            logger.debug("closing %r at exit failed: %s", env, exc)
 
 
 def _raise_setup_error(exc: Exception) -> NoReturn:

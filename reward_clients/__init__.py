@@ -17,6 +17,7 @@ from reward_clients.errors import ErrorKind, RewardServiceError
 from reward_clients.pickle_scorer_client import PickleScorerClient
 from reward_clients.progress_client import DoneResult, ProgressClient, TrajectoryValues
 from reward_clients.results import CallResult, ClientStats
+from reward_clients.service_check import ServiceUnavailableError, check_service
 from reward_clients.video_score_client import VideoScoreClient
 
 __all__ = [
@@ -28,8 +29,10 @@ __all__ = [
     "PickleScorerClient",
     "ProgressClient",
     "RewardServiceError",
+    "ServiceUnavailableError",
     "TrajectoryValues",
     "VideoScoreClient",
+    "check_service",
     "endpoints_from_env",
     "expand_endpoints",
 ]

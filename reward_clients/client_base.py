@@ -115,7 +115,7 @@ class ClientBase:
         warn_interval_s: float,
         name: str,
     ) -> None:
-        if isinstance(pool, EndpointPool):
+        if isinstance(pool, EndpointPool) or getattr(pool, "is_reward_transport", False):
             self.pool = pool
             self._owns_pool = False
         else:

@@ -9,9 +9,11 @@ and a list of base URLs. For each request it
   by a total time budget); any other 4xx is the caller's fault and is *not* retried;
 * marks an endpoint *down* when it refuses connections, or after ``failures_to_down``
   consecutive failures (429/5xx, timeouts, resets). A down endpoint gets no traffic; a
-  background thread re-probes it (``GET health_route``) every ``probe_interval_s`` and brings it
-  back when it answers 2xx. When every endpoint is down, requests fail at once (no hammering,
-  no waiting) until a probe succeeds.
+  background thread re-probes it every ``probe_interval_s`` and brings it back when it answers
+  (``health_route`` first, then ``GET /health``, then ``POST /healthcheck``: a 2xx is healthy;
+  when every one is missing (404/405/501), any HTTP answer below 500 counts as alive, so servers
+  with no health route at all, e.g. a scorer that only has ``POST /``, come back). When every
+  endpoint is down, requests fail at once (no hammering, no waiting) until a probe succeeds.
 
 Failures raise :class:`~reward_clients.errors.RewardServiceError` naming endpoint, route and cause;
 the clients turn that into a fallback value or re-raise it, per their failure policy.
@@ -56,6 +58,7 @@ Selection = Literal["least_in_flight", "round_robin"]
 
 ENV_SERVICE_URL = "VLAC_SERVICE_URL"
 ENV_SERVICE_NUM = "VLAC_SERVICE_NUM"
+ENV_TOKEN = "EVOLVE_REWARD_TOKEN"
 
 
 # --------------------------------------------------------------------------- endpoint lists
@@ -187,6 +190,9 @@ def _retry_after_s(response: httpx.Response) -> float:
         return 0.0
 
 
+_NO_SUCH_ROUTE = frozenset({404, 405, 501})
+
+
 @dataclass(frozen=True, slots=True)
 class PoolResponse:
     """A successful (2xx) reply: the httpx response, who answered, after how many attempts."""
@@ -270,13 +276,18 @@ class EndpointPool:
             (doubles each time, with jitter, capped by ``max_backoff_s``; a ``Retry-After``
             header lengthens it up to that cap). Moving to a different, untried endpoint
             happens without waiting.
-        total_timeout: upper bound on one request, retries and backoff included. ``None`` means
-            ``timeout * (max_retries + 1) + max_backoff_s * max_retries``.
-        token: bearer token sent as ``Authorization: Bearer <token>``.
+        total_timeout: upper bound on one request, retries and backoff included (each attempt's
+            timeouts are cut to what is left of it). ``None`` means ``(timeout + connect_timeout)
+            * (max_retries + 1) + max_backoff_s * max_retries`` (385 s with the defaults);
+            ``make_env`` passes ``reward_model.call_budget_s``.
+        token: bearer token sent as ``Authorization: Bearer <token>`` on every request and probe;
+            ``None``: ``$EVOLVE_REWARD_TOKEN`` if set (the variable the server reads too), ``""``:
+            no token.
         probe_interval_s: how long a down endpoint rests before the next health probe.
         probe_timeout_s: timeout of one health probe.
-        health_route: probe route; ``GET`` unless the route ends in ``healthcheck`` (VLAC's
-            ``POST /healthcheck``).
+        health_route: first probe route; ``GET`` unless the route ends in ``healthcheck``
+            (VLAC's ``POST /healthcheck``). ``GET /health`` and ``POST /healthcheck`` are the
+            fallbacks when it is missing; a server with none is alive if it answers below 500.
         failures_to_down: consecutive 429/5xx/timeouts/resets that mark an endpoint down (a
             refused connection marks it down at once).
         selection: ``"least_in_flight"`` or ``"round_robin"``.
@@ -348,6 +359,8 @@ class EndpointPool:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._prober: threading.Thread | None = None
+        if token is None:
+            token = os.environ.get(ENV_TOKEN) or None
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         limits = httpx.Limits(
             max_connections=max_connections, max_keepalive_connections=max_connections
@@ -525,16 +538,27 @@ class EndpointPool:
                 self._wake.wait(max(0.0, min(next_due - time.monotonic(), self.probe_interval_s)))
                 self._wake.clear()
 
+    def _probe_routes(self) -> list[tuple[str, str]]:
+        """(method, route) pairs a probe tries in order: the configured route, then fallbacks."""
+        first = "POST" if self.health_route.rstrip("/").endswith("healthcheck") else "GET"
+        routes = [(first, self.health_route)]
+        for fallback in (("GET", "/health"), ("POST", "/healthcheck")):
+            if fallback not in routes:
+                routes.append(fallback)
+        return routes
+
     def _probe_request(self, url: str) -> tuple[bool, str | None]:
-        method = "POST" if self.health_route.rstrip("/").endswith("healthcheck") else "GET"
-        try:
-            response = self._client.request(
-                method, url + self.health_route, timeout=self.probe_timeout_s
-            )
-        except (httpx.HTTPError, RuntimeError) as exc:
-            return False, f"health probe failed: {type(exc).__name__}: {exc}"
-        if response.status_code >= 300:
-            return False, f"health probe: {describe_http_error(response)}"
+        response = None
+        for method, route in self._probe_routes():
+            try:
+                response = self._client.request(method, url + route, timeout=self.probe_timeout_s)
+            except (httpx.HTTPError, RuntimeError) as exc:
+                return False, f"health probe failed: {type(exc).__name__}: {exc}"
+            if response.status_code < 300:
+                return True, None
+            if response.status_code not in _NO_SUCH_ROUTE:
+                return False, f"health probe: {describe_http_error(response)}"
+        # No health route at all: the server answered over HTTP (404/405/501), so it is alive.
         return True, None
 
     def _probe_one(self, ep: _Endpoint) -> bool:
@@ -632,6 +656,8 @@ class EndpointPool:
                 backoff *= 0.5 + random.random() / 2
                 backoff = max(backoff, min(retry_after, self.max_backoff_s))
                 time.sleep(max(0.0, min(backoff, deadline - time.monotonic())))
+                if last_error is not None and time.monotonic() >= deadline:
+                    raise last_error  # the call budget is spent: no attempt after it
             ep = self._acquire(tried)
             if ep is None:
                 if last_error is not None:

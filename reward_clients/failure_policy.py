@@ -3,8 +3,10 @@
 ``fail_on_request_error=False`` (the default, for long training runs): a failed call returns a
 :class:`~reward_clients.results.CallResult` holding the fallback value (``ok=False,
 fallback=True``), counts it in :class:`~reward_clients.results.ClientStats`, and logs a warning on
-the ``reward_clients`` logger at most once per ``warn_interval_s`` (the next warning says how many
-failures were not logged in between). ``fail_on_request_error=True``: the
+the ``reward_clients`` logger at most once per ``warn_interval_s`` for as long as failures go on.
+Each warning carries the running counts (calls, failures, fallbacks) and how many failures were
+not logged since the previous one, so a run on fallback values stays visible in the logs.
+``fail_on_request_error=True``: the
 :class:`~reward_clients.errors.RewardServiceError` (naming endpoint, route and cause) is raised.
 
 Invalid *inputs* (a float frame, mismatched lists) are the caller's bug and raise
@@ -124,8 +126,17 @@ class FailurePolicy:
             suppressed, self._suppressed = self._suppressed, 0
             self._last_warning = now
         extra = (
-            f" ({suppressed} more failures in the last {self.warn_interval_s:.0f} s not logged)"
+            f"; {suppressed} more failures in the last {self.warn_interval_s:.0f} s not logged"
             if suppressed
             else ""
         )
-        logger.warning("%s: %s; using the fallback value%s", self.name, err, extra)
+        stats = self.stats
+        logger.warning(
+            "%s: %s; using the fallback value (so far: %d calls, %d failures, %d fallbacks%s)",
+            self.name,
+            err,
+            stats.calls,
+            stats.errors,
+            stats.fallbacks,
+            extra,
+        )

@@ -16,7 +16,7 @@ Example::
 
     from reward_clients.pickle_scorer_client import PickleScorerClient
 
-    client = PickleScorerClient("http://127.0.0.1:8111", route="/pickle")
+    client = PickleScorerClient("http://127.0.0.1:8111")  # POST /, as deepgen-style servers
     r = client.score([img0, img1], ["a red cube", "a blue ball"])
     r.value            # [0.73, 0.12]
 
@@ -38,7 +38,12 @@ from reward_clients.client_base import ClientBase, invalid_response, validate_mo
 from reward_clients.endpoint_pool import EndpointPool, PoolResponse, describe_http_error
 from reward_clients.frame_encoding import DEFAULT_JPEG_QUALITY, encode_jpeg, validate_frame
 from reward_clients.results import CallResult, ClientStats
-from reward_service.protocol import PickleScoreResponse, safe_pickle_dumps, safe_pickle_loads
+from reward_service.protocol import (
+    PickleScoreResponse,
+    safe_pickle_dumps,
+    safe_pickle_loads,
+    to_plain,
+)
 
 __all__ = ["PickleScorerClient"]
 
@@ -61,8 +66,8 @@ class PickleScorerClient(ClientBase):
 
     Args:
         pool_or_url: an :class:`EndpointPool` (shared; not closed with the client) or URL(s).
-        route: the scorer's route (``"/pickle"`` for this project's server, ``"/"`` for
-            deepgen-style servers).
+        route: the scorer's route (``"/"``, the default, for deepgen-style servers and this
+            project's server, which also answers at ``"/pickle"``).
         jpeg_quality: quality used for numpy images (bytes are sent as given).
         fail_on_request_error: raise :class:`RewardServiceError` instead of falling back.
         fallback_score: per-image score returned when a call fails.
@@ -77,7 +82,7 @@ class PickleScorerClient(ClientBase):
         self,
         pool_or_url: EndpointPool | str | Sequence[str],
         *,
-        route: str = "/pickle",
+        route: str = "/",
         jpeg_quality: int = DEFAULT_JPEG_QUALITY,
         fail_on_request_error: bool = False,
         fallback_score: float = 0.0,
@@ -192,6 +197,14 @@ def _parse_scores(reply: PoolResponse, route: str, count: int) -> list[float]:
         raise invalid_response(reply, route, f"body is not a safe pickle: {exc}") from None
     if isinstance(payload, dict) and "error" in payload and "scores" not in payload:
         raise invalid_response(reply, route, f"server error: {payload['error']}")
+    if isinstance(payload, dict) and "scores" not in payload:
+        # flow_grpo's remote scorers answer {"rewards": ...} or {"outputs": ...}
+        for key in ("rewards", "outputs"):
+            if key in payload:
+                payload = {**payload, "scores": payload[key]}
+                break
+    if isinstance(payload, dict):  # numpy scores (HPSv2-style servers) become floats
+        payload = {key: to_plain(value) for key, value in payload.items()}
     parsed = validate_model(reply, route, PickleScoreResponse, payload)
     if len(parsed.scores) != count:
         raise invalid_response(

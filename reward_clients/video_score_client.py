@@ -9,6 +9,12 @@ if there are fewer), writes them as an MP4 at ``video_fps`` with imageio/ffmpeg 
   (``video_b64``); the temporary file lives in ``temp_dir`` only while it is encoded.
 * ``mode="path"``: the MP4 is written to ``shared_dir`` (a filesystem the server also mounts) and
   its path is sent (``video_path``), as RLinf's reward worker does.
+* ``mode="auto"``: inline, until a server answers 422 naming ``video_path`` (RLinf-RLAIF's
+  ``libero_reward_server`` requires a path); then, if ``shared_dir`` is set, the request is sent
+  again in path mode and the client stays in path mode. Without ``shared_dir`` it is inline.
+
+``nframes`` is at most ``MAX_NFRAMES`` (128) by default, the most RLinf-RLAIF's server and this
+project's server accept.
 
 Temporary files are always removed, after success and after any failure.
 
@@ -43,9 +49,10 @@ from reward_clients.frame_encoding import b64encode_bytes, validate_frame
 from reward_clients.results import CallResult, ClientStats
 from reward_service.protocol import ScoreRequest, ScoreResponse, sample_indices
 
-__all__ = ["VideoScoreClient", "sample_indices", "write_mp4"]
+__all__ = ["VideoScoreClient", "sample_indices", "write_mp4", "MAX_NFRAMES"]
 
 ROUTE_SCORE = "/score"
+MAX_NFRAMES = 128
 
 
 def _even(frame: np.ndarray) -> np.ndarray:
@@ -89,8 +96,10 @@ class VideoScoreClient(ClientBase):
         max_pixels: per-frame pixel budget, passed to the server (which resizes).
         video_fps: frame rate of the MP4.
         backend, backend_kwargs: optional server-side backend selection, passed through.
-        mode: ``"inline"`` (base64 bytes in the request) or ``"path"`` (file in ``shared_dir``).
+        mode: ``"inline"`` (base64 bytes in the request), ``"path"`` (file in ``shared_dir``) or
+            ``"auto"`` (inline; path once a server demands ``video_path``, if ``shared_dir``).
         shared_dir: directory on a filesystem the server can read (required for ``"path"``).
+        max_nframes: the largest ``nframes`` accepted (default ``MAX_NFRAMES``, 128).
         temp_dir: where inline mode writes its temporary MP4 (default: the system temp dir).
         fail_on_request_error: raise :class:`RewardServiceError` instead of falling back.
         fallback_score: value returned when a call fails.
@@ -112,8 +121,9 @@ class VideoScoreClient(ClientBase):
         video_fps: float = 4,
         backend: str | None = None,
         backend_kwargs: dict[str, Any] | None = None,
-        mode: Literal["inline", "path"] = "inline",
+        mode: Literal["inline", "path", "auto"] = "inline",
         shared_dir: str | os.PathLike | None = None,
+        max_nframes: int = MAX_NFRAMES,
         temp_dir: str | os.PathLike | None = None,
         fail_on_request_error: bool = False,
         fallback_score: float | None = None,
@@ -122,15 +132,19 @@ class VideoScoreClient(ClientBase):
         stats: ClientStats | None = None,
         warn_interval_s: float = 60.0,
     ) -> None:
-        if mode not in ("inline", "path"):
-            raise ValueError(f"mode must be 'inline' or 'path', got {mode!r}")
-        if mode == "path":
-            if shared_dir is None:
-                raise ValueError("mode='path' needs shared_dir (a directory the server can read)")
-            if not Path(shared_dir).is_dir():
-                raise ValueError(f"shared_dir {os.fspath(shared_dir)!r} is not a directory")
+        if mode not in ("inline", "path", "auto"):
+            raise ValueError(f"mode must be 'inline', 'path' or 'auto', got {mode!r}")
+        if mode == "path" and shared_dir is None:
+            raise ValueError("mode='path' needs shared_dir (a directory the server can read)")
+        if shared_dir is not None and not Path(shared_dir).is_dir():
+            raise ValueError(f"shared_dir {os.fspath(shared_dir)!r} is not a directory")
         if nframes < 1 or max_pixels < 1 or not video_fps > 0:
             raise ValueError("nframes and max_pixels must be >= 1 and video_fps > 0")
+        if nframes > max_nframes:
+            raise ValueError(
+                f"nframes is {nframes}, over max_nframes={max_nframes} (reward servers refuse "
+                "more; raise max_nframes only for a server that accepts them)"
+            )
         super().__init__(
             pool,
             fail_on_request_error=fail_on_request_error,
@@ -149,6 +163,7 @@ class VideoScoreClient(ClientBase):
         self.shared_dir = None if shared_dir is None else Path(shared_dir).resolve()
         self.temp_dir = None if temp_dir is None else Path(temp_dir)
         self.fallback_score = fallback_score
+        self._auto_path = False
 
     def _sample(self, frames: Sequence[np.ndarray] | np.ndarray, copy: bool) -> list[np.ndarray]:
         count = len(frames)
@@ -179,9 +194,23 @@ class VideoScoreClient(ClientBase):
         _check_text(task_text)
         return self._submit(self._score, task_text, self._sample(frames, copy=True))
 
+    @property
+    def transport(self) -> Literal["inline", "path"]:
+        """The transport the next request uses (``auto`` resolved)."""
+        return "path" if self.mode == "path" or self._auto_path else "inline"
+
     def _score(self, task_text: str, frames: list[np.ndarray]) -> CallResult[float | None]:
         def call():
-            directory = self.shared_dir if self.mode == "path" else self.temp_dir
+            try:
+                return send(self.transport)
+            except RewardServiceError as exc:
+                if not self._server_demands_path(exc):
+                    raise
+                self._auto_path = True
+                return send("path")
+
+        def send(transport: str):
+            directory = self.shared_dir if transport == "path" else self.temp_dir
             directory = directory if directory is not None else Path(tempfile.gettempdir())
             path = directory / f"evolve-score-{os.getpid()}-{uuid.uuid4().hex}.mp4"
             try:
@@ -193,7 +222,7 @@ class VideoScoreClient(ClientBase):
                         kind=ErrorKind.LOCAL_IO,
                     ) from exc  # fmt: skip
                 source: dict[str, Any]
-                if self.mode == "path":
+                if transport == "path":
                     source = {"video_path": str(path)}
                 else:
                     source = {"video_b64": b64encode_bytes(path.read_bytes())}
@@ -214,6 +243,16 @@ class VideoScoreClient(ClientBase):
             return value, reply.endpoint, reply.attempts
 
         return self._run(ROUTE_SCORE, call, self.fallback_score)
+
+    def _server_demands_path(self, exc: RewardServiceError) -> bool:
+        """In auto mode with a shared dir: did an inline request get a 422 about video_path?"""
+        return (
+            self.mode == "auto"
+            and not self._auto_path
+            and self.shared_dir is not None
+            and exc.status_code == 422
+            and "video_path" in str(exc)
+        )
 
 
 def _check_text(task_text: str) -> None:

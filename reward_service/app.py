@@ -5,16 +5,19 @@ Routes (docs/PROTOCOLS.md):
 * progress (VLAC-compatible): `POST /trajectory-critic`, `POST /pairwise-critic`, `POST /done`,
   `GET /capabilities`, `POST /healthcheck`, `GET /health`;
 * episode video score (RLinf-compatible): `POST /score`;
-* pickle scorer (deepgen_rl / VeRL-Omni-compatible): `POST /pickle` (also `POST /` with
-  `pickle_at_root=True`);
+* pickle scorer (deepgen_rl / VeRL-Omni / flow_grpo-compatible): `POST /` and `POST /pickle`
+  (`pickle_at_root=False` drops `/`);
 * `GET /metrics`; with `enable_faults=True` also the fault-injection admin routes
   (`reward_service.faults`).
 
 Every error is JSON `{"error": ..., ...}` with a 4xx/5xx status, except the pickle routes,
 which answer `pickle.dumps({"error": str})` (as their protocol says) unless the request's
 `Accept` header asks for `application/json`. A route the backend cannot serve answers 501
-naming the backend. Limits: body size (413), frames per request (413), image side (413);
-undecodable images and invalid fields answer 422, a body that is not JSON/pickle 400.
+naming the backend. Limits (`reward_service.limits`): body size, frames per request, image
+side and decoded pixels per request (413, checked from headers before decoding); undecodable,
+truncated or inconsistent images, invalid fields and over-limit caller knobs answer 422, a body
+that is not JSON/pickle 400. Only loopback `Host` names are served by default (421 otherwise; a
+foreign `Origin` gets 403); `/score` reads files only inside `video_dirs` (403 when none).
 
 Example:
     >>> from reward_service.backends.mock import MockBackend
@@ -25,20 +28,20 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import functools
 import hmac
 import logging
 import os
+import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from reward_service.backends import make_backend
@@ -51,13 +54,16 @@ from reward_service.backends.base import (
     VideoItem,
 )
 from reward_service.batching import MAX_BATCH, Batcher, prepare_frame
+from reward_service.connections import ConcurrencyLimitMiddleware
 from reward_service.faults import TRANSPORT_SCOPE_KEY, FaultInjector, FaultMiddleware
 from reward_service.image_decoding import (
     ImageDecodeError,
+    PixelBudget,
     b64_to_bytes,
     decode_image_b64,
     decode_image_bytes,
 )
+from reward_service.limits import DEFAULT_LIMITS
 from reward_service.metrics import Metrics
 from reward_service.protocol import (
     Capabilities,
@@ -76,6 +82,7 @@ from reward_service.protocol import (
     UnsafePickleError,
     safe_pickle_dumps,
     safe_pickle_loads,
+    to_plain,
 )
 from reward_service.swagger_assets import add_local_docs
 from reward_service.video_decoding import VideoDecodeError, read_video_bytes, read_video_file
@@ -84,14 +91,11 @@ __all__ = ["create_app", "ApiError", "DEFAULT_LIMITS"]
 
 log = logging.getLogger("reward_service")
 
-DEFAULT_LIMITS = {
-    "max_body_bytes": 64 * 1024 * 1024,
-    "max_frames": 1024,
-    "max_image_side": 4096,
-    "max_video_frames": 10000,
-}
 
 PICKLE_CONTENT_TYPE = "application/octet-stream"
+# Content types a web page can send cross-origin without a CORS preflight: never a pickle.
+_BROWSER_SIMPLE_TYPES = ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data")
+DEFAULT_ALLOWED_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")  # server.LOOPBACK_HOSTS
 
 
 class ApiError(Exception):
@@ -169,6 +173,54 @@ class _AuthMiddleware:
         await self.app(scope, receive, send)
 
 
+def _host_name(value: str) -> str:
+    """The host part of a Host header or an Origin's authority, lower-case, without the port."""
+    value = value.strip().lower()
+    if value.startswith("["):  # [::1]:8111
+        return value[: value.find("]") + 1] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+class _HostMiddleware:
+    """Refuses requests whose `Host` (or `Origin`) names a host outside the allow-list (421/403).
+
+    A web page that rebinds its own DNS name to 127.0.0.1 still sends its own name as `Host`,
+    and a cross-site page sends its `Origin`: both are refused, so a browser cannot be used to
+    reach a loopback-only server.
+    """
+
+    def __init__(self, app: Any, allowed_hosts: Sequence[str]) -> None:
+        self.app = app
+        self.allow_any = "*" in allowed_hosts
+        self.allowed = {_host_name(h) for h in allowed_hosts}
+
+    def _allowed(self, host: str) -> bool:
+        return self.allow_any or _host_name(host) in self.allowed
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        host = headers.get(b"host", b"").decode("latin-1")
+        origin = headers.get(b"origin")
+        response = None
+        if not self._allowed(host):
+            response = _json_error(
+                421, f"host {host[:100]!r} is not served here (see --allowed-hosts)"
+            )
+        elif origin is not None and origin != b"null":
+            authority = origin.decode("latin-1").split("://", 1)[-1]
+            if not self._allowed(authority):
+                response = _json_error(403, "cross-origin requests are not accepted")
+        elif origin == b"null":
+            response = _json_error(403, "cross-origin requests are not accepted")
+        if response is not None:
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 class _BodyLimitMiddleware:
     def __init__(self, app: Any, max_body_bytes: int) -> None:
         self.app = app
@@ -223,22 +275,42 @@ def _decode_frames(
     encoded: Sequence[Any],
     max_side: int,
     what: str,
+    budget: PixelBudget,
     decoder: Callable[..., np.ndarray] = decode_image_b64,
-    keep: Callable[[list[np.ndarray]], Sequence[np.ndarray]] | None = None,
+    keep: Sequence[int] | None = None,
+    first_index: int = 0,
 ) -> list[np.ndarray]:
-    """Decode every item (so any bad one is reported), then prepare those ``keep`` selects."""
-    decoded = [
-        decoder(item, max_side=max_side, what=f"{what}[{i}]") for i, item in enumerate(encoded)
-    ]
-    return [prepare_frame(frame) for frame in (decoded if keep is None else keep(decoded))]
+    """Decode every item (so any bad one is reported) one at a time, keeping only the
+    prepared (model-size) copies of those whose index is in ``keep`` (all by default), so at
+    most one full-size decoded frame is alive at a time."""
+    wanted = None if keep is None else set(keep)
+    prepared = []
+    for i, item in enumerate(encoded):
+        frame = decoder(item, max_side=max_side, what=f"{what}[{first_index + i}]", budget=budget)
+        if wanted is None or i in wanted:
+            prepared.append(prepare_frame(frame))
+        del frame
+    return prepared
 
 
-def _sample_reference(frames: list[np.ndarray], ref_num: int | None) -> tuple[np.ndarray, ...]:
+def _check_text(what: str, text: str, limit: int) -> None:
+    """422 unless `text` is at most `limit` characters of valid Unicode (no lone surrogates)."""
+    if len(text) > limit:
+        raise ApiError(422, f"{what} has {len(text)} characters, over the limit of {limit}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ApiError(
+            422, f"{what} is not valid Unicode text (lone surrogate at position {exc.start})"
+        ) from None
+
+
+def _reference_indices(count: int, ref_num: int | None) -> list[int]:
     """VLAC's reference sampling: the first frame and `ref_num - 1` evenly spaced others."""
-    if ref_num is None or ref_num >= len(frames) or ref_num <= 1:
-        return tuple(frames if ref_num is None or ref_num > 1 else frames[:1])
-    delta = (len(frames) - 1) / (ref_num - 1)
-    return tuple(frames[int(i * delta)] for i in range(ref_num))
+    if ref_num is None or ref_num >= count or ref_num <= 1:
+        return list(range(count if ref_num is None or ref_num > 1 else min(count, 1)))
+    delta = (count - 1) / (ref_num - 1)
+    return [int(i * delta) for i in range(ref_num)]
 
 
 def accumulate_values(critics: Sequence[float]) -> list[float]:
@@ -247,6 +319,35 @@ def accumulate_values(critics: Sequence[float]) -> list[float]:
     for c in critics:
         values.append(values[-1] + (100.0 - values[-1]) * float(c) / 100.0)
     return values
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+async def _parse_json_body(request: Request, model: type[M]) -> M:
+    """Validate the body with pydantic's own JSON parser (no intermediate Python objects).
+
+    For routes whose bodies can be tens of MB (a 1,024-frame trajectory): `json.loads` plus
+    validation blocks the event loop about ten times longer. Errors are reported exactly as
+    FastAPI reports them (400 invalid JSON, 422 invalid fields).
+    """
+    body = await request.body()
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as exc:
+        errors = [{**err, "loc": ("body", *err.get("loc", ()))} for err in exc.errors()]
+        raise RequestValidationError(errors) from None
+
+
+def _json_body_doc(model: type[BaseModel]) -> dict[str, Any]:
+    """OpenAPI `requestBody` for a route that reads its JSON body with `_parse_json_body`."""
+    schema = model.model_json_schema()
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": schema}},
+        }
+    }
 
 
 def _wants_json(request: Request) -> bool:
@@ -291,10 +392,18 @@ def create_app(
     max_frames: int = DEFAULT_LIMITS["max_frames"],
     max_image_side: int = DEFAULT_LIMITS["max_image_side"],
     max_video_frames: int = DEFAULT_LIMITS["max_video_frames"],
+    max_request_pixels: int = DEFAULT_LIMITS["max_request_pixels"],
+    max_nframes: int = DEFAULT_LIMITS["max_nframes"],
+    max_video_pixels: int = DEFAULT_LIMITS["max_video_pixels"],
+    max_video_decode_pixels: int = DEFAULT_LIMITS["max_video_decode_pixels"],
+    video_dirs: Sequence[str] = (),
+    max_text_chars: int = DEFAULT_LIMITS["max_text_chars"],
+    max_concurrent_requests: int = DEFAULT_LIMITS["max_concurrent_requests"],
     batch_window_ms: float = 5.0,
     max_batch: int = MAX_BATCH,
     enable_faults: bool = False,
-    pickle_at_root: bool = False,
+    pickle_at_root: bool = True,
+    allowed_hosts: Sequence[str] = DEFAULT_ALLOWED_HOSTS,
 ) -> FastAPI:
     """Build the reward service around `backend` (an instance, or a registered name).
 
@@ -306,10 +415,23 @@ def create_app(
         max_frames: most frames (trajectory, reference, pickle images) per request (413).
         max_image_side: most pixels per image side (413).
         max_video_frames: most frames in a `/score` video before sampling (413).
+        max_request_pixels: most decoded pixels per request, checked from the image headers
+            before decoding (413); JPEGs count at their DCT-reduced size.
+        max_nframes: most frames a `/score` caller may ask to be sampled (422 above).
+        max_video_pixels: most `max_pixels` per sampled frame a `/score` caller may ask (422).
+        max_video_decode_pixels: most frames x width x height a `/score` video may need decoded,
+            read from the container before decoding (413).
+        max_text_chars: most characters in a task or prompt (422 above).
+        max_concurrent_requests: requests handled at once; more answer 503 with Retry-After.
+        video_dirs: directories `/score` may read `video_path` files from (resolved; symlinks
+            out of them are refused). Empty (the default): path mode is off (403).
         batch_window_ms: how long a backend batch waits for more items from other requests.
         max_batch: most items per backend call (<= 8 keeps GPU memory bounded).
         enable_faults: add the fault-injection admin routes (tests and drills only).
-        pickle_at_root: also serve the pickle scorer at `POST /`.
+        pickle_at_root: also serve the pickle scorer at `POST /` (the default, as deepgen_rl
+            and VeRL-Omni clients expect).
+        allowed_hosts: `Host` header values served (loopback names by default; `"*"` for any):
+            other hosts answer 421, foreign `Origin` headers 403 (against DNS rebinding).
     """
     if isinstance(backend, str):
         backend = make_backend(backend, **(backend_kwargs or {}))
@@ -320,6 +442,11 @@ def create_app(
         ("max_frames", max_frames),
         ("max_image_side", max_image_side),
         ("max_video_frames", max_video_frames),
+        ("max_request_pixels", max_request_pixels),
+        ("max_nframes", max_nframes),
+        ("max_video_pixels", max_video_pixels),
+        ("max_video_decode_pixels", max_video_decode_pixels),
+        ("max_text_chars", max_text_chars),
     ):
         if value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
@@ -381,9 +508,45 @@ def create_app(
                 500, f"backend {be.name!r} failed: {type(exc).__name__}: {exc}", backend=be.name
             ) from exc
 
-    async def decode(encoded: Sequence[Any], what: str, **kwargs: Any) -> list[np.ndarray]:
+    async def decode(
+        encoded: Sequence[Any], what: str, budget: PixelBudget, **kwargs: Any
+    ) -> list[np.ndarray]:
         """Decode and prepare frames off the event loop (bad input: ImageDecodeError → 4xx)."""
-        return await asyncio.to_thread(_decode_frames, encoded, max_image_side, what, **kwargs)
+        return await asyncio.to_thread(
+            _decode_frames, encoded, max_image_side, what, budget, **kwargs
+        )
+
+    async def run_in_chunks(
+        kind: str,
+        count: int,
+        make_chunk: Callable[[int, int], Awaitable[list[Any]]],
+        request: Request,
+    ) -> list[Any]:
+        """Results of `count` items, decoded and submitted `max_batch` at a time.
+
+        The next chunk is decoded while the current one runs, and is queued only when the
+        current one is done, so items of other requests queued meanwhile are served between a
+        large request's chunks, and at most two chunks of decoded frames are held. When the
+        caller has disconnected, the remaining chunks are dropped.
+        """
+        results: list[Any] = []
+        bounds = [(lo, min(lo + max_batch, count)) for lo in range(0, count, max_batch)]
+        pending = asyncio.ensure_future(make_chunk(*bounds[0])) if bounds else None
+        try:
+            for k in range(len(bounds)):
+                assert pending is not None
+                items = await pending
+                pending = None
+                if k and await request.is_disconnected():
+                    metrics.record_dropped(kind, count - bounds[k][0])
+                    raise ApiError(499, "the client closed the connection; work dropped")
+                if k + 1 < len(bounds):
+                    pending = asyncio.ensure_future(make_chunk(*bounds[k + 1]))
+                results.extend(await guarded(lambda items=items: batcher.run(kind, items)))
+        finally:
+            if pending is not None:
+                pending.cancel()
+        return results
 
     # --- exception handlers --------------------------------------------------------------------
     @app.exception_handler(ApiError)
@@ -456,23 +619,37 @@ def create_app(
         return snap
 
     # --- progress protocol ---------------------------------------------------------------------
-    @app.post("/trajectory-critic", response_model=TrajectoryCriticResponse, tags=["progress"])
-    async def trajectory_critic(req: TrajectoryCriticRequest) -> TrajectoryCriticResponse:
+    @app.post(
+        "/trajectory-critic",
+        response_model=TrajectoryCriticResponse,
+        tags=["progress"],
+        openapi_extra=_json_body_doc(TrajectoryCriticRequest),
+    )
+    async def trajectory_critic(request: Request) -> TrajectoryCriticResponse:
         """Critics between consecutive frames of `frames[::skip]` and their accumulated values."""
+        req = await _parse_json_body(request, TrajectoryCriticRequest)
         _check_count("frames", req.frames, max_frames)
+        _check_text("task", req.task, max_text_chars)
         if req.reference is not None:
             _check_count("reference", req.reference, max_frames, allow_empty=True)
-        sampled = await decode(req.frames[:: req.skip], "frames")
+        budget = PixelBudget(max_request_pixels)
+        sampled = req.frames[:: req.skip]
         reference = None
         if req.reference:
-            keep = functools.partial(_sample_reference, ref_num=req.ref_num)
-            reference = tuple(await decode(req.reference, "reference", keep=keep))
-        first = sampled[0]
-        items = [
-            CriticItem(req.task, sampled[k - 1], sampled[k], first, reference)
-            for k in range(1, len(sampled))
-        ]
-        critics = await guarded(lambda: batcher.run("critic", items))
+            keep = _reference_indices(len(req.reference), req.ref_num)
+            reference = tuple(await decode(req.reference, "reference", budget, keep=keep))
+        (first,) = await decode(sampled[:1], "frames", budget)
+        last = {"frame": first}
+
+        async def make_chunk(lo: int, hi: int) -> list[CriticItem]:
+            frames = await decode(sampled[lo + 1 : hi + 1], "frames", budget, first_index=lo + 1)
+            items = []
+            for frame in frames:
+                items.append(CriticItem(req.task, last["frame"], frame, first, reference))
+                last["frame"] = frame
+            return items
+
+        critics = await run_in_chunks("critic", len(sampled) - 1, make_chunk, request)
         critic_list = [float(c) for c in critics]
         return TrajectoryCriticResponse(
             value_list=accumulate_values(critic_list), critic_list=critic_list
@@ -482,7 +659,8 @@ def create_app(
     async def pairwise_critic(req: PairwiseCriticRequest) -> PairwiseCriticResponse:
         """How much closer `image_b` is to completing `task` than `image_a`, in [-100, 100]."""
         require("pairwise")
-        a, b = await decode([req.image_a, req.image_b], "images")
+        _check_text("task", req.task, max_text_chars)
+        a, b = await decode([req.image_a, req.image_b], "images", PixelBudget(max_request_pixels))
         (critic,) = await guarded(lambda: batcher.run("critic", [CriticItem(req.task, a, b, a)]))
         return PairwiseCriticResponse(critic=float(critic))
 
@@ -490,21 +668,38 @@ def create_app(
     async def done(req: DoneRequest) -> DoneResponse:
         """Whether `curr_frame` shows the task completed, with a probability."""
         require("done")
+        _check_text("task", req.task, max_text_chars)
         if req.reference is not None:
             _check_count("reference", req.reference, max_frames, allow_empty=True)
-        first, prev, curr = await decode([req.first_frame, req.prev_frame, req.curr_frame], "done")
-        reference = tuple(await decode(req.reference, "reference")) if req.reference else None
+        budget = PixelBudget(max_request_pixels)
+        first, prev, curr = await decode(
+            [req.first_frame, req.prev_frame, req.curr_frame], "done", budget
+        )
+        reference = None
+        if req.reference:
+            reference = tuple(await decode(req.reference, "reference", budget))
         item = DoneItem(req.task, first, prev, curr, reference)
         ((is_done, prob),) = await guarded(lambda: batcher.run("done", [item]))
         return DoneResponse(done=bool(is_done), prob=float(prob))
 
     # --- episode video score -------------------------------------------------------------------
     @app.post("/score", response_model=ScoreResponse, tags=["video score"])
-    async def score(req: ScoreRequest) -> ScoreResponse:
+    async def score(req: ScoreRequest, request: Request) -> ScoreResponse:
         """Score an episode video (path on a shared filesystem, or inline base64 bytes)."""
         require("video")
-        kwargs = {"nframes": req.nframes, "max_pixels": req.max_pixels}
-        kwargs["max_frames"] = max_video_frames
+        if req.nframes > max_nframes:
+            raise ApiError(422, f"nframes is {req.nframes}, over the limit of {max_nframes}")
+        if req.max_pixels > max_video_pixels:
+            raise ApiError(
+                422, f"max_pixels is {req.max_pixels}, over the limit of {max_video_pixels}"
+            )
+        kwargs = {
+            "nframes": req.nframes,
+            "max_pixels": req.max_pixels,
+            "max_frames": max_video_frames,
+            "max_side": max_image_side,
+            "max_decode_pixels": max_video_decode_pixels,
+        }
         if req.video_b64 is not None:
             video_b64 = req.video_b64
 
@@ -513,20 +708,43 @@ def create_app(
 
             frames = await asyncio.to_thread(read_inline)
         else:
-            frames = await asyncio.to_thread(read_video_file, req.video_path, **kwargs)
-        for i, frame in enumerate(frames):
-            h, w = frame.shape[:2]
-            if max(h, w) > max_image_side:
-                raise ApiError(413, f"video frame {i} is {w}x{h}, over {max_image_side} pixels")
-        options = {"backend": req.backend, "backend_kwargs": dict(req.backend_kwargs or {})}
+            frames = await asyncio.to_thread(
+                read_video_file, req.video_path, allowed_dirs=video_dirs, **kwargs
+            )
+        _check_text("task_text", req.task_text, max_text_chars)
+        try:
+            backend_kwargs = be.check_video_options(dict(req.backend_kwargs or {}))
+        except (ValueError, TypeError) as exc:
+            raise ApiError(422, f"invalid backend_kwargs: {exc}") from exc
+        stop = threading.Event()  # set when the caller disconnects: backends may stop early
+        options = {"backend": req.backend, "backend_kwargs": backend_kwargs, "stop_event": stop}
         item = VideoItem(req.task_text, tuple(frames), options)
-        value, raw_text = await guarded(lambda: batcher.call("video", be.score_video, item))
+
+        async def watch_caller() -> None:
+            while not await request.is_disconnected():
+                await asyncio.sleep(0.2)
+            stop.set()
+
+        watcher = asyncio.create_task(watch_caller())
+        try:
+            value, raw_text = await guarded(lambda: batcher.call("video", be.score_video, item))
+        finally:
+            watcher.cancel()
+        if stop.is_set():
+            metrics.record_dropped("video", 1)
+            raise ApiError(499, "the client closed the connection; work dropped")
         return ScoreResponse(score=float(value), raw_text=raw_text)
 
     # --- pickle scorer -------------------------------------------------------------------------
     pickle_paths = {"/pickle"} | ({"/"} if pickle_at_root else set())
 
     async def pickle_score(request: Request) -> Response:
+        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if content_type in _BROWSER_SIMPLE_TYPES:
+            raise ApiError(
+                415,
+                f"a pickle body must not be sent as {content_type}; use {PICKLE_CONTENT_TYPE}",
+            )
         require("image_score")
         body = await request.body()
         try:
@@ -535,20 +753,37 @@ def create_app(
             raise ApiError(400, f"rejected pickle body: {exc}") from exc
         if not isinstance(raw, dict):
             raise ApiError(422, f"pickle body must be a dict, got {type(raw).__name__}")
+        raw = {key: to_plain(value) for key, value in raw.items()}
         try:
             req = PickleScoreRequest.model_validate(raw)
         except ValidationError as exc:
             errors = _clean_validation_errors(exc.errors())
             raise ApiError(422, f"invalid pickle request: {_summarise(errors)}") from exc
         _check_count("images", req.images, max_frames)
+        for i, prompt in enumerate(req.prompts or []):
+            _check_text(f"prompts[{i}]", prompt, max_text_chars)
 
-        images = await decode(req.images, "images", decoder=decode_image_bytes)
-        items = [
-            ImageScoreItem(prompt, image, dict(req.metadata))
-            for prompt, image in zip(req.prompts, images, strict=True)
-        ]
-        scores = await guarded(lambda: batcher.run("image", items))
-        payload = {"scores": [float(s) for s in scores]}
+        budget = PixelBudget(max_request_pixels)
+        prompts = list(req.prompts or [])
+
+        async def make_chunk(lo: int, hi: int) -> list[ImageScoreItem]:
+            images = await decode(
+                req.images[lo:hi], "images", budget, decoder=decode_image_bytes, first_index=lo
+            )
+            return [
+                ImageScoreItem(prompt, image, dict(req.metadata))
+                for prompt, image in zip(prompts[lo:hi], images, strict=True)
+            ]
+
+        scores = await run_in_chunks("image", len(req.images), make_chunk, request)
+        payload: dict[str, Any] = {"scores": [float(s) for s in scores]}
+        if req.flow_grpo_variant:  # flow_grpo's remote scorers answer with these keys
+            payload.update(
+                rewards=payload["scores"],
+                strict_rewards=payload["scores"],
+                group_rewards={},
+                group_strict_rewards={},
+            )
         if _wants_json(request):
             return JSONResponse(payload)
         return Response(safe_pickle_dumps(payload), media_type=PICKLE_CONTENT_TYPE)
@@ -611,5 +846,7 @@ def create_app(
     app.add_middleware(_BodyLimitMiddleware, max_body_bytes=max_body_bytes)
     if token:
         app.add_middleware(_AuthMiddleware, token=token)
+    app.add_middleware(_HostMiddleware, allowed_hosts=tuple(allowed_hosts))
+    app.add_middleware(ConcurrencyLimitMiddleware, limit=max_concurrent_requests)
     app.add_middleware(_MetricsMiddleware, metrics=metrics, known_routes=known_routes)
     return app

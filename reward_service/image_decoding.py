@@ -1,8 +1,10 @@
 """Decode base64 JPEG/PNG images into `numpy.uint8` arrays (H x W x 3, RGB), within limits.
 
 Errors carry the HTTP status the server answers with: `ImageDecodeError` (422) for anything that
-is not a decodable JPEG/PNG, `ImageTooLargeError` (413) for an image wider or taller than the
-limit (checked from the header, before the pixels are decoded).
+is not a decodable JPEG/PNG (truncated or inconsistent data included), `ImageTooLargeError` (413)
+for an image wider or taller than the limit or over the request's `PixelBudget` (both checked
+from the header, before the pixels are decoded). Large JPEGs are decoded reduced (DCT scaling)
+towards the model's input size; 16-bit greyscale PNGs are scaled to 8 bits.
 
 Example:
     >>> import base64, io
@@ -25,6 +27,7 @@ from PIL import Image
 __all__ = [
     "ImageDecodeError",
     "ImageTooLargeError",
+    "PixelBudget",
     "b64_to_bytes",
     "decode_image_bytes",
     "decode_image_b64",
@@ -74,37 +77,113 @@ def _check_side(width: int, height: int, max_side: int, what: str) -> None:
         )
 
 
-def _decode_jpeg_fast(data: bytes, max_side: int, what: str) -> np.ndarray | None:
-    try:
-        import simplejpeg
-    except ImportError:  # pragma: no cover - simplejpeg is a core dependency
-        return None
+class PixelBudget:
+    """How many decoded pixels one request may still spend; `take` raises 413 past the limit.
+
+    Charged from image headers *before* the pixels are decoded, so a request of many small
+    files that declare huge images is refused without decoding them.
+
+    Example:
+        >>> budget = PixelBudget(1000)
+        >>> budget.take(600, "frames[0]"); budget.left
+        400
+        >>> try:
+        ...     budget.take(600, "frames[1]")
+        ... except ImageTooLargeError as exc:
+        ...     print(exc.status_code)
+        413
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = int(limit)
+        self.left = int(limit)
+
+    def take(self, pixels: int, what: str) -> None:
+        if pixels > self.left:
+            raise ImageTooLargeError(
+                f"{what}: decoding it would exceed the limit of {self.limit} decoded pixels "
+                "per request"
+            )
+        self.left -= pixels
+
+
+def _dct_scaled_size(width: int, height: int, target: int) -> tuple[int, int]:
+    """Size libjpeg decodes to when asked for at least `target` per side (scale n/8, n <= 8)."""
+    for n in range(1, 9):
+        w, h = math.ceil(width * n / 8), math.ceil(height * n / 8)
+        if w >= min(target, width) and h >= min(target, height):
+            return w, h
+    return width, height
+
+
+def _decode_jpeg(
+    data: bytes, max_side: int, what: str, budget: PixelBudget | None, target: int
+) -> np.ndarray:
+    """Decode a JPEG strictly (corrupt or inconsistent data is an error, not grey fill),
+    reduced by DCT scaling to no less than `target` pixels per side."""
+    import simplejpeg
+
     try:
         height, width, _, _ = simplejpeg.decode_jpeg_header(data)
-    except Exception:  # noqa: BLE001 - let Pillow try (and produce the error message)
-        return None
+    except Exception as exc:  # noqa: BLE001 - simplejpeg raises ValueError and friends
+        raise ImageDecodeError(f"{what} has no readable JPEG header: {exc}") from exc
     _check_side(width, height, max_side, what)
+    if budget is not None:
+        budget.take(math.prod(_dct_scaled_size(width, height, target)), what)
     try:
-        return simplejpeg.decode_jpeg(data, colorspace="RGB")
-    except Exception:  # noqa: BLE001
-        return None
+        return simplejpeg.decode_jpeg(
+            data, colorspace="RGB", min_height=min(target, height), min_width=min(target, width)
+        )
+    except Exception as exc:  # noqa: BLE001
+        raise ImageDecodeError(f"{what} is truncated or inconsistent JPEG data: {exc}") from exc
 
 
-def decode_image_bytes(data: bytes, *, max_side: int = 4096, what: str = "image") -> np.ndarray:
-    """Decode JPEG or PNG bytes to a C-contiguous `uint8` array of shape (H, W, 3)."""
+def _png_to_rgb(img: Image.Image) -> Image.Image:
+    """RGB view of a decoded PNG; 16-bit greyscale is scaled to 8 bits, not clipped."""
+    if img.mode in ("I;16", "I;16B", "I;16L", "I"):
+        wide = np.asarray(img, dtype=np.uint32 if img.mode == "I" else np.uint16)
+        if img.mode == "I":
+            wide = np.clip(wide, 0, 65535)
+        grey = ((wide.astype(np.uint32) * 255 + 32767) // 65535).astype(np.uint8)
+        return Image.fromarray(grey, "L").convert("RGB")
+    return img.convert("RGB")
+
+
+def decode_image_bytes(
+    data: bytes,
+    *,
+    max_side: int = 4096,
+    what: str = "image",
+    budget: PixelBudget | None = None,
+    target_side: int = 448,
+) -> np.ndarray:
+    """Decode JPEG or PNG bytes to a C-contiguous `uint8` array of shape (H, W, 3).
+
+    The side limit and the request's pixel `budget` are checked from the header before any
+    pixel is decoded. JPEGs are decoded reduced (DCT scaling) towards `target_side` per side,
+    never below it, and large PNGs are box-reduced by an integer factor likewise; truncated or
+    inconsistent data (e.g. a JPEG declaring more pixels than it carries) raises
+    `ImageDecodeError`.
+    """
     if not data:
         raise ImageDecodeError(f"{what} is empty")
     if data.startswith(_JPEG_MAGIC):
-        fast = _decode_jpeg_fast(data, max_side, what)
-        if fast is not None:
-            return np.ascontiguousarray(fast)
-    elif not data.startswith(_PNG_MAGIC):
+        return np.ascontiguousarray(_decode_jpeg(data, max_side, what, budget, target_side))
+    if not data.startswith(_PNG_MAGIC):
         raise ImageDecodeError(f"{what} is neither JPEG nor PNG (first bytes {data[:8]!r})")
     try:
-        with Image.open(io.BytesIO(data), formats=["JPEG", "PNG"]) as img:
+        with Image.open(io.BytesIO(data), formats=["PNG"]) as img:
             _check_side(img.width, img.height, max_side, what)
+            if budget is not None:
+                budget.take(img.width * img.height, what)
             img.load()
-            rgb = img.convert("RGB")
+            factor = min(img.width, img.height) // target_side
+            if factor >= 2:  # like the JPEG path: reduced, never below target_side
+                try:
+                    img = img.reduce(factor)
+                except ValueError:  # a mode reduce() lacks (e.g. 16-bit): convert first
+                    img = _png_to_rgb(img).reduce(factor)
+            rgb = _png_to_rgb(img)
     except ImageDecodeError:
         raise
     except Exception as exc:  # noqa: BLE001 - Pillow raises many types for corrupt data
@@ -112,9 +191,22 @@ def decode_image_bytes(data: bytes, *, max_side: int = 4096, what: str = "image"
     return np.asarray(rgb, dtype=np.uint8).copy()
 
 
-def decode_image_b64(data: str, *, max_side: int = 4096, what: str = "image") -> np.ndarray:
-    """Base64 JPEG/PNG string to a `uint8` (H, W, 3) array."""
-    return decode_image_bytes(b64_to_bytes(data, what=what), max_side=max_side, what=what)
+def decode_image_b64(
+    data: str,
+    *,
+    max_side: int = 4096,
+    what: str = "image",
+    budget: PixelBudget | None = None,
+    target_side: int = 448,
+) -> np.ndarray:
+    """Base64 JPEG/PNG string to a `uint8` (H, W, 3) array (see `decode_image_bytes`)."""
+    return decode_image_bytes(
+        b64_to_bytes(data, what=what),
+        max_side=max_side,
+        what=what,
+        budget=budget,
+        target_side=target_side,
+    )
 
 
 def resize_square(frame: np.ndarray, size: int = 448) -> np.ndarray:

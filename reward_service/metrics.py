@@ -39,6 +39,7 @@ class Metrics:
         self._status: Counter[str] = Counter()
         self._latency: dict[str, deque[float]] = {}
         self._batches: dict[str, Counter[int]] = {}
+        self._dropped: dict[str, int] = {}
         self._in_flight = 0
 
     def request_started(self) -> None:
@@ -55,6 +56,11 @@ class Metrics:
                 self._errors[route] += 1
             window = self._latency.setdefault(route, deque(maxlen=self._window))
             window.append(latency_s)
+
+    def record_dropped(self, kind: str, items: int) -> None:
+        """Count `items` of `kind` not computed because their caller disconnected."""
+        with self._lock:
+            self._dropped[kind] = self._dropped.get(kind, 0) + items
 
     def record_batch(self, kind: str, size: int) -> None:
         """Count one backend call of `size` items (`kind`: critic, done, image, video)."""
@@ -87,6 +93,7 @@ class Metrics:
             return {
                 "uptime_s": time.time() - self._started,
                 "in_flight": self._in_flight,
+                "dropped_items": dict(self._dropped),
                 "requests": dict(self._requests),
                 "requests_total": sum(self._requests.values()),
                 "errors": dict(self._errors),

@@ -58,6 +58,7 @@ __all__ = [
     "UnsafePickleError",
     "safe_pickle_loads",
     "safe_pickle_dumps",
+    "to_plain",
 ]
 
 PROTOCOL_VERSION = "1"
@@ -246,20 +247,34 @@ class FaultSpec(_Request):
 
 
 class PickleScoreRequest(_Request):
-    """Decoded body of `POST /pickle`: one prompt per image (encoded JPEG/PNG bytes)."""
+    """Decoded body of `POST /pickle` (and `POST /`): one prompt per image (JPEG/PNG bytes).
+
+    Also accepts flow_grpo's remote-scorer variant: `{"images"}` alone (empty prompts),
+    `{"images", "prompts"}`, or `{"images", "meta_datas", "only_strict"}`. Numpy arrays from the
+    pickle arrive here already turned into lists (`to_plain`).
+    """
 
     images: list[bytes] = Field(min_length=1)
-    prompts: list[str] = Field(min_length=1)
+    prompts: list[str] | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    meta_datas: list[Any] | None = None
+    only_strict: bool | None = None
 
     @model_validator(mode="after")
     def _same_length(self) -> PickleScoreRequest:
+        if self.prompts is None:
+            self.prompts = [""] * len(self.images)
         if len(self.images) != len(self.prompts):
             raise ValueError(
                 f"images and prompts must have the same length, got "
                 f"{len(self.images)} images and {len(self.prompts)} prompts"
             )
         return self
+
+    @property
+    def flow_grpo_variant(self) -> bool:
+        """True when the request used flow_grpo's keys (its answer carries their keys too)."""
+        return bool({"meta_datas", "only_strict"} & self.model_fields_set)
 
 
 class PickleScoreResponse(_Response):
@@ -274,19 +289,96 @@ class UnsafePickleError(ValueError):
 
 _ALLOWED_SCALARS = (bytes, str, int, float, bool, type(None))
 _MAX_DEPTH = 64
+# numpy dtype kinds a pickle may carry: bool, signed/unsigned int, float, complex, str, bytes.
+_NUMPY_KINDS = frozenset("biufcUS")
+_ALLOWED_TEXT = (
+    "bytes, str, int, float, bool, None, list, tuple, dict and numpy scalars/arrays of "
+    "numeric, bool or str dtype"
+)
+
+
+def _safe_dtype(dtype: Any) -> Any:
+    import numpy as np
+
+    dtype = np.dtype(dtype)
+    if dtype.kind not in _NUMPY_KINDS or dtype.hasobject or dtype.fields is not None:
+        raise UnsafePickleError(f"pickle holds a numpy {dtype!r} value; {_ALLOWED_TEXT} only")
+    return dtype
+
+
+class _NDArrayMarker:
+    """Stands in for `numpy.ndarray` while unpickling, so it can only be used to rebuild arrays."""
+
+
+def _np_dtype(spec: Any, align: Any = False, copy: Any = False) -> Any:
+    import numpy as np
+
+    if not isinstance(spec, str):
+        raise UnsafePickleError("numpy dtype must be given by its name")
+    return _safe_dtype(np.dtype(spec))
+
+
+def _np_reconstruct(cls: Any, shape: Any, typecode: Any) -> Any:
+    import numpy as np
+
+    if cls is not _NDArrayMarker:
+        raise UnsafePickleError("numpy array reconstruction for a type other than ndarray")
+    return np.ndarray((0,), dtype=np.uint8)
+
+
+def _np_scalar(dtype: Any, data: Any = None) -> Any:
+    import numpy as np
+
+    dtype = _safe_dtype(dtype)
+    if not isinstance(data, bytes) or len(data) != dtype.itemsize:
+        raise UnsafePickleError("malformed numpy scalar")
+    return np.frombuffer(data, dtype=dtype)[0]
+
+
+# The numpy globals a pickled numpy scalar or array names, mapped to checked stand-ins.
+_NUMPY_GLOBALS: dict[tuple[str, str], Any] = {}
+for _module in ("numpy.core.multiarray", "numpy._core.multiarray"):
+    _NUMPY_GLOBALS[(_module, "_reconstruct")] = _np_reconstruct
+    _NUMPY_GLOBALS[(_module, "scalar")] = _np_scalar
+_NUMPY_GLOBALS[("numpy", "ndarray")] = _NDArrayMarker
+_NUMPY_GLOBALS[("numpy", "dtype")] = _np_dtype
 
 
 class _NoGlobalsUnpickler(pickle.Unpickler):
-    """An unpickler that refuses to resolve any global, so it never calls or imports anything."""
+    """An unpickler that resolves no global except checked stand-ins for numpy data.
+
+    A pickled numpy array names `numpy.ndarray`, `numpy.dtype` and
+    `numpy._core.multiarray._reconstruct`; these resolve to functions of this module that
+    build only arrays and scalars of the allowed dtypes (never object dtype). Any other global
+    (e.g. `os.system`) raises before it is imported.
+    """
 
     def find_class(self, module: str, name: str) -> Any:
+        stand_in = _NUMPY_GLOBALS.get((module, name))
+        if stand_in is not None:
+            return stand_in
         raise UnsafePickleError(
-            f"pickle refers to the global {module}.{name}; only bytes, str, int, float, bool, "
-            "None, list, tuple and dict are accepted"
+            f"pickle refers to the global {module}.{name}; only {_ALLOWED_TEXT} are accepted"
         )
 
     def persistent_load(self, pid: Any) -> Any:
         raise UnsafePickleError("pickle uses persistent ids, which are not accepted")
+
+
+def _is_safe_numpy(item: Any) -> bool:
+    """True for numpy arrays and scalars of an allowed dtype (numpy imported only if loaded)."""
+    import sys
+
+    np = sys.modules.get("numpy")
+    if np is None or not isinstance(item, np.ndarray | np.generic):
+        return False
+    if type(item) is not np.ndarray and not isinstance(item, np.generic):
+        return False  # ndarray subclasses (np.matrix, masked arrays) are not plain data
+    try:
+        _safe_dtype(item.dtype)
+    except UnsafePickleError:
+        return False
+    return True
 
 
 def _check_plain(obj: Any) -> None:
@@ -303,9 +395,12 @@ def _check_plain(obj: Any) -> None:
         if kind in _ALLOWED_SCALARS:
             continue
         if kind not in (list, tuple, dict):
+            if _is_safe_numpy(item):
+                continue
             raise UnsafePickleError(
-                f"pickle holds a {kind.__name__}; only bytes, str, int, float, bool, None, "
-                "list, tuple and dict are accepted"
+                f"pickle holds a {kind.__name__}"
+                + (f" of dtype {item.dtype}" if hasattr(item, "dtype") else "")
+                + f"; only {_ALLOWED_TEXT} are accepted"
             )
         if id(item) in seen:
             continue
@@ -320,12 +415,31 @@ def _check_plain(obj: Any) -> None:
             stack.extend((child, depth + 1) for child in item)
 
 
-def safe_pickle_loads(data: bytes) -> Any:
-    """Unpickle `data` without resolving any global; only plain data types come back.
+def to_plain(obj: Any) -> Any:
+    """`obj` with numpy scalars and arrays turned into Python values and (nested) lists.
 
-    Allowed: bytes, str, int, float, bool, None, list, tuple, dict (nested). A pickle that
-    names any class or function (e.g. a crafted `os.system` call) raises `UnsafePickleError`
-    before anything is imported or called. Malformed data also raises `UnsafePickleError`.
+    Example:
+        >>> import numpy as np
+        >>> to_plain({"scores": np.array([0.5, 1.0], dtype=np.float32), "n": np.int64(2)})
+        {'scores': [0.5, 1.0], 'n': 2}
+    """
+    if isinstance(obj, dict):
+        return {to_plain(k): to_plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return type(obj)(to_plain(v) for v in obj)
+    if hasattr(obj, "tolist") and hasattr(obj, "dtype"):
+        return obj.tolist()
+    return obj
+
+
+def safe_pickle_loads(data: bytes) -> Any:
+    """Unpickle `data` resolving no global but numpy's; only plain data types come back.
+
+    Allowed: bytes, str, int, float, bool, None, list, tuple, dict (nested), and numpy scalars
+    and arrays of bool, integer, float, complex, str or bytes dtype (rebuilt through checked
+    stand-ins, never object dtype). A pickle that names any other class or function (e.g. a
+    crafted `os.system` call) raises `UnsafePickleError` before anything is imported or called.
+    Malformed data also raises `UnsafePickleError`. `to_plain` turns numpy values into lists.
 
     Example:
         >>> safe_pickle_loads(pickle.dumps({"scores": [1.0, 0.5]}))
@@ -348,8 +462,8 @@ def safe_pickle_loads(data: bytes) -> Any:
 def safe_pickle_dumps(obj: Any) -> bytes:
     """Pickle plain data (the same types `safe_pickle_loads` accepts), protocol 4.
 
-    Raises `UnsafePickleError` if `obj` holds anything else (e.g. a numpy array: convert it with
-    `.tolist()` first), so the other side can always read what this side writes.
+    Raises `UnsafePickleError` if `obj` holds anything else (e.g. an object array), so the other
+    side can always read what this side writes.
     """
     _check_plain(obj)
     return pickle.dumps(obj, protocol=4)

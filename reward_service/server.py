@@ -3,6 +3,7 @@
 Usage::
 
     evolve-reward-server --backend mock --port 8111
+    evolve-reward-server --engine ray --replicas 4 --num-gpus 1 --backend vlm --port 8111
     evolve-reward-server --backend vlm --ckpt-path /models/Qwen2.5-VL-7B-Instruct --gpu-ids 0
     python -m reward_service.server --backend mock --backend-kwargs '{"latency_ms": 20}'
 
@@ -10,7 +11,10 @@ Binds 127.0.0.1 unless `--host` says otherwise; `--token` (or `EVOLVE_REWARD_TOK
 `Authorization: Bearer <token>` on every request. `--ckpt-path` (or `VLAC_CKPT_PATH`) names the
 model directory of the `vlm` and `vlac` backends. `--backend mock` uses the *change* rule (the
 rule of the shipped configs' embedded service, `MOCK_DEFAULTS`) unless `--backend-kwargs` names
-one. The start-up line on stderr names the backend, its settings and the URL.
+one. The start-up line on stderr names the backend, its settings and the URL. `--engine ray`
+serves the same app from `--replicas` Ray Serve replicas (`reward_service.ray_serve`) on a local
+Ray instance, or on the cluster at `--address`, as the Serve application `--app-name` (Ray actors
+reach it by handle).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any
 
 from reward_service.backends import BACKENDS
 from reward_service.backends.base import CKPT_ENV
+from reward_service.limits import DEFAULT_LIMITS
 
 __all__ = ["main", "build_parser", "TOKEN_ENV", "MOCK_DEFAULTS"]
 
@@ -65,19 +70,91 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-frames", type=int, default=1024, help="frames per request limit")
     p.add_argument("--max-image-side", type=int, default=4096, help="image side limit (pixels)")
     p.add_argument(
+        "--max-request-mpix",
+        type=float,
+        default=DEFAULT_LIMITS["max_request_pixels"] / 1e6,
+        help="decoded pixels per request limit, millions (default 268.4: 1,024 frames of 512x512)",
+    )
+    p.add_argument(
+        "--video-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="allow /score video_path files inside DIR (repeatable; default: path mode off)",
+    )
+    p.add_argument(
+        "--max-nframes",
+        type=int,
+        default=DEFAULT_LIMITS["max_nframes"],
+        help="most frames a /score request may sample (default 128)",
+    )
+    p.add_argument(
+        "--max-video-decode-mpix",
+        type=float,
+        default=DEFAULT_LIMITS["max_video_decode_pixels"] / 1e6,
+        help="/score: most frames x width x height decoded per video, millions (default 2147)",
+    )
+    p.add_argument(
+        "--read-timeout-s",
+        type=float,
+        default=DEFAULT_LIMITS["read_timeout_s"],
+        help="seconds a request may take to arrive (headers and body) before 408 (default 60)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        default=DEFAULT_LIMITS["max_connections"],
+        help="open connections accepted; more are refused with 503 (default 512)",
+    )
+    p.add_argument(
+        "--max-concurrent-requests",
+        type=int,
+        default=DEFAULT_LIMITS["max_concurrent_requests"],
+        help="requests handled at once; more get 503 with Retry-After (default 256)",
+    )
+    p.add_argument(
         "--batch-window-ms",
         type=float,
         default=5.0,
         help="how long a backend batch waits for items of concurrent requests (ms)",
     )
     p.add_argument(
-        "--pickle-at-root", action="store_true", help="also serve the pickle scorer at POST /"
+        "--pickle-at-root",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also serve the pickle scorer at POST / (default: on)",
+    )
+    p.add_argument(
+        "--allowed-hosts",
+        default=None,
+        help="comma-separated Host header values served; '*' for any "
+        "(default: loopback names; add the name clients use when exposing the server)",
     )
     p.add_argument(
         "--enable-fault-injection",
         action="store_true",
         help="add the /admin/faults routes (tests and failure drills only)",
     )
+    grp = p.add_argument_group("Ray Serve (--engine ray)")
+    p.add_argument(
+        "--engine",
+        default="uvicorn",
+        choices=["uvicorn", "ray"],
+        help="uvicorn: one process (default); ray: Ray Serve replicas behind Serve's proxy",
+    )
+    grp.add_argument("--replicas", type=int, default=1, help="number of replicas (default 1)")
+    grp.add_argument("--num-gpus", type=float, default=0.0, help="GPUs per replica (default 0)")
+    grp.add_argument("--num-cpus", type=float, default=1.0, help="CPUs per replica (default 1)")
+    grp.add_argument(
+        "--autoscaling",
+        default=None,
+        help="JSON autoscaling_config (min_replicas, max_replicas, ...) instead of --replicas",
+    )
+    grp.add_argument(
+        "--address", default=None, help="Ray cluster address (default: start Ray locally)"
+    )
+    grp.add_argument("--app-name", default="reward", help="Serve application name")
+    grp.add_argument("--route-prefix", default="/", help="HTTP route prefix of the app")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.add_argument("--access-log", action="store_true", help="log every request")
     # Used by EmbeddedService: serve on an inherited listening socket, exit with the parent.
@@ -93,6 +170,25 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def _allowed_hosts(args: argparse.Namespace) -> list[str]:
+    """`--allowed-hosts`, else the loopback names plus the bound address (if a specific one)."""
+    if args.allowed_hosts:
+        return [h.strip() for h in args.allowed_hosts.split(",") if h.strip()]
+    hosts = list(LOOPBACK_HOSTS)
+    if args.host not in ("0.0.0.0", "::", "") and not _is_loopback(args.host):
+        hosts.append(args.host)
+    elif args.host in ("0.0.0.0", "::"):
+        log.warning(
+            "binding %s: only requests naming a loopback host are served until --allowed-hosts "
+            "lists the names or addresses clients use",
+            args.host,
+        )
+    return hosts
 
 
 def _watch_stdin_then_exit() -> None:
@@ -157,10 +253,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.exit_on_stdin_eof:
         _watch_stdin_then_exit()
 
+    if args.engine == "ray":
+        return _serve_on_ray(args, parser, kwargs, token)
+
     import uvicorn
 
     from reward_service.app import create_app
     from reward_service.backends import make_backend
+    from reward_service.connections import bounded_h11_protocol
 
     try:
         backend = make_backend(args.backend, **kwargs)
@@ -175,9 +275,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_body_bytes=int(args.max_body_mb * 1024 * 1024),
         max_frames=args.max_frames,
         max_image_side=args.max_image_side,
+        max_request_pixels=int(args.max_request_mpix * 1e6),
+        max_nframes=args.max_nframes,
+        max_video_decode_pixels=int(args.max_video_decode_mpix * 1e6),
+        video_dirs=args.video_dir,
+        max_concurrent_requests=args.max_concurrent_requests,
         batch_window_ms=args.batch_window_ms,
         enable_faults=args.enable_fault_injection,
         pickle_at_root=args.pickle_at_root,
+        allowed_hosts=_allowed_hosts(args),
     )
     config = uvicorn.Config(
         app,
@@ -187,6 +293,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         access_log=args.access_log,
         timeout_keep_alive=65,
         lifespan="on",
+        http=bounded_h11_protocol(
+            read_timeout_s=args.read_timeout_s, max_connections=args.max_connections
+        ),
     )
     server = uvicorn.Server(config)
     sockets = None
@@ -204,6 +313,76 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     server.run(sockets=sockets)
     return 0
+
+
+def _serve_on_ray(
+    args: argparse.Namespace,
+    parser: argparse.ArgumentParser,
+    kwargs: dict[str, Any],
+    token: str | None,
+) -> int:
+    """Run the app as a Ray Serve application until SIGINT/SIGTERM (or stdin EOF)."""
+    if args.fd is not None:
+        parser.error("--fd is not supported with --engine ray")
+    autoscaling = None
+    if args.autoscaling:
+        try:
+            autoscaling = json.loads(args.autoscaling)
+        except json.JSONDecodeError as exc:
+            parser.error(f"--autoscaling is not valid JSON: {exc}")
+    import ray
+    from ray import serve
+
+    from reward_service.ray_serve import build_app
+
+    app_args: dict[str, Any] = {
+        "backend": args.backend,
+        "backend_kwargs": kwargs,
+        "replicas": args.replicas,
+        "num_gpus": args.num_gpus,
+        "num_cpus": args.num_cpus,
+        "autoscaling": autoscaling,
+        "token": token,
+        "max_body_bytes": int(args.max_body_mb * 1024 * 1024),
+        "max_frames": args.max_frames,
+        "max_image_side": args.max_image_side,
+        "batch_window_ms": args.batch_window_ms,
+        "enable_faults": args.enable_fault_injection,
+        "pickle_at_root": args.pickle_at_root,
+    }
+    try:
+        app = build_app(app_args)
+    except ValueError as exc:
+        parser.error(str(exc))
+    stop = threading.Event()
+    ray.init(address=args.address, include_dashboard=False)
+    for sig in (signal.SIGINT, signal.SIGTERM):  # after ray.init, which installs its own
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        serve.start(http_options={"host": args.host, "port": args.port})
+        try:
+            serve.run(app, name=args.app_name, route_prefix=args.route_prefix)
+        except Exception as exc:  # noqa: BLE001 - a replica that cannot build its backend
+            print(
+                f"evolve-reward-server: cannot start backend {args.backend!r} on Ray: {exc}",
+                file=sys.stderr,
+            )
+            return 2
+        print(
+            f"evolve-reward-server: backend {args.backend!r} on "
+            f"http://{args.host}:{args.port}{args.route_prefix.rstrip('/')} "
+            f"(Ray Serve app {args.app_name!r}, {args.replicas if not autoscaling else 'auto'} "
+            "replicas)",
+            file=sys.stderr,
+            flush=True,
+        )
+        stop.wait()
+        return 0
+    finally:
+        try:
+            serve.delete(args.app_name) if args.address else serve.shutdown()
+        finally:
+            ray.shutdown()
 
 
 if __name__ == "__main__":

@@ -16,7 +16,10 @@ settlement); read its module docstring for the semantics. This wrapper
 
 It asks the service for its capabilities once, at construction, and refuses settings the backend
 cannot serve (e.g. ``mode="pairwise"`` on a progress-only backend) with
-:class:`~wrappers.progress_tracker.ConfigurationError`.
+:class:`~wrappers.progress_tracker.ConfigurationError`. A service that cannot be reached, refuses
+the token (401/403) or does not speak the protocol raises
+:class:`~reward_clients.service_check.ServiceUnavailableError` there, unless
+``require_service=False`` (then a warning, and rewards fall back until it answers).
 
 Put the time limit *below* this wrapper so truncation reaches it and the episode is settled.
 
@@ -71,6 +74,7 @@ class ProgressReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
         capabilities: the service's capabilities if already known (skips the request);
             ``False`` skips the check.
         close_client: close ``client`` with the wrapper (always true for a URL).
+        require_service: fail at construction when the service cannot be used (see above).
         **setting_overrides: individual :class:`TrackerSettings` fields, e.g. ``start_step=8``.
 
     Example::
@@ -91,6 +95,7 @@ class ProgressReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
         env_reward_weight: float = 0.0,
         capabilities: Any = None,
         close_client: bool = False,
+        require_service: bool = True,
         **setting_overrides: Any,
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
@@ -100,6 +105,7 @@ class ProgressReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
             task=task,
             reward_weight=reward_weight,
             env_reward_weight=env_reward_weight,
+            require_service=require_service,
             **setting_overrides,
         )
         gym.Wrapper.__init__(self, env)
@@ -122,9 +128,16 @@ class ProgressReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.task = task
         self.reward_weight = float(reward_weight)
         self.env_reward_weight = float(env_reward_weight)
-        self.capabilities = self._read_capabilities(capabilities)
-        # the tracker refuses settings the backend cannot serve (e.g. pairwise on progress-only)
-        self.tracker = ProgressTracker(client, settings, capabilities=self.capabilities)
+        self.require_service = bool(require_service)
+        try:
+            self.capabilities = self._read_capabilities(capabilities)
+            # the tracker refuses settings the backend cannot serve (e.g. pairwise on
+            # progress-only)
+            self.tracker = ProgressTracker(client, settings, capabilities=self.capabilities)
+        except BaseException:
+            if close_client and hasattr(client, "close"):
+                client.close()
+            raise
         self.episode_step = 0
         self._warned_after_end = False
         self._last_info: dict[str, Any] = {}
@@ -138,6 +151,13 @@ class ProgressReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
         if capabilities is False:
             return None
         if capabilities is None:
+            from reward_clients.endpoint_pool import EndpointPool
+
+            pool = getattr(self.client, "pool", None)
+            if isinstance(pool, EndpointPool):
+                from reward_clients.service_check import check_service
+
+                return check_service(pool, require=self.require_service)
             ask = getattr(self.client, "capabilities", None)
             if ask is None:
                 return None

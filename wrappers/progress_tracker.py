@@ -58,7 +58,11 @@ value at the end; the episode sum is the same. Dense rewards are already relativ
 Failures. A failed call (fallback result, service down) leaves progress unchanged and never
 decides done; a failed milestone still moves the milestone frame, with the progress held at that
 time as its value. With a client in fail-fast mode the :class:`~reward_clients.errors.
-RewardServiceError` propagates out of :meth:`observe`.
+RewardServiceError` propagates out of :meth:`observe`; the failed check is then accounted
+exactly like a fallback (progress held, error counted), so a caller that catches the error can
+keep stepping the episode and later checks work as soon as the service is back. When an episode
+ends with more than ``failure_warn_fraction`` of its answers failed, a warning says so (with the
+counts) on this module's logger.
 
 Example::
 
@@ -153,6 +157,7 @@ class TrackerSettings:
     max_lag_steps: int = 16
     check_at_episode_end: bool = False
     trajectory_max_frames: int = 32
+    failure_warn_fraction: float = 0.1
 
     def __post_init__(self) -> None:
         def bad(name: str, why: str) -> ConfigurationError:
@@ -181,6 +186,8 @@ class TrackerSettings:
             raise bad("done_threshold", "must be in [0, 1] (a fraction of full progress)")
         if not 0.0 <= self.success_threshold <= 1.0:
             raise bad("success_threshold", "must be in [0, 1]")
+        if not 0.0 <= self.failure_warn_fraction <= 1.0:
+            raise bad("failure_warn_fraction", "must be in [0, 1]")
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> TrackerSettings:
@@ -509,8 +516,12 @@ class ProgressTracker:
 
     def _apply(self, p: _Pending) -> tuple[float, bool]:
         ep, s = self._ep, self.settings
-        result = p.critic.result()  # raises RewardServiceError in fail-fast mode
-        done_result = p.done.result() if p.done is not None else None
+        try:
+            result = p.critic.result()  # raises RewardServiceError in fail-fast mode
+            done_result = p.done.result() if p.done is not None else None
+        except BaseException as exc:
+            self._hold_failed(p, exc)
+            raise
         fallback = False
         for res in (result, done_result):
             if res is None:
@@ -559,6 +570,19 @@ class ProgressTracker:
             ep.done_step = ep.step
         return reward, fallback
 
+    def _hold_failed(self, p: _Pending, exc: BaseException) -> None:
+        """Account a check whose request raised (fail-fast mode) like a failed answer: the
+        progress is held and becomes the value of the check's frame, so later checks that use
+        that frame as their base find a value."""
+        ep, s = self._ep, self.settings
+        ep.answers += 1
+        ep.errors += 1
+        ep.last_error = str(exc)
+        if p.milestone or s.mode != "pairwise":
+            ep.values[p.step] = ep.progress
+            for old in [k for k in ep.values if 0 < k < p.base_step]:
+                del ep.values[old]
+
     def _level(self, value: float) -> float:
         s = self.settings
         if s.reward_mode == "binary":
@@ -590,7 +614,22 @@ class ProgressTracker:
             ep.model_reward += final
         ep.finished = True
         ep.summary = self._summary()
+        self._warn_if_failing()
         return reward, applied, fallback
+
+    def _warn_if_failing(self) -> None:
+        ep = self._ep
+        if ep.answers and ep.errors / ep.answers > self.settings.failure_warn_fraction:
+            logger.warning(
+                "reward model: %d of %d answers failed in this episode (%d answered with the "
+                "fallback), more than failure_warn_fraction=%g: progress was held at those "
+                "checks. Last error: %s",
+                ep.errors,
+                ep.answers,
+                ep.fallbacks,
+                self.settings.failure_warn_fraction,
+                ep.last_error,
+            )
 
     # ------------------------------------------------------------------ reporting
     def step_info(self, checked: bool = False, fallback: bool = False) -> dict[str, Any]:

@@ -34,7 +34,10 @@ Info keys added to every ``infos`` dict of the chunk (tensors ``[N]``): ``progre
 as ``env/<key>`` metrics), ``progress``, ``max_progress``, ``done_by_progress``,
 ``reward_model_return``, ``reward_model_calls`` and ``reward_model_errors`` for the current (or,
 after an episode ends, the last) episode. With auto-reset the ended episodes' values are in
-``infos["final_info"]["episode"]``.
+``infos["final_info"]["episode"]``. The block's ``return`` and ``reward`` (RLinf's
+``env/return`` and ``env/reward`` metrics) are replaced by the episode's sum and per-step mean of
+the rewards this wrapper returns, i.e. the reward RLinf trains on, up to and including the step
+that ended the episode; the env's own values move to ``env_return`` and ``env_reward_mean``.
 
 In a YAML run the wrapper is installed by :mod:`evolve_envs.integrations.rlinf_worker` from the
 ``env.train.reward_model`` block; see the README, "Using with RLinf". This module imports
@@ -333,6 +336,8 @@ class RLinfProgressReward:
             "reward_model_return": 0.0,
             "reward_model_calls": 0,
             "reward_model_errors": 0,
+            "return": 0.0,
+            "reward": 0.0,
         }
 
     def _start_episodes(self, obs: Mapping[str, Any], idx: list[int]) -> None:
@@ -386,6 +391,7 @@ class RLinfProgressReward:
         last_infos = infos_list[-1] if isinstance(infos_list[-1], Mapping) else {}
         final_obs = last_infos.get("final_observation") if resets_done else None
         env_success = self._env_success(infos_list)
+        env_r = _np(env_rewards, np.float64)
 
         model_r = np.zeros((n, c), dtype=np.float64)
         progress = np.zeros((n, c), dtype=np.float32)
@@ -423,6 +429,11 @@ class RLinfProgressReward:
             for i, out in self._observe_all(calls).items():
                 model_r[i, t] = out.reward
                 self._record(i, out)
+                stats = self._last[i]
+                stats["return"] += (
+                    self.env_reward_weight * env_r[i, t] + self.reward_weight * out.reward
+                )
+                stats["reward"] = stats["return"] / max(int(self._steps[i]), 1)
                 if out.terminate and not ignore_terms:
                     model_term[i, t] = True
             snapshots.append(self._stats_arrays())
@@ -451,7 +462,6 @@ class RLinfProgressReward:
                     self._write_episode_block(final_info["episode"], snapshots[-1])
                 self._start_episodes(obs_list[-1], restart)
 
-        env_r = _np(env_rewards, np.float64)
         self._annotate(infos_list, env_r, model_r, progress, done_flag, snapshots)
 
         mixed = self.env_reward_weight * env_r + self.reward_weight * model_r
@@ -511,7 +521,12 @@ class RLinfProgressReward:
 
     @staticmethod
     def _write_episode_block(block: dict[str, Any], stats: dict[str, np.ndarray]) -> None:
+        """Put the episode statistics into the env's ``episode`` block; the env's own
+        ``return`` / ``reward`` (its reward only) move to ``env_return`` / ``env_reward_mean``."""
         torch = _torch()
+        for key, moved in (("return", "env_return"), ("reward", "env_reward_mean")):
+            if key in block and moved not in block:
+                block[moved] = block[key]
         for key, values in stats.items():
             block[key] = torch.from_numpy(values.copy())
 
@@ -588,11 +603,18 @@ def build_progress_stack(
     types are errors naming the key; the ``VLAC_*`` environment variables override it).
     One :class:`~reward_clients.progress_client.ProgressClient` on the process-wide
     :class:`~reward_clients.endpoint_pool.EndpointPool` serves all trackers; the service's
-    capabilities are asked once and impossible settings are refused here.
+    capabilities are asked once and impossible settings are refused here; a dead, refusing or
+    foreign service fails here as in :func:`evolve_envs.factory.make_env`
+    (``reward_model.require_service``, see :func:`evolve_envs.factory.check_reward_service`).
     ``endpoint: embedded`` starts a local service (``embedded_backend``) for this env.
     """
     from evolve_envs.config import ConfigError, load_config, reward_model_source
-    from evolve_envs.factory import EmbeddedServices, progress_client, reward_endpoints
+    from evolve_envs.factory import (
+        EmbeddedServices,
+        check_reward_service,
+        progress_client,
+        reward_endpoints,
+    )
 
     cfg = load_config(reward_model_source(reward_model), environ=environ).reward_model
     if not cfg.enable:
@@ -611,17 +633,11 @@ def build_progress_stack(
         client = progress_client(
             cfg, reward_endpoints(cfg, url), max_workers=max(1, min(int(num_envs), 64))
         )
-        pool = client.pool
         on_close.insert(0, client.close)
         settings = cfg.tracker_settings()
-        caps = client.capabilities()
-        if not caps.ok:
-            raise ConfigurationError(
-                f"reward service at {pool.urls} did not answer /capabilities: {caps.error}"
-            )
-        trackers = [
-            ProgressTracker(client, settings, capabilities=caps.value) for _ in range(num_envs)
-        ]
+        # the start-up policy shared with make_env: raise, or warn when require_service is false
+        caps = check_reward_service(cfg, client.pool)
+        trackers = [ProgressTracker(client, settings, capabilities=caps) for _ in range(num_envs)]
     except BaseException:
         for fn in on_close:
             try:

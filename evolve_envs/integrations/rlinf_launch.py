@@ -14,6 +14,12 @@ and then runs the script unchanged, with the remaining arguments (Hydra's):
 
 Nothing in RLinf is modified on disk. The worker class travels to Ray workers by reference, so
 ``evolve-envs`` must be installed on every node (it is a normal pip package).
+
+Without a CUDA device (``torch.cuda.is_available()`` false) the script is not run: RLinf's actor
+and rollout workers load the policy and need CUDA GPUs. The launcher then does the launch's env
+side with RLinf's own code (compose and validate the config, start the cluster, launch and
+initialise the ``ProgressEnvWorker`` group, see :mod:`~evolve_envs.integrations.rlinf_env_check`),
+prints what it started and where it stopped, and exits with status 3.
 """
 
 from __future__ import annotations
@@ -35,6 +41,14 @@ def install() -> type:
     return ProgressEnvWorker
 
 
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
 def main(argv: list[str] | None = None) -> None:
     """``python -m evolve_envs.integrations.rlinf_launch SCRIPT [hydra args...]``."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -45,6 +59,20 @@ def main(argv: list[str] | None = None) -> None:
     if not os.path.isfile(script):
         raise SystemExit(f"rlinf_launch: training script {script!r} not found")
     install()
+    if not _cuda_available():
+        from evolve_envs.integrations.rlinf_env_check import (
+            EXIT_STOPPED_BEFORE_GPU_WORKERS,
+            EnvCheckError,
+            run_env_check,
+        )
+
+        try:
+            report = run_env_check(args[1:])
+        except EnvCheckError as exc:
+            print(f"rlinf_launch (no CUDA device, env side only): {exc}", file=sys.stderr)
+            raise SystemExit(1) from None
+        print(report.message(), file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_STOPPED_BEFORE_GPU_WORKERS)
     sys.argv = [script, *args[1:]]
     sys.path.insert(0, os.path.dirname(script))
     runpy.run_path(script, run_name="__main__")

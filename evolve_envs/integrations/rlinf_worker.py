@@ -67,3 +67,39 @@ class ProgressEnvWorker(_RLinfEnvWorker):
             env_cfg=env_cfg,
             num_envs_per_stage=num_envs_per_stage,
         )
+
+    def check_chunk(self, chunk: int, action_dim: int) -> list[dict[str, Any]]:
+        """Reset each train env and step it through one chunk of zero actions (start-up check).
+
+        Returns, per env, the sub-envs' progress, reward-model calls and summed rewards.
+        """
+        import torch
+
+        results = []
+        for env in self.env_list:
+            env.is_start = True
+            obs, _ = env.reset()
+            num_envs = len(obs["task_descriptions"])
+            actions = torch.zeros((num_envs, chunk, action_dim))
+            _, rewards, _, _, infos_list = env.chunk_step(actions)
+            last = infos_list[-1]
+            episode = last.get("episode", {})
+            results.append(
+                {
+                    "progress": [float(x) for x in last.get("progress", [])],
+                    "reward_model_calls": [int(x) for x in episode.get("reward_model_calls", [])],
+                    "rewards": [float(x) for x in rewards.sum(dim=1)],
+                }
+            )
+        return results
+
+    def env_stacks(self) -> list[list[str]]:
+        """Class names of each train env's wrapper chain, outermost first (for start-up checks)."""
+        stacks = []
+        for env in self.env_list:
+            names = []
+            while env is not None and len(names) < 16:
+                names.append(type(env).__name__)
+                env = getattr(env, "env", None)
+            stacks.append(names)
+        return stacks

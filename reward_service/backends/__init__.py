@@ -20,6 +20,7 @@ BACKENDS: dict[str, str] = {
     "mock": "reward_service.backends.mock:MockBackend",
     "vlm": "reward_service.backends.vlm:VLMBackend",
     "vlac": "reward_service.backends.vlac:VLACBackend",
+    "openai": "reward_service.backends.openai_compat:OpenAICompatBackend",
 }
 
 

@@ -143,6 +143,14 @@ class Backend(ABC):
         """One score per image, in order."""
         raise NotSupportedError(self.name, "image_score")
 
+    def check_video_options(self, backend_kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The caller's `/score` `backend_kwargs`, checked and capped before any work is done.
+
+        Raise `ValueError` or `TypeError` for a value the backend would refuse (answered 422).
+        The base class uses none of them and returns them as given.
+        """
+        return dict(backend_kwargs)
+
     def close(self) -> None:
         """Release model resources (called once at server shutdown)."""
         return None

@@ -1,20 +1,46 @@
-"""VLACBackend: adapter over the official VLAC package (`evo_vlac`, InternRobotics/VLAC).
+"""VLACBackend: adapter over the official VLAC library (`evo_vlac`, InternRobotics/VLAC).
+
+VLAC is a Python library on ms-swift, not an HTTP service. Its entry point is
+`evo_vlac.GAC_model(tag="critic")`, set up with `init_model(model_path, model_type, device_map)`,
+`temperature`/`top_k`, `set_config()` and `set_system_prompt()`. Two of its methods answer what the
+service needs:
+
+* `get_trajectory_critic(task, image_list, ref_image_list, batch_num, ref_num, think, skip, rich,
+  reverse_eval, frame_skip, ...)` -> `(critic_list, value_list)`: for n PIL images, n-1 critics
+  (image i-1 -> image i, each in [-100, 100]) and n values on 0-100 (`value_list[0] == 0`,
+  accumulated with `critic_to_value_simple`). With a reference trajectory VLAC also shows the
+  model the trajectory's first image (`image_list[0]`); it samples `ref_num` frames from
+  `ref_image_list` (`ref_num >= 2`).
+* `get_trajectory_done(task, image_list, ref_image_list, batch_num, rich, ref_num, threshold,
+  skip, goal_image)` -> per-frame completion in 0-1 (values `<= threshold` become 0). Without a
+  reference it asks one image at a time; with a reference trajectory it compares (first, previous,
+  current) in context and prepends a 0 for the first frame; with a `goal_image` it compares each
+  frame with the goal.
+
+How the adapter maps the routes onto that API:
+
+* critic items that form one trajectory (each pair starts where the previous ended, the first pair
+  starts at the trajectory's first frame; what `/trajectory-critic` sends) go to VLAC in one
+  `get_trajectory_critic` call with the whole frame list, so VLAC sees the true first frame;
+  any other pair (`/pairwise-critic`, pairs of different requests) is a two-image trajectory.
+* `/done` calls `get_trajectory_done` on `[first, prev, curr]` with a reference trajectory (VLAC's
+  in-context rule needs all three), on `[curr]` with a one-frame reference as `goal_image`, or on
+  `[curr]` alone, and takes the last value as `prob`; done is `prob >= done_threshold`.
 
 The package is imported only when this backend is built; without it, construction raises
 `BackendError` naming the package and how to install it. The model directory comes from
 `--ckpt-path`, `$VLAC_CKPT_PATH` or the `ckpt_path` kwarg (nothing is downloaded).
 
-Capabilities: progress and pairwise (VLAC's pairwise critic through `get_trajectory_critic`
-on each frame pair) and done (the critic from the first frame to the current one, accumulated,
-compared with `done_threshold`). VLAC has no video or image-score answer.
-
 Example:
     >>> backend = VLACBackend("/models/VLAC", device="cuda:0")  # doctest: +SKIP
+    >>> backend.critic_batch([CriticItem("pick", a, b, a)])  # doctest: +SKIP
+    [12.0]
 """
 
 from __future__ import annotations
 
 import importlib
+import math
 import os
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -39,16 +65,46 @@ def _import_vlac() -> Any:
         ) from exc
 
 
+def _number(value: Any, what: str) -> float:
+    """VLAC answers are strings or floats; anything that is not a finite number is an error."""
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise BackendError(f"VLAC returned a non-numeric {what}: {value!r}") from None
+    if not math.isfinite(out):
+        raise BackendError(f"VLAC returned a non-finite {what}: {value!r}")
+    return out
+
+
+def _chains(items: Sequence[CriticItem]) -> list[list[CriticItem]]:
+    """Split `items` into runs that are one trajectory each (see module docs)."""
+    runs: list[list[CriticItem]] = []
+    for it in items:
+        last = runs[-1][-1] if runs else None
+        if (
+            last is not None
+            and it.image_a is last.image_b
+            and it.first is last.first
+            and it.task == last.task
+            and it.reference is last.reference
+        ):
+            runs[-1].append(it)
+        else:
+            runs.append([it])
+    return runs
+
+
 class VLACBackend(Backend):
-    """VLAC pairwise critic (see module docs).
+    """VLAC critic and done through `evo_vlac.GAC_model` (see module docs).
 
     Args:
         ckpt_path: VLAC checkpoint directory (default `$VLAC_CKPT_PATH`).
         device: torch device map, e.g. "cuda:0" ("auto": cuda:0 if available, else cpu).
         model_type: VLAC model type (default "internvl2").
         temperature, top_k: VLAC sampling settings (its examples use 0.5 and 1).
-        ref_num: reference frames sampled from a given reference trajectory.
-        done_threshold: accumulated progress (percent) at which `/done` says done.
+        batch_num: most prompts per VLAC inference batch.
+        rich: VLAC's `rich` decimals (probability-weighted digits; needs logprobs).
+        done_threshold: completion (0-1) at which `/done` says done.
     """
 
     name = "vlac"
@@ -61,11 +117,14 @@ class VLACBackend(Backend):
         model_type: str = "internvl2",
         temperature: float = 0.5,
         top_k: int = 1,
-        ref_num: int = 6,
-        done_threshold: float = 95.0,
+        batch_num: int = 8,
+        rich: bool = False,
+        done_threshold: float = 0.95,
         disabled: Iterable[str] = (),
     ) -> None:
         super().__init__(disabled=disabled)
+        if not 0.0 < done_threshold <= 1.0:
+            raise ValueError(f"done_threshold is a completion in (0, 1], got {done_threshold}")
         vlac = _import_vlac()
         path = ckpt_path or os.environ.get(CKPT_ENV)
         if not path or not os.path.isdir(path):
@@ -77,7 +136,8 @@ class VLACBackend(Backend):
             import torch
 
             device = "cuda:0" if torch.cuda.is_available() else "cpu"
-        self.ref_num = ref_num
+        self.batch_num = int(batch_num)
+        self.rich = bool(rich)
         self.done_threshold = float(done_threshold)
         critic = vlac.GAC_model(tag="critic")
         critic.init_model(model_path=path, model_type=model_type, device_map=device)
@@ -93,30 +153,72 @@ class VLACBackend(Backend):
 
         return Image.fromarray(frame)
 
-    def _pair_critic(
-        self, task: str, a: np.ndarray, b: np.ndarray, reference: Sequence[np.ndarray] | None
-    ) -> float:
-        ref = [self._pil(f) for f in reference] if reference else None
-        critic_list, _ = self._critic.get_trajectory_critic(
-            task=task,
-            image_list=[self._pil(a), self._pil(b)],
+    def _reference(self, reference: Sequence[np.ndarray] | None) -> list[Any] | None:
+        if not reference:
+            return None
+        if len(reference) < 2:
+            raise BackendError(
+                "VLAC's trajectory critic needs a reference of at least 2 frames "
+                f"(it samples ref_num >= 2 of them); got {len(reference)}"
+            )
+        return [self._pil(f) for f in reference]
+
+    def _trajectory(self, run: Sequence[CriticItem]) -> list[float]:
+        head = run[0]
+        frames = [head.image_a] + [it.image_b for it in run]
+        ref = self._reference(head.reference)
+        critic_list, value_list = self._critic.get_trajectory_critic(
+            task=head.task,
+            image_list=[self._pil(f) for f in frames],
             ref_image_list=ref,
-            batch_num=1,
-            ref_num=min(self.ref_num, len(ref)) if ref else 0,
+            batch_num=self.batch_num,
+            ref_num=len(ref) if ref else 0,
+            think=False,
             skip=1,
-            rich=False,
+            rich=self.rich,
+            reverse_eval=False,
+            frame_skip=True,
         )
-        if len(critic_list) != 1:
-            raise BackendError(f"VLAC returned {len(critic_list)} critics for one frame pair")
-        return float(min(100.0, max(-100.0, float(critic_list[0]))))
+        if len(critic_list) != len(run) or len(value_list) != len(frames):
+            raise BackendError(
+                f"VLAC returned {len(critic_list)} critics and {len(value_list)} values for "
+                f"{len(frames)} images (expected {len(run)} and {len(frames)})"
+            )
+        return [min(100.0, max(-100.0, _number(c, "critic"))) for c in critic_list]
 
     def critic_batch(self, items: Sequence[CriticItem]) -> list[float]:
-        return [self._pair_critic(it.task, it.image_a, it.image_b, it.reference) for it in items]
+        out: list[float] = []
+        for run in _chains(items):
+            if run[0].image_a is run[0].first:
+                out.extend(self._trajectory(run))
+            else:  # pairs that do not start at the trajectory's first frame: one call each
+                for it in run:
+                    out.extend(self._trajectory([it]))
+        return out
+
+    def _done_one(self, it: DoneItem) -> float:
+        kwargs: dict[str, Any] = {"task": it.task, "batch_num": self.batch_num, "rich": self.rich}
+        if it.reference and len(it.reference) >= 2:
+            frames = [it.first, it.curr] if it.prev is it.first else [it.first, it.prev, it.curr]
+            kwargs["image_list"] = [self._pil(f) for f in frames]
+            kwargs["ref_image_list"] = [self._pil(f) for f in it.reference]
+            kwargs["ref_num"] = len(it.reference)
+            expected = len(frames)
+        elif it.reference:
+            kwargs["image_list"] = [self._pil(it.curr)]
+            kwargs["goal_image"] = self._pil(it.reference[0])
+            expected = 1
+        else:
+            kwargs["image_list"] = [self._pil(it.curr)]
+            expected = 1
+        done_list = self._critic.get_trajectory_done(threshold=0, skip=1, **kwargs)
+        if len(done_list) != expected:
+            raise BackendError(f"VLAC returned {len(done_list)} done values for {expected} images")
+        return min(1.0, max(0.0, _number(done_list[-1], "done value")))
 
     def done_batch(self, items: Sequence[DoneItem]) -> list[tuple[bool, float]]:
         out = []
         for it in items:
-            critic = self._pair_critic(it.task, it.first, it.curr, it.reference)
-            progress = max(0.0, critic)  # accumulated from 0: v = c for c >= 0
-            out.append((progress >= self.done_threshold, progress / 100.0))
+            prob = self._done_one(it)
+            out.append((prob >= self.done_threshold, prob))
         return out

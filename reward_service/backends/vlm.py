@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -88,6 +89,8 @@ class VLMBackend(Backend):
         max_new_tokens: generation budget for critic/done/image answers.
         video_max_new_tokens: generation budget for video answers (may think first).
         score_mode: "auto" | "percentage" | "unit" (how score answers are read).
+        caller_max_new_tokens: the most `max_new_tokens` a `/score` caller may ask for (422
+            above it); the caller's `score_mode` must be one of the modes (422 otherwise).
         temperature: 0 for greedy decoding.
         min_pixels, max_pixels: image processor resolution bounds (None: the checkpoint's).
         done_threshold: progress percentage at which `/done` says done.
@@ -123,6 +126,7 @@ class VLMBackend(Backend):
         image_prompt: str = DEFAULT_PROMPTS["image_prompt"],
         attn_implementation: str | None = None,
         generation_kwargs: dict[str, Any] | None = None,
+        caller_max_new_tokens: int = 1024,
         disabled: Iterable[str] = (),
     ) -> None:
         super().__init__(disabled=disabled)
@@ -141,6 +145,7 @@ class VLMBackend(Backend):
         self.ckpt_path = path
         self.max_new_tokens = int(max_new_tokens)
         self.video_max_new_tokens = int(video_max_new_tokens)
+        self.caller_max_new_tokens = int(caller_max_new_tokens)
         self.score_mode = score_mode
         self.temperature = float(temperature)
         self.done_threshold = float(done_threshold)
@@ -219,9 +224,15 @@ class VLMBackend(Backend):
         )
 
     def generate(
-        self, requests: Sequence[tuple[str, Sequence[np.ndarray]]], max_new_tokens: int
+        self,
+        requests: Sequence[tuple[str, Sequence[np.ndarray]]],
+        max_new_tokens: int,
+        stop: threading.Event | None = None,
     ) -> list[str]:
-        """Answer a batch of `(prompt text, images)` requests; returns the decoded answers."""
+        """Answer a batch of `(prompt text, images)` requests; returns the decoded answers.
+
+        Generation ends early (after the current token) once `stop` is set.
+        """
         torch = self._torch
         flat = [np.ascontiguousarray(img) for _, imgs in requests for img in imgs]
         vision = self.image_processor(images=flat, return_tensors="pt") if flat else {}
@@ -243,6 +254,19 @@ class VLMBackend(Backend):
         sampling: dict[str, Any] = {"do_sample": False}
         if self.temperature > 0:
             sampling = {"do_sample": True, "temperature": self.temperature}
+        if stop is not None:
+            from transformers import StoppingCriteria, StoppingCriteriaList
+
+            class _StopWhenSet(StoppingCriteria):
+                def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+                    return torch.full(
+                        (input_ids.shape[0],),
+                        stop.is_set(),
+                        dtype=torch.bool,
+                        device=input_ids.device,
+                    )
+
+            sampling["stopping_criteria"] = StoppingCriteriaList([_StopWhenSet()])
         with torch.inference_mode():
             out = self.model.generate(
                 **inputs,
@@ -288,14 +312,36 @@ class VLMBackend(Backend):
             out.append((prob * 100.0 >= self.done_threshold, prob))
         return out
 
+    def check_video_options(self, backend_kwargs: dict[str, Any]) -> dict[str, Any]:
+        """`score_mode` must be a known mode; `max_new_tokens` an int in
+        [1, `caller_max_new_tokens`] (the server-side cap). Other keys are ignored."""
+        checked: dict[str, Any] = {}
+        if "score_mode" in backend_kwargs:
+            mode = backend_kwargs["score_mode"]
+            if not isinstance(mode, str) or mode not in SCORE_MODES:
+                raise ValueError(f"score_mode must be one of {SCORE_MODES}, got {mode!r:.40}")
+            checked["score_mode"] = mode
+        if "max_new_tokens" in backend_kwargs:
+            value = backend_kwargs["max_new_tokens"]
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"max_new_tokens must be an integer, got {value!r:.40}")
+            if not 1 <= value <= self.caller_max_new_tokens:
+                raise ValueError(
+                    f"max_new_tokens must be in [1, {self.caller_max_new_tokens}], got {value}"
+                )
+            checked["max_new_tokens"] = value
+        return checked
+
     def score_video(self, item: VideoItem) -> tuple[float, str | None]:
-        kwargs = item.options.get("backend_kwargs") or {}
+        kwargs = self.check_video_options(item.options.get("backend_kwargs") or {})
         mode = kwargs.get("score_mode", self.score_mode)
         if mode not in SCORE_MODES:
             raise ValueError(f"score_mode must be one of {SCORE_MODES}, got {mode!r}")
         prompt = self.prompts["video"].format(task=item.task_text, n=len(item.frames))
         max_new = int(kwargs.get("max_new_tokens", self.video_max_new_tokens))
-        (answer,) = self.generate([(prompt, list(item.frames))], max_new)
+        (answer,) = self.generate(
+            [(prompt, list(item.frames))], max_new, stop=item.options.get("stop_event")
+        )
         score = parse_score(answer, mode)
         if score is None:
             score = self._fallback("video", answer, self.fallback_score)

@@ -97,6 +97,17 @@ def test_p5_endpoint_pool_quick() -> None:
             assert 0 <= num(r["share slow"]) <= 1
 
 
+@pytest.mark.slow
+def test_p5_ray_serve_quick() -> None:
+    pytest.importorskip("ray")
+    rows = run_quick("p5_ray_serve")
+    assert {r["engine"] for r in rows} == {"launcher", "serve http", "serve handle"}
+    for r in rows:
+        assert positive(r["req/s"])
+        if r["replicas"] == "1":
+            assert num(r["vs 1 replica"]) == 1.0
+
+
 @pytest.mark.libero
 def test_p6_libero_quick() -> None:
     pytest.importorskip("libero.libero")
@@ -104,3 +115,9 @@ def test_p6_libero_quick() -> None:
     by_name = {r["reward"]: r for r in rows}
     assert num(by_name["off"]["ratio vs off"]) == 1.0
     assert num(by_name["on, sync, instant"]["calls/episode"]) > 0
+
+
+def test_p7_hostile_input_quick() -> None:
+    rows = run_quick("p7_hostile_input")  # two tables: only the first one's rows are checked
+    status = {r["request"].split(" ")[0]: r["status"] for r in rows if r["status"].isdigit()}
+    assert status == {"valid": "200", "lying": "422", "720p": "200", "256": "200"}, status

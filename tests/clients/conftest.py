@@ -18,8 +18,10 @@ from reward_service.embedded import EmbeddedService
 
 
 @pytest.fixture(scope="session")
-def server_a() -> Iterator[EmbeddedService]:
-    with EmbeddedService("mock", enable_faults=True) as service:
+def server_a(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedService]:
+    # /score path mode reads only inside the directories the operator names
+    video_dir = ["--video-dir", str(tmp_path_factory.getbasetemp())]
+    with EmbeddedService("mock", enable_faults=True, extra_args=video_dir) as service:
         yield service
 
 

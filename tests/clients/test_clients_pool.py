@@ -6,7 +6,14 @@ import threading
 import time
 
 import pytest
-from client_helpers import arm_fault, free_port, paint, server_metrics, within_guard
+from client_helpers import (
+    arm_fault,
+    fault_status,
+    free_port,
+    paint,
+    server_metrics,
+    within_guard,
+)
 
 from reward_clients.endpoint_pool import EndpointPool
 from reward_clients.errors import RewardServiceError
@@ -200,3 +207,15 @@ def test_probe_reports_health_and_closed_pools_refuse_requests(server_a, make_po
     pool.close()
     with pytest.raises(RewardServiceError, match="closed"):
         pool.request("GET", "/capabilities")
+
+
+def test_no_attempt_starts_after_the_call_budget(server_a, make_pool) -> None:
+    # Every answer is a 503; the backoff before the retry is longer than the whole budget.
+    arm_fault(server_a, mode="status", status=503)
+    pool = make_pool(server_a.url, max_retries=5, backoff_s=5.0, max_backoff_s=5.0,
+                     total_timeout=0.5, failures_to_down=10)  # fmt: skip
+    before = fault_status(server_a)["injected"]
+    with pytest.raises(RewardServiceError) as err:
+        pool.request("GET", "/capabilities")
+    assert err.value.status_code == 503 and err.value.attempts == 1
+    assert fault_status(server_a)["injected"] - before == 1  # the server saw one request

@@ -95,6 +95,38 @@ def test_env_reward_mix_weights(client):
     env.close()
 
 
+def test_rlinf_episode_return_is_the_trained_reward(client):
+    """RLinf logs ``infos["episode"]["return"]`` as ``env/return``: it must be the sum of the
+    rewards the wrapper returns (up to the episode's end), not the env's own reward."""
+    inner = StandinLiberoEnv(standin_cfg(success_at=20), num_envs=2)
+    env = RLinfProgressReward(
+        inner,
+        lambda i: ProgressTracker(client, EVERY_STEP),
+        reward_weight=2.0,
+        env_reward_weight=1.0,
+    )
+    env.reset()
+    _, rewards, terms, _, infos_list = env.chunk_step(chunk([[1.0, 1.0, 0.0], [0.5, 0.5, 0.5]]))
+    ep = infos_list[-1]["episode"]
+    # env 0 ends at step 2 (0.2 + 5.2); step 3 comes after its end and is not counted.
+    assert ep["return"].tolist() == pytest.approx([5.4, 0.3], abs=1e-5)
+    assert ep["reward"].tolist() == pytest.approx([5.4 / 2, 0.3 / 3], abs=1e-5)
+    assert ep["env_return"].tolist() == pytest.approx([5.0, 0.0])
+    assert ep["return"][1].item() == pytest.approx(rewards[1].sum().item(), abs=1e-5)
+    assert infos_list[0]["episode"]["return"].tolist() == pytest.approx([0.2, 0.1], abs=1e-5)
+    env.close()
+
+    # Auto-reset: the ended episode's block in final_info carries its trained return.
+    env = wrap(client, n=2, auto_reset=True, success_at=101, max_episode_steps=3)
+    env.reset()
+    _, rewards, _, truncs, infos_list = env.chunk_step(chunk([[1.0] * 3, [0.5] * 3]))
+    assert truncs[:, -1].all()
+    final = infos_list[-1]["final_info"]["episode"]
+    assert final["return"].tolist() == pytest.approx([0.3, 0.15], abs=1e-5)
+    assert final["env_return"].tolist() == pytest.approx([0.0, 0.0])
+    env.close()
+
+
 # ----------------------------------------------------------------------------- termination
 
 
@@ -388,10 +420,12 @@ def test_real_rlinf_env_worker_installs_the_wrapper(mock_service, tmp_path):
     assert isinstance(plain, StandinLiberoEnv)
 
 
-def test_launcher_runs_a_script_with_the_progress_worker(tmp_path, capsys):
+def test_launcher_runs_a_script_with_the_progress_worker(tmp_path, capsys, monkeypatch):
     """``rlinf_launch`` swaps RLinf's EnvWorker name before the script imports it."""
     pytest.importorskip("rlinf.workers.env.env_worker")
     from evolve_envs.integrations import rlinf_launch
+
+    monkeypatch.setattr(rlinf_launch, "_cuda_available", lambda: True)  # a GPU node runs the script
 
     script = tmp_path / "train.py"
     script.write_text(

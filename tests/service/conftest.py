@@ -11,8 +11,9 @@ from reward_service.embedded import EmbeddedService
 
 
 @pytest.fixture(scope="session")
-def mock_service() -> Iterator[EmbeddedService]:
-    """Mock backend with fault injection, a failure marker, the pickle scorer at / too."""
+def mock_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedService]:
+    """Mock backend with fault injection, a failure marker, the pickle scorer at / too, and
+    `/score` paths allowed inside the test session's temporary directory."""
     svc = EmbeddedService(
         "mock",
         {"latency_ms": 2, "fail_marker": "__fail__"},
@@ -27,11 +28,20 @@ def mock_service() -> Iterator[EmbeddedService]:
             "8",
             "--batch-window-ms",
             "10",
+            "--video-dir",
+            str(tmp_path_factory.getbasetemp()),
         ],
     )
     svc.start()
     yield svc
     svc.stop()
+
+
+@pytest.fixture(scope="session")
+def default_service() -> Iterator[EmbeddedService]:
+    """A mock server started with no options at all (for tests of the defaults)."""
+    with EmbeddedService("mock") as svc:
+        yield svc
 
 
 @pytest.fixture()

@@ -180,8 +180,14 @@ PICKLE_CASES: dict[str, tuple[Callable[[Path], bytes], int]] = {
     "not_a_pickle": (lambda _: b"\x00\x01garbage bytes", 400),
     "empty_body": (lambda _: b"", 400),
     "resolves_a_global": (lambda tmp: pickle.dumps(_SystemCall(tmp / "pwned")), 400),
-    "numpy_array_global": (
+    # numpy data is accepted (flow_grpo, HPSv2), but a float array is not an encoded image ...
+    "numpy_array_as_image": (
         lambda _: pickle.dumps({"images": [np.zeros(3)], "prompts": ["p"]}),
+        422,
+    ),
+    # ... and object arrays (which can hold anything) are never unpickled.
+    "numpy_object_array": (
+        lambda _: pickle.dumps({"images": [b"x"], "prompts": np.array(["p"], dtype=object)}),
         400,
     ),
     "wrong_shape_list": (lambda _: safe_pickle_dumps([b"img", "prompt"]), 422),

@@ -7,6 +7,8 @@ the raw answer and the parsed value, fallbacks), not values.
 from __future__ import annotations
 
 import base64
+import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -179,3 +181,56 @@ def test_vlm_frames_batch_shapes(tiny_model_dir: Path) -> None:
     items = [CriticItem("t", frames[i], frames[(i + 1) % 8], frames[0]) for i in range(8)]
     critics = backend.critic_batch(items)
     assert len(critics) == 8 and all(isinstance(c, float) and -100 <= c <= 100 for c in critics)
+
+
+def test_vlm_caller_mistakes_and_costs_are_4xx_and_the_server_keeps_serving(
+    vlm: httpx.Client, tmp_path: Path
+) -> None:
+    path = tmp_path / "episode.mp4"
+    write_video(str(path), [10, 50, 90])
+    video_b64 = base64.b64encode(path.read_bytes()).decode()
+    for backend_kwargs in (
+        {"score_mode": "bogus"},
+        {"max_new_tokens": "abc"},
+        {"max_new_tokens": 10**6},  # over the server-side cap (1024 by default)
+        {"max_new_tokens": True},
+    ):
+        body = {"task_text": "t", "video_b64": video_b64, "backend_kwargs": backend_kwargs}
+        resp = vlm.post("/score", json=body)
+        assert resp.status_code == 422, (backend_kwargs, resp.status_code, resp.text[:200])
+    lone_surrogate = json.dumps(  # ensure_ascii keeps the lone surrogate as a \\ud800 escape
+        {"task": "open \ud800", "image_a": painted_b64(0), "image_b": painted_b64(10)}
+    )
+    resp = vlm.post(
+        "/pairwise-critic", content=lone_surrogate, headers={"content-type": "application/json"}
+    )
+    assert resp.status_code == 422 and "surrogate" in resp.json()["error"]
+    ok = vlm.post("/score", json={"task_text": "t", "video_b64": video_b64, "nframes": 2})
+    assert ok.status_code == 200
+
+
+def test_vlm_generation_stops_when_the_caller_has_gone(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "episode.mp4"
+    write_video(str(path), [10, 50, 90])
+    body = {
+        "task_text": "t",
+        "video_b64": base64.b64encode(path.read_bytes()).decode(),
+        "backend_kwargs": {"max_new_tokens": 1024},
+    }
+    # min_new_tokens makes every answer 1,024 tokens long: seconds of generation on a CPU.
+    kwargs = {"device": "cpu", "generation_kwargs": {"min_new_tokens": 1024}}
+    with EmbeddedService(
+        "vlm", kwargs, extra_args=["--ckpt-path", str(tiny_model_dir)], startup_timeout=180
+    ) as svc:
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(
+                svc.url + "/score", json=body, timeout=httpx.Timeout(60, read=0.5), trust_env=False
+            )
+        with httpx.Client(base_url=svc.url, timeout=60, trust_env=False) as http:
+            for _ in range(300):  # bounded wait for the server to stop the generation
+                if http.get("/metrics").json()["dropped_items"].get("video", 0) == 1:
+                    break
+                time.sleep(0.1)
+            assert http.get("/metrics").json()["dropped_items"] == {"video": 1}

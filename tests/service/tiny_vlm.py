@@ -69,6 +69,9 @@ def build_tiny_qwen2_5_vl(directory: Path, seed: int = 0) -> Path:
                 "rope_theta": 10000.0,
                 "mrope_section": [2, 2, 4],
             },
+            # transformers 4.x reads the same settings from these two keys
+            "rope_theta": 10000.0,
+            "rope_scaling": {"type": "mrope", "mrope_section": [2, 2, 4]},
             "bos_token_id": ids["<|endoftext|>"],
             "eos_token_id": ids["<|im_end|>"],
             "pad_token_id": ids["<|endoftext|>"],

@@ -1,0 +1,32 @@
+"""The server's default limits, in one place (the CLI, `create_app` and the docs read them).
+
+Example:
+    >>> DEFAULT_LIMITS["max_frames"]
+    1024
+"""
+
+from __future__ import annotations
+
+__all__ = ["DEFAULT_LIMITS"]
+
+DEFAULT_LIMITS: dict[str, int] = {
+    "max_body_bytes": 64 * 1024 * 1024,
+    "max_frames": 1024,
+    "max_image_side": 4096,
+    "max_video_frames": 10000,
+    # Decoded pixels per request, charged from image headers before decoding (JPEGs count at
+    # their DCT-reduced size): 1,024 frames of 512x512.
+    "max_request_pixels": 1024 * 512 * 512,
+    # /score caller knobs: frames sampled per video, pixels per sampled frame.
+    "max_nframes": 128,
+    # /score decoding work: frames x width x height of the whole video (2^31: e.g. 2,300 frames
+    # of 1280x720, or 128 of 4096x4096)
+    "max_video_decode_pixels": 2**31,
+    "max_video_pixels": 4 * 448 * 448,
+    # characters in a task or prompt (tokenising is the caller's cost too)
+    "max_text_chars": 8192,
+    # connections (evolve-reward-server): a request must arrive within read_timeout_s
+    "read_timeout_s": 60,
+    "max_connections": 512,
+    "max_concurrent_requests": 256,
+}

@@ -1,0 +1,99 @@
+"""``configs/rlinf/libero_10_grpo_openvlaoft.yaml`` composes against RLinf 0.3.0's config tree.
+
+RLinf's launch script composes our config with Hydra, with RLinf's example config directory on
+the search path (``EMBODIED_PATH``). The pip package does not ship that directory, so the groups
+our defaults list names live next to this file (``rlinf_embodiment/config``, RLinf 0.3.0's keys
+and defaults). The composed config then goes through RLinf's own ``validate_cfg``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+EMBODIED = Path(__file__).resolve().parent / "rlinf_embodiment"
+
+
+@pytest.fixture()
+def composed(monkeypatch):
+    pytest.importorskip("hydra")
+    from hydra import compose, initialize_config_dir
+
+    monkeypatch.setenv("EMBODIED_PATH", str(EMBODIED))
+    with initialize_config_dir(config_dir=str(REPO / "configs" / "rlinf"), version_base="1.1"):
+        return compose(config_name="libero_10_grpo_openvlaoft")
+
+
+def test_config_composes_against_rlinf_0_3_tree(composed):
+    cfg = composed
+    # Group defaults merged in, our values on top.
+    assert cfg.actor.fsdp_config.sharding_strategy == "full_shard"  # training_backend/fsdp
+    assert cfg.actor.fsdp_config.gradient_checkpointing is True  # ours
+    assert cfg.actor.model.num_action_chunks == 8  # model/openvla_oft
+    assert cfg.actor.model.max_prompt_length == 128  # ours
+    assert cfg.weight_syncer.type == "patch"
+    assert cfg.env.train.env_type == "libero" and cfg.env.eval.env_type == "libero"
+    assert cfg.env.train.group_size == cfg.algorithm.group_size
+    assert cfg.env.train.reward_model.enable is True
+    assert "reward_model" not in cfg.env.eval
+
+
+def test_composed_config_passes_rlinf_validation(composed):
+    pytest.importorskip("rlinf.config")
+    from rlinf.config import validate_cfg
+
+    from evolve_envs.integrations.rlinf import reward_model_block
+
+    cfg = validate_cfg(composed)
+    assert cfg.runner.task_type == "embodied"
+    assert cfg.actor.model.precision == "bf16"
+    block = reward_model_block(cfg.env.train)
+    assert block is not None and block["endpoint"] == "http://127.0.0.1:8111"
+
+
+def test_rlinf_extra_pins_hold_and_rlinf_training_modules_import():
+    """The ``rlinf`` extra's pins are what is installed, and with them the modules RLinf's
+    embodied launch imports load (with transformers 5 the FSDP model manager fails on
+    ``AutoModelForVision2Seq``)."""
+    pytest.importorskip("rlinf")
+    import configparser
+    import importlib
+    from importlib.metadata import version
+
+    from packaging.requirements import Requirement
+
+    parser = configparser.ConfigParser()
+    parser.read(REPO / "setup.cfg")
+    lines = parser["options.extras_require"]["rlinf"].split("\n")
+    reqs = [Requirement(line) for line in lines if line.strip()]
+    assert {r.name for r in reqs} >= {"rlinf", "transformers", "protobuf", "datasets"}
+    for req in reqs:
+        installed = version(req.name)
+        assert req.specifier.contains(installed, prereleases=True), (req, installed)
+    for module in (
+        "rlinf.hybrid_engines.fsdp.fsdp_model_manager",
+        "rlinf.workers.actor.fsdp_actor_worker",
+        "rlinf.workers.rollout.hf.huggingface_worker",
+        "rlinf.runners.embodied_runner",
+    ):
+        importlib.import_module(module)
+
+
+def test_cpu_check_reads_the_hydra_command_line():
+    from evolve_envs.integrations.rlinf_env_check import EnvCheckReport, parse_hydra_args
+
+    assert parse_hydra_args(["--config-path", "/c", "--config-name=x", "a.b=1", "c=2"]) == (
+        "/c",
+        "x",
+        ["a.b=1", "c=2"],
+    )
+    assert parse_hydra_args(["-cp=/c", "-cn", "x"]) == ("/c", "x", [])
+    with pytest.raises(SystemExit, match="needs a value"):
+        parse_hydra_args(["--config-name"])
+    with pytest.raises(SystemExit, match="--multirun"):
+        parse_hydra_args(["--multirun"])
+    text = EnvCheckReport("EnvGroup", 1, [["A", "B"]], "openvla_oft", "/models/x").message()
+    assert "stopped before the actor and rollout workers" in text
+    assert "A > B" in text and "'/models/x'" in text and "not run" in text
