@@ -36,6 +36,14 @@ APP_KEYS = (
     "max_frames",
     "max_image_side",
     "max_video_frames",
+    "max_request_pixels",
+    "max_nframes",
+    "max_video_pixels",
+    "max_video_decode_pixels",
+    "video_dirs",
+    "max_text_chars",
+    "max_concurrent_requests",
+    "allowed_hosts",
     "batch_window_ms",
     "max_batch",
     "enable_faults",
@@ -72,7 +80,9 @@ class RewardDeployment:
     def _asgi_client(self) -> httpx.AsyncClient:
         if self._client is None:
             transport = httpx.ASGITransport(app=self._app)
-            self._client = httpx.AsyncClient(transport=transport, base_url="http://replica")
+            self._client = httpx.AsyncClient(
+                transport=transport, base_url="http://localhost"
+            )  # in-process, a loopback name
         return self._client
 
     async def _one(self, call: tuple) -> tuple[int, dict[str, str], bytes]:

@@ -269,22 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"evolve-reward-server: cannot start backend {args.backend!r}: {exc}", file=sys.stderr
         )
         return 2
-    app = create_app(
-        backend,
-        token=token,
-        max_body_bytes=int(args.max_body_mb * 1024 * 1024),
-        max_frames=args.max_frames,
-        max_image_side=args.max_image_side,
-        max_request_pixels=int(args.max_request_mpix * 1e6),
-        max_nframes=args.max_nframes,
-        max_video_decode_pixels=int(args.max_video_decode_mpix * 1e6),
-        video_dirs=args.video_dir,
-        max_concurrent_requests=args.max_concurrent_requests,
-        batch_window_ms=args.batch_window_ms,
-        enable_faults=args.enable_fault_injection,
-        pickle_at_root=args.pickle_at_root,
-        allowed_hosts=_allowed_hosts(args),
-    )
+    app = create_app(backend, **_app_kwargs(args, token))
     config = uvicorn.Config(
         app,
         host=args.host,
@@ -315,6 +300,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _app_kwargs(args: argparse.Namespace, token: str | None) -> dict[str, Any]:
+    """`create_app` keyword arguments (limits, paths, hosts) from the command line; one reading
+    for both engines."""
+    return {
+        "token": token,
+        "max_body_bytes": int(args.max_body_mb * 1024 * 1024),
+        "max_frames": args.max_frames,
+        "max_image_side": args.max_image_side,
+        "max_request_pixels": int(args.max_request_mpix * 1e6),
+        "max_nframes": args.max_nframes,
+        "max_video_decode_pixels": int(args.max_video_decode_mpix * 1e6),
+        "video_dirs": list(args.video_dir),
+        "max_concurrent_requests": args.max_concurrent_requests,
+        "batch_window_ms": args.batch_window_ms,
+        "enable_faults": args.enable_fault_injection,
+        "pickle_at_root": args.pickle_at_root,
+        "allowed_hosts": list(_allowed_hosts(args)),
+    }
+
+
 def _serve_on_ray(
     args: argparse.Namespace,
     parser: argparse.ArgumentParser,
@@ -342,13 +347,7 @@ def _serve_on_ray(
         "num_gpus": args.num_gpus,
         "num_cpus": args.num_cpus,
         "autoscaling": autoscaling,
-        "token": token,
-        "max_body_bytes": int(args.max_body_mb * 1024 * 1024),
-        "max_frames": args.max_frames,
-        "max_image_side": args.max_image_side,
-        "batch_window_ms": args.batch_window_ms,
-        "enable_faults": args.enable_fault_injection,
-        "pickle_at_root": args.pickle_at_root,
+        **_app_kwargs(args, token),
     }
     try:
         app = build_app(app_args)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import io
 import os
+import threading
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -162,11 +163,25 @@ class OpenAICompatBackend(VLMBackend):
         return resp.choices[0].message.content or ""
 
     def generate(
-        self, requests: Sequence[tuple[str, Sequence[np.ndarray]]], max_new_tokens: int
+        self,
+        requests: Sequence[tuple[str, Sequence[np.ndarray]]],
+        max_new_tokens: int,
+        stop: threading.Event | None = None,
     ) -> list[str]:
-        """Answer `(prompt text, images)` requests concurrently; answers in request order."""
+        """Answer `(prompt text, images)` requests concurrently; answers in request order.
+
+        Once `stop` is set (the caller has gone), requests not yet sent are dropped and the
+        call raises `BackendError`; an answer already being generated runs to its end.
+        """
         futures = [self._pool.submit(self._ask, t, imgs, max_new_tokens) for t, imgs in requests]
-        return [f.result() for f in futures]
+        answers = []
+        for f in futures:
+            if stop is not None and stop.is_set():
+                for pending in futures:
+                    pending.cancel()
+                raise BackendError("the caller went away; the remaining requests were dropped")
+            answers.append(f.result())
+        return answers
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

@@ -34,7 +34,7 @@ class ServeService:
 
 
 @pytest.fixture(scope="session")
-def serve_service() -> Iterator[ServeService]:
+def serve_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeService]:
     ray = pytest.importorskip("ray")
     serve = pytest.importorskip("ray.serve", reason="ray[serve] is not importable (serve extra)")
     from reward_service.ray_serve import build_app
@@ -64,6 +64,7 @@ def serve_service() -> Iterator[ServeService]:
                 "max_image_side": 1024,
                 "max_body_bytes": 8 * 1024 * 1024,
                 "batch_window_ms": 10,
+                "video_dirs": [str(tmp_path_factory.getbasetemp())],
             }
         )
         handle = serve.run(app, name=APP_NAME, route_prefix="/")

@@ -56,6 +56,15 @@ def chat_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
                 pass
             assert proc.poll() is None, log.read_text()[-3000:]
             time.sleep(0.1)
+        # One request alone first: the server loads the model on its first request, and two
+        # first requests at once race in that load (an occasional 500).
+        warm = {
+            "model": model,
+            "stream": True,
+            "max_tokens": 1,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+        httpx.post(base + "/v1/chat/completions", json=warm, timeout=120, trust_env=False)
         yield base + "/v1", model
     finally:
         proc.terminate()

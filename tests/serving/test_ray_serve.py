@@ -207,7 +207,7 @@ def test_server_cli_engine_ray_deploys_on_a_cluster(serve_service, client, tmp_p
     cmd = [sys.executable, "-m", "reward_service.server", "--engine", "ray", "--backend", "mock"]
     cmd += ["--address", ray.get_runtime_context().gcs_address, "--app-name", "cli"]
     cmd += ["--route-prefix", "/cli", "--replicas", "1", "--num-cpus", "0.25"]
-    cmd += ["--port", str(port), "--exit-on-stdin-eof"]
+    cmd += ["--port", str(port), "--exit-on-stdin-eof", "--backend-kwargs", '{"rule": "intensity"}']
     log = tmp_path / "server.log"
     with open(log, "w") as err:
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=err, text=True)
