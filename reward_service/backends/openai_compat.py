@@ -78,6 +78,7 @@ class OpenAICompatBackend(VLMBackend):
         jpeg_quality: int = 90,
         max_new_tokens: int = 32,
         video_max_new_tokens: int = 256,
+        caller_max_new_tokens: int = 1024,
         score_mode: str = "auto",
         temperature: float = 0.0,
         done_threshold: float = 95.0,
@@ -106,20 +107,23 @@ class OpenAICompatBackend(VLMBackend):
         self.base_url = base_url
         self.model = model
         self.jpeg_quality = int(jpeg_quality)
-        self.max_new_tokens = int(max_new_tokens)
-        self.video_max_new_tokens = int(video_max_new_tokens)
-        self.score_mode = score_mode
-        self.temperature = float(temperature)
-        self.done_threshold = float(done_threshold)
-        self.fallback_critic = float(fallback_critic)
-        self.fallback_score = float(fallback_score)
-        self.system_prompt = system_prompt
-        self.prompts = {
-            "pairwise": pairwise_prompt,
-            "progress": progress_prompt,
-            "video": video_prompt,
-            "image": image_prompt,
-        }
+        self._set_judge_options(
+            max_new_tokens=max_new_tokens,
+            video_max_new_tokens=video_max_new_tokens,
+            caller_max_new_tokens=caller_max_new_tokens,
+            score_mode=score_mode,
+            temperature=temperature,
+            done_threshold=done_threshold,
+            fallback_critic=fallback_critic,
+            fallback_score=fallback_score,
+            system_prompt=system_prompt,
+            prompts={
+                "pairwise": pairwise_prompt,
+                "progress": progress_prompt,
+                "video": video_prompt,
+                "image": image_prompt,
+            },
+        )
         self.extra_body = dict(extra_body or {})
         self.stream = bool(stream)
         self.unparsable_answers = 0

@@ -143,21 +143,23 @@ class VLMBackend(Backend):
         if not os.path.isfile(os.path.join(path, "config.json")):
             raise ValueError(f"{path!r} holds no config.json: not a transformers model directory")
         self.ckpt_path = path
-        self.max_new_tokens = int(max_new_tokens)
-        self.video_max_new_tokens = int(video_max_new_tokens)
-        self.caller_max_new_tokens = int(caller_max_new_tokens)
-        self.score_mode = score_mode
-        self.temperature = float(temperature)
-        self.done_threshold = float(done_threshold)
-        self.fallback_critic = float(fallback_critic)
-        self.fallback_score = float(fallback_score)
-        self.system_prompt = system_prompt
-        self.prompts = {
-            "pairwise": pairwise_prompt,
-            "progress": progress_prompt,
-            "video": video_prompt,
-            "image": image_prompt,
-        }
+        self._set_judge_options(
+            max_new_tokens=max_new_tokens,
+            video_max_new_tokens=video_max_new_tokens,
+            caller_max_new_tokens=caller_max_new_tokens,
+            score_mode=score_mode,
+            temperature=temperature,
+            done_threshold=done_threshold,
+            fallback_critic=fallback_critic,
+            fallback_score=fallback_score,
+            system_prompt=system_prompt,
+            prompts={
+                "pairwise": pairwise_prompt,
+                "progress": progress_prompt,
+                "video": video_prompt,
+                "image": image_prompt,
+            },
+        )
         self.generation_kwargs = dict(generation_kwargs or {})
         self.unparsable_answers = 0
         self._load(path, device, dtype, model_class, min_pixels, max_pixels, attn_implementation)
@@ -222,6 +224,35 @@ class VLMBackend(Backend):
             f"{system}<|im_start|>user\n{_IMAGE_SLOT * n_images}{text}<|im_end|>\n"
             "<|im_start|>assistant\n"
         )
+
+    def _set_judge_options(
+        self,
+        *,
+        max_new_tokens: int,
+        video_max_new_tokens: int,
+        caller_max_new_tokens: int,
+        score_mode: str,
+        temperature: float,
+        done_threshold: float,
+        fallback_critic: float,
+        fallback_score: float,
+        system_prompt: str | None,
+        prompts: dict[str, str],
+    ) -> None:
+        """The judge's settings (token budgets and caps, answer parsing, fallbacks, prompts), one
+        reading for every backend that asks a VLM (this one and the openai backend)."""
+        if score_mode not in SCORE_MODES:
+            raise ValueError(f"score_mode must be one of {SCORE_MODES}, got {score_mode!r}")
+        self.max_new_tokens = int(max_new_tokens)
+        self.video_max_new_tokens = int(video_max_new_tokens)
+        self.caller_max_new_tokens = int(caller_max_new_tokens)
+        self.score_mode = score_mode
+        self.temperature = float(temperature)
+        self.done_threshold = float(done_threshold)
+        self.fallback_critic = float(fallback_critic)
+        self.fallback_score = float(fallback_score)
+        self.system_prompt = system_prompt
+        self.prompts = prompts
 
     def generate(
         self,

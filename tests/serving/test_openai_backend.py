@@ -127,3 +127,18 @@ def test_served_by_the_reward_server(chat_server) -> None:
             assert resp.status_code == 200 and -100 <= resp.json()["critic"] <= 100
     finally:
         svc.stop()
+
+
+def test_caller_token_cap_applies_to_the_openai_backend() -> None:
+    """The server-side cap on a caller's `max_new_tokens` holds for the openai backend too."""
+    from reward_service.backends import make_backend
+
+    be = make_backend(
+        "openai", base_url="http://127.0.0.1:9/v1", model="m", caller_max_new_tokens=8
+    )
+    try:
+        assert be.check_video_options({"max_new_tokens": 8})["max_new_tokens"] == 8
+        with pytest.raises(ValueError, match=r"max_new_tokens must be in \[1, 8\]"):
+            be.check_video_options({"max_new_tokens": 10**6})
+    finally:
+        be.close()
