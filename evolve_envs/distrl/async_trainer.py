@@ -104,9 +104,7 @@ def run_distrl(
     try:
         workers = start_workers(worker_cfg, registry, queue)
         spaces = ray.get(workers[0].ready.remote())
-        policy = policy_from_config(
-            cfg.policy, spaces["observation_space"], spaces["action_space"]
-        )
+        policy = policy_from_config(cfg.policy, spaces["observation_space"], spaces["action_space"])
         learner = Learner(policy, cfg.learner, spaces["action_space"], seed=cfg.run.seed)
         if state is not None:
             learner.load_state_dict(state)

@@ -21,13 +21,22 @@ Example:
 
 from __future__ import annotations
 
+import importlib.resources
+import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from evolve_envs.config import ConfigError, format_validation_error, merge, read_yaml
+from evolve_envs.config import (
+    ConfigError,
+    format_validation_error,
+    merge,
+    read_yaml,
+    resolve_config,
+)
 
 __all__ = [
     "GrpoConfig",
@@ -39,6 +48,7 @@ __all__ = [
     "WorkersConfig",
     "load_train_config",
     "parse_override",
+    "resolve_train_config",
 ]
 
 _STRICT = ConfigDict(extra="forbid", validate_default=True)
@@ -203,6 +213,28 @@ def parse_override(text: str) -> dict[str, Any]:
     return out
 
 
+def resolve_train_config(source: str | os.PathLike[str]) -> Any:
+    """A ``--config`` argument as a file: an existing path, else a shipped training config by
+    name (``reach_place`` or ``distrl/reach_place`` for ``configs/distrl/reach_place.yaml``),
+    else a shipped stack config (``libero_10``, ``fast_dev``).
+
+    Example:
+        >>> resolve_train_config("libero_smoke").name
+        'libero_smoke.yaml'
+    """
+    if Path(source).is_file():
+        return Path(source)
+    stem = os.fspath(source).removeprefix("configs/").removeprefix("distrl/")
+    stem = stem.removesuffix(".yaml").removesuffix(".yml")
+    try:
+        item = importlib.resources.files("configs").joinpath("distrl", f"{stem}.yaml")
+        if item.is_file():
+            return item
+    except ModuleNotFoundError:  # pragma: no cover - configs ships with the package
+        pass
+    return resolve_config(source)
+
+
 def load_train_config(
     *sources: Any, overrides: Sequence[str] | Mapping[str, Any] | None = None
 ) -> TrainConfig:
@@ -221,7 +253,7 @@ def load_train_config(
         elif isinstance(source, BaseModel):
             block = source.model_dump()
         else:
-            block = read_yaml(source)
+            block = read_yaml(resolve_train_config(source))
         data = merge(data, block)
     if isinstance(overrides, Mapping):
         data = merge(data, overrides)

@@ -57,7 +57,10 @@ def grpo_batch(trajectories: list[Any], group_size: int) -> dict[str, Any]:
         dones[b, len(t) - 1] = True  # the episode ended there (terminated or truncated)
     res = grpo_advantages(rewards, dones, group_size, layout="batch_major")
     adv = np.concatenate(
-        [np.full(n, a, dtype=np.float32) for n, a in zip(lengths, res.group_advantages, strict=True)]
+        [
+            np.full(n, a, dtype=np.float32)
+            for n, a in zip(lengths, res.group_advantages, strict=True)
+        ]
     )
     keys = list(trajectories[0].obs)
     inputs = {k: np.concatenate([t.obs[k][:-1] for t in trajectories]) for k in keys}
@@ -99,9 +102,7 @@ def run_grpo(
     try:
         workers = start_workers(worker_cfg, None, None)
         spaces = ray.get(workers[0].ready.remote())
-        policy = policy_from_config(
-            cfg.policy, spaces["observation_space"], spaces["action_space"]
-        )
+        policy = policy_from_config(cfg.policy, spaces["observation_space"], spaces["action_space"])
         optimizer = torch.optim.Adam(policy.parameters(), lr=g.lr)
         counters = {"updates": 0, "version": 0, "rounds": 0, "episodes": 0, "env_steps_in": 0}
         if state is not None:

@@ -173,11 +173,12 @@ class Learner:
 
     def replay_items(self) -> tuple[list[int], list[Any]]:
         """(indices, items) of everything stored in the replay."""
-        return self.replay.stored()
+        items = self.replay.items()
+        return list(range(len(items))), items
 
     def priority_spread(self) -> float:
         """max/min of the stored priorities (1 = uniform; NaN when empty)."""
-        prios = np.asarray(self.replay.priorities(), dtype=np.float64)
+        prios = self.replay.priorities
         if prios.size == 0:
             return math.nan
         lo = float(prios.min())
@@ -204,19 +205,11 @@ class Learner:
 
     def state_dict(self) -> dict[str, Any]:
         """Policy, optimizer, counters and replay metadata (not the trajectories)."""
-        prios = np.asarray(self.replay.priorities(), dtype=np.float64)
         return {
             "policy": self.policy.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "counters": self.counters(),
-            "replay": {
-                "capacity": self.cfg.capacity,
-                "size": len(self.replay),
-                "alpha": self.cfg.alpha,
-                "beta": float(self.replay.beta),
-                "priority_mean": float(prios.mean()) if prios.size else None,
-                "priority_max": float(prios.max()) if prios.size else None,
-            },
+            "replay": self.replay.state_dict(),
             "rng": self.rng.bit_generator.state,
             "saved_at": time.time(),
         }
@@ -227,5 +220,7 @@ class Learner:
         self.optimizer.load_state_dict(state["optimizer"])
         for key, value in state["counters"].items():
             setattr(self, key, int(value))
+        if "replay" in state:  # counters and settings; the trajectories themselves are gone
+            self.replay.load_state_dict(state["replay"])
         if "rng" in state:
             self.rng.bit_generator.state = state["rng"]

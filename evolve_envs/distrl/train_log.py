@@ -133,8 +133,9 @@ class IntervalStats:
             "model_progress": mean("progress"),
             "episode_length": mean("length"),
             "fallbacks": sum(int(e.get("fallbacks", 0)) for e in self._episodes),
-            "staleness": (sum(self._staleness) / len(self._staleness)
-                          if self._staleness else math.nan),  # fmt: skip
+            "staleness": (
+                sum(self._staleness) / len(self._staleness) if self._staleness else math.nan
+            ),
             "samples_per_s": self.samples / dt,
             "env_steps_per_s": self.env_steps / dt,
             "trajectories_per_s": self.trajectories / dt,

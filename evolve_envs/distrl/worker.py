@@ -96,17 +96,19 @@ class WeightRegistry:
         newer = self._version > have
         return {"version": self._version, "ref": self._ref if newer else None, "stop": self._stop}
 
-    def hello(self, worker_id: int) -> int:
-        """A worker (re)started: count and return its incarnation."""
+    def hello(self, worker_id: int, pid: int = 0) -> int:
+        """A worker (re)started in process ``pid``: count and return its incarnation."""
         w = self._workers.setdefault(worker_id, {"incarnations": 0})
         w["incarnations"] += 1
+        w["pid"] = int(pid)
         return w["incarnations"]
 
     def report(self, worker_id: int, counts: Mapping[str, int]) -> None:
         """Add a worker's counters (``pushed``, ``dropped``, ``env_steps``, ...)."""
         w = self._workers.setdefault(worker_id, {"incarnations": 0})
         for k, v in counts.items():
-            w[k] = w.get(k, 0) + int(v)
+            if k != "pid":
+                w[k] = w.get(k, 0) + int(v)
 
     def stop(self) -> None:
         """Ask every worker's :meth:`RolloutWorker.run` loop to return."""
@@ -167,7 +169,7 @@ class RolloutWorker:
         if registry is not None:
             import ray
 
-            self.incarnation = ray.get(registry.hello.remote(self.worker_id))
+            self.incarnation = ray.get(registry.hello.remote(self.worker_id, os.getpid()))
         self.rng = np.random.default_rng([self.cfg.run.seed, self.worker_id, self.incarnation])
         stack = self.cfg.stack(self.worker_id)
         self.envs: list[Any] = []
