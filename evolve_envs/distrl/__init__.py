@@ -16,6 +16,7 @@ from evolve_envs.distrl.retrace import retrace_targets, td_errors
 from evolve_envs.distrl.trajectory import Trajectory, stack_obs
 from evolve_envs.distrl.validators import (
     ActionValidator,
+    default_validator,
     gaussian_mass_outside,
     out_of_bounds_or_nonfinite,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "SumTree",
     "Trajectory",
     "aride_loss",
+    "default_validator",
     "downscale_images",
     "gaussian_mass_outside",
     "out_of_bounds_or_nonfinite",

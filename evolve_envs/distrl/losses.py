@@ -178,7 +178,7 @@ def _invalid_terms(
 def aride_loss(
     policy: Policy,
     batch: Sequence[Trajectory],
-    is_weights: np.ndarray | Sequence[float] | None = None,
+    is_weights: np.ndarray | torch.Tensor | Sequence[float] | None = None,
     *,
     gamma: float = 0.99,
     lam: float = 0.95,
@@ -217,7 +217,12 @@ def aride_loss(
     if invalid_coef and action_space is None:
         raise ValueError("aride_loss: invalid_coef > 0 needs action_space")
     n = len(trajs)
-    w_traj = np.ones(n) if is_weights is None else np.asarray(is_weights, dtype=np.float64)
+    if is_weights is None:
+        w_traj = np.ones(n)
+    elif isinstance(is_weights, torch.Tensor):
+        w_traj = is_weights.detach().cpu().numpy().astype(np.float64).reshape(-1)
+    else:
+        w_traj = np.asarray(is_weights, dtype=np.float64)
     if w_traj.shape != (n,):
         raise ValueError(f"aride_loss: {n} trajectories but is_weights of shape {w_traj.shape}")
     fwd = _forward(policy, trajs)
@@ -293,8 +298,14 @@ def trajectory_priorities(
     gamma: float = 0.99,
     priority_weights: Sequence[float] = DEFAULT_PRIORITY_WEIGHTS,
     chunk: int = 32,
+    lam: float | None = None,
+    rho_bar: float | None = None,
 ) -> np.ndarray:
     """DPER priorities of ``trajs`` under the current policy (no gradient), ``chunk`` at a time.
+
+    The priority uses one-step TD errors and raw ratios, so it does not depend on ``lam`` or
+    ``rho_bar``; they are accepted so that one set of keyword arguments serves both this function
+    and :func:`aride_loss` (whose priorities are the same numbers).
 
     Used for the periodic refresh of the whole buffer:
     ``buf.update_priorities(np.arange(len(buf)), trajectory_priorities(pol, buf.items()))``.

@@ -110,6 +110,8 @@ class PrioritizedReplay(Generic[T]):
     >>> len(items), idx.shape, bool(w.max() <= 1.0)
     (4, (4,), True)
     >>> buf.update_priorities(idx, np.ones(4))
+    >>> buf.update_priorities([2], [0.5]); buf.priorities().tolist()
+    [1.0, 1.0, 0.5]
     """
 
     def __init__(
@@ -171,7 +173,6 @@ class PrioritizedReplay(Generic[T]):
         """Slot the next :meth:`add` writes."""
         return self._cursor
 
-    @property
     def priorities(self) -> np.ndarray:
         """Copy of the priorities of slots ``0 .. len-1`` (after the epsilon floor)."""
         return self._priorities[: self._size].copy()
@@ -184,6 +185,10 @@ class PrioritizedReplay(Generic[T]):
     def items(self) -> list[T]:
         """Items in slot order ``0 .. len-1`` (slot ``i`` is index ``i``)."""
         return list(self._items[: self._size])  # type: ignore[arg-type]
+
+    def stored(self) -> tuple[list[int], list[T]]:
+        """``(indices, items)`` of everything stored, for a whole-buffer priority refresh."""
+        return list(range(self._size)), self.items()
 
     def generations(self, indices: np.ndarray | Sequence[int]) -> np.ndarray:
         """Insertion counter of the items now in ``indices`` (changes when a slot is reused)."""

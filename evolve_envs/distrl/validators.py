@@ -28,6 +28,7 @@ from torch.distributions import Distribution, Independent, Normal
 __all__ = [
     "ActionValidator",
     "box_bounds",
+    "default_validator",
     "gaussian_mass_outside",
     "out_of_bounds_or_nonfinite",
 ]
@@ -68,6 +69,21 @@ def out_of_bounds_or_nonfinite(raw_actions: torch.Tensor, space: spaces.Box) -> 
     )
     bad = ~torch.isfinite(a) | (a < low) | (a > high)
     return bad.any(dim=-1).to(torch.float32)
+
+
+def default_validator(action_space: spaces.Box | None = None) -> ActionValidator:
+    """The validator used when none is configured: :func:`out_of_bounds_or_nonfinite`.
+
+    ``action_space`` is checked to be a ``Box`` when given (the validator receives it per call).
+
+    >>> default_validator() is out_of_bounds_or_nonfinite
+    True
+    """
+    if action_space is not None and not isinstance(action_space, spaces.Box):
+        raise ValueError(
+            f"the default action validator needs a Box action space, got {action_space}"
+        )
+    return out_of_bounds_or_nonfinite
 
 
 def gaussian_mass_outside(dist: Distribution, space: spaces.Box) -> torch.Tensor:

@@ -87,6 +87,11 @@ def test_aride_matches_the_written_formula():
     assert out.loss.item() == pytest.approx(expected, rel=1e-4, abs=1e-6)
     assert out.stats["steps"] == 9.0
     assert np.isnan(out.stats["invalid_rate"])  # no action space given
+    as_tensor = aride_loss(
+        pol, trajs, torch.tensor(w_is), gamma=gamma, lam=lam, rho_bar=rho_bar, entropy_coef=0.01,
+        value_coef=0.5,
+    )  # fmt: skip
+    assert as_tensor.loss.item() == pytest.approx(out.loss.item(), rel=1e-6)
 
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])
@@ -174,8 +179,9 @@ def test_priorities_follow_td_error_ratio_and_entropy():
     # the refresh helper agrees with the loss, chunked or not
     for chunk in (1, 32):
         refreshed = trajectory_priorities(
-            pol, [quiet, loud], gamma=0.9, priority_weights=(1.0, 0.0, 0.0), chunk=chunk
-        )
+            pol, [quiet, loud], gamma=0.9, lam=0.5, rho_bar=1.0, priority_weights=(1.0, 0.0, 0.0),
+            chunk=chunk,
+        )  # fmt: skip
         np.testing.assert_allclose(refreshed, out.priorities, rtol=1e-6)
     # ratio term: on-policy data has mean rho = 1
     only_rho = trajectory_priorities(pol, [quiet], priority_weights=(0.0, 1.0, 0.0))

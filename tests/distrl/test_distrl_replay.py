@@ -112,7 +112,8 @@ def test_circular_eviction_overwrites_oldest():
     assert slots == [0, 1, 2, 0, 1]
     assert len(buf) == 3 and buf.cursor == 2
     assert buf.items() == ["t3", "t4", "t2"]
-    np.testing.assert_allclose(buf.priorities, [4.0, 5.0, 3.0])
+    assert buf.stored() == ([0, 1, 2], ["t3", "t4", "t2"])
+    np.testing.assert_allclose(buf.priorities(), [4.0, 5.0, 3.0])
     assert buf._tree.total == pytest.approx(12.0)
     sampled = set()
     rng = np.random.default_rng(0)
@@ -130,7 +131,7 @@ def test_priority_validation_and_updates():
         buf.add("x", -1.0)
     assert len(buf) == 0  # nothing half-inserted
     buf.add("a", 0.0)
-    assert buf.priorities[0] == PRIORITY_EPS
+    assert buf.priorities()[0] == PRIORITY_EPS
     buf.add("b", 1.0)
     buf.update_priorities([0, 1], [3.0, 1.0])
     assert buf._tree.total == pytest.approx(4.0)
@@ -138,14 +139,14 @@ def test_priority_validation_and_updates():
         buf.update_priorities([0], [float("inf")])
     with pytest.raises(IndexError):
         buf.update_priorities([3], [1.0])  # slot 3 holds nothing yet
-    np.testing.assert_allclose(buf.priorities, [3.0, 1.0])
+    np.testing.assert_allclose(buf.priorities(), [3.0, 1.0])
     # a slot overwritten between sampling and the update is skipped
     gens = buf.generations([0, 1])
     buf.add("c", 1.0)
     buf.add("d", 1.0)
     buf.add("e", 1.0)  # overwrites slot 0
     buf.update_priorities([0, 1], [9.0, 9.0], expected_generations=gens)
-    np.testing.assert_allclose(buf.priorities, [1.0, 9.0, 1.0, 1.0])
+    np.testing.assert_allclose(buf.priorities(), [1.0, 9.0, 1.0, 1.0])
 
 
 def test_state_dict_round_trip():
@@ -163,7 +164,7 @@ def test_state_dict_round_trip():
     assert len(other) == len(buf) and other.cursor == buf.cursor
     assert other.beta == buf.beta and other.alpha == buf.alpha
     assert (other.total_added, other.total_sampled, other.total_updates) == (9, 10, 2)
-    np.testing.assert_array_equal(other.priorities, buf.priorities)
+    np.testing.assert_array_equal(other.priorities(), buf.priorities())
     a = buf.sample(32, np.random.default_rng(9))
     b = other.sample(32, np.random.default_rng(9))
     assert a[0] == b[0]
@@ -176,7 +177,7 @@ def test_state_dict_round_trip():
     assert "items" not in meta
     third = PrioritizedReplay(capacity=6)
     third.load_state_dict(meta, items=buf.items())
-    np.testing.assert_array_equal(third.priorities, buf.priorities)
+    np.testing.assert_array_equal(third.priorities(), buf.priorities())
     # metadata only, no items: counters survive, the buffer starts empty
     fourth = PrioritizedReplay(capacity=6)
     fourth.load_state_dict(meta)
