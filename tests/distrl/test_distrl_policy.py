@@ -69,6 +69,20 @@ def test_weights_round_trip_through_state_dict():
     assert all(t.device.type == "cpu" for t in a.state_dict().values())
 
 
+def test_to_inputs_accepts_read_only_arrays_and_tensors():
+    import warnings
+
+    pol = CNNGaussianPolicy(2, 3, image_key=None, hidden=8)
+    arr = np.ones((4, 3), np.float32)
+    arr.flags.writeable = False  # what ray.get returns for NumPy arrays
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        inputs = pol.to_inputs({"state": arr})
+    assert inputs["state"].shape == (4, 3)
+    again = pol.to_inputs(inputs)
+    assert again["state"] is inputs["state"]
+
+
 def test_from_spaces():
     img = spaces.Box(0, 255, (64, 64, 3), np.uint8)
     st = spaces.Box(-np.inf, np.inf, (4,), np.float32)
