@@ -60,10 +60,22 @@ class Policy(nn.Module, abc.ABC):
     def forward(self, inputs: dict[str, torch.Tensor]) -> tuple[Distribution, torch.Tensor]:
         """Inputs ``[B, ...]`` -> (action distribution over ``[B, A]``, value ``[B]``)."""
 
-    def to_inputs(self, inputs: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
-        """NumPy inputs -> tensors on the policy's device (no dtype change)."""
+    def to_inputs(self, inputs: Mapping[str, np.ndarray | torch.Tensor]) -> dict[str, torch.Tensor]:
+        """NumPy inputs -> tensors on the policy's device (no dtype change).
+
+        Read-only arrays (as Ray's object store hands them out) are copied; tensors pass through.
+        """
         device = _module_device(self)
-        return {k: torch.as_tensor(np.asarray(v), device=device) for k, v in inputs.items()}
+        out: dict[str, torch.Tensor] = {}
+        for k, v in inputs.items():
+            if isinstance(v, torch.Tensor):
+                out[k] = v.to(device)
+                continue
+            arr = np.asarray(v)
+            if not arr.flags.writeable:
+                arr = arr.copy()
+            out[k] = torch.as_tensor(arr, device=device)
+        return out
 
     @torch.no_grad()
     def act(

@@ -62,6 +62,10 @@ class SumTree:
         leaves = self._tree[self._leaves : self._leaves + self.capacity]
         return leaves.copy() if indices is None else leaves[np.asarray(indices, dtype=np.int64)]
 
+    def leaf_min(self, count: int) -> float:
+        """Smallest value among leaves ``0 .. count-1``."""
+        return float(self._tree[self._leaves : self._leaves + count].min())
+
     def update(self, indices: np.ndarray | Sequence[int], values: np.ndarray | Sequence[float]):
         """Set leaves ``indices`` to ``values`` (with repeated indices the last one wins)."""
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
@@ -74,22 +78,21 @@ class SumTree:
             raise IndexError(f"SumTree.update: index out of range [0, {self.capacity})")
         nodes = idx + self._leaves
         self._tree[nodes] = val  # NumPy fancy assignment: the last duplicate wins
-        nodes = np.unique(nodes // 2)
-        while nodes.size and nodes[0] >= 1:
+        # Repeated parents are harmless (each copy writes the same sum), so no np.unique.
+        for _ in range(self._depth):
+            nodes >>= 1
             self._tree[nodes] = self._tree[2 * nodes] + self._tree[2 * nodes + 1]
-            if nodes[0] == 1:
-                break
-            nodes = np.unique(nodes // 2)
 
     def find(self, prefix_sums: np.ndarray) -> np.ndarray:
         """Leaf index for each prefix sum (vectorised descent, one step per tree level)."""
         v = np.asarray(prefix_sums, dtype=np.float64).copy()
         nodes = np.ones(v.shape, dtype=np.int64)
         for _ in range(self._depth):
-            left = self._tree[2 * nodes]
+            nodes <<= 1
+            left = self._tree[nodes]
             go_right = v >= left
-            v = np.where(go_right, v - left, v)
-            nodes = 2 * nodes + go_right
+            v -= left * go_right
+            nodes += go_right
         return nodes - self._leaves
 
 
@@ -110,6 +113,8 @@ class PrioritizedReplay(Generic[T]):
     >>> len(items), idx.shape, bool(w.max() <= 1.0)
     (4, (4,), True)
     >>> buf.update_priorities(idx, np.ones(4))
+    >>> buf.update_priorities([2], [0.5]); buf.priorities().tolist()
+    [1.0, 1.0, 0.5]
     """
 
     def __init__(
@@ -171,7 +176,6 @@ class PrioritizedReplay(Generic[T]):
         """Slot the next :meth:`add` writes."""
         return self._cursor
 
-    @property
     def priorities(self) -> np.ndarray:
         """Copy of the priorities of slots ``0 .. len-1`` (after the epsilon floor)."""
         return self._priorities[: self._size].copy()
@@ -184,6 +188,10 @@ class PrioritizedReplay(Generic[T]):
     def items(self) -> list[T]:
         """Items in slot order ``0 .. len-1`` (slot ``i`` is index ``i``)."""
         return list(self._items[: self._size])  # type: ignore[arg-type]
+
+    def stored(self) -> tuple[list[int], list[T]]:
+        """``(indices, items)`` of everything stored, for a whole-buffer priority refresh."""
+        return list(range(self._size)), self.items()
 
     def generations(self, indices: np.ndarray | Sequence[int]) -> np.ndarray:
         """Insertion counter of the items now in ``indices`` (changes when a slot is reused)."""
@@ -241,7 +249,7 @@ class PrioritizedReplay(Generic[T]):
             weights = np.ones(batch_size, dtype=np.float32)
         else:
             probs = self._tree.values(idx) / total
-            p_min = float(self._tree.values(np.arange(self._size)).min()) / total
+            p_min = float(self._tree.leaf_min(self._size)) / total
             weights = ((self._size * probs) ** (-self._beta)) / (
                 (self._size * p_min) ** (-self._beta)
             )

@@ -1,4 +1,5 @@
-"""One local Ray instance for the DistRL tests (2 CPUs, no dashboard, a small object store)."""
+"""Fixtures for the DistRL tests: one torch thread, and one local Ray instance for the session
+(2 CPUs, no dashboard, a small object store)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """The networks here are tiny: one thread is fastest and leaves the other cores alone."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")
