@@ -178,7 +178,7 @@ class Learner:
 
     def priority_spread(self) -> float:
         """max/min of the stored priorities (1 = uniform; NaN when empty)."""
-        prios = self.replay.priorities
+        prios = np.asarray(self.replay.priorities(), dtype=np.float64)
         if prios.size == 0:
             return math.nan
         lo = float(prios.min())
