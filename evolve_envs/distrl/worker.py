@@ -59,6 +59,21 @@ def _slice(inputs: Mapping[str, np.ndarray], i: int) -> dict[str, np.ndarray]:
     return {k: v[i] for k, v in inputs.items()}
 
 
+def _gym_factory(stack: dict[str, Any]) -> Any:
+    """``env.id`` (any registered Gymnasium ID, ``module:Name-v0`` too) as an env factory for
+    :func:`~evolve_envs.factory.make_env`; pops the key. None (LIBERO) without it."""
+    env_id = stack["env"].pop("id", None)
+    if env_id is None:
+        return None
+    import gymnasium as gym
+
+    def factory(**kwargs: Any) -> Any:
+        return gym.make(env_id, **kwargs)
+
+    factory.__name__ = f"gym.make({env_id!r})"
+    return factory
+
+
 def policy_from_config(policy_cfg: Any, obs_space: Any, act_space: Any) -> Any:
     """The CPU CNN Gaussian policy for these spaces, from a :class:`PolicyConfig`."""
     from evolve_envs.distrl.policy import CNNGaussianPolicy
@@ -172,10 +187,11 @@ class RolloutWorker:
             self.incarnation = ray.get(registry.hello.remote(self.worker_id, os.getpid()))
         self.rng = np.random.default_rng([self.cfg.run.seed, self.worker_id, self.incarnation])
         stack = self.cfg.stack(self.worker_id)
+        factory = _gym_factory(stack)
         self.envs: list[Any] = []
         try:
             for _ in range(self.cfg.workers.num_envs):
-                self.envs.append(make_env(stack))
+                self.envs.append(make_env(stack, env_factory=factory))
         except BaseException:
             self.close()
             raise
