@@ -71,7 +71,7 @@ class WorkersConfig(BaseModel):
     )
     max_restarts: int = Field(default=-1, ge=-1, description="Ray actor restarts (-1: forever)")
     num_cpus: float = Field(default=0.5, gt=0, description="Ray CPUs reserved per worker")
-    poll_every: int = Field(default=1, ge=1, description="steps between weight-version polls")
+    poll_every: int = Field(default=8, ge=1, description="steps between weight-version polls")
 
 
 class PolicyConfig(BaseModel):
