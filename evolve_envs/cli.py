@@ -161,12 +161,17 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 
 def _train(args: argparse.Namespace) -> int:
     from evolve_envs.distrl.train import TrainOptions, run_train
+    from evolve_envs.distrl.worker import WorkerStartError
 
-    res = run_train(TrainOptions(
-        config=args.config, algo=args.algo, address=args.address, resume=args.resume,
-        run_dir=args.run_dir, minutes=args.minutes, overrides=args.overrides,
-        progress_bar=not args.no_progress_bar,
-    ))  # fmt: skip
+    try:
+        res = run_train(TrainOptions(
+            config=args.config, algo=args.algo, address=args.address, resume=args.resume,
+            run_dir=args.run_dir, minutes=args.minutes, overrides=args.overrides,
+            progress_bar=not args.no_progress_bar,
+        ))  # fmt: skip
+    except WorkerStartError as exc:
+        print(f"evolve-envs train: error: {exc}", file=sys.stderr)
+        return 1
     print(f"wrote {res.run_dir}: metrics.csv, checkpoint.pt, summary.json "
           f"({res.counters.get('updates', 0)} updates, {res.wall_s:.0f} s)")  # fmt: skip
     return 0

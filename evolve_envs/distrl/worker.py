@@ -43,6 +43,7 @@ import numpy as np
 
 __all__ = [
     "RolloutWorker",
+    "WorkerStartError",
     "WeightRegistry",
     "policy_from_config",
     "start_workers",
@@ -57,6 +58,10 @@ def batch_obs(observations: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray
 
 def _slice(inputs: Mapping[str, np.ndarray], i: int) -> dict[str, np.ndarray]:
     return {k: v[i] for k, v in inputs.items()}
+
+
+class WorkerStartError(RuntimeError):
+    """A rollout worker could not start (a dead reward service, a bad env key, ...)."""
 
 
 def _gym_factory(stack: dict[str, Any]) -> Any:
@@ -409,7 +414,7 @@ def start_workers(
     """Create the worker actors (restartable) and wait until each has built its envs.
 
     Raises the first worker's start-up error (a dead reward service, a bad env key) as a
-    ``RuntimeError`` naming the worker, after killing the ones that did start.
+    :class:`WorkerStartError` naming the worker, after killing the ones that did start.
     """
     import ray
 
@@ -429,7 +434,7 @@ def start_workers(
                 ray.get(ref, timeout=timeout_s)
             except Exception as exc:  # noqa: BLE001 - re-raised with the worker named
                 cause = getattr(exc, "cause", None) or exc
-                raise RuntimeError(
+                raise WorkerStartError(
                     f"rollout worker {i} failed to start: {type(cause).__name__}: {cause}"
                 ) from exc
     except BaseException:

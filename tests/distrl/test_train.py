@@ -96,3 +96,56 @@ def test_bad_config_key_is_named(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 2
     assert "learner.batchsize: unknown key (did you mean 'batch_size'?)" in proc.stderr
+
+
+SHORT_REACH_PLACE = [
+    "workers.num_workers=1",
+    "workers.num_envs=2",
+    "workers.num_cpus=0.01",
+    "env.max_episode_steps=10",
+    "learner.min_buffer=2",
+    "learner.batch_size=2",
+    "run.log_every_s=2",
+]
+
+
+@pytest.mark.slow
+def test_train_command_on_reach_place_with_rewards_from_the_service(ray_local, tmp_path, capsys):
+    from evolve_envs.cli import main
+
+    run_dir = tmp_path / "rp"
+    config = str(ROOT / "configs" / "distrl" / "reach_place.yaml")
+    argv = ["train", "--config", config, "--run-dir", str(run_dir), "--minutes", "0.2"]
+    assert main([*argv, "--no-progress-bar", *SHORT_REACH_PLACE]) == 0
+    assert "checkpoint.pt" in capsys.readouterr().out
+    rows = _rows(run_dir)
+    assert rows, "no metrics rows"
+    done = [r for r in rows if r["episodes"] not in ("", "0")]
+    assert done, rows
+    # the reward model answered: its progress is reported and nothing fell back
+    assert all(r["model_progress"] != "" for r in done)
+    assert sum(int(r["fallbacks"]) for r in rows) == 0
+    assert int(rows[-1]["updates_total"]) >= 1
+    ckpt = load_checkpoint(run_dir)
+    assert ckpt["counters"]["updates"] == int(rows[-1]["updates_total"])
+    assert (run_dir / "tensorboard").is_dir() and (run_dir / "summary.json").is_file()
+
+
+def test_a_dead_reward_service_stops_the_run_at_start_up(ray_local, tmp_path, capsys):
+    import socket
+
+    from evolve_envs.cli import main
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = str(ROOT / "configs" / "distrl" / "reach_place.yaml")
+    rc = main(
+        ["train", "--config", config, "--run-dir", str(tmp_path / "dead"), "--minutes", "1",
+         f"reward_model.endpoint=http://127.0.0.1:{port}", "reward_model.timeout=2",
+         "reward_model.max_retries=0", *SHORT_REACH_PLACE]
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert "rollout worker 0 failed to start" in err and "ServiceUnavailable" in err, err
+    assert not (tmp_path / "dead" / "checkpoint.pt").exists()
