@@ -165,6 +165,7 @@ class TrainConfig(BaseModel):
     algo: Literal["distrl", "grpo"] = "distrl"
     env: dict[str, Any] = Field(default_factory=dict)
     reward_model: dict[str, Any] = Field(default_factory=dict)
+    record: dict[str, Any] | None = None
     workers: WorkersConfig = Field(default_factory=WorkersConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     learner: LearnerConfig = Field(default_factory=LearnerConfig)
@@ -182,12 +183,16 @@ class TrainConfig(BaseModel):
         return self
 
     def stack(self, worker_index: int | None = None) -> dict[str, Any]:
-        """The ``env`` + ``reward_model`` mapping :func:`~evolve_envs.factory.make_env` takes,
-        with worker ``worker_index``'s ``env_overrides`` layered on."""
+        """The stack blocks (``env``, ``reward_model``, ``record``) that
+        :func:`~evolve_envs.factory.make_env` takes, with worker ``worker_index``'s
+        ``env_overrides`` layered on."""
         env = dict(self.env)
         if worker_index is not None and worker_index < len(self.workers.env_overrides):
             env = merge(env, self.workers.env_overrides[worker_index])
-        return {"env": env, "reward_model": dict(self.reward_model)}
+        out: dict[str, Any] = {"env": env, "reward_model": dict(self.reward_model)}
+        if self.record is not None:
+            out["record"] = dict(self.record)
+        return out
 
 
 def parse_override(text: str) -> dict[str, Any]:
@@ -266,5 +271,5 @@ def load_train_config(
         raise ConfigError(format_validation_error(exc, TrainConfig)) from None
     from evolve_envs.config import load_config
 
-    load_config({"env": cfg.env, "reward_model": cfg.reward_model})  # names a bad stack key early
+    load_config(cfg.stack())  # names a bad stack key early
     return cfg
