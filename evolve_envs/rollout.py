@@ -67,7 +67,8 @@ class RolloutOptions:
     ``max_steps`` overrides the suite's episode limit; ``policy`` is ``"random"``, ``"zero"``,
     ``"module:function"`` or a callable (observation -> action); videos are written for every
     ``video_every``-th episode. ``tensorboard`` writes TensorBoard events when the package is
-    installed; ``wandb_project`` logs to W&B.
+    installed; ``wandb_project`` logs to W&B. ``record`` also writes every episode (frames,
+    actions, rewards, model progress) to that directory for re-scoring (``docs/RECORDING.md``).
 
     Example:
         >>> opts = RolloutOptions(config=["libero_goal", "short_precise"], task_id=7, max_steps=80)
@@ -88,6 +89,7 @@ class RolloutOptions:
     progress_bar: bool = True
     tensorboard: bool = True
     wandb_project: str | None = None
+    record: str | Path | None = None
 
 
 @dataclass
@@ -104,6 +106,7 @@ class EpisodeRecord:
     latencies_s: list[float] = field(default_factory=list)
     frames: list[np.ndarray] = field(default_factory=list)
     video: bool = True
+    camera: str = "agentview_image"
     env_success: bool = False
     terminated: bool = False
     truncated: bool = False
@@ -204,6 +207,8 @@ def run_rollout(opts: RolloutOptions) -> RolloutReport:
         env_kwargs["task_id"] = opts.task_id
     if opts.max_steps is not None:
         env_kwargs["max_episode_steps"] = opts.max_steps
+    if opts.record is not None:
+        sources.append({"record": {"dir": str(opts.record)}})
     cfg = load_config(*sources, overrides={"env": env_kwargs} if env_kwargs else None)
     rm = cfg.reward_model
     out = Path(opts.out)
@@ -270,14 +275,15 @@ class _Report:
         if limit is None:
             limit = _first_attr(env, "_max_episode_steps")
         full = env_cfg.get("max_episode_steps")
-        if full is None:
+        if full is None and "id" not in env_cfg:
             from evolve_envs.libero import default_max_episode_steps
 
             with contextlib.suppress(ValueError):
                 full = default_max_episode_steps(env_cfg.get("suite", "libero_10"))
         policy = self.opts.policy
         self.effective = {
-            "suite": env_cfg.get("suite", "libero_10"),
+            "suite": env_cfg.get("suite", "libero_10") if "id" not in env_cfg else None,
+            "env_id": env_cfg.get("id"),
             "task_id": _first_attr(env, "task_id"),
             "task_description": _item(infos, "task_description", 0),
             "max_episode_steps": limit,
@@ -428,7 +434,14 @@ def _collect(
     current: list[EpisodeRecord | None] = [None] * n
     for i in range(n):
         if started < opts.episodes:
-            current[i] = _start(started, i, obs, infos, report.records_video(started))
+            current[i] = _start(
+                started,
+                i,
+                obs,
+                infos,
+                report.records_video(started),
+                report.cfg.reward_model.camera,
+            )
             started += 1
     finished = 0
     quiet = not report.interactive  # tqdm only on a terminal: no line per step in logs
@@ -444,7 +457,14 @@ def _collect(
                 if fresh[i]:  # this step was the autoreset: a new episode starts here
                     fresh[i] = False
                     if started < opts.episodes:
-                        current[i] = _start(started, i, obs, infos, report.records_video(started))
+                        current[i] = _start(
+                            started,
+                            i,
+                            obs,
+                            infos,
+                            report.records_video(started),
+                            report.cfg.reward_model.camera,
+                        )
                         started += 1
                     continue
                 rec = current[i]
@@ -462,12 +482,12 @@ def _collect(
 
 
 def _start(
-    index: int, env_index: int, obs: Any, infos: dict[str, Any], video: bool
+    index: int, env_index: int, obs: Any, infos: dict[str, Any], video: bool, camera: str
 ) -> EpisodeRecord:
-    rec = EpisodeRecord(index=index, env_index=env_index, video=video)
+    rec = EpisodeRecord(index=index, env_index=env_index, video=video, camera=camera)
     rec.task_description = str(_item(infos, "task_description", env_index) or "")
     if video:
-        rec.frames.append(np.asarray(obs["agentview_image"][env_index]).copy())
+        rec.frames.append(np.asarray(obs[camera][env_index]).copy())
     return rec
 
 
@@ -485,7 +505,7 @@ def _record_step(
             rec.latencies_s.append(float(latency))
     rec.env_success = bool(_item(infos, "is_success", i) or rec.env_success)
     if rec.video:
-        rec.frames.append(np.asarray(obs["agentview_image"][i]).copy())
+        rec.frames.append(np.asarray(obs[rec.camera][i]).copy())
 
 
 def _item(infos: dict[str, Any], key: str, i: int) -> Any:
