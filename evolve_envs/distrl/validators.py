@@ -42,13 +42,37 @@ class ActionValidator(Protocol):
 
 
 def box_bounds(
-    space: spaces.Box, *, dtype: torch.dtype = torch.float32, device: torch.device | None = None
+    space: spaces.Box,
+    *,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | None = None,
+    width: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(low, high)`` of a ``Box`` as flat tensors."""
+    """``(low, high)`` of a ``Box`` as flat tensors.
+
+    With ``width`` a multiple of the box's size the bounds are repeated to that width, so a
+    policy that emits a chunk of ``K`` actions per step (``K * A`` values) is checked against the
+    per-step box.
+
+    >>> import numpy as np
+    >>> from gymnasium import spaces
+    >>> box = spaces.Box(np.array([-1, 0], np.float32), np.array([1, 2], np.float32))
+    >>> low, high = box_bounds(box, width=4)
+    >>> low.tolist(), high.tolist()
+    ([-1.0, 0.0, -1.0, 0.0], [1.0, 2.0, 1.0, 2.0])
+    """
     if not isinstance(space, spaces.Box):
         raise ValueError(f"expected a gymnasium Box action space, got {space!r}")
     low = torch.as_tensor(np.asarray(space.low, dtype=np.float64).reshape(-1), dtype=dtype)
     high = torch.as_tensor(np.asarray(space.high, dtype=np.float64).reshape(-1), dtype=dtype)
+    if width is not None and width != low.numel():
+        if width % low.numel():
+            raise ValueError(
+                f"actions have {width} components, not a multiple of the action space's "
+                f"{low.numel()}"
+            )
+        reps = width // low.numel()
+        low, high = low.repeat(reps), high.repeat(reps)
     return low.to(device), high.to(device)
 
 
@@ -65,7 +89,10 @@ def out_of_bounds_or_nonfinite(raw_actions: torch.Tensor, space: spaces.Box) -> 
     a = torch.as_tensor(raw_actions)
     a = a.reshape(a.shape[0], -1)
     low, high = box_bounds(
-        space, dtype=a.dtype if a.is_floating_point() else torch.float32, device=a.device
+        space,
+        dtype=a.dtype if a.is_floating_point() else torch.float32,
+        device=a.device,
+        width=a.shape[1],
     )
     bad = ~torch.isfinite(a) | (a < low) | (a > high)
     return bad.any(dim=-1).to(torch.float32)
@@ -106,7 +133,7 @@ def gaussian_mass_outside(dist: Distribution, space: spaces.Box) -> torch.Tensor
     mu, sigma = base.loc, base.scale
     mu = mu.reshape(mu.shape[0], -1)
     sigma = sigma.expand_as(base.loc).reshape(mu.shape)
-    low, high = box_bounds(space, dtype=mu.dtype, device=mu.device)
+    low, high = box_bounds(space, dtype=mu.dtype, device=mu.device, width=mu.shape[1])
     std_normal = Normal(torch.zeros((), dtype=mu.dtype), torch.ones((), dtype=mu.dtype))
     below = torch.where(
         torch.isfinite(low), std_normal.cdf((low - mu) / sigma), torch.zeros_like(mu)

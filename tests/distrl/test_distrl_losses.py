@@ -11,6 +11,7 @@ from evolve_envs.distrl import (
     CNNGaussianPolicy,
     Trajectory,
     aride_loss,
+    gaussian_mass_outside,
     out_of_bounds_or_nonfinite,
     ppo_clip_loss,
     trajectory_priorities,
@@ -243,3 +244,15 @@ def test_ppo_clip_loss_sign_clipping_and_mask():
     assert masked.stats["policy_loss"] == pytest.approx(-adv[0], rel=1e-5)
     with pytest.raises(ValueError, match="must all be"):
         ppo_clip_loss(pol, inputs, actions, cur[:3], adv)
+
+
+def test_validators_check_action_chunks_against_the_per_step_box():
+    box = spaces.Box(np.array([-1.0, 0.0], np.float32), np.array([1.0, 2.0], np.float32))
+    chunk = torch.tensor([[0.0, 1.0, 0.5, 1.5], [0.0, 1.0, 0.5, 2.5], [0.0, -0.1, 0.5, 1.5]])
+    assert out_of_bounds_or_nonfinite(chunk, box).tolist() == [0.0, 1.0, 1.0]
+    mu = torch.tensor([[0.0, 1.0, 0.0, 1.0], [0.0, 1.0, 5.0, 1.0]])
+    dist = torch.distributions.Independent(torch.distributions.Normal(mu, 1e-3), 1)
+    p = gaussian_mass_outside(dist, box)
+    assert p[0].item() == pytest.approx(0.0, abs=1e-6) and p[1].item() == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="not a multiple"):
+        out_of_bounds_or_nonfinite(torch.zeros(2, 3), box)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evolve_envs.distrl.replay import PRIORITY_EPS, PrioritizedReplay, SumTree
 
@@ -193,3 +195,40 @@ def test_sample_errors():
     buf.add("a", 1.0)
     with pytest.raises(ValueError, match="batch_size"):
         buf.sample(0, np.random.default_rng(0))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    capacity=st.integers(1, 9),
+    alpha=st.sampled_from([0.0, 0.5, 1.0]),
+    ops=st.lists(st.tuples(st.booleans(), st.integers(0, 50), st.floats(0.0, 100.0)), max_size=40),
+)
+def test_buffer_matches_a_plain_list_model(capacity, alpha, ops):
+    """Random adds and updates agree with a list-based reference (slots, priorities, sums)."""
+    buf = PrioritizedReplay(capacity, alpha=alpha, beta=0.5)
+    items: list[int] = []
+    prios: list[float] = []
+    cursor = 0
+    for n, (is_add, pick, p) in enumerate(ops):
+        if is_add or not items:
+            slot = buf.add(n, p)
+            assert slot == cursor
+            if len(items) < capacity:
+                items.append(n)
+                prios.append(max(p, PRIORITY_EPS))
+            else:
+                items[cursor] = n
+                prios[cursor] = max(p, PRIORITY_EPS)
+            cursor = (cursor + 1) % capacity
+        else:
+            slot = pick % len(items)
+            buf.update_priorities([slot], [p])
+            prios[slot] = max(p, PRIORITY_EPS)
+        assert buf.items() == items
+        np.testing.assert_allclose(buf.priorities(), prios)
+        expected_total = len(prios) if alpha == 0 else float(np.sum(np.array(prios) ** alpha))
+        assert buf._tree.total == pytest.approx(expected_total, rel=1e-9)
+    if items:
+        drawn, idx, w = buf.sample(8, np.random.default_rng(0))
+        assert drawn == [items[i] for i in idx]
+        assert np.all((w > 0) & (w <= 1.0))
