@@ -44,7 +44,7 @@ def grpo_batch(trajectories: list[Any], group_size: int) -> dict[str, Any]:
         ...         np.zeros(2, np.float32), np.array([0.0, r], np.float32),
         ...         np.array([False, True]), 0)
         >>> b = grpo_batch([ep(1.0), ep(0.0)], group_size=2)
-        >>> b["scores"].tolist(), b["advantages"].round(3).tolist()
+        >>> b["scores"].tolist(), b["advantages"].astype(float).round(3).tolist()
         ([1.0, 0.0], [0.707, 0.707, -0.707, -0.707])
     """
     from evolve_envs.rl.grpo import grpo_advantages

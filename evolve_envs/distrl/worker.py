@@ -169,6 +169,16 @@ class RolloutWorker:
         registry: the :class:`WeightRegistry` actor handle (None in :meth:`collect_episodes`-only
             use).
         queue: a ``ray.util.queue.Queue`` (or anything with ``put_nowait``) for trajectories.
+
+    Example (the plain class, in this process; :func:`start_workers` makes Ray actors of it):
+        >>> from evolve_envs.distrl.config import TrainConfig
+        >>> cfg = TrainConfig(env={"id": "evolve_envs/ReachPlace-v0", "max_episode_steps": 5},
+        ...                   reward_model={"enable": False})
+        >>> worker = RolloutWorker(cfg, worker_id=0)
+        >>> [traj] = worker.collect_episodes([7], None, version=0)  # one episode, reset seed 7
+        >>> len(traj), traj.actions.shape, sorted(traj.obs)
+        (5, (5, 2), ['image', 'state'])
+        >>> worker.close()
     """
 
     def __init__(
@@ -354,7 +364,8 @@ class RolloutWorker:
     ) -> list[Any]:
         """Play one whole episode per seed (``len(seeds) <= num_envs``, env ``i`` reset with
         ``seeds[i]``) with ``weights[0]`` (a state_dict or its ObjectRef; None keeps the
-        current ones) and return them as trajectories, in seed order."""
+        current ones, which are then counted as ``version``) and return them as trajectories,
+        in seed order."""
         import ray
 
         if len(seeds) > len(self.envs):
@@ -362,6 +373,7 @@ class RolloutWorker:
         if weights is not None and weights[0] is not None:
             sd = weights[0]
             self._load(ray.get(sd) if isinstance(sd, ray.ObjectRef) else sd, version)
+        self.version = int(version)  # the version of the weights it holds, by the caller's count
         envs = self.envs[: len(seeds)]
         slots = [_EnvSlot() for _ in envs]
         obs = [env.reset(seed=int(s))[0] for env, s in zip(envs, seeds, strict=True)]
