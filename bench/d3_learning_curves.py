@@ -8,8 +8,9 @@ embedded reward service, mock backend, the ``reach_place`` rule reading the rend
 * GRPO (synchronous, same workers, policy and service),
 
 each for ``--minutes`` of training, one after the other, and plots the environment's success rate
-and the episode return against wall-clock time (``bench/results/d3_learning_curves.png``). The
-table gives each run's first and last logged success rate and return.
+and the episode return against wall-clock time (``bench/results/d3_learning_curves.png``; each
+run's ``metrics.csv`` is copied to ``bench/results/d3_<run>.csv``, the run directories stay under
+``runs/d3/``). The table gives each run's first and last logged success rate and return.
 
     python bench/d3_learning_curves.py --minutes 15      # the full comparison (45 min)
     python bench/d3_learning_curves.py --minutes 5
@@ -22,6 +23,7 @@ import argparse
 import csv
 import io
 import math
+import shutil
 import time
 from pathlib import Path
 
@@ -77,7 +79,8 @@ def main() -> None:
     try:
         for name in args.runs:
             algo, extra = RUNS[name]
-            run_dir = out / "d3_runs" / f"{stamp}-{name.replace(' ', '_').lower()}"
+            slug = name.replace(" ", "_").lower()
+            run_dir = ROOT / "runs" / "d3" / f"{stamp}-{slug}"
             run_train(
                 TrainOptions(
                     config=[args.config],
@@ -90,6 +93,7 @@ def main() -> None:
                 )
             )
             curves[name] = _read(run_dir / "metrics.csv")
+            shutil.copy(run_dir / "metrics.csv", out / f"d3_{slug}.csv")
     finally:
         ray.shutdown()
 

@@ -121,3 +121,11 @@ def test_p7_hostile_input_quick() -> None:
     rows = run_quick("p7_hostile_input")  # two tables: only the first one's rows are checked
     status = {r["request"].split(" ")[0]: r["status"] for r in rows if r["status"].isdigit()}
     assert status == {"valid": "200", "lying": "422", "720p": "200", "256": "200"}, status
+
+
+def test_d1_collection_quick() -> None:
+    rows = run_quick("d1_collection")
+    by_name = {r["collection"]: r for r in rows}
+    assert set(by_name) == {"barrier", "async"}
+    assert num(by_name["barrier"]["ratio vs barrier"]) == 1.0
+    assert all(positive(r["episodes/s"]) and positive(r["env steps/s"]) for r in rows)
