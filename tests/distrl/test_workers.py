@@ -114,3 +114,33 @@ def test_a_slow_worker_does_not_hold_back_the_others(ray_local) -> None:
         assert (versions == 1).all()
     finally:
         col.close()
+
+
+def test_segments_and_a_full_queue_in_process(ray_local) -> None:
+    """``run`` in this process: fixed-length segments, and a full queue drops whole ones."""
+    from ray.util.queue import Queue
+
+    from evolve_envs.distrl.worker import RolloutWorker
+
+    ray = ray_local
+    cfg = _config(1, length=6).model_copy(deep=True)
+    cfg.workers.segment_length = 4
+    registry = ray.remote(WeightRegistry).options(num_cpus=0).remote()
+    queue = Queue(maxsize=3, actor_options={"num_cpus": 0})
+    worker = RolloutWorker(cfg, 0, registry, queue)
+    try:
+        registry.publish.remote(5, [ray.put(worker.policy.state_dict())])
+        counts = worker.run(max_seconds=3.0)
+        trajs = queue.get_nowait_batch(queue.qsize())
+        assert len(trajs) == 3 == counts["pushed"] and counts["dropped"] >= 1
+        # an episode of 6 steps is cut into segments of 4 and 2; only the second ends it
+        assert [len(t) for t in trajs] == [4, 2, 4]
+        assert [len(t.episode_stats) for t in trajs] == [0, 1, 0]
+        assert trajs[1].episode_stats[0]["length"] == 6
+        assert all(not t.dones.any() for t in trajs)  # truncated, never terminated
+        assert all(t.policy_version == 5 for t in trajs)
+        np.testing.assert_array_equal(trajs[0].obs["state"][4], trajs[1].obs["state"][0])
+    finally:
+        worker.close()
+        ray.kill(registry)
+        queue.shutdown()
