@@ -40,7 +40,8 @@ def _rows(run_dir: Path) -> list[dict[str, str]]:
 def test_checkpoint_then_resume_continues_counters_version_and_weights(ray_local, tmp_path):
     run_dir = tmp_path / "run"
     opts = dict(config=[TOY], algo="distrl", progress_bar=False, log=io.StringIO())
-    first = run_train(TrainOptions(run_dir=run_dir, overrides=["run.max_updates=6"], **opts))
+    one = ["workers.num_workers=1"]
+    first = run_train(TrainOptions(run_dir=run_dir, overrides=[*one, "run.max_updates=6"], **opts))
     ckpt = load_checkpoint(run_dir)
     assert ckpt["counters"]["updates"] == first.counters["updates"] == 6
     assert ckpt["counters"]["version"] == 7  # initial publish + one per update
@@ -61,7 +62,9 @@ def test_checkpoint_then_resume_continues_counters_version_and_weights(ray_local
     assert learner.optimizer.state_dict()["state"]  # Adam moments came back too
 
     resumed = run_train(
-        TrainOptions(resume=run_dir, overrides=["run.max_updates=4"], **{**opts, "config": []})
+        TrainOptions(
+            resume=run_dir, overrides=[*one, "run.max_updates=4"], **{**opts, "config": []}
+        )
     )
     assert resumed.run_dir == run_dir
     assert resumed.counters["updates"] == 10
