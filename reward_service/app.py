@@ -85,7 +85,7 @@ from reward_service.image_decoding import (
     decode_image_bytes,
 )
 from reward_service.limits import DEFAULT_LIMITS
-from reward_service.metrics import Metrics
+from reward_service.metrics import PROMETHEUS_CONTENT_TYPE, Metrics, wants_prometheus
 from reward_service.swagger_assets import add_local_docs
 from reward_service.video_decoding import VideoDecodeError, read_video_bytes, read_video_file
 
@@ -600,8 +600,11 @@ def create_app(
         return be.capabilities()
 
     @app.get("/metrics", tags=["service"])
-    async def get_metrics() -> dict[str, Any]:
-        """Request counts, errors, backend batch sizes and latency percentiles (ms)."""
+    async def get_metrics(request: Request) -> Any:
+        """Request counts, errors, backend batch sizes and latency percentiles (ms), as JSON;
+        in Prometheus' text format when `Accept` asks for text/plain or OpenMetrics."""
+        if wants_prometheus(request.headers.get("accept")):
+            return Response(metrics.prometheus_text(), media_type=PROMETHEUS_CONTENT_TYPE)
         snap = metrics.snapshot()
         snap["backend"] = be.name
         snap["batch_window_ms"] = batch_window_ms
