@@ -40,8 +40,8 @@ the ratio of their means is the precision of model termination) and the running
 :class:`~wrappers.done_rules.TerminationAudit`); and with ``reward_model.alarm.enable`` the
 reward-hacking alarm's numbers for the task (:mod:`wrappers.hacking_alarm`):
 ``alarm_progress_rise``, ``alarm_success_rise``, ``alarm_high_failure_rise`` (0 until its
-windows are full), ``alarm_firing``, ``alarm_triggers``. With auto-reset the ended episodes' values are in
-``infos["final_info"]["episode"]``. The block's ``return`` and ``reward`` (RLinf's
+windows are full), ``alarm_firing``, ``alarm_triggers``. With auto-reset the ended episodes'
+values are in ``infos["final_info"]["episode"]``. The block's ``return`` and ``reward`` (RLinf's
 ``env/return`` and ``env/reward`` metrics) are replaced by the episode's sum and per-step mean of
 the rewards this wrapper returns, i.e. the reward RLinf trains on, up to and including the step
 that ended the episode; the env's own values move to ``env_return`` and ``env_reward_mean``.
