@@ -239,3 +239,33 @@ def test_combined_rule_asks_the_backend(intensity_service: EmbeddedService) -> N
     audit, eps = run(intensity_service.url, rule)
     assert audit.counts()["model_done"] == 1 + SUCCESS_AT.count(12)
     assert eps[0]["progress_calls"] == 2 * (STEPS // 2)
+
+
+# ---------------------------------------------------------------------------- rollout report
+
+
+@pytest.mark.slow
+def test_rollout_reports_the_audit(tmp_path: Path) -> None:
+    """A done threshold of 0 makes the model call every episode done at its first check; the
+    random policy never succeeds, so the run's precision of model termination is 0."""
+    import csv
+    import json
+
+    from evolve_envs.rollout import RolloutOptions, run_rollout
+
+    overrides = {"env": {"max_episode_steps": 12}, "reward_model": {"done_threshold": 0.0}}
+    run_rollout(
+        RolloutOptions(config=["reach_place", overrides], episodes=2, out=tmp_path, video=False,
+                       tensorboard=False, progress_bar=False)
+    )  # fmt: skip
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    rows = summary["episodes"]
+    assert [r["model_terminated"] for r in rows] == [True, True]
+    assert [r["done_env_success"] for r in rows] == [False, False]
+    assert [r["termination_audit"]["model_done"] for r in rows] == [1, 2]  # running counts
+    overall = summary["termination_audit"]["overall"]
+    assert overall["model_done"] == 2 and overall["precision"] == 0.0
+    (task,) = summary["termination_audit"]["per_task"]
+    assert task == rows[0]["task_description"]
+    metrics = list(csv.DictReader((tmp_path / "metrics.csv").open()))
+    assert [float(m["termination_precision"]) for m in metrics] == [0.0, 0.0]
