@@ -254,11 +254,22 @@ class HackingAlarm(gym.Wrapper, gym.utils.RecordConstructorArgs):
             default a new one with ``settings``.
         task: the task text; default ``info["task_description"]`` at reset.
 
-    Example::
-
-        env = HackingAlarm(make_env("configs/libero_10.yaml"), window=50, baseline=50)
-        ...
-        info["reward_alarm"]["firing"]      # on the last step of an episode
+    Example (a stand-in for a reward wrapper's end-of-episode summary):
+        >>> class Scored(gym.Wrapper):
+        ...     def step(self, action):
+        ...         obs, reward, term, trunc, info = self.env.step(action)
+        ...         if term or trunc:
+        ...             info["episode_reward_model"] = {"progress": 80.0, "max_progress": 90.0}
+        ...         return obs, reward, term, trunc, info
+        >>> env = HackingAlarm(Scored(gym.make("CartPole-v1")), task="balance the pole",
+        ...                    window=2, baseline=2)
+        >>> _ = env.reset(seed=0)
+        >>> done = False
+        >>> while not done:
+        ...     *_, term, trunc, info = env.step(0)
+        ...     done = term or trunc
+        >>> info["reward_alarm"]["episodes"], info["reward_alarm"]["ready"]
+        (1, False)
     """
 
     def __init__(
