@@ -318,13 +318,26 @@ class RewardModelConfig(BaseModel):
         return TrackerSettings.from_mapping({**self.model_dump(), "reward_mode": self.reward_mode})
 
 
+class RecordConfig(BaseModel):
+    """``record``: write every episode to ``dir`` (:class:`wrappers.record_episodes.RecordEpisodes`,
+    format in ``docs/RECORDING.md``)."""
+
+    model_config = _STRICT
+
+    dir: str
+    camera: str | None = None  # default: reward_model.camera
+    jpeg_quality: int = Field(default=90, ge=1, le=100)
+
+
 class StackConfig(BaseModel):
-    """A whole stack config: ``env`` (base env keyword arguments) and ``reward_model``."""
+    """A whole stack config: ``env`` (base env keyword arguments), ``reward_model`` and an
+    optional ``record`` block."""
 
     model_config = _STRICT
 
     env: dict[str, Any] = Field(default_factory=dict)
     reward_model: RewardModelConfig = Field(default_factory=RewardModelConfig)
+    record: RecordConfig | None = None
 
 
 # ---------------------------------------------------------------------------- loading
