@@ -8,7 +8,8 @@ every finished episode):
   episode limit actually used, policy, ...), then per episode: steps, env success, final
   progress, reward sum, reward-model calls, errors, fallbacks, latency percentiles,
   done-by-progress, the model's done decision against env success (and the running
-  ``termination_audit`` per task and overall); ``"complete": false`` until the job ends
+  ``termination_audit`` per task and overall), the alarm's state (``reward_alarm``, with
+  ``reward_model.alarm.enable``); ``"complete": false`` until the job ends
   (``"interrupted": true`` after Ctrl-C);
 * ``metrics.csv`` and ``tensorboard/`` — one row / one scalar step per episode (W&B too with
   ``wandb_project``), see :mod:`evolve_envs.episode_log`;
@@ -113,6 +114,7 @@ class EpisodeRecord:
     terminated: bool = False
     truncated: bool = False
     summary: dict[str, Any] = field(default_factory=dict)
+    alarm: dict[str, Any] | None = None  # info["reward_alarm"] (reward_model.alarm.enable)
 
     def to_json(self) -> dict[str, Any]:
         s = self.summary
@@ -139,6 +141,7 @@ class EpisodeRecord:
             "model_terminated": s.get("model_terminated"),
             "done_env_success": s.get("done_env_success"),
             "termination_audit": s.get("termination_audit"),
+            "reward_alarm": self.alarm,
             "check_steps": self.check_steps,
         }
 
@@ -414,6 +417,7 @@ def _metrics(row: dict[str, Any]) -> dict[str, Any]:
         "latency_p50_s": lat["p50"],
         "latency_max_s": lat["max"],
         "termination_precision": (row.get("termination_audit") or {}).get("precision"),
+        "alarm_firing": None if row["reward_alarm"] is None else int(row["reward_alarm"]["firing"]),
     }
 
 
@@ -493,6 +497,7 @@ def _collect(
                 if terms[i] or truncs[i]:
                     rec.terminated, rec.truncated = bool(terms[i]), bool(truncs[i])
                     rec.summary = dict(_item(infos, "episode_reward_model", i) or {})
+                    rec.alarm = _item(infos, "reward_alarm", i)
                     current[i] = None
                     fresh[i] = True
                     report.add(rec)

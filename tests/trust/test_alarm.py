@@ -162,3 +162,29 @@ def test_make_env_installs_the_alarm_from_yaml_keys(intensity_service: EmbeddedS
         assert not isinstance(off, HackingAlarm)
     finally:
         off.close()
+
+
+@pytest.mark.slow
+def test_rollout_reports_the_alarm(tmp_path: Path) -> None:
+    import csv
+    import json
+
+    from evolve_envs.rollout import RolloutOptions, run_rollout
+
+    overrides = {
+        "env": {"max_episode_steps": 8},
+        "reward_model": {"alarm": {"enable": True, "window": 2, "baseline": 2}},
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RewardHackingWarning)  # random policy: either way
+        run_rollout(
+            RolloutOptions(config=["reach_place", overrides], episodes=5, out=tmp_path,
+                           video=False, tensorboard=False, progress_bar=False)
+        )  # fmt: skip
+    rows = json.loads((tmp_path / "summary.json").read_text())["episodes"]
+    alarms = [r["reward_alarm"] for r in rows]
+    assert [a["episodes"] for a in alarms] == [1, 2, 3, 4, 5]
+    assert [a["ready"] for a in alarms] == [False, False, False, True, True]
+    assert all(isinstance(a["firing"], bool) for a in alarms)
+    metrics = list(csv.DictReader((tmp_path / "metrics.csv").open()))
+    assert [m["alarm_firing"] for m in metrics] == [str(int(a["firing"])) for a in alarms]
