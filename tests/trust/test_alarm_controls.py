@@ -14,6 +14,7 @@ succeeded, the right one ends successes.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -49,6 +50,7 @@ def improving(env: ReachPlaceEnv, k: int, t: int, info: dict[str, Any], d0: floa
     return scripted_action(env, "task") if t < budget else np.zeros(2, np.float32)
 
 
+@functools.cache
 def gaming_layouts() -> list[int]:
     """Seeds whose layout lets the distractor be dragged to the target without the gripper
     passing by the block (an accidental grasp would be real progress, not gaming)."""
@@ -64,9 +66,6 @@ def gaming_layouts() -> list[int]:
         if len(seeds) == EPISODES:
             return seeds
     raise AssertionError("not enough layouts")  # pragma: no cover
-
-
-SEEDS = gaming_layouts()
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -101,7 +100,7 @@ def run_control(rule: dict[str, Any], policy: Policy) -> tuple[list[dict], list[
         warnings.simplefilter("always", RewardHackingWarning)
         try:
             for k in range(EPISODES):
-                _, info = env.reset(seed=SEEDS[k])
+                _, info = env.reset(seed=gaming_layouts()[k])
                 d0 = info["distractor_to_target"]
                 for t in range(STEPS):
                     _, _, term, trunc, info = env.step(policy(env.unwrapped, k, t, info, d0))
