@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -130,7 +131,14 @@ def test_segments_and_a_full_queue_in_process(ray_local) -> None:
     worker = RolloutWorker(cfg, 0, registry, queue)
     try:
         registry.publish.remote(5, [ray.put(worker.policy.state_dict())])
-        counts = worker.run(max_seconds=3.0)
+        counts: dict[str, int] = {}
+        loop = threading.Thread(target=lambda: counts.update(worker.run(max_seconds=120)))
+        loop.start()
+        deadline = time.monotonic() + 120
+        while worker.counts["dropped"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        registry.stop.remote()
+        loop.join(timeout=60)
         trajs = queue.get_nowait_batch(queue.qsize())
         assert len(trajs) == 3 == counts["pushed"] and counts["dropped"] >= 1
         # an episode of 6 steps is cut into segments of 4 and 2; only the second ends it
