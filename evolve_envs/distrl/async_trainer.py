@@ -19,14 +19,13 @@ At the end it asks the workers to stop, waits briefly for them and writes a fina
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 from typing import Any, TextIO
 
 from evolve_envs.distrl.checkpoint import save_checkpoint
 from evolve_envs.distrl.config import TrainConfig
-from evolve_envs.distrl.train_log import IntervalStats, TrainLog
+from evolve_envs.distrl.train_log import IntervalStats, TrainLog, format_row
 
 __all__ = ["Budget", "run_distrl"]
 
@@ -60,20 +59,6 @@ class Budget:
         if self.max_updates is not None and updates - self.start_updates >= self.max_updates:
             return True
         return self.elapsed() >= self.seconds
-
-
-def _line(row: dict[str, Any]) -> str:
-    def f(key: str, fmt: str = ".3g") -> str:
-        v = row.get(key)
-        return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
-
-    return (
-        f"[{row['time_s']:7.1f}s] updates {row['updates_total']} v{row['version']} "
-        f"return {f('return')} success {f('success')} progress {f('model_progress')} "
-        f"queue {row['queue_depth']} buffer {f('buffer_fill', '.2f')} "
-        f"stale {f('staleness')} steps/s {f('env_steps_per_s', '.1f')} "
-        f"samples/s {f('samples_per_s', '.1f')}"
-    )
 
 
 def run_distrl(
@@ -153,7 +138,7 @@ def run_distrl(
                     bar.n = min(bar.total, round(budget.elapsed()))
                     bar.set_postfix(updates=learner.updates, ret=last["return"])
                 else:
-                    print(_line(last), file=log, flush=True)
+                    print(format_row(last), file=log, flush=True)
                 stats, last_log = IntervalStats(), now
             every = cfg.run.checkpoint_every_updates
             if now - last_ckpt >= cfg.run.checkpoint_every_s or (
@@ -167,7 +152,7 @@ def run_distrl(
             last = _row(learner, stats, queue, registry, budget, time.monotonic() - last_log)
             tlog.add(learner.updates, last)
             if not interactive:
-                print(_line(last), file=log, flush=True)
+                print(format_row(last), file=log, flush=True)
         checkpoint()
         return learner.counters(), last
     finally:

@@ -22,10 +22,10 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from evolve_envs.distrl.async_trainer import Budget, _line
+from evolve_envs.distrl.async_trainer import Budget
 from evolve_envs.distrl.checkpoint import save_checkpoint
 from evolve_envs.distrl.config import TrainConfig
-from evolve_envs.distrl.train_log import IntervalStats, TrainLog
+from evolve_envs.distrl.train_log import IntervalStats, TrainLog, format_row
 
 __all__ = ["grpo_batch", "run_grpo"]
 
@@ -173,7 +173,7 @@ def run_grpo(
                     bar.n = min(bar.total, round(budget.elapsed()))
                     bar.set_postfix(rounds=counters["rounds"], ret=last["return"])
                 else:
-                    print(_line(last), file=log, flush=True)
+                    print(format_row(last), file=log, flush=True)
                 stats, last_log = IntervalStats(), now
             if now - last_ckpt >= cfg.run.checkpoint_every_s:
                 checkpoint()
@@ -182,7 +182,7 @@ def run_grpo(
             last = _grpo_row(counters, stats, budget, time.monotonic() - last_log, None)
             tlog.add(counters["updates"], last)
             if not interactive:
-                print(_line(last), file=log, flush=True)
+                print(format_row(last), file=log, flush=True)
         checkpoint()
         return dict(counters), last
     finally:

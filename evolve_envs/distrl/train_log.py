@@ -25,7 +25,7 @@ from typing import Any
 
 from evolve_envs.episode_log import tensorboard_available
 
-__all__ = ["IntervalStats", "TrainLog"]
+__all__ = ["IntervalStats", "TrainLog", "format_row"]
 
 
 class TrainLog:
@@ -141,3 +141,19 @@ class IntervalStats:
             "trajectories_per_s": self.trajectories / dt,
             "updates_per_s": self.updates / dt,
         }
+
+
+def format_row(row: Mapping[str, Any]) -> str:
+    """One metrics row as the line printed when not on a terminal."""
+
+    def f(key: str, fmt: str = ".3g") -> str:
+        v = row.get(key)
+        return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
+
+    return (
+        f"[{row['time_s']:7.1f}s] updates {row['updates_total']} v{row['version']} "
+        f"return {f('return')} success {f('success')} progress {f('model_progress')} "
+        f"queue {row['queue_depth']} buffer {f('buffer_fill', '.2f')} "
+        f"stale {f('staleness')} steps/s {f('env_steps_per_s', '.1f')} "
+        f"samples/s {f('samples_per_s', '.1f')}"
+    )
