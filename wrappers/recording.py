@@ -9,7 +9,7 @@ A recording is a directory (schema in ``docs/RECORDING.md``)::
 Each episode is written when it ends: its Parquet file first (to a temporary name, then renamed),
 then its line in ``episodes.jsonl``, so a crash or Ctrl-C keeps every finished episode and never
 leaves a half-written one in the index. Several processes (vector-env workers) may write into one
-directory: episode ids carry the writer's process id and a counter.
+directory: episode ids carry the time, the writer's process id, a random token and a counter.
 
 Step columns: ``step`` (int32), ``frame`` (JPEG bytes of the reward camera), ``action``
 (list<float32>, null at step 0), ``reward`` (the stack's reward), ``env_reward``,
@@ -38,6 +38,7 @@ import json
 import os
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -97,7 +98,9 @@ def _schema() -> Any:
     )
 
 
-def _jpeg(frame: np.ndarray, quality: int) -> bytes:
+def _jpeg(frame: np.ndarray | bytes, quality: int) -> bytes:
+    if isinstance(frame, bytes):  # already encoded (EpisodeWriter.encode)
+        return frame
     import simplejpeg
 
     arr = np.ascontiguousarray(frame, dtype=np.uint8)
@@ -140,15 +143,26 @@ class EpisodeWriter:
             tmp.write_text(json.dumps(body, indent=2, default=str))
             os.replace(tmp, meta_path)
         self._count = 0
+        self._token = uuid.uuid4().hex[:8]  # two writers in one process never share an id
         self._lock = threading.Lock()
+
+    def encode(self, frame: np.ndarray) -> bytes:
+        """One ``HxWx3`` uint8 frame as JPEG bytes, at this writer's quality.
+
+        Callers that keep an episode in memory until it ends store these (a few KB a frame)
+        rather than raw frames, and pass them to :meth:`write` as they are.
+        """
+        return _jpeg(frame, self.jpeg_quality)
 
     def write(
         self,
-        frames: Sequence[np.ndarray],
+        frames: Sequence[np.ndarray | bytes],
         steps: Sequence[Mapping[str, Any]],
         meta: Mapping[str, Any],
     ) -> dict[str, Any]:
         """Write one episode: ``frames[k]`` and ``steps[k]`` describe step ``k`` (0 = reset).
+
+        A frame is an ``HxWx3`` uint8 array or JPEG bytes from :meth:`encode`.
 
         Returns the episode's index line (``meta`` plus ``episode_id``, ``file``, ``length``).
         """
@@ -157,7 +171,7 @@ class EpisodeWriter:
         pa, pq = _pa()
         with self._lock:
             self._count += 1
-            episode_id = f"{time.time_ns():x}-{os.getpid()}-{self._count}"
+            episode_id = f"{time.time_ns():x}-{os.getpid()}-{self._token}-{self._count}"
         columns: dict[str, list[Any]] = {c: [] for c in STEP_COLUMNS}
         for k, (frame, row) in enumerate(zip(frames, steps, strict=True)):
             columns["step"].append(k)

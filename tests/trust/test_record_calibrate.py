@@ -20,6 +20,7 @@ from evolve_envs.calibrate import calibrate, pr_metrics, spearman, write_report
 from evolve_envs.cli import main as cli_main
 from evolve_envs.factory import make_env
 from evolve_envs.synthetic import scripted_action
+from wrappers.record_episodes import wrap_recording
 from wrappers.recording import EpisodeWriter, open_recording
 
 BEHAVIOURS = {"task": 4, "distractor": 3, "random": 3}
@@ -92,6 +93,37 @@ def test_an_unfinished_episode_is_never_in_the_index(tmp_path: Path) -> None:
     assert len(rec) == 1 and len(rec[0]) == 5
     assert len(list((tmp_path / "episodes").glob("*.parquet"))) == 1
     assert not list((tmp_path / "episodes").glob("*.tmp"))
+
+
+def test_wrap_recording_two_envs_share_a_folder_with_model_progress(tmp_path: Path) -> None:
+    """What a training worker does: wrap the finished reward stack; envs share one folder."""
+    envs = [
+        wrap_recording(make_env("reach_place", max_episode_steps=6), tmp_path) for _ in range(2)
+    ]
+    try:
+        for k, env in enumerate(envs):
+            assert env.camera == "image"
+            env.reset(seed=k)
+            done = False
+            while not done:
+                *_, terminated, truncated, _ = env.step(scripted_action(env.unwrapped, "task"))
+                done = terminated or truncated
+    finally:
+        for env in envs:
+            env.close()
+    rec = open_recording(tmp_path)
+    assert len({ep.meta["episode_id"] for ep in rec}) == 2 and [ep.meta["seed"] for ep in rec] == [
+        0,
+        1,
+    ]
+    for ep in rec:
+        progress, checks = ep.column("model_progress"), ep.column("is_check")
+        assert any(checks) and all(
+            (p is not None) == c for p, c in zip(progress, checks, strict=True)
+        )
+        assert ep.meta["reward_model"].startswith("ProgressReward: http://127.0.0.1:")
+        # the stack's reward is the model's shaping, the env reward the env's own
+        assert ep.column("reward")[1:] != ep.column("env_reward")[1:]
 
 
 def test_writer_refuses_a_foreign_folder_and_mismatched_rows(tmp_path: Path) -> None:
