@@ -265,7 +265,7 @@ def _fmt(value: Any) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
     if isinstance(value, float):
-        return f"{value:.3f}"
+        return f"{0.0 if abs(value) < 5e-4 else value:.3f}"  # no "-0.000"
     return str(value)
 
 
@@ -370,7 +370,8 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
         ax.set_title(name, fontsize=9)
         ax.set_xlabel("episode time (fraction)")
         ax.set_ylim(-5, 105)
-    axes[0][0].set_ylabel("model progress (%) — green: success, red: failure")
+    axes[0][0].set_ylabel("model progress (%)")
+    fig.suptitle("Model progress per episode (green: env success, red: failure)", fontsize=10)
     fig.tight_layout()
     fig.savefig(out / "progress_curves.png", dpi=110)
     plt.close(fig)

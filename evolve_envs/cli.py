@@ -164,7 +164,10 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
         help="a reward service to score with (repeat to compare services side by side)",
     )  # fmt: skip
     ca.add_argument("--out", default=None, help="report folder (default: runs/calibrate-<time>)")
-    ca.add_argument("--threshold", type=float, default=0.95, help="done threshold in [0, 1]")
+    ca.add_argument(
+        "--threshold", type=float, default=None,
+        help="done threshold in [0, 1] (default: the --config's done_threshold, else 0.95)",
+    )  # fmt: skip
     ca.add_argument("--max-frames", type=int, default=32, help="frames scored per episode")
     ca.add_argument(
         "--config", action="append", default=None,
@@ -172,6 +175,7 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     ca.add_argument("--episodes", type=int, default=10, help="new episodes with --config")
     ca.add_argument("--policy", default="random", help="policy of the new episodes")
+    ca.add_argument("--max-steps", type=int, default=None, help="episode limit of new episodes")
 
 
 def _calibrate(args: argparse.Namespace) -> int:
@@ -180,10 +184,18 @@ def _calibrate(args: argparse.Namespace) -> int:
     from evolve_envs.calibrate import calibrate, write_report
 
     out = Path(args.out or f"runs/calibrate-{time.strftime('%Y%m%d-%H%M%S')}")
+    if args.threshold is None:
+        args.threshold = 0.95
+        if args.config:
+            from evolve_envs.config import load_config
+
+            args.threshold = float(load_config(*args.config).reward_model.done_threshold)
     if not 0 <= args.threshold <= 1:
         raise ValueError(f"--threshold is a fraction in [0, 1], got {args.threshold}")
     if args.max_frames < 2:
         raise ValueError(f"--max-frames must be >= 2, got {args.max_frames}")
+    if not args.service:  # before any episode runs
+        raise ValueError("give at least one --service (a URL or mock:<rule>)")
     recordings = list(args.recordings)
     if not recordings:
         if not args.config:
@@ -195,11 +207,10 @@ def _calibrate(args: argparse.Namespace) -> int:
             RolloutOptions(
                 config=args.config, episodes=args.episodes, policy=args.policy,
                 out=out / "rollout", video=False, progress_bar=False, record=rec,
+                max_steps=args.max_steps,
             )
         )  # fmt: skip
         recordings = [str(rec)]
-    if not args.service:
-        raise ValueError("give at least one --service (a URL or mock:<rule>)")
     report = calibrate(
         recordings, args.service, threshold=100 * args.threshold, max_frames=args.max_frames
     )

@@ -91,7 +91,11 @@ class RecordEpisodes(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructo
     ) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
         base = self.env.unwrapped
-        init_state_id = (options or {}).get("init_state_id", getattr(base, "init_state_id", None))
+        init_state_id = info.get("init_state_id")
+        if init_state_id is None:
+            init_state_id = (options or {}).get(
+                "init_state_id", getattr(base, "init_state_id", None)
+            )
         spec = getattr(base, "spec", None)
         self._episode = {
             "task": str(info.get("task_description", "")),

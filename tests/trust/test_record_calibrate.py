@@ -207,6 +207,7 @@ def test_recording_a_libero_episode(tmp_path: Path) -> None:
         env.close()
     (ep,) = open_recording(tmp_path)
     assert ep.meta["suite"] == "libero_10" and ep.meta["task_id"] == 0
+    assert ep.meta["init_state_id"] is not None and ep.meta["task"]
     assert ep.frames().shape[0] == 5 and ep.frames().shape[-1] == 3
     assert any(p is not None for p in ep.column("model_progress"))
     assert ep.meta["reward_model"].startswith("progress: embedded mock")
