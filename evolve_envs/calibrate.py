@@ -161,8 +161,16 @@ def _frame_indices(length: int, max_frames: int) -> list[int]:
 def score_episode(client: Any, episode: RecordedEpisode, max_frames: int) -> EpisodeScore:
     """Score one recorded episode with a :class:`~reward_clients.progress_client.ProgressClient`."""
     indices = _frame_indices(len(episode), max_frames)
-    frames = list(episode.frames(indices))
     task = str(episode.meta.get("task") or "complete the task")
+    try:
+        frames = list(episode.frames(indices))
+    except Exception as exc:  # a missing or damaged file costs that episode, not the report
+        return EpisodeScore(
+            task=task, success=bool(episode.meta.get("success", False)), values=[], critics=[],
+            indices=indices, latency_s=0.0, ok=False,
+            error=f"cannot read {episode.meta.get('file')}: {type(exc).__name__}: {exc}",
+            meta={k: episode.meta.get(k) for k in ("episode_id", "seed", "init_state_id")},
+        )  # fmt: skip
     result = client.trajectory_values(task, frames, skip=1)
     tv = result.value
     ok = bool(result.ok and tv is not None)

@@ -39,6 +39,7 @@ import os
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -253,10 +254,22 @@ class Recording(Sequence[RecordedEpisode]):
             )
         self.episodes: list[RecordedEpisode] = []
         index = self.root / "episodes.jsonl"
-        if index.is_file():
-            for line in index.read_text().splitlines():
-                if line.strip():
-                    self.episodes.append(RecordedEpisode(self.root, json.loads(line)))
+        lines = index.read_text().splitlines() if index.is_file() else []
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                if n == len(lines):  # a writer killed mid-line: that episode was never finished
+                    warnings.warn(
+                        f"{index}: ignoring an incomplete last line (a writer stopped while "
+                        "appending it)",
+                        stacklevel=2,
+                    )
+                    break
+                raise ValueError(f"{index}:{n}: not a JSON line") from None
+            self.episodes.append(RecordedEpisode(self.root, entry))
 
     def __getitem__(self, i: int) -> RecordedEpisode:  # type: ignore[override]
         return self.episodes[i]

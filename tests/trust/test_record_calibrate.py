@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -133,6 +134,25 @@ def test_writer_refuses_a_foreign_folder_and_mismatched_rows(tmp_path: Path) -> 
     w = EpisodeWriter(tmp_path / "ok")
     with pytest.raises(ValueError, match="2 frames for 1 step rows"):
         w.write([np.zeros((4, 4, 3), np.uint8)] * 2, [{}], {})
+
+
+def test_a_damaged_recording_loses_only_the_damaged_episodes(
+    recording: Path, tmp_path: Path
+) -> None:
+    copy = tmp_path / "rec"
+    shutil.copytree(recording, copy)
+    with open(copy / "episodes.jsonl", "a") as f:
+        f.write('{"task": "half a li')  # a writer killed while appending
+    with pytest.warns(UserWarning, match="incomplete last line"):
+        rec = open_recording(copy)
+    assert len(rec) == sum(BEHAVIOURS.values())
+    (copy / rec[1].meta["file"]).unlink()
+    with pytest.warns(UserWarning):
+        report = calibrate([copy], ["mock:reach_place"], max_frames=4)
+    m = report["services"]["mock:reach_place"]["overall"]
+    assert (m["scored"], m["failed_calls"]) == (sum(BEHAVIOURS.values()) - 1, 1)
+    (bad,) = [e for e in report["services"]["mock:reach_place"]["episodes"] if e["error"]]
+    assert "cannot read" in bad["error"] and bad["episode_id"] == rec[1].meta["episode_id"]
 
 
 def test_report_ranks_right_random_and_gameable_models(report: dict) -> None:
