@@ -17,7 +17,9 @@ env's success flag:
   progress at success and the mean maximum progress on failures;
 * **negative-critic rate** (critics < 0) and **latency** (p50/p95 of one call).
 
-Services are URLs or ``mock:<rule>`` for a local mock service (e.g. ``mock:reach_place``).
+Services are URLs, ``mock:<rule>`` for a local mock service (e.g. ``mock:reach_place``), or
+``recorded``: no service, the progress the reward model reported at its checks while the episodes
+were recorded (``model_progress``), judged the same way (no critics, no latency).
 
 Example:
     >>> import numpy as np
@@ -62,7 +64,7 @@ class EpisodeScore:
     values: list[float]
     critics: list[float]
     indices: list[int]
-    latency_s: float
+    latency_s: float | None
     ok: bool
     error: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
@@ -128,7 +130,7 @@ def service_metrics(scores: Sequence[EpisodeScore], threshold: float) -> dict[st
     best = max(curve, key=lambda row: (row["f1"], row["threshold"]))
     vocs = [spearman(s.indices, s.values) for s in ok if s.success and len(s.values) > 2]
     critics = [c for s in ok for c in s.critics]
-    latencies = [s.latency_s for s in scores if s.ok]
+    latencies = [s.latency_s for s in scores if s.ok and s.latency_s is not None]
     return {
         "episodes": len(scores),
         "scored": len(ok),
@@ -187,6 +189,26 @@ def score_episode(client: Any, episode: RecordedEpisode, max_frames: int) -> Epi
     )
 
 
+def recorded_score(episode: RecordedEpisode) -> EpisodeScore:
+    """The episode as the reward model judged it during the run: its recorded check values."""
+    task = str(episode.meta.get("task") or "complete the task")
+    meta = {k: episode.meta.get(k) for k in ("episode_id", "seed", "init_state_id")}
+    success = bool(episode.meta.get("success", False))
+    try:
+        steps, progress = episode.column("step"), episode.column("model_progress")
+    except Exception as exc:
+        return EpisodeScore(task, success, [], [], [], None, False,
+                            f"cannot read {episode.meta.get('file')}: {exc}", meta)  # fmt: skip
+    checks = [(k, p) for k, p in zip(steps, progress, strict=True) if p is not None]
+    if not checks:
+        return EpisodeScore(task, success, [], [], [], None, False,
+                            "no reward-model checks were recorded", meta)  # fmt: skip
+    return EpisodeScore(
+        task, success, [float(p) for _, p in checks], [], [int(k) for k, _ in checks], None,
+        True, None, meta,
+    )  # fmt: skip
+
+
 @contextlib.contextmanager
 def _service_url(spec: str) -> Iterator[str]:
     """A URL for a service spec: a URL as is, or ``mock:<rule>`` started here."""
@@ -236,6 +258,10 @@ def calibrate(
     }
     per_service_scores: dict[str, list[EpisodeScore]] = {}
     for spec in services:
+        if spec == "recorded":
+            per_service_scores[spec] = scores = [recorded_score(ep) for ep in episodes]
+            report["services"][spec] = _service_report(scores, threshold)
+            continue
         with _service_url(spec) as url:
             pool = EndpointPool([url], token=token or os.environ.get("EVOLVE_REWARD_TOKEN"))
             client = ProgressClient(pool, max_workers=1)
@@ -245,28 +271,33 @@ def calibrate(
                 client.close()
                 pool.close()
         per_service_scores[spec] = scores
-        tasks = sorted({s.task for s in scores})
-        report["services"][spec] = {
-            "overall": service_metrics(scores, threshold),
-            "per_task": {
-                t: service_metrics([s for s in scores if s.task == t], threshold) for t in tasks
-            },
-            "episodes": [
-                {
-                    **s.meta,
-                    "task": s.task,
-                    "success": s.success,
-                    "max_value": s.max_value if s.ok else None,
-                    "final_value": s.final_value if s.ok else None,
-                    "values": s.values,
-                    "indices": s.indices,
-                    "error": s.error,
-                }
-                for s in scores
-            ],
-        }
+        report["services"][spec] = _service_report(scores, threshold)
     report["_scores"] = per_service_scores
     return report
+
+
+def _service_report(scores: list[EpisodeScore], threshold: float) -> dict[str, Any]:
+    """One service's part of the report: overall, per task, and each episode's values."""
+    tasks = sorted({s.task for s in scores})
+    return {
+        "overall": service_metrics(scores, threshold),
+        "per_task": {
+            t: service_metrics([s for s in scores if s.task == t], threshold) for t in tasks
+        },
+        "episodes": [
+            {
+                **s.meta,
+                "task": s.task,
+                "success": s.success,
+                "max_value": s.max_value if s.ok else None,
+                "final_value": s.final_value if s.ok else None,
+                "values": s.values,
+                "indices": s.indices,
+                "error": s.error,
+            }
+            for s in scores
+        ],
+    }
 
 
 def _fmt(value: Any) -> str:
@@ -379,7 +410,7 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
         ax.set_xlabel("episode time (fraction)")
         ax.set_ylim(-5, 105)
     axes[0][0].set_ylabel("model progress (%)")
-    fig.suptitle("Model progress per episode (green: env success, red: failure)", fontsize=10)
+    fig.suptitle("green: env success, red: failure; dashed: done threshold", fontsize=9)
     fig.tight_layout()
     fig.savefig(out / "progress_curves.png", dpi=110)
     plt.close(fig)

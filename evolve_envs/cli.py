@@ -160,8 +160,9 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
     ca = sub.add_parser("calibrate", help="how right is a reward model on recorded episodes?")
     ca.add_argument("recordings", nargs="*", help="recording folders (rollout --record DIR)")
     ca.add_argument(
-        "--service", action="append", default=[], metavar="URL|mock:RULE",
-        help="a reward service to score with (repeat to compare services side by side)",
+        "--service", action="append", default=[], metavar="URL|mock:RULE|recorded",
+        help="a reward service to score with (repeat to compare services side by side); "
+        "'recorded': the progress the model reported while the episodes were recorded",
     )  # fmt: skip
     ca.add_argument("--out", default=None, help="report folder (default: runs/calibrate-<time>)")
     ca.add_argument(

@@ -125,6 +125,13 @@ def test_wrap_recording_two_envs_share_a_folder_with_model_progress(tmp_path: Pa
         assert ep.meta["reward_model"].startswith("ProgressReward: http://127.0.0.1:")
         # the stack's reward is the model's shaping, the env reward the env's own
         assert ep.column("reward")[1:] != ep.column("env_reward")[1:]
+    # "recorded": the report judges the progress the model gave during the run, no service
+    report = calibrate([tmp_path], ["recorded"], threshold=95.0)
+    svc = report["services"]["recorded"]
+    assert svc["overall"]["scored"] == 2 and svc["overall"]["latency_p50_s"] is None
+    for ep, scored in zip(rec, svc["episodes"], strict=True):
+        assert scored["values"] == [p for p in ep.column("model_progress") if p is not None]
+        assert scored["indices"] == [k for k, c in enumerate(ep.column("is_check")) if c]
 
 
 def test_writer_refuses_a_foreign_folder_and_mismatched_rows(tmp_path: Path) -> None:
@@ -151,6 +158,11 @@ def test_a_damaged_recording_loses_only_the_damaged_episodes(
         report = calibrate([copy], ["mock:reach_place"], max_frames=4)
     m = report["services"]["mock:reach_place"]["overall"]
     assert (m["scored"], m["failed_calls"]) == (sum(BEHAVIOURS.values()) - 1, 1)
+    # recorded without a reward model: nothing to judge, said per episode
+    with pytest.warns(UserWarning, match="incomplete last line"):
+        blind = calibrate([copy], ["recorded"])["services"]["recorded"]
+    assert blind["overall"]["scored"] == 0
+    assert {e["error"] for e in blind["episodes"]} >= {"no reward-model checks were recorded"}
     (bad,) = [e for e in report["services"]["mock:reach_place"]["episodes"] if e["error"]]
     assert "cannot read" in bad["error"] and bad["episode_id"] == rec[1].meta["episode_id"]
 
