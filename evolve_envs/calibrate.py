@@ -152,6 +152,10 @@ def service_metrics(scores: Sequence[EpisodeScore], threshold: float) -> dict[st
     }
 
 
+#: episode index fields carried into the report's per-episode entries
+_META_KEYS = ("episode_id", "seed", "init_state_id", "length")
+
+
 def _frame_indices(length: int, max_frames: int) -> list[int]:
     """Evenly spaced step indices over 0..length (first and last kept), at most max_frames."""
     n = length + 1
@@ -171,7 +175,7 @@ def score_episode(client: Any, episode: RecordedEpisode, max_frames: int) -> Epi
             task=task, success=bool(episode.meta.get("success", False)), values=[], critics=[],
             indices=indices, latency_s=0.0, ok=False,
             error=f"cannot read {episode.meta.get('file')}: {type(exc).__name__}: {exc}",
-            meta={k: episode.meta.get(k) for k in ("episode_id", "seed", "init_state_id")},
+            meta={k: episode.meta.get(k) for k in _META_KEYS},
         )  # fmt: skip
     result = client.trajectory_values(task, frames, skip=1)
     tv = result.value
@@ -185,14 +189,14 @@ def score_episode(client: Any, episode: RecordedEpisode, max_frames: int) -> Epi
         latency_s=float(result.latency_s),
         ok=ok,
         error=result.error,
-        meta={k: episode.meta.get(k) for k in ("episode_id", "seed", "init_state_id")},
+        meta={k: episode.meta.get(k) for k in _META_KEYS},
     )
 
 
 def recorded_score(episode: RecordedEpisode) -> EpisodeScore:
     """The episode as the reward model judged it during the run: its recorded check values."""
     task = str(episode.meta.get("task") or "complete the task")
-    meta = {k: episode.meta.get(k) for k in ("episode_id", "seed", "init_state_id")}
+    meta = {k: episode.meta.get(k) for k in _META_KEYS}
     success = bool(episode.meta.get("success", False))
     try:
         steps, progress = episode.column("step"), episode.column("model_progress")
@@ -402,7 +406,7 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
             if not ep["values"]:
                 continue
             x = np.asarray(ep["indices"], dtype=float)
-            x = x / max(x[-1], 1.0)
+            x = x / max(ep.get("length") or x[-1], 1.0)
             color = "tab:green" if ep["success"] else "tab:red"
             ax.plot(x, ep["values"], color=color, alpha=0.5, lw=1)
         ax.axhline(report["threshold"], color="k", ls="--", lw=0.8)
@@ -415,7 +419,36 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
     fig.savefig(out / "progress_curves.png", dpi=110)
     plt.close(fig)
     names.append("progress_curves.png")
+    tasks = sorted({t for svc in report["services"].values() for t in svc["per_task"]})
+    if len(tasks) > 1:
+        names.append(_per_task_plot(report, tasks, out, plt))
     return names
+
+
+def _per_task_plot(report: dict[str, Any], tasks: list[str], out: Path, plt: Any) -> str:
+    """Done F1 and VOC per task, one bar per service (only drawn with several tasks)."""
+    services = list(report["services"])
+    width = 0.8 / len(services)
+    fig, axes = plt.subplots(2, 1, figsize=(max(5.0, 1.2 * len(tasks) + 2), 5.5), sharex=True)
+    for k, name in enumerate(services):
+        per_task = report["services"][name]["per_task"]
+        xs = np.arange(len(tasks)) + k * width
+        f1 = [per_task.get(t, {}).get("done", {}).get("f1", math.nan) for t in tasks]
+        voc = [per_task.get(t, {}).get("voc") for t in tasks]
+        axes[0].bar(xs, f1, width, label=name)
+        axes[1].bar(xs, [math.nan if v is None else v for v in voc], width, label=name)
+    axes[0].set_ylabel("done F1")
+    axes[1].set_ylabel("VOC (successes)")
+    axes[1].axhline(0, color="k", lw=0.6)
+    axes[1].set_xticks(np.arange(len(tasks)) + 0.4 - width / 2)
+    axes[1].set_xticklabels([t if len(t) <= 28 else t[:26] + "…" for t in tasks],
+                            rotation=20, ha="right", fontsize=7)  # fmt: skip
+    axes[0].legend(fontsize=7)
+    axes[0].set_title("Per task")
+    fig.tight_layout()
+    fig.savefig(out / "per_task.png", dpi=110)
+    plt.close(fig)
+    return "per_task.png"
 
 
 def write_report(report: dict[str, Any], out: str | os.PathLike[str]) -> Path:

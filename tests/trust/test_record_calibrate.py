@@ -197,6 +197,35 @@ def test_report_files(report: dict, tmp_path: Path) -> None:
         assert (out / png).stat().st_size > 1000
 
 
+def test_report_per_task(recording: Path, tmp_path: Path) -> None:
+    """Episodes of a second task (same scene, other instruction) get their own rows and plot."""
+    other = tmp_path / "other"
+    env = make_env(
+        {"env": {"id": "evolve_envs/ReachPlace-v0", "max_episode_steps": 30,
+                 "task_description": "put the red block on the green zone"},
+         "record": {"dir": str(other), "camera": "image"}}
+    )  # fmt: skip
+    try:
+        for seed in (100, 101):
+            env.reset(seed=seed)
+            done = False
+            while not done:
+                *_, terminated, truncated, _ = env.step(scripted_action(env.unwrapped, "task"))
+                done = terminated or truncated
+    finally:
+        env.close()
+    report = calibrate([recording, other], ["mock:reach_place"], max_frames=6)
+    per_task = report["services"]["mock:reach_place"]["per_task"]
+    assert sorted(per_task) == [
+        "pick up the red block and place it in the green zone",
+        "put the red block on the green zone",
+    ]
+    assert [(m["episodes"], m["successes"]) for m in per_task.values()] == [(10, 4), (2, 2)]
+    out = write_report(report, tmp_path / "report")
+    assert (out / "per_task.png").stat().st_size > 1000
+    assert "put the red block on the green zone" in (out / "report.md").read_text()
+
+
 def test_metric_helpers() -> None:
     assert spearman([0, 1, 2, 3], [1, 2, 3, 4]) == pytest.approx(1.0)
     assert spearman([0, 1, 2, 3], [4, 3, 2, 1]) == pytest.approx(-1.0)
