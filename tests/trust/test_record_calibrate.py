@@ -242,7 +242,10 @@ def test_calibrate_command_runs_new_episodes(tmp_path: Path, capsys) -> None:  #
          "--service", "mock:reach_place", "--out", str(out)]
     )  # fmt: skip
     assert code == 0
-    assert len(open_recording(out / "episodes")) == 2
+    rec = open_recording(out / "episodes")
+    assert len(rec) == 2
+    # the embedded service is named by its spec, not by its throw-away loopback URL
+    assert rec[0].meta["reward_model"] == "progress: embedded mock(rule=reach_place)"
     assert (out / "report.md").is_file()
     assert "mock:reach_place: 2 episodes" in capsys.readouterr().out
     assert cli_main(["calibrate", "--service", "mock:reach_place", "--out", str(out)]) == 2
