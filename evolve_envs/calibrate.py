@@ -48,6 +48,7 @@ from wrappers.recording import RecordedEpisode, open_recording
 __all__ = [
     "EpisodeScore",
     "calibrate",
+    "check_services",
     "pr_metrics",
     "spearman",
     "service_metrics",
@@ -213,6 +214,32 @@ def recorded_score(episode: RecordedEpisode) -> EpisodeScore:
     )  # fmt: skip
 
 
+def check_services(services: Sequence[str], *, token: str | None = None) -> None:
+    """Fail fast on a service list: every spec well formed, every URL service answering.
+
+    Raises ``ValueError`` for a malformed spec and
+    :class:`~reward_clients.service_check.ServiceUnavailableError` for a URL that is unreachable,
+    refuses the token or is not a reward service (``mock:`` services start later, here).
+    """
+    from reward_clients.endpoint_pool import EndpointPool
+    from reward_clients.service_check import check_service
+
+    if not services:
+        raise ValueError("give at least one service (a URL, mock:<rule> or recorded)")
+    for spec in services:
+        if spec == "recorded" or spec.startswith("mock:"):
+            continue
+        if not spec.startswith(("http://", "https://")):
+            raise ValueError(
+                f"service {spec!r}: expected a URL, mock:<rule> (e.g. mock:reach_place) or recorded"
+            )
+        pool = EndpointPool([spec], token=token or os.environ.get("EVOLVE_REWARD_TOKEN"))
+        try:
+            check_service(pool, what=f"calibration service {spec}")
+        finally:
+            pool.close()
+
+
 @contextlib.contextmanager
 def _service_url(spec: str) -> Iterator[str]:
     """A URL for a service spec: a URL as is, or ``mock:<rule>`` started here."""
@@ -247,10 +274,9 @@ def calibrate(
     from reward_clients.endpoint_pool import EndpointPool
     from reward_clients.progress_client import ProgressClient
 
-    if not services:
-        raise ValueError("give at least one service (a URL or mock:<rule>)")
     if not 0 <= threshold <= 100:
         raise ValueError(f"threshold is in percent (0..100), got {threshold}")
+    check_services(services, token=token)
     episodes = [ep for root in recordings for ep in open_recording(root)]
     if not episodes:
         raise ValueError(f"no recorded episodes in {', '.join(map(str, recordings))}")

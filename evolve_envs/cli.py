@@ -182,7 +182,7 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
 def _calibrate(args: argparse.Namespace) -> int:
     import time
 
-    from evolve_envs.calibrate import calibrate, write_report
+    from evolve_envs.calibrate import calibrate, check_services, write_report
 
     out = Path(args.out or f"runs/calibrate-{time.strftime('%Y%m%d-%H%M%S')}")
     if args.threshold is None:
@@ -195,8 +195,13 @@ def _calibrate(args: argparse.Namespace) -> int:
         raise ValueError(f"--threshold is a fraction in [0, 1], got {args.threshold}")
     if args.max_frames < 2:
         raise ValueError(f"--max-frames must be >= 2, got {args.max_frames}")
-    if not args.service:  # before any episode runs
-        raise ValueError("give at least one --service (a URL or mock:<rule>)")
+    from reward_clients.errors import RewardServiceError
+
+    try:  # before any episode runs: a malformed spec or a dead service fails now
+        check_services(args.service)
+    except RewardServiceError as exc:
+        print(f"evolve-envs calibrate: error: {exc}", file=sys.stderr)
+        return 2
     recordings = list(args.recordings)
     if not recordings:
         if not args.config:

@@ -226,6 +226,23 @@ def test_report_per_task(recording: Path, tmp_path: Path) -> None:
     assert "put the red block on the green zone" in (out / "report.md").read_text()
 
 
+def test_a_dead_or_malformed_service_fails_before_any_scoring(
+    recording: Path, tmp_path: Path, capsys
+) -> None:  # noqa: ANN001
+    from reward_clients.service_check import ServiceUnavailableError
+
+    with pytest.raises(ValueError, match="expected a URL, mock:<rule>"):
+        calibrate([recording], ["mock:reach_place", "gpu-1:8111"])
+    with pytest.raises(ServiceUnavailableError, match="unreachable"):
+        calibrate([recording], ["http://127.0.0.1:9"])
+    # the command checks before running new episodes: nothing is recorded
+    out = tmp_path / "cal"
+    argv = ["calibrate", "--config", "reach_place", "--service", "http://127.0.0.1:9",
+            "--out", str(out)]  # fmt: skip
+    assert cli_main(argv) == 2
+    assert "unreachable" in capsys.readouterr().err and not (out / "episodes").exists()
+
+
 def test_metric_helpers() -> None:
     assert spearman([0, 1, 2, 3], [1, 2, 3, 4]) == pytest.approx(1.0)
     assert spearman([0, 1, 2, 3], [4, 3, 2, 1]) == pytest.approx(-1.0)
