@@ -9,15 +9,14 @@ import httpx
 import pytest
 from svc_helpers import encode, image_bytes, painted, painted_b64, write_video
 
-from reward_service.backends.mock import mock_critic
-from reward_service.protocol import (
+from reward_protocol.pickle_codec import safe_pickle_dumps, safe_pickle_loads
+from reward_protocol.wire import (
     Capabilities,
     HealthResponse,
     ScoreResponse,
     TrajectoryCriticResponse,
-    safe_pickle_dumps,
-    safe_pickle_loads,
 )
+from reward_service.backends.mock import mock_critic
 
 
 def test_health_and_healthcheck(client: httpx.Client) -> None:
