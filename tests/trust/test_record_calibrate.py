@@ -134,6 +134,34 @@ def test_wrap_recording_two_envs_share_a_folder_with_model_progress(tmp_path: Pa
         assert scored["indices"] == [k for k, c in enumerate(ep.column("is_check")) if c]
 
 
+_CRASHING_RECORDER = """
+import os, sys
+import numpy as np
+from evolve_envs.factory import make_env
+env = make_env({"env": {"id": "evolve_envs/ReachPlace-v0", "max_episode_steps": 4},
+                "record": {"dir": sys.argv[1], "camera": "image"}})
+for seed in range(3):
+    env.reset(seed=seed)
+    for t in range(4):
+        if seed == 2 and t == 2:
+            os._exit(9)  # killed mid-episode: no close(), no cleanup
+        env.step(np.zeros(2, np.float32))
+"""
+
+
+def test_a_killed_process_keeps_its_finished_episodes(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", _CRASHING_RECORDER, str(tmp_path)], capture_output=True, timeout=120
+    )
+    assert proc.returncode == 9, proc.stderr.decode()[-2000:]
+    rec = open_recording(tmp_path)
+    assert [ep.meta["seed"] for ep in rec] == [0, 1]
+    assert all(len(ep.frames()) == 5 for ep in rec)
+
+
 def test_writer_refuses_a_foreign_folder_and_mismatched_rows(tmp_path: Path) -> None:
     (tmp_path / "meta.json").write_text(json.dumps({"format": "something-else"}))
     with pytest.raises(ValueError, match="another format"):
