@@ -167,7 +167,8 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
     ca.add_argument("--out", default=None, help="report folder (default: runs/calibrate-<time>)")
     ca.add_argument(
         "--threshold", type=float, default=None,
-        help="done threshold in [0, 1] (default: the --config's done_threshold, else 0.95)",
+        help="done threshold in [0, 1] (default: the --config's done_threshold, else the one "
+        "the recorded run used, else 0.95)",
     )  # fmt: skip
     ca.add_argument("--max-frames", type=int, default=32, help="frames scored per episode")
     ca.add_argument(
@@ -185,12 +186,19 @@ def _calibrate(args: argparse.Namespace) -> int:
     from evolve_envs.calibrate import calibrate, check_services, write_report
 
     out = Path(args.out or f"runs/calibrate-{time.strftime('%Y%m%d-%H%M%S')}")
-    if args.threshold is None:
+    if args.threshold is None:  # the config's, else the recorded run's, else 0.95
         args.threshold = 0.95
         if args.config:
             from evolve_envs.config import load_config
 
             args.threshold = float(load_config(*args.config).reward_model.done_threshold)
+        else:
+            from wrappers.recording import open_recording
+
+            found = [open_recording(r).meta.get("done_threshold") for r in args.recordings]
+            found = [float(t) for t in found if t is not None]
+            if found:
+                args.threshold = found[0]
     if not 0 <= args.threshold <= 1:
         raise ValueError(f"--threshold is a fraction in [0, 1], got {args.threshold}")
     if args.max_frames < 2:

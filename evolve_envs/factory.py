@@ -352,6 +352,8 @@ def build_stack(cfg: StackConfig, env_factory: Callable[..., gym.Env] | None = N
                 env, cfg.record.dir, camera=cfg.record.camera or rm.camera,
                 jpeg_quality=cfg.record.jpeg_quality,
                 reward_model=cfg.record.reward_model or describe_reward_model(rm),
+                # the threshold the run used: calibrate's default for this recording
+                meta={"done_threshold": rm.done_threshold} if rm.enable else None,
             )  # fmt: skip
         except BaseException:
             env.close()

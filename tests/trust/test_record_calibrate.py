@@ -127,6 +127,7 @@ def test_wrap_recording_two_envs_share_a_folder_with_model_progress(tmp_path: Pa
         assert ep.column("reward")[1:] != ep.column("env_reward")[1:]
     # "recorded": the report judges the progress the model gave during the run, no service
     report = calibrate([tmp_path], ["recorded"], threshold=95.0)
+
     svc = report["services"]["recorded"]
     assert svc["overall"]["scored"] == 2 and svc["overall"]["latency_p50_s"] is None
     for ep, scored in zip(rec, svc["episodes"], strict=True):
@@ -160,6 +161,27 @@ def test_a_killed_process_keeps_its_finished_episodes(tmp_path: Path) -> None:
     rec = open_recording(tmp_path)
     assert [ep.meta["seed"] for ep in rec] == [0, 1]
     assert all(len(ep.frames()) == 5 for ep in rec)
+
+
+def test_the_recorded_runs_threshold_is_the_commands_default(tmp_path: Path) -> None:
+    rec = tmp_path / "rec"
+    env = make_env(
+        ["reach_place", {"record": {"dir": str(rec)}}],
+        reward_model={"done_threshold": 0.8},
+        max_episode_steps=4,
+    )
+    try:
+        env.reset(seed=0)
+        for _ in range(4):
+            env.step(np.zeros(2, np.float32))
+    finally:
+        env.close()
+    assert open_recording(rec).meta["done_threshold"] == 0.8
+    assert (
+        cli_main(["calibrate", str(rec), "--service", "recorded", "--out", str(tmp_path / "c")])
+        == 0
+    )
+    assert json.loads((tmp_path / "c" / "report.json").read_text())["threshold"] == 80.0
 
 
 def test_writer_refuses_a_foreign_folder_and_mismatched_rows(tmp_path: Path) -> None:
