@@ -284,6 +284,7 @@ def calibrate(
         "recordings": [str(r) for r in recordings],
         "episodes": len(episodes),
         "threshold": threshold,
+        "max_frames": max_frames,
         "services": {},
     }
     per_service_scores: dict[str, list[EpisodeScore]] = {}
@@ -394,9 +395,10 @@ def _markdown(report: dict[str, Any], plots: list[str]) -> str:
     lines += [
         "",
         "Values are the model's progress (percent, relative to the first frame) over up to "
-        "32 evenly spaced frames per episode. *Done* means the episode's highest value reached "
-        "the threshold; success is the env's flag. VOC is Spearman's correlation of the values "
-        "with frame order on successful episodes.",
+        f"{report.get('max_frames', 32)} evenly spaced frames per episode (`recorded`: the "
+        "progress the model reported at its checks during the run). *Done* means the episode's "
+        "highest value reached the threshold; success is the env's flag. VOC is Spearman's "
+        "correlation of the values with frame order on successful episodes.",
     ]
     return "\n".join(lines) + "\n"
 
