@@ -69,6 +69,8 @@ class EpisodeScore:
     ok: bool
     error: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    #: the service's ``/done`` verdict on the last scored frames (None: not asked or failed)
+    backend_done: bool | None = None
 
     @property
     def max_value(self) -> float:
@@ -132,6 +134,17 @@ def service_metrics(scores: Sequence[EpisodeScore], threshold: float) -> dict[st
     vocs = [spearman(s.indices, s.values) for s in ok if s.success and len(s.values) > 2]
     critics = [c for s in ok for c in s.critics]
     latencies = [s.latency_s for s in scores if s.ok and s.latency_s is not None]
+    asked = [s for s in scores if s.backend_done is not None]
+    backend_done = (
+        pr_metrics(
+            np.array([float(s.backend_done) for s in asked]),
+            np.array([s.success for s in asked], dtype=bool),
+            0.5,
+        )
+        | {"episodes": len(asked)}
+        if asked
+        else None
+    )
     return {
         "episodes": len(scores),
         "scored": len(ok),
@@ -139,6 +152,7 @@ def service_metrics(scores: Sequence[EpisodeScore], threshold: float) -> dict[st
         "successes": int(success.sum()),
         "threshold": threshold,
         "done": at,
+        "backend_done": backend_done,
         "best_threshold": {k: best[k] for k in ("threshold", "precision", "recall", "f1")},
         "pr_curve": curve,
         "voc": _mean(vocs),
@@ -165,8 +179,14 @@ def _frame_indices(length: int, max_frames: int) -> list[int]:
     return sorted({int(round(i)) for i in np.linspace(0, n - 1, max_frames)})
 
 
-def score_episode(client: Any, episode: RecordedEpisode, max_frames: int) -> EpisodeScore:
-    """Score one recorded episode with a :class:`~reward_clients.progress_client.ProgressClient`."""
+def score_episode(
+    client: Any, episode: RecordedEpisode, max_frames: int, *, ask_done: bool = False
+) -> EpisodeScore:
+    """Score one recorded episode with a :class:`~reward_clients.progress_client.ProgressClient`.
+
+    With ``ask_done`` the service's ``/done`` is also asked about the last two scored frames
+    (first frame as the reference), its verdict kept as ``backend_done``.
+    """
     indices = _frame_indices(len(episode), max_frames)
     task = str(episode.meta.get("task") or "complete the task")
     try:
@@ -181,6 +201,10 @@ def score_episode(client: Any, episode: RecordedEpisode, max_frames: int) -> Epi
     result = client.trajectory_values(task, frames, skip=1)
     tv = result.value
     ok = bool(result.ok and tv is not None)
+    backend_done = None
+    if ask_done and len(frames) >= 2:
+        verdict = client.done(task, frames[0], frames[-2], frames[-1])
+        backend_done = bool(verdict.value.done) if verdict.ok else None
     return EpisodeScore(
         task=task,
         success=bool(episode.meta.get("success", False)),
@@ -191,6 +215,7 @@ def score_episode(client: Any, episode: RecordedEpisode, max_frames: int) -> Epi
         ok=ok,
         error=result.error,
         meta={k: episode.meta.get(k) for k in _META_KEYS},
+        backend_done=backend_done,
     )
 
 
@@ -297,7 +322,11 @@ def calibrate(
             pool = EndpointPool([url], token=token or os.environ.get("EVOLVE_REWARD_TOKEN"))
             client = ProgressClient(pool, max_workers=1)
             try:
-                scores = [score_episode(client, ep, max_frames) for ep in episodes]
+                caps = client.capabilities().value
+                ask_done = bool(caps is not None and caps.done)
+                scores = [
+                    score_episode(client, ep, max_frames, ask_done=ask_done) for ep in episodes
+                ]
             finally:
                 client.close()
                 pool.close()
@@ -325,6 +354,7 @@ def _service_report(scores: list[EpisodeScore], threshold: float) -> dict[str, A
                 "values": s.values,
                 "indices": s.indices,
                 "error": s.error,
+                "backend_done": s.backend_done,
             }
             for s in scores
         ],
@@ -378,6 +408,21 @@ def _markdown(report: dict[str, Any], plots: list[str]) -> str:
             )
             + " |"
         )
+    asked = {n: v["overall"]["backend_done"] for n, v in report["services"].items()}
+    asked = {n: m for n, m in asked.items() if m}
+    if asked:
+        lines += [
+            "",
+            "The service's own `/done` on each episode's last two scored frames, against success:",
+            "",
+            "| service | episodes | /done P | /done R | /done F1 |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| `{n}` | {m['episodes']} | {_fmt(m['precision'])} | {_fmt(m['recall'])} | "
+            f"{_fmt(m['f1'])} |"
+            for n, m in asked.items()
+        ]
     lines += ["", "## Per task", ""]
     for name, svc in report["services"].items():
         lines.append(f"### `{name}`")

@@ -234,6 +234,9 @@ def test_report_ranks_right_random_and_gameable_models(report: dict) -> None:
     assert hack["done"]["precision"] < right["done"]["precision"]
     assert rand["done"]["f1"] < right["done"]["f1"]
     assert right["best_threshold"]["f1"] == 1.0
+    # the services' own /done (the mock has it) on the last frames: right is right, gameable not
+    assert right["backend_done"]["episodes"] == 10 and right["backend_done"]["f1"] == 1.0
+    assert hack["backend_done"]["f1"] < 1.0
     assert right["latency_p50_s"] is not None and right["latency_p50_s"] > 0
 
 
@@ -242,7 +245,7 @@ def test_report_files(report: dict, tmp_path: Path) -> None:
     data = json.loads((out / "report.json").read_text())
     assert set(data["services"]) == set(report["services"])
     md = (out / "report.md").read_text()
-    assert "`mock:reach_place_hackable`" in md and "VOC" in md
+    assert "`mock:reach_place_hackable`" in md and "VOC" in md and "/done F1" in md
     for png in ("pr_curve.png", "progress_curves.png"):
         assert (out / png).stat().st_size > 1000
 
