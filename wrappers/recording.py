@@ -217,7 +217,13 @@ class RecordedEpisode:
         """The episode's steps as a ``pyarrow.Table`` (read once)."""
         if self._table is None:
             _, pq = _pa()
-            self._table = pq.read_table(self.root / self.meta["file"])
+            path = (self.root / str(self.meta["file"])).resolve()
+            if self.root.resolve() / "episodes" not in path.parents:
+                raise ValueError(
+                    f"episode {self.meta.get('episode_id')!r}: file {self.meta['file']!r} is "
+                    "outside the recording's episodes/ folder"
+                )
+            self._table = pq.read_table(path)
         return self._table
 
     def column(self, name: str) -> list[Any]:

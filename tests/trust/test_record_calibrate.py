@@ -204,6 +204,9 @@ def test_a_damaged_recording_loses_only_the_damaged_episodes(
         rec = open_recording(copy)
     assert len(rec) == sum(BEHAVIOURS.values())
     (copy / rec[1].meta["file"]).unlink()
+    rec[2].meta["file"] = "../../outside.parquet"  # an index line pointing out of the folder
+    with pytest.raises(ValueError, match="outside the recording"):
+        rec[2].table()
     with pytest.warns(UserWarning):
         report = calibrate([copy], ["mock:reach_place"], max_frames=4)
     m = report["services"]["mock:reach_place"]["overall"]
