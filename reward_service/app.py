@@ -428,8 +428,9 @@ def create_app(
             out of them are refused). Empty (the default): path mode is off (403).
         batch_window_ms: how long a backend batch waits for more items from other requests.
         max_batch_window_ms: the adaptive window's cap: while recent bursts of requests were
-            bigger than the batch so far, it waits up to this long after the batch's first item
-            for the rest (`reward_service.batching`); <= `batch_window_ms` turns that off.
+            bigger than the batch so far, it waits for the rest up to a quarter of the backend's
+            recent call time, at most this long, after the batch's first item
+            (`reward_service.batching`); <= `batch_window_ms` turns that off.
         max_batch: most items per backend call (<= 8 keeps GPU memory bounded).
         enable_faults: add the fault-injection admin routes (tests and drills only).
         pickle_at_root: also serve the pickle scorer at `POST /` (the default, as deepgen_rl

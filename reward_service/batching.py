@@ -11,11 +11,14 @@ Adaptive window. Clients that check in lock step (the workers of a vector env re
 check step) post their requests over a spread that depends on their CPU load, often longer than
 `window_s`; a fixed short window then splits their burst into part-filled batches, and the late
 part waits a whole extra backend call. So the batcher remembers the size of recent *bursts* (the
-requests whose items arrived within `max_window_s` of a burst's first item) and, while a batch
-holds items of fewer requests than the largest of the last `history` bursts, keeps waiting —
-at most until `max_window_s` after the batch's first item arrived, and never past `max_batch`.
-A lone client (bursts of one) never waits beyond `window_s`; a burst that is complete is sent
-as soon as its last item is in. `max_window_s <= window_s` turns the adaptive wait off.
+requests whose items arrived within the *cap* of a burst's first item) and, while a batch holds
+items of fewer requests than the largest of the last `history` bursts, keeps waiting — at most
+until the cap after the batch's first item arrived, and never past `max_batch`. The cap is
+`wait_fraction` (1/4) of the backend's recent call time, between `window_s` and `max_window_s`:
+waiting costs at most a quarter of a call where a split burst costs a whole one, and a fast
+backend (a call of a few ms) gets no adaptive wait at all. A lone client (bursts of one) never
+waits beyond `window_s`; a burst that is complete is sent as soon as its last item is in.
+`max_window_s <= window_s` turns the adaptive wait off.
 
 If a batch that mixes several requests fails, each request's items are retried on their own, so
 one bad request cannot fail its neighbours.
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -45,7 +49,8 @@ __all__ = ["Batcher", "FRAME_SIZE", "MAX_BATCH", "MAX_WINDOW_S", "prepare_frame"
 
 FRAME_SIZE = 448
 MAX_BATCH = 8
-MAX_WINDOW_S = 0.05  # the adaptive window's cap: the most a batch waits for the rest of a burst
+MAX_WINDOW_S = 0.25  # the adaptive window's cap: the most a batch waits for the rest of a burst
+WAIT_FRACTION = 0.25  # ... and at most this fraction of the backend's recent call time
 
 T = TypeVar("T")
 
@@ -116,6 +121,7 @@ class Batcher:
         window_s: float = 0.005,
         max_window_s: float = MAX_WINDOW_S,
         history: int = 8,
+        wait_fraction: float = WAIT_FRACTION,
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
@@ -125,12 +131,16 @@ class Batcher:
             raise ValueError(f"max_window_s must be >= 0, got {max_window_s}")
         if history < 1:
             raise ValueError(f"history must be >= 1, got {history}")
+        if not 0 <= wait_fraction <= 1:
+            raise ValueError(f"wait_fraction must be in [0, 1], got {wait_fraction}")
         self.backend = backend
         self.metrics = metrics
         self.max_batch = max_batch
         self.window_s = window_s
         self.max_window_s = max_window_s
         self.history = history
+        self.wait_fraction = wait_fraction
+        self._call_s: dict[str, float] = {}  # moving average of backend call time per kind
         self._bursts: dict[str, _BurstHistory] = {}
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reward-backend")
         self._queues: dict[str, asyncio.Queue[_Entry]] = {}
@@ -184,6 +194,11 @@ class Batcher:
         self._queues.clear()
         self._executor.shutdown(wait=False, cancel_futures=True)
 
+    def cap(self, kind: str) -> float:
+        """The adaptive window's current cap for `kind` (seconds; see the module docs)."""
+        wait = self.wait_fraction * self._call_s.get(kind, 0.0)
+        return min(self.max_window_s, max(self.window_s, wait))
+
     # --- internals ------------------------------------------------------------------------------
     def _queue(self, kind: str) -> asyncio.Queue[_Entry]:
         queue = self._queues.get(kind)
@@ -198,12 +213,13 @@ class Batcher:
     async def _collect(self, kind: str, queue: asyncio.Queue[_Entry]) -> list[_Entry]:
         batch = [await queue.get()]
         loop = asyncio.get_running_loop()
-        bursts = self._bursts.setdefault(kind, _BurstHistory(self.history, self.max_window_s))
+        bursts = self._bursts.setdefault(kind, _BurstHistory(self.history, self.window_s))
+        bursts.max_window_s = self.cap(kind)
         target = bursts.target()
         burst_start, requests = bursts.burst_of(batch[0].arrived)
         requests.add(batch[0].request_id)
         window_end = loop.time() + self.window_s
-        burst_end = burst_start + self.max_window_s
+        burst_end = burst_start + bursts.max_window_s
         while len(batch) < self.max_batch:
             if not queue.empty():
                 entry = queue.get_nowait()
@@ -243,7 +259,11 @@ class Batcher:
         call = self._calls[kind]
         items = [entry.item for entry in batch]
         loop = asyncio.get_running_loop()
+        t0 = time.perf_counter()
         results = await loop.run_in_executor(self._executor, call, items)
+        took = time.perf_counter() - t0
+        prev = self._call_s.get(kind)
+        self._call_s[kind] = took if prev is None else 0.8 * prev + 0.2 * took
         self.metrics.record_batch(kind, len(items))
         if len(results) != len(items):
             raise BackendError(

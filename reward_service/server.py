@@ -124,7 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=MAX_WINDOW_S * 1000.0,
         help="adaptive window cap: while recent bursts of requests were bigger than the batch, "
-        "wait up to this long after its first item for the rest (ms; <= --batch-window-ms: off)",
+        "wait for the rest up to 1/4 of the backend's recent call time, at most this long (ms; "
+        "<= --batch-window-ms: off)",
     )
     p.add_argument(
         "--pickle-at-root",
