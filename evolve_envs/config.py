@@ -49,15 +49,27 @@ import os
 from collections.abc import Mapping, Sequence
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    SecretStr,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from wrappers.progress_tracker import TrackerSettings
 
 __all__ = [
+    "AlarmConfig",
     "ConfigError",
+    "DoneRuleConfig",
     "HorizonStageConfig",
     "ProgressiveScheduleConfig",
     "RewardModelConfig",
@@ -137,6 +149,53 @@ class ProgressiveScheduleConfig(BaseModel):
     stages: list[HorizonStageConfig] = Field(default_factory=_default_stages, min_length=1)
 
 
+class DoneRuleConfig(BaseModel):
+    """A done rule given as a mapping under ``reward_model.done_by`` (``wrappers.done_rules``):
+    ``{kind: k_of_n, k: 2, n: 3}``, ``{kind: backend}``, ``{kind: any, rules: [...]}``."""
+
+    model_config = _STRICT
+
+    kind: Literal["threshold", "k_of_n", "backend", "any", "all"]
+    k: int = Field(default=1, ge=1)
+    n: int = Field(default=1, ge=1)
+    rules: list[DoneRuleConfig] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check_rule(self) -> DoneRuleConfig:
+        from wrappers.done_rules import DoneRule
+
+        DoneRule.parse(self.model_dump())  # one set of rules: the wrapper's
+        return self
+
+
+#: ``reward_model.done_by``: one of the four names, or a rule mapping (union tags skipped in
+#: error paths, see ``_key_path``).
+DoneBy = Annotated[
+    Annotated[Literal["threshold", "backend", "either", "both"], Tag("done-by-name")]
+    | Annotated[DoneRuleConfig, Tag("done-rule")],
+    Discriminator(lambda v: "done-by-name" if isinstance(v, str) else "done-rule"),
+]
+
+
+class AlarmConfig(BaseModel):
+    """``reward_model.alarm``: the online reward-hacking alarm (``wrappers.hacking_alarm``)."""
+
+    model_config = _STRICT
+
+    enable: bool = False
+    window: int = Field(default=20, ge=2)
+    baseline: int = Field(default=20, ge=2)
+    score: Literal["final", "max"] = "final"
+    min_progress_rise: float = Field(default=0.15, gt=0.0, le=1.0)
+    max_success_rise: float = Field(default=0.05, ge=0.0, le=1.0)
+    high_progress: float = Field(default=0.9, gt=0.0, le=1.0)
+    min_high_failure_rise: float = Field(default=0.2, gt=0.0, le=1.0)
+
+    def detector_settings(self) -> dict[str, Any]:
+        """The keyword arguments of ``wrappers.hacking_alarm.AlarmSettings``."""
+        return self.model_dump(exclude={"enable"})
+
+
 class RewardModelConfig(BaseModel):
     """The ``reward_model:`` block. Keys follow RLinf / VLAC's tooling where they exist
     (docs/PROGRESS.md, docs/PRESETS.md).
@@ -173,10 +232,11 @@ class RewardModelConfig(BaseModel):
     negative_rule: Literal["vlac", "robodopamine"] = "vlac"
     done_threshold: float = Field(default=0.95, ge=0.0, le=1.0)
     done_comparison: Literal[">=", ">"] = ">="
-    done_by: Literal["threshold", "backend", "either", "both"] = "threshold"
+    done_by: DoneBy = "threshold"
     terminate_on_done: bool = True
     check_at_episode_end: bool = False
     trajectory_max_frames: int = Field(default=32, ge=2)
+    alarm: AlarmConfig = Field(default_factory=AlarmConfig)
 
     # --- rewards
     dense_reward: bool = True
@@ -267,6 +327,7 @@ class RecordConfig(BaseModel):
     dir: str
     camera: str | None = None  # default: reward_model.camera
     jpeg_quality: int = Field(default=90, ge=1, le=100)
+    reward_model: str | None = None  # stored with each episode; default: from reward_model
 
 
 class StackConfig(BaseModel):
@@ -467,7 +528,7 @@ def _key_path(loc: Sequence[Any]) -> str:
     for part in loc:
         if isinstance(part, int):
             path += f"[{part}]"
-        elif part in ("str", "list[str]", "int", "float", "none"):
+        elif part in ("str", "list[str]", "int", "float", "none", "done-by-name", "done-rule"):
             continue  # union branch labels, not keys
         else:
             path += ("." if path else "") + str(part)

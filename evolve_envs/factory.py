@@ -6,6 +6,7 @@ The stack, innermost first::
     -> time limit: TimeLimit(max_episode_steps) or ProgressiveHorizon (progressive_max_step)
     -> FrameCache (camera frames of the current episode)
     -> ProgressReward (kind: progress) or EpisodeScoreReward (kind: video_score / pickle_scorer)
+    -> HackingAlarm (reward_model.alarm.enable)
 
 The time limit sits *inside* the reward wrappers so they see truncation and settle the episode.
 With ``reward_model.enable: false`` the result is the base env plus its time limit.
@@ -49,6 +50,7 @@ from evolve_envs.config import (
 )
 from wrappers.episode_score import EpisodeScoreReward
 from wrappers.frame_cache import FrameCache
+from wrappers.hacking_alarm import HackingAlarm
 from wrappers.progress_reward import ProgressReward
 from wrappers.progressive_horizon import ProgressiveHorizon
 
@@ -351,7 +353,9 @@ def build_stack(cfg: StackConfig, env_factory: Callable[..., gym.Env] | None = N
             return RecordEpisodes(
                 env, cfg.record.dir, camera=cfg.record.camera or rm.camera,
                 jpeg_quality=cfg.record.jpeg_quality,
-                reward_model=describe_reward_model(rm),
+                reward_model=cfg.record.reward_model or describe_reward_model(rm),
+                # the threshold the run used: calibrate's default for this recording
+                meta={"done_threshold": rm.done_threshold} if rm.enable else None,
             )  # fmt: skip
         except BaseException:
             env.close()
@@ -392,6 +396,8 @@ def build_stack(cfg: StackConfig, env_factory: Callable[..., gym.Env] | None = N
             lease = (rm.embedded_backend, dict(rm.embedded_backend_kwargs))
         env = FrameCache(env, rm.camera, encoding=rm.cache_encoding, max_frames=rm.cache_max_frames)
         env = _reward_wrapper(env, rm, reward_endpoints(rm, url))
+        if rm.alarm.enable:
+            env = HackingAlarm(env, rm.alarm.detector_settings())
         if lease is not None:
             env = _ServiceLease(env, *lease)
         return env

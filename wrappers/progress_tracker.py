@@ -42,7 +42,12 @@ outstanding request is waited for and applied, so the episode's reward sum is ex
 Done: ``done_by="threshold"`` — ``progress/100 {>=|>} done_threshold`` (``done_comparison``;
 the fraction is rounded to 9 decimals first, so accumulation noise cannot flip it);
 ``"backend"`` — the service's ``/done`` answer (needs the ``done`` capability); ``"either"`` /
-``"both"`` — OR / AND of the two. With ``terminate_on_done`` the decision ends the episode.
+``"both"`` — OR / AND of the two; or any :class:`~wrappers.done_rules.DoneRule` (k of the last
+n checks above the threshold, the backend, and any/all combinations of rules). With
+``terminate_on_done`` the decision ends the episode. Every settled episode is counted in
+the tracker's :class:`~wrappers.done_rules.TerminationAudit` (shareable between trackers): the
+summary reports whether the model judged the episode done, whether the env had succeeded at that
+moment, and the running counts and precision of model termination for the episode's task.
 
 Rewards (model part, scaled by ``reward_coef``):
 
@@ -88,6 +93,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from wrappers.done_rules import DONE_BY, DoneRule, TerminationAudit
 from wrappers.frame_cache import uniform_indices
 from wrappers.progress_math import (
     COMPARISONS,
@@ -147,7 +153,7 @@ class TrackerSettings:
     negative_rule: NegativeRule = "vlac"
     done_threshold: float = 0.95
     done_comparison: Comparison = ">="
-    done_by: DoneBy = "threshold"
+    done_by: DoneBy | DoneRule = "threshold"
     terminate_on_done: bool = True
     reward_mode: RewardMode = "dense"
     success_threshold: float = 0.5
@@ -167,7 +173,6 @@ class TrackerSettings:
             "mode": ("pairwise", "incremental", "trajectory"),
             "negative_rule": NEGATIVE_RULES,
             "done_comparison": COMPARISONS,
-            "done_by": ("threshold", "backend", "either", "both"),
             "reward_mode": ("dense", "sparse", "binary"),
             "calls": ("sync", "async"),
         }
@@ -188,6 +193,14 @@ class TrackerSettings:
             raise bad("success_threshold", "must be in [0, 1]")
         if not 0.0 <= self.failure_warn_fraction <= 1.0:
             raise bad("failure_warn_fraction", "must be in [0, 1]")
+        if isinstance(self.done_by, str):  # the four names stay strings
+            if self.done_by not in DONE_BY:
+                raise bad("done_by", f"expected one of {DONE_BY} or a done rule mapping")
+        else:
+            try:
+                object.__setattr__(self, "done_by", DoneRule.parse(self.done_by))
+            except ValueError as exc:
+                raise bad("done_by", f"not a done rule ({exc})") from None
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> TrackerSettings:
@@ -200,8 +213,15 @@ class TrackerSettings:
         return self.mode in ("pairwise", "incremental")
 
     @property
+    def rule(self) -> DoneRule:
+        """The done rule ``done_by`` describes (the four names mapped to their rules)."""
+        if isinstance(self.done_by, DoneRule):
+            return self.done_by
+        return DoneRule.from_done_by(self.done_by)
+
+    @property
     def needs_done(self) -> bool:
-        return self.done_by != "threshold"
+        return self.rule.needs_backend
 
 
 def check_capabilities(settings: TrackerSettings, capabilities: Any) -> None:
@@ -225,8 +245,9 @@ def check_capabilities(settings: TrackerSettings, capabilities: Any) -> None:
             f"{backend!r} offers progress only; use mode='trajectory'"
         )
     if settings.needs_done and not cap("done"):
+        rule = settings.done_by if isinstance(settings.done_by, str) else settings.rule.describe()
         raise ConfigurationError(
-            f"reward_model.done_by={settings.done_by!r} needs the backend's /done, but backend "
+            f"reward_model.done_by={rule!r} needs the backend's /done, but backend "
             f"{backend!r} does not offer it; use done_by='threshold'"
         )
     if settings.mode == "trajectory" and not cap("progress"):
@@ -312,6 +333,7 @@ class _Episode:
     last_error: str | None = None
     done: bool = False
     done_step: int | None = None
+    done_env_success: bool | None = None
     env_success: bool | None = None
     model_reward: float = 0.0
     finished: bool = False
@@ -327,6 +349,8 @@ class ProgressTracker:
         settings: :class:`TrackerSettings` (or a mapping of them).
         capabilities: the service's ``/capabilities`` answer; when given, the settings are
             checked against it (:func:`check_capabilities`). Ask the service once and share it.
+        audit: the :class:`~wrappers.done_rules.TerminationAudit` that counts this tracker's
+            episodes (share one between the trackers of a vectorised env); default a new one.
 
     Example::
 
@@ -343,6 +367,7 @@ class ProgressTracker:
         settings: TrackerSettings | Mapping[str, Any] | None = None,
         *,
         capabilities: Any = None,
+        audit: TerminationAudit | None = None,
     ) -> None:
         if settings is None:
             settings = TrackerSettings()
@@ -354,6 +379,8 @@ class ProgressTracker:
         self.client = client
         self._ep = _Episode(finished=True)
         self.episodes = 0
+        self.audit = audit if audit is not None else TerminationAudit()
+        self._judge = settings.rule.judge()
 
     # ------------------------------------------------------------------ episode lifecycle
     @property
@@ -387,6 +414,7 @@ class ProgressTracker:
         ep.frames[0] = first
         ep.check_frames.append((0, first))
         self._ep = ep
+        self._judge.reset()
         self.episodes += 1
 
     def observe(
@@ -554,20 +582,19 @@ class ProgressTracker:
         ep.progress = value
         ep.max_progress = max(ep.max_progress, value)
 
-        by_threshold = result.ok and reached(_fraction(value), s.done_threshold, s.done_comparison)
-        by_backend = bool(
-            done_result is not None and done_result.ok and done_result.value is not None
-            and done_result.value.done
-        )  # fmt: skip
-        decision = {
-            "threshold": by_threshold,
-            "backend": by_backend,
-            "either": by_threshold or by_backend,
-            "both": by_threshold and by_backend,
-        }[s.done_by]
+        above = (
+            reached(_fraction(value), s.done_threshold, s.done_comparison) if result.ok else None
+        )
+        by_backend = (
+            bool(done_result.value.done)
+            if done_result is not None and done_result.ok and done_result.value is not None
+            else None
+        )
+        decision = self._judge.update(above=above, backend=by_backend)
         if decision and not ep.done:
             ep.done = True
             ep.done_step = ep.step
+            ep.done_env_success = ep.env_success
         return reward, fallback
 
     def _hold_failed(self, p: _Pending, exc: BaseException) -> None:
@@ -613,6 +640,12 @@ class ProgressTracker:
             reward += final
             ep.model_reward += final
         ep.finished = True
+        self.audit.record(
+            ep.task,
+            model_done=ep.done,
+            success_at_done=ep.done_env_success,
+            env_success=ep.env_success,
+        )
         ep.summary = self._summary()
         self._warn_if_failing()
         return reward, applied, fallback
@@ -667,6 +700,11 @@ class ProgressTracker:
             "is_success": success,
             "high_progress_on_failure": None if success is None else (judged_done and not success),
             "success_at_low_progress": None if success is None else (success and not judged_done),
+            "task": ep.task,
+            "done_rule": s.rule.describe(),
+            "model_terminated": ep.done and s.terminate_on_done,
+            "done_env_success": ep.done_env_success,
+            "termination_audit": self.audit.counts(ep.task),
         }
 
 

@@ -33,8 +33,15 @@ Info keys added to every ``infos`` dict of the chunk (tensors ``[N]``): ``progre
 ``infos["episode"]`` block of running episode statistics (RLinf's LIBERO does; RLinf logs its keys
 as ``env/<key>`` metrics), ``progress``, ``max_progress``, ``done_by_progress``,
 ``reward_model_return``, ``reward_model_calls`` and ``reward_model_errors`` for the current (or,
-after an episode ends, the last) episode. With auto-reset the ended episodes' values are in
-``infos["final_info"]["episode"]``. The block's ``return`` and ``reward`` (RLinf's
+after an episode ends, the last) episode; the audit of model termination: ``model_done`` and
+``model_done_success`` (this episode: the model judged it done; and the env had succeeded then —
+the ratio of their means is the precision of model termination) and the running
+``model_done_total`` / ``model_done_success_total`` of the episode's task (trackers share one
+:class:`~wrappers.done_rules.TerminationAudit`); and with ``reward_model.alarm.enable`` the
+reward-hacking alarm's numbers for the task (:mod:`wrappers.hacking_alarm`):
+``alarm_progress_rise``, ``alarm_success_rise``, ``alarm_high_failure_rise`` (0 until its
+windows are full), ``alarm_firing``, ``alarm_triggers``. With auto-reset the ended episodes'
+values are in ``infos["final_info"]["episode"]``. The block's ``return`` and ``reward`` (RLinf's
 ``env/return`` and ``env/reward`` metrics) are replaced by the episode's sum and per-step mean of
 the rewards this wrapper returns, i.e. the reward RLinf trains on, up to and including the step
 that ended the episode; the env's own values move to ``env_return`` and ``env_reward_mean``.
@@ -65,6 +72,8 @@ from typing import Any
 
 import numpy as np
 
+from wrappers.done_rules import TerminationAudit
+from wrappers.hacking_alarm import HackingDetector, episode_score
 from wrappers.progress_tracker import ConfigurationError, ProgressTracker, TrackerStep
 
 __all__ = [
@@ -160,6 +169,8 @@ class RLinfProgressReward:
         model_terminates: the reward model's done decision terminates episodes (False: it is
             only reported in ``infos["done_by_progress"]``; ``reward_model.ignore_terminations``).
         on_close: callables run by :meth:`close` (e.g. closing a client or stopping a service).
+        alarm: a :class:`~wrappers.hacking_alarm.HackingDetector` fed every finished episode
+            (its numbers go to the ``episode`` block); ``None``: no alarm.
 
     Example::
 
@@ -181,8 +192,10 @@ class RLinfProgressReward:
         max_workers: int | None = None,
         model_terminates: bool = True,
         on_close: Sequence[Callable[[], Any]] = (),
+        alarm: HackingDetector | None = None,
     ) -> None:
         self.env = env
+        self.alarm = alarm
         self.model_terminates = bool(model_terminates)
         num_envs = getattr(env, "num_envs", None)
         if not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
@@ -231,6 +244,7 @@ class RLinfProgressReward:
             env_reward_weight=stack.env_reward_weight,
             model_terminates=not stack.config.ignore_terminations,
             on_close=stack.on_close,
+            alarm=stack.alarm,
         )
 
     # ------------------------------------------------------------------ forwarding
@@ -327,9 +341,13 @@ class RLinfProgressReward:
         self.close()
 
     # ------------------------------------------------------------------ internals
-    @staticmethod
-    def _empty_stats() -> dict[str, Any]:
-        return {
+    #: Episode-block keys that run across episodes (kept when a sub-env restarts).
+    _RUNNING = ("model_done_total", "model_done_success_total", "alarm_progress_rise",
+                "alarm_success_rise", "alarm_high_failure_rise", "alarm_firing",
+                "alarm_triggers")  # fmt: skip
+
+    def _empty_stats(self, previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        stats: dict[str, Any] = {
             "progress": 0.0,
             "max_progress": 0.0,
             "done_by_progress": False,
@@ -338,7 +356,18 @@ class RLinfProgressReward:
             "reward_model_errors": 0,
             "return": 0.0,
             "reward": 0.0,
+            "model_done": False,
+            "model_done_success": False,
+            "model_done_total": 0,
+            "model_done_success_total": 0,
         }
+        if getattr(self, "alarm", None) is not None:
+            stats.update(alarm_progress_rise=0.0, alarm_success_rise=0.0,
+                         alarm_high_failure_rise=0.0, alarm_firing=False,
+                         alarm_triggers=0)  # fmt: skip
+        if previous is not None:
+            stats.update({k: previous[k] for k in self._RUNNING if k in previous and k in stats})
+        return stats
 
     def _start_episodes(self, obs: Mapping[str, Any], idx: list[int]) -> None:
         images = obs[self.image_key]
@@ -347,7 +376,7 @@ class RLinfProgressReward:
             task = _task_of(obs, self.task_key, i, fallback_tasks)
             self.trackers[i].reset(task, _frame_getter(images, i)())
             self._steps[i] = 0
-            self._last[i] = self._empty_stats()
+            self._last[i] = self._empty_stats(self._last[i])
 
     def _observe_all(self, calls: list[tuple[int, dict[str, Any]]]) -> dict[int, TrackerStep]:
         def run(item: tuple[int, dict[str, Any]]) -> tuple[int, TrackerStep]:
@@ -366,6 +395,22 @@ class RLinfProgressReward:
         stats["reward_model_return"] += float(out.reward)
         stats["reward_model_calls"] = int(out.info.get("progress_calls", 0))
         stats["reward_model_errors"] = int(out.info.get("reward_model_errors", 0))
+        summary = out.summary
+        if summary is None:
+            return
+        audit = summary.get("termination_audit") or {}
+        stats["model_done"] = bool(summary.get("done_by_progress"))
+        stats["model_done_success"] = bool(summary.get("done_by_progress")
+                                           and summary.get("done_env_success"))  # fmt: skip
+        stats["model_done_total"] = int(audit.get("model_done", 0))
+        stats["model_done_success_total"] = int(audit.get("model_done_success", 0))
+        score = episode_score(summary, self.alarm.settings.score) if self.alarm else None
+        if self.alarm is not None and score is not None:
+            state = self.alarm.add(summary["task"], score, bool(summary.get("is_success")))
+            for key in ("progress_rise", "success_rise", "high_failure_rise"):
+                stats[f"alarm_{key}"] = float(state[key] or 0.0)
+            stats["alarm_firing"] = bool(state["firing"])
+            stats["alarm_triggers"] = int(state["triggers"])
 
     def _process(
         self,
@@ -577,7 +622,9 @@ class ProgressStack:
         env_reward_weight: float,
         on_close: list[Callable[[], Any]],
         config: Any,
+        alarm: HackingDetector | None = None,
     ) -> None:
+        self.alarm = alarm
         self.trackers = trackers
         self.reward_weight = reward_weight
         self.env_reward_weight = env_reward_weight
@@ -637,7 +684,11 @@ def build_progress_stack(
         settings = cfg.tracker_settings()
         # the start-up policy shared with make_env: raise, or warn when require_service is false
         caps = check_reward_service(cfg, client.pool)
-        trackers = [ProgressTracker(client, settings, capabilities=caps) for _ in range(num_envs)]
+        audit = TerminationAudit()  # one run-wide count per task for all sub-envs
+        trackers = [
+            ProgressTracker(client, settings, capabilities=caps, audit=audit)
+            for _ in range(num_envs)
+        ]
     except BaseException:
         for fn in on_close:
             try:
@@ -645,7 +696,10 @@ def build_progress_stack(
             except Exception:  # noqa: BLE001
                 pass
         raise
-    return ProgressStack(trackers, cfg.reward_weight, cfg.env_reward_weight, on_close, cfg)
+    alarm = HackingDetector(cfg.alarm.detector_settings()) if cfg.alarm.enable else None
+    return ProgressStack(
+        trackers, cfg.reward_weight, cfg.env_reward_weight, on_close, cfg, alarm=alarm
+    )
 
 
 def wrap_env_from_config(env: Any, env_cfg: Any) -> Any:
