@@ -120,3 +120,53 @@ def test_batcher_rejects_bad_window_settings() -> None:
         Batcher(MockBackend(), Metrics(), max_window_s=-1)
     with pytest.raises(ValueError, match="wait_fraction"):
         Batcher(MockBackend(), Metrics(), wait_fraction=2)
+
+
+@pytest.mark.parametrize("adaptive", [True, False])
+def test_server_batches_staggered_clients_together(adaptive: bool) -> None:
+    """Through a real server: 4 client threads posting 10 ms apart, 3 rounds, a 300 ms mock
+    (adaptive cap: a quarter of that, 75 ms).
+    The default server gathers the later rounds into one backend call each;
+    ``--max-batch-window-ms 0`` (the fixed 5 ms window) does not."""
+    import threading
+    import time
+
+    import httpx
+
+    from reward_clients.endpoint_pool import EndpointPool
+    from reward_clients.progress_client import ProgressClient
+    from reward_service.embedded import EmbeddedService
+
+    extra = [] if adaptive else ["--max-batch-window-ms", "0"]
+    frames = [np.full((32, 32, 3), paint_level(p), np.uint8) for p in (10, 40)]
+    with EmbeddedService("mock", {"latency_ms": 300}, extra_args=extra) as svc:
+        pool = EndpointPool([svc.url], timeout=30, max_retries=0)
+        client = ProgressClient(pool, fail_on_request_error=True, max_workers=1)
+        try:
+            client.pairwise_critic("t", *frames)  # warm-up: the call time is known from here
+            results: list[float] = []
+
+            def post(k: int) -> None:
+                time.sleep(0.01 * k)
+                results.append(client.pairwise_critic("t", *frames).value)
+
+            for _ in range(3):
+                threads = [threading.Thread(target=post, args=(k,)) for k in range(4)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                time.sleep(0.5)
+            snap = httpx.get(svc.url + "/metrics", timeout=10).json()
+        finally:
+            client.close()
+            pool.close()
+    critic = snap["batches"]["by_kind"]["critic"]
+    assert results == pytest.approx([mock_critic(10, 40)] * 12)
+    rounds_calls = critic["count"] - 1  # without the warm-up call
+    if adaptive:
+        assert snap["max_batch_window_ms"] == 250
+        assert rounds_calls <= 5  # the first round may split; the next two are one call each
+    else:
+        assert snap["max_batch_window_ms"] == 0
+        assert rounds_calls >= 6  # every round split
