@@ -219,6 +219,10 @@ def run_rollout(opts: RolloutOptions) -> RolloutReport:
         sources.append({"record": {"dir": str(opts.record)}})
     cfg = load_config(*sources, overrides={"env": env_kwargs} if env_kwargs else None)
     rm = cfg.reward_model
+    if opts.record is not None:  # name the embedded service's spec, not its loopback URL
+        from evolve_envs.factory import describe_reward_model
+
+        sources[-1]["record"]["reward_model"] = describe_reward_model(rm)
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -457,14 +461,7 @@ def _collect(
     current: list[EpisodeRecord | None] = [None] * n
     for i in range(n):
         if started < opts.episodes:
-            current[i] = _start(
-                started,
-                i,
-                obs,
-                infos,
-                report.records_video(started),
-                report.cfg.reward_model.camera,
-            )
+            current[i] = _start(report, started, i, obs, infos)
             started += 1
     finished = 0
     quiet = not report.interactive  # tqdm only on a terminal: no line per step in logs
@@ -480,14 +477,7 @@ def _collect(
                 if fresh[i]:  # this step was the autoreset: a new episode starts here
                     fresh[i] = False
                     if started < opts.episodes:
-                        current[i] = _start(
-                            started,
-                            i,
-                            obs,
-                            infos,
-                            report.records_video(started),
-                            report.cfg.reward_model.camera,
-                        )
+                        current[i] = _start(report, started, i, obs, infos)
                         started += 1
                     continue
                 rec = current[i]
@@ -506,8 +496,9 @@ def _collect(
 
 
 def _start(
-    index: int, env_index: int, obs: Any, infos: dict[str, Any], video: bool, camera: str
+    report: _Report, index: int, env_index: int, obs: Any, infos: dict[str, Any]
 ) -> EpisodeRecord:
+    video, camera = report.records_video(index), report.cfg.reward_model.camera
     rec = EpisodeRecord(index=index, env_index=env_index, video=video, camera=camera)
     rec.task_description = str(_item(infos, "task_description", env_index) or "")
     if video:

@@ -129,3 +129,15 @@ def test_d1_collection_quick() -> None:
     assert set(by_name) == {"barrier", "async"}
     assert num(by_name["barrier"]["ratio vs barrier"]) == 1.0
     assert all(positive(r["episodes/s"]) and positive(r["env steps/s"]) for r in rows)
+
+
+def test_r1_recording_quick() -> None:
+    rows = {r["config"]: r for r in run_quick("r1_recording")}
+    assert set(rows) == {"bare", "recorded q90", "recorded q75"}
+    assert num(rows["bare"]["x bare"]) == 1.0
+    # held JPEG bytes of one episode are below the raw frames', and q75 below q90
+    held = {
+        k: num(rows[k]["held (1 episode)"].split()[0]) for k in ("recorded q90", "recorded q75")
+    }
+    raw = num(rows["recorded q90"]["raw would be"].split()[0])
+    assert 0 < held["recorded q75"] < held["recorded q90"] < raw
