@@ -49,18 +49,40 @@ import os
 from collections.abc import Mapping, Sequence
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from omegaconf import DictConfig, OmegaConf
+from pydantic import (
+    BaseModel,
+    Discriminator,
+    Field,
+    SecretStr,
+    Tag,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+)
 
-from wrappers.progress_tracker import TrackerSettings
+from wrappers.settings import (
+    STRICT,
+    ConfigError,
+    ProgressKeys,
+    RewardMode,
+    RewardShaping,
+    TrackerSettings,
+)
 
 __all__ = [
     "ConfigError",
     "HorizonStageConfig",
     "ProgressiveScheduleConfig",
     "RewardModelConfig",
+    "ProgressModelConfig",
+    "EpisodeScoreConfig",
+    "VideoScoreConfig",
+    "PickleScorerConfig",
+    "RewardModelBlock",
     "StackConfig",
     "ENV_OVERRIDES",
     "load_config",
@@ -80,11 +102,7 @@ CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 EMBEDDED = "embedded"
 
 
-class ConfigError(ValueError):
-    """An invalid configuration; the message starts with the offending key's path."""
-
-
-_STRICT = ConfigDict(extra="forbid", strict=True, validate_default=True)
+_STRICT = STRICT
 
 
 class HorizonStageConfig(BaseModel):
@@ -138,19 +156,31 @@ class ProgressiveScheduleConfig(BaseModel):
 
 
 class RewardModelConfig(BaseModel):
-    """The ``reward_model:`` block. Keys follow RLinf / VLAC's tooling where they exist
+    """The ``reward_model:`` block: the keys every kind shares (where the service is, how it is
+    reached, which camera, the horizon). Keys follow RLinf / VLAC's tooling where they exist
     (docs/PROGRESS.md, docs/PRESETS.md).
 
-    Reward mode for ``kind: progress``: ``dense_reward`` → dense; else ``binary_reward`` →
-    binary; else sparse. ``endpoint: embedded`` starts a local reward service (the
-    ``embedded_backend``) that lives as long as the env(s) using it.
+    The block is one of three models chosen by ``kind`` (a discriminated union, default
+    ``progress``): :class:`ProgressModelConfig`, :class:`VideoScoreConfig`,
+    :class:`PickleScorerConfig`; each accepts only its own keys. Calling this class builds the
+    one ``kind`` names. ``endpoint: embedded`` starts a local reward service (the
+    ``embedded_backend``) owned by the env that uses it.
+
+    >>> RewardModelConfig(kind="video_score", nframes=8).nframes
+    8
+    >>> type(RewardModelConfig(start_step=8)).__name__
+    'ProgressModelConfig'
     """
 
     model_config = _STRICT
 
+    def __new__(cls, *args: Any, **values: Any) -> RewardModelConfig:
+        if cls is RewardModelConfig:  # dispatch on kind (unknown kinds fail in validation)
+            cls = _KINDS.get(values.get("kind", "progress"), ProgressModelConfig)
+        return super().__new__(cls)
+
     # --- what and where
     enable: bool = False
-    kind: Literal["progress", "video_score", "pickle_scorer"] = "progress"
     endpoint: str | list[str] = "http://127.0.0.1:8111"
     service_num: int | None = Field(default=None, ge=1)
     timeout: float = Field(default=120.0, gt=0)
@@ -159,52 +189,19 @@ class RewardModelConfig(BaseModel):
     token: SecretStr | None = None
     require_service: bool = True
     fail_on_request_error: bool = False
-    failure_warn_fraction: float = Field(default=0.1, ge=0.0, le=1.0)
+    health_route: str = "/health"
     embedded_backend: str = "mock"
     embedded_backend_kwargs: dict[str, Any] = Field(default_factory=lambda: {"rule": "change"})
-
-    # --- progress schedule and math (kind: progress)
-    mode: Literal["pairwise", "incremental", "trajectory"] = "pairwise"
-    calls: Literal["sync", "async"] = "sync"
-    max_lag_steps: int = Field(default=16, ge=0)
-    start_step: int = Field(default=64, ge=0)
-    call_every: int = Field(default=16, ge=1)
-    milestone_every: int = Field(default=64, ge=0)
-    negative_rule: Literal["vlac", "robodopamine"] = "vlac"
-    done_threshold: float = Field(default=0.95, ge=0.0, le=1.0)
-    done_comparison: Literal[">=", ">"] = ">="
-    done_by: Literal["threshold", "backend", "either", "both"] = "threshold"
-    terminate_on_done: bool = True
-    check_at_episode_end: bool = False
-    trajectory_max_frames: int = Field(default=32, ge=2)
-
-    # --- rewards
-    dense_reward: bool = True
-    binary_reward: bool = True
-    success_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
-    reward_coef: float = 1.0
-    use_rel_reward: bool = False
-    reward_weight: float = 1.0
-    env_reward_weight: float = 0.0
-    ignore_terminations: bool = False
-
-    # --- episode scoring (kind: video_score / pickle_scorer)
-    nframes: int = Field(default=16, ge=1, le=128)
-    max_pixels: int = Field(default=200704, ge=1)
-    video_fps: float = Field(default=4.0, gt=0)
-    backend: str | None = None
-    backend_kwargs: dict[str, Any] = Field(default_factory=dict)
-    video_transport: Literal["inline", "path", "auto"] = "inline"
-    shared_dir: str | None = None
-    pickle_route: str = "/"
-    health_route: str = "/health"
-    last_frames: int = Field(default=1, ge=1)
 
     # --- frames
     camera: str = "agentview_image"
     jpeg_quality: int = Field(default=85, ge=1, le=100)
-    cache_encoding: Literal["jpeg", "raw"] = "jpeg"
-    cache_max_frames: int = Field(default=1024, ge=3)
+
+    # --- rewards and episodes
+    binary_reward: bool = True
+    reward_weight: float = 1.0
+    env_reward_weight: float = 0.0
+    ignore_terminations: bool = False
 
     # --- horizon
     progressive_max_step: bool = False
@@ -243,28 +240,101 @@ class RewardModelConfig(BaseModel):
         """The bearer token in clear (``None`` when unset); the config itself never prints it."""
         return self.token.get_secret_value() if self.token is not None else None
 
+
+class ProgressModelConfig(RewardModelConfig, ProgressKeys):
+    """``kind: progress``: the shared keys, the tracker's keys
+    (:class:`~wrappers.settings.ProgressKeys`) and ``dense_reward``.
+
+    Reward mode: ``dense_reward`` → dense; else ``binary_reward`` → binary; else sparse.
+
+    >>> ProgressModelConfig(dense_reward=False).tracker_settings().reward_mode
+    'binary'
+    """
+
+    kind: Literal["progress"] = "progress"
+    dense_reward: bool = True
+
     @property
-    def reward_mode(self) -> Literal["dense", "sparse", "binary"]:
+    def reward_mode(self) -> RewardMode:
         if self.dense_reward:
             return "dense"
         return "binary" if self.binary_reward else "sparse"
 
     def tracker_settings(self) -> TrackerSettings:
-        """The :class:`~wrappers.progress_tracker.TrackerSettings` this block describes.
+        """The :class:`~wrappers.settings.TrackerSettings` this block describes: its
+        :class:`~wrappers.settings.ProgressKeys` and the derived ``reward_mode``."""
+        keys = self.model_dump(include=set(ProgressKeys.model_fields))
+        return TrackerSettings(**keys, reward_mode=self.reward_mode)
 
-        Every tracker setting is a key of this block under the same name, except ``reward_mode``
-        (derived from ``dense_reward``/``binary_reward``).
-        """
-        return TrackerSettings.from_mapping({**self.model_dump(), "reward_mode": self.reward_mode})
+
+class EpisodeScoreConfig(RewardModelConfig, RewardShaping):
+    """The keys both episode-score kinds share: the frame cache and how the score is paid."""
+
+    last_frames: int = Field(default=1, ge=1)
+    cache_encoding: Literal["jpeg", "raw"] = "jpeg"
+    cache_max_frames: int = Field(default=1024, ge=3)
+    pickle_route: str = "/"
+
+
+class VideoScoreConfig(EpisodeScoreConfig):
+    """``kind: video_score``: a VLM scores the episode's video at its end.
+
+    >>> VideoScoreConfig(video_transport="auto").nframes
+    16
+    """
+
+    kind: Literal["video_score"] = "video_score"
+    nframes: int = Field(default=16, ge=1, le=128)
+    max_pixels: int = Field(default=200704, ge=1)
+    video_fps: float = Field(default=4.0, gt=0)
+    backend: str | None = None
+    backend_kwargs: dict[str, Any] = Field(default_factory=dict)
+    video_transport: Literal["inline", "path", "auto"] = "inline"
+    shared_dir: str | None = None
+
+
+class PickleScorerConfig(EpisodeScoreConfig):
+    """``kind: pickle_scorer``: a pickle-protocol scorer rates the episode's last frame(s).
+
+    >>> PickleScorerConfig(pickle_route="/pickle").last_frames
+    1
+    """
+
+    kind: Literal["pickle_scorer"] = "pickle_scorer"
+
+
+_KINDS: dict[str, type[RewardModelConfig]] = {
+    "progress": ProgressModelConfig,
+    "video_score": VideoScoreConfig,
+    "pickle_scorer": PickleScorerConfig,
+}
+
+
+def _kind_of(block: Any) -> str:
+    if isinstance(block, Mapping):
+        return str(block.get("kind", "progress"))
+    return str(getattr(block, "kind", "progress"))
+
+
+RewardModelBlock = Annotated[
+    Annotated[ProgressModelConfig, Tag("progress")]
+    | Annotated[VideoScoreConfig, Tag("video_score")]
+    | Annotated[PickleScorerConfig, Tag("pickle_scorer")],
+    Discriminator(_kind_of),
+]
 
 
 class StackConfig(BaseModel):
-    """A whole stack config: ``env`` (base env keyword arguments) and ``reward_model``."""
+    """A whole stack config: ``env`` (base env keyword arguments) and ``reward_model``.
+
+    >>> StackConfig.model_validate({"reward_model": {"kind": "pickle_scorer"}}).reward_model.kind
+    'pickle_scorer'
+    """
 
     model_config = _STRICT
 
     env: dict[str, Any] = Field(default_factory=dict)
-    reward_model: RewardModelConfig = Field(default_factory=RewardModelConfig)
+    reward_model: RewardModelBlock = Field(default_factory=ProgressModelConfig)
 
 
 # ---------------------------------------------------------------------------- loading
@@ -281,36 +351,27 @@ ENV_OVERRIDES: dict[str, tuple[str, type]] = {
     "EVOLVE_REWARD_TOKEN": ("token", str),
 }
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
+_EXPECTED_ENV = {bool: "a boolean (1/0, true/false, yes/no, on/off)", int: "int", float: "float"}
 
 
 def _parse_env_value(name: str, key: str, kind: type, text: str) -> Any:
+    """The variable's text as ``kind`` (pydantic's lax parsing); errors name the variable."""
     raw = text.strip()
-    where = f"{name}={text!r} (reward_model.{key})"
-    if kind is bool:
-        if raw.lower() in _TRUE:
-            return True
-        if raw.lower() in _FALSE:
-            return False
-        raise ConfigError(f"{where}: expected a boolean (1/0, true/false), got {text!r}")
-    if kind is int:
-        try:
-            return int(raw)
-        except ValueError:
-            raise ConfigError(f"{where}: expected int, got {text!r}") from None
-    if kind is float:
-        try:
-            return float(raw)
-        except ValueError:
-            raise ConfigError(f"{where}: expected float, got {text!r}") from None
-    if not raw:
-        raise ConfigError(f"{where}: expected a non-empty value")
-    return raw
+    if kind is str:
+        return raw
+    try:
+        return TypeAdapter(kind).validate_python(raw)
+    except ValidationError:
+        where = f"{name}={text!r} (reward_model.{key})"
+        raise ConfigError(f"{where}: expected {_EXPECTED_ENV[kind]}, got {text!r}") from None
 
 
 def env_overrides(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The ``reward_model`` keys set by the environment variables (see module docstring)."""
+    """The ``reward_model`` keys set by the environment variables (see module docstring).
+
+    >>> env_overrides({"VLAC_OFFSET_CALL": "8", "USE_DENSE_REWARD": "off", "HOME": "/root"})
+    {'call_every': 8, 'dense_reward': False}
+    """
     env = os.environ if environ is None else environ
     out: dict[str, Any] = {}
     for name, (key, kind) in ENV_OVERRIDES.items():
@@ -391,13 +452,8 @@ def _as_mapping(source: Any, what: str) -> dict[str, Any]:
         return {}
     if isinstance(source, str | os.PathLike):
         return read_yaml(source)
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(source, DictConfig):
-            return dict(OmegaConf.to_container(source, resolve=True))  # type: ignore[arg-type]
-    except ImportError:  # pragma: no cover - omegaconf is a dependency
-        pass
+    if isinstance(source, DictConfig):
+        return dict(OmegaConf.to_container(source, resolve=True))  # type: ignore[arg-type]
     if isinstance(source, BaseModel):
         return source.model_dump()
     if isinstance(source, Mapping):
@@ -423,15 +479,17 @@ def reward_model_source(block: Any) -> dict[str, Any] | None:
     return {"reward_model": data}
 
 
-def merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
-    """Deep merge: mappings merge key by key, other values (lists included) replace."""
-    out = dict(base)
-    for key, value in update.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = value
-    return out
+def merge(*layers: Mapping[str, Any]) -> dict[str, Any]:
+    """Layer mappings left to right (``OmegaConf.merge``): mappings merge key by key, other
+    values (lists included) replace. Values are kept as given (no interpolation).
+
+    >>> merge({"reward_model": {"call_every": 16, "mode": "pairwise"}},
+    ...       {"reward_model": {"call_every": 8}})
+    {'reward_model': {'call_every': 8, 'mode': 'pairwise'}}
+    """
+    flags = {"allow_objects": True}
+    merged = OmegaConf.merge(*(OmegaConf.create(dict(layer), flags=flags) for layer in layers))
+    return OmegaConf.to_container(merged, resolve=False)  # type: ignore[return-value]
 
 
 _EXPECTED = {
@@ -447,6 +505,14 @@ _EXPECTED = {
     "list_type": "a list",
     "model_type": "a mapping",
 }
+
+
+def _split_kind(loc: Sequence[Any]) -> tuple[tuple[Any, ...], str | None]:
+    """``loc`` without the union tag pydantic puts after ``reward_model``, and that tag."""
+    loc = tuple(loc)
+    if len(loc) > 1 and loc[0] == "reward_model" and loc[1] in _KINDS:
+        return (loc[0], *loc[2:]), str(loc[1])
+    return loc, None
 
 
 def _key_path(loc: Sequence[Any]) -> str:
@@ -477,22 +543,35 @@ def _valid_keys(model: type[BaseModel], loc: Sequence[Any]) -> list[str]:
     return sorted(current.model_fields) if current is not None else []
 
 
+def _other_kind(key: str, kind: str) -> str | None:
+    """The reward kind that has ``key`` when ``kind`` does not (``None``: no kind has it)."""
+    return next((k for k, m in _KINDS.items() if k != kind and key in m.model_fields), None)
+
+
 def format_validation_error(exc: ValidationError, model: type[BaseModel] = StackConfig) -> str:
     """One line per problem: ``<key path>: <what was expected>, got <value>``."""
     lines: list[str] = []
     seen: set[str] = set()
     for err in exc.errors():
-        loc = err.get("loc", ())
+        loc, kind_tag = _split_kind(err.get("loc", ()))
         path = _key_path(loc)
         kind = err.get("type", "")
         given = err.get("input")
         if path.endswith("token"):
             given = "<hidden>"  # never echo a secret, even a mistyped one
-        if kind == "extra_forbidden":
-            valid = _valid_keys(model, loc)
-            close = difflib.get_close_matches(str(loc[-1]), valid, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            line = f"{path}: unknown key{hint}"
+        if kind == "union_tag_invalid" and loc == ("reward_model",):
+            tag = err["ctx"]["tag"]
+            line = f"reward_model.kind: expected one of {', '.join(_KINDS)}, got {tag!r}"
+        elif kind == "extra_forbidden":
+            owner = _other_kind(str(loc[-1]), kind_tag) if kind_tag and len(loc) == 2 else None
+            if owner is not None:
+                line = f"{path}: `{loc[-1]}` is a {owner} key; reward_model.kind is {kind_tag}"
+            else:
+                within = _KINDS[kind_tag] if kind_tag else model
+                valid = _valid_keys(within, loc[1:] if kind_tag else loc)
+                close = difflib.get_close_matches(str(loc[-1]), valid, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                line = f"{path}: unknown key{hint}"
         elif kind in _EXPECTED:
             line = f"{path}: expected {_EXPECTED[kind]}, got {given!r}"
         else:
@@ -520,15 +599,15 @@ def load_config(
 
         cfg = load_config("configs/libero_10.yaml", {"reward_model": {"mode": "trajectory"}})
     """
-    data: dict[str, Any] = {}
-    for i, source in enumerate(sources):
-        data = merge(data, _as_mapping(source, f"config source {i}"))
-    from_env = env_overrides(environ)
-    if from_env:
-        data = merge(data, {"reward_model": from_env})
+    layers = [_as_mapping(source, f"config source {i}") for i, source in enumerate(sources)]
     extra = _as_mapping(overrides, "overrides") if overrides else {}
-    if extra:
-        data = merge(data, extra)
+    from_env = env_overrides(environ)
+    if from_env:  # the variables set the keys of the block's kind (they are progress keys)
+        block = merge(*layers, extra).get("reward_model")
+        model = _KINDS.get(_kind_of(block if isinstance(block, Mapping) else {}))
+        known = model.model_fields if model is not None else {}
+        from_env = {k: v for k, v in from_env.items() if k in known}
+    data = merge(*layers, {"reward_model": from_env} if from_env else {}, extra)
     try:
         return StackConfig.model_validate(data)
     except ValidationError as exc:

@@ -4,15 +4,16 @@ The stack, innermost first::
 
     base env (LiberoEnv, or env_factory(...))
     -> time limit: TimeLimit(max_episode_steps) or ProgressiveHorizon (progressive_max_step)
-    -> FrameCache (camera frames of the current episode)
-    -> ProgressReward (kind: progress) or EpisodeScoreReward (kind: video_score / pickle_scorer)
+    -> ProgressReward (kind: progress; the tracker keeps the frames it needs)
+       or FrameCache -> EpisodeScoreReward (kind: video_score / pickle_scorer)
 
 The time limit sits *inside* the reward wrappers so they see truncation and settle the episode.
 With ``reward_model.enable: false`` the result is the base env plus its time limit.
 
 ``reward_model.endpoint: embedded`` starts a local reward service (``EmbeddedService`` with
-``embedded_backend``, the mock backend by default) shared by every env of the process that asks
-for the same backend; it stops when the last of them is closed (or at interpreter exit).
+``embedded_backend``, the mock backend by default) owned by the env: the reward wrapper stops it
+in ``close()``. To share one service between several envs of a process, start it yourself and
+pass it: ``make_env(..., embedded_service=svc)`` (then the envs use it and leave it running).
 
 Example::
 
@@ -28,12 +29,9 @@ Example::
 
 from __future__ import annotations
 
-import atexit
 import inspect
-import json
 import logging
 import os
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -41,8 +39,11 @@ import gymnasium as gym
 
 from evolve_envs.config import (
     ConfigError,
+    PickleScorerConfig,
+    ProgressModelConfig,
     RewardModelConfig,
     StackConfig,
+    VideoScoreConfig,
     env_key_error,
     load_config,
     reward_model_source,
@@ -55,7 +56,7 @@ from wrappers.progressive_horizon import ProgressiveHorizon
 __all__ = [
     "make_env",
     "build_stack",
-    "EmbeddedServices",
+    "start_embedded_service",
     "endpoint_pool",
     "progress_client",
     "reward_endpoints",
@@ -63,86 +64,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-
-# ---------------------------------------------------------------------------- embedded service
-
-
-class EmbeddedServices:
-    """Process-wide, reference-counted embedded reward services (one per backend setting).
-
-    Example::
-
-        url = EmbeddedServices.acquire("mock", {"rule": "change"})
-        ...
-        EmbeddedServices.release("mock", {"rule": "change"})
-    """
-
-    _lock = threading.Lock()
-    _services: dict[tuple[int, str], tuple[Any, int]] = {}
-
-    @staticmethod
-    def _key(backend: str, backend_kwargs: Mapping[str, Any]) -> tuple[int, str]:
-        return os.getpid(), json.dumps([backend, dict(backend_kwargs)], sort_keys=True)
-
-    @classmethod
-    def acquire(cls, backend: str, backend_kwargs: Mapping[str, Any]) -> str:
-        """Start (or reuse) the service and return its base URL."""
-        from reward_service.embedded import EmbeddedService
-
-        key = cls._key(backend, backend_kwargs)
-        with cls._lock:
-            svc, count = cls._services.get(key, (None, 0))
-            if svc is None or not svc.is_running():
-                svc = EmbeddedService(backend, dict(backend_kwargs)).start()
-                count = 0
-                logger.info("started embedded reward service %s (%s)", svc.url, backend)
-            cls._services[key] = (svc, count + 1)
-            return svc.url
-
-    @classmethod
-    def release(cls, backend: str, backend_kwargs: Mapping[str, Any]) -> None:
-        """Drop one reference; the last one stops the service."""
-        key = cls._key(backend, backend_kwargs)
-        with cls._lock:
-            svc, count = cls._services.get(key, (None, 0))
-            if svc is None:
-                return
-            if count > 1:
-                cls._services[key] = (svc, count - 1)
-                return
-            del cls._services[key]
-        svc.stop()
-
-    @classmethod
-    def stop_all(cls) -> None:
-        with cls._lock:
-            items = [v for k, v in cls._services.items() if k[0] == os.getpid()]
-            cls._services.clear()
-        for svc, _ in items:
-            try:
-                svc.stop()
-            except Exception:  # noqa: BLE001 - best effort at exit
-                pass
-
-
-atexit.register(EmbeddedServices.stop_all)
-
-
-class _ServiceLease(gym.Wrapper):
-    """Outermost wrapper holding a reference on an embedded service; released on ``close``."""
-
-    def __init__(self, env: gym.Env, backend: str, backend_kwargs: Mapping[str, Any]) -> None:
-        super().__init__(env)
-        self._lease: tuple[str, dict[str, Any]] | None = (backend, dict(backend_kwargs))
-
-    def close(self) -> None:
-        try:
-            super().close()
-        finally:
-            if self._lease is not None:
-                EmbeddedServices.release(*self._lease)
-                self._lease = None
 
 
 # ---------------------------------------------------------------------------- building
@@ -252,11 +173,13 @@ def progress_client(rm: RewardModelConfig, urls: list[str], *, max_workers: int 
     )
 
 
-def _reward_wrapper(env: gym.Env, rm: RewardModelConfig, urls: list[str]) -> gym.Env:
+def _reward_wrapper(
+    env: gym.Env, rm: RewardModelConfig, urls: list[str], service: Any = None
+) -> gym.Env:
     pool = endpoint_pool(rm, urls)
     capabilities = check_reward_service(rm, pool)
     weights = {"reward_weight": rm.reward_weight, "env_reward_weight": rm.env_reward_weight}
-    if rm.kind == "progress":
+    if isinstance(rm, ProgressModelConfig):
         client = progress_client(rm, urls)
         try:
             return ProgressReward(
@@ -266,11 +189,20 @@ def _reward_wrapper(env: gym.Env, rm: RewardModelConfig, urls: list[str]) -> gym
                 camera=rm.camera,
                 capabilities=capabilities if capabilities is not None else False,
                 close_client=True,
+                service=service,
                 **weights,
             )
         except BaseException:
             client.close()
             raise
+    assert isinstance(rm, VideoScoreConfig | PickleScorerConfig)
+    env = FrameCache(
+        env,
+        rm.camera,
+        encoding=rm.cache_encoding,
+        jpeg_quality=rm.jpeg_quality,
+        max_frames=rm.cache_max_frames,
+    )
     common = {
         "binary_reward": rm.binary_reward,
         "success_threshold": rm.success_threshold,
@@ -279,9 +211,10 @@ def _reward_wrapper(env: gym.Env, rm: RewardModelConfig, urls: list[str]) -> gym
         "ignore_terminations": rm.ignore_terminations,
         "last_frames": rm.last_frames,
         "close_client": True,
+        "service": service,
         **weights,
     }
-    if rm.kind == "video_score":
+    if isinstance(rm, VideoScoreConfig):
         from reward_clients.video_score_client import VideoScoreClient
 
         client = VideoScoreClient(
@@ -307,8 +240,18 @@ def _reward_wrapper(env: gym.Env, rm: RewardModelConfig, urls: list[str]) -> gym
     return EpisodeScoreReward(env, client, **common)
 
 
-def build_stack(cfg: StackConfig, env_factory: Callable[..., gym.Env] | None = None) -> gym.Env:
-    """Build the wrapper stack for a validated :class:`~evolve_envs.config.StackConfig`."""
+def build_stack(
+    cfg: StackConfig,
+    env_factory: Callable[..., gym.Env] | None = None,
+    *,
+    embedded_service: Any = None,
+) -> gym.Env:
+    """Build the wrapper stack for a validated :class:`~evolve_envs.config.StackConfig`.
+
+    ``embedded_service`` (a started :class:`~reward_service.embedded.EmbeddedService`) serves
+    ``endpoint: embedded`` and is left running; without it the stack starts its own, owned and
+    stopped by the reward wrapper's ``close()``.
+    """
     rm = cfg.reward_model
     env_kwargs = dict(cfg.env)
     max_steps = env_kwargs.pop("max_episode_steps", None)
@@ -323,7 +266,7 @@ def build_stack(cfg: StackConfig, env_factory: Callable[..., gym.Env] | None = N
         env = factory(**env_kwargs)
     except ValueError as exc:
         raise env_key_error(exc, env_kwargs) from exc
-    lease: tuple[str, dict[str, Any]] | None = None
+    owned = None
     try:
         if rm.progressive_max_step:
             sched = rm.progressive_schedule
@@ -337,20 +280,27 @@ def build_stack(cfg: StackConfig, env_factory: Callable[..., gym.Env] | None = N
         _check_camera(env, rm.camera)
         url = None
         if rm.embedded:
-            url = EmbeddedServices.acquire(rm.embedded_backend, rm.embedded_backend_kwargs)
-            lease = (rm.embedded_backend, dict(rm.embedded_backend_kwargs))
-        env = FrameCache(env, rm.camera, encoding=rm.cache_encoding, max_frames=rm.cache_max_frames)
-        env = _reward_wrapper(env, rm, reward_endpoints(rm, url))
-        if lease is not None:
-            env = _ServiceLease(env, *lease)
-        return env
+            if embedded_service is None:
+                owned = embedded_service = start_embedded_service(rm)
+            url = embedded_service.url
+        return _reward_wrapper(env, rm, reward_endpoints(rm, url), owned)
     except BaseException:
         try:
             env.close()
         finally:
-            if lease is not None:
-                EmbeddedServices.release(*lease)
+            if owned is not None:
+                owned.stop()
         raise
+
+
+def start_embedded_service(rm: RewardModelConfig) -> Any:
+    """Start the local reward service ``endpoint: embedded`` asks for (``embedded_backend``
+    with ``embedded_backend_kwargs``); the caller owns it and stops it."""
+    from reward_service.embedded import EmbeddedService
+
+    svc = EmbeddedService(rm.embedded_backend, dict(rm.embedded_backend_kwargs)).start()
+    logger.info("started embedded reward service %s (%s)", svc.url, rm.embedded_backend)
+    return svc
 
 
 def make_env(
@@ -358,6 +308,7 @@ def make_env(
     *,
     reward_model: Mapping[str, Any] | str | os.PathLike | None = None,
     env_factory: Callable[..., gym.Env] | None = None,
+    embedded_service: Any = None,
     **env_kwargs: Any,
 ) -> gym.Env:
     """Build a (wrapped) env from a config.
@@ -371,6 +322,9 @@ def make_env(
         env_factory: builds the base env from the ``env`` block (default
             :class:`evolve_envs.libero.LiberoEnv`); without it ``max_episode_steps`` defaults to
             the suite's.
+        embedded_service: a started :class:`~reward_service.embedded.EmbeddedService` to use
+            for ``endpoint: embedded`` (shared, left running); by default the env starts its
+            own and stops it in ``close()``.
         **env_kwargs: ``env`` keys overriding the config (``suite``, ``task_id``,
             ``max_episode_steps``, ``image_size``, ...).
 
@@ -390,4 +344,4 @@ def make_env(
     if rm_source is not None:
         overrides.update(rm_source)
     cfg = load_config(*sources, overrides=overrides)
-    return build_stack(cfg, env_factory)
+    return build_stack(cfg, env_factory, embedded_service=embedded_service)

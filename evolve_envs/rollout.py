@@ -242,7 +242,10 @@ class _Report:
         self.opts = opts
         self.cfg = cfg
         rm = cfg.reward_model
-        self.threshold = 100.0 * rm.done_threshold if rm.enable else None
+        done_threshold = getattr(rm, "done_threshold", None)  # a key of kind: progress
+        self.threshold = (
+            100.0 * done_threshold if rm.enable and done_threshold is not None else None
+        )
         self.effective: dict[str, Any] = {}
         self.episodes: list[dict[str, Any]] = []
         self.interactive = opts.progress_bar and sys.stderr.isatty()

@@ -64,6 +64,9 @@ class EpisodeScoreReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
         reward_weight, env_reward_weight: mix of model and env rewards.
         success_key: ``info`` key of the env's success flag.
         close_client: close the client with the wrapper.
+        service: a started reward service this wrapper owns (e.g. the
+            :class:`~reward_service.embedded.EmbeddedService` ``make_env`` starts for
+            ``endpoint: embedded``); stopped in :meth:`close`, after the client.
 
     Example::
 
@@ -87,6 +90,7 @@ class EpisodeScoreReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
         env_reward_weight: float = 0.0,
         success_key: str = "is_success",
         close_client: bool = False,
+        service: Any = None,
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
             self,
@@ -128,6 +132,7 @@ class EpisodeScoreReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.env_reward_weight = float(env_reward_weight)
         self.success_key = success_key
         self._close_client = close_client
+        self.service = service
         self._task_text = ""
         self._scored: dict[str, Any] | None = None
         self._errors = 0
@@ -219,4 +224,9 @@ class EpisodeScoreReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
             if self._close_client and hasattr(self.client, "close"):
                 self.client.close()
         finally:
-            super().close()
+            try:
+                super().close()
+            finally:
+                if self.service is not None:
+                    self.service.stop()
+                    self.service = None

@@ -16,7 +16,7 @@ settlement); read its module docstring for the semantics. This wrapper
 
 It asks the service for its capabilities once, at construction, and refuses settings the backend
 cannot serve (e.g. ``mode="pairwise"`` on a progress-only backend) with
-:class:`~wrappers.progress_tracker.ConfigurationError`. A service that cannot be reached, refuses
+:class:`~wrappers.settings.ConfigError`. A service that cannot be reached, refuses
 the token (401/403) or does not speak the protocol raises
 :class:`~reward_clients.service_check.ServiceUnavailableError` there, unless
 ``require_service=False`` (then a warning, and rewards fall back until it answers).
@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 import gymnasium as gym
@@ -75,6 +74,9 @@ class ProgressReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
             ``False`` skips the check.
         close_client: close ``client`` with the wrapper (always true for a URL).
         require_service: fail at construction when the service cannot be used (see above).
+        service: a started reward service this wrapper owns (e.g. the
+            :class:`~reward_service.embedded.EmbeddedService` ``make_env`` starts for
+            ``endpoint: embedded``); stopped in :meth:`close`, after the client.
         **setting_overrides: individual :class:`TrackerSettings` fields, e.g. ``start_step=8``.
 
     Example::
@@ -95,6 +97,7 @@ class ProgressReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
         env_reward_weight: float = 0.0,
         capabilities: Any = None,
         close_client: bool = False,
+        service: Any = None,
         require_service: bool = True,
         **setting_overrides: Any,
     ) -> None:
@@ -114,7 +117,7 @@ class ProgressReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
         elif isinstance(settings, Mapping):
             settings = TrackerSettings.from_mapping(settings)
         if setting_overrides:
-            settings = replace(settings, **setting_overrides)
+            settings = settings.replace(**setting_overrides)
         if isinstance(client, str) or (
             isinstance(client, Sequence) and not hasattr(client, "submit_pairwise_critic")
         ):
@@ -124,6 +127,7 @@ class ProgressReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
             close_client = True
         self.client = client
         self._close_client = close_client
+        self.service = service
         self.camera = camera
         self.task = task
         self.reward_weight = float(reward_weight)
@@ -226,4 +230,9 @@ class ProgressReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
             if self._close_client and hasattr(self.client, "close"):
                 self.client.close()
         finally:
-            super().close()
+            try:
+                super().close()
+            finally:
+                if self.service is not None:
+                    self.service.stop()
+                    self.service = None

@@ -65,7 +65,8 @@ from typing import Any
 
 import numpy as np
 
-from wrappers.progress_tracker import ConfigurationError, ProgressTracker, TrackerStep
+from wrappers.progress_tracker import ProgressTracker, TrackerStep
+from wrappers.settings import ConfigError
 
 __all__ = [
     "RLinfProgressReward",
@@ -155,8 +156,9 @@ class RLinfProgressReward:
         env_reward_weight: weight of the wrapped env's reward.
         image_key: observation key of the frames sent to the reward model.
         task_key: observation key of the per-sub-env instruction texts.
-        max_workers: threads that step trackers in parallel (their requests overlap, and the
-            service batches them); default ``min(num_envs, 64)``.
+        max_workers: threads that step sync-mode trackers in parallel (their requests overlap,
+            and the service batches them); default ``min(num_envs, 64)``. Async-mode trackers
+            only submit to their client's workers, so they are stepped on the calling thread.
         model_terminates: the reward model's done decision terminates episodes (False: it is
             only reported in ``infos["done_by_progress"]``; ``reward_model.ignore_terminations``).
         on_close: callables run by :meth:`close` (e.g. closing a client or stopping a service).
@@ -200,7 +202,12 @@ class RLinfProgressReward:
         self._steps = np.zeros(self._n, dtype=np.int64)
         self._last: list[dict[str, Any]] = [self._empty_stats() for _ in range(self._n)]
         workers = max_workers if max_workers is not None else min(self._n, 64)
-        self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="progress")
+        sync = any(t.settings.calls == "sync" for t in self.trackers)
+        self._pool = (
+            ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="progress")
+            if sync and self._n > 1
+            else None
+        )
         self._on_close = list(on_close)
         self._closed = False
         if (
@@ -210,7 +217,7 @@ class RLinfProgressReward:
             and not bool(getattr(env, "ignore_terminations", False))
             and not callable(getattr(env, "_handle_auto_reset", None))
         ):
-            raise ConfigurationError(
+            raise ConfigError(
                 f"{type(env).__name__} auto-resets but has no _handle_auto_reset(), so a sub-env "
                 "the reward model ends mid-chunk cannot be reset; set reward_model."
                 "terminate_on_done: false or env auto_reset: false"
@@ -308,7 +315,8 @@ class RLinfProgressReward:
         if self._closed:
             return
         self._closed = True
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
         try:
             close = getattr(self.env, "close", None)
             if callable(close):
@@ -354,7 +362,7 @@ class RLinfProgressReward:
             i, kw = item
             return i, self.trackers[i].observe(**kw)
 
-        if len(calls) <= 1:
+        if len(calls) <= 1 or self._pool is None:
             return dict(map(run, calls))
         return dict(self._pool.map(run, calls))
 
@@ -608,12 +616,12 @@ def build_progress_stack(
     (``reward_model.require_service``, see :func:`evolve_envs.factory.check_reward_service`).
     ``endpoint: embedded`` starts a local service (``embedded_backend``) for this env.
     """
-    from evolve_envs.config import ConfigError, load_config, reward_model_source
+    from evolve_envs.config import load_config, reward_model_source
     from evolve_envs.factory import (
-        EmbeddedServices,
         check_reward_service,
         progress_client,
         reward_endpoints,
+        start_embedded_service,
     )
 
     cfg = load_config(reward_model_source(reward_model), environ=environ).reward_model
@@ -626,9 +634,9 @@ def build_progress_stack(
     on_close: list[Callable[[], Any]] = []
     url = None
     if cfg.embedded:
-        lease = (cfg.embedded_backend, dict(cfg.embedded_backend_kwargs))
-        url = EmbeddedServices.acquire(*lease)
-        on_close.append(lambda: EmbeddedServices.release(*lease))
+        service = start_embedded_service(cfg)
+        url = service.url
+        on_close.append(service.stop)
     try:
         client = progress_client(
             cfg, reward_endpoints(cfg, url), max_workers=max(1, min(int(num_envs), 64))

@@ -23,7 +23,7 @@ from evolve_envs.integrations.rlinf import (
     wrap_env_from_config,
 )
 from reward_clients.progress_client import ProgressClient
-from wrappers.progress_tracker import ConfigurationError, ProgressTracker, TrackerSettings
+from wrappers.progress_tracker import ProgressTracker, TrackerSettings
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -294,7 +294,7 @@ def test_auto_reset_env_without_reset_routine_is_refused(client):
         auto_reset = True
         ignore_terminations = False
 
-    with pytest.raises(ConfigurationError, match="terminate_on_done"):
+    with pytest.raises(ConfigError, match="terminate_on_done"):
         RLinfProgressReward(NoRoutine(), lambda i: ProgressTracker(client, EVERY_STEP))
 
 
