@@ -51,12 +51,15 @@ from evolve_envs.config import (
 from wrappers.episode_score import EpisodeScoreReward
 from wrappers.frame_cache import FrameCache
 from wrappers.progress_reward import ProgressReward
+from wrappers.progress_tracker import ProgressTracker
 from wrappers.progressive_horizon import ProgressiveHorizon
 
 __all__ = [
     "make_env",
     "build_stack",
     "start_embedded_service",
+    "ProgressModel",
+    "open_progress_model",
     "endpoint_pool",
     "progress_client",
     "reward_endpoints",
@@ -173,71 +176,145 @@ def progress_client(rm: RewardModelConfig, urls: list[str], *, max_workers: int 
     )
 
 
-def _reward_wrapper(
-    env: gym.Env, rm: RewardModelConfig, urls: list[str], service: Any = None
-) -> gym.Env:
-    pool = endpoint_pool(rm, urls)
-    capabilities = check_reward_service(rm, pool)
-    weights = {"reward_weight": rm.reward_weight, "env_reward_weight": rm.env_reward_weight}
-    if isinstance(rm, ProgressModelConfig):
-        client = progress_client(rm, urls)
+class ProgressModel:
+    """What a ``kind: progress`` block opens, for every progress stack (``make_env``'s
+    :class:`~wrappers.progress_reward.ProgressReward` and the RLinf integration's trackers):
+    the client, the service's capabilities (asked once under :func:`check_reward_service`'s
+    start-up policy), the tracker settings and the embedded service started for it, if any.
+    :meth:`close` closes what it opened. Built by :func:`open_progress_model`.
+    """
+
+    def __init__(
+        self, config: ProgressModelConfig, client: Any, capabilities: Any, service: Any
+    ) -> None:
+        self.config = config
+        self.client = client
+        self.capabilities = capabilities
+        self.settings = config.tracker_settings()
+        self.service = service
+
+    def tracker(self) -> ProgressTracker:
+        """A new :class:`~wrappers.progress_tracker.ProgressTracker` on this client (the
+        settings are checked against the capabilities when they could be read)."""
+        return ProgressTracker(self.client, self.settings, capabilities=self.capabilities)
+
+    def close(self) -> None:
+        """Close the client, then stop the embedded service this model started."""
         try:
-            return ProgressReward(
-                env,
-                client,
-                rm.tracker_settings(),
-                camera=rm.camera,
-                capabilities=capabilities if capabilities is not None else False,
-                close_client=True,
-                service=service,
-                **weights,
-            )
-        except BaseException:
-            client.close()
-            raise
-    assert isinstance(rm, VideoScoreConfig | PickleScorerConfig)
-    env = FrameCache(
-        env,
-        rm.camera,
-        encoding=rm.cache_encoding,
-        jpeg_quality=rm.jpeg_quality,
-        max_frames=rm.cache_max_frames,
-    )
-    common = {
-        "binary_reward": rm.binary_reward,
-        "success_threshold": rm.success_threshold,
-        "reward_coef": rm.reward_coef,
-        "use_rel_reward": rm.use_rel_reward,
-        "ignore_terminations": rm.ignore_terminations,
-        "last_frames": rm.last_frames,
-        "close_client": True,
-        "service": service,
-        **weights,
-    }
-    if isinstance(rm, VideoScoreConfig):
-        from reward_clients.video_score_client import VideoScoreClient
+            self.client.close()
+        finally:
+            if self.service is not None:
+                self.service.stop()
+                self.service = None
 
-        client = VideoScoreClient(
-            pool,
-            nframes=rm.nframes,
-            max_pixels=rm.max_pixels,
-            video_fps=rm.video_fps,
-            backend=rm.backend,
-            backend_kwargs=rm.backend_kwargs or None,
-            mode=rm.video_transport,
-            shared_dir=rm.shared_dir,
-            fail_on_request_error=rm.fail_on_request_error,
+
+def _service_urls(rm: RewardModelConfig, embedded_service: Any) -> tuple[list[str], Any]:
+    """The block's service URLs and the embedded service started for them (``None`` when the
+    endpoint is not ``embedded`` or ``embedded_service`` serves it)."""
+    if not rm.embedded:
+        return reward_endpoints(rm), None
+    owned = None
+    if embedded_service is None:
+        owned = embedded_service = start_embedded_service(rm)
+    return reward_endpoints(rm, embedded_service.url), owned
+
+
+def open_progress_model(
+    rm: ProgressModelConfig, *, embedded_service: Any = None, max_workers: int = 8
+) -> ProgressModel:
+    """Open a ``kind: progress`` block's reward model: start the embedded service it asks for
+    (unless ``embedded_service`` is given), build the client, apply the start-up failure policy
+    (:func:`check_reward_service`). On any failure what was opened is closed again."""
+    urls, owned = _service_urls(rm, embedded_service)
+    client = None
+    try:
+        client = progress_client(rm, urls, max_workers=max_workers)
+        capabilities = check_reward_service(rm, client.pool)
+        return ProgressModel(rm, client, capabilities, owned)
+    except BaseException:
+        try:
+            if client is not None:
+                client.close()
+        finally:
+            if owned is not None:
+                owned.stop()
+        raise
+
+
+def _progress_wrapper(env: gym.Env, rm: ProgressModelConfig, embedded_service: Any) -> gym.Env:
+    model = open_progress_model(rm, embedded_service=embedded_service)
+    try:
+        return ProgressReward(
+            env,
+            model.client,
+            model.settings,
+            camera=rm.camera,
+            capabilities=model.capabilities if model.capabilities is not None else False,
+            close_client=True,
+            service=model.service,
+            reward_weight=rm.reward_weight,
+            env_reward_weight=rm.env_reward_weight,
         )
-    else:
-        from reward_clients.pickle_scorer_client import PickleScorerClient
+    except BaseException:
+        model.close()
+        raise
 
-        client = PickleScorerClient(
-            pool,
-            route=rm.pickle_route,
+
+def _episode_score_wrapper(
+    env: gym.Env, rm: VideoScoreConfig | PickleScorerConfig, embedded_service: Any
+) -> gym.Env:
+    urls, owned = _service_urls(rm, embedded_service)
+    try:
+        pool = endpoint_pool(rm, urls)
+        check_reward_service(rm, pool)
+        env = FrameCache(
+            env,
+            rm.camera,
+            encoding=rm.cache_encoding,
             jpeg_quality=rm.jpeg_quality,
-            fail_on_request_error=rm.fail_on_request_error,
+            max_frames=rm.cache_max_frames,
         )
-    return EpisodeScoreReward(env, client, **common)
+        if isinstance(rm, VideoScoreConfig):
+            from reward_clients.video_score_client import VideoScoreClient
+
+            client: Any = VideoScoreClient(
+                pool,
+                nframes=rm.nframes,
+                max_pixels=rm.max_pixels,
+                video_fps=rm.video_fps,
+                backend=rm.backend,
+                backend_kwargs=rm.backend_kwargs or None,
+                mode=rm.video_transport,
+                shared_dir=rm.shared_dir,
+                fail_on_request_error=rm.fail_on_request_error,
+            )
+        else:
+            from reward_clients.pickle_scorer_client import PickleScorerClient
+
+            client = PickleScorerClient(
+                pool,
+                route=rm.pickle_route,
+                jpeg_quality=rm.jpeg_quality,
+                fail_on_request_error=rm.fail_on_request_error,
+            )
+        return EpisodeScoreReward(
+            env,
+            client,
+            binary_reward=rm.binary_reward,
+            success_threshold=rm.success_threshold,
+            reward_coef=rm.reward_coef,
+            use_rel_reward=rm.use_rel_reward,
+            ignore_terminations=rm.ignore_terminations,
+            last_frames=rm.last_frames,
+            close_client=True,
+            service=owned,
+            reward_weight=rm.reward_weight,
+            env_reward_weight=rm.env_reward_weight,
+        )
+    except BaseException:
+        if owned is not None:
+            owned.stop()
+        raise
 
 
 def build_stack(
@@ -266,7 +343,6 @@ def build_stack(
         env = factory(**env_kwargs)
     except ValueError as exc:
         raise env_key_error(exc, env_kwargs) from exc
-    owned = None
     try:
         if rm.progressive_max_step:
             sched = rm.progressive_schedule
@@ -278,18 +354,12 @@ def build_stack(
             return env
 
         _check_camera(env, rm.camera)
-        url = None
-        if rm.embedded:
-            if embedded_service is None:
-                owned = embedded_service = start_embedded_service(rm)
-            url = embedded_service.url
-        return _reward_wrapper(env, rm, reward_endpoints(rm, url), owned)
+        if isinstance(rm, ProgressModelConfig):
+            return _progress_wrapper(env, rm, embedded_service)
+        assert isinstance(rm, VideoScoreConfig | PickleScorerConfig)
+        return _episode_score_wrapper(env, rm, embedded_service)
     except BaseException:
-        try:
-            env.close()
-        finally:
-            if owned is not None:
-                owned.stop()
+        env.close()
         raise
 
 

@@ -263,6 +263,20 @@ class ProgressTracker:
         """Requests sent and not yet applied."""
         return len(self._ep.pending)
 
+    def totals(self) -> dict[str, Any]:
+        """Running totals of the current (or, once settled, the last) episode: ``progress``,
+        ``max_progress``, ``done_by_progress``, ``model_reward`` (the model reward paid so far),
+        ``progress_calls`` and ``reward_model_errors``."""
+        ep = self._ep
+        return {
+            "progress": ep.progress,
+            "max_progress": ep.max_progress,
+            "done_by_progress": ep.done,
+            "model_reward": ep.model_reward,
+            "progress_calls": ep.calls,
+            "reward_model_errors": ep.errors,
+        }
+
     @property
     def kept_frames(self) -> dict[int, np.ndarray]:
         """The current episode's frames the tracker keeps as bases of later checks (step ->

@@ -65,12 +65,12 @@ from typing import Any
 
 import numpy as np
 
+from evolve_envs.rl.arrays import like, to_numpy, torch_of
 from wrappers.progress_tracker import ProgressTracker, TrackerStep
 from wrappers.settings import ConfigError
 
 __all__ = [
     "RLinfProgressReward",
-    "env_worker_class",
     "ProgressStack",
     "build_progress_stack",
     "reward_model_block",
@@ -91,11 +91,7 @@ def _torch():
     return torch
 
 
-def _np(x: Any, dtype: Any = None) -> np.ndarray:
-    """``x`` (a torch tensor, array or sequence) as a NumPy array on the CPU."""
-    if type(x).__module__.startswith("torch"):
-        x = x.detach().cpu().numpy()
-    return np.asarray(x, dtype=dtype)
+_np = to_numpy
 
 
 def _as_index_list(env_idx: Any, num_envs: int) -> list[int]:
@@ -200,7 +196,7 @@ class RLinfProgressReward:
         self.image_key = image_key
         self.task_key = task_key
         self._steps = np.zeros(self._n, dtype=np.int64)
-        self._last: list[dict[str, Any]] = [self._empty_stats() for _ in range(self._n)]
+        self._returns = np.zeros(self._n, dtype=np.float64)  # the rewards this wrapper returned
         workers = max_workers if max_workers is not None else min(self._n, 64)
         sync = any(t.settings.calls == "sync" for t in self.trackers)
         self._pool = (
@@ -335,19 +331,6 @@ class RLinfProgressReward:
         self.close()
 
     # ------------------------------------------------------------------ internals
-    @staticmethod
-    def _empty_stats() -> dict[str, Any]:
-        return {
-            "progress": 0.0,
-            "max_progress": 0.0,
-            "done_by_progress": False,
-            "reward_model_return": 0.0,
-            "reward_model_calls": 0,
-            "reward_model_errors": 0,
-            "return": 0.0,
-            "reward": 0.0,
-        }
-
     def _start_episodes(self, obs: Mapping[str, Any], idx: list[int]) -> None:
         images = obs[self.image_key]
         fallback_tasks = getattr(self.env, "task_descriptions", None)
@@ -355,7 +338,7 @@ class RLinfProgressReward:
             task = _task_of(obs, self.task_key, i, fallback_tasks)
             self.trackers[i].reset(task, _frame_getter(images, i)())
             self._steps[i] = 0
-            self._last[i] = self._empty_stats()
+            self._returns[i] = 0.0
 
     def _observe_all(self, calls: list[tuple[int, dict[str, Any]]]) -> dict[int, TrackerStep]:
         def run(item: tuple[int, dict[str, Any]]) -> tuple[int, TrackerStep]:
@@ -365,15 +348,6 @@ class RLinfProgressReward:
         if len(calls) <= 1 or self._pool is None:
             return dict(map(run, calls))
         return dict(self._pool.map(run, calls))
-
-    def _record(self, i: int, out: TrackerStep) -> None:
-        stats = self._last[i]
-        stats["progress"] = float(out.progress)
-        stats["max_progress"] = max(stats["max_progress"], float(out.progress))
-        stats["done_by_progress"] = bool(out.info.get("done_by_progress", False))
-        stats["reward_model_return"] += float(out.reward)
-        stats["reward_model_calls"] = int(out.info.get("progress_calls", 0))
-        stats["reward_model_errors"] = int(out.info.get("reward_model_errors", 0))
 
     def _process(
         self,
@@ -385,7 +359,6 @@ class RLinfProgressReward:
         *,
         resets_done: bool,
     ):
-        torch = _torch()
         n, c = self._n, len(obs_list)
         env_rewards = rewards
         term_np = _bool_np(terms)
@@ -436,12 +409,9 @@ class RLinfProgressReward:
                 )
             for i, out in self._observe_all(calls).items():
                 model_r[i, t] = out.reward
-                self._record(i, out)
-                stats = self._last[i]
-                stats["return"] += (
+                self._returns[i] += (
                     self.env_reward_weight * env_r[i, t] + self.reward_weight * out.reward
                 )
-                stats["reward"] = stats["return"] / max(int(self._steps[i]), 1)
                 if out.terminate and not ignore_terms:
                     model_term[i, t] = True
             snapshots.append(self._stats_arrays())
@@ -473,8 +443,9 @@ class RLinfProgressReward:
         self._annotate(infos_list, env_r, model_r, progress, done_flag, snapshots)
 
         mixed = self.env_reward_weight * env_r + self.reward_weight * model_r
-        rewards_out = _like_tensor(mixed, env_rewards, torch)
-        terms_out = _like_bool(out_terms, terms, torch)
+        rewards_t, terms_t = torch_of(env_rewards), torch_of(terms)
+        rewards_out = like(mixed, env_rewards, rewards_t) if rewards_t else mixed.astype(np.float32)
+        terms_out = like(out_terms, terms, terms_t, is_bool=True)
         return obs_list, rewards_out, terms_out, truncs, infos_list
 
     def _env_success(self, infos_list: list[Any]) -> list[np.ndarray | None]:
@@ -516,16 +487,23 @@ class RLinfProgressReward:
         return obs, new_infos
 
     def _stats_arrays(self) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
-        for key, default in self._empty_stats().items():
-            values = [stats[key] for stats in self._last]
-            if isinstance(default, bool):
-                out[key] = np.array(values, dtype=bool)
-            elif isinstance(default, int):
-                out[key] = np.array(values, dtype=np.int64)
-            else:
-                out[key] = np.array(values, dtype=np.float32)
-        return out
+        """Each sub-env's episode statistics: the tracker's totals, and the return / mean
+        reward of the rewards this wrapper returned."""
+        totals = [t.totals() for t in self.trackers]
+
+        def col(key: str, dtype: Any) -> np.ndarray:
+            return np.array([tot[key] for tot in totals], dtype=dtype)
+
+        return {
+            "progress": col("progress", np.float32),
+            "max_progress": col("max_progress", np.float32),
+            "done_by_progress": col("done_by_progress", bool),
+            "reward_model_return": col("model_reward", np.float32),
+            "reward_model_calls": col("progress_calls", np.int64),
+            "reward_model_errors": col("reward_model_errors", np.int64),
+            "return": self._returns.astype(np.float32),
+            "reward": (self._returns / np.maximum(self._steps, 1)).astype(np.float32),
+        }
 
     @staticmethod
     def _write_episode_block(block: dict[str, Any], stats: dict[str, np.ndarray]) -> None:
@@ -557,19 +535,6 @@ class RLinfProgressReward:
             infos["done_by_progress"] = torch.from_numpy(done_flag[:, t].copy())
             if isinstance(infos.get("episode"), dict):
                 self._write_episode_block(infos["episode"], snapshots[t])
-
-
-def _like_tensor(values: np.ndarray, template: Any, torch: Any) -> Any:
-    if isinstance(template, torch.Tensor):
-        dtype = template.dtype if template.dtype.is_floating_point else torch.float32
-        return torch.from_numpy(values).to(dtype=dtype, device=template.device)
-    return values.astype(np.float32)
-
-
-def _like_bool(values: np.ndarray, template: Any, torch: Any) -> Any:
-    if isinstance(template, torch.Tensor):
-        return torch.from_numpy(values.copy()).to(device=template.device)
-    return values.copy()
 
 
 # ---------------------------------------------------------------------------- from config
@@ -609,51 +574,29 @@ def build_progress_stack(
 
     The block is validated by :func:`evolve_envs.config.load_config` (unknown keys and wrong
     types are errors naming the key; the ``VLAC_*`` environment variables override it).
-    One :class:`~reward_clients.progress_client.ProgressClient` on the process-wide
-    :class:`~reward_clients.endpoint_pool.EndpointPool` serves all trackers; the service's
-    capabilities are asked once and impossible settings are refused here; a dead, refusing or
-    foreign service fails here as in :func:`evolve_envs.factory.make_env`
-    (``reward_model.require_service``, see :func:`evolve_envs.factory.check_reward_service`).
-    ``endpoint: embedded`` starts a local service (``embedded_backend``) for this env.
+    The reward model is opened by :func:`evolve_envs.factory.open_progress_model`, the builder
+    ``make_env`` uses: one client serves all trackers, the service's capabilities are asked once
+    and impossible settings are refused here, and a dead, refusing or foreign service fails here
+    exactly as in ``make_env`` (``reward_model.require_service``). ``endpoint: embedded`` starts
+    a local service (``embedded_backend``) owned by this stack (stopped by its ``on_close``).
     """
-    from evolve_envs.config import load_config, reward_model_source
-    from evolve_envs.factory import (
-        check_reward_service,
-        progress_client,
-        reward_endpoints,
-        start_embedded_service,
-    )
+    from evolve_envs.config import ProgressModelConfig, load_config, reward_model_source
+    from evolve_envs.factory import open_progress_model
 
     cfg = load_config(reward_model_source(reward_model), environ=environ).reward_model
     if not cfg.enable:
         raise ConfigError("reward_model.enable: is false; nothing to install")
-    if cfg.kind != "progress":
+    if not isinstance(cfg, ProgressModelConfig):
         raise ConfigError(
             f"reward_model.kind: the RLinf integration supports 'progress', got {cfg.kind!r}"
         )
-    on_close: list[Callable[[], Any]] = []
-    url = None
-    if cfg.embedded:
-        service = start_embedded_service(cfg)
-        url = service.url
-        on_close.append(service.stop)
+    model = open_progress_model(cfg, max_workers=max(1, min(int(num_envs), 64)))
     try:
-        client = progress_client(
-            cfg, reward_endpoints(cfg, url), max_workers=max(1, min(int(num_envs), 64))
-        )
-        on_close.insert(0, client.close)
-        settings = cfg.tracker_settings()
-        # the start-up policy shared with make_env: raise, or warn when require_service is false
-        caps = check_reward_service(cfg, client.pool)
-        trackers = [ProgressTracker(client, settings, capabilities=caps) for _ in range(num_envs)]
+        trackers = [model.tracker() for _ in range(num_envs)]
     except BaseException:
-        for fn in on_close:
-            try:
-                fn()
-            except Exception:  # noqa: BLE001
-                pass
+        model.close()
         raise
-    return ProgressStack(trackers, cfg.reward_weight, cfg.env_reward_weight, on_close, cfg)
+    return ProgressStack(trackers, cfg.reward_weight, cfg.env_reward_weight, [model.close], cfg)
 
 
 def wrap_env_from_config(env: Any, env_cfg: Any) -> Any:
@@ -666,21 +609,3 @@ def wrap_env_from_config(env: Any, env_cfg: Any) -> Any:
     if block is None or not bool(block.get("enable", False)):
         return env
     return RLinfProgressReward.from_config(env, block)
-
-
-def env_worker_class() -> type:
-    """RLinf's ``EnvWorker`` subclass that installs :class:`RLinfProgressReward` from the YAML.
-
-    Raises ImportError naming the missing package when RLinf is not installed.
-
-    Example::
-
-        from evolve_envs.integrations.rlinf import env_worker_class
-
-        ProgressEnvWorker = env_worker_class()
-        env_group = ProgressEnvWorker.create_group(cfg).launch(cluster, name=cfg.env.group_name,
-                                                               placement_strategy=env_placement)
-    """
-    from evolve_envs.integrations.rlinf_worker import ProgressEnvWorker
-
-    return ProgressEnvWorker

@@ -383,9 +383,8 @@ def test_real_rlinf_env_worker_installs_the_wrapper(mock_service, tmp_path):
     from rlinf.envs.utils import get_env_attr
     from rlinf.envs.wrappers import RecordVideo
 
-    from evolve_envs.integrations.rlinf import env_worker_class
+    from evolve_envs.integrations.rlinf_worker import ProgressEnvWorker as worker_cls
 
-    worker_cls = env_worker_class()
     worker = worker_cls.__new__(worker_cls)  # no Ray cluster: set what the method reads
     worker.stage_num, worker._rank, worker._world_size, worker._worker_info = 1, 0, 1, None
     worker.cfg = OmegaConf.create({"env": {}})
