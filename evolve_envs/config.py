@@ -29,16 +29,31 @@ environment variable       key
 ``EVOLVE_REWARD_TOKEN``    ``reward_model.token`` (the service's bearer token)
 =========================  =====================================================
 
+``reward_model`` is one of three models chosen by its ``kind`` (a pydantic discriminated union):
+:class:`ProgressModelConfig` (``progress``, the default), :class:`VideoScoreConfig` and
+:class:`PickleScorerConfig`. They share :class:`RewardModelConfig`'s keys (endpoint, timeouts,
+token, embedded service, camera, JPEG quality, weights, horizon); the progress keys themselves
+are declared once, in :class:`wrappers.settings.ProgressKeys`, which the tracker reads.
+
 Validation is strict: unknown keys and wrong types raise :class:`ConfigError` whose message starts
-with the key's path, e.g. ``reward_model.call_every: expected int, got 'abc'``.
+with the key's path, e.g. ``reward_model.call_every: expected int, got 'abc'``; a key of another
+kind says so. Layering is ``OmegaConf.merge``.
 
-Example::
-
-    from evolve_envs.config import load_config
-
-    cfg = load_config("configs/libero_10.yaml", "configs/presets/fast_dev.yaml",
-                      overrides={"reward_model": {"start_step": 8}})
-    cfg.reward_model.call_every, cfg.env["suite"]
+>>> cfg = load_config("libero_10", "fast_dev", overrides={"reward_model": {"start_step": 8}},
+...                   environ={})
+>>> cfg.reward_model.kind, cfg.reward_model.call_every, cfg.reward_model.start_step
+('progress', 32, 8)
+>>> cfg.env["suite"]
+'libero_10'
+>>> load_config({"reward_model": {"kind": "video_score", "mode": "pairwise"}}, environ={})
+Traceback (most recent call last):
+...
+wrappers.settings.ConfigError: reward_model.mode: `mode` is a progress key; reward_model.kind is \
+video_score
+>>> load_config({"reward_model": {"call_evry": 8}}, environ={})
+Traceback (most recent call last):
+...
+wrappers.settings.ConfigError: reward_model.call_evry: unknown key (did you mean 'call_every'?)
 """
 
 from __future__ import annotations
@@ -467,9 +482,8 @@ def reward_model_source(block: Any) -> dict[str, Any] | None:
     ``block`` is a mapping, an OmegaConf node or a YAML path; a YAML file may hold the block
     itself or a whole config with a ``reward_model:`` key.
 
-    Example::
-
-        cfg = load_config("configs/libero_10.yaml", reward_model_source({"call_every": 8}))
+    >>> reward_model_source({"call_every": 8})
+    {'reward_model': {'call_every': 8}}
     """
     if block is None:
         return None
@@ -595,9 +609,9 @@ def load_config(
 
     Raises :class:`ConfigError` naming the key path of every problem.
 
-    Example::
-
-        cfg = load_config("configs/libero_10.yaml", {"reward_model": {"mode": "trajectory"}})
+    >>> load_config("libero_10", {"reward_model": {"mode": "trajectory"}}, environ={}
+    ...             ).reward_model.tracker_settings().mode
+    'trajectory'
     """
     layers = [_as_mapping(source, f"config source {i}") for i, source in enumerate(sources)]
     extra = _as_mapping(overrides, "overrides") if overrides else {}

@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.core import ActType, ObsType
 
 from wrappers.frame_cache import FrameStore, find_frame_store
 from wrappers.task_text import task_text
@@ -50,7 +51,9 @@ logger = logging.getLogger(__name__)
 ScorerKind = Literal["video_score", "pickle_scorer"]
 
 
-class EpisodeScoreReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
+class EpisodeScoreReward(
+    gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.RecordConstructorArgs
+):
     """Pay a reward-model score of the whole episode on its last step (see module docstring).
 
     Args:
@@ -75,7 +78,7 @@ class EpisodeScoreReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def __init__(
         self,
-        env: gym.Env,
+        env: gym.Env[ObsType, ActType],
         client: Any,
         *,
         kind: ScorerKind | None = None,

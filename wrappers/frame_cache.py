@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.core import ActType, ObsType
 
 try:  # libjpeg-turbo; Pillow is the fallback
     import simplejpeg
@@ -220,7 +221,7 @@ def find_frame_store(env: gym.Env) -> FrameStore | None:
     return None
 
 
-class FrameCache(gym.Wrapper, gym.utils.RecordConstructorArgs):
+class FrameCache(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.RecordConstructorArgs):
     """Keep the current episode's frames of one camera for the wrappers above.
 
     Wrappers above find the store with ``env.get_wrapper_attr("frame_store")`` or
@@ -241,7 +242,7 @@ class FrameCache(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def __init__(
         self,
-        env: gym.Env,
+        env: gym.Env[ObsType, ActType],
         camera: str | None = "agentview_image",
         *,
         encoding: Encoding = "jpeg",

@@ -44,6 +44,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.core import ActType, ObsType
 
 from wrappers.progress_tracker import (
     ProgressService,
@@ -57,7 +58,9 @@ __all__ = ["ProgressReward"]
 logger = logging.getLogger(__name__)
 
 
-class ProgressReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
+class ProgressReward(
+    gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.RecordConstructorArgs
+):
     """Reward and terminate from a progress reward model (see module docstring).
 
     Args:
@@ -87,7 +90,7 @@ class ProgressReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def __init__(
         self,
-        env: gym.Env,
+        env: gym.Env[ObsType, ActType],
         client: ProgressService | str | Sequence[str],
         settings: TrackerSettings | Mapping[str, Any] | None = None,
         *,

@@ -64,17 +64,27 @@ keep stepping the episode and later checks work as soon as the service is back. 
 ends with more than ``failure_warn_fraction`` of its answers failed, a warning says so (with the
 counts) on this module's logger.
 
-Example::
+Example (against a local mock service whose *intensity* rule reads a uniformly grey frame of
+level ``g`` as progress ``round(100 * g / 255)``)::
 
-    from reward_clients.progress_client import ProgressClient
-    from wrappers.progress_tracker import ProgressTracker, TrackerSettings
-
-    client = ProgressClient("http://127.0.0.1:8111")
-    settings = TrackerSettings(start_step=8, call_every=4, milestone_every=8)
-    tracker = ProgressTracker(client, settings)
-    tracker.reset("open the drawer", first_frame)
-    out = tracker.observe(8, frame_8)
-    out.reward, out.progress, out.info["progress_calls"]
+    >>> import numpy as np
+    >>> from reward_clients.progress_client import ProgressClient
+    >>> from reward_service.embedded import EmbeddedService
+    >>> svc = EmbeddedService("mock", {"rule": "intensity"}).start()
+    >>> client = ProgressClient(svc.url)
+    >>> settings = TrackerSettings(start_step=2, call_every=2, milestone_every=2)
+    >>> tracker = ProgressTracker(client, settings)
+    >>> grey = lambda level: np.full((32, 32, 3), level, np.uint8)
+    >>> tracker.reset("open the drawer", grey(0))
+    >>> tracker.observe(1, grey(64)).checked                 # not a check step
+    False
+    >>> out = tracker.observe(2, grey(128))                  # 128/255: progress 50
+    >>> out.checked, out.progress, out.reward, out.info["progress_calls"]
+    (True, 50.0, 0.5, 1)
+    >>> out = tracker.observe(3, grey(191), env_truncated=True)  # the episode ends here
+    >>> out.episode_over, out.summary["progress"], out.summary["model_reward"]
+    (True, 50.0, 0.5)
+    >>> client.close(); svc.stop()
 """
 
 from __future__ import annotations
@@ -220,13 +230,8 @@ class ProgressTracker:
         capabilities: the service's ``/capabilities`` answer; when given, the settings are
             checked against it (:func:`check_capabilities`). Ask the service once and share it.
 
-    Example::
+    The module docstring has a runnable example.
 
-        tracker = ProgressTracker(client, TrackerSettings(start_step=4, call_every=4))
-        tracker.reset("put the bowl on the plate", frame0)
-        for t, frame in enumerate(frames, start=1):
-            out = tracker.observe(t, frame, env_truncated=(t == len(frames)))
-        out.summary["progress"]
     """
 
     def __init__(

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import gymnasium as gym
+from gymnasium.core import ActType, ObsType
 
 __all__ = ["HorizonStage", "ProgressiveHorizon", "parse_stages"]
 
@@ -97,7 +98,9 @@ def parse_stages(stages: Sequence[Mapping[str, Any] | HorizonStage]) -> list[Hor
     return out
 
 
-class ProgressiveHorizon(gym.Wrapper, gym.utils.RecordConstructorArgs):
+class ProgressiveHorizon(
+    gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.RecordConstructorArgs
+):
     """Truncate episodes at a max-steps value that grows in stages (see module docstring).
 
     Args:
@@ -117,7 +120,7 @@ class ProgressiveHorizon(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def __init__(
         self,
-        env: gym.Env,
+        env: gym.Env[ObsType, ActType],
         stages: Sequence[Mapping[str, Any] | HorizonStage],
         *,
         by: StageRule = "episodes",
