@@ -15,16 +15,18 @@ With ``reward_model.enable: false`` the result is the base env plus its time lim
 in ``close()``. To share one service between several envs of a process, start it yourself and
 pass it: ``make_env(..., embedded_service=svc)`` (then the envs use it and leave it running).
 
-Example::
+Examples (``make_env("libero_10", task_id=3)`` builds LIBERO-10 task 3 from the shipped YAML,
+``gym.make("evolve_envs/LIBERO-10-v0", ...)`` does the same through Gymnasium; here the base env
+is Gymnasium's CartPole so that the example runs anywhere)::
 
-    import gymnasium as gym
-    import evolve_envs
-    from evolve_envs.factory import make_env
-
-    env = make_env("configs/libero_10.yaml", task_id=3)              # YAML
-    env = make_env(reward_model={"enable": True, "endpoint": "http://127.0.0.1:8111"},
-                   suite="libero_goal", task_id=0)                   # mapping
-    env = gym.make("evolve_envs/LIBERO-10-v0", reward_model={"enable": False})
+    >>> from gymnasium.envs.classic_control import CartPoleEnv
+    >>> env = make_env(env_factory=CartPoleEnv, max_episode_steps=5)  # reward model off
+    >>> type(env).__name__, env.get_wrapper_attr("_max_episode_steps")
+    ('TimeLimit', 5)
+    >>> make_env(env_factory=CartPoleEnv, colour="red")
+    Traceback (most recent call last):
+    ...
+    wrappers.settings.ConfigError: env.colour: unknown key for CartPoleEnv (accepted: ...)
 """
 
 from __future__ import annotations
@@ -401,10 +403,9 @@ def make_env(
     Raises:
         evolve_envs.config.ConfigError: invalid config (the message names the key).
 
-    Example::
-
-        env = make_env(["configs/libero_10.yaml", "configs/presets/fast_dev.yaml"], task_id=2)
-        env = gym.make("evolve_envs/LIBERO-Goal-v0", config="configs/libero_goal.yaml")
+    ``make_env(["libero_10", "fast_dev"], task_id=2)`` layers a preset over a suite config;
+    ``gym.make("evolve_envs/LIBERO-Goal-v0", config="libero_goal")`` goes through Gymnasium.
+    The module docstring has a runnable example.
     """
     sources = list(config) if isinstance(config, list | tuple) else [config]
     overrides: dict[str, Any] = {}

@@ -89,13 +89,13 @@ class FrameStore:
         jpeg_quality: JPEG quality in ``[1, 100]``.
         max_frames: most frames kept (>= 3); past it the store thins (see module docstring).
 
-    Example::
-
-        store = FrameStore(max_frames=4)
-        for t in range(10):
-            store.add(t, np.full((8, 8, 3), t, np.uint8))
-        store.steps            # [0, 4, 8, 9]: first, uniform grid, latest
-        store.get(9)[0, 0, 0]  # ~9
+    >>> store = FrameStore(max_frames=4)
+    >>> for t in range(10):
+    ...     store.add(t, np.full((8, 8, 3), 10 * t, np.uint8))
+    >>> store.steps                    # first, a uniform grid, latest
+    [0, 4, 8, 9]
+    >>> abs(int(store.get(9)[0, 0, 0]) - 90) <= 2   # JPEG keeps a flat frame within a level or two
+    True
     """
 
     def __init__(

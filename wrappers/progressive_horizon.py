@@ -25,11 +25,17 @@ counts its own episodes; divide ``after_episodes`` by the number of envs to coun
 Episodes end with ``truncated=True`` when they reach the current stage's max steps (unless they
 terminated on that step). ``info`` gains ``max_episode_steps`` and ``horizon_stage``.
 
-Example::
-
-    env = ProgressiveHorizon(env, [{"max_steps": 128}, {"max_steps": 256, "after_episodes": 50}])
-    obs, info = env.reset()
-    info["max_episode_steps"]   # 128 for the first 50 episodes, then 256
+>>> import gymnasium as gym
+>>> env = ProgressiveHorizon(
+...     gym.make("CartPole-v1"), [{"max_steps": 3}, {"max_steps": 6, "after_episodes": 1}]
+... )
+>>> _, info = env.reset(seed=0)
+>>> info["max_episode_steps"], info["horizon_stage"]
+(3, 0)
+>>> [env.step(0)[3] for _ in range(3)]   # truncated at the stage's limit
+[False, False, True]
+>>> env.reset(seed=1)[1]["max_episode_steps"]   # one episode finished: the next stage
+6
 """
 
 from __future__ import annotations
@@ -111,11 +117,12 @@ class ProgressiveHorizon(
         window: episodes per success-rate window.
         success_key: ``info`` key holding episode success.
 
-    Example::
-
-        env = ProgressiveHorizon(env, [{"max_steps": 100},
-                                       {"max_steps": 200, "min_success_rate": 0.6}],
-                                 by="success_rate", window=10)
+    >>> import gymnasium as gym
+    >>> env = ProgressiveHorizon(gym.make("CartPole-v1"),
+    ...                          [{"max_steps": 100}, {"max_steps": 200, "min_success_rate": 0.6}],
+    ...                          by="success_rate", window=10)
+    >>> [stage.max_steps for stage in env.stages]
+    [100, 200]
     """
 
     def __init__(
