@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,6 +36,8 @@ pytest.importorskip("transformers")
 pytestmark = pytest.mark.slow
 
 FALLBACK_SCORE = 0.123
+# The backends run on CPU here; EVOLVE_TEST_DEVICE=cuda runs the same tests on a GPU.
+DEVICE = os.environ.get("EVOLVE_TEST_DEVICE", "cpu")
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +52,7 @@ def vlm_service(tiny_model_dir: Path) -> Iterator[EmbeddedService]:
     svc = EmbeddedService(
         "vlm",
         {
-            "device": "cpu",
+            "device": DEVICE,
             "max_new_tokens": 8,
             "video_max_new_tokens": 12,
             "fallback_score": FALLBACK_SCORE,
@@ -135,12 +138,12 @@ def test_vlm_fallback_on_answers_without_numbers(tiny_model_dir: Path) -> None:
     from reward_service.backends.base import CriticItem, DoneItem, ImageScoreItem, VideoItem
     from reward_service.backends.vlm import VLMBackend
 
-    probe = VLMBackend(str(tiny_model_dir), device="cpu")
+    probe = VLMBackend(str(tiny_model_dir), device=DEVICE)
     vocab = probe.tokenizer.get_vocab()
     digits = sorted(i for tok, i in vocab.items() if any(ch.isdigit() for ch in tok))
     backend = VLMBackend(
         str(tiny_model_dir),
-        device="cpu",
+        device=DEVICE,
         max_new_tokens=6,
         video_max_new_tokens=6,
         fallback_critic=-7.0,
@@ -176,7 +179,7 @@ def test_vlm_frames_batch_shapes(tiny_model_dir: Path) -> None:
     from reward_service.backends.base import CriticItem
     from reward_service.backends.vlm import VLMBackend
 
-    backend = VLMBackend(str(tiny_model_dir), device="cpu", max_new_tokens=4)
+    backend = VLMBackend(str(tiny_model_dir), device=DEVICE, max_new_tokens=4)
     frames = [np.full((448, 448, 3), v, np.uint8) for v in range(0, 256, 32)]
     items = [CriticItem("t", frames[i], frames[(i + 1) % 8], frames[0]) for i in range(8)]
     critics = backend.critic_batch(items)
@@ -220,7 +223,7 @@ def test_vlm_generation_stops_when_the_caller_has_gone(
         "backend_kwargs": {"max_new_tokens": 1024},
     }
     # min_new_tokens makes every answer 1,024 tokens long: seconds of generation on a CPU.
-    kwargs = {"device": "cpu", "generation_kwargs": {"min_new_tokens": 1024}}
+    kwargs = {"device": DEVICE, "generation_kwargs": {"min_new_tokens": 1024}}
     with EmbeddedService(
         "vlm", kwargs, extra_args=["--ckpt-path", str(tiny_model_dir)], startup_timeout=180
     ) as svc:

@@ -40,8 +40,9 @@ def chat_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    exe = Path(sys.executable).with_name("transformers")
-    cmd = [str(exe), "serve", "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"]
+    cli = [sys.executable, "-m", "transformers.commands.transformers_cli"]
+    device = os.environ.get("EVOLVE_TEST_DEVICE", "cpu")  # cuda runs the same tests on a GPU
+    cmd = [*cli, "serve", "--host", "127.0.0.1", "--port", str(port), "--device", device]
     cmd += ["--force_model", model, "--dtype", "float32"]
     log = tmp_path_factory.mktemp("serve") / "serve.log"
     with open(log, "w") as out:
