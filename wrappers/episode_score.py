@@ -24,12 +24,25 @@ The final reward is ``env_reward_weight · env_reward + reward_weight · model_r
 ``reward_model_fallback``, ``reward_model_latency_s`` on every step; ``episode_score`` and
 ``episode_reward_model`` (summary) on the last one. See the README, "info keys".
 
-Example::
+Example: CartPole with a flat grey camera picture (level 204, which the local mock service's
+*intensity* rule scores 0.8), scored once at the end of a 3-step episode::
 
-    from reward_clients.video_score_client import VideoScoreClient
-
-    env = FrameCache(gym.wrappers.TimeLimit(LiberoEnv("libero_goal", 0), 300))
-    env = EpisodeScoreReward(env, VideoScoreClient("http://127.0.0.1:8111", nframes=16))
+    >>> import gymnasium as gym
+    >>> import numpy as np
+    >>> from reward_clients.pickle_scorer_client import PickleScorerClient
+    >>> from reward_service.embedded import EmbeddedService
+    >>> from wrappers.frame_cache import FrameCache
+    >>> svc = EmbeddedService("mock", {"rule": "intensity"}).start()
+    >>> grey = gym.spaces.Box(0, 255, (16, 16, 3), np.uint8)
+    >>> picture = lambda _: np.full(grey.shape, 204, np.uint8)
+    >>> env = gym.wrappers.TransformObservation(
+    ...     gym.make("CartPole-v1", max_episode_steps=3), picture, grey)
+    >>> env = EpisodeScoreReward(FrameCache(env, camera=None), PickleScorerClient(svc.url),
+    ...                          task="balance the pole", binary_reward=False, close_client=True)
+    >>> _ = env.reset(seed=0)
+    >>> [env.step(0)[1] for _ in range(3)]           # paid on the last step
+    [0.0, 0.0, 0.8]
+    >>> env.close(); svc.stop()
 """
 
 from __future__ import annotations
@@ -71,9 +84,7 @@ class EpisodeScoreReward(
             :class:`~reward_service.embedded.EmbeddedService` ``make_env`` starts for
             ``endpoint: embedded``); stopped in :meth:`close`, after the client.
 
-    Example::
-
-        env = EpisodeScoreReward(env, client, binary_reward=False, reward_coef=2.0)
+    The module docstring has a runnable example.
     """
 
     def __init__(

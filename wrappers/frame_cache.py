@@ -15,15 +15,17 @@ vector env performs) clears the store and bumps ``episode_id``, and frames are k
 index inside the episode, so frames never mix across episodes. On the final step of an episode
 the store still holds that episode's frames: wrappers above read them inside the same ``step``.
 
-Example::
-
-    env = FrameCache(LiberoEnv("libero_10", 0), camera="agentview_image")
-    obs, info = env.reset(seed=0)
-    for _ in range(3):
-        env.step(env.action_space.sample())
-    store = env.get_wrapper_attr("frame_store")
-    store.steps          # [0, 1, 2, 3]
-    store.get(2).shape   # (256, 256, 3)
+>>> import gymnasium as gym
+>>> picture = gym.spaces.Box(0, 255, (16, 16, 3), np.uint8)  # an env whose observation is a picture
+>>> env = gym.wrappers.TransformObservation(
+...     gym.make("CartPole-v1"), lambda _: np.full(picture.shape, 120, np.uint8), picture)
+>>> env = FrameCache(env, camera=None)
+>>> _ = env.reset(seed=0)
+>>> for _ in range(3):
+...     _ = env.step(0)
+>>> store = env.get_wrapper_attr("frame_store")
+>>> store.steps, store.get(2).shape
+([0, 1, 2, 3], (16, 16, 3))
 """
 
 from __future__ import annotations
@@ -233,11 +235,7 @@ class FrameCache(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.Reco
         camera: observation key of the frames, e.g. ``"agentview_image"``.
         encoding, jpeg_quality, max_frames: see :class:`FrameStore`.
 
-    Example::
-
-        env = FrameCache(env, camera="agentview_image", max_frames=256)
-        env.reset(seed=0)
-        env.get_wrapper_attr("frame_store").get(0)
+    The module docstring has a runnable example.
     """
 
     def __init__(
