@@ -24,12 +24,11 @@ port, shares it between all envs, and stops it at the end.
 ``policy`` is ``"random"``, ``"zero"`` (gripper open), ``"module:function"`` or a callable; a
 callable gets one env's observation dict and returns that env's action.
 
-Example::
+Example (runs LIBERO, so not run as a doctest; tests/rollout does)::
 
-    from evolve_envs.rollout import RolloutOptions, run_rollout
-
-    report = run_rollout(RolloutOptions(config="libero_10", episodes=1, out="runs/demo"))
-    print(report.table)
+    >>> report = run_rollout(RolloutOptions(config="libero_10", episodes=1,
+    ...                                     out="runs/demo"))  # doctest: +SKIP
+    >>> print(report.table)  # doctest: +SKIP
 """
 
 from __future__ import annotations

@@ -43,16 +43,19 @@ In a YAML run the wrapper is installed by :mod:`evolve_envs.integrations.rlinf_w
 ``env.train.reward_model`` block; see the README, "Using with RLinf". This module imports
 neither RLinf nor torch at import time.
 
-Example::
+Example (needs RLinf's LIBERO env, so not run as a doctest; tests/rlinf runs the same calls on a
+stand-in env)::
 
-    from evolve_envs.integrations.rlinf import RLinfProgressReward
-
-    env = LiberoEnv(cfg, num_envs=8, seed_offset=0, total_num_processes=1, worker_info=None)
-    env = RLinfProgressReward.from_config(env, {"enable": True, "endpoint": "http://127.0.0.1:8111",
-                                                "start_step": 64, "call_every": 16})
-    obs, infos = env.reset()
-    obs_list, rewards, terms, truncs, infos_list = env.chunk_step(actions)  # actions [8, C, 7]
-    infos_list[-1]["progress"]                                               # tensor [8]
+    >>> from rlinf.envs.libero.libero_env import LiberoEnv  # doctest: +SKIP
+    >>> env = LiberoEnv(cfg, num_envs=8, seed_offset=0, total_num_processes=1,
+    ...                 worker_info=None)  # doctest: +SKIP
+    >>> env = RLinfProgressReward.from_config(
+    ...     env, {"enable": True, "endpoint": "http://127.0.0.1:8111", "start_step": 64,
+    ...           "call_every": 16})  # doctest: +SKIP
+    >>> obs, infos = env.reset()  # doctest: +SKIP
+    >>> obs_list, rewards, terms, truncs, infos_list = env.chunk_step(actions)  # doctest: +SKIP
+    >>> infos_list[-1]["progress"].shape  # doctest: +SKIP
+    torch.Size([8])
 """
 
 from __future__ import annotations
@@ -159,12 +162,9 @@ class RLinfProgressReward:
             only reported in ``infos["done_by_progress"]``; ``reward_model.ignore_terminations``).
         on_close: callables run by :meth:`close` (e.g. closing a client or stopping a service).
 
-    Example::
-
-        trackers = [ProgressTracker(client, settings, capabilities=caps) for _ in range(n)]
-        env = RLinfProgressReward(libero_env, trackers, env_reward_weight=0.0)
-        obs, infos = env.reset()
-        obs_list, rewards, terms, truncs, infos_list = env.chunk_step(actions)
+    ``RLinfProgressReward(libero_env, [model.tracker() for _ in range(n)])`` with ``model``
+    from :func:`evolve_envs.factory.open_progress_model`; the module docstring shows the usual
+    way, :meth:`from_config`.
     """
 
     def __init__(
