@@ -185,6 +185,8 @@ class RewardModelConfig(BaseModel):
     8
     >>> type(RewardModelConfig(start_step=8)).__name__
     'ProgressModelConfig'
+    >>> type(RewardModelConfig.model_validate({"kind": "pickle_scorer"})).__name__
+    'PickleScorerConfig'
     """
 
     model_config = _STRICT
@@ -193,6 +195,13 @@ class RewardModelConfig(BaseModel):
         if cls is RewardModelConfig:  # dispatch on kind (unknown kinds fail in validation)
             cls = _KINDS.get(values.get("kind", "progress"), ProgressModelConfig)
         return super().__new__(cls)
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> RewardModelConfig:  # type: ignore[override]
+        """Validate a block; on this class, as the model its ``kind`` names."""
+        if cls is RewardModelConfig:
+            return TypeAdapter(RewardModelBlock).validate_python(obj, **kwargs)
+        return super().model_validate(obj, **kwargs)
 
     # --- what and where
     enable: bool = False
