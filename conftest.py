@@ -9,3 +9,6 @@ collect_ignore = [
     "evolve_envs/integrations/rlinf_worker.py",
     "reward_service/ray_serve.py",
 ]
+#: The test folders' conftest files hold fixtures, not examples; collecting them as doctest
+#: modules would import them a second time under the same module name.
+collect_ignore_glob = ["tests/*/conftest.py"]
