@@ -97,6 +97,28 @@ def _check_env_kwargs(factory: Callable[..., Any], kwargs: Mapping[str, Any]) ->
         )
 
 
+def _gym_id_factory(env_kwargs: dict[str, Any]) -> tuple[Callable[..., gym.Env] | None, int | None]:
+    """``env.id``: build the base env from a registered Gymnasium id (its entry point, with the
+    id's registered kwargs as defaults). LIBERO ids map to their suite. Pops ``id``."""
+    env_id = env_kwargs.pop("id", None)
+    if env_id is None:
+        return None, None
+    from evolve_envs.registration import ENV_IDS
+
+    if env_id in ENV_IDS:
+        env_kwargs.setdefault("suite", ENV_IDS[env_id])
+        return None, None
+    try:
+        spec = gym.spec(str(env_id))
+    except gym.error.Error as exc:
+        raise ConfigError(f"env.id: {exc}") from exc
+    entry = spec.entry_point
+    creator = entry if callable(entry) else gym.envs.registration.load_env_creator(entry)
+    for key, value in (spec.kwargs or {}).items():
+        env_kwargs.setdefault(key, value)
+    return creator, spec.max_episode_steps
+
+
 def _default_max_steps(env_cfg: Mapping[str, Any], custom_factory: bool) -> int | None:
     if custom_factory:
         return None
@@ -337,6 +359,10 @@ def build_stack(
     if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int)
                                   or max_steps < 1):  # fmt: skip
         raise ConfigError(f"env.max_episode_steps: expected an int >= 1, got {max_steps!r}")
+    id_factory, id_max_steps = _gym_id_factory(env_kwargs)
+    if env_factory is None:
+        env_factory = id_factory
+        max_steps = max_steps if max_steps is not None else id_max_steps
     factory = env_factory if env_factory is not None else _libero_factory()
     _check_env_kwargs(factory, env_kwargs)
     try:  # the base env's rejection of a key names it as env.<key>

@@ -29,8 +29,15 @@ ENV_IDS: dict[str, str] = {
 }
 
 
+#: Synthetic tasks (base envs, no reward stack: build them with ``make_env`` and ``env.id``).
+SYNTHETIC_IDS: dict[str, str] = {"evolve_envs/ReachPlace-v0": "evolve_envs.synthetic:ReachPlaceEnv"}
+
+
 def register_envs() -> None:
-    """Register every id in :data:`ENV_IDS` (idempotent)."""
+    """Register every id in :data:`ENV_IDS` and :data:`SYNTHETIC_IDS` (idempotent)."""
+    for env_id, entry_point in SYNTHETIC_IDS.items():
+        if env_id not in gym.registry:
+            gym.register(id=env_id, entry_point=entry_point)
     for env_id, suite in ENV_IDS.items():
         if env_id in gym.registry:
             continue

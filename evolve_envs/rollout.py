@@ -103,6 +103,7 @@ class EpisodeRecord:
     latencies_s: list[float] = field(default_factory=list)
     frames: list[np.ndarray] = field(default_factory=list)
     video: bool = True
+    camera: str = "agentview_image"
     env_success: bool = False
     terminated: bool = False
     truncated: bool = False
@@ -272,14 +273,15 @@ class _Report:
         if limit is None:
             limit = _first_attr(env, "_max_episode_steps")
         full = env_cfg.get("max_episode_steps")
-        if full is None:
+        if full is None and "id" not in env_cfg:
             from evolve_envs.libero import default_max_episode_steps
 
             with contextlib.suppress(ValueError):
                 full = default_max_episode_steps(env_cfg.get("suite", "libero_10"))
         policy = self.opts.policy
         self.effective = {
-            "suite": env_cfg.get("suite", "libero_10"),
+            "suite": env_cfg.get("suite", "libero_10") if "id" not in env_cfg else None,
+            "env_id": env_cfg.get("id"),
             "task_id": _first_attr(env, "task_id"),
             "task_description": _item(infos, "task_description", 0),
             "max_episode_steps": limit,
@@ -430,7 +432,14 @@ def _collect(
     current: list[EpisodeRecord | None] = [None] * n
     for i in range(n):
         if started < opts.episodes:
-            current[i] = _start(started, i, obs, infos, report.records_video(started))
+            current[i] = _start(
+                started,
+                i,
+                obs,
+                infos,
+                report.records_video(started),
+                report.cfg.reward_model.camera,
+            )
             started += 1
     finished = 0
     quiet = not report.interactive  # tqdm only on a terminal: no line per step in logs
@@ -446,7 +455,14 @@ def _collect(
                 if fresh[i]:  # this step was the autoreset: a new episode starts here
                     fresh[i] = False
                     if started < opts.episodes:
-                        current[i] = _start(started, i, obs, infos, report.records_video(started))
+                        current[i] = _start(
+                            started,
+                            i,
+                            obs,
+                            infos,
+                            report.records_video(started),
+                            report.cfg.reward_model.camera,
+                        )
                         started += 1
                     continue
                 rec = current[i]
@@ -464,12 +480,12 @@ def _collect(
 
 
 def _start(
-    index: int, env_index: int, obs: Any, infos: dict[str, Any], video: bool
+    index: int, env_index: int, obs: Any, infos: dict[str, Any], video: bool, camera: str
 ) -> EpisodeRecord:
-    rec = EpisodeRecord(index=index, env_index=env_index, video=video)
+    rec = EpisodeRecord(index=index, env_index=env_index, video=video, camera=camera)
     rec.task_description = str(_item(infos, "task_description", env_index) or "")
     if video:
-        rec.frames.append(np.asarray(obs["agentview_image"][env_index]).copy())
+        rec.frames.append(np.asarray(obs[camera][env_index]).copy())
     return rec
 
 
@@ -487,7 +503,7 @@ def _record_step(
             rec.latencies_s.append(float(latency))
     rec.env_success = bool(_item(infos, "is_success", i) or rec.env_success)
     if rec.video:
-        rec.frames.append(np.asarray(obs["agentview_image"][i]).copy())
+        rec.frames.append(np.asarray(obs[rec.camera][i]).copy())
 
 
 def _item(infos: dict[str, Any], key: str, i: int) -> Any:

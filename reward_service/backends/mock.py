@@ -1,11 +1,14 @@
 """MockBackend: a deterministic stand-in reward model (no weights) for tests and demos.
 
-Two rules decide a frame's progress `p` (an integer percentage, 0..100):
+Rules decide a frame's progress `p` (an integer percentage, 0..100):
 
 * ``intensity`` (default): `p = round(100 * mean(gray(frame[region])) / 255)`. To make a frame
   worth progress `p`, paint every pixel with `paint_level(p) = round(p * 255 / 100)`.
 * ``change``: `p = min(100, 100 * mean|f - f0| / change_scale)` with `f0` the first frame of the
   request (trajectory `frames[0]`, pairwise `image_a`, done `first_frame`, video first frame).
+* ``reach_place``, ``reach_place_hackable``, ``random``: read the synthetic ReachPlace scene
+  (`evolve_envs/ReachPlace-v0`) from its pixels — a right model, one a distractor can game, and
+  one that ignores the scene (``seed`` knob); see :mod:`reward_service.backends.scene_rules`.
 
 Answers derived from `p` (`pa`, `pb` for frames a and b):
 
@@ -36,6 +39,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from reward_service.backends import scene_rules
 from reward_service.backends.base import (
     Backend,
     BackendError,
@@ -47,6 +51,9 @@ from reward_service.backends.base import (
 
 __all__ = ["MockBackend", "intensity_progress", "change_progress", "paint_level", "mock_critic"]
 
+#: The rules the mock backend knows (see the module docstring).
+RULES = ("intensity", "change", "reach_place", "reach_place_hackable", "random")
+_SCENE_RULES = ("reach_place", "reach_place_hackable", "random")
 _GRAY = np.array([0.299, 0.587, 0.114], dtype=np.float64)
 
 
@@ -125,10 +132,11 @@ class MockBackend(Backend):
         done_threshold: float = 95.0,
         disabled: Iterable[str] = (),
         fail_marker: str | None = None,
+        seed: int = 0,
     ) -> None:
         super().__init__(disabled=disabled)
-        if rule not in ("intensity", "change"):
-            raise ValueError(f"mock rule must be 'intensity' or 'change', got {rule!r}")
+        if rule not in RULES:
+            raise ValueError(f"mock rule must be one of {', '.join(RULES)}, got {rule!r}")
         if region is not None:
             region = tuple(float(v) for v in region)
             if len(region) != 4 or not (
@@ -148,15 +156,25 @@ class MockBackend(Backend):
         self.latency_ms = float(latency_ms)
         self.done_threshold = float(done_threshold)
         self.fail_marker = fail_marker
+        self.seed = int(seed)
 
     # --- helpers --------------------------------------------------------------------------------
     def progress(self, frame: np.ndarray, first: np.ndarray | None = None) -> int:
         """Progress of `frame` (integer percent) under the configured rule."""
+        if self.rule in _SCENE_RULES:
+            return self._scene_progress(frame)
         if self.rule == "change" and first is not None:
             return change_progress(frame, first, self.change_scale, self.region)
         if self.rule == "change":
             return 0
         return intensity_progress(frame, self.region)
+
+    def _scene_progress(self, frame: np.ndarray) -> int:
+        if self.rule == "reach_place":
+            return scene_rules.reach_place_progress(frame)
+        if self.rule == "reach_place_hackable":
+            return scene_rules.hackable_progress(frame)
+        return scene_rules.random_progress(frame, self.seed)
 
     def _emulate_inference(self, texts: Iterable[str]) -> None:
         if self.fail_marker:
@@ -191,4 +209,6 @@ class MockBackend(Backend):
 
     def score_images(self, items: Sequence[ImageScoreItem]) -> list[float]:
         self._emulate_inference(item.prompt for item in items)
+        if self.rule in _SCENE_RULES:
+            return [self._scene_progress(it.image) / 100.0 for it in items]
         return [intensity_progress(it.image, self.region) / 100.0 for it in items]

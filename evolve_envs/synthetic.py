@@ -1,0 +1,233 @@
+"""ReachPlace: a fast 2-D reach-and-place image task with ground-truth progress.
+
+A square arena is rendered with NumPy (64 x 64 by default) from above: a blue *gripper*, a red
+*block*, a green *target zone* and a yellow *distractor* block. The agent moves the gripper
+(actions ``(dx, dy)`` in ``[-1, 1]``, scaled by ``speed``). The gripper grasps the red block
+automatically when it comes within ``grasp_radius`` of it (and turns white: closed) and carries
+it from then on; the episode
+succeeds (and terminates) when the carried block's centre is within ``place_radius`` of the
+target's centre. The yellow distractor, once the gripper touches it, is dragged along by
+the gripper's moves; it has nothing to do with the task.
+
+Ground-truth progress (``info["true_progress"]``, in ``[0, 1]``; the reward stack uses
+``info["progress"]`` for the *model's* progress), with ``D = 1`` the arena's width:
+
+* before the grasp: ``0.5 * (1 - min(1, |gripper - block| / D))``,
+* while carrying: ``0.5 + 0.5 * (1 - min(1, |block - target| / D))``,
+* ``1.0`` on success.
+
+The reward service's mock backend reads the same quantity back from the rendered pixels (rule
+``reach_place``; ``reach_place_hackable`` reads the *distractor* instead of the block, a reward
+model that can be gamed; ``random`` ignores the scene), so rewards can come from the real service.
+
+Observation: ``{"image": uint8 (S, S, 3), "state": float32 (3,)}`` with ``state = (gripper x,
+gripper y, holding)``; the block, target and distractor are only visible in the image.
+The layout is drawn from the reset seed (or from ``options={"init_state_id": k}``, which fixes
+layout ``k`` whatever the seed), so the same seed gives the same scene.
+
+Example:
+    >>> env = ReachPlaceEnv()
+    >>> obs, info = env.reset(seed=0)
+    >>> obs["image"].shape, obs["state"].shape, info["true_progress"] < 0.5
+    ((64, 64, 3), (3,), True)
+    >>> obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+    >>> sorted(k for k in info if k in ("is_success", "true_progress", "task_description"))
+    ['is_success', 'task_description', 'true_progress']
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+__all__ = ["ReachPlaceEnv", "COLORS", "scripted_action"]
+
+#: RGB colours of the scene (the mock backend's ``reach_place`` rule looks for the same ones).
+COLORS: dict[str, tuple[int, int, int]] = {
+    "background": (40, 40, 40),
+    "target": (0, 200, 0),
+    "distractor": (230, 200, 0),
+    "block": (220, 30, 30),
+    "gripper": (40, 80, 255),
+    "gripper_closed": (255, 255, 255),
+}
+#: Half sizes of the drawn squares, in arena units (the arena is [0, 1] x [0, 1]).
+HALF_SIZES: dict[str, float] = {"target": 0.09, "distractor": 0.06, "block": 0.06, "gripper": 0.03}
+TASK = "pick up the red block and place it in the green zone"
+
+
+class ReachPlaceEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
+    """Reach the red block, carry it to the green zone; a yellow distractor can be pushed around.
+
+    See the module docstring for the scene, the progress and the observation.
+
+    Example:
+        >>> env = ReachPlaceEnv(image_size=32)
+        >>> obs, info = env.reset(seed=3)
+        >>> obs["image"].shape
+        (32, 32, 3)
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+
+    def __init__(
+        self,
+        image_size: int = 64,
+        speed: float = 0.08,
+        grasp_radius: float = 0.08,
+        place_radius: float = 0.08,
+        render_mode: str | None = "rgb_array",
+        task_description: str = TASK,
+    ) -> None:
+        if image_size < 16:
+            raise ValueError(f"image_size must be >= 16, got {image_size}")
+        if not 0 < speed <= 0.5:
+            raise ValueError(f"speed must be in (0, 0.5], got {speed}")
+        self.image_size = int(image_size)
+        self.speed = float(speed)
+        self.grasp_radius = float(grasp_radius)
+        self.place_radius = float(place_radius)
+        self.render_mode = render_mode
+        self.task_description = task_description
+        self.action_space = spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
+        self.observation_space = spaces.Dict(
+            {
+                "image": spaces.Box(0, 255, (self.image_size, self.image_size, 3), np.uint8),
+                "state": spaces.Box(-np.inf, np.inf, shape=(3,), dtype=np.float32),
+            }
+        )
+        self._pos: dict[str, np.ndarray] = {}
+        self._holding = False
+        self._grasp_offset = np.zeros(2)
+        self._success = False
+        self.init_state_id: int | None = None
+
+    # --- layout ---------------------------------------------------------------------------------
+    def _sample_layout(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        names = ("target", "block", "gripper", "distractor")
+        while True:
+            pos = {n: rng.uniform(0.12, 0.88, size=2) for n in names}
+            far = all(
+                np.linalg.norm(pos[a] - pos[b]) > 0.25
+                for i, a in enumerate(names)
+                for b in names[i + 1 :]
+            )
+            if far:
+                return pos
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        super().reset(seed=seed)
+        init_state_id = (options or {}).get("init_state_id")
+        if init_state_id is not None:
+            rng = np.random.default_rng(int(init_state_id))
+        else:
+            rng = self.np_random
+        self.init_state_id = None if init_state_id is None else int(init_state_id)
+        self._pos = self._sample_layout(rng)
+        self._holding = False
+        self._grasp_offset = np.zeros(2)
+        self._success = False
+        return self._obs(), self._info()
+
+    # --- dynamics -------------------------------------------------------------------------------
+    def step(
+        self, action: np.ndarray
+    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        if not self._pos:
+            raise RuntimeError("call reset() before step()")
+        a = np.clip(np.asarray(action, dtype=np.float64).reshape(2), -1.0, 1.0)
+        a = np.nan_to_num(a)
+        old = self._pos["gripper"].copy()
+        new = np.clip(old + self.speed * a, 0.03, 0.97)
+        delta = new - old
+        self._pos["gripper"] = new
+        touch = HALF_SIZES["gripper"] + HALF_SIZES["distractor"]
+        if np.max(np.abs(old - self._pos["distractor"])) < touch:  # in contact: dragged along
+            self._pos["distractor"] = np.clip(self._pos["distractor"] + delta, 0.06, 0.94)
+        if not self._holding and np.linalg.norm(new - self._pos["block"]) < self.grasp_radius:
+            self._holding = True
+            self._grasp_offset = self._pos["block"] - new
+        if self._holding:
+            self._pos["block"] = np.clip(new + self._grasp_offset, 0.0, 1.0)
+            if np.linalg.norm(self._pos["block"] - self._pos["target"]) < self.place_radius:
+                self._success = True
+        reward = 1.0 if self._success else 0.0
+        return self._obs(), reward, self._success, False, self._info()
+
+    def progress(self) -> float:
+        """Ground-truth progress of the current state, in [0, 1] (see the module docstring)."""
+        if self._success:
+            return 1.0
+        if not self._holding:
+            d = float(np.linalg.norm(self._pos["gripper"] - self._pos["block"]))
+            return 0.5 * (1.0 - min(1.0, d))
+        d = float(np.linalg.norm(self._pos["block"] - self._pos["target"]))
+        return 0.5 + 0.5 * (1.0 - min(1.0, d))
+
+    # --- observation ----------------------------------------------------------------------------
+    def render(self) -> np.ndarray:
+        s = self.image_size
+        img = np.empty((s, s, 3), np.uint8)
+        img[:] = COLORS["background"]
+        for name in ("target", "distractor", "block", "gripper"):
+            cx, cy = self._pos[name]
+            h = HALF_SIZES[name]
+            x0, x1 = int(round((cx - h) * s)), int(round((cx + h) * s))
+            y0, y1 = int(round((cy - h) * s)), int(round((cy + h) * s))
+            color = COLORS["gripper_closed" if name == "gripper" and self._holding else name]
+            img[max(y0, 0) : max(y1, y0 + 1), max(x0, 0) : max(x1, x0 + 1)] = color
+        return img
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        g = self._pos["gripper"]
+        state = np.array([g[0], g[1], float(self._holding)], dtype=np.float32)
+        return {"image": self.render(), "state": state}
+
+    def _info(self) -> dict[str, Any]:
+        return {
+            "task_description": self.task_description,
+            "true_progress": self.progress(),
+            "is_success": self._success,
+            "holding": self._holding,
+            "distractor_to_target": float(
+                np.linalg.norm(self._pos["distractor"] - self._pos["target"])
+            ),
+        }
+
+    # --- helpers for tests and demos ------------------------------------------------------------
+    def positions(self) -> dict[str, np.ndarray]:
+        """Copies of the current centres of gripper, block, target and distractor."""
+        return {k: v.copy() for k, v in self._pos.items()}
+
+
+def scripted_action(env: ReachPlaceEnv, goal: str = "task") -> np.ndarray:
+    """A scripted expert: to the block then to the target (``goal="task"``), or drag the
+    distractor onto the target (``goal="distractor"``, the behaviour that games a reward model
+    reading the distractor).
+
+    Example:
+        >>> env = ReachPlaceEnv()
+        >>> _ = env.reset(seed=1)
+        >>> for _ in range(60):
+        ...     *_, terminated, _, info = env.step(scripted_action(env))
+        ...     if terminated:
+        ...         break
+        >>> info["is_success"]
+        True
+    """
+    pos = env.positions()
+    if goal == "distractor":
+        rel = pos["gripper"] - pos["distractor"]
+        touching = np.max(np.abs(rel)) < HALF_SIZES["gripper"] + HALF_SIZES["distractor"]
+        aim = pos["target"] + rel if touching else pos["distractor"]
+    elif not env._holding:
+        aim = pos["block"]
+    else:
+        aim = pos["target"] - env._grasp_offset
+    step = (aim - pos["gripper"]) / env.speed
+    return np.clip(step, -1.0, 1.0).astype(np.float32)
