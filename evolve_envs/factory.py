@@ -15,9 +15,25 @@ With ``reward_model.enable: false`` the result is the base env plus its time lim
 in ``close()``. To share one service between several envs of a process, start it yourself and
 pass it: ``make_env(..., embedded_service=svc)`` (then the envs use it and leave it running).
 
-Examples (``make_env("libero_10", task_id=3)`` builds LIBERO-10 task 3 from the shipped YAML,
-``gym.make("evolve_envs/LIBERO-10-v0", ...)`` does the same through Gymnasium; here the base env
-is Gymnasium's CartPole so that the example runs anywhere)::
+Examples: ``make_env("libero_10", task_id=3)`` builds LIBERO-10 task 3 from the shipped YAML, and
+``gym.make("evolve_envs/LIBERO-10-v0", ...)`` does the same through Gymnasium. The shipped
+``reach_place`` config runs anywhere in seconds: the synthetic ReachPlace task, progress checks
+every 2 steps against an embedded mock service that the env starts and stops::
+
+    >>> env = make_env("reach_place", max_episode_steps=6)
+    >>> env
+    <ProgressReward<TimeLimit<ReachPlaceEnv instance>>>
+    >>> obs, info = env.reset(seed=0)
+    >>> info["task_description"]
+    'pick up the red block and place it in the green zone'
+    >>> [env.step(env.action_space.sample())[4]["progress_calls"] for _ in range(6)]
+    [0, 1, 1, 2, 2, 3]
+    >>> service = env.service            # owned by the reward wrapper
+    >>> env.close(); service.is_running()
+    False
+
+Invalid keys are refused with their path (here on Gymnasium's CartPole, whose constructor has no
+``colour``)::
 
     >>> from gymnasium.envs.classic_control import CartPoleEnv
     >>> env = make_env(env_factory=CartPoleEnv, max_episode_steps=5)  # reward model off
