@@ -440,3 +440,25 @@ def test_launcher_runs_a_script_with_the_progress_worker(tmp_path, capsys, monke
     finally:
         module.EnvWorker = original
     assert capsys.readouterr().out.strip() == "ProgressEnvWorker ['--config-name', 'x']"
+
+
+# ----------------------------------------------------------------------------- threads
+
+
+@pytest.mark.parametrize("calls", ["sync", "async"])
+def test_one_thread_pool_per_call_mode(mock_service, calls):
+    """Sync trackers are stepped on the wrapper's threads and call the client there; async
+    trackers only submit to the client's workers, so the wrapper starts no threads of its own."""
+    import threading
+
+    settings = EVERY_STEP.replace(calls=calls, max_lag_steps=0)  # async: applied at its step
+    before = set(threading.enumerate())
+    with ProgressClient(mock_service.url) as client:
+        env = wrap(client, n=3, settings=settings)
+        env.reset()
+        _, rewards, _, _, _ = env.chunk_step(chunk([[1.0] * 2, [0.5] * 2, [0.0] * 2]))
+        names = {t.name.rsplit("_", 1)[0] for t in set(threading.enumerate()) - before}
+        env.close()
+    torch.testing.assert_close(rewards.sum(dim=1), torch.tensor([0.2, 0.1, 0.0]), atol=1e-5, rtol=0)
+    assert ("progress" in names) == (calls == "sync")  # the wrapper's pool
+    assert ("progress-client" in names) == (calls == "async")  # the client's workers
