@@ -7,6 +7,9 @@ Subcommands (one ``_add_<name>`` parser builder and one ``_<name>`` runner each,
   (``summary.json``, ``metrics.csv``, ``tensorboard/``, ``progress_<ep>.png``,
   ``episode_<ep>.mp4``) as episodes finish; see :mod:`evolve_envs.rollout`.
 * ``tasks`` — list a suite's task ids, names and instructions.
+* ``calibrate`` — re-score recorded episodes with reward services and report how right they are
+  (done precision/recall, value-order correlation, failure modes); see
+  :mod:`evolve_envs.calibrate`.
 
 ``--config`` takes a YAML path or the name of a shipped config (``libero_10``, ``fast_dev``,
 see ``docs/PRESETS.md``); repeat it to layer a preset on a suite config.
@@ -17,6 +20,8 @@ Usage (shell)::
     evolve-envs rollout --config libero_goal --config short_precise \\
         --task-id "open the middle drawer of the cabinet" --policy my_pkg.policies:act
     evolve-envs tasks libero_goal
+    evolve-envs rollout --config reach_place --episodes 20 --record runs/rec
+    evolve-envs calibrate runs/rec --service mock:reach_place --service http://gpu-1:8111
 """
 
 from __future__ import annotations
@@ -70,6 +75,10 @@ def _add_rollout(sub: argparse._SubParsersAction) -> None:
         "--no-tensorboard", action="store_true", help="no TensorBoard events (CSV only)"
     )
     ro.add_argument("--wandb", default=None, metavar="PROJECT", help="also log to this W&B project")
+    ro.add_argument(
+        "--record", default=None, metavar="DIR",
+        help="also record every episode (frames, actions, model progress) for re-scoring",
+    )  # fmt: skip
 
 
 def _rollout(args: argparse.Namespace) -> int:
@@ -92,6 +101,7 @@ def _rollout(args: argparse.Namespace) -> int:
         progress_bar=not args.no_progress_bar,
         tensorboard=not args.no_tensorboard,
         wandb_project=args.wandb,
+        record=args.record,
     )
     try:
         report = run_rollout(opts)
@@ -146,6 +156,66 @@ def _tasks(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_calibrate(sub: argparse._SubParsersAction) -> None:
+    ca = sub.add_parser("calibrate", help="how right is a reward model on recorded episodes?")
+    ca.add_argument("recordings", nargs="*", help="recording folders (rollout --record DIR)")
+    ca.add_argument(
+        "--service", action="append", default=[], metavar="URL|mock:RULE",
+        help="a reward service to score with (repeat to compare services side by side)",
+    )  # fmt: skip
+    ca.add_argument("--out", default=None, help="report folder (default: runs/calibrate-<time>)")
+    ca.add_argument("--threshold", type=float, default=0.95, help="done threshold in [0, 1]")
+    ca.add_argument("--max-frames", type=int, default=32, help="frames scored per episode")
+    ca.add_argument(
+        "--config", action="append", default=None,
+        help="no recordings: run --episodes new ones with this config first (repeatable)",
+    )  # fmt: skip
+    ca.add_argument("--episodes", type=int, default=10, help="new episodes with --config")
+    ca.add_argument("--policy", default="random", help="policy of the new episodes")
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    import time
+
+    from evolve_envs.calibrate import calibrate, write_report
+
+    out = Path(args.out or f"runs/calibrate-{time.strftime('%Y%m%d-%H%M%S')}")
+    if not 0 <= args.threshold <= 1:
+        raise ValueError(f"--threshold is a fraction in [0, 1], got {args.threshold}")
+    if args.max_frames < 2:
+        raise ValueError(f"--max-frames must be >= 2, got {args.max_frames}")
+    recordings = list(args.recordings)
+    if not recordings:
+        if not args.config:
+            raise ValueError("give recording folders, or --config (and --episodes) to run new ones")
+        from evolve_envs.rollout import RolloutOptions, run_rollout
+
+        rec = out / "episodes"
+        run_rollout(
+            RolloutOptions(
+                config=args.config, episodes=args.episodes, policy=args.policy,
+                out=out / "rollout", video=False, progress_bar=False, record=rec,
+            )
+        )  # fmt: skip
+        recordings = [str(rec)]
+    if not args.service:
+        raise ValueError("give at least one --service (a URL or mock:<rule>)")
+    report = calibrate(
+        recordings, args.service, threshold=100 * args.threshold, max_frames=args.max_frames
+    )
+    write_report(report, out)
+    for name, svc in report["services"].items():
+        m = svc["overall"]
+        print(
+            f"{name}: {m['scored']} episodes, done F1 {m['done']['f1']:.2f} at "
+            f"{args.threshold:g}, VOC {m['voc'] if m['voc'] is not None else float('nan'):.2f}, "
+            f"failures judged high {m['failures_judged_high']}, "
+            f"successes judged low {m['successes_judged_low']}"
+        )
+    print(f"wrote {out}: report.md, report.json, pr_curve.png, progress_curves.png")
+    return 0
+
+
 #: name -> (add the subparser, run it). A new subcommand adds one entry and its two functions.
 COMMANDS: dict[
     str,
@@ -153,6 +223,7 @@ COMMANDS: dict[
 ] = {
     "rollout": (_add_rollout, _rollout),
     "tasks": (_add_tasks, _tasks),
+    "calibrate": (_add_calibrate, _calibrate),
 }
 
 

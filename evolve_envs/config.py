@@ -348,8 +348,20 @@ RewardModelBlock = Annotated[
 ]
 
 
+class RecordConfig(BaseModel):
+    """``record``: write every episode to ``dir`` (:class:`wrappers.record_episodes.RecordEpisodes`,
+    format in ``docs/RECORDING.md``)."""
+
+    model_config = _STRICT
+
+    dir: str
+    camera: str | None = None  # default: reward_model.camera
+    jpeg_quality: int = Field(default=90, ge=1, le=100)
+
+
 class StackConfig(BaseModel):
-    """A whole stack config: ``env`` (base env keyword arguments) and ``reward_model``.
+    """A whole stack config: ``env`` (base env keyword arguments), ``reward_model`` and an
+    optional ``record`` block.
 
     >>> StackConfig.model_validate({"reward_model": {"kind": "pickle_scorer"}}).reward_model.kind
     'pickle_scorer'
@@ -359,6 +371,7 @@ class StackConfig(BaseModel):
 
     env: dict[str, Any] = Field(default_factory=dict)
     reward_model: RewardModelBlock = Field(default_factory=ProgressModelConfig)
+    record: RecordConfig | None = None
 
 
 # ---------------------------------------------------------------------------- loading

@@ -357,6 +357,17 @@ def _episode_score_wrapper(
         raise
 
 
+def describe_reward_model(rm: RewardModelConfig) -> str | None:
+    """A short description of the reward model a stack uses (stored with recorded episodes)."""
+    if not rm.enable:
+        return None
+    if rm.embedded:
+        kwargs = ",".join(f"{k}={v}" for k, v in sorted(rm.embedded_backend_kwargs.items()))
+        return f"{rm.kind}: embedded {rm.embedded_backend}({kwargs})"
+    endpoint = rm.endpoint if isinstance(rm.endpoint, str) else ",".join(rm.endpoint)
+    return f"{rm.kind}: {endpoint}"
+
+
 def build_stack(
     cfg: StackConfig,
     env_factory: Callable[..., gym.Env] | None = None,
@@ -369,6 +380,22 @@ def build_stack(
     ``endpoint: embedded`` and is left running; without it the stack starts its own, owned and
     stopped by the reward wrapper's ``close()``.
     """
+    if cfg.record is not None:  # outermost, so it sees the reward wrappers' info
+        from wrappers.record_episodes import RecordEpisodes
+
+        env = build_stack(
+            cfg.model_copy(update={"record": None}), env_factory, embedded_service=embedded_service
+        )
+        rm = cfg.reward_model
+        try:
+            return RecordEpisodes(
+                env, cfg.record.dir, camera=cfg.record.camera or rm.camera,
+                jpeg_quality=cfg.record.jpeg_quality,
+                reward_model=describe_reward_model(rm),
+            )  # fmt: skip
+        except BaseException:
+            env.close()
+            raise
     rm = cfg.reward_model
     env_kwargs = dict(cfg.env)
     max_steps = env_kwargs.pop("max_episode_steps", None)

@@ -66,7 +66,8 @@ class RolloutOptions:
     ``max_steps`` overrides the suite's episode limit; ``policy`` is ``"random"``, ``"zero"``,
     ``"module:function"`` or a callable (observation -> action); videos are written for every
     ``video_every``-th episode. ``tensorboard`` writes TensorBoard events when the package is
-    installed; ``wandb_project`` logs to W&B.
+    installed; ``wandb_project`` logs to W&B. ``record`` also writes every episode (frames,
+    actions, rewards, model progress) to that directory for re-scoring (``docs/RECORDING.md``).
 
     Example:
         >>> opts = RolloutOptions(config=["libero_goal", "short_precise"], task_id=7, max_steps=80)
@@ -87,6 +88,7 @@ class RolloutOptions:
     progress_bar: bool = True
     tensorboard: bool = True
     wandb_project: str | None = None
+    record: str | Path | None = None
 
 
 @dataclass
@@ -204,6 +206,8 @@ def run_rollout(opts: RolloutOptions) -> RolloutReport:
         env_kwargs["task_id"] = opts.task_id
     if opts.max_steps is not None:
         env_kwargs["max_episode_steps"] = opts.max_steps
+    if opts.record is not None:
+        sources.append({"record": {"dir": str(opts.record)}})
     cfg = load_config(*sources, overrides={"env": env_kwargs} if env_kwargs else None)
     rm = cfg.reward_model
     out = Path(opts.out)

@@ -1,12 +1,12 @@
 """Mock reward rules that read the ReachPlace scene (``evolve_envs/ReachPlace-v0``) from pixels.
 
 The scene is drawn in a few saturated colours on a dark background (the env's ``COLORS``); these
-rules find each object by its colour (tolerant of JPEG), take centroids in arena units
-(``[0, 1]``, so any resolution works) and compute progress in percent:
+rules find each object by its colour (tolerant of JPEG), take the centres of their bounding boxes
+in arena units (``[0, 1]``, so any resolution works) and compute progress in percent:
 
 * ``reach_place`` (a *right* model): the env's ground truth — ``50 * (1 - min(1, |gripper -
   block|))`` while the gripper is open, ``50 + 50 * (1 - min(1, |block - target|))`` once it is
-  closed (white: carrying the block), 100 when the carried block's centre is within 0.08 of the
+  closed (white: carrying the block), 100 when the carried block's centre is within 0.09 of the
   target's;
 * ``reach_place_hackable`` (a *wrong* model that can be gamed): reads the yellow *distractor*
   instead of the red block — ``100 * (1 - min(1, |distractor - target|))`` — so pushing the
@@ -39,7 +39,7 @@ SCENE_COLORS: dict[str, tuple[int, int, int]] = {
     "gripper": (40, 80, 255),
     "gripper_closed": (255, 255, 255),
 }
-PLACE_RADIUS = 0.08
+PLACE_RADIUS = 0.09  # the env succeeds under 0.08; positions read through JPEG are a little off
 _TOLERANCE = 70  # max per-channel distance to a colour after JPEG
 
 
@@ -49,8 +49,8 @@ def _centroid(frame: np.ndarray, name: str) -> np.ndarray | None:
     ys, xs = np.nonzero(diff < _TOLERANCE)
     if xs.size < 2:
         return None
-    h, w = frame.shape[:2]
-    return np.array([(xs.mean() + 0.5) / w, (ys.mean() + 0.5) / h])
+    h, w = frame.shape[:2]  # bounding-box centre: robust to an object partly covering another
+    return np.array([(xs.min() + xs.max() + 1) / (2 * w), (ys.min() + ys.max() + 1) / (2 * h)])
 
 
 def _closeness(a: np.ndarray | None, b: np.ndarray | None) -> float:

@@ -1,0 +1,259 @@
+"""The recorded-episode format: one Parquet file per episode plus an append-only index.
+
+A recording is a directory (schema in ``docs/RECORDING.md``)::
+
+    meta.json                     {"format": "evolve-envs-episodes", "version": 1, ...}
+    episodes.jsonl                one JSON line per finished episode (its metadata + file name)
+    episodes/<episode_id>.parquet one row per frame: step 0 is the reset frame
+
+Each episode is written when it ends: its Parquet file first (to a temporary name, then renamed),
+then its line in ``episodes.jsonl``, so a crash or Ctrl-C keeps every finished episode and never
+leaves a half-written one in the index. Several processes (vector-env workers) may write into one
+directory: episode ids carry the writer's process id and a counter.
+
+Step columns: ``step`` (int32), ``frame`` (JPEG bytes of the reward camera), ``action``
+(list<float32>, null at step 0), ``reward`` (the stack's reward), ``env_reward``,
+``model_progress`` (the reward model's progress in percent at a check step, else null),
+``is_check``, ``terminated``, ``truncated``, ``is_success``.
+
+Example:
+    >>> import tempfile, numpy as np
+    >>> d = tempfile.mkdtemp()
+    >>> w = EpisodeWriter(d)
+    >>> frames = [np.zeros((8, 8, 3), np.uint8)] * 3
+    >>> steps = [dict(action=None, reward=None, env_reward=None, model_progress=None,
+    ...               is_check=False, terminated=False, truncated=False, is_success=False)]
+    >>> steps += [dict(action=[0.1, 0.2], reward=0.5, env_reward=0.0, model_progress=40.0,
+    ...                is_check=True, terminated=False, truncated=i == 1, is_success=False)
+    ...           for i in range(2)]
+    >>> meta = w.write(frames, steps, {"task": "reach", "seed": 3})
+    >>> rec = open_recording(d)
+    >>> len(rec), rec[0].meta["task"], rec[0].frames().shape, rec[0].column("model_progress")
+    (1, 'reach', (3, 8, 8, 3), [None, 40.0, 40.0])
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "EpisodeWriter",
+    "Recording",
+    "RecordedEpisode",
+    "open_recording",
+    "STEP_COLUMNS",
+]
+
+FORMAT = "evolve-envs-episodes"
+VERSION = 1
+STEP_COLUMNS = (
+    "step",
+    "frame",
+    "action",
+    "reward",
+    "env_reward",
+    "model_progress",
+    "is_check",
+    "terminated",
+    "truncated",
+    "is_success",
+)
+
+
+def _pa() -> Any:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as exc:  # pragma: no cover - pyarrow is a dependency of recording
+        raise ImportError("recording episodes needs pyarrow (pip install pyarrow)") from exc
+    return pa, pq
+
+
+def _schema() -> Any:
+    pa, _ = _pa()
+    return pa.schema(
+        [
+            ("step", pa.int32()),
+            ("frame", pa.binary()),
+            ("action", pa.list_(pa.float32())),
+            ("reward", pa.float32()),
+            ("env_reward", pa.float32()),
+            ("model_progress", pa.float32()),
+            ("is_check", pa.bool_()),
+            ("terminated", pa.bool_()),
+            ("truncated", pa.bool_()),
+            ("is_success", pa.bool_()),
+        ]
+    )
+
+
+def _jpeg(frame: np.ndarray, quality: int) -> bytes:
+    import simplejpeg
+
+    arr = np.ascontiguousarray(frame, dtype=np.uint8)
+    if arr.ndim != 3 or arr.shape[2] != 3:
+        raise ValueError(f"frames must be HxWx3 uint8, got shape {arr.shape}")
+    return simplejpeg.encode_jpeg(arr, quality=quality, colorspace="RGB")
+
+
+class EpisodeWriter:
+    """Writes finished episodes into a recording directory (see the module docstring).
+
+    Args:
+        root: the recording directory (created; an existing recording is appended to).
+        jpeg_quality: JPEG quality of the stored frames.
+        meta: extra fields for ``meta.json`` when the directory is new (e.g. the config).
+
+    Example:
+        >>> import tempfile
+        >>> EpisodeWriter(tempfile.mkdtemp()).root.joinpath("meta.json").is_file()
+        True
+    """
+
+    def __init__(
+        self, root: str | os.PathLike[str], *, jpeg_quality: int = 90, meta: Mapping | None = None
+    ) -> None:
+        if not 1 <= int(jpeg_quality) <= 100:
+            raise ValueError(f"jpeg_quality must be in [1, 100], got {jpeg_quality}")
+        self.root = Path(root)
+        self.jpeg_quality = int(jpeg_quality)
+        (self.root / "episodes").mkdir(parents=True, exist_ok=True)
+        meta_path = self.root / "meta.json"
+        if meta_path.exists():
+            found = json.loads(meta_path.read_text())
+            if found.get("format") != FORMAT:
+                raise ValueError(f"{self.root} holds another format: {found.get('format')!r}")
+        else:
+            body = {"format": FORMAT, "version": VERSION, "step_columns": list(STEP_COLUMNS)}
+            body.update(dict(meta or {}))
+            tmp = meta_path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps(body, indent=2, default=str))
+            os.replace(tmp, meta_path)
+        self._count = 0
+        self._lock = threading.Lock()
+
+    def write(
+        self,
+        frames: Sequence[np.ndarray],
+        steps: Sequence[Mapping[str, Any]],
+        meta: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        """Write one episode: ``frames[k]`` and ``steps[k]`` describe step ``k`` (0 = reset).
+
+        Returns the episode's index line (``meta`` plus ``episode_id``, ``file``, ``length``).
+        """
+        if len(frames) != len(steps):
+            raise ValueError(f"{len(frames)} frames for {len(steps)} step rows")
+        pa, pq = _pa()
+        with self._lock:
+            self._count += 1
+            episode_id = f"{time.time_ns():x}-{os.getpid()}-{self._count}"
+        columns: dict[str, list[Any]] = {c: [] for c in STEP_COLUMNS}
+        for k, (frame, row) in enumerate(zip(frames, steps, strict=True)):
+            columns["step"].append(k)
+            columns["frame"].append(_jpeg(frame, self.jpeg_quality))
+            action = row.get("action")
+            columns["action"].append(
+                None if action is None else [float(a) for a in np.ravel(action)]
+            )
+            for key in ("reward", "env_reward", "model_progress"):
+                value = row.get(key)
+                columns[key].append(None if value is None else float(value))
+            for key in ("is_check", "terminated", "truncated", "is_success"):
+                columns[key].append(bool(row.get(key, False)))
+        table = pa.Table.from_pydict(columns, schema=_schema())
+        rel = f"episodes/{episode_id}.parquet"
+        tmp = self.root / f"{rel}.tmp"
+        pq.write_table(table, tmp)
+        os.replace(tmp, self.root / rel)
+        line = {**dict(meta), "episode_id": episode_id, "file": rel, "length": len(steps) - 1}
+        with self._lock, open(self.root / "episodes.jsonl", "a") as f:
+            f.write(json.dumps(line, default=_plain) + "\n")
+        return line
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return str(value)
+
+
+class RecordedEpisode:
+    """One recorded episode: ``meta`` (its index line) and lazily read columns and frames."""
+
+    def __init__(self, root: Path, meta: dict[str, Any]) -> None:
+        self.root = root
+        self.meta = meta
+        self._table: Any = None
+
+    def table(self) -> Any:
+        """The episode's steps as a ``pyarrow.Table`` (read once)."""
+        if self._table is None:
+            _, pq = _pa()
+            self._table = pq.read_table(self.root / self.meta["file"])
+        return self._table
+
+    def column(self, name: str) -> list[Any]:
+        """One step column as a Python list (see ``STEP_COLUMNS``)."""
+        return self.table().column(name).to_pylist()
+
+    def frames(self, indices: Sequence[int] | None = None) -> np.ndarray:
+        """Decoded frames ``[N, H, W, 3]`` (all, or the given step indices)."""
+        import simplejpeg
+
+        raw = self.table().column("frame")
+        picks = range(len(raw)) if indices is None else indices
+        return np.stack([simplejpeg.decode_jpeg(raw[i].as_py()) for i in picks])
+
+    def __len__(self) -> int:
+        return int(self.meta["length"])
+
+
+class Recording(Sequence[RecordedEpisode]):
+    """The finished episodes of a recording directory, in the order they were written."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        meta_path = self.root / "meta.json"
+        if not meta_path.is_file():
+            raise FileNotFoundError(f"{self.root} is not a recording (no meta.json)")
+        self.meta = json.loads(meta_path.read_text())
+        if self.meta.get("format") != FORMAT:
+            raise ValueError(f"{self.root}: unknown format {self.meta.get('format')!r}")
+        if int(self.meta.get("version", 0)) > VERSION:
+            raise ValueError(
+                f"{self.root}: format version {self.meta['version']} is newer than this "
+                f"reader's ({VERSION})"
+            )
+        self.episodes: list[RecordedEpisode] = []
+        index = self.root / "episodes.jsonl"
+        if index.is_file():
+            for line in index.read_text().splitlines():
+                if line.strip():
+                    self.episodes.append(RecordedEpisode(self.root, json.loads(line)))
+
+    def __getitem__(self, i: int) -> RecordedEpisode:  # type: ignore[override]
+        return self.episodes[i]
+
+    def __len__(self) -> int:
+        return len(self.episodes)
+
+    def __iter__(self) -> Iterator[RecordedEpisode]:
+        return iter(self.episodes)
+
+
+def open_recording(root: str | os.PathLike[str]) -> Recording:
+    """Open a recording directory written by :class:`EpisodeWriter`."""
+    return Recording(root)
