@@ -43,6 +43,12 @@ PLACE_RADIUS = 0.09  # the env succeeds under 0.08; positions read through JPEG 
 _TOLERANCE = 70  # max per-channel distance to a colour after JPEG
 
 
+def _thin(frame: np.ndarray) -> np.ndarray:
+    """Every k-th pixel so that the short side is about 128 (the service sends 448 x 448)."""
+    k = max(1, min(frame.shape[:2]) // 128)
+    return frame[::k, ::k]
+
+
 def _centroid(frame: np.ndarray, name: str) -> np.ndarray | None:
     rgb = np.asarray(SCENE_COLORS[name], dtype=np.int16)
     diff = np.abs(frame[..., :3].astype(np.int16) - rgb).max(axis=-1)
@@ -61,6 +67,7 @@ def _closeness(a: np.ndarray | None, b: np.ndarray | None) -> float:
 
 def reach_place_progress(frame: np.ndarray) -> int:
     """The ReachPlace ground truth read from a rendered frame, in percent (0..100)."""
+    frame = _thin(frame)
     block, target = _centroid(frame, "block"), _centroid(frame, "target")
     closed = _centroid(frame, "gripper_closed")
     if closed is None:
@@ -73,6 +80,7 @@ def reach_place_progress(frame: np.ndarray) -> int:
 
 def hackable_progress(frame: np.ndarray) -> int:
     """A gameable model: how close the yellow distractor is to the green zone, in percent."""
+    frame = _thin(frame)
     return int(
         round(100.0 * _closeness(_centroid(frame, "distractor"), _centroid(frame, "target")))
     )

@@ -1,0 +1,98 @@
+"""Make the calibration reports shown in the README ("Can I trust my reward model?").
+
+Synthetic task: ReachPlace episodes from three scripted behaviours (the task done, the distractor
+dragged onto the target, random actions), re-scored by three mock reward models served by real
+local services (right: ``reach_place``; scene-blind: ``random``; gameable:
+``reach_place_hackable``). LIBERO (``--libero``): a few short random-policy episodes of LIBERO-10
+task 0 scored by the mock *change* rule — a mock, not a reward model; it shows the report on real
+frames.
+
+    python bench/trust_report.py --out docs/img              # synthetic, ~1 min
+    python bench/trust_report.py --out docs/img --libero     # + LIBERO, a few minutes on a CPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from evolve_envs.calibrate import calibrate, write_report
+from evolve_envs.factory import make_env
+from evolve_envs.synthetic import scripted_action
+
+
+def record_synthetic(root: Path, per_behaviour: int) -> None:
+    cfg = {
+        "env": {"id": "evolve_envs/ReachPlace-v0", "max_episode_steps": 40},
+        "record": {"dir": str(root), "camera": "image"},
+    }
+    env = make_env(cfg)
+    rng = np.random.default_rng(0)
+    seed = 0
+    try:
+        for goal in ("task", "distractor", "random"):
+            for _ in range(per_behaviour):
+                env.reset(seed=seed)
+                seed += 1
+                done = False
+                while not done:
+                    if goal == "random":
+                        action = rng.uniform(-1, 1, 2).astype(np.float32)
+                    else:
+                        action = scripted_action(env.unwrapped, goal)
+                    *_, terminated, truncated, _ = env.step(action)
+                    done = terminated or truncated
+    finally:
+        env.close()
+
+
+def record_libero(root: Path, episodes: int, steps: int) -> None:
+    env = make_env(
+        ["libero_10", {"record": {"dir": str(root)}}],
+        reward_model={"enable": False},
+        max_episode_steps=steps,
+    )
+    rng = np.random.default_rng(0)
+    try:
+        for ep in range(episodes):
+            env.reset(seed=ep)
+            done = False
+            while not done:
+                *_, terminated, truncated, _ = env.step(rng.uniform(-1, 1, 7).astype(np.float32))
+                done = terminated or truncated
+    finally:
+        env.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="docs/img")
+    ap.add_argument("--per-behaviour", type=int, default=8)
+    ap.add_argument("--libero", action="store_true")
+    args = ap.parse_args()
+    out = Path(args.out)
+    work = Path(tempfile.mkdtemp())
+    try:
+        record_synthetic(work / "synthetic", args.per_behaviour)
+        services = ["mock:reach_place", "mock:random", "mock:reach_place_hackable"]
+        report = calibrate([work / "synthetic"], services, threshold=95.0)
+        write_report(report, work / "report_synthetic")
+        for name in ("pr_curve.png", "progress_curves.png", "report.md"):
+            shutil.copy(work / "report_synthetic" / name, out / f"calib_synthetic_{name}")
+        if args.libero:
+            record_libero(work / "libero", episodes=3, steps=60)
+            report = calibrate([work / "libero"], ["mock:change"], threshold=95.0)
+            write_report(report, work / "report_libero")
+            for name in ("progress_curves.png", "report.md"):
+                shutil.copy(work / "report_libero" / name, out / f"calib_libero_{name}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"wrote the reports into {out}")
+
+
+if __name__ == "__main__":
+    main()
