@@ -3,7 +3,7 @@ docs/PROTOCOLS.md §3).
 
 Request body: ``pickle({"images": [JPEG bytes], "prompts": [str], "metadata": {}})``, one prompt
 per image; answer: ``pickle({"scores": [float]})`` or ``pickle({"error": str})`` with HTTP 500.
-Both directions use the restricted codec of :mod:`reward_service.protocol`
+Both directions use the restricted codec of :mod:`reward_protocol.pickle_codec`
 (``safe_pickle_dumps`` / ``safe_pickle_loads``): no global is ever resolved, so a malicious or
 broken server cannot make this process import or call anything.
 
@@ -38,12 +38,8 @@ from reward_clients.client_base import ClientBase, invalid_response, validate_mo
 from reward_clients.endpoint_pool import EndpointPool, PoolResponse, describe_http_error
 from reward_clients.frame_encoding import DEFAULT_JPEG_QUALITY, encode_jpeg, validate_frame
 from reward_clients.results import CallResult, ClientStats
-from reward_service.protocol import (
-    PickleScoreResponse,
-    safe_pickle_dumps,
-    safe_pickle_loads,
-    to_plain,
-)
+from reward_protocol.pickle_codec import safe_pickle_dumps, safe_pickle_loads, to_plain
+from reward_protocol.wire import PickleScoreResponse
 
 __all__ = ["PickleScorerClient"]
 

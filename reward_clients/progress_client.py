@@ -40,7 +40,7 @@ from reward_clients.client_base import ClientBase, check_finite, invalid_respons
 from reward_clients.endpoint_pool import EndpointPool
 from reward_clients.frame_encoding import DEFAULT_JPEG_QUALITY, encode_jpeg_b64, validate_frame
 from reward_clients.results import CallResult, ClientStats
-from reward_service.protocol import (
+from reward_protocol.wire import (
     Capabilities,
     DoneRequest,
     DoneResponse,

@@ -37,7 +37,7 @@ import logging
 from reward_clients.client_base import parse_json_model
 from reward_clients.endpoint_pool import EndpointPool
 from reward_clients.errors import ErrorKind, RewardServiceError
-from reward_service.protocol import Capabilities
+from reward_protocol.wire import Capabilities
 
 __all__ = ["ServiceUnavailableError", "check_service", "ROUTE_CAPABILITIES"]
 
@@ -118,7 +118,7 @@ def check_service(
         what: how messages name the service.
 
     Returns:
-        The service's :class:`~reward_service.protocol.Capabilities`, or ``None`` when they
+        The service's :class:`~reward_protocol.wire.Capabilities`, or ``None`` when they
         could not be read (soft mode, or an accepted 404).
     """
     try:

@@ -47,7 +47,7 @@ from reward_clients.endpoint_pool import EndpointPool
 from reward_clients.errors import ErrorKind, RewardServiceError
 from reward_clients.frame_encoding import b64encode_bytes, validate_frame
 from reward_clients.results import CallResult, ClientStats
-from reward_service.protocol import ScoreRequest, ScoreResponse, sample_indices
+from reward_protocol.wire import ScoreRequest, ScoreResponse, sample_indices
 
 __all__ = ["VideoScoreClient", "sample_indices", "write_mp4", "MAX_NFRAMES"]
 

@@ -44,6 +44,27 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from reward_protocol.pickle_codec import (
+    UnsafePickleError,
+    safe_pickle_dumps,
+    safe_pickle_loads,
+    to_plain,
+)
+from reward_protocol.progress import value_list
+from reward_protocol.wire import (
+    Capabilities,
+    DoneRequest,
+    DoneResponse,
+    ErrorResponse,
+    HealthResponse,
+    PairwiseCriticRequest,
+    PairwiseCriticResponse,
+    PickleScoreRequest,
+    ScoreRequest,
+    ScoreResponse,
+    TrajectoryCriticRequest,
+    TrajectoryCriticResponse,
+)
 from reward_service.backends import make_backend
 from reward_service.backends.base import (
     Backend,
@@ -55,7 +76,7 @@ from reward_service.backends.base import (
 )
 from reward_service.batching import MAX_BATCH, Batcher, prepare_frame
 from reward_service.connections import ConcurrencyLimitMiddleware
-from reward_service.faults import TRANSPORT_SCOPE_KEY, FaultInjector, FaultMiddleware
+from reward_service.faults import TRANSPORT_SCOPE_KEY, FaultInjector, FaultMiddleware, FaultSpec
 from reward_service.image_decoding import (
     ImageDecodeError,
     PixelBudget,
@@ -64,26 +85,7 @@ from reward_service.image_decoding import (
     decode_image_bytes,
 )
 from reward_service.limits import DEFAULT_LIMITS
-from reward_service.metrics import Metrics
-from reward_service.protocol import (
-    Capabilities,
-    DoneRequest,
-    DoneResponse,
-    ErrorResponse,
-    FaultSpec,
-    HealthResponse,
-    PairwiseCriticRequest,
-    PairwiseCriticResponse,
-    PickleScoreRequest,
-    ScoreRequest,
-    ScoreResponse,
-    TrajectoryCriticRequest,
-    TrajectoryCriticResponse,
-    UnsafePickleError,
-    safe_pickle_dumps,
-    safe_pickle_loads,
-    to_plain,
-)
+from reward_service.metrics import PROMETHEUS_CONTENT_TYPE, Metrics, wants_prometheus
 from reward_service.swagger_assets import add_local_docs
 from reward_service.video_decoding import VideoDecodeError, read_video_bytes, read_video_file
 
@@ -311,14 +313,6 @@ def _reference_indices(count: int, ref_num: int | None) -> list[int]:
         return list(range(count if ref_num is None or ref_num > 1 else min(count, 1)))
     delta = (count - 1) / (ref_num - 1)
     return [int(i * delta) for i in range(ref_num)]
-
-
-def accumulate_values(critics: Sequence[float]) -> list[float]:
-    """VLAC `critic_to_value_simple`: `v <- v + (100 - v) * c / 100`, starting at 0."""
-    values = [0.0]
-    for c in critics:
-        values.append(values[-1] + (100.0 - values[-1]) * float(c) / 100.0)
-    return values
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -606,8 +600,11 @@ def create_app(
         return be.capabilities()
 
     @app.get("/metrics", tags=["service"])
-    async def get_metrics() -> dict[str, Any]:
-        """Request counts, errors, backend batch sizes and latency percentiles (ms)."""
+    async def get_metrics(request: Request) -> Any:
+        """Request counts, errors, backend batch sizes and latency percentiles (ms), as JSON;
+        in Prometheus' text format when `Accept` asks for text/plain or OpenMetrics."""
+        if wants_prometheus(request.headers.get("accept")):
+            return Response(metrics.prometheus_text(), media_type=PROMETHEUS_CONTENT_TYPE)
         snap = metrics.snapshot()
         snap["backend"] = be.name
         snap["batch_window_ms"] = batch_window_ms
@@ -651,9 +648,7 @@ def create_app(
 
         critics = await run_in_chunks("critic", len(sampled) - 1, make_chunk, request)
         critic_list = [float(c) for c in critics]
-        return TrajectoryCriticResponse(
-            value_list=accumulate_values(critic_list), critic_list=critic_list
-        )
+        return TrajectoryCriticResponse(value_list=value_list(critic_list), critic_list=critic_list)
 
     @app.post("/pairwise-critic", response_model=PairwiseCriticResponse, tags=["progress"])
     async def pairwise_critic(req: PairwiseCriticRequest) -> PairwiseCriticResponse:

@@ -40,17 +40,34 @@ import math
 import socket
 import struct
 import threading
-from typing import Any
+from typing import Any, Literal
 
-from reward_service.protocol import FaultSpec, UnsafePickleError, safe_pickle_loads
+from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ADMIN_PREFIX", "TRANSPORT_SCOPE_KEY", "FaultInjector", "FaultMiddleware"]
+from reward_protocol.pickle_codec import UnsafePickleError, safe_pickle_loads
+
+__all__ = ["ADMIN_PREFIX", "TRANSPORT_SCOPE_KEY", "FaultSpec", "FaultInjector", "FaultMiddleware"]
 
 ADMIN_PREFIX = "/admin/"
 TRANSPORT_SCOPE_KEY = "reward_service.transport"
 
 _NUMERIC_KEYS = ("value_list", "critic_list", "critic", "prob", "score", "scores")
 _INVALID_BODY = b"<html><body>upstream error: this is not JSON</body></html>"
+
+
+class FaultSpec(BaseModel):
+    """Body of `POST /admin/faults` (only when the server runs with fault injection enabled).
+
+    See this module's docstring for the meaning of each mode.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    mode: Literal["status", "delay", "invalid_json", "wrong_length", "nan", "inf", "reset"]
+    status: int = Field(default=503, ge=100, le=599)
+    delay_s: float = Field(default=2.0, ge=0.0, le=600.0)
+    count: int | None = Field(default=None, ge=1)
+    routes: list[str] | None = None
 
 
 class FaultInjector:

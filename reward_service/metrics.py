@@ -1,6 +1,9 @@
 """Server metrics: request counts, errors, backend batch sizes and latency percentiles.
 
-Thread-safe; the `/metrics` route returns `Metrics.snapshot()`.
+Thread-safe. `GET /metrics` answers Prometheus' text exposition format
+(:meth:`Metrics.prometheus_text`, built with `prometheus_client` from a registry of this instance
+alone, so several apps in one process never clash) when the caller asks for it — Prometheus'
+scraper sends `Accept: text/plain` or OpenMetrics — and `Metrics.snapshot()` as JSON otherwise.
 
 Example:
     >>> m = Metrics()
@@ -8,6 +11,8 @@ Example:
     >>> m.record_batch("critic", 8)
     >>> m.snapshot()["batches"]["max_size"]
     8
+    >>> 'reward_requests_total{route="/done"} 1.0' in m.prometheus_text().decode()
+    True
 """
 
 from __future__ import annotations
@@ -17,7 +22,17 @@ import time
 from collections import Counter, deque
 from typing import Any
 
-__all__ = ["Metrics"]
+__all__ = ["Metrics", "PROMETHEUS_CONTENT_TYPE", "wants_prometheus"]
+
+#: Content type of the text exposition format (version 0.0.4).
+PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+def wants_prometheus(accept: str | None) -> bool:
+    """True when an `Accept` header asks for Prometheus text or OpenMetrics (not JSON)."""
+    text = (accept or "").lower()
+    return "text/plain" in text or "openmetrics" in text
 
 
 def _percentile(sorted_values: list[float], q: float) -> float:
@@ -108,3 +123,70 @@ class Metrics:
                     "by_kind": by_kind,
                 },
             }
+
+    def prometheus_text(self) -> bytes:
+        """All metrics in Prometheus' text exposition format."""
+        from prometheus_client import CollectorRegistry, generate_latest
+
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_SnapshotCollector(self))
+        return generate_latest(registry)
+
+
+class _SnapshotCollector:
+    """Turns one :meth:`Metrics.snapshot` into Prometheus metric families at scrape time."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Any:
+        from prometheus_client.core import (
+            CounterMetricFamily,
+            GaugeMetricFamily,
+            HistogramMetricFamily,
+        )
+
+        snap = self.metrics.snapshot()
+        yield GaugeMetricFamily("reward_uptime_seconds", "Seconds since start", snap["uptime_s"])
+        yield GaugeMetricFamily(
+            "reward_requests_in_flight", "Requests being served", snap["in_flight"]
+        )
+        requests = CounterMetricFamily("reward_requests", "Finished requests", labels=["route"])
+        for route, n in sorted(snap["requests"].items()):
+            requests.add_metric([route], n)
+        yield requests
+        errors = CounterMetricFamily(
+            "reward_request_errors", "Requests answered >= 400", labels=["route"]
+        )
+        for route, n in sorted(snap["errors"].items()):
+            errors.add_metric([route], n)
+        yield errors
+        status = CounterMetricFamily("reward_responses", "Responses by status", labels=["status"])
+        for code, n in sorted(snap["status_codes"].items()):
+            status.add_metric([code], n)
+        yield status
+        latency = GaugeMetricFamily(
+            "reward_request_latency_seconds",
+            "Latency quantiles over the last requests of each route",
+            labels=["route", "quantile"],
+        )
+        for route, lat in sorted(snap["latency_ms"].items()):
+            for q, key in (("0.5", "p50"), ("0.9", "p90"), ("0.99", "p99")):
+                latency.add_metric([route, q], lat[key] / 1000.0)
+        yield latency
+        sizes = HistogramMetricFamily(
+            "reward_backend_batch_size", "Items per backend call", labels=["kind"]
+        )
+        for kind, info in sorted(snap["batches"]["by_kind"].items()):
+            hist = {int(k): v for k, v in info["histogram"].items()}
+            buckets = [(str(b), sum(n for size, n in hist.items() if size <= b))
+                       for b in _BATCH_BUCKETS]  # fmt: skip
+            buckets.append(("+Inf", info["count"]))
+            sizes.add_metric([kind], buckets, sum_value=info["items"])
+        yield sizes
+        dropped = CounterMetricFamily(
+            "reward_dropped_items", "Items not computed: their caller had gone", labels=["kind"]
+        )
+        for kind, n in sorted(snap["dropped_items"].items()):
+            dropped.add_metric([kind], n)
+        yield dropped

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from reward_service.protocol import sample_indices
+from reward_protocol.wire import sample_indices
 
 __all__ = [
     "VideoDecodeError",

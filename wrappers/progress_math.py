@@ -1,7 +1,9 @@
 """Pure progress arithmetic: critic accumulation, the check schedule, thresholds.
 
 Everything here is a plain function of numbers (no I/O, no state), so the progress wrappers and
-trainer integrations share one definition of the EVOLVE-VLA / VLAC math (docs/PROGRESS.md):
+trainer integrations share one definition of the EVOLVE-VLA / VLAC math (docs/PROGRESS.md). The
+accumulation itself lives in :mod:`reward_protocol.progress` (the service uses it too) and is
+re-exported here:
 
 * A *critic* ``c ∈ [-100, 100]`` says how much closer a later frame is to completion than an
   earlier one; *progress* ``v ∈ [0, 100]``.
@@ -33,7 +35,19 @@ import math
 from collections.abc import Iterable, Iterator
 from typing import Literal
 
+from reward_protocol.progress import (
+    NEGATIVE_RULES,
+    NegativeRule,
+    accumulate,
+    accumulate_all,
+    clamp_critic,
+    clamp_progress,
+    critic_between,
+)
+
 __all__ = [
+    "NEGATIVE_RULES",
+    "COMPARISONS",
     "NegativeRule",
     "Comparison",
     "clamp_progress",
@@ -48,68 +62,9 @@ __all__ = [
     "dense_rewards",
 ]
 
-NegativeRule = Literal["vlac", "robodopamine"]
 Comparison = Literal[">=", ">"]
 
-NEGATIVE_RULES: tuple[str, ...] = ("vlac", "robodopamine")
 COMPARISONS: tuple[str, ...] = (">=", ">")
-
-
-def clamp_progress(value: float) -> float:
-    """Clamp a progress value to ``[0, 100]`` (NaN becomes 0)."""
-    v = float(value)
-    if math.isnan(v):
-        return 0.0
-    return min(100.0, max(0.0, v))
-
-
-def clamp_critic(critic: float) -> float:
-    """Clamp a critic value to ``[-100, 100]`` (NaN becomes 0: "no change")."""
-    c = float(critic)
-    if math.isnan(c):
-        return 0.0
-    return min(100.0, max(-100.0, c))
-
-
-def accumulate(value: float, critic: float, rule: NegativeRule = "vlac") -> float:
-    """One accumulation step: the progress after a frame judged ``critic`` relative to ``value``.
-
-    ``rule="vlac"``: ``v + (100 − v)·c/100``; ``rule="robodopamine"``: that for ``c ≥ 0`` and
-    ``v + v·c/100`` for ``c < 0``. Inputs are clamped (``v`` to ``[0, 100]``, ``c`` to
-    ``[-100, 100]``) and so is the result.
-    """
-    if rule not in NEGATIVE_RULES:
-        raise ValueError(f"negative_rule must be one of {NEGATIVE_RULES}, got {rule!r}")
-    v = clamp_progress(value)
-    c = clamp_critic(critic)
-    if c < 0 and rule == "robodopamine":
-        return clamp_progress(v + v * c / 100.0)
-    return clamp_progress(v + (100.0 - v) * c / 100.0)
-
-
-def accumulate_all(
-    critics: Iterable[float], start: float = 0.0, rule: NegativeRule = "vlac"
-) -> list[float]:
-    """Progress after each critic of a sequence, starting from ``start``."""
-    values: list[float] = []
-    v = clamp_progress(start)
-    for c in critics:
-        v = accumulate(v, c, rule)
-        values.append(v)
-    return values
-
-
-def critic_between(value_a: float, value_b: float) -> float:
-    """The critic that :func:`accumulate` (``"vlac"`` rule) maps from ``value_a`` to ``value_b``.
-
-    ``100·(b − a)/(100 − a)``, clamped to ``[-100, 100]`` (so exact only for ``b >= 2a − 100``);
-    0 when ``a == 100 == b``. Useful for
-    building reference sequences in tests and for converting absolute progress into critics.
-    """
-    a, b = clamp_progress(value_a), clamp_progress(value_b)
-    if a >= 100.0:
-        return 0.0 if b >= 100.0 else -100.0
-    return clamp_critic(100.0 * (b - a) / (100.0 - a))
 
 
 def _check_schedule_args(start_step: int, call_every: int) -> None:

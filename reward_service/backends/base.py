@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from reward_service.protocol import Capabilities
+from reward_protocol.wire import Capabilities
 
 #: Environment variable naming the model directory when neither `--ckpt-path` nor the
 #: `ckpt_path` kwarg does (the name VLAC's tooling uses, shared by every model backend).

@@ -39,6 +39,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from reward_protocol.progress import critic_between
 from reward_service.backends import scene_rules
 from reward_service.backends.base import (
     Backend,
@@ -104,12 +105,8 @@ def change_progress(
     return min(100, _round_half_up(100.0 * diff / change_scale))
 
 
-def mock_critic(pa: float, pb: float) -> float:
-    """Critic that maps progress `pa` to `pb` under VLAC's accumulation, clamped to ±100."""
-    if pa >= 100:
-        return 0.0 if pb >= 100 else -100.0
-    critic = 100.0 * (pb - pa) / (100.0 - pa)
-    return float(min(100.0, max(-100.0, critic)))
+#: The mock's critic: the one VLAC's accumulation maps from `pa` to `pb` (clamped to ±100).
+mock_critic = critic_between
 
 
 class MockBackend(Backend):

@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ("evolve_envs", "wrappers", "reward_clients", "reward_service", "configs", "tests",
-           "bench", "docs", "scripts")  # fmt: skip
+SOURCES = ("evolve_envs", "wrappers", "reward_clients", "reward_service", "reward_protocol",
+           "configs", "tests", "bench", "docs", "scripts")  # fmt: skip
 FORBIDDEN = re.compile(r"DESIGN ?(§|section)|DESIGN\.md|seed 000")
 
 

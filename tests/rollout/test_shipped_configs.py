@@ -48,7 +48,14 @@ def test_names_work_from_another_directory(tmp_path: Path) -> None:
 def test_configs_ship_in_the_wheel(tmp_path: Path) -> None:
     src = tmp_path / "src"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for pkg in ("evolve_envs", "wrappers", "reward_clients", "reward_service", "configs"):
+    for pkg in (
+        "evolve_envs",
+        "wrappers",
+        "reward_clients",
+        "reward_service",
+        "reward_protocol",
+        "configs",
+    ):
         shutil.copytree(ROOT / pkg, src / pkg, ignore=ignore)
     for name in ("setup.cfg", "pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)

@@ -22,8 +22,8 @@ from evolve_envs.config import RewardModelConfig
 from reward_clients.endpoint_pool import EndpointPool
 from reward_clients.pickle_scorer_client import PickleScorerClient
 from reward_clients.video_score_client import VideoScoreClient
+from reward_protocol.pickle_codec import UnsafePickleError, safe_pickle_loads
 from reward_service.embedded import EmbeddedService
-from reward_service.protocol import UnsafePickleError, safe_pickle_loads
 
 
 @pytest.fixture()

@@ -10,13 +10,12 @@ import pydantic
 import pytest
 from svc_helpers import assert_json_error, image_bytes, painted_b64
 
-from reward_service.protocol import (
+from reward_protocol.pickle_codec import safe_pickle_dumps, safe_pickle_loads
+from reward_protocol.wire import (
     DoneResponse,
     PairwiseCriticResponse,
     PickleScoreResponse,
     TrajectoryCriticResponse,
-    safe_pickle_dumps,
-    safe_pickle_loads,
 )
 
 TRAJ = {"task": "t", "frames": [painted_b64(p) for p in (0, 30, 60)], "skip": 1}

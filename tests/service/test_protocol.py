@@ -9,17 +9,15 @@ import pickle
 import pydantic
 import pytest
 
-from reward_service.protocol import (
+from reward_protocol.pickle_codec import UnsafePickleError, safe_pickle_dumps, safe_pickle_loads
+from reward_protocol.wire import (
     Capabilities,
-    FaultSpec,
     PickleScoreRequest,
     ScoreRequest,
     TrajectoryCriticRequest,
     TrajectoryCriticResponse,
-    UnsafePickleError,
-    safe_pickle_dumps,
-    safe_pickle_loads,
 )
+from reward_service.faults import FaultSpec
 
 
 class _Evil:

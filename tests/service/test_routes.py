@@ -9,15 +9,14 @@ import httpx
 import pytest
 from svc_helpers import encode, image_bytes, painted, painted_b64, write_video
 
-from reward_service.backends.mock import mock_critic
-from reward_service.protocol import (
+from reward_protocol.pickle_codec import safe_pickle_dumps, safe_pickle_loads
+from reward_protocol.wire import (
     Capabilities,
     HealthResponse,
     ScoreResponse,
     TrajectoryCriticResponse,
-    safe_pickle_dumps,
-    safe_pickle_loads,
 )
+from reward_service.backends.mock import mock_critic
 
 
 def test_health_and_healthcheck(client: httpx.Client) -> None:
@@ -210,3 +209,37 @@ def test_concurrent_requests_are_coalesced(client: httpx.Client, mock_service) -
     batches = after["count"] - before.get("count", 0)
     assert after["items"] - before.get("items", 0) == n
     assert batches < n  # at least one backend batch served several clients
+
+
+def test_metrics_in_prometheus_text_for_a_scraper(client: httpx.Client) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    client.get("/capabilities")
+    client.post("/pairwise-critic", json={"task": "t", "image_a": painted_b64(0),
+                                          "image_b": painted_b64(30)})  # fmt: skip
+    scrape = client.get("/metrics", headers={"Accept": "text/plain;version=0.0.4;q=0.5,*/*;q=0.1"})
+    assert scrape.status_code == 200
+    assert scrape.headers["content-type"].startswith("text/plain; version=0.0.4")
+    families = {f.name: f for f in text_string_to_metric_families(scrape.text)}
+    as_json = client.get("/metrics").json()  # httpx's default Accept: */* -> JSON
+    requests = {s.labels["route"]: s.value for s in families["reward_requests"].samples
+                if s.name == "reward_requests_total"}  # fmt: skip
+    assert requests["/pairwise-critic"] >= 1
+    assert requests["/pairwise-critic"] <= as_json["requests"]["/pairwise-critic"]
+    counts = families["reward_backend_batch_size"].samples
+    batch = [s for s in counts if s.name.endswith("_count") and s.labels["kind"] == "critic"]
+    assert batch and batch[0].value >= 1
+    assert {"reward_request_latency_seconds", "reward_requests_in_flight"} <= set(families)
+
+
+def test_two_metrics_objects_in_one_process_do_not_clash() -> None:
+    from reward_service.metrics import Metrics, wants_prometheus
+
+    a, b = Metrics(), Metrics()
+    a.record_request("/done", 200, 0.01)
+    b.record_request("/done", 500, 0.02)
+    assert b'reward_requests_total{route="/done"} 1.0' in a.prometheus_text()
+    assert b'reward_request_errors_total{route="/done"} 1.0' in b.prometheus_text()
+    assert b"reward_request_errors_total" not in a.prometheus_text().split(b"\n# HELP")[0]
+    assert wants_prometheus("application/openmetrics-text; version=1.0.0")
+    assert not wants_prometheus("*/*") and not wants_prometheus(None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 from svc_helpers import painted_b64
 
-from reward_service.protocol import (
+from reward_protocol.wire import (
     Capabilities,
     DoneResponse,
     PairwiseCriticResponse,

@@ -18,17 +18,16 @@ import numpy as np
 import pytest
 from svc_helpers import image_bytes, painted, painted_b64, write_video
 
-from reward_service.backends.answer_parsing import parse_score
-from reward_service.embedded import EmbeddedService
-from reward_service.protocol import (
+from reward_protocol.pickle_codec import safe_pickle_dumps, safe_pickle_loads
+from reward_protocol.wire import (
     Capabilities,
     DoneResponse,
     PairwiseCriticResponse,
     ScoreResponse,
     TrajectoryCriticResponse,
-    safe_pickle_dumps,
-    safe_pickle_loads,
 )
+from reward_service.backends.answer_parsing import parse_score
+from reward_service.embedded import EmbeddedService
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")

@@ -1,0 +1,420 @@
+"""Losses: A-RIDE with Retrace(lambda) values for DistRL, PPO-clip for the GRPO baseline.
+
+A-RIDE on a batch of trajectories sampled from the replay buffer (weights ``w`` from the buffer's
+importance sampling, ``rho_t = pi(a_t|s_t) / mu(a_t|s_t)`` from the stored behaviour log-probs)::
+
+    V_ret      = Retrace(lambda) targets with the current values        (see retrace.py)
+    A_t        = r_t + gamma * V_ret(s_{t+1}) - V(s_t)
+                 (V_ret(s_T) = V(s_T); V_ret = 0 past a termination)
+    L_policy   = -mean_t[ w * min(rho_t, rho_bar) * A_t * log pi(a_t|s_t) ]
+    L          = L_policy - entropy_coef * H(pi) + invalid_coef * P_invalid
+                 + value_coef * 0.5 * mean_t[ w * (V(s_t) - V_ret(s_t))^2 ]
+
+Targets, advantages and ratios are constants (no gradient flows through them). ``P_invalid`` is
+the differentiable surrogate described in :mod:`evolve_envs.distrl.validators`.
+
+Each trajectory also gets a fresh DPER priority computed with the current policy::
+
+    p = w1 * mean_t |delta_t| + w2 * mean_t rho_t + w3 * mean_t (-log pi(a_t|s_t))
+
+with ``delta_t`` the one-step TD error, floored at :data:`~evolve_envs.distrl.replay.PRIORITY_EPS`
+(the entropy estimate of a continuous policy can be negative).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch.distributions import Independent, Normal
+
+from evolve_envs.distrl.policy import Policy
+from evolve_envs.distrl.replay import PRIORITY_EPS
+from evolve_envs.distrl.retrace import retrace_targets, td_errors
+from evolve_envs.distrl.trajectory import Trajectory, stack_obs
+from evolve_envs.distrl.validators import (
+    ActionValidator,
+    gaussian_mass_outside,
+    out_of_bounds_or_nonfinite,
+)
+
+__all__ = [
+    "DEFAULT_PRIORITY_WEIGHTS",
+    "LossOutput",
+    "aride_loss",
+    "ppo_clip_loss",
+    "trajectory_priorities",
+]
+
+DEFAULT_PRIORITY_WEIGHTS: tuple[float, float, float] = (1.0, 0.1, 0.01)
+"""``(w1, w2, w3)`` for TD error, importance ratio and entropy in the DPER priority."""
+
+_LOG_RATIO_CLAMP = 20.0
+
+
+@dataclass
+class LossOutput:
+    """A scalar loss to backpropagate, float statistics, and per-trajectory priorities.
+
+    >>> import torch
+    >>> out = LossOutput(loss=torch.tensor(1.0), stats={"policy_loss": 1.0})
+    >>> out.priorities.shape
+    (0,)
+    """
+
+    loss: torch.Tensor
+    stats: dict[str, float]
+    priorities: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
+
+
+def _device(policy: Policy) -> torch.device:
+    for p in policy.parameters():
+        return p.device
+    return torch.device("cpu")
+
+
+@dataclass
+class _Forward:
+    """One forward pass over the stacked ``T_i + 1`` rows of every trajectory."""
+
+    logp: torch.Tensor  # [N_act] log pi(a_t|s_t)
+    entropy: torch.Tensor  # [N_act]
+    values: torch.Tensor  # [N_act] V(s_t)
+    values_np: list[np.ndarray]  # per trajectory [T_i + 1], detached
+    logp_np: list[np.ndarray]  # per trajectory [T_i], detached
+    act_rows: torch.Tensor  # [N_act] indices of acting rows among all rows
+    dist: torch.distributions.Distribution  # over all rows
+
+
+def _forward(policy: Policy, trajs: Sequence[Trajectory]) -> _Forward:
+    if not trajs:
+        raise ValueError("no trajectories in the batch")
+    device = _device(policy)
+    inputs = policy.to_inputs(stack_obs(trajs, include_last=True))
+    dist, values_all = policy(inputs)
+    a_dim = trajs[0].action_dim
+    rows: list[np.ndarray] = []
+    actions_all: list[np.ndarray] = []
+    offset = 0
+    for tr in trajs:
+        t = len(tr)
+        if tr.action_dim != a_dim:
+            raise ValueError(
+                f"trajectories disagree on the action size ({tr.action_dim} vs {a_dim})"
+            )
+        rows.append(np.arange(offset, offset + t))
+        # the bootstrap row gets a dummy action so one log_prob call covers every row
+        actions_all.append(np.concatenate([tr.actions, tr.actions[-1:]], axis=0))
+        offset += t + 1
+    act_rows = torch.as_tensor(np.concatenate(rows), device=device)
+    actions = torch.as_tensor(np.concatenate(actions_all), dtype=torch.float32, device=device)
+    logp_all = dist.log_prob(actions)
+    entropy_all = dist.entropy()
+    if logp_all.shape != values_all.shape or logp_all.ndim != 1:
+        raise ValueError(
+            f"policy must return log_prob [B] and value [B]; got {tuple(logp_all.shape)} and "
+            f"{tuple(values_all.shape)} (wrap per-dimension distributions in Independent)"
+        )
+    v_np = values_all.detach().cpu().numpy().astype(np.float64)
+    lp_np = logp_all.detach().cpu().numpy().astype(np.float64)
+    values_np, logp_np = [], []
+    offset = 0
+    for tr in trajs:
+        t = len(tr)
+        values_np.append(v_np[offset : offset + t + 1])
+        logp_np.append(lp_np[offset : offset + t])
+        offset += t + 1
+    return _Forward(
+        logp=logp_all[act_rows],
+        entropy=entropy_all[act_rows],
+        values=values_all[act_rows],
+        values_np=values_np,
+        logp_np=logp_np,
+        act_rows=act_rows,
+        dist=dist,
+    )
+
+
+def _ratios(logp_new: np.ndarray, behaviour_logp: np.ndarray) -> np.ndarray:
+    log_ratio = np.clip(logp_new - behaviour_logp, -_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP)
+    return np.exp(log_ratio)
+
+
+def _priority(
+    td: np.ndarray, rho: np.ndarray, logp_new: np.ndarray, weights: Sequence[float]
+) -> float:
+    w1, w2, w3 = weights
+    p = w1 * float(np.mean(np.abs(td))) + w2 * float(np.mean(rho)) - w3 * float(np.mean(logp_new))
+    return max(p, PRIORITY_EPS) if np.isfinite(p) else PRIORITY_EPS
+
+
+def _check_weights(priority_weights: Sequence[float]) -> tuple[float, float, float]:
+    w = tuple(float(x) for x in priority_weights)
+    if len(w) != 3:
+        raise ValueError(f"priority_weights must be (w1, w2, w3), got {priority_weights!r}")
+    return w  # type: ignore[return-value]
+
+
+def _invalid_terms(
+    fwd: _Forward,
+    actions: torch.Tensor,
+    action_space: spaces.Box,
+    validator: ActionValidator,
+    step_weights: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(indicator [N_act] for metrics, differentiable surrogate scalar)."""
+    indicator = validator(actions, action_space).to(fwd.logp.dtype).detach()
+    base = fwd.dist.base_dist if isinstance(fwd.dist, Independent) else fwd.dist
+    if validator is out_of_bounds_or_nonfinite and isinstance(base, Normal):
+        surrogate = gaussian_mass_outside(fwd.dist, action_space)[fwd.act_rows].mean()
+    else:
+        surrogate = (step_weights * indicator * fwd.logp).mean()
+    return indicator, surrogate
+
+
+def aride_loss(
+    policy: Policy,
+    batch: Sequence[Trajectory],
+    is_weights: np.ndarray | torch.Tensor | Sequence[float] | None = None,
+    *,
+    gamma: float = 0.99,
+    lam: float = 0.95,
+    rho_bar: float = 1.0,
+    entropy_coef: float = 0.0,
+    invalid_coef: float = 0.0,
+    value_coef: float = 0.5,
+    action_space: spaces.Box | None = None,
+    validator: ActionValidator = out_of_bounds_or_nonfinite,
+    priority_weights: Sequence[float] = DEFAULT_PRIORITY_WEIGHTS,
+) -> LossOutput:
+    """A-RIDE policy loss plus Retrace value loss on a batch of trajectories.
+
+    ``is_weights`` are the replay buffer's per-trajectory importance weights (all 1 if None).
+    ``action_space`` is needed for the invalid-action penalty and the ``invalid_rate`` statistic.
+    Returns the loss, statistics (``policy_loss``, ``value_loss``, ``entropy``, ``mean_rho``,
+    ``clipped_rho_frac``, ``invalid_rate``, ``p_invalid``, ``mean_abs_td``, ``mean_advantage``,
+    ``mean_target``, ``steps``) and a new priority per trajectory.
+
+    >>> import numpy as np
+    >>> from gymnasium import spaces
+    >>> from evolve_envs.distrl import CNNGaussianPolicy, Trajectory
+    >>> pol = CNNGaussianPolicy(action_dim=1, state_dim=2, image_key=None)
+    >>> obs = pol.encode_obs({"state": np.zeros((5, 2), np.float32)})
+    >>> a, logp = pol.act({k: v[:4] for k, v in obs.items()})
+    >>> tr = Trajectory(obs, a, logp, np.ones(4, np.float32), np.zeros(4, bool), policy_version=0)
+    >>> out = aride_loss(pol, [tr], action_space=spaces.Box(-1, 1, (1,)), invalid_coef=0.1)
+    >>> out.loss.backward()
+    >>> out.priorities.shape, sorted(out.stats)[:3]
+    ((1,), ['clipped_rho_frac', 'entropy', 'invalid_rate'])
+    """
+    trajs = list(batch)
+    weights3 = _check_weights(priority_weights)
+    if rho_bar <= 0:
+        raise ValueError(f"rho_bar must be > 0, got {rho_bar}")
+    if invalid_coef and action_space is None:
+        raise ValueError("aride_loss: invalid_coef > 0 needs action_space")
+    n = len(trajs)
+    if is_weights is None:
+        w_traj = np.ones(n)
+    elif isinstance(is_weights, torch.Tensor):
+        w_traj = is_weights.detach().cpu().numpy().astype(np.float64).reshape(-1)
+    else:
+        w_traj = np.asarray(is_weights, dtype=np.float64)
+    if w_traj.shape != (n,):
+        raise ValueError(f"aride_loss: {n} trajectories but is_weights of shape {w_traj.shape}")
+    fwd = _forward(policy, trajs)
+    device = fwd.logp.device
+
+    targets, advantages, rhos, step_w, tds = [], [], [], [], []
+    priorities = np.empty(n, dtype=np.float64)
+    for i, tr in enumerate(trajs):
+        t = len(tr)
+        v = fwd.values_np[i]
+        rho = _ratios(fwd.logp_np[i], tr.behaviour_logp.astype(np.float64))
+        rew = tr.rewards.astype(np.float64)
+        ret = retrace_targets(rew, v[:t], v[t], rho, tr.dones, gamma, lam)
+        next_ret = np.append(ret[1:], v[t])
+        next_ret[tr.dones] = 0.0
+        adv = rew + gamma * next_ret - v[:t]
+        td = td_errors(rew, v[:t], v[t], tr.dones, gamma)
+        priorities[i] = _priority(td, rho, fwd.logp_np[i], weights3)
+        targets.append(ret)
+        advantages.append(adv)
+        rhos.append(rho)
+        tds.append(td)
+        step_w.append(np.full(t, w_traj[i]))
+
+    def _t(parts: list[np.ndarray]) -> torch.Tensor:
+        return torch.as_tensor(np.concatenate(parts), dtype=fwd.logp.dtype, device=device)
+
+    target_t, adv_t, rho_t, w_t = _t(targets), _t(advantages), _t(rhos), _t(step_w)
+    rho_clipped = torch.clamp(rho_t, max=rho_bar)
+    policy_loss = -(w_t * rho_clipped * adv_t * fwd.logp).mean()
+    entropy = fwd.entropy.mean()
+    value_loss = 0.5 * (w_t * (fwd.values - target_t) ** 2).mean()
+    loss = policy_loss - entropy_coef * entropy + value_coef * value_loss
+
+    invalid_rate = float("nan")
+    p_invalid = float("nan")
+    if action_space is not None:
+        actions = torch.as_tensor(
+            np.concatenate([tr.actions for tr in trajs]), dtype=torch.float32, device=device
+        )
+        indicator, surrogate = _invalid_terms(
+            fwd, actions, action_space, validator, w_t * rho_clipped
+        )
+        invalid_rate = float(indicator.mean())
+        p_invalid = float(surrogate.detach())
+        if invalid_coef:
+            loss = loss + invalid_coef * surrogate
+
+    all_td = np.concatenate(tds)
+    all_rho = np.concatenate(rhos)
+    stats = {
+        "loss": float(loss.detach()),
+        "policy_loss": float(policy_loss.detach()),
+        "value_loss": float(value_loss.detach()),
+        "entropy": float(entropy.detach()),
+        "mean_rho": float(all_rho.mean()),
+        "clipped_rho_frac": float(np.mean(all_rho > rho_bar)),
+        "invalid_rate": invalid_rate,
+        "p_invalid": p_invalid,
+        "mean_abs_td": float(np.abs(all_td).mean()),
+        "mean_advantage": float(np.concatenate(advantages).mean()),
+        "mean_target": float(np.concatenate(targets).mean()),
+        "steps": float(all_td.size),
+    }
+    return LossOutput(loss=loss, stats=stats, priorities=priorities)
+
+
+@torch.no_grad()
+def trajectory_priorities(
+    policy: Policy,
+    trajs: Sequence[Trajectory],
+    *,
+    gamma: float = 0.99,
+    priority_weights: Sequence[float] = DEFAULT_PRIORITY_WEIGHTS,
+    chunk: int = 32,
+    lam: float | None = None,
+    rho_bar: float | None = None,
+) -> np.ndarray:
+    """DPER priorities of ``trajs`` under the current policy (no gradient), ``chunk`` at a time.
+
+    The priority uses one-step TD errors and raw ratios, so it does not depend on ``lam`` or
+    ``rho_bar``; they are accepted so that one set of keyword arguments serves both this function
+    and :func:`aride_loss` (whose priorities are the same numbers).
+
+    Used for the periodic refresh of the whole buffer:
+    ``buf.update_priorities(np.arange(len(buf)), trajectory_priorities(pol, buf.items()))``.
+    """
+    weights3 = _check_weights(priority_weights)
+    trajs = list(trajs)
+    out = np.empty(len(trajs), dtype=np.float64)
+    for start in range(0, len(trajs), max(1, chunk)):
+        part = trajs[start : start + chunk]
+        fwd = _forward(policy, part)
+        for j, tr in enumerate(part):
+            t = len(tr)
+            v = fwd.values_np[j]
+            rho = _ratios(fwd.logp_np[j], tr.behaviour_logp.astype(np.float64))
+            td = td_errors(tr.rewards, v[:t], v[t], tr.dones, gamma)
+            out[start + j] = _priority(td, rho, fwd.logp_np[j], weights3)
+    return out
+
+
+def _as_tensor(x: np.ndarray | torch.Tensor, device: torch.device) -> torch.Tensor:
+    return torch.as_tensor(x, dtype=torch.float32, device=device)
+
+
+def ppo_clip_loss(
+    policy: Policy,
+    inputs: Mapping[str, np.ndarray | torch.Tensor],
+    actions: np.ndarray | torch.Tensor,
+    old_logp: np.ndarray | torch.Tensor,
+    advantages: np.ndarray | torch.Tensor,
+    *,
+    clip: float = 0.2,
+    entropy_coef: float = 0.0,
+    mask: np.ndarray | torch.Tensor | None = None,
+    invalid_coef: float = 0.0,
+    action_space: spaces.Box | None = None,
+    validator: ActionValidator = out_of_bounds_or_nonfinite,
+) -> LossOutput:
+    """PPO clipped surrogate over a flat batch of steps (for group-normalised GRPO advantages).
+
+    ``L = -mean[min(r * A, clip(r, 1 - clip, 1 + clip) * A)] - entropy_coef * H
+    + invalid_coef * P_invalid`` with ``r = exp(log pi - old_logp)``; ``mask`` (bool ``[B]``)
+    selects the steps that count. Statistics: ``policy_loss``, ``entropy``, ``approx_kl``,
+    ``clip_frac``, ``mean_ratio``, ``invalid_rate``. No priorities (an empty array).
+
+    >>> import numpy as np
+    >>> from evolve_envs.distrl import CNNGaussianPolicy
+    >>> pol = CNNGaussianPolicy(action_dim=2, state_dim=3, image_key=None)
+    >>> inp = pol.encode_obs({"state": np.random.default_rng(0).normal(size=(8, 3))})
+    >>> a, lp = pol.act(inp)
+    >>> out = ppo_clip_loss(pol, inp, a, lp, np.linspace(-1, 1, 8))
+    >>> out.loss.backward(); round(out.stats["mean_ratio"], 4)
+    1.0
+    """
+    device = _device(policy)
+    if clip <= 0:
+        raise ValueError(f"clip must be > 0, got {clip}")
+    if invalid_coef and action_space is None:
+        raise ValueError("ppo_clip_loss: invalid_coef > 0 needs action_space")
+    tensor_inputs = {
+        k: (
+            v.to(device)
+            if isinstance(v, torch.Tensor)
+            else torch.as_tensor(np.asarray(v), device=device)
+        )
+        for k, v in inputs.items()
+    }
+    dist, _ = policy(tensor_inputs)
+    act = _as_tensor(actions, device)
+    logp = dist.log_prob(act)
+    old = _as_tensor(old_logp, device)
+    adv = _as_tensor(advantages, device)
+    if not (logp.shape == old.shape == adv.shape) or logp.ndim != 1:
+        raise ValueError(
+            f"ppo_clip_loss: log_prob {tuple(logp.shape)}, old_logp {tuple(old.shape)} and "
+            f"advantages {tuple(adv.shape)} must all be [B]"
+        )
+    if mask is None:
+        m = torch.ones_like(logp)
+    else:
+        m = torch.as_tensor(mask, device=device).to(logp.dtype)
+    denom = m.sum().clamp(min=1.0)
+    log_ratio = (logp - old).clamp(-_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP)
+    ratio = log_ratio.exp()
+    surr = torch.minimum(ratio * adv, ratio.clamp(1.0 - clip, 1.0 + clip) * adv)
+    policy_loss = -(surr * m).sum() / denom
+    entropy = (dist.entropy() * m).sum() / denom
+    loss = policy_loss - entropy_coef * entropy
+    invalid_rate = float("nan")
+    if action_space is not None:
+        indicator = validator(act, action_space).to(logp.dtype).detach()
+        invalid_rate = float((indicator * m).sum() / denom)
+        if invalid_coef:
+            base = dist.base_dist if isinstance(dist, Independent) else dist
+            if validator is out_of_bounds_or_nonfinite and isinstance(base, Normal):
+                p_inv = gaussian_mass_outside(dist, action_space)
+            else:
+                p_inv = ratio.detach() * indicator * logp
+            loss = loss + invalid_coef * (p_inv * m).sum() / denom
+    with torch.no_grad():
+        approx_kl = (((ratio - 1.0) - log_ratio) * m).sum() / denom
+        clip_frac = (((ratio - 1.0).abs() > clip).to(logp.dtype) * m).sum() / denom
+        mean_ratio = (ratio * m).sum() / denom
+    stats = {
+        "loss": float(loss.detach()),
+        "policy_loss": float(policy_loss.detach()),
+        "entropy": float(entropy.detach()),
+        "approx_kl": float(approx_kl),
+        "clip_frac": float(clip_frac),
+        "mean_ratio": float(mean_ratio),
+        "invalid_rate": invalid_rate,
+    }
+    return LossOutput(loss=loss, stats=stats)
