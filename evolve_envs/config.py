@@ -82,6 +82,7 @@ from pydantic import (
 from wrappers.settings import (
     STRICT,
     ConfigError,
+    DoneRuleConfig,
     ProgressKeys,
     RewardMode,
     RewardShaping,
@@ -89,7 +90,9 @@ from wrappers.settings import (
 )
 
 __all__ = [
+    "AlarmConfig",
     "ConfigError",
+    "DoneRuleConfig",
     "HorizonStageConfig",
     "ProgressiveScheduleConfig",
     "RewardModelConfig",
@@ -170,6 +173,25 @@ class ProgressiveScheduleConfig(BaseModel):
     stages: list[HorizonStageConfig] = Field(default_factory=_default_stages, min_length=1)
 
 
+class AlarmConfig(BaseModel):
+    """``reward_model.alarm``: the online reward-hacking alarm (``wrappers.hacking_alarm``)."""
+
+    model_config = _STRICT
+
+    enable: bool = False
+    window: int = Field(default=20, ge=2)
+    baseline: int = Field(default=20, ge=2)
+    score: Literal["final", "max"] = "final"
+    min_progress_rise: float = Field(default=0.15, gt=0.0, le=1.0)
+    max_success_rise: float = Field(default=0.05, ge=0.0, le=1.0)
+    high_progress: float = Field(default=0.9, gt=0.0, le=1.0)
+    min_high_failure_rise: float = Field(default=0.2, gt=0.0, le=1.0)
+
+    def detector_settings(self) -> dict[str, Any]:
+        """The keyword arguments of ``wrappers.hacking_alarm.AlarmSettings``."""
+        return self.model_dump(exclude={"enable"})
+
+
 class RewardModelConfig(BaseModel):
     """The ``reward_model:`` block: the keys every kind shares (where the service is, how it is
     reached, which camera, the horizon). Keys follow RLinf / VLAC's tooling where they exist
@@ -220,6 +242,9 @@ class RewardModelConfig(BaseModel):
     # --- frames
     camera: str = "agentview_image"
     jpeg_quality: int = Field(default=85, ge=1, le=100)
+
+    # --- the online reward-hacking alarm (wrappers.hacking_alarm), for every kind
+    alarm: AlarmConfig = Field(default_factory=AlarmConfig)
 
     # --- rewards and episodes
     binary_reward: bool = True
@@ -556,7 +581,7 @@ def _key_path(loc: Sequence[Any]) -> str:
     for part in loc:
         if isinstance(part, int):
             path += f"[{part}]"
-        elif part in ("str", "list[str]", "int", "float", "none"):
+        elif part in ("str", "list[str]", "int", "float", "none", "done-by-name", "done-rule"):
             continue  # union branch labels, not keys
         else:
             path += ("." if path else "") + str(part)

@@ -6,6 +6,7 @@ The stack, innermost first::
     -> time limit: TimeLimit(max_episode_steps) or ProgressiveHorizon (progressive_max_step)
     -> ProgressReward (kind: progress; the tracker keeps the frames it needs)
        or FrameCache -> EpisodeScoreReward (kind: video_score / pickle_scorer)
+    -> HackingAlarm (reward_model.alarm.enable)
 
 The time limit sits *inside* the reward wrappers so they see truncation and settle the episode.
 With ``reward_model.enable: false`` the result is the base env plus its time limit.
@@ -66,8 +67,10 @@ from evolve_envs.config import (
     load_config,
     reward_model_source,
 )
+from wrappers.done_rules import TerminationAudit
 from wrappers.episode_score import EpisodeScoreReward
 from wrappers.frame_cache import FrameCache
+from wrappers.hacking_alarm import HackingAlarm
 from wrappers.progress_reward import ProgressReward
 from wrappers.progress_tracker import ProgressTracker
 from wrappers.progressive_horizon import ProgressiveHorizon
@@ -233,10 +236,13 @@ class ProgressModel:
         self.settings = config.tracker_settings()
         self.service = service
 
-    def tracker(self) -> ProgressTracker:
+    def tracker(self, *, audit: TerminationAudit | None = None) -> ProgressTracker:
         """A new :class:`~wrappers.progress_tracker.ProgressTracker` on this client (the
-        settings are checked against the capabilities when they could be read)."""
-        return ProgressTracker(self.client, self.settings, capabilities=self.capabilities)
+        settings are checked against the capabilities when they could be read); ``audit``
+        counts its episodes (share one between the trackers of a vectorised env)."""
+        return ProgressTracker(
+            self.client, self.settings, capabilities=self.capabilities, audit=audit
+        )
 
     def close(self) -> None:
         """Close the client, then stop the embedded service this model started."""
@@ -426,9 +432,13 @@ def build_stack(
 
         _check_camera(env, rm.camera)
         if isinstance(rm, ProgressModelConfig):
-            return _progress_wrapper(env, rm, embedded_service)
-        assert isinstance(rm, VideoScoreConfig | PickleScorerConfig)
-        return _episode_score_wrapper(env, rm, embedded_service)
+            env = _progress_wrapper(env, rm, embedded_service)
+        else:
+            assert isinstance(rm, VideoScoreConfig | PickleScorerConfig)
+            env = _episode_score_wrapper(env, rm, embedded_service)
+        if rm.alarm.enable:
+            env = HackingAlarm(env, rm.alarm.detector_settings())
+        return env
     except BaseException:
         env.close()
         raise

@@ -7,8 +7,10 @@ every finished episode):
 * ``summary.json`` — the effective configuration (suite, resolved task id and description, the
   episode limit actually used, policy, ...), then per episode: steps, env success, final
   progress, reward sum, reward-model calls, errors, fallbacks, latency percentiles,
-  done-by-progress; ``"complete": false`` until the job ends (``"interrupted": true`` after
-  Ctrl-C);
+  done-by-progress, the model's done decision against env success (and the running
+  ``termination_audit`` per task and overall), the alarm's state (``reward_alarm``, with
+  ``reward_model.alarm.enable``); ``"complete": false`` until the job ends
+  (``"interrupted": true`` after Ctrl-C);
 * ``metrics.csv`` and ``tensorboard/`` — one row / one scalar step per episode (W&B too with
   ``wandb_project``), see :mod:`evolve_envs.episode_log`;
 * ``progress_<ep>.png`` — progress and reward vs step, check steps and the done threshold marked;
@@ -51,6 +53,7 @@ import numpy as np
 from evolve_envs.config import RewardModelConfig, StackConfig, load_config
 from evolve_envs.episode_log import EpisodeLog, import_wandb
 from evolve_envs.factory import make_env
+from wrappers.done_rules import TerminationAudit
 
 PolicyFn = Callable[[Any], Any]
 """A policy: one env's observation (a dict of arrays) -> that env's action."""
@@ -110,6 +113,7 @@ class EpisodeRecord:
     terminated: bool = False
     truncated: bool = False
     summary: dict[str, Any] = field(default_factory=dict)
+    alarm: dict[str, Any] | None = None  # info["reward_alarm"] (reward_model.alarm.enable)
 
     def to_json(self) -> dict[str, Any]:
         s = self.summary
@@ -133,6 +137,10 @@ class EpisodeRecord:
             "done_step": s.get("done_step"),
             "high_progress_on_failure": s.get("high_progress_on_failure"),
             "success_at_low_progress": s.get("success_at_low_progress"),
+            "model_terminated": s.get("model_terminated"),
+            "done_env_success": s.get("done_env_success"),
+            "termination_audit": s.get("termination_audit"),
+            "reward_alarm": self.alarm,
             "check_steps": self.check_steps,
         }
 
@@ -252,6 +260,7 @@ class _Report:
         )
         self.effective: dict[str, Any] = {}
         self.episodes: list[dict[str, Any]] = []
+        self.audit = TerminationAudit()  # model done decisions vs env success, whole run
         self.interactive = opts.progress_bar and sys.stderr.isatty()
         with contextlib.suppress(FileNotFoundError):  # rows are appended: start a fresh file
             (out / "metrics.csv").unlink()
@@ -321,6 +330,14 @@ class _Report:
             row["video"] = _write_video(self.out / f"episode_{rec.index}.mp4", rec, self.threshold)
         row["plot"] = _write_plot(self.out / f"progress_{rec.index}.png", rec, self.threshold)
         rec.frames = []  # free the frames: the video is written
+        if row["model_terminated"] is not None:  # a progress model judged this episode
+            self.audit.record(
+                row["task_description"],
+                model_done=row["done_by_progress"],
+                success_at_done=row["done_env_success"],
+                env_success=row["env_success"],
+            )
+            row["termination_audit"] = self.audit.counts(row["task_description"])
         self.episodes.append(row)
         self.log.add(rec.index, _metrics(row))
         self._write_summary(wall_s=None, complete=False, interrupted=False)
@@ -359,6 +376,10 @@ class _Report:
             "complete": complete,
             "interrupted": interrupted,
             "wall_s": wall_s,
+            "termination_audit": {
+                "overall": self.audit.counts(),
+                "per_task": {task: self.audit.counts(task) for task in self.audit.tasks},
+            },
             "episodes": sorted(self.episodes, key=lambda e: e["episode"]),
         }
         path = self.out / "summary.json"
@@ -397,6 +418,8 @@ def _metrics(row: dict[str, Any]) -> dict[str, Any]:
         "truncated": int(row["truncated"]),
         "latency_p50_s": lat["p50"],
         "latency_max_s": lat["max"],
+        "termination_precision": (row.get("termination_audit") or {}).get("precision"),
+        "alarm_firing": None if row["reward_alarm"] is None else int(row["reward_alarm"]["firing"]),
     }
 
 
@@ -476,6 +499,7 @@ def _collect(
                 if terms[i] or truncs[i]:
                     rec.terminated, rec.truncated = bool(terms[i]), bool(truncs[i])
                     rec.summary = dict(_item(infos, "episode_reward_model", i) or {})
+                    rec.alarm = _item(infos, "reward_alarm", i)
                     current[i] = None
                     fresh[i] = True
                     report.add(rec)

@@ -13,7 +13,14 @@ Example::
 """
 
 from reward_clients.endpoint_pool import EndpointPool, endpoints_from_env, expand_endpoints
-from reward_clients.errors import ErrorKind, RewardServiceError
+from reward_clients.errors import (
+    BadResponseError,
+    ErrorKind,
+    RequestRejectedError,
+    RewardServiceError,
+    ServiceTimeoutError,
+    ServiceUnreachableError,
+)
 from reward_clients.pickle_scorer_client import PickleScorerClient
 from reward_clients.progress_client import DoneResult, ProgressClient, TrajectoryValues
 from reward_clients.results import CallResult, ClientStats
@@ -21,6 +28,7 @@ from reward_clients.service_check import ServiceUnavailableError, check_service
 from reward_clients.video_score_client import VideoScoreClient
 
 __all__ = [
+    "BadResponseError",
     "CallResult",
     "ClientStats",
     "DoneResult",
@@ -28,8 +36,11 @@ __all__ = [
     "ErrorKind",
     "PickleScorerClient",
     "ProgressClient",
+    "RequestRejectedError",
     "RewardServiceError",
+    "ServiceTimeoutError",
     "ServiceUnavailableError",
+    "ServiceUnreachableError",
     "TrajectoryValues",
     "VideoScoreClient",
     "check_service",

@@ -294,6 +294,8 @@ class EndpointPool:
         max_connections: httpx connection pool size (keep-alive connections reused).
         trust_env: let httpx read proxy settings from the environment (off by default: cluster
             proxies usually cannot reach compute nodes).
+        transport: the httpx transport requests go through (default: httpx's HTTP transport);
+            tests and embedders pass ``httpx.MockTransport`` or their own.
 
     Example::
 
@@ -323,6 +325,7 @@ class EndpointPool:
         selection: Selection = "least_in_flight",
         max_connections: int = 64,
         trust_env: bool = False,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
         urls = expand_endpoints(endpoints)
         if selection not in ("least_in_flight", "round_robin"):
@@ -365,7 +368,9 @@ class EndpointPool:
         limits = httpx.Limits(
             max_connections=max_connections, max_keepalive_connections=max_connections
         )
-        self._client = httpx.Client(headers=headers, limits=limits, trust_env=trust_env)
+        self._client = httpx.Client(
+            headers=headers, limits=limits, trust_env=trust_env, transport=transport
+        )
 
     # ------------------------------------------------------------------ construction helpers
 

@@ -1,20 +1,38 @@
-"""The one exception reward clients raise when a reward service request fails.
+"""The exceptions reward clients raise when a reward service request fails: one base, four kinds.
 
 A failure always names three things: the endpoint (base URL, or ``None`` when no endpoint could
 be tried), the route (e.g. ``/pairwise-critic``) and the cause (connect error, timeout, HTTP
-status with the server's message, or an invalid response body).
+status with the server's message, or an invalid response body). Catch the base,
+:class:`RewardServiceError`, or one branch of the tree:
 
-Example::
+* :class:`ServiceUnreachableError` — no answer to use: connection refused or reset, every endpoint
+  down, the pool closed, or the service overloaded or failing (429, 5xx); worth retrying later;
+* :class:`ServiceTimeoutError` — an attempt or the whole call budget timed out;
+* :class:`RequestRejectedError` — the service refused this request (4xx but 429): fix the request;
+* :class:`BadResponseError` — a 2xx answer that breaks the protocol.
 
-    try:
-        result = client.pairwise_critic(task, a, b)
-    except RewardServiceError as err:
-        print(err.endpoint, err.route, err.kind, err.cause)
+Constructing :class:`RewardServiceError` with a ``kind`` (and ``status_code``) gives an instance
+of the matching branch.
+
+Example:
+    >>> err = RewardServiceError("http://127.0.0.1:8111", "/done", "HTTP 422: bad frame",
+    ...                          kind=ErrorKind.HTTP_STATUS, status_code=422)
+    >>> type(err).__name__, isinstance(err, RewardServiceError)
+    ('RequestRejectedError', True)
+    >>> type(RewardServiceError(None, "/done", "refused", kind=ErrorKind.CONNECT)).__name__
+    'ServiceUnreachableError'
 """
 
 from __future__ import annotations
 
-__all__ = ["RewardServiceError", "ErrorKind"]
+__all__ = [
+    "RewardServiceError",
+    "ServiceUnreachableError",
+    "ServiceTimeoutError",
+    "RequestRejectedError",
+    "BadResponseError",
+    "ErrorKind",
+]
 
 
 class ErrorKind:
@@ -45,6 +63,11 @@ class RewardServiceError(RuntimeError):
         raise RewardServiceError("http://127.0.0.1:8111", "/done", "HTTP 503: overloaded")
     """
 
+    def __new__(cls, *args: object, **kwargs: object) -> RewardServiceError:
+        if cls is RewardServiceError:  # pick the branch of the tree from kind / status
+            cls = _branch(kwargs.get("kind", ErrorKind.HTTP_STATUS), kwargs.get("status_code"))
+        return super().__new__(cls)
+
     def __init__(
         self,
         endpoint: str | None,
@@ -70,6 +93,37 @@ class RewardServiceError(RuntimeError):
             _rebuild,
             (self.endpoint, self.route, self.cause, self.kind, self.status_code, self.attempts),
         )
+
+
+class ServiceUnreachableError(RewardServiceError):
+    """No usable answer: refused/reset connection, every endpoint down, a closed pool, or the
+    service overloaded or failing (HTTP 429 or 5xx)."""
+
+
+class ServiceTimeoutError(RewardServiceError):
+    """An attempt, or the call's whole time budget, timed out."""
+
+
+class RequestRejectedError(RewardServiceError):
+    """The service refused this request (HTTP 4xx other than 429); ``status_code`` says which."""
+
+
+class BadResponseError(RewardServiceError):
+    """A 2xx answer whose body breaks the protocol (not JSON, wrong fields or lengths)."""
+
+
+def _branch(kind: object, status_code: object) -> type[RewardServiceError]:
+    if kind == ErrorKind.TIMEOUT:
+        return ServiceTimeoutError
+    if kind == ErrorKind.INVALID_RESPONSE:
+        return BadResponseError
+    if kind == ErrorKind.HTTP_STATUS and isinstance(status_code, int):
+        if 400 <= status_code < 500 and status_code != 429:
+            return RequestRejectedError
+        return ServiceUnreachableError
+    if kind in (ErrorKind.CONNECT, ErrorKind.NO_ENDPOINT, ErrorKind.CLOSED):
+        return ServiceUnreachableError
+    return RewardServiceError
 
 
 def _rebuild(endpoint, route, cause, kind, status_code, attempts) -> RewardServiceError:

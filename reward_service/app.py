@@ -8,7 +8,7 @@ Routes (docs/PROTOCOLS.md):
 * pickle scorer (deepgen_rl / VeRL-Omni / flow_grpo-compatible): `POST /` and `POST /pickle`
   (`pickle_at_root=False` drops `/`);
 * `GET /metrics`; with `enable_faults=True` also the fault-injection admin routes
-  (`reward_service.faults`).
+  (`reward_service.faults`, imported only then: production apps carry none of it).
 
 Every error is JSON `{"error": ..., ...}` with a 4xx/5xx status, except the pickle routes,
 which answer `pickle.dumps({"error": str})` (as their protocol says) unless the request's
@@ -76,7 +76,6 @@ from reward_service.backends.base import (
 )
 from reward_service.batching import MAX_BATCH, Batcher, prepare_frame
 from reward_service.connections import ConcurrencyLimitMiddleware
-from reward_service.faults import TRANSPORT_SCOPE_KEY, FaultInjector, FaultMiddleware, FaultSpec
 from reward_service.image_decoding import (
     ImageDecodeError,
     PixelBudget,
@@ -366,17 +365,6 @@ def _summarise(errors: list[dict[str, Any]]) -> str:
 # ------------------------------------------------------------------------------- application
 
 
-class RewardApp(FastAPI):
-    """FastAPI app that remembers each connection's transport for the `reset` fault."""
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope.get("type") == "http":
-            transport = getattr(getattr(send, "__self__", None), "transport", None)
-            if transport is not None:
-                scope[TRANSPORT_SCOPE_KEY] = transport
-        await super().__call__(scope, receive, send)
-
-
 def create_app(
     backend: Backend | str,
     *,
@@ -447,7 +435,11 @@ def create_app(
     be: Backend = backend
     metrics = Metrics()
     batcher = Batcher(be, metrics, max_batch=max_batch, window_s=batch_window_ms / 1000.0)
-    injector = FaultInjector() if enable_faults else None
+    app_class: type[FastAPI] = FastAPI
+    if enable_faults:  # tests and drills only: the module is not even imported otherwise
+        from reward_service import faults
+
+        app_class = faults.FaultableApp
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):  # noqa: ANN202
@@ -455,7 +447,7 @@ def create_app(
         await batcher.aclose()
         await asyncio.to_thread(be.close)
 
-    app = RewardApp(
+    app = app_class(
         title="evolve-envs reward service",
         version="0.1.0",
         description=(
@@ -477,7 +469,7 @@ def create_app(
     app.state.backend = be
     app.state.metrics = metrics
     app.state.batcher = batcher
-    app.state.faults = injector
+    app.state.faults = None
 
     def require(capability: str) -> None:
         if not be.supports(capability):
@@ -815,29 +807,10 @@ def create_app(
             response_class=Response,
         )
 
-    # --- fault injection admin -----------------------------------------------------------------
-    if injector is not None:
-
-        @app.get("/admin/faults", tags=["admin"])
-        async def fault_status() -> dict[str, Any]:
-            """The armed fault, how many requests it still affects, how many it hit."""
-            return injector.status()
-
-        @app.post("/admin/faults", tags=["admin"])
-        async def arm_fault(spec: FaultSpec) -> dict[str, Any]:
-            """Arm a fault (see `reward_service.faults`); replaces any armed fault."""
-            log.warning("fault injection armed: %s", spec.model_dump())
-            return injector.arm(spec)
-
-        @app.delete("/admin/faults", tags=["admin"])
-        async def clear_faults() -> dict[str, Any]:
-            """Clear the armed fault."""
-            return injector.clear()
-
     # Middlewares, innermost first: faults, body limit, auth, metrics (outermost).
+    if enable_faults:
+        faults.install(app)  # admin routes + the innermost middleware
     known_routes = {route.path for route in app.routes if hasattr(route, "path")}
-    if injector is not None:
-        app.add_middleware(FaultMiddleware, injector=injector)
     app.add_middleware(_BodyLimitMiddleware, max_body_bytes=max_body_bytes)
     if token:
         app.add_middleware(_AuthMiddleware, token=token)

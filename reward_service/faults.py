@@ -36,17 +36,29 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import socket
 import struct
 import threading
 from typing import Any, Literal
 
+from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field
 
 from reward_protocol.pickle_codec import UnsafePickleError, safe_pickle_loads
 
-__all__ = ["ADMIN_PREFIX", "TRANSPORT_SCOPE_KEY", "FaultSpec", "FaultInjector", "FaultMiddleware"]
+log = logging.getLogger("reward_service")
+
+__all__ = [
+    "ADMIN_PREFIX",
+    "TRANSPORT_SCOPE_KEY",
+    "FaultSpec",
+    "FaultInjector",
+    "FaultMiddleware",
+    "FaultableApp",
+    "install",
+]
 
 ADMIN_PREFIX = "/admin/"
 TRANSPORT_SCOPE_KEY = "reward_service.transport"
@@ -266,3 +278,41 @@ class FaultMiddleware:
                 "headers": [(b"content-length", b"1000")],
             }
         )
+
+
+class FaultableApp(FastAPI):
+    """The app class with fault injection: it remembers each connection's transport (for the
+    `reset` fault). `create_app(enable_faults=True)` uses it; production apps are plain FastAPI."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") == "http":
+            transport = getattr(getattr(send, "__self__", None), "transport", None)
+            if transport is not None:
+                scope[TRANSPORT_SCOPE_KEY] = transport
+        await super().__call__(scope, receive, send)
+
+
+def install(app: FastAPI) -> FaultInjector:
+    """Add the admin routes and the fault middleware to `app` (call before its other
+    middlewares, so faults act innermost); the injector is also at `app.state.faults`."""
+    injector = FaultInjector()
+    app.state.faults = injector
+
+    @app.get("/admin/faults", tags=["admin"])
+    async def fault_status() -> dict[str, Any]:
+        """The armed fault, how many requests it still affects, how many it hit."""
+        return injector.status()
+
+    @app.post("/admin/faults", tags=["admin"])
+    async def arm_fault(spec: FaultSpec) -> dict[str, Any]:
+        """Arm a fault (see `reward_service.faults`); replaces any armed fault."""
+        log.warning("fault injection armed: %s", spec.model_dump())
+        return injector.arm(spec)
+
+    @app.delete("/admin/faults", tags=["admin"])
+    async def clear_faults() -> dict[str, Any]:
+        """Clear the armed fault."""
+        return injector.clear()
+
+    app.add_middleware(FaultMiddleware, injector=injector)
+    return injector

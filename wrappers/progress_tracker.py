@@ -42,7 +42,12 @@ outstanding request is waited for and applied, so the episode's reward sum is ex
 Done: ``done_by="threshold"`` — ``progress/100 {>=|>} done_threshold`` (``done_comparison``;
 the fraction is rounded to 9 decimals first, so accumulation noise cannot flip it);
 ``"backend"`` — the service's ``/done`` answer (needs the ``done`` capability); ``"either"`` /
-``"both"`` — OR / AND of the two. With ``terminate_on_done`` the decision ends the episode.
+``"both"`` — OR / AND of the two; or any :class:`~wrappers.done_rules.DoneRule` (k of the last
+n checks above the threshold, the backend, and any/all combinations of rules). With
+``terminate_on_done`` the decision ends the episode. Every settled episode is counted in
+the tracker's :class:`~wrappers.done_rules.TerminationAudit` (shareable between trackers): the
+summary reports whether the model judged the episode done, whether the env had succeeded at that
+moment, and the running counts and precision of model termination for the episode's task.
 
 Rewards (model part, scaled by ``reward_coef``):
 
@@ -99,6 +104,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from reward_clients.errors import RewardServiceError
+from wrappers.done_rules import TerminationAudit
 from wrappers.frame_cache import uniform_indices
 from wrappers.progress_math import (
     accumulate,
@@ -214,6 +220,7 @@ class _Episode:
     last_error: str | None = None
     done: bool = False
     done_step: int | None = None
+    done_env_success: bool | None = None
     env_success: bool | None = None
     model_reward: float = 0.0
     finished: bool = False
@@ -229,6 +236,8 @@ class ProgressTracker:
         settings: :class:`TrackerSettings` (or a mapping of them).
         capabilities: the service's ``/capabilities`` answer; when given, the settings are
             checked against it (:func:`check_capabilities`). Ask the service once and share it.
+        audit: the :class:`~wrappers.done_rules.TerminationAudit` that counts this tracker's
+            episodes (share one between the trackers of a vectorised env); default a new one.
 
     The module docstring has a runnable example.
 
@@ -240,6 +249,7 @@ class ProgressTracker:
         settings: TrackerSettings | Mapping[str, Any] | None = None,
         *,
         capabilities: Any = None,
+        audit: TerminationAudit | None = None,
     ) -> None:
         if settings is None:
             settings = TrackerSettings()
@@ -252,6 +262,8 @@ class ProgressTracker:
         self._mode: _Mode = _MODES[settings.mode](settings)
         self._ep = _Episode(finished=True)
         self.episodes = 0
+        self.audit = audit if audit is not None else TerminationAudit()
+        self._judge = settings.rule.judge()
 
     # ------------------------------------------------------------------ episode lifecycle
     @property
@@ -305,6 +317,7 @@ class ProgressTracker:
         ep.frames[0] = first
         ep.check_frames.append((0, first))
         self._ep = ep
+        self._judge.reset()
         self.episodes += 1
 
     def observe(
@@ -450,23 +463,23 @@ class ProgressTracker:
         if self._decide_done(value, result, done_result) and not ep.done:
             ep.done = True
             ep.done_step = ep.step
+            ep.done_env_success = ep.env_success
         return reward, fallback
 
     def _decide_done(self, value: float, result: Any, done_result: Any) -> bool:
-        """The done decision for one applied answer (``done_by``): the progress threshold, the
-        backend's ``/done``, or both combined. A failed answer never decides done."""
+        """The done decision for one applied answer: the progress threshold (a failed answer
+        has no vote) and the backend's ``/done`` go to the done rule's judge
+        (:mod:`wrappers.done_rules`), which decides."""
         s = self.settings
-        by_threshold = result.ok and reached(_fraction(value), s.done_threshold, s.done_comparison)
-        by_backend = bool(
-            done_result is not None and done_result.ok and done_result.value is not None
-            and done_result.value.done
-        )  # fmt: skip
-        return {
-            "threshold": by_threshold,
-            "backend": by_backend,
-            "either": by_threshold or by_backend,
-            "both": by_threshold and by_backend,
-        }[s.done_by]
+        above = (
+            reached(_fraction(value), s.done_threshold, s.done_comparison) if result.ok else None
+        )
+        by_backend = (
+            bool(done_result.value.done)
+            if done_result is not None and done_result.ok and done_result.value is not None
+            else None
+        )
+        return self._judge.update(above=above, backend=by_backend)
 
     def _commit(self, p: _Pending, value: float) -> None:
         """Record ``value`` as the progress of the check's frame when the mode keeps it as a
@@ -517,6 +530,12 @@ class ProgressTracker:
             reward += final
             ep.model_reward += final
         ep.finished = True
+        self.audit.record(
+            ep.task,
+            model_done=ep.done,
+            success_at_done=ep.done_env_success,
+            env_success=ep.env_success,
+        )
         ep.summary = self._summary()
         self._warn_if_failing()
         return reward, applied, fallback
@@ -571,6 +590,11 @@ class ProgressTracker:
             "is_success": success,
             "high_progress_on_failure": None if success is None else (judged_done and not success),
             "success_at_low_progress": None if success is None else (success and not judged_done),
+            "task": ep.task,
+            "done_rule": s.rule.describe(),
+            "model_terminated": ep.done and s.terminate_on_done,
+            "done_env_success": ep.done_env_success,
+            "termination_audit": self.audit.counts(ep.task),
         }
 
 

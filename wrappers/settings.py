@@ -17,10 +17,20 @@ wrappers.settings.ConfigError: call_every: must be >= 1, got 0
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from wrappers.done_rules import DoneRule
 from wrappers.progress_math import Comparison, NegativeRule
 
 __all__ = [
@@ -29,6 +39,8 @@ __all__ = [
     "RewardMode",
     "CallMode",
     "DoneBy",
+    "DoneName",
+    "DoneRuleConfig",
     "NegativeRule",
     "Comparison",
     "STRICT",
@@ -41,7 +53,7 @@ __all__ = [
 ProgressMode = Literal["pairwise", "incremental", "trajectory"]
 RewardMode = Literal["dense", "sparse", "binary"]
 CallMode = Literal["sync", "async"]
-DoneBy = Literal["threshold", "backend", "either", "both"]
+DoneName = Literal["threshold", "backend", "either", "both"]
 
 
 class ConfigError(ValueError):
@@ -71,6 +83,44 @@ class RewardShaping(BaseModel):
     use_rel_reward: bool = False
 
 
+class DoneRuleConfig(BaseModel):
+    """A done rule given as a mapping under ``reward_model.done_by`` (:mod:`wrappers.done_rules`):
+    ``{kind: k_of_n, k: 2, n: 3}``, ``{kind: backend}``, ``{kind: any, rules: [...]}``.
+
+    >>> DoneRuleConfig(kind="k_of_n", k=2, n=3).rule().describe()
+    '2_of_3'
+    """
+
+    model_config = STRICT
+
+    kind: Literal["threshold", "k_of_n", "backend", "any", "all"]
+    k: int = Field(default=1, ge=1)
+    n: int = Field(default=1, ge=1)
+    rules: list[DoneRuleConfig] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check_rule(self) -> DoneRuleConfig:
+        self.rule()  # one set of rules: the wrapper's
+        return self
+
+    def rule(self) -> DoneRule:
+        """The :class:`~wrappers.done_rules.DoneRule` this mapping describes."""
+        return DoneRule.parse(self.model_dump())
+
+
+def _rule_mapping(rule: DoneRule) -> dict[str, Any]:
+    return {"kind": rule.kind, "k": rule.k, "n": rule.n,
+            "rules": [_rule_mapping(r) for r in rule.rules]}  # fmt: skip
+
+
+#: ``reward_model.done_by``: one of the four names, or a rule mapping (the union's tags are left
+#: out of error paths).
+DoneBy = Annotated[
+    Annotated[DoneName, Tag("done-by-name")] | Annotated[DoneRuleConfig, Tag("done-rule")],
+    Discriminator(lambda v: "done-by-name" if isinstance(v, str) else "done-rule"),
+]
+
+
 class ProgressKeys(RewardShaping):
     """The ``reward_model`` keys of ``kind: progress`` that the tracker reads (docs/PROGRESS.md).
 
@@ -94,6 +144,11 @@ class ProgressKeys(RewardShaping):
     check_at_episode_end: bool = False
     trajectory_max_frames: int = Field(default=32, ge=2)
     failure_warn_fraction: float = Field(default=0.1, ge=0.0, le=1.0)
+
+    @field_validator("done_by", mode="before")
+    @classmethod
+    def _rule_as_mapping(cls, value: Any) -> Any:
+        return _rule_mapping(value) if isinstance(value, DoneRule) else value
 
 
 _BOUNDS = {
@@ -145,15 +200,23 @@ class TrackerSettings(ProgressKeys):
         return self.mode in ("pairwise", "incremental")
 
     @property
+    def rule(self) -> DoneRule:
+        """The done rule ``done_by`` describes (the four names mapped to their rules)."""
+        if isinstance(self.done_by, str):
+            return DoneRule.from_done_by(self.done_by)
+        return self.done_by.rule()
+
+    @property
     def needs_done(self) -> bool:
-        return self.done_by != "threshold"
+        return self.rule.needs_backend
 
 
 def _describe(exc: ValidationError) -> str:
     """``<key>: <rule>, got <value>`` for each problem of a :class:`TrackerSettings`."""
     lines = []
     for err in exc.errors():
-        key = ".".join(str(p) for p in err.get("loc", ())) or "<settings>"
+        loc = [p for p in err.get("loc", ()) if p not in ("done-by-name", "done-rule")]
+        key = ".".join(str(p) for p in loc) or "<settings>"
         template = _BOUNDS.get(err.get("type", ""))
         ctx = err.get("ctx") or {}
         why = template.format(**ctx) if template else str(err.get("msg", "invalid value"))
@@ -192,8 +255,9 @@ but backend 'robodopamine' offers progress only; use mode='trajectory'
             f"{backend!r} offers progress only; use mode='trajectory'"
         )
     if settings.needs_done and not cap("done"):
+        rule = settings.done_by if isinstance(settings.done_by, str) else settings.rule.describe()
         raise ConfigError(
-            f"reward_model.done_by={settings.done_by!r} needs the backend's /done, but backend "
+            f"reward_model.done_by={rule!r} needs the backend's /done, but backend "
             f"{backend!r} does not offer it; use done_by='threshold'"
         )
     if settings.mode == "trajectory" and not cap("progress"):

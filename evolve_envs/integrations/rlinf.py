@@ -33,8 +33,15 @@ Info keys added to every ``infos`` dict of the chunk (tensors ``[N]``): ``progre
 ``infos["episode"]`` block of running episode statistics (RLinf's LIBERO does; RLinf logs its keys
 as ``env/<key>`` metrics), ``progress``, ``max_progress``, ``done_by_progress``,
 ``reward_model_return``, ``reward_model_calls`` and ``reward_model_errors`` for the current (or,
-after an episode ends, the last) episode. With auto-reset the ended episodes' values are in
-``infos["final_info"]["episode"]``. The block's ``return`` and ``reward`` (RLinf's
+after an episode ends, the last) episode; the audit of model termination: ``model_done`` and
+``model_done_success`` (this episode: the model judged it done; and the env had succeeded then —
+the ratio of their means is the precision of model termination) and the running
+``model_done_total`` / ``model_done_success_total`` of the episode's task (trackers share one
+:class:`~wrappers.done_rules.TerminationAudit`); and with ``reward_model.alarm.enable`` the
+reward-hacking alarm's numbers for the task (:mod:`wrappers.hacking_alarm`):
+``alarm_progress_rise``, ``alarm_success_rise``, ``alarm_high_failure_rise`` (0 until its
+windows are full), ``alarm_firing``, ``alarm_triggers``. With auto-reset the ended episodes'
+values are in ``infos["final_info"]["episode"]``. The block's ``return`` and ``reward`` (RLinf's
 ``env/return`` and ``env/reward`` metrics) are replaced by the episode's sum and per-step mean of
 the rewards this wrapper returns, i.e. the reward RLinf trains on, up to and including the step
 that ended the episode; the env's own values move to ``env_return`` and ``env_reward_mean``.
@@ -69,6 +76,8 @@ from typing import Any
 import numpy as np
 
 from evolve_envs.rl.arrays import like, to_numpy, torch_of
+from wrappers.done_rules import TerminationAudit
+from wrappers.hacking_alarm import HackingDetector, episode_score
 from wrappers.progress_tracker import ProgressTracker, TrackerStep
 from wrappers.settings import ConfigError
 
@@ -161,6 +170,8 @@ class RLinfProgressReward:
         model_terminates: the reward model's done decision terminates episodes (False: it is
             only reported in ``infos["done_by_progress"]``; ``reward_model.ignore_terminations``).
         on_close: callables run by :meth:`close` (e.g. closing a client or stopping a service).
+        alarm: a :class:`~wrappers.hacking_alarm.HackingDetector` fed every finished episode
+            (its numbers go to the ``episode`` block); ``None``: no alarm.
 
     ``RLinfProgressReward(libero_env, [model.tracker() for _ in range(n)])`` with ``model``
     from :func:`evolve_envs.factory.open_progress_model`; the module docstring shows the usual
@@ -179,8 +190,10 @@ class RLinfProgressReward:
         max_workers: int | None = None,
         model_terminates: bool = True,
         on_close: Sequence[Callable[[], Any]] = (),
+        alarm: HackingDetector | None = None,
     ) -> None:
         self.env = env
+        self.alarm = alarm
         self.model_terminates = bool(model_terminates)
         num_envs = getattr(env, "num_envs", None)
         if not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
@@ -197,6 +210,7 @@ class RLinfProgressReward:
         self.task_key = task_key
         self._steps = np.zeros(self._n, dtype=np.int64)
         self._returns = np.zeros(self._n, dtype=np.float64)  # the rewards this wrapper returned
+        self._ended = [self._episode_end_stats() for _ in range(self._n)]
         workers = max_workers if max_workers is not None else min(self._n, 64)
         sync = any(t.settings.calls == "sync" for t in self.trackers)
         self._pool = (
@@ -234,6 +248,7 @@ class RLinfProgressReward:
             env_reward_weight=stack.env_reward_weight,
             model_terminates=not stack.config.ignore_terminations,
             on_close=stack.on_close,
+            alarm=stack.alarm,
         )
 
     # ------------------------------------------------------------------ forwarding
@@ -331,6 +346,28 @@ class RLinfProgressReward:
         self.close()
 
     # ------------------------------------------------------------------ internals
+    #: Episode-block keys that run across episodes (kept when a sub-env restarts).
+    _RUNNING = ("model_done_total", "model_done_success_total", "alarm_progress_rise",
+                "alarm_success_rise", "alarm_high_failure_rise", "alarm_firing",
+                "alarm_triggers")  # fmt: skip
+
+    def _episode_end_stats(self, previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The episode-block keys set when an episode ends (the termination audit and the
+        alarm), as they stand before it ends; running keys carry over from ``previous``."""
+        stats: dict[str, Any] = {
+            "model_done": False,
+            "model_done_success": False,
+            "model_done_total": 0,
+            "model_done_success_total": 0,
+        }
+        if self.alarm is not None:
+            stats.update(alarm_progress_rise=0.0, alarm_success_rise=0.0,
+                         alarm_high_failure_rise=0.0, alarm_firing=False,
+                         alarm_triggers=0)  # fmt: skip
+        if previous is not None:
+            stats.update({k: previous[k] for k in self._RUNNING if k in previous and k in stats})
+        return stats
+
     def _start_episodes(self, obs: Mapping[str, Any], idx: list[int]) -> None:
         images = obs[self.image_key]
         fallback_tasks = getattr(self.env, "task_descriptions", None)
@@ -339,6 +376,7 @@ class RLinfProgressReward:
             self.trackers[i].reset(task, _frame_getter(images, i)())
             self._steps[i] = 0
             self._returns[i] = 0.0
+            self._ended[i] = self._episode_end_stats(self._ended[i])
 
     def _observe_all(self, calls: list[tuple[int, dict[str, Any]]]) -> dict[int, TrackerStep]:
         def run(item: tuple[int, dict[str, Any]]) -> tuple[int, TrackerStep]:
@@ -348,6 +386,23 @@ class RLinfProgressReward:
         if len(calls) <= 1 or self._pool is None:
             return dict(map(run, calls))
         return dict(self._pool.map(run, calls))
+
+    def _record_end(self, i: int, summary: Mapping[str, Any]) -> None:
+        """An episode of sub-env ``i`` ended: its termination audit and the alarm's numbers."""
+        stats = self._ended[i]
+        audit = summary.get("termination_audit") or {}
+        stats["model_done"] = bool(summary.get("done_by_progress"))
+        stats["model_done_success"] = bool(summary.get("done_by_progress")
+                                           and summary.get("done_env_success"))  # fmt: skip
+        stats["model_done_total"] = int(audit.get("model_done", 0))
+        stats["model_done_success_total"] = int(audit.get("model_done_success", 0))
+        score = episode_score(summary, self.alarm.settings.score) if self.alarm else None
+        if self.alarm is not None and score is not None:
+            state = self.alarm.add(summary["task"], score, bool(summary.get("is_success")))
+            for key in ("progress_rise", "success_rise", "high_failure_rise"):
+                stats[f"alarm_{key}"] = float(state[key] or 0.0)
+            stats["alarm_firing"] = bool(state["firing"])
+            stats["alarm_triggers"] = int(state["triggers"])
 
     def _process(
         self,
@@ -409,6 +464,8 @@ class RLinfProgressReward:
                 )
             for i, out in self._observe_all(calls).items():
                 model_r[i, t] = out.reward
+                if out.summary is not None:
+                    self._record_end(i, out.summary)
                 self._returns[i] += (
                     self.env_reward_weight * env_r[i, t] + self.reward_weight * out.reward
                 )
@@ -494,6 +551,10 @@ class RLinfProgressReward:
         def col(key: str, dtype: Any) -> np.ndarray:
             return np.array([tot[key] for tot in totals], dtype=dtype)
 
+        ended = {
+            key: np.array([e[key] for e in self._ended], dtype=_dtype_of(default))
+            for key, default in self._ended[0].items()
+        }
         return {
             "progress": col("progress", np.float32),
             "max_progress": col("max_progress", np.float32),
@@ -503,6 +564,7 @@ class RLinfProgressReward:
             "reward_model_errors": col("reward_model_errors", np.int64),
             "return": self._returns.astype(np.float32),
             "reward": (self._returns / np.maximum(self._steps, 1)).astype(np.float32),
+            **ended,
         }
 
     @staticmethod
@@ -537,6 +599,12 @@ class RLinfProgressReward:
                 self._write_episode_block(infos["episode"], snapshots[t])
 
 
+def _dtype_of(value: Any) -> Any:
+    if isinstance(value, bool):
+        return bool
+    return np.int64 if isinstance(value, int) else np.float32
+
+
 # ---------------------------------------------------------------------------- from config
 
 
@@ -550,7 +618,9 @@ class ProgressStack:
         env_reward_weight: float,
         on_close: list[Callable[[], Any]],
         config: Any,
+        alarm: HackingDetector | None = None,
     ) -> None:
+        self.alarm = alarm
         self.trackers = trackers
         self.reward_weight = reward_weight
         self.env_reward_weight = env_reward_weight
@@ -592,11 +662,15 @@ def build_progress_stack(
         )
     model = open_progress_model(cfg, max_workers=max(1, min(int(num_envs), 64)))
     try:
-        trackers = [model.tracker() for _ in range(num_envs)]
+        audit = TerminationAudit()  # one run-wide count per task for all sub-envs
+        trackers = [model.tracker(audit=audit) for _ in range(num_envs)]
     except BaseException:
         model.close()
         raise
-    return ProgressStack(trackers, cfg.reward_weight, cfg.env_reward_weight, [model.close], cfg)
+    alarm = HackingDetector(cfg.alarm.detector_settings()) if cfg.alarm.enable else None
+    return ProgressStack(
+        trackers, cfg.reward_weight, cfg.env_reward_weight, [model.close], cfg, alarm=alarm
+    )
 
 
 def wrap_env_from_config(env: Any, env_cfg: Any) -> Any:

@@ -135,3 +135,18 @@ def restricted_free_url():  # noqa: ANN201
 
     with EmbeddedService("mock") as svc:
         yield svc.url
+
+
+def test_production_apps_carry_no_fault_injection() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from reward_service.app import create_app\n"
+        "app = create_app('mock', backend_kwargs={'latency_ms': 0})\n"
+        "paths = {getattr(r, 'path', '') for r in app.routes}\n"
+        "print('reward_service.faults' in sys.modules, any(p.startswith('/admin') for p in paths))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]

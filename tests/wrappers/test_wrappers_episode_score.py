@@ -114,7 +114,8 @@ def test_strict_mode_raises(mock_service) -> None:
         env.step(env.action_space.sample())
         with pytest.raises(Exception) as err:
             env.step(env.action_space.sample())
-        assert type(err.value).__name__ == "RewardServiceError" and svc.url in str(err.value)
+        # a dead service: the unreachable branch of the RewardServiceError tree
+        assert type(err.value).__name__ == "ServiceUnreachableError" and svc.url in str(err.value)
     finally:
         env.close()
         svc.stop()
