@@ -4,8 +4,9 @@ Synthetic task: ReachPlace episodes from three scripted behaviours (the task don
 dragged onto the target, random actions), re-scored by three mock reward models served by real
 local services (right: ``reach_place``; scene-blind: ``random``; gameable:
 ``reach_place_hackable``). LIBERO (``--libero``): a few short random-policy episodes of LIBERO-10
-task 0 scored by the mock *change* rule — a mock, not a reward model; it shows the report on real
-frames.
+task 0 scored by the mock *change* and *random* rules — mocks, not reward models; they show the
+report on real frames. A random policy never succeeds there, so only the failure counts are
+defined.
 
     python bench/trust_report.py --out docs/img              # synthetic, ~1 min
     python bench/trust_report.py --out docs/img --libero     # + LIBERO, a few minutes on a CPU
@@ -68,6 +69,28 @@ def record_libero(root: Path, episodes: int, steps: int) -> None:
         env.close()
 
 
+def frame_strip(root: Path, png: Path, n: int = 4) -> None:
+    """``n`` evenly spaced recorded frames of the first episode, side by side."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from wrappers.recording import open_recording
+
+    ep = open_recording(root)[0]
+    steps = np.linspace(0, len(ep), n).round().astype(int).tolist()
+    fig, axes = plt.subplots(1, n, figsize=(2.0 * n, 2.3))
+    for ax, step, frame in zip(axes, steps, ep.frames(steps), strict=True):
+        ax.imshow(frame)
+        ax.set_title(f"step {step}", fontsize=8)
+        ax.axis("off")
+    fig.suptitle(f"recorded frames: {ep.meta['task']}", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png, dpi=72)
+    plt.close(fig)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="docs/img")
@@ -85,10 +108,12 @@ def main() -> None:
             shutil.copy(work / "report_synthetic" / name, out / f"calib_synthetic_{name}")
         if args.libero:
             record_libero(work / "libero", episodes=3, steps=60)
-            report = calibrate([work / "libero"], ["mock:change"], threshold=95.0)
+            services = ["mock:change", "mock:random"]
+            report = calibrate([work / "libero"], services, threshold=95.0)
             write_report(report, work / "report_libero")
             for name in ("progress_curves.png", "report.md"):
                 shutil.copy(work / "report_libero" / name, out / f"calib_libero_{name}")
+            frame_strip(work / "libero", out / "calib_libero_frames.png")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"wrote the reports into {out}")

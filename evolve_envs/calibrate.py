@@ -17,7 +17,9 @@ env's success flag:
   progress at success and the mean maximum progress on failures;
 * **negative-critic rate** (critics < 0) and **latency** (p50/p95 of one call).
 
-Services are URLs or ``mock:<rule>`` for a local mock service (e.g. ``mock:reach_place``).
+Services are URLs, ``mock:<rule>`` for a local mock service (e.g. ``mock:reach_place``), or
+``recorded``: no service, the progress the reward model reported at its checks while the episodes
+were recorded (``model_progress``), judged the same way (no critics, no latency).
 
 Example:
     >>> import numpy as np
@@ -46,6 +48,7 @@ from wrappers.recording import RecordedEpisode, open_recording
 __all__ = [
     "EpisodeScore",
     "calibrate",
+    "check_services",
     "pr_metrics",
     "spearman",
     "service_metrics",
@@ -62,10 +65,12 @@ class EpisodeScore:
     values: list[float]
     critics: list[float]
     indices: list[int]
-    latency_s: float
+    latency_s: float | None
     ok: bool
     error: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    #: the service's ``/done`` verdict on the last scored frames (None: not asked or failed)
+    backend_done: bool | None = None
 
     @property
     def max_value(self) -> float:
@@ -128,7 +133,18 @@ def service_metrics(scores: Sequence[EpisodeScore], threshold: float) -> dict[st
     best = max(curve, key=lambda row: (row["f1"], row["threshold"]))
     vocs = [spearman(s.indices, s.values) for s in ok if s.success and len(s.values) > 2]
     critics = [c for s in ok for c in s.critics]
-    latencies = [s.latency_s for s in scores if s.ok]
+    latencies = [s.latency_s for s in scores if s.ok and s.latency_s is not None]
+    asked = [s for s in scores if s.backend_done is not None]
+    backend_done = (
+        pr_metrics(
+            np.array([float(s.backend_done) for s in asked]),
+            np.array([s.success for s in asked], dtype=bool),
+            0.5,
+        )
+        | {"episodes": len(asked)}
+        if asked
+        else None
+    )
     return {
         "episodes": len(scores),
         "scored": len(ok),
@@ -136,6 +152,7 @@ def service_metrics(scores: Sequence[EpisodeScore], threshold: float) -> dict[st
         "successes": int(success.sum()),
         "threshold": threshold,
         "done": at,
+        "backend_done": backend_done,
         "best_threshold": {k: best[k] for k in ("threshold", "precision", "recall", "f1")},
         "pr_curve": curve,
         "voc": _mean(vocs),
@@ -150,6 +167,10 @@ def service_metrics(scores: Sequence[EpisodeScore], threshold: float) -> dict[st
     }
 
 
+#: episode index fields carried into the report's per-episode entries
+_META_KEYS = ("episode_id", "seed", "init_state_id", "length")
+
+
 def _frame_indices(length: int, max_frames: int) -> list[int]:
     """Evenly spaced step indices over 0..length (first and last kept), at most max_frames."""
     n = length + 1
@@ -158,14 +179,32 @@ def _frame_indices(length: int, max_frames: int) -> list[int]:
     return sorted({int(round(i)) for i in np.linspace(0, n - 1, max_frames)})
 
 
-def score_episode(client: Any, episode: RecordedEpisode, max_frames: int) -> EpisodeScore:
-    """Score one recorded episode with a :class:`~reward_clients.progress_client.ProgressClient`."""
+def score_episode(
+    client: Any, episode: RecordedEpisode, max_frames: int, *, ask_done: bool = False
+) -> EpisodeScore:
+    """Score one recorded episode with a :class:`~reward_clients.progress_client.ProgressClient`.
+
+    With ``ask_done`` the service's ``/done`` is also asked about the last two scored frames
+    (first frame as the reference), its verdict kept as ``backend_done``.
+    """
     indices = _frame_indices(len(episode), max_frames)
-    frames = list(episode.frames(indices))
     task = str(episode.meta.get("task") or "complete the task")
+    try:
+        frames = list(episode.frames(indices))
+    except Exception as exc:  # a missing or damaged file costs that episode, not the report
+        return EpisodeScore(
+            task=task, success=bool(episode.meta.get("success", False)), values=[], critics=[],
+            indices=indices, latency_s=0.0, ok=False,
+            error=f"cannot read {episode.meta.get('file')}: {type(exc).__name__}: {exc}",
+            meta={k: episode.meta.get(k) for k in _META_KEYS},
+        )  # fmt: skip
     result = client.trajectory_values(task, frames, skip=1)
     tv = result.value
     ok = bool(result.ok and tv is not None)
+    backend_done = None
+    if ask_done and len(frames) >= 2:
+        verdict = client.done(task, frames[0], frames[-2], frames[-1])
+        backend_done = bool(verdict.value.done) if verdict.ok else None
     return EpisodeScore(
         task=task,
         success=bool(episode.meta.get("success", False)),
@@ -175,8 +214,55 @@ def score_episode(client: Any, episode: RecordedEpisode, max_frames: int) -> Epi
         latency_s=float(result.latency_s),
         ok=ok,
         error=result.error,
-        meta={k: episode.meta.get(k) for k in ("episode_id", "seed", "init_state_id")},
+        meta={k: episode.meta.get(k) for k in _META_KEYS},
+        backend_done=backend_done,
     )
+
+
+def recorded_score(episode: RecordedEpisode) -> EpisodeScore:
+    """The episode as the reward model judged it during the run: its recorded check values."""
+    task = str(episode.meta.get("task") or "complete the task")
+    meta = {k: episode.meta.get(k) for k in _META_KEYS}
+    success = bool(episode.meta.get("success", False))
+    try:
+        steps, progress = episode.column("step"), episode.column("model_progress")
+    except Exception as exc:
+        return EpisodeScore(task, success, [], [], [], None, False,
+                            f"cannot read {episode.meta.get('file')}: {exc}", meta)  # fmt: skip
+    checks = [(k, p) for k, p in zip(steps, progress, strict=True) if p is not None]
+    if not checks:
+        return EpisodeScore(task, success, [], [], [], None, False,
+                            "no reward-model checks were recorded", meta)  # fmt: skip
+    return EpisodeScore(
+        task, success, [float(p) for _, p in checks], [], [int(k) for k, _ in checks], None,
+        True, None, meta,
+    )  # fmt: skip
+
+
+def check_services(services: Sequence[str], *, token: str | None = None) -> None:
+    """Fail fast on a service list: every spec well formed, every URL service answering.
+
+    Raises ``ValueError`` for a malformed spec and
+    :class:`~reward_clients.service_check.ServiceUnavailableError` for a URL that is unreachable,
+    refuses the token or is not a reward service (``mock:`` services start later, here).
+    """
+    from reward_clients.endpoint_pool import EndpointPool
+    from reward_clients.service_check import check_service
+
+    if not services:
+        raise ValueError("give at least one service (a URL, mock:<rule> or recorded)")
+    for spec in services:
+        if spec == "recorded" or spec.startswith("mock:"):
+            continue
+        if not spec.startswith(("http://", "https://")):
+            raise ValueError(
+                f"service {spec!r}: expected a URL, mock:<rule> (e.g. mock:reach_place) or recorded"
+            )
+        pool = EndpointPool([spec], token=token or os.environ.get("EVOLVE_REWARD_TOKEN"))
+        try:
+            check_service(pool, what=f"calibration service {spec}")
+        finally:
+            pool.close()
 
 
 @contextlib.contextmanager
@@ -213,10 +299,9 @@ def calibrate(
     from reward_clients.endpoint_pool import EndpointPool
     from reward_clients.progress_client import ProgressClient
 
-    if not services:
-        raise ValueError("give at least one service (a URL or mock:<rule>)")
     if not 0 <= threshold <= 100:
         raise ValueError(f"threshold is in percent (0..100), got {threshold}")
+    check_services(services, token=token)
     episodes = [ep for root in recordings for ep in open_recording(root)]
     if not episodes:
         raise ValueError(f"no recorded episodes in {', '.join(map(str, recordings))}")
@@ -224,48 +309,63 @@ def calibrate(
         "recordings": [str(r) for r in recordings],
         "episodes": len(episodes),
         "threshold": threshold,
+        "max_frames": max_frames,
         "services": {},
     }
     per_service_scores: dict[str, list[EpisodeScore]] = {}
     for spec in services:
+        if spec == "recorded":
+            per_service_scores[spec] = scores = [recorded_score(ep) for ep in episodes]
+            report["services"][spec] = _service_report(scores, threshold)
+            continue
         with _service_url(spec) as url:
             pool = EndpointPool([url], token=token or os.environ.get("EVOLVE_REWARD_TOKEN"))
             client = ProgressClient(pool, max_workers=1)
             try:
-                scores = [score_episode(client, ep, max_frames) for ep in episodes]
+                caps = client.capabilities().value
+                ask_done = bool(caps is not None and caps.done)
+                scores = [
+                    score_episode(client, ep, max_frames, ask_done=ask_done) for ep in episodes
+                ]
             finally:
                 client.close()
                 pool.close()
         per_service_scores[spec] = scores
-        tasks = sorted({s.task for s in scores})
-        report["services"][spec] = {
-            "overall": service_metrics(scores, threshold),
-            "per_task": {
-                t: service_metrics([s for s in scores if s.task == t], threshold) for t in tasks
-            },
-            "episodes": [
-                {
-                    **s.meta,
-                    "task": s.task,
-                    "success": s.success,
-                    "max_value": s.max_value if s.ok else None,
-                    "final_value": s.final_value if s.ok else None,
-                    "values": s.values,
-                    "indices": s.indices,
-                    "error": s.error,
-                }
-                for s in scores
-            ],
-        }
+        report["services"][spec] = _service_report(scores, threshold)
     report["_scores"] = per_service_scores
     return report
+
+
+def _service_report(scores: list[EpisodeScore], threshold: float) -> dict[str, Any]:
+    """One service's part of the report: overall, per task, and each episode's values."""
+    tasks = sorted({s.task for s in scores})
+    return {
+        "overall": service_metrics(scores, threshold),
+        "per_task": {
+            t: service_metrics([s for s in scores if s.task == t], threshold) for t in tasks
+        },
+        "episodes": [
+            {
+                **s.meta,
+                "task": s.task,
+                "success": s.success,
+                "max_value": s.max_value if s.ok else None,
+                "final_value": s.final_value if s.ok else None,
+                "values": s.values,
+                "indices": s.indices,
+                "error": s.error,
+                "backend_done": s.backend_done,
+            }
+            for s in scores
+        ],
+    }
 
 
 def _fmt(value: Any) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
     if isinstance(value, float):
-        return f"{value:.3f}"
+        return f"{0.0 if abs(value) < 5e-4 else value:.3f}"  # no "-0.000"
     return str(value)
 
 
@@ -308,6 +408,21 @@ def _markdown(report: dict[str, Any], plots: list[str]) -> str:
             )
             + " |"
         )
+    asked = {n: v["overall"]["backend_done"] for n, v in report["services"].items()}
+    asked = {n: m for n, m in asked.items() if m}
+    if asked:
+        lines += [
+            "",
+            "The service's own `/done` on each episode's last two scored frames, against success:",
+            "",
+            "| service | episodes | /done P | /done R | /done F1 |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| `{n}` | {m['episodes']} | {_fmt(m['precision'])} | {_fmt(m['recall'])} | "
+            f"{_fmt(m['f1'])} |"
+            for n, m in asked.items()
+        ]
     lines += ["", "## Per task", ""]
     for name, svc in report["services"].items():
         lines.append(f"### `{name}`")
@@ -325,9 +440,10 @@ def _markdown(report: dict[str, Any], plots: list[str]) -> str:
     lines += [
         "",
         "Values are the model's progress (percent, relative to the first frame) over up to "
-        "32 evenly spaced frames per episode. *Done* means the episode's highest value reached "
-        "the threshold; success is the env's flag. VOC is Spearman's correlation of the values "
-        "with frame order on successful episodes.",
+        f"{report.get('max_frames', 32)} evenly spaced frames per episode (`recorded`: the "
+        "progress the model reported at its checks during the run). *Done* means the episode's "
+        "highest value reached the threshold; success is the env's flag. VOC is Spearman's "
+        "correlation of the values with frame order on successful episodes.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -363,7 +479,7 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
             if not ep["values"]:
                 continue
             x = np.asarray(ep["indices"], dtype=float)
-            x = x / max(x[-1], 1.0)
+            x = x / max(ep.get("length") or x[-1], 1.0)
             color = "tab:green" if ep["success"] else "tab:red"
             ax.plot(x, ep["values"], color=color, alpha=0.5, lw=1)
         ax.axhline(report["threshold"], color="k", ls="--", lw=0.8)
@@ -376,7 +492,36 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
     fig.savefig(out / "progress_curves.png", dpi=110)
     plt.close(fig)
     names.append("progress_curves.png")
+    tasks = sorted({t for svc in report["services"].values() for t in svc["per_task"]})
+    if len(tasks) > 1:
+        names.append(_per_task_plot(report, tasks, out, plt))
     return names
+
+
+def _per_task_plot(report: dict[str, Any], tasks: list[str], out: Path, plt: Any) -> str:
+    """Done F1 and VOC per task, one bar per service (only drawn with several tasks)."""
+    services = list(report["services"])
+    width = 0.8 / len(services)
+    fig, axes = plt.subplots(2, 1, figsize=(max(5.0, 1.2 * len(tasks) + 2), 5.5), sharex=True)
+    for k, name in enumerate(services):
+        per_task = report["services"][name]["per_task"]
+        xs = np.arange(len(tasks)) + k * width
+        f1 = [per_task.get(t, {}).get("done", {}).get("f1", math.nan) for t in tasks]
+        voc = [per_task.get(t, {}).get("voc") for t in tasks]
+        axes[0].bar(xs, f1, width, label=name)
+        axes[1].bar(xs, [math.nan if v is None else v for v in voc], width, label=name)
+    axes[0].set_ylabel("done F1")
+    axes[1].set_ylabel("VOC (successes)")
+    axes[1].axhline(0, color="k", lw=0.6)
+    axes[1].set_xticks(np.arange(len(tasks)) + 0.4 - width / 2)
+    axes[1].set_xticklabels([t if len(t) <= 28 else t[:26] + "…" for t in tasks],
+                            rotation=20, ha="right", fontsize=7)  # fmt: skip
+    axes[0].legend(fontsize=7)
+    axes[0].set_title("Per task")
+    fig.tight_layout()
+    fig.savefig(out / "per_task.png", dpi=110)
+    plt.close(fig)
+    return "per_task.png"
 
 
 def write_report(report: dict[str, Any], out: str | os.PathLike[str]) -> Path:

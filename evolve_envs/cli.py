@@ -160,11 +160,16 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
     ca = sub.add_parser("calibrate", help="how right is a reward model on recorded episodes?")
     ca.add_argument("recordings", nargs="*", help="recording folders (rollout --record DIR)")
     ca.add_argument(
-        "--service", action="append", default=[], metavar="URL|mock:RULE",
-        help="a reward service to score with (repeat to compare services side by side)",
+        "--service", action="append", default=[], metavar="URL|mock:RULE|recorded",
+        help="a reward service to score with (repeat to compare services side by side); "
+        "'recorded': the progress the model reported while the episodes were recorded",
     )  # fmt: skip
     ca.add_argument("--out", default=None, help="report folder (default: runs/calibrate-<time>)")
-    ca.add_argument("--threshold", type=float, default=0.95, help="done threshold in [0, 1]")
+    ca.add_argument(
+        "--threshold", type=float, default=None,
+        help="done threshold in [0, 1] (default: the --config's done_threshold, else the one "
+        "the recorded run used, else 0.95)",
+    )  # fmt: skip
     ca.add_argument("--max-frames", type=int, default=32, help="frames scored per episode")
     ca.add_argument(
         "--config", action="append", default=None,
@@ -172,18 +177,39 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     ca.add_argument("--episodes", type=int, default=10, help="new episodes with --config")
     ca.add_argument("--policy", default="random", help="policy of the new episodes")
+    ca.add_argument("--max-steps", type=int, default=None, help="episode limit of new episodes")
 
 
 def _calibrate(args: argparse.Namespace) -> int:
     import time
 
-    from evolve_envs.calibrate import calibrate, write_report
+    from evolve_envs.calibrate import calibrate, check_services, write_report
 
     out = Path(args.out or f"runs/calibrate-{time.strftime('%Y%m%d-%H%M%S')}")
+    if args.threshold is None:  # the config's, else the recorded run's, else 0.95
+        args.threshold = 0.95
+        if args.config:
+            from evolve_envs.config import load_config
+
+            args.threshold = float(load_config(*args.config).reward_model.done_threshold)
+        else:
+            from wrappers.recording import open_recording
+
+            found = [open_recording(r).meta.get("done_threshold") for r in args.recordings]
+            found = [float(t) for t in found if t is not None]
+            if found:
+                args.threshold = found[0]
     if not 0 <= args.threshold <= 1:
         raise ValueError(f"--threshold is a fraction in [0, 1], got {args.threshold}")
     if args.max_frames < 2:
         raise ValueError(f"--max-frames must be >= 2, got {args.max_frames}")
+    from reward_clients.errors import RewardServiceError
+
+    try:  # before any episode runs: a malformed spec or a dead service fails now
+        check_services(args.service)
+    except RewardServiceError as exc:
+        print(f"evolve-envs calibrate: error: {exc}", file=sys.stderr)
+        return 2
     recordings = list(args.recordings)
     if not recordings:
         if not args.config:
@@ -195,11 +221,10 @@ def _calibrate(args: argparse.Namespace) -> int:
             RolloutOptions(
                 config=args.config, episodes=args.episodes, policy=args.policy,
                 out=out / "rollout", video=False, progress_bar=False, record=rec,
+                max_steps=args.max_steps,
             )
         )  # fmt: skip
         recordings = [str(rec)]
-    if not args.service:
-        raise ValueError("give at least one --service (a URL or mock:<rule>)")
     report = calibrate(
         recordings, args.service, threshold=100 * args.threshold, max_frames=args.max_frames
     )

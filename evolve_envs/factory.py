@@ -397,7 +397,9 @@ def build_stack(
             return RecordEpisodes(
                 env, cfg.record.dir, camera=cfg.record.camera or rm.camera,
                 jpeg_quality=cfg.record.jpeg_quality,
-                reward_model=describe_reward_model(rm),
+                reward_model=cfg.record.reward_model or describe_reward_model(rm),
+                # the threshold the run used: calibrate's default for this recording
+                meta={"done_threshold": rm.done_threshold} if rm.enable else None,
             )  # fmt: skip
         except BaseException:
             env.close()

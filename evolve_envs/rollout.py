@@ -218,6 +218,10 @@ def run_rollout(opts: RolloutOptions) -> RolloutReport:
         sources.append({"record": {"dir": str(opts.record)}})
     cfg = load_config(*sources, overrides={"env": env_kwargs} if env_kwargs else None)
     rm = cfg.reward_model
+    if opts.record is not None:  # name the embedded service's spec, not its loopback URL
+        from evolve_envs.factory import describe_reward_model
+
+        sources[-1]["record"]["reward_model"] = describe_reward_model(rm)
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()

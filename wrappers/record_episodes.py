@@ -3,7 +3,8 @@
 Put it outermost, above the reward wrappers, so it sees their ``info``. Each episode is written
 when it ends, in the format of :mod:`wrappers.recording` (Parquet + JPEG, ``docs/RECORDING.md``),
 so a reward model can be re-scored later (``evolve-envs calibrate``) without simulating again.
-An episode cut short by ``close()`` or a new ``reset()`` is dropped, never half-written.
+An episode cut short by ``close()`` or a new ``reset()`` is dropped, never half-written. Frames
+are JPEG-encoded as they arrive, so an episode held until its end costs a few KB per step.
 
 Per step it keeps the camera frame, the action, the stack's reward, ``info["env_reward"]``
 (or the reward where the stack has none), the model's ``info["progress"]`` on check steps
@@ -39,7 +40,7 @@ import numpy as np
 
 from wrappers.recording import EpisodeWriter
 
-__all__ = ["RecordEpisodes"]
+__all__ = ["RecordEpisodes", "wrap_recording"]
 
 
 class RecordEpisodes(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArgs):
@@ -77,20 +78,24 @@ class RecordEpisodes(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructo
         self.camera = camera
         self.reward_model = reward_model
         self.writer = EpisodeWriter(root, jpeg_quality=jpeg_quality, meta=meta)
-        self._frames: list[np.ndarray] = []
+        self._frames: list[bytes] = []  # JPEG: an episode in memory costs KB per step, not raw
         self._steps: list[dict[str, Any]] = []
         self._episode: dict[str, Any] = {}
 
-    def _frame(self, obs: Any) -> np.ndarray:
+    def _frame(self, obs: Any) -> bytes:
         frame = obs[self.camera] if isinstance(obs, Mapping) else obs
-        return np.array(frame, dtype=np.uint8, copy=True)
+        return self.writer.encode(np.asarray(frame, dtype=np.uint8))
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
         base = self.env.unwrapped
-        init_state_id = (options or {}).get("init_state_id", getattr(base, "init_state_id", None))
+        init_state_id = info.get("init_state_id")
+        if init_state_id is None:
+            init_state_id = (options or {}).get(
+                "init_state_id", getattr(base, "init_state_id", None)
+            )
         spec = getattr(base, "spec", None)
         self._episode = {
             "task": str(info.get("task_description", "")),
@@ -155,3 +160,68 @@ class RecordEpisodes(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructo
     def close(self) -> None:
         self._frames, self._steps = [], []
         super().close()
+
+
+def _guess_camera(env: gym.Env) -> str:
+    space = env.observation_space
+    if not isinstance(space, gym.spaces.Dict):
+        return "image"  # not read: a non-dict observation is the frame itself
+    images = [
+        key for key, sub in space.spaces.items()
+        if isinstance(sub, gym.spaces.Box) and sub.dtype == np.uint8 and len(sub.shape) == 3
+        and sub.shape[-1] == 3
+    ]  # fmt: skip
+    for preferred in ("agentview_image", "image"):
+        if preferred in images:
+            return preferred
+    if not images:
+        raise ValueError(
+            "no HxWx3 uint8 image in the observation space; pass camera= "
+            f"(keys: {', '.join(space.spaces)})"
+        )
+    return images[0]
+
+
+def _describe_reward_wrapper(env: gym.Env) -> str | None:
+    """``"<reward wrapper>: <endpoint URLs>"`` of the first wrapper in the stack with a client."""
+    layer: Any = env
+    while layer is not None:
+        urls = getattr(getattr(getattr(layer, "client", None), "pool", None), "urls", None)
+        if urls:
+            return f"{type(layer).__name__}: {', '.join(map(str, urls))}"
+        layer = getattr(layer, "env", None)
+    return None
+
+
+def wrap_recording(
+    env: gym.Env,
+    root: str | os.PathLike[str],
+    *,
+    camera: str | None = None,
+    jpeg_quality: int = 90,
+    reward_model: str | None = None,
+    meta: Mapping[str, Any] | None = None,
+) -> RecordEpisodes:
+    """Record ``env``'s episodes into ``root``; the camera defaults to the observation's image.
+
+    For code that builds envs itself (training workers): call it on the finished stack, so the
+    recorder sees the reward wrappers' ``info``. Several envs and processes may share ``root``.
+    ``reward_model`` (stored with each episode) defaults to the reward wrapper's name and its
+    service URLs. Stacks built from a config get the same with a ``record: {dir: ...}`` block.
+
+    Example:
+        >>> import tempfile, gymnasium as gym
+        >>> from evolve_envs.synthetic import ReachPlaceEnv
+        >>> env = wrap_recording(gym.wrappers.TimeLimit(ReachPlaceEnv(), 2), tempfile.mkdtemp())
+        >>> env.camera
+        'image'
+        >>> env.close()
+    """
+    return RecordEpisodes(
+        env,
+        root,
+        camera=camera or _guess_camera(env),
+        jpeg_quality=jpeg_quality,
+        reward_model=reward_model if reward_model is not None else _describe_reward_wrapper(env),
+        meta=meta,
+    )

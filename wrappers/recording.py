@@ -9,7 +9,7 @@ A recording is a directory (schema in ``docs/RECORDING.md``)::
 Each episode is written when it ends: its Parquet file first (to a temporary name, then renamed),
 then its line in ``episodes.jsonl``, so a crash or Ctrl-C keeps every finished episode and never
 leaves a half-written one in the index. Several processes (vector-env workers) may write into one
-directory: episode ids carry the writer's process id and a counter.
+directory: episode ids carry the time, the writer's process id, a random token and a counter.
 
 Step columns: ``step`` (int32), ``frame`` (JPEG bytes of the reward camera), ``action``
 (list<float32>, null at step 0), ``reward`` (the stack's reward), ``env_reward``,
@@ -38,6 +38,8 @@ import json
 import os
 import threading
 import time
+import uuid
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -97,7 +99,9 @@ def _schema() -> Any:
     )
 
 
-def _jpeg(frame: np.ndarray, quality: int) -> bytes:
+def _jpeg(frame: np.ndarray | bytes, quality: int) -> bytes:
+    if isinstance(frame, bytes):  # already encoded (EpisodeWriter.encode)
+        return frame
     import simplejpeg
 
     arr = np.ascontiguousarray(frame, dtype=np.uint8)
@@ -140,15 +144,26 @@ class EpisodeWriter:
             tmp.write_text(json.dumps(body, indent=2, default=str))
             os.replace(tmp, meta_path)
         self._count = 0
+        self._token = uuid.uuid4().hex[:8]  # two writers in one process never share an id
         self._lock = threading.Lock()
+
+    def encode(self, frame: np.ndarray) -> bytes:
+        """One ``HxWx3`` uint8 frame as JPEG bytes, at this writer's quality.
+
+        Callers that keep an episode in memory until it ends store these (a few KB a frame)
+        rather than raw frames, and pass them to :meth:`write` as they are.
+        """
+        return _jpeg(frame, self.jpeg_quality)
 
     def write(
         self,
-        frames: Sequence[np.ndarray],
+        frames: Sequence[np.ndarray | bytes],
         steps: Sequence[Mapping[str, Any]],
         meta: Mapping[str, Any],
     ) -> dict[str, Any]:
         """Write one episode: ``frames[k]`` and ``steps[k]`` describe step ``k`` (0 = reset).
+
+        A frame is an ``HxWx3`` uint8 array or JPEG bytes from :meth:`encode`.
 
         Returns the episode's index line (``meta`` plus ``episode_id``, ``file``, ``length``).
         """
@@ -157,7 +172,7 @@ class EpisodeWriter:
         pa, pq = _pa()
         with self._lock:
             self._count += 1
-            episode_id = f"{time.time_ns():x}-{os.getpid()}-{self._count}"
+            episode_id = f"{time.time_ns():x}-{os.getpid()}-{self._token}-{self._count}"
         columns: dict[str, list[Any]] = {c: [] for c in STEP_COLUMNS}
         for k, (frame, row) in enumerate(zip(frames, steps, strict=True)):
             columns["step"].append(k)
@@ -202,7 +217,13 @@ class RecordedEpisode:
         """The episode's steps as a ``pyarrow.Table`` (read once)."""
         if self._table is None:
             _, pq = _pa()
-            self._table = pq.read_table(self.root / self.meta["file"])
+            path = (self.root / str(self.meta["file"])).resolve()
+            if self.root.resolve() / "episodes" not in path.parents:
+                raise ValueError(
+                    f"episode {self.meta.get('episode_id')!r}: file {self.meta['file']!r} is "
+                    "outside the recording's episodes/ folder"
+                )
+            self._table = pq.read_table(path)
         return self._table
 
     def column(self, name: str) -> list[Any]:
@@ -239,10 +260,22 @@ class Recording(Sequence[RecordedEpisode]):
             )
         self.episodes: list[RecordedEpisode] = []
         index = self.root / "episodes.jsonl"
-        if index.is_file():
-            for line in index.read_text().splitlines():
-                if line.strip():
-                    self.episodes.append(RecordedEpisode(self.root, json.loads(line)))
+        lines = index.read_text().splitlines() if index.is_file() else []
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                if n == len(lines):  # a writer killed mid-line: that episode was never finished
+                    warnings.warn(
+                        f"{index}: ignoring an incomplete last line (a writer stopped while "
+                        "appending it)",
+                        stacklevel=2,
+                    )
+                    break
+                raise ValueError(f"{index}:{n}: not a JSON line") from None
+            self.episodes.append(RecordedEpisode(self.root, entry))
 
     def __getitem__(self, i: int) -> RecordedEpisode:  # type: ignore[override]
         return self.episodes[i]

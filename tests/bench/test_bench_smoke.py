@@ -121,3 +121,15 @@ def test_p7_hostile_input_quick() -> None:
     rows = run_quick("p7_hostile_input")  # two tables: only the first one's rows are checked
     status = {r["request"].split(" ")[0]: r["status"] for r in rows if r["status"].isdigit()}
     assert status == {"valid": "200", "lying": "422", "720p": "200", "256": "200"}, status
+
+
+def test_r1_recording_quick() -> None:
+    rows = {r["config"]: r for r in run_quick("r1_recording")}
+    assert set(rows) == {"bare", "recorded q90", "recorded q75"}
+    assert num(rows["bare"]["x bare"]) == 1.0
+    # held JPEG bytes of one episode are below the raw frames', and q75 below q90
+    held = {
+        k: num(rows[k]["held (1 episode)"].split()[0]) for k in ("recorded q90", "recorded q75")
+    }
+    raw = num(rows["recorded q90"]["raw would be"].split()[0])
+    assert 0 < held["recorded q75"] < held["recorded q90"] < raw

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,7 @@ from evolve_envs.calibrate import calibrate, pr_metrics, spearman, write_report
 from evolve_envs.cli import main as cli_main
 from evolve_envs.factory import make_env
 from evolve_envs.synthetic import scripted_action
+from wrappers.record_episodes import wrap_recording
 from wrappers.recording import EpisodeWriter, open_recording
 
 BEHAVIOURS = {"task": 4, "distractor": 3, "random": 3}
@@ -94,6 +96,94 @@ def test_an_unfinished_episode_is_never_in_the_index(tmp_path: Path) -> None:
     assert not list((tmp_path / "episodes").glob("*.tmp"))
 
 
+def test_wrap_recording_two_envs_share_a_folder_with_model_progress(tmp_path: Path) -> None:
+    """What a training worker does: wrap the finished reward stack; envs share one folder."""
+    envs = [
+        wrap_recording(make_env("reach_place", max_episode_steps=6), tmp_path) for _ in range(2)
+    ]
+    try:
+        for k, env in enumerate(envs):
+            assert env.camera == "image"
+            env.reset(seed=k)
+            done = False
+            while not done:
+                *_, terminated, truncated, _ = env.step(scripted_action(env.unwrapped, "task"))
+                done = terminated or truncated
+    finally:
+        for env in envs:
+            env.close()
+    rec = open_recording(tmp_path)
+    assert len({ep.meta["episode_id"] for ep in rec}) == 2 and [ep.meta["seed"] for ep in rec] == [
+        0,
+        1,
+    ]
+    for ep in rec:
+        progress, checks = ep.column("model_progress"), ep.column("is_check")
+        assert any(checks) and all(
+            (p is not None) == c for p, c in zip(progress, checks, strict=True)
+        )
+        assert ep.meta["reward_model"].startswith("ProgressReward: http://127.0.0.1:")
+        # the stack's reward is the model's shaping, the env reward the env's own
+        assert ep.column("reward")[1:] != ep.column("env_reward")[1:]
+    # "recorded": the report judges the progress the model gave during the run, no service
+    report = calibrate([tmp_path], ["recorded"], threshold=95.0)
+
+    svc = report["services"]["recorded"]
+    assert svc["overall"]["scored"] == 2 and svc["overall"]["latency_p50_s"] is None
+    for ep, scored in zip(rec, svc["episodes"], strict=True):
+        assert scored["values"] == [p for p in ep.column("model_progress") if p is not None]
+        assert scored["indices"] == [k for k, c in enumerate(ep.column("is_check")) if c]
+
+
+_CRASHING_RECORDER = """
+import os, sys
+import numpy as np
+from evolve_envs.factory import make_env
+env = make_env({"env": {"id": "evolve_envs/ReachPlace-v0", "max_episode_steps": 4},
+                "record": {"dir": sys.argv[1], "camera": "image"}})
+for seed in range(3):
+    env.reset(seed=seed)
+    for t in range(4):
+        if seed == 2 and t == 2:
+            os._exit(9)  # killed mid-episode: no close(), no cleanup
+        env.step(np.zeros(2, np.float32))
+"""
+
+
+def test_a_killed_process_keeps_its_finished_episodes(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", _CRASHING_RECORDER, str(tmp_path)], capture_output=True, timeout=120
+    )
+    assert proc.returncode == 9, proc.stderr.decode()[-2000:]
+    rec = open_recording(tmp_path)
+    assert [ep.meta["seed"] for ep in rec] == [0, 1]
+    assert all(len(ep.frames()) == 5 for ep in rec)
+
+
+def test_the_recorded_runs_threshold_is_the_commands_default(tmp_path: Path) -> None:
+    rec = tmp_path / "rec"
+    env = make_env(
+        ["reach_place", {"record": {"dir": str(rec)}}],
+        reward_model={"done_threshold": 0.8},
+        max_episode_steps=4,
+    )
+    try:
+        env.reset(seed=0)
+        for _ in range(4):
+            env.step(np.zeros(2, np.float32))
+    finally:
+        env.close()
+    assert open_recording(rec).meta["done_threshold"] == 0.8
+    assert (
+        cli_main(["calibrate", str(rec), "--service", "recorded", "--out", str(tmp_path / "c")])
+        == 0
+    )
+    assert json.loads((tmp_path / "c" / "report.json").read_text())["threshold"] == 80.0
+
+
 def test_writer_refuses_a_foreign_folder_and_mismatched_rows(tmp_path: Path) -> None:
     (tmp_path / "meta.json").write_text(json.dumps({"format": "something-else"}))
     with pytest.raises(ValueError, match="another format"):
@@ -101,6 +191,33 @@ def test_writer_refuses_a_foreign_folder_and_mismatched_rows(tmp_path: Path) -> 
     w = EpisodeWriter(tmp_path / "ok")
     with pytest.raises(ValueError, match="2 frames for 1 step rows"):
         w.write([np.zeros((4, 4, 3), np.uint8)] * 2, [{}], {})
+
+
+def test_a_damaged_recording_loses_only_the_damaged_episodes(
+    recording: Path, tmp_path: Path
+) -> None:
+    copy = tmp_path / "rec"
+    shutil.copytree(recording, copy)
+    with open(copy / "episodes.jsonl", "a") as f:
+        f.write('{"task": "half a li')  # a writer killed while appending
+    with pytest.warns(UserWarning, match="incomplete last line"):
+        rec = open_recording(copy)
+    assert len(rec) == sum(BEHAVIOURS.values())
+    (copy / rec[1].meta["file"]).unlink()
+    rec[2].meta["file"] = "../../outside.parquet"  # an index line pointing out of the folder
+    with pytest.raises(ValueError, match="outside the recording"):
+        rec[2].table()
+    with pytest.warns(UserWarning):
+        report = calibrate([copy], ["mock:reach_place"], max_frames=4)
+    m = report["services"]["mock:reach_place"]["overall"]
+    assert (m["scored"], m["failed_calls"]) == (sum(BEHAVIOURS.values()) - 1, 1)
+    # recorded without a reward model: nothing to judge, said per episode
+    with pytest.warns(UserWarning, match="incomplete last line"):
+        blind = calibrate([copy], ["recorded"])["services"]["recorded"]
+    assert blind["overall"]["scored"] == 0
+    assert {e["error"] for e in blind["episodes"]} >= {"no reward-model checks were recorded"}
+    (bad,) = [e for e in report["services"]["mock:reach_place"]["episodes"] if e["error"]]
+    assert "cannot read" in bad["error"] and bad["episode_id"] == rec[1].meta["episode_id"]
 
 
 def test_report_ranks_right_random_and_gameable_models(report: dict) -> None:
@@ -120,6 +237,9 @@ def test_report_ranks_right_random_and_gameable_models(report: dict) -> None:
     assert hack["done"]["precision"] < right["done"]["precision"]
     assert rand["done"]["f1"] < right["done"]["f1"]
     assert right["best_threshold"]["f1"] == 1.0
+    # the services' own /done (the mock has it) on the last frames: right is right, gameable not
+    assert right["backend_done"]["episodes"] == 10 and right["backend_done"]["f1"] == 1.0
+    assert hack["backend_done"]["f1"] < 1.0
     assert right["latency_p50_s"] is not None and right["latency_p50_s"] > 0
 
 
@@ -128,9 +248,55 @@ def test_report_files(report: dict, tmp_path: Path) -> None:
     data = json.loads((out / "report.json").read_text())
     assert set(data["services"]) == set(report["services"])
     md = (out / "report.md").read_text()
-    assert "`mock:reach_place_hackable`" in md and "VOC" in md
+    assert "`mock:reach_place_hackable`" in md and "VOC" in md and "/done F1" in md
     for png in ("pr_curve.png", "progress_curves.png"):
         assert (out / png).stat().st_size > 1000
+
+
+def test_report_per_task(recording: Path, tmp_path: Path) -> None:
+    """Episodes of a second task (same scene, other instruction) get their own rows and plot."""
+    other = tmp_path / "other"
+    env = make_env(
+        {"env": {"id": "evolve_envs/ReachPlace-v0", "max_episode_steps": 30,
+                 "task_description": "put the red block on the green zone"},
+         "record": {"dir": str(other), "camera": "image"}}
+    )  # fmt: skip
+    try:
+        for seed in (100, 101):
+            env.reset(seed=seed)
+            done = False
+            while not done:
+                *_, terminated, truncated, _ = env.step(scripted_action(env.unwrapped, "task"))
+                done = terminated or truncated
+    finally:
+        env.close()
+    report = calibrate([recording, other], ["mock:reach_place"], max_frames=6)
+    per_task = report["services"]["mock:reach_place"]["per_task"]
+    assert sorted(per_task) == [
+        "pick up the red block and place it in the green zone",
+        "put the red block on the green zone",
+    ]
+    assert [(m["episodes"], m["successes"]) for m in per_task.values()] == [(10, 4), (2, 2)]
+    out = write_report(report, tmp_path / "report")
+    assert (out / "per_task.png").stat().st_size > 1000
+    assert "put the red block on the green zone" in (out / "report.md").read_text()
+
+
+def test_a_dead_or_malformed_service_fails_before_any_scoring(
+    recording: Path, tmp_path: Path, capsys
+) -> None:  # noqa: ANN001
+    from reward_clients.service_check import ServiceUnavailableError
+
+    with pytest.raises(ValueError, match="expected a URL, mock:<rule>"):
+        calibrate([recording], ["mock:reach_place", "gpu-1:8111"])
+    with pytest.raises(ServiceUnavailableError, match="unreachable"):
+        calibrate([recording], ["http://127.0.0.1:9"])
+    # the command checks before running new episodes: nothing is recorded
+    out = tmp_path / "cal"
+    argv = ["calibrate", "--config", "reach_place", "--service", "http://127.0.0.1:9",
+            "--out", str(out)]  # fmt: skip
+    assert cli_main(argv) == 2
+    assert "unreachable" in capsys.readouterr().err and not (out / "episodes").exists()
 
 
 def test_metric_helpers() -> None:
@@ -149,7 +315,10 @@ def test_calibrate_command_runs_new_episodes(tmp_path: Path, capsys) -> None:  #
          "--service", "mock:reach_place", "--out", str(out)]
     )  # fmt: skip
     assert code == 0
-    assert len(open_recording(out / "episodes")) == 2
+    rec = open_recording(out / "episodes")
+    assert len(rec) == 2
+    # the embedded service is named by its spec, not by its throw-away loopback URL
+    assert rec[0].meta["reward_model"] == "progress: embedded mock(rule=reach_place)"
     assert (out / "report.md").is_file()
     assert "mock:reach_place: 2 episodes" in capsys.readouterr().out
     assert cli_main(["calibrate", "--service", "mock:reach_place", "--out", str(out)]) == 2
@@ -175,6 +344,7 @@ def test_recording_a_libero_episode(tmp_path: Path) -> None:
         env.close()
     (ep,) = open_recording(tmp_path)
     assert ep.meta["suite"] == "libero_10" and ep.meta["task_id"] == 0
+    assert ep.meta["init_state_id"] is not None and ep.meta["task"]
     assert ep.frames().shape[0] == 5 and ep.frames().shape[-1] == 3
     assert any(p is not None for p in ep.column("model_progress"))
     assert ep.meta["reward_model"].startswith("progress: embedded mock")
