@@ -15,6 +15,9 @@ Configurations:
   One service finishes one backend batch per 500 ms while the envs ask for one every 16 x 20 ms
   = 320 ms, so a single service is over-subscribed whatever the client does; two services are
   not.
+* ``..., fixed window``: the same against services whose batcher uses the fixed 5 ms window
+  (``--max-batch-window-ms 0``, the behaviour before the adaptive window), side by side with the
+  default adaptive window (``reward_service.batching``).
 
 1 env: the stack stepped in a plain loop. 8 envs: ``gymnasium.vector.AsyncVectorEnv`` with
 ``context="spawn"`` — what ``evolve-envs rollout --num-envs 8`` builds — and one service shared by
@@ -45,10 +48,12 @@ from _common import Rounds, machine_note, make_switch, print_table
 
 from reward_service.embedded import EmbeddedService
 
-CONFIGS = ("off", "sync", "async lag16", "async lag32", "async lag32, 2 services")
+FIXED_WINDOW = ["--max-batch-window-ms", "0"]  # server args: the fixed 5 ms window only
 
 
-def configs(url: str, url2: str, steps: int, start: int, every: int) -> dict[str, dict[str, Any]]:
+def configs(
+    url: str, url2: str, steps: int, start: int, every: int, fixed: tuple[str, str]
+) -> dict[str, dict[str, Any]]:
     env = {"step_delay_s": 0.02, "max_episode_steps": steps}
     common = {
         "enable": True,
@@ -59,8 +64,13 @@ def configs(url: str, url2: str, steps: int, start: int, every: int) -> dict[str
         "milestone_every": 4 * every,
         "timeout": 30,
     }
+    lag32 = {**common, "calls": "async", "max_lag_steps": 2 * every}
     return {
         "off": {"env": env, "reward_model": {"enable": False}},
+        "sync, fixed window": {
+            "env": env,
+            "reward_model": {**common, "endpoint": fixed[0], "calls": "sync"},
+        },
         "sync": {"env": env, "reward_model": {**common, "calls": "sync"}},
         "async lag16": {
             "env": env,
@@ -70,15 +80,11 @@ def configs(url: str, url2: str, steps: int, start: int, every: int) -> dict[str
             "env": env,
             "reward_model": {**common, "calls": "async", "max_lag_steps": 2 * every},
         },
-        "async lag32, 2 services": {
+        "async lag32, 2 services, fixed window": {
             "env": env,
-            "reward_model": {
-                **common,
-                "endpoint": [url, url2],
-                "calls": "async",
-                "max_lag_steps": 2 * every,
-            },
+            "reward_model": {**lag32, "endpoint": list(fixed)},
         },
+        "async lag32, 2 services": {"env": env, "reward_model": {**lag32, "endpoint": [url, url2]}},
     }
 
 
@@ -193,9 +199,14 @@ def main() -> None:
         start, every = 8, 8
     print(f"P2 on {machine_note()}", flush=True)
     backend = {"rule": "intensity", "latency_ms": args.latency_ms}
-    with EmbeddedService("mock", backend) as svc, EmbeddedService("mock", backend) as svc2:
-        cfgs = configs(svc.url, svc2.url, args.steps, start, every)
-        urls: tuple[str, ...] = (svc.url, svc2.url)
+    with (
+        EmbeddedService("mock", backend) as svc,
+        EmbeddedService("mock", backend) as svc2,
+        EmbeddedService("mock", backend, extra_args=FIXED_WINDOW) as fix,
+        EmbeddedService("mock", backend, extra_args=FIXED_WINDOW) as fix2,
+    ):
+        cfgs = configs(svc.url, svc2.url, args.steps, start, every, (fix.url, fix2.url))
+        urls: tuple[str, ...] = (svc.url, svc2.url, fix.url, fix2.url)
         ray = None
         if args.serve_replicas:
             import socket

@@ -10,8 +10,11 @@ so one server or replica answers at most ``8 / latency`` requests per second):
   (:class:`~reward_clients.ray_handle_pool.RayHandlePool`, ``endpoint: ray://<app>``), no HTTP.
 
 ``--clients`` threads (default 48) call ``pairwise_critic`` on 64x64 frames in a closed loop for
-``--seconds``. Rows report requests per second, the ratio to the same engine with one replica
-(the target is >= 0.9 N) and to the ideal ``N * 8 / latency``. Configurations alternate in rounds;
+``--seconds``; ``--clients-per-replica K`` instead keeps ``K * N`` threads for N replicas (the same
+offered load per replica at every N). Rows report requests per second, the ratio to the same
+engine with one replica (the target is >= 0.9 N), to the ideal ``N * 8 / latency``, and the mean
+backend batch fill (critic items per backend call, from every server's or replica's
+``/metrics``). Configurations alternate in rounds;
 medians are reported. Ray runs locally with 2 CPUs (replicas ask for 0.25 CPU each).
 
 Run::
@@ -29,6 +32,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import numpy as np
 from _common import TASK, Rounds, machine_note, percentile, print_table, scene_frames
 
@@ -38,6 +42,23 @@ from reward_clients.ray_handle_pool import RayHandlePool
 from reward_service.embedded import EmbeddedService
 
 APP = "p5"
+
+
+def batch_totals(urls: list[str], replicas: int) -> tuple[int, int]:
+    """(backend calls, items) of the critic kind summed over `urls`' ``/metrics``; a Serve URL
+    is asked until `replicas` distinct processes have answered."""
+    count = items = 0
+    for url in urls:
+        seen: dict[int, dict[str, Any]] = {}
+        for _ in range(100 * replicas):
+            snap = httpx.get(url + "/metrics", timeout=10).json()
+            seen[snap["process"]["pid"]] = snap
+            if len(seen) == replicas:
+                break
+        for snap in seen.values():
+            kind = snap["batches"]["by_kind"].get("critic", {"count": 0, "items": 0})
+            count, items = count + kind["count"], items + kind["items"]
+    return count, items
 
 
 def load(make_pool: Callable[[], Any], frames: list[np.ndarray], clients: int,
@@ -90,6 +111,12 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="tiny run (smoke test)")
     p.add_argument("--latency-ms", type=float, default=1000.0, help="backend latency per batch")
     p.add_argument("--clients", type=int, default=48)
+    p.add_argument(
+        "--clients-per-replica",
+        type=int,
+        default=0,
+        help="use this many client threads per replica instead of --clients",
+    )
     p.add_argument("--seconds", type=float, default=5.0, help="duration of one measurement")
     p.add_argument("--repeats", type=int, default=2, help="interleaved rounds")
     p.add_argument("--batch-window-ms", type=float, default=50.0, help="the services' window")
@@ -136,15 +163,21 @@ def main() -> None:
             engine, n = configs[name]
             if engine == "launcher":
                 urls = [s.url for s in services[:n]]
+                metric_urls, per_url = urls, 1
                 make = lambda urls=urls: EndpointPool(urls, timeout=60, max_retries=0)  # noqa: E731
             else:
                 deploy(n)
+                metric_urls, per_url = [f"http://127.0.0.1:{port}"], n
                 if engine == "serve http":
                     url = f"http://127.0.0.1:{port}"
                     make = lambda url=url: EndpointPool([url], timeout=60, max_retries=0)  # noqa: E731
                 else:
                     make = lambda: RayHandlePool("ray://" + APP, timeout=60, max_retries=0)  # noqa: E731
-            r = load(make, frames, args.clients, args.seconds)
+            clients = args.clients_per_replica * n if args.clients_per_replica else args.clients
+            b0, i0 = batch_totals(metric_urls, per_url)
+            r = load(make, frames, clients, args.seconds)
+            b1, i1 = batch_totals(metric_urls, per_url)
+            r["fill"] = (i1 - i0) / (b1 - b0) if b1 > b0 else float("nan")
             print(f"  {name}: {r['req_s']:.2f} req/s", flush=True)
             rounds.record(name, r["req_s"], **r)
     finally:
@@ -158,17 +191,24 @@ def main() -> None:
         base = rounds.median(f"{engine}, 1")
         ideal = n * 8 * 1000 / lat
         p50, p99 = rounds.extra_median(name, "p50_ms"), rounds.extra_median(name, "p99_ms")
-        rows.append([engine, n, req_s, req_s / base, req_s / base / n, req_s / ideal, p50, p99])
+        fill = rounds.extra_median(name, "fill")
+        clients = args.clients_per_replica * n if args.clients_per_replica else args.clients
+        rows.append(
+            [engine, n, clients, req_s, req_s / base, req_s / base / n, req_s / ideal, fill,
+             p50, p99]
+        )  # fmt: skip
     print_table(
         f"P5 Ray Serve vs launcher (mock, {lat:.0f} ms per batch of <= 8, batch window "
-        f"{args.batch_window_ms:g} ms), {args.clients} client threads",
+        f"{args.batch_window_ms:g} ms), closed-loop client threads",
         [
             "engine",
             "replicas",
+            "clients",
             "req/s",
             "vs 1 replica",
             "scaling / N",
             "of ideal",
+            "batch fill",
             "p50 ms",
             "p99 ms",
         ],  # fmt: skip

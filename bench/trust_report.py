@@ -23,7 +23,7 @@ import numpy as np
 
 from evolve_envs.calibrate import calibrate, write_report
 from evolve_envs.factory import make_env
-from evolve_envs.synthetic import scripted_action
+from evolve_envs.synthetic import play_behaviours
 
 
 def record_synthetic(root: Path, per_behaviour: int) -> None:
@@ -32,21 +32,8 @@ def record_synthetic(root: Path, per_behaviour: int) -> None:
         "record": {"dir": str(root), "camera": "image"},
     }
     env = make_env(cfg)
-    rng = np.random.default_rng(0)
-    seed = 0
     try:
-        for goal in ("task", "distractor", "random"):
-            for _ in range(per_behaviour):
-                env.reset(seed=seed)
-                seed += 1
-                done = False
-                while not done:
-                    if goal == "random":
-                        action = rng.uniform(-1, 1, 2).astype(np.float32)
-                    else:
-                        action = scripted_action(env.unwrapped, goal)
-                    *_, terminated, truncated, _ = env.step(action)
-                    done = terminated or truncated
+        play_behaviours(env, dict.fromkeys(("task", "distractor", "random"), per_behaviour))
     finally:
         env.close()
 

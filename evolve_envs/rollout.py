@@ -463,14 +463,7 @@ def _collect(
     current: list[EpisodeRecord | None] = [None] * n
     for i in range(n):
         if started < opts.episodes:
-            current[i] = _start(
-                started,
-                i,
-                obs,
-                infos,
-                report.records_video(started),
-                report.cfg.reward_model.camera,
-            )
+            current[i] = _start(report, started, i, obs, infos)
             started += 1
     finished = 0
     quiet = not report.interactive  # tqdm only on a terminal: no line per step in logs
@@ -486,14 +479,7 @@ def _collect(
                 if fresh[i]:  # this step was the autoreset: a new episode starts here
                     fresh[i] = False
                     if started < opts.episodes:
-                        current[i] = _start(
-                            started,
-                            i,
-                            obs,
-                            infos,
-                            report.records_video(started),
-                            report.cfg.reward_model.camera,
-                        )
+                        current[i] = _start(report, started, i, obs, infos)
                         started += 1
                     continue
                 rec = current[i]
@@ -512,8 +498,9 @@ def _collect(
 
 
 def _start(
-    index: int, env_index: int, obs: Any, infos: dict[str, Any], video: bool, camera: str
+    report: _Report, index: int, env_index: int, obs: Any, infos: dict[str, Any]
 ) -> EpisodeRecord:
+    video, camera = report.records_video(index), report.cfg.reward_model.camera
     rec = EpisodeRecord(index=index, env_index=env_index, video=video, camera=camera)
     rec.task_description = str(_item(infos, "task_description", env_index) or "")
     if video:

@@ -43,7 +43,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-__all__ = ["ReachPlaceEnv", "COLORS", "scripted_action"]
+__all__ = ["ReachPlaceEnv", "COLORS", "scripted_action", "play_behaviours"]
 
 #: RGB colours of the scene (the mock backend's ``reach_place`` rule looks for the same ones).
 COLORS: dict[str, tuple[int, int, int]] = {
@@ -231,3 +231,35 @@ def scripted_action(env: ReachPlaceEnv, goal: str = "task") -> np.ndarray:
         aim = pos["target"] - env._grasp_offset
     step = (aim - pos["gripper"]) / env.speed
     return np.clip(step, -1.0, 1.0).astype(np.float32)
+
+
+def play_behaviours(env: gym.Env, counts: dict[str, int], *, seed: int = 0) -> int:
+    """Play whole episodes of scripted behaviours on a (wrapped) ReachPlace env, in order:
+    ``counts`` maps ``"task"`` / ``"distractor"`` (see :func:`scripted_action`) or ``"random"``
+    (uniform actions) to a number of episodes; reset seeds count up from ``seed``. Returns the
+    number of episodes played (e.g. to fill a recording with known successes and failures).
+
+    Example:
+        >>> play_behaviours(gym.wrappers.TimeLimit(ReachPlaceEnv(), 20), {"task": 1, "random": 1})
+        2
+    """
+    rng = np.random.default_rng(seed)
+    base = env.unwrapped
+    if not isinstance(base, ReachPlaceEnv):
+        raise TypeError(f"play_behaviours needs a ReachPlace env, got {type(base).__name__}")
+    played = 0
+    for goal, count in counts.items():
+        if goal not in ("task", "distractor", "random"):
+            raise ValueError(f"unknown behaviour {goal!r} (task, distractor or random)")
+        for _ in range(count):
+            env.reset(seed=seed + played)
+            played += 1
+            done = False
+            while not done:
+                if goal == "random":
+                    action = rng.uniform(-1, 1, 2).astype(np.float32)
+                else:
+                    action = scripted_action(base, goal)
+                *_, terminated, truncated, _ = env.step(action)
+                done = terminated or truncated
+    return played

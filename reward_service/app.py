@@ -74,7 +74,7 @@ from reward_service.backends.base import (
     NotSupportedError,
     VideoItem,
 )
-from reward_service.batching import MAX_BATCH, Batcher, prepare_frame
+from reward_service.batching import MAX_BATCH, MAX_WINDOW_S, Batcher, prepare_frame
 from reward_service.connections import ConcurrencyLimitMiddleware
 from reward_service.image_decoding import (
     ImageDecodeError,
@@ -382,6 +382,7 @@ def create_app(
     max_text_chars: int = DEFAULT_LIMITS["max_text_chars"],
     max_concurrent_requests: int = DEFAULT_LIMITS["max_concurrent_requests"],
     batch_window_ms: float = 5.0,
+    max_batch_window_ms: float = MAX_WINDOW_S * 1000.0,
     max_batch: int = MAX_BATCH,
     enable_faults: bool = False,
     pickle_at_root: bool = True,
@@ -408,6 +409,10 @@ def create_app(
         video_dirs: directories `/score` may read `video_path` files from (resolved; symlinks
             out of them are refused). Empty (the default): path mode is off (403).
         batch_window_ms: how long a backend batch waits for more items from other requests.
+        max_batch_window_ms: the adaptive window's cap: while recent bursts of requests were
+            bigger than the batch so far, it waits for the rest up to a quarter of the backend's
+            recent call time, at most this long, after the batch's first item
+            (`reward_service.batching`); <= `batch_window_ms` turns that off.
         max_batch: most items per backend call (<= 8 keeps GPU memory bounded).
         enable_faults: add the fault-injection admin routes (tests and drills only).
         pickle_at_root: also serve the pickle scorer at `POST /` (the default, as deepgen_rl
@@ -434,7 +439,13 @@ def create_app(
             raise ValueError(f"{name} must be >= 1, got {value}")
     be: Backend = backend
     metrics = Metrics()
-    batcher = Batcher(be, metrics, max_batch=max_batch, window_s=batch_window_ms / 1000.0)
+    batcher = Batcher(
+        be,
+        metrics,
+        max_batch=max_batch,
+        window_s=batch_window_ms / 1000.0,
+        max_window_s=max_batch_window_ms / 1000.0,
+    )
     app_class: type[FastAPI] = FastAPI
     if enable_faults:  # tests and drills only: the module is not even imported otherwise
         from reward_service import faults
@@ -600,6 +611,7 @@ def create_app(
         snap = metrics.snapshot()
         snap["backend"] = be.name
         snap["batch_window_ms"] = batch_window_ms
+        snap["max_batch_window_ms"] = max_batch_window_ms
         snap["max_batch"] = max_batch
         snap["process"] = {
             "pid": os.getpid(),

@@ -45,6 +45,7 @@ APP_KEYS = (
     "max_concurrent_requests",
     "allowed_hosts",
     "batch_window_ms",
+    "max_batch_window_ms",
     "max_batch",
     "enable_faults",
     "pickle_at_root",

@@ -33,6 +33,7 @@ from typing import Any
 
 from reward_service.backends import BACKENDS
 from reward_service.backends.base import CKPT_ENV
+from reward_service.batching import MAX_WINDOW_S
 from reward_service.limits import DEFAULT_LIMITS
 
 __all__ = ["main", "build_parser", "TOKEN_ENV", "MOCK_DEFAULTS"]
@@ -117,6 +118,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=5.0,
         help="how long a backend batch waits for items of concurrent requests (ms)",
+    )
+    p.add_argument(
+        "--max-batch-window-ms",
+        type=float,
+        default=MAX_WINDOW_S * 1000.0,
+        help="adaptive window cap: while recent bursts of requests were bigger than the batch, "
+        "wait for the rest up to 1/4 of the backend's recent call time, at most this long (ms; "
+        "<= --batch-window-ms: off)",
     )
     p.add_argument(
         "--pickle-at-root",
@@ -314,6 +323,7 @@ def _app_kwargs(args: argparse.Namespace, token: str | None) -> dict[str, Any]:
         "video_dirs": list(args.video_dir),
         "max_concurrent_requests": args.max_concurrent_requests,
         "batch_window_ms": args.batch_window_ms,
+        "max_batch_window_ms": args.max_batch_window_ms,
         "enable_faults": args.enable_fault_injection,
         "pickle_at_root": args.pickle_at_root,
         "allowed_hosts": list(_allowed_hosts(args)),

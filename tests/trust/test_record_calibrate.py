@@ -20,7 +20,7 @@ import pytest
 from evolve_envs.calibrate import calibrate, pr_metrics, spearman, write_report
 from evolve_envs.cli import main as cli_main
 from evolve_envs.factory import make_env
-from evolve_envs.synthetic import scripted_action
+from evolve_envs.synthetic import play_behaviours, scripted_action
 from wrappers.record_episodes import wrap_recording
 from wrappers.recording import EpisodeWriter, open_recording
 
@@ -33,21 +33,8 @@ def _record(root: Path) -> Path:
         "record": {"dir": str(root), "camera": "image"},
     }
     env = make_env(cfg)
-    rng = np.random.default_rng(0)
-    seed = 0
     try:
-        for goal, count in BEHAVIOURS.items():
-            for _ in range(count):
-                env.reset(seed=seed)
-                seed += 1
-                done = False
-                while not done:
-                    if goal == "random":
-                        action = rng.uniform(-1, 1, 2).astype(np.float32)
-                    else:
-                        action = scripted_action(env.unwrapped, goal)
-                    *_, terminated, truncated, _ = env.step(action)
-                    done = terminated or truncated
+        play_behaviours(env, BEHAVIOURS)
     finally:
         env.close()
     return root
