@@ -7,6 +7,7 @@ Subcommands (one ``_add_<name>`` parser builder and one ``_<name>`` runner each,
   (``summary.json``, ``metrics.csv``, ``tensorboard/``, ``progress_<ep>.png``,
   ``episode_<ep>.mp4``) as episodes finish; see :mod:`evolve_envs.rollout`.
 * ``tasks`` — list a suite's task ids, names and instructions.
+* ``train`` — DistRL or GRPO on Ray; see :mod:`evolve_envs.distrl.train`.
 * ``calibrate`` — re-score recorded episodes with reward services and report how right they are
   (done precision/recall, value-order correlation, failure modes); see
   :mod:`evolve_envs.calibrate`.
@@ -156,6 +157,36 @@ def _tasks(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_train(sub: argparse._SubParsersAction) -> None:
+    tr = sub.add_parser("train", help="train a policy with DistRL or GRPO on Ray")
+    tr.add_argument("--algo", choices=("distrl", "grpo"), default=None)
+    tr.add_argument("--config", action="append", default=[], help="YAML path or shipped name")
+    tr.add_argument("--address", default=None, help="Ray cluster address (default: local)")
+    tr.add_argument("--resume", default=None, metavar="DIR", help="continue the run in DIR")
+    tr.add_argument("--run-dir", default=None, metavar="DIR")
+    tr.add_argument("--minutes", type=float, default=None, help="wall-clock budget")
+    tr.add_argument("--no-progress-bar", action="store_true")
+    tr.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. learner.lr=1e-3")
+
+
+def _train(args: argparse.Namespace) -> int:
+    from evolve_envs.distrl.train import TrainOptions, run_train
+    from evolve_envs.distrl.worker import WorkerStartError
+
+    try:
+        res = run_train(TrainOptions(
+            config=args.config, algo=args.algo, address=args.address, resume=args.resume,
+            run_dir=args.run_dir, minutes=args.minutes, overrides=args.overrides,
+            progress_bar=not args.no_progress_bar,
+        ))  # fmt: skip
+    except WorkerStartError as exc:
+        print(f"evolve-envs train: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {res.run_dir}: metrics.csv, checkpoint.pt, summary.json "
+          f"({res.counters.get('updates', 0)} updates, {res.wall_s:.0f} s)")  # fmt: skip
+    return 0
+
+
 def _add_calibrate(sub: argparse._SubParsersAction) -> None:
     ca = sub.add_parser("calibrate", help="how right is a reward model on recorded episodes?")
     ca.add_argument("recordings", nargs="*", help="recording folders (rollout --record DIR)")
@@ -248,6 +279,7 @@ COMMANDS: dict[
 ] = {
     "rollout": (_add_rollout, _rollout),
     "tasks": (_add_tasks, _tasks),
+    "train": (_add_train, _train),
     "calibrate": (_add_calibrate, _calibrate),
 }
 

@@ -123,6 +123,14 @@ def test_p7_hostile_input_quick() -> None:
     assert status == {"valid": "200", "lying": "422", "720p": "200", "256": "200"}, status
 
 
+def test_d1_collection_quick() -> None:
+    rows = run_quick("d1_collection")
+    by_name = {r["collection"]: r for r in rows}
+    assert set(by_name) == {"barrier", "async"}
+    assert num(by_name["barrier"]["ratio vs barrier"]) == 1.0
+    assert all(positive(r["episodes/s"]) and positive(r["env steps/s"]) for r in rows)
+
+
 def test_r1_recording_quick() -> None:
     rows = {r["config"]: r for r in run_quick("r1_recording")}
     assert set(rows) == {"bare", "recorded q90", "recorded q75"}

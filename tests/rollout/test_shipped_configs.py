@@ -68,6 +68,7 @@ def test_configs_ship_in_the_wheel(tmp_path: Path) -> None:
     (wheel,) = (tmp_path / "dist").glob("*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"configs/libero_10.yaml", "configs/presets/fast_dev.yaml"} <= names
+    assert {"configs/distrl/reach_place.yaml", "configs/distrl/libero_smoke.yaml"} <= names
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     run_dir = tmp_path / "elsewhere"

@@ -1,0 +1,171 @@
+"""``evolve-envs train``: DistRL (asynchronous) or GRPO (synchronous) on Ray.
+
+:func:`run_train` loads and validates the config, prepares the run directory, starts Ray
+(``ray.init(address=...)`` with ``--address``, else a local instance with ``ray.num_cpus``), starts
+the reward service once in this process when the config says ``endpoint: embedded`` (the workers
+get its URL, so every worker shares one service), and runs
+:func:`evolve_envs.distrl.async_trainer.run_distrl` or
+:func:`evolve_envs.distrl.grpo_trainer.run_grpo` until the time budget (``run.minutes`` or
+``--minutes``) or ``run.max_updates`` is spent. It writes into the run directory
+
+* ``config.yaml`` — the effective config,
+* ``metrics.csv`` and ``tensorboard/`` — one row per ``run.log_every_s``,
+* ``checkpoint.pt`` — policy, optimizer, counters, replay metadata, config (atomic),
+* ``summary.json`` — the final counters and the last metrics row.
+
+``--resume DIR`` reads ``DIR/checkpoint.pt`` and its config (``--config`` files and overrides are
+layered on it) and continues the counters, the policy version and the weights, in ``DIR``.
+
+Example::
+
+    evolve-envs train --algo distrl --config configs/distrl/reach_place.yaml --minutes 2
+    evolve-envs train --algo grpo --config reach_place grpo.group_size=4
+    evolve-envs train --resume runs/train-distrl-20261122-220000 --minutes 5
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from evolve_envs.config import load_config
+from evolve_envs.distrl.checkpoint import load_checkpoint
+from evolve_envs.distrl.config import TrainConfig, load_train_config
+
+__all__ = ["TrainOptions", "TrainResult", "run_train", "ray_session", "reward_service_for"]
+
+
+@dataclass
+class TrainOptions:
+    """What ``evolve-envs train`` was asked (the CLI's arguments).
+
+    Example:
+        >>> TrainOptions(config=["reach_place"], minutes=1.0).algo is None
+        True
+    """
+
+    config: Sequence[Any] = ()
+    algo: str | None = None
+    address: str | None = None
+    resume: str | Path | None = None
+    run_dir: str | Path | None = None
+    minutes: float | None = None
+    overrides: Sequence[str] = ()
+    progress_bar: bool = True
+    log: Any = field(default=None, repr=False)  # a text stream for the per-interval lines
+
+
+@dataclass
+class TrainResult:
+    """Where the run wrote and how far it got."""
+
+    run_dir: Path
+    algo: str
+    counters: dict[str, int]
+    last_metrics: dict[str, Any]
+    wall_s: float
+
+
+def _effective_config(opts: TrainOptions) -> tuple[TrainConfig, dict[str, Any] | None]:
+    state = None
+    sources: list[Any] = []
+    if opts.resume is not None:
+        state = load_checkpoint(opts.resume)
+        sources.append(state["config"])
+    sources.extend(opts.config)
+    if not sources:
+        raise ValueError("evolve-envs train: give --config (a YAML path or a shipped name)")
+    overrides = list(opts.overrides)
+    if opts.algo is not None:
+        overrides.append(f"algo={opts.algo}")
+    if opts.minutes is not None:
+        overrides.append(f"run.minutes={opts.minutes}")
+    cfg = load_train_config(*sources, overrides=overrides)
+    if state is not None and state.get("algo", cfg.algo) != cfg.algo:
+        raise ValueError(
+            f"--resume {opts.resume}: the checkpoint is a {state.get('algo')} run, not {cfg.algo}"
+        )
+    return cfg, state
+
+
+@contextlib.contextmanager
+def ray_session(cfg: TrainConfig, address: str | None) -> Iterator[None]:
+    """Ray for the run: joins ``address`` when given (or a Ray already initialised here), else a
+    local instance sized by ``cfg.ray``; shuts down only what it started."""
+    import ray
+
+    started = False
+    if not ray.is_initialized():
+        if address:
+            ray.init(address=address, log_to_driver=True)
+        else:
+            ray.init(
+                num_cpus=cfg.ray.num_cpus,
+                include_dashboard=cfg.ray.include_dashboard,
+                object_store_memory=cfg.ray.object_store_mb * 1024**2,
+                log_to_driver=True,
+            )
+        started = True
+    try:
+        yield
+    finally:
+        if started:
+            ray.shutdown()
+
+
+@contextlib.contextmanager
+def reward_service_for(cfg: TrainConfig) -> Iterator[TrainConfig]:
+    """With ``reward_model.endpoint: embedded`` (and the reward model on), start one service
+    here and yield a config whose workers use its URL; otherwise yield ``cfg`` unchanged."""
+    rm = load_config({"env": cfg.env, "reward_model": cfg.reward_model}).reward_model
+    if not (rm.enable and rm.embedded):
+        yield cfg
+        return
+    from reward_service.embedded import EmbeddedService
+
+    svc = EmbeddedService(rm.embedded_backend, dict(rm.embedded_backend_kwargs)).start()
+    try:
+        yield cfg.model_copy(update={"reward_model": {**cfg.reward_model, "endpoint": svc.url}})
+    finally:
+        svc.stop()
+
+
+def _run_dir(opts: TrainOptions, cfg: TrainConfig) -> Path:
+    if opts.resume is not None:
+        return Path(opts.resume)
+    if opts.run_dir is not None:
+        return Path(opts.run_dir)
+    return Path(f"runs/train-{cfg.algo}-{time.strftime('%Y%m%d-%H%M%S')}")
+
+
+def run_train(opts: TrainOptions) -> TrainResult:
+    """Run one training job (see the module docstring)."""
+    cfg, state = _effective_config(opts)
+    run_dir = _run_dir(opts, cfg)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.model_dump(), sort_keys=False))
+    log = opts.log if opts.log is not None else sys.stderr
+    interactive = opts.progress_bar and hasattr(log, "isatty") and log.isatty()
+    t0 = time.monotonic()
+    with ray_session(cfg, opts.address), reward_service_for(cfg) as worker_cfg:
+        if cfg.algo == "distrl":
+            from evolve_envs.distrl.async_trainer import run_distrl
+
+            counters, last = run_distrl(worker_cfg, cfg, run_dir, state, log, interactive)
+        else:
+            from evolve_envs.distrl.grpo_trainer import run_grpo
+
+            counters, last = run_grpo(worker_cfg, cfg, run_dir, state, log, interactive)
+    wall = time.monotonic() - t0
+    result = TrainResult(run_dir, cfg.algo, counters, last, wall)
+    summary = {"algo": cfg.algo, "wall_s": round(wall, 2), "counters": counters, "last": last}
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    return result

@@ -1,0 +1,456 @@
+"""Rollout workers: Ray actors that step environments with the newest policy they have.
+
+A :class:`RolloutWorker` builds ``num_envs`` environments with :func:`evolve_envs.factory.make_env`
+from the training config's ``env`` + ``reward_model`` blocks (any Gymnasium ID through
+``env.id``, or LIBERO with the reward stack), and one policy replica. It works in two modes:
+
+* **asynchronous** (DistRL): :meth:`RolloutWorker.run` loops until the :class:`WeightRegistry` says
+  stop. Between steps it checks — without blocking — whether the learner published newer weights
+  (a version number plus an object-store reference) and loads them; it pushes every finished
+  episode (or every ``segment_length`` steps) as one validated
+  :class:`~evolve_envs.distrl.trajectory.Trajectory` into the trajectory queue with
+  ``put_nowait``. Nobody waits for anybody: a slow worker only pushes less often. When the
+  queue is full the trajectory is dropped and counted (``dropped``), never half-pushed.
+* **synchronous** (GRPO): :meth:`RolloutWorker.collect_episodes` plays one whole episode per env
+  from the given reset seeds with the given weights and returns them.
+
+The actor is created with ``max_restarts`` and ``max_task_retries=-1`` (:func:`start_workers`):
+when its process dies, Ray starts a new one (the constructor rebuilds the envs and the policy)
+and re-submits the interrupted :meth:`~RolloutWorker.run` call, so collection continues; the
+registry counts the worker's incarnations.
+
+A reward service that is down when a worker starts fails its constructor
+(``ServiceUnavailableError`` from the stack's start-up check); :func:`start_workers` raises it at
+once with the worker's index. Fallback rewards during a run are counted per episode
+(``episode_stats[i]["fallbacks"]``).
+
+Example:
+    >>> import ray, gymnasium as gym
+    >>> from evolve_envs.distrl.worker import WeightRegistry
+    >>> reg = WeightRegistry()           # the plain class; start_workers uses the actor
+    >>> reg.publish(3, [None]); reg.poll(0, -1)["version"]
+    3
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "RolloutWorker",
+    "WorkerStartError",
+    "WeightRegistry",
+    "policy_from_config",
+    "start_workers",
+    "batch_obs",
+]
+
+
+def batch_obs(observations: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+    """Stack single-env observation dicts into one batched dict (leading axis = env)."""
+    return {k: np.stack([np.asarray(o[k]) for o in observations]) for k in observations[0]}
+
+
+def _slice(inputs: Mapping[str, np.ndarray], i: int) -> dict[str, np.ndarray]:
+    return {k: v[i] for k, v in inputs.items()}
+
+
+class WorkerStartError(RuntimeError):
+    """A rollout worker could not start (a dead reward service, a bad env key, ...)."""
+
+
+def _gym_factory(stack: dict[str, Any]) -> Any:
+    """``env.id`` (any registered Gymnasium ID, ``module:Name-v0`` too) as an env factory for
+    :func:`~evolve_envs.factory.make_env`; pops the key. None (LIBERO) without it."""
+    env_id = stack["env"].pop("id", None)
+    if env_id is None:
+        return None
+    import gymnasium as gym
+
+    def factory(**kwargs: Any) -> Any:
+        return gym.make(env_id, **kwargs)
+
+    factory.__name__ = f"gym.make({env_id!r})"
+    return factory
+
+
+def policy_from_config(policy_cfg: Any, obs_space: Any, act_space: Any) -> Any:
+    """The CPU CNN Gaussian policy for these spaces, from a :class:`PolicyConfig`."""
+    from evolve_envs.distrl.policy import CNNGaussianPolicy
+
+    kwargs = policy_cfg.model_dump() if hasattr(policy_cfg, "model_dump") else dict(policy_cfg)
+    return CNNGaussianPolicy.from_spaces(obs_space, act_space, **kwargs)
+
+
+class WeightRegistry:
+    """The small actor through which the learner broadcasts weights and workers report.
+
+    Holds the newest ``(version, [ObjectRef of the state_dict])`` (the reference travels inside a
+    list so Ray does not resolve it), a stop flag, and per-worker counters (incarnations, pushed
+    trajectories, dropped ones, env steps).
+
+    Example:
+        >>> reg = WeightRegistry()
+        >>> reg.poll(0, -1)["version"], reg.hello(0)
+        (-1, 1)
+    """
+
+    def __init__(self) -> None:
+        self._version = -1
+        self._ref: list[Any] = [None]
+        self._stop = False
+        self._workers: dict[int, dict[str, int]] = {}
+
+    def publish(self, version: int, ref: list[Any]) -> None:
+        """Make ``ref[0]`` (an ObjectRef of a state_dict) the newest weights, as ``version``."""
+        self._version, self._ref = int(version), list(ref)
+
+    def poll(self, worker_id: int, have: int) -> dict[str, Any]:
+        """What a worker holding version ``have`` needs: the newest version, its reference when
+        newer (else None), and whether to stop."""
+        newer = self._version > have
+        return {"version": self._version, "ref": self._ref if newer else None, "stop": self._stop}
+
+    def hello(self, worker_id: int, pid: int = 0) -> int:
+        """A worker (re)started in process ``pid``: count and return its incarnation."""
+        w = self._workers.setdefault(worker_id, {"incarnations": 0})
+        w["incarnations"] += 1
+        w["pid"] = int(pid)
+        return w["incarnations"]
+
+    def report(self, worker_id: int, counts: Mapping[str, int]) -> None:
+        """Add a worker's counters (``pushed``, ``dropped``, ``env_steps``, ...)."""
+        w = self._workers.setdefault(worker_id, {"incarnations": 0})
+        for k, v in counts.items():
+            if k != "pid":
+                w[k] = w.get(k, 0) + int(v)
+
+    def stop(self) -> None:
+        """Ask every worker's :meth:`RolloutWorker.run` loop to return."""
+        self._stop = True
+
+    def workers(self) -> dict[int, dict[str, int]]:
+        """Per-worker counters."""
+        return {k: dict(v) for k, v in self._workers.items()}
+
+
+class _EnvSlot:
+    """One env's running episode and the unpushed part of it."""
+
+    def __init__(self) -> None:
+        self.inputs: list[dict[str, np.ndarray]] = []
+        self.actions: list[np.ndarray] = []
+        self.logp: list[float] = []
+        self.rewards: list[float] = []
+        self.dones: list[bool] = []
+        self.versions: list[int] = []
+        self.episode_stats: list[dict[str, Any]] = []
+        self.ep_return = 0.0
+        self.ep_len = 0
+        self.ep_fallbacks = 0
+
+    def reset_segment(self) -> None:
+        self.inputs, self.actions, self.logp = [], [], []
+        self.rewards, self.dones, self.versions = [], [], []
+        self.episode_stats = []
+
+
+class RolloutWorker:
+    """Steps ``num_envs`` envs with a policy replica; see the module docstring.
+
+    Args:
+        config: a :class:`~evolve_envs.distrl.config.TrainConfig` or its ``model_dump()``.
+        worker_id: index of this worker (picks its ``workers.env_overrides`` entry).
+        registry: the :class:`WeightRegistry` actor handle (None in :meth:`collect_episodes`-only
+            use).
+        queue: a ``ray.util.queue.Queue`` (or anything with ``put_nowait``) for trajectories.
+
+    Example (the plain class, in this process; :func:`start_workers` makes Ray actors of it):
+        >>> from evolve_envs.distrl.config import TrainConfig
+        >>> cfg = TrainConfig(env={"id": "evolve_envs/ReachPlace-v0", "max_episode_steps": 5},
+        ...                   reward_model={"enable": False})
+        >>> worker = RolloutWorker(cfg, worker_id=0)
+        >>> [traj] = worker.collect_episodes([7], None, version=0)  # one episode, reset seed 7
+        >>> len(traj), traj.actions.shape, sorted(traj.obs)
+        (5, (5, 2), ['image', 'state'])
+        >>> worker.close()
+    """
+
+    def __init__(
+        self,
+        config: Any,
+        worker_id: int,
+        registry: Any = None,
+        queue: Any = None,
+    ) -> None:
+        from evolve_envs.distrl.config import TrainConfig
+        from evolve_envs.factory import make_env
+
+        self.cfg = config if isinstance(config, TrainConfig) else TrainConfig.model_validate(config)
+        self.worker_id = int(worker_id)
+        self.registry = registry
+        self.queue = queue
+        self.incarnation = 1
+        if registry is not None:
+            import ray
+
+            self.incarnation = ray.get(registry.hello.remote(self.worker_id, os.getpid()))
+        self.rng = np.random.default_rng([self.cfg.run.seed, self.worker_id, self.incarnation])
+        stack = self.cfg.stack(self.worker_id)
+        factory = _gym_factory(stack)
+        self.envs: list[Any] = []
+        try:
+            for _ in range(self.cfg.workers.num_envs):
+                self.envs.append(make_env(stack, env_factory=factory))
+        except BaseException:
+            self.close()
+            raise
+        import torch
+
+        torch.set_num_threads(1)
+        self.policy = policy_from_config(
+            self.cfg.policy, self.envs[0].observation_space, self.envs[0].action_space
+        )
+        self.policy.eval()
+        self.version = -1
+        self.counts = {"pushed": 0, "dropped": 0, "env_steps": 0, "episodes": 0}
+
+    # ------------------------------------------------------------------ helpers
+
+    def ready(self) -> dict[str, Any]:
+        """Start-up handshake: pid, incarnation and the env's spaces."""
+        env = self.envs[0]
+        return {
+            "pid": os.getpid(),
+            "worker_id": self.worker_id,
+            "incarnation": self.incarnation,
+            "observation_space": env.observation_space,
+            "action_space": env.action_space,
+        }
+
+    def _load(self, state_dict: Mapping[str, Any], version: int) -> None:
+        self.policy.load_state_dict(state_dict)
+        self.version = int(version)
+
+    def _seed(self) -> int:
+        return int(self.rng.integers(2**31 - 1))
+
+    def _act(self, obs: list[Mapping[str, Any]]) -> tuple[dict[str, np.ndarray], Any, Any]:
+        import torch
+
+        inputs = self.policy.encode_obs(batch_obs(obs))
+        with torch.no_grad():
+            actions, logp = self.policy.act(inputs)
+        return inputs, np.asarray(actions, dtype=np.float32), np.asarray(logp, dtype=np.float32)
+
+    def _encode_one(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        return _slice(self.policy.encode_obs(batch_obs([obs])), 0)
+
+    def _trajectory(self, slot: _EnvSlot, last_inputs: Mapping[str, np.ndarray]) -> Any:
+        from evolve_envs.distrl.trajectory import Trajectory
+
+        steps = [*slot.inputs, dict(last_inputs)]
+        obs = {k: np.stack([s[k] for s in steps]) for k in steps[0]}
+        traj = Trajectory(
+            obs=obs,
+            actions=np.stack(slot.actions).astype(np.float32),
+            behaviour_logp=np.asarray(slot.logp, dtype=np.float32),
+            rewards=np.asarray(slot.rewards, dtype=np.float32),
+            dones=np.asarray(slot.dones, dtype=bool),
+            policy_version=int(min(slot.versions)),
+            worker_id=self.worker_id,
+            episode_stats=list(slot.episode_stats),
+        )
+        traj.validate()
+        return traj
+
+    @staticmethod
+    def _episode_stats(slot: _EnvSlot, info: Mapping[str, Any], terminated: bool) -> dict:
+        progress = info.get("progress")
+        return {
+            "return": slot.ep_return,
+            "length": slot.ep_len,
+            "success": float(bool(info.get("is_success", False))),
+            "progress": float(progress) if progress is not None else float("nan"),
+            "terminated": float(terminated),
+            "fallbacks": slot.ep_fallbacks,
+        }
+
+    # ------------------------------------------------------------------ asynchronous mode
+
+    def run(self, max_seconds: float | None = None) -> dict[str, int]:
+        """Collect until the registry says stop (or ``max_seconds``); returns this
+        incarnation's counters. Never blocks on the learner."""
+        import ray
+        from ray.util.queue import Full
+
+        seg_len = self.cfg.workers.segment_length
+        poll_every = self.cfg.workers.poll_every
+        deadline = None if max_seconds is None else time.monotonic() + max_seconds
+        slots = [_EnvSlot() for _ in self.envs]
+        obs = [env.reset(seed=self._seed())[0] for env in self.envs]
+        pending = self.registry.poll.remote(self.worker_id, self.version)
+        reported = dict.fromkeys(self.counts, 0)
+        step = 0
+        stop = False
+        while not stop:
+            # weights / stop: look at the last poll's answer only if it has arrived
+            if step % poll_every == 0:
+                done_refs, _ = ray.wait([pending], timeout=0)
+                if done_refs:
+                    answer = ray.get(pending)
+                    stop = answer["stop"]
+                    if answer["ref"] is not None and answer["ref"][0] is not None:
+                        self._load(ray.get(answer["ref"][0]), answer["version"])
+                    pending = self.registry.poll.remote(self.worker_id, self.version)
+            if self.version < 0:  # nothing published yet: wait for the first weights
+                ready, _ = ray.wait([pending], timeout=1.0)
+                if not ready and deadline is not None and time.monotonic() > deadline:
+                    break
+                continue
+            inputs, actions, logp = self._act(obs)
+            for i, env in enumerate(self.envs):
+                slot = slots[i]
+                nxt, reward, terminated, truncated, info = env.step(actions[i])
+                self.counts["env_steps"] += 1
+                slot.inputs.append(_slice(inputs, i))
+                slot.actions.append(actions[i])
+                slot.logp.append(float(logp[i]))
+                slot.rewards.append(float(reward))
+                slot.dones.append(bool(terminated))
+                slot.versions.append(self.version)
+                slot.ep_return += float(reward)
+                slot.ep_len += 1
+                slot.ep_fallbacks += int(bool(info.get("reward_model_fallback", False)))
+                ended = terminated or truncated
+                if ended:
+                    slot.episode_stats.append(self._episode_stats(slot, info, terminated))
+                    self.counts["episodes"] += 1
+                if ended or (seg_len is not None and len(slot.actions) >= seg_len):
+                    traj = self._trajectory(slot, self._encode_one(nxt))
+                    try:
+                        self.queue.put_nowait(traj)
+                        self.counts["pushed"] += 1
+                    except Full:
+                        self.counts["dropped"] += 1
+                    slot.reset_segment()
+                if ended:
+                    slot.ep_return, slot.ep_len, slot.ep_fallbacks = 0.0, 0, 0
+                    nxt, _ = env.reset(seed=self._seed())
+                obs[i] = nxt
+            step += 1
+            if step % 20 == 0:
+                self._report(reported)
+            if deadline is not None and time.monotonic() > deadline:
+                break
+        self._report(reported)
+        return dict(self.counts)
+
+    def _report(self, reported: dict[str, int]) -> None:
+        delta = {k: v - reported[k] for k, v in self.counts.items()}
+        if any(delta.values()):
+            self.registry.report.remote(self.worker_id, delta)  # fire and forget
+            reported.update(self.counts)
+
+    # ------------------------------------------------------------------ synchronous mode
+
+    def collect_episodes(
+        self, seeds: Sequence[int], weights: list[Any] | None, version: int
+    ) -> list[Any]:
+        """Play one whole episode per seed (``len(seeds) <= num_envs``, env ``i`` reset with
+        ``seeds[i]``) with ``weights[0]`` (a state_dict or its ObjectRef; None keeps the
+        current ones, which are then counted as ``version``) and return them as trajectories,
+        in seed order."""
+        import ray
+
+        if len(seeds) > len(self.envs):
+            raise ValueError(f"{len(seeds)} seeds for {len(self.envs)} envs")
+        if weights is not None and weights[0] is not None:
+            sd = weights[0]
+            self._load(ray.get(sd) if isinstance(sd, ray.ObjectRef) else sd, version)
+        self.version = int(version)  # the version of the weights it holds, by the caller's count
+        envs = self.envs[: len(seeds)]
+        slots = [_EnvSlot() for _ in envs]
+        obs = [env.reset(seed=int(s))[0] for env, s in zip(envs, seeds, strict=True)]
+        out: list[Any] = [None] * len(envs)
+        live = list(range(len(envs)))
+        while live:
+            inputs, actions, logp = self._act([obs[i] for i in live])
+            still = []
+            for j, i in enumerate(live):
+                slot = slots[i]
+                nxt, reward, terminated, truncated, info = envs[i].step(actions[j])
+                self.counts["env_steps"] += 1
+                slot.inputs.append(_slice(inputs, j))
+                slot.actions.append(actions[j])
+                slot.logp.append(float(logp[j]))
+                slot.rewards.append(float(reward))
+                slot.dones.append(bool(terminated))
+                slot.versions.append(self.version)
+                slot.ep_return += float(reward)
+                slot.ep_len += 1
+                slot.ep_fallbacks += int(bool(info.get("reward_model_fallback", False)))
+                if terminated or truncated:
+                    slot.episode_stats.append(self._episode_stats(slot, info, terminated))
+                    self.counts["episodes"] += 1
+                    out[i] = self._trajectory(slot, self._encode_one(nxt))
+                else:
+                    obs[i] = nxt
+                    still.append(i)
+            live = still
+        return out
+
+    def close(self) -> None:
+        """Close the envs (releasing an embedded reward service they hold)."""
+        for env in self.envs:
+            try:
+                env.close()
+            except Exception:  # noqa: BLE001 - best effort
+                pass
+        self.envs = []
+
+
+def start_workers(
+    config: Any,
+    registry: Any,
+    queue: Any,
+    *,
+    num_workers: int | None = None,
+    timeout_s: float = 600.0,
+) -> list[Any]:
+    """Create the worker actors (restartable) and wait until each has built its envs.
+
+    Raises the first worker's start-up error (a dead reward service, a bad env key) as a
+    :class:`WorkerStartError` naming the worker, after killing the ones that did start.
+    """
+    import ray
+
+    cfg = config
+    n = num_workers if num_workers is not None else cfg.workers.num_workers
+    actor_cls = ray.remote(RolloutWorker).options(
+        max_restarts=cfg.workers.max_restarts,
+        max_task_retries=-1,
+        num_cpus=cfg.workers.num_cpus,
+    )
+    dumped = cfg.model_dump()
+    workers = [actor_cls.remote(dumped, i, registry, queue) for i in range(n)]
+    ready = [w.ready.remote() for w in workers]
+    try:
+        for i, ref in enumerate(ready):
+            try:
+                ray.get(ref, timeout=timeout_s)
+            except Exception as exc:  # noqa: BLE001 - re-raised with the worker named
+                cause = getattr(exc, "cause", None) or exc
+                raise WorkerStartError(
+                    f"rollout worker {i} failed to start: {type(cause).__name__}: {cause}"
+                ) from exc
+    except BaseException:
+        for w in workers:
+            ray.kill(w, no_restart=True)
+        raise
+    return workers

@@ -1,0 +1,154 @@
+"""The train loops end to end on Ray: metrics and checkpoints written, resume continues."""
+
+from __future__ import annotations
+
+import csv
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from evolve_envs.distrl.checkpoint import load_checkpoint
+from evolve_envs.distrl.config import load_train_config
+from evolve_envs.distrl.learner import Learner
+from evolve_envs.distrl.train import TrainOptions, run_train
+from evolve_envs.distrl.worker import policy_from_config
+from tests.distrl.toy_env import ENV_ID, ToyEnv
+
+ROOT = Path(__file__).resolve().parents[2]
+
+TOY = {
+    "env": {"id": ENV_ID, "length": 6},
+    "reward_model": {"enable": False},
+    "workers": {"num_workers": 2, "num_envs": 2, "num_cpus": 0.01},
+    "policy": {"image_size": 16, "hidden": 16},
+    "learner": {"min_buffer": 4, "batch_size": 4, "refresh_every": 3},
+    "grpo": {"group_size": 2},
+    "run": {"minutes": 2, "log_every_s": 1, "checkpoint_every_s": 60, "tensorboard": False},
+}
+
+
+def _rows(run_dir: Path) -> list[dict[str, str]]:
+    with (run_dir / "metrics.csv").open() as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.mark.slow
+def test_checkpoint_then_resume_continues_counters_version_and_weights(ray_local, tmp_path):
+    run_dir = tmp_path / "run"
+    opts = dict(config=[TOY], algo="distrl", progress_bar=False, log=io.StringIO())
+    one = ["workers.num_workers=1"]
+    first = run_train(TrainOptions(run_dir=run_dir, overrides=[*one, "run.max_updates=6"], **opts))
+    ckpt = load_checkpoint(run_dir)
+    assert ckpt["counters"]["updates"] == first.counters["updates"] == 6
+    assert ckpt["counters"]["version"] == 7  # initial publish + one per update
+    assert ckpt["replay"]["capacity"] == 256 and ckpt["replay"]["total_added"] >= 4
+
+    # a learner restored from the checkpoint holds exactly the saved weights and counters
+    cfg = load_train_config(ckpt["config"])
+    env = ToyEnv()
+    learner = Learner(
+        policy_from_config(cfg.policy, env.observation_space, env.action_space),
+        cfg.learner,
+        env.action_space,
+    )
+    learner.load_state_dict(ckpt)
+    for key, value in ckpt["policy"].items():
+        assert torch.equal(learner.policy.state_dict()[key], value), key
+    assert learner.counters() == ckpt["counters"]
+    assert learner.optimizer.state_dict()["state"]  # Adam moments came back too
+
+    resumed = run_train(
+        TrainOptions(
+            resume=run_dir, overrides=[*one, "run.max_updates=4"], **{**opts, "config": []}
+        )
+    )
+    assert resumed.run_dir == run_dir
+    assert resumed.counters["updates"] == 10
+    assert resumed.counters["version"] == 12  # 7, +1 publish at start, +4 updates
+    assert resumed.counters["trajectories_in"] > ckpt["counters"]["trajectories_in"]
+    assert load_checkpoint(run_dir)["counters"]["updates"] == 10
+    updates = [int(r["updates"]) for r in _rows(run_dir)]
+    assert updates == sorted(updates) and updates[-1] == 10
+
+
+@pytest.mark.slow
+def test_grpo_runs_rounds_and_checkpoints(ray_local, tmp_path):
+    run_dir = tmp_path / "grpo"
+    res = run_train(
+        TrainOptions(config=[TOY], algo="grpo", run_dir=run_dir, progress_bar=False,
+                     overrides=["run.max_updates=4", "grpo.epochs=2"], log=io.StringIO())
+    )  # fmt: skip
+    assert res.counters["updates"] >= 4 and res.counters["rounds"] >= 2
+    assert res.counters["episodes"] == 4 * res.counters["rounds"]  # 2 groups of 2 per round
+    ckpt = load_checkpoint(run_dir)
+    assert ckpt["algo"] == "grpo" and ckpt["counters"]["rounds"] == res.counters["rounds"]
+    rows = _rows(run_dir)
+    assert rows and float(rows[-1]["staleness"]) == 0.0  # synchronous: always the newest policy
+
+
+def test_bad_config_key_is_named(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("learner:\n  batchsize: 4\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "evolve_envs.cli", "train", "--config", str(bad)],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "learner.batchsize: unknown key (did you mean 'batch_size'?)" in proc.stderr
+
+
+SHORT_REACH_PLACE = [
+    "workers.num_workers=1",
+    "workers.num_envs=2",
+    "workers.num_cpus=0.01",
+    "env.max_episode_steps=10",
+    "learner.min_buffer=2",
+    "learner.batch_size=2",
+    "run.log_every_s=2",
+]
+
+
+@pytest.mark.slow
+def test_train_command_on_reach_place_with_rewards_from_the_service(ray_local, tmp_path, capsys):
+    from evolve_envs.cli import main
+
+    run_dir = tmp_path / "rp"
+    config = str(ROOT / "configs" / "distrl" / "reach_place.yaml")
+    argv = ["train", "--config", config, "--run-dir", str(run_dir), "--minutes", "0.2"]
+    assert main([*argv, "--no-progress-bar", *SHORT_REACH_PLACE]) == 0
+    assert "checkpoint.pt" in capsys.readouterr().out
+    rows = _rows(run_dir)
+    assert rows, "no metrics rows"
+    done = [r for r in rows if r["episodes"] not in ("", "0")]
+    assert done, rows
+    # the reward model answered: its progress is reported and nothing fell back
+    assert all(r["model_progress"] != "" for r in done)
+    assert sum(int(r["fallbacks"]) for r in rows) == 0
+    assert int(rows[-1]["updates_total"]) >= 1
+    ckpt = load_checkpoint(run_dir)
+    assert ckpt["counters"]["updates"] == int(rows[-1]["updates_total"])
+    assert (run_dir / "tensorboard").is_dir() and (run_dir / "summary.json").is_file()
+
+
+def test_a_dead_reward_service_stops_the_run_at_start_up(ray_local, tmp_path, capsys):
+    import socket
+
+    from evolve_envs.cli import main
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = str(ROOT / "configs" / "distrl" / "reach_place.yaml")
+    rc = main(
+        ["train", "--config", config, "--run-dir", str(tmp_path / "dead"), "--minutes", "1",
+         f"reward_model.endpoint=http://127.0.0.1:{port}", "reward_model.timeout=2",
+         "reward_model.max_retries=0", *SHORT_REACH_PLACE]
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert "rollout worker 0 failed to start" in err and "ServiceUnavailable" in err, err
+    assert not (tmp_path / "dead" / "checkpoint.pt").exists()
