@@ -6,9 +6,15 @@ measured side by side in interleaved rounds (one episode each per round):
 * ``bare``: the env alone;
 * ``reward off``: ``make_env`` with ``reward_model.enable: false`` (env + TimeLimit);
 * ``FrameCache jpeg`` / ``FrameCache raw``: the env + TimeLimit + :class:`FrameCache` alone;
-* ``reward on, sync`` / ``reward on, async``: the full ``make_env`` stack (TimeLimit, FrameCache,
-  ProgressReward with pairwise critic, start 64 / every 16 / milestones 64) against an embedded
-  mock service with zero latency (the service answers as fast as HTTP allows).
+* ``reward on, sync`` / ``reward on, async``: the full ``make_env`` stack (TimeLimit,
+  ProgressReward with pairwise critic, start 64 / every 16 / milestones 64; the progress stack has
+  no FrameCache) against an embedded mock service with zero latency (the service answers as fast
+  as HTTP allows). A sync check calls the client on the stepping thread;
+* ``reward on, sync via executor``: the same stack with the client seen only through its
+  ``submit_*`` methods, so each sync check is handed to the client's worker thread and waited
+  for (how sync checks ran before);
+* ``reward on, sync, previous stack``: the stack as it was before the progress stack lost its
+  FrameCache: a FrameCache (JPEG q90) under ProgressReward, and sync checks through the executor.
 
 Columns: mean ms per step; overhead = mean - bare mean (ms/step, all costs amortised, calls
 included); "excl. calls" also subtracts the client-measured call round trips (sync only); the
@@ -56,6 +62,33 @@ def stack_config(url: str | None, steps: int, start: int, every: int, calls: str
     return {"env": {"step_delay_s": 0.02, "max_episode_steps": steps}, "reward_model": rm}
 
 
+class SubmitOnly:
+    """A progress client seen through its ``submit_*`` methods only (the executor hop)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def submit_pairwise_critic(self, *args: Any, **kwargs: Any) -> Any:
+        return self._client.submit_pairwise_critic(*args, **kwargs)
+
+    def submit_trajectory_values(self, *args: Any, **kwargs: Any) -> Any:
+        return self._client.submit_trajectory_values(*args, **kwargs)
+
+    def submit_done(self, *args: Any, **kwargs: Any) -> Any:
+        return self._client.submit_done(*args, **kwargs)
+
+
+def via_executor(env: gym.Env) -> gym.Env:
+    tracker = env.get_wrapper_attr("tracker")
+    tracker.client = SubmitOnly(tracker.client)
+    return env
+
+
+def previous_stack(env: gym.Env) -> gym.Env:
+    env.env = FrameCache(env.env, "agentview_image")  # under ProgressReward, above the TimeLimit
+    return via_executor(env)
+
+
 def run_episode(env: gym.Env, steps: int) -> dict[str, Any]:
     action = np.zeros(7, np.float32)
     env.reset(seed=0)
@@ -100,6 +133,12 @@ def bench_steps(args: argparse.Namespace) -> list[list[Any]]:
             "reward on, sync": make_env(
                 stack_config(svc.url, steps, start, every, "sync"), env_factory=BenchEnv
             ),
+            "reward on, sync via executor": via_executor(
+                make_env(stack_config(svc.url, steps, start, every, "sync"), env_factory=BenchEnv)
+            ),
+            "reward on, sync, previous stack": previous_stack(
+                make_env(stack_config(svc.url, steps, start, every, "sync"), env_factory=BenchEnv)
+            ),
             "reward on, async": make_env(
                 stack_config(svc.url, steps, start, every, "async"), env_factory=BenchEnv
             ),
@@ -118,7 +157,7 @@ def bench_steps(args: argparse.Namespace) -> list[list[Any]]:
     for name in envs:
         mean = rounds.median(name)
         lat = rounds.extra_median(name, "latency_ms")
-        excl = mean - lat - bare_mean if name.endswith("sync") else float("nan")
+        excl = mean - lat - bare_mean if ", sync" in name else float("nan")
         rows.append(
             [
                 f"step: {name}",

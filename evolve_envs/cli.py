@@ -15,7 +15,7 @@ Subcommands (one ``_add_<name>`` parser builder and one ``_<name>`` runner each,
 ``--config`` takes a YAML path or the name of a shipped config (``libero_10``, ``fast_dev``,
 see ``docs/PRESETS.md``); repeat it to layer a preset on a suite config.
 
-Example::
+Usage (shell)::
 
     evolve-envs rollout --config libero_10 --task-id 0 --episodes 1 --out runs/demo
     evolve-envs rollout --config libero_goal --config short_precise \\

@@ -29,16 +29,31 @@ environment variable       key
 ``EVOLVE_REWARD_TOKEN``    ``reward_model.token`` (the service's bearer token)
 =========================  =====================================================
 
+``reward_model`` is one of three models chosen by its ``kind`` (a pydantic discriminated union):
+:class:`ProgressModelConfig` (``progress``, the default), :class:`VideoScoreConfig` and
+:class:`PickleScorerConfig`. They share :class:`RewardModelConfig`'s keys (endpoint, timeouts,
+token, embedded service, camera, JPEG quality, weights, horizon); the progress keys themselves
+are declared once, in :class:`wrappers.settings.ProgressKeys`, which the tracker reads.
+
 Validation is strict: unknown keys and wrong types raise :class:`ConfigError` whose message starts
-with the key's path, e.g. ``reward_model.call_every: expected int, got 'abc'``.
+with the key's path, e.g. ``reward_model.call_every: expected int, got 'abc'``; a key of another
+kind says so. Layering is ``OmegaConf.merge``.
 
-Example::
-
-    from evolve_envs.config import load_config
-
-    cfg = load_config("configs/libero_10.yaml", "configs/presets/fast_dev.yaml",
-                      overrides={"reward_model": {"start_step": 8}})
-    cfg.reward_model.call_every, cfg.env["suite"]
+>>> cfg = load_config("libero_10", "fast_dev", overrides={"reward_model": {"start_step": 8}},
+...                   environ={})
+>>> cfg.reward_model.kind, cfg.reward_model.call_every, cfg.reward_model.start_step
+('progress', 32, 8)
+>>> cfg.env["suite"]
+'libero_10'
+>>> load_config({"reward_model": {"kind": "video_score", "mode": "pairwise"}}, environ={})
+Traceback (most recent call last):
+...
+wrappers.settings.ConfigError: reward_model.mode: `mode` is a progress key; reward_model.kind is \
+video_score
+>>> load_config({"reward_model": {"call_evry": 8}}, environ={})
+Traceback (most recent call last):
+...
+wrappers.settings.ConfigError: reward_model.call_evry: unknown key (did you mean 'call_every'?)
 """
 
 from __future__ import annotations
@@ -52,19 +67,27 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
+from omegaconf import DictConfig, OmegaConf
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Discriminator,
     Field,
     SecretStr,
     Tag,
+    TypeAdapter,
     ValidationError,
     field_validator,
-    model_validator,
 )
 
-from wrappers.progress_tracker import TrackerSettings
+from wrappers.settings import (
+    STRICT,
+    ConfigError,
+    DoneRuleConfig,
+    ProgressKeys,
+    RewardMode,
+    RewardShaping,
+    TrackerSettings,
+)
 
 __all__ = [
     "AlarmConfig",
@@ -73,6 +96,11 @@ __all__ = [
     "HorizonStageConfig",
     "ProgressiveScheduleConfig",
     "RewardModelConfig",
+    "ProgressModelConfig",
+    "EpisodeScoreConfig",
+    "VideoScoreConfig",
+    "PickleScorerConfig",
+    "RewardModelBlock",
     "StackConfig",
     "ENV_OVERRIDES",
     "load_config",
@@ -92,11 +120,7 @@ CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 EMBEDDED = "embedded"
 
 
-class ConfigError(ValueError):
-    """An invalid configuration; the message starts with the offending key's path."""
-
-
-_STRICT = ConfigDict(extra="forbid", strict=True, validate_default=True)
+_STRICT = STRICT
 
 
 class HorizonStageConfig(BaseModel):
@@ -149,34 +173,6 @@ class ProgressiveScheduleConfig(BaseModel):
     stages: list[HorizonStageConfig] = Field(default_factory=_default_stages, min_length=1)
 
 
-class DoneRuleConfig(BaseModel):
-    """A done rule given as a mapping under ``reward_model.done_by`` (``wrappers.done_rules``):
-    ``{kind: k_of_n, k: 2, n: 3}``, ``{kind: backend}``, ``{kind: any, rules: [...]}``."""
-
-    model_config = _STRICT
-
-    kind: Literal["threshold", "k_of_n", "backend", "any", "all"]
-    k: int = Field(default=1, ge=1)
-    n: int = Field(default=1, ge=1)
-    rules: list[DoneRuleConfig] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _check_rule(self) -> DoneRuleConfig:
-        from wrappers.done_rules import DoneRule
-
-        DoneRule.parse(self.model_dump())  # one set of rules: the wrapper's
-        return self
-
-
-#: ``reward_model.done_by``: one of the four names, or a rule mapping (union tags skipped in
-#: error paths, see ``_key_path``).
-DoneBy = Annotated[
-    Annotated[Literal["threshold", "backend", "either", "both"], Tag("done-by-name")]
-    | Annotated[DoneRuleConfig, Tag("done-rule")],
-    Discriminator(lambda v: "done-by-name" if isinstance(v, str) else "done-rule"),
-]
-
-
 class AlarmConfig(BaseModel):
     """``reward_model.alarm``: the online reward-hacking alarm (``wrappers.hacking_alarm``)."""
 
@@ -197,19 +193,40 @@ class AlarmConfig(BaseModel):
 
 
 class RewardModelConfig(BaseModel):
-    """The ``reward_model:`` block. Keys follow RLinf / VLAC's tooling where they exist
+    """The ``reward_model:`` block: the keys every kind shares (where the service is, how it is
+    reached, which camera, the horizon). Keys follow RLinf / VLAC's tooling where they exist
     (docs/PROGRESS.md, docs/PRESETS.md).
 
-    Reward mode for ``kind: progress``: ``dense_reward`` → dense; else ``binary_reward`` →
-    binary; else sparse. ``endpoint: embedded`` starts a local reward service (the
-    ``embedded_backend``) that lives as long as the env(s) using it.
+    The block is one of three models chosen by ``kind`` (a discriminated union, default
+    ``progress``): :class:`ProgressModelConfig`, :class:`VideoScoreConfig`,
+    :class:`PickleScorerConfig`; each accepts only its own keys. Calling this class builds the
+    one ``kind`` names. ``endpoint: embedded`` starts a local reward service (the
+    ``embedded_backend``) owned by the env that uses it.
+
+    >>> RewardModelConfig(kind="video_score", nframes=8).nframes
+    8
+    >>> type(RewardModelConfig(start_step=8)).__name__
+    'ProgressModelConfig'
+    >>> type(RewardModelConfig.model_validate({"kind": "pickle_scorer"})).__name__
+    'PickleScorerConfig'
     """
 
     model_config = _STRICT
 
+    def __new__(cls, *args: Any, **values: Any) -> RewardModelConfig:
+        if cls is RewardModelConfig:  # dispatch on kind (unknown kinds fail in validation)
+            cls = _KINDS.get(values.get("kind", "progress"), ProgressModelConfig)
+        return super().__new__(cls)
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> RewardModelConfig:  # type: ignore[override]
+        """Validate a block; on this class, as the model its ``kind`` names."""
+        if cls is RewardModelConfig:
+            return TypeAdapter(RewardModelBlock).validate_python(obj, **kwargs)
+        return super().model_validate(obj, **kwargs)
+
     # --- what and where
     enable: bool = False
-    kind: Literal["progress", "video_score", "pickle_scorer"] = "progress"
     endpoint: str | list[str] = "http://127.0.0.1:8111"
     service_num: int | None = Field(default=None, ge=1)
     timeout: float = Field(default=120.0, gt=0)
@@ -218,53 +235,22 @@ class RewardModelConfig(BaseModel):
     token: SecretStr | None = None
     require_service: bool = True
     fail_on_request_error: bool = False
-    failure_warn_fraction: float = Field(default=0.1, ge=0.0, le=1.0)
+    health_route: str = "/health"
     embedded_backend: str = "mock"
     embedded_backend_kwargs: dict[str, Any] = Field(default_factory=lambda: {"rule": "change"})
-
-    # --- progress schedule and math (kind: progress)
-    mode: Literal["pairwise", "incremental", "trajectory"] = "pairwise"
-    calls: Literal["sync", "async"] = "sync"
-    max_lag_steps: int = Field(default=16, ge=0)
-    start_step: int = Field(default=64, ge=0)
-    call_every: int = Field(default=16, ge=1)
-    milestone_every: int = Field(default=64, ge=0)
-    negative_rule: Literal["vlac", "robodopamine"] = "vlac"
-    done_threshold: float = Field(default=0.95, ge=0.0, le=1.0)
-    done_comparison: Literal[">=", ">"] = ">="
-    done_by: DoneBy = "threshold"
-    terminate_on_done: bool = True
-    check_at_episode_end: bool = False
-    trajectory_max_frames: int = Field(default=32, ge=2)
-    alarm: AlarmConfig = Field(default_factory=AlarmConfig)
-
-    # --- rewards
-    dense_reward: bool = True
-    binary_reward: bool = True
-    success_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
-    reward_coef: float = 1.0
-    use_rel_reward: bool = False
-    reward_weight: float = 1.0
-    env_reward_weight: float = 0.0
-    ignore_terminations: bool = False
-
-    # --- episode scoring (kind: video_score / pickle_scorer)
-    nframes: int = Field(default=16, ge=1, le=128)
-    max_pixels: int = Field(default=200704, ge=1)
-    video_fps: float = Field(default=4.0, gt=0)
-    backend: str | None = None
-    backend_kwargs: dict[str, Any] = Field(default_factory=dict)
-    video_transport: Literal["inline", "path", "auto"] = "inline"
-    shared_dir: str | None = None
-    pickle_route: str = "/"
-    health_route: str = "/health"
-    last_frames: int = Field(default=1, ge=1)
 
     # --- frames
     camera: str = "agentview_image"
     jpeg_quality: int = Field(default=85, ge=1, le=100)
-    cache_encoding: Literal["jpeg", "raw"] = "jpeg"
-    cache_max_frames: int = Field(default=1024, ge=3)
+
+    # --- the online reward-hacking alarm (wrappers.hacking_alarm), for every kind
+    alarm: AlarmConfig = Field(default_factory=AlarmConfig)
+
+    # --- rewards and episodes
+    binary_reward: bool = True
+    reward_weight: float = 1.0
+    env_reward_weight: float = 0.0
+    ignore_terminations: bool = False
 
     # --- horizon
     progressive_max_step: bool = False
@@ -303,19 +289,88 @@ class RewardModelConfig(BaseModel):
         """The bearer token in clear (``None`` when unset); the config itself never prints it."""
         return self.token.get_secret_value() if self.token is not None else None
 
+
+class ProgressModelConfig(RewardModelConfig, ProgressKeys):
+    """``kind: progress``: the shared keys, the tracker's keys
+    (:class:`~wrappers.settings.ProgressKeys`) and ``dense_reward``.
+
+    Reward mode: ``dense_reward`` → dense; else ``binary_reward`` → binary; else sparse.
+
+    >>> ProgressModelConfig(dense_reward=False).tracker_settings().reward_mode
+    'binary'
+    """
+
+    kind: Literal["progress"] = "progress"
+    dense_reward: bool = True
+
     @property
-    def reward_mode(self) -> Literal["dense", "sparse", "binary"]:
+    def reward_mode(self) -> RewardMode:
         if self.dense_reward:
             return "dense"
         return "binary" if self.binary_reward else "sparse"
 
     def tracker_settings(self) -> TrackerSettings:
-        """The :class:`~wrappers.progress_tracker.TrackerSettings` this block describes.
+        """The :class:`~wrappers.settings.TrackerSettings` this block describes: its
+        :class:`~wrappers.settings.ProgressKeys` and the derived ``reward_mode``."""
+        keys = self.model_dump(include=set(ProgressKeys.model_fields))
+        return TrackerSettings(**keys, reward_mode=self.reward_mode)
 
-        Every tracker setting is a key of this block under the same name, except ``reward_mode``
-        (derived from ``dense_reward``/``binary_reward``).
-        """
-        return TrackerSettings.from_mapping({**self.model_dump(), "reward_mode": self.reward_mode})
+
+class EpisodeScoreConfig(RewardModelConfig, RewardShaping):
+    """The keys both episode-score kinds share: the frame cache and how the score is paid."""
+
+    last_frames: int = Field(default=1, ge=1)
+    cache_encoding: Literal["jpeg", "raw"] = "jpeg"
+    cache_max_frames: int = Field(default=1024, ge=3)
+    pickle_route: str = "/"
+
+
+class VideoScoreConfig(EpisodeScoreConfig):
+    """``kind: video_score``: a VLM scores the episode's video at its end.
+
+    >>> VideoScoreConfig(video_transport="auto").nframes
+    16
+    """
+
+    kind: Literal["video_score"] = "video_score"
+    nframes: int = Field(default=16, ge=1, le=128)
+    max_pixels: int = Field(default=200704, ge=1)
+    video_fps: float = Field(default=4.0, gt=0)
+    backend: str | None = None
+    backend_kwargs: dict[str, Any] = Field(default_factory=dict)
+    video_transport: Literal["inline", "path", "auto"] = "inline"
+    shared_dir: str | None = None
+
+
+class PickleScorerConfig(EpisodeScoreConfig):
+    """``kind: pickle_scorer``: a pickle-protocol scorer rates the episode's last frame(s).
+
+    >>> PickleScorerConfig(pickle_route="/pickle").last_frames
+    1
+    """
+
+    kind: Literal["pickle_scorer"] = "pickle_scorer"
+
+
+_KINDS: dict[str, type[RewardModelConfig]] = {
+    "progress": ProgressModelConfig,
+    "video_score": VideoScoreConfig,
+    "pickle_scorer": PickleScorerConfig,
+}
+
+
+def _kind_of(block: Any) -> str:
+    if isinstance(block, Mapping):
+        return str(block.get("kind", "progress"))
+    return str(getattr(block, "kind", "progress"))
+
+
+RewardModelBlock = Annotated[
+    Annotated[ProgressModelConfig, Tag("progress")]
+    | Annotated[VideoScoreConfig, Tag("video_score")]
+    | Annotated[PickleScorerConfig, Tag("pickle_scorer")],
+    Discriminator(_kind_of),
+]
 
 
 class RecordConfig(BaseModel):
@@ -332,12 +387,16 @@ class RecordConfig(BaseModel):
 
 class StackConfig(BaseModel):
     """A whole stack config: ``env`` (base env keyword arguments), ``reward_model`` and an
-    optional ``record`` block."""
+    optional ``record`` block.
+
+    >>> StackConfig.model_validate({"reward_model": {"kind": "pickle_scorer"}}).reward_model.kind
+    'pickle_scorer'
+    """
 
     model_config = _STRICT
 
     env: dict[str, Any] = Field(default_factory=dict)
-    reward_model: RewardModelConfig = Field(default_factory=RewardModelConfig)
+    reward_model: RewardModelBlock = Field(default_factory=ProgressModelConfig)
     record: RecordConfig | None = None
 
 
@@ -355,36 +414,27 @@ ENV_OVERRIDES: dict[str, tuple[str, type]] = {
     "EVOLVE_REWARD_TOKEN": ("token", str),
 }
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
+_EXPECTED_ENV = {bool: "a boolean (1/0, true/false, yes/no, on/off)", int: "int", float: "float"}
 
 
 def _parse_env_value(name: str, key: str, kind: type, text: str) -> Any:
+    """The variable's text as ``kind`` (pydantic's lax parsing); errors name the variable."""
     raw = text.strip()
-    where = f"{name}={text!r} (reward_model.{key})"
-    if kind is bool:
-        if raw.lower() in _TRUE:
-            return True
-        if raw.lower() in _FALSE:
-            return False
-        raise ConfigError(f"{where}: expected a boolean (1/0, true/false), got {text!r}")
-    if kind is int:
-        try:
-            return int(raw)
-        except ValueError:
-            raise ConfigError(f"{where}: expected int, got {text!r}") from None
-    if kind is float:
-        try:
-            return float(raw)
-        except ValueError:
-            raise ConfigError(f"{where}: expected float, got {text!r}") from None
-    if not raw:
-        raise ConfigError(f"{where}: expected a non-empty value")
-    return raw
+    if kind is str:
+        return raw
+    try:
+        return TypeAdapter(kind).validate_python(raw)
+    except ValidationError:
+        where = f"{name}={text!r} (reward_model.{key})"
+        raise ConfigError(f"{where}: expected {_EXPECTED_ENV[kind]}, got {text!r}") from None
 
 
 def env_overrides(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The ``reward_model`` keys set by the environment variables (see module docstring)."""
+    """The ``reward_model`` keys set by the environment variables (see module docstring).
+
+    >>> env_overrides({"VLAC_OFFSET_CALL": "8", "USE_DENSE_REWARD": "off", "HOME": "/root"})
+    {'call_every': 8, 'dense_reward': False}
+    """
     env = os.environ if environ is None else environ
     out: dict[str, Any] = {}
     for name, (key, kind) in ENV_OVERRIDES.items():
@@ -465,13 +515,8 @@ def _as_mapping(source: Any, what: str) -> dict[str, Any]:
         return {}
     if isinstance(source, str | os.PathLike):
         return read_yaml(source)
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(source, DictConfig):
-            return dict(OmegaConf.to_container(source, resolve=True))  # type: ignore[arg-type]
-    except ImportError:  # pragma: no cover - omegaconf is a dependency
-        pass
+    if isinstance(source, DictConfig):
+        return dict(OmegaConf.to_container(source, resolve=True))  # type: ignore[arg-type]
     if isinstance(source, BaseModel):
         return source.model_dump()
     if isinstance(source, Mapping):
@@ -485,9 +530,8 @@ def reward_model_source(block: Any) -> dict[str, Any] | None:
     ``block`` is a mapping, an OmegaConf node or a YAML path; a YAML file may hold the block
     itself or a whole config with a ``reward_model:`` key.
 
-    Example::
-
-        cfg = load_config("configs/libero_10.yaml", reward_model_source({"call_every": 8}))
+    >>> reward_model_source({"call_every": 8})
+    {'reward_model': {'call_every': 8}}
     """
     if block is None:
         return None
@@ -497,15 +541,17 @@ def reward_model_source(block: Any) -> dict[str, Any] | None:
     return {"reward_model": data}
 
 
-def merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
-    """Deep merge: mappings merge key by key, other values (lists included) replace."""
-    out = dict(base)
-    for key, value in update.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = value
-    return out
+def merge(*layers: Mapping[str, Any]) -> dict[str, Any]:
+    """Layer mappings left to right (``OmegaConf.merge``): mappings merge key by key, other
+    values (lists included) replace. Values are kept as given (no interpolation).
+
+    >>> merge({"reward_model": {"call_every": 16, "mode": "pairwise"}},
+    ...       {"reward_model": {"call_every": 8}})
+    {'reward_model': {'call_every': 8, 'mode': 'pairwise'}}
+    """
+    flags = {"allow_objects": True}
+    merged = OmegaConf.merge(*(OmegaConf.create(dict(layer), flags=flags) for layer in layers))
+    return OmegaConf.to_container(merged, resolve=False)  # type: ignore[return-value]
 
 
 _EXPECTED = {
@@ -521,6 +567,14 @@ _EXPECTED = {
     "list_type": "a list",
     "model_type": "a mapping",
 }
+
+
+def _split_kind(loc: Sequence[Any]) -> tuple[tuple[Any, ...], str | None]:
+    """``loc`` without the union tag pydantic puts after ``reward_model``, and that tag."""
+    loc = tuple(loc)
+    if len(loc) > 1 and loc[0] == "reward_model" and loc[1] in _KINDS:
+        return (loc[0], *loc[2:]), str(loc[1])
+    return loc, None
 
 
 def _key_path(loc: Sequence[Any]) -> str:
@@ -551,22 +605,35 @@ def _valid_keys(model: type[BaseModel], loc: Sequence[Any]) -> list[str]:
     return sorted(current.model_fields) if current is not None else []
 
 
+def _other_kind(key: str, kind: str) -> str | None:
+    """The reward kind that has ``key`` when ``kind`` does not (``None``: no kind has it)."""
+    return next((k for k, m in _KINDS.items() if k != kind and key in m.model_fields), None)
+
+
 def format_validation_error(exc: ValidationError, model: type[BaseModel] = StackConfig) -> str:
     """One line per problem: ``<key path>: <what was expected>, got <value>``."""
     lines: list[str] = []
     seen: set[str] = set()
     for err in exc.errors():
-        loc = err.get("loc", ())
+        loc, kind_tag = _split_kind(err.get("loc", ()))
         path = _key_path(loc)
         kind = err.get("type", "")
         given = err.get("input")
         if path.endswith("token"):
             given = "<hidden>"  # never echo a secret, even a mistyped one
-        if kind == "extra_forbidden":
-            valid = _valid_keys(model, loc)
-            close = difflib.get_close_matches(str(loc[-1]), valid, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            line = f"{path}: unknown key{hint}"
+        if kind == "union_tag_invalid" and loc == ("reward_model",):
+            tag = err["ctx"]["tag"]
+            line = f"reward_model.kind: expected one of {', '.join(_KINDS)}, got {tag!r}"
+        elif kind == "extra_forbidden":
+            owner = _other_kind(str(loc[-1]), kind_tag) if kind_tag and len(loc) == 2 else None
+            if owner is not None:
+                line = f"{path}: `{loc[-1]}` is a {owner} key; reward_model.kind is {kind_tag}"
+            else:
+                within = _KINDS[kind_tag] if kind_tag else model
+                valid = _valid_keys(within, loc[1:] if kind_tag else loc)
+                close = difflib.get_close_matches(str(loc[-1]), valid, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                line = f"{path}: unknown key{hint}"
         elif kind in _EXPECTED:
             line = f"{path}: expected {_EXPECTED[kind]}, got {given!r}"
         else:
@@ -590,19 +657,19 @@ def load_config(
 
     Raises :class:`ConfigError` naming the key path of every problem.
 
-    Example::
-
-        cfg = load_config("configs/libero_10.yaml", {"reward_model": {"mode": "trajectory"}})
+    >>> load_config("libero_10", {"reward_model": {"mode": "trajectory"}}, environ={}
+    ...             ).reward_model.tracker_settings().mode
+    'trajectory'
     """
-    data: dict[str, Any] = {}
-    for i, source in enumerate(sources):
-        data = merge(data, _as_mapping(source, f"config source {i}"))
-    from_env = env_overrides(environ)
-    if from_env:
-        data = merge(data, {"reward_model": from_env})
+    layers = [_as_mapping(source, f"config source {i}") for i, source in enumerate(sources)]
     extra = _as_mapping(overrides, "overrides") if overrides else {}
-    if extra:
-        data = merge(data, extra)
+    from_env = env_overrides(environ)
+    if from_env:  # the variables set the keys of the block's kind (they are progress keys)
+        block = merge(*layers, extra).get("reward_model")
+        model = _KINDS.get(_kind_of(block if isinstance(block, Mapping) else {}))
+        known = model.model_fields if model is not None else {}
+        from_env = {k: v for k, v in from_env.items() if k in known}
+    data = merge(*layers, {"reward_model": from_env} if from_env else {}, extra)
     try:
         return StackConfig.model_validate(data)
     except ValidationError as exc:

@@ -4,37 +4,53 @@ The stack, innermost first::
 
     base env (LiberoEnv, or env_factory(...))
     -> time limit: TimeLimit(max_episode_steps) or ProgressiveHorizon (progressive_max_step)
-    -> FrameCache (camera frames of the current episode)
-    -> ProgressReward (kind: progress) or EpisodeScoreReward (kind: video_score / pickle_scorer)
+    -> ProgressReward (kind: progress; the tracker keeps the frames it needs)
+       or FrameCache -> EpisodeScoreReward (kind: video_score / pickle_scorer)
     -> HackingAlarm (reward_model.alarm.enable)
 
 The time limit sits *inside* the reward wrappers so they see truncation and settle the episode.
 With ``reward_model.enable: false`` the result is the base env plus its time limit.
 
 ``reward_model.endpoint: embedded`` starts a local reward service (``EmbeddedService`` with
-``embedded_backend``, the mock backend by default) shared by every env of the process that asks
-for the same backend; it stops when the last of them is closed (or at interpreter exit).
+``embedded_backend``, the mock backend by default) owned by the env: the reward wrapper stops it
+in ``close()``. To share one service between several envs of a process, start it yourself and
+pass it: ``make_env(..., embedded_service=svc)`` (then the envs use it and leave it running).
 
-Example::
+Examples: ``make_env("libero_10", task_id=3)`` builds LIBERO-10 task 3 from the shipped YAML, and
+``gym.make("evolve_envs/LIBERO-10-v0", ...)`` does the same through Gymnasium. The shipped
+``reach_place`` config runs anywhere in seconds: the synthetic ReachPlace task, progress checks
+every 2 steps against an embedded mock service that the env starts and stops::
 
-    import gymnasium as gym
-    import evolve_envs
-    from evolve_envs.factory import make_env
+    >>> env = make_env("reach_place", max_episode_steps=6)
+    >>> env
+    <ProgressReward<TimeLimit<ReachPlaceEnv instance>>>
+    >>> obs, info = env.reset(seed=0)
+    >>> info["task_description"]
+    'pick up the red block and place it in the green zone'
+    >>> [env.step(env.action_space.sample())[4]["progress_calls"] for _ in range(6)]
+    [0, 1, 1, 2, 2, 3]
+    >>> service = env.service            # owned by the reward wrapper
+    >>> env.close(); service.is_running()
+    False
 
-    env = make_env("configs/libero_10.yaml", task_id=3)              # YAML
-    env = make_env(reward_model={"enable": True, "endpoint": "http://127.0.0.1:8111"},
-                   suite="libero_goal", task_id=0)                   # mapping
-    env = gym.make("evolve_envs/LIBERO-10-v0", reward_model={"enable": False})
+Invalid keys are refused with their path (here on Gymnasium's CartPole, whose constructor has no
+``colour``)::
+
+    >>> from gymnasium.envs.classic_control import CartPoleEnv
+    >>> env = make_env(env_factory=CartPoleEnv, max_episode_steps=5)  # reward model off
+    >>> type(env).__name__, env.get_wrapper_attr("_max_episode_steps")
+    ('TimeLimit', 5)
+    >>> make_env(env_factory=CartPoleEnv, colour="red")
+    Traceback (most recent call last):
+    ...
+    wrappers.settings.ConfigError: env.colour: unknown key for CartPoleEnv (accepted: ...)
 """
 
 from __future__ import annotations
 
-import atexit
 import inspect
-import json
 import logging
 import os
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -42,22 +58,29 @@ import gymnasium as gym
 
 from evolve_envs.config import (
     ConfigError,
+    PickleScorerConfig,
+    ProgressModelConfig,
     RewardModelConfig,
     StackConfig,
+    VideoScoreConfig,
     env_key_error,
     load_config,
     reward_model_source,
 )
+from wrappers.done_rules import TerminationAudit
 from wrappers.episode_score import EpisodeScoreReward
 from wrappers.frame_cache import FrameCache
 from wrappers.hacking_alarm import HackingAlarm
 from wrappers.progress_reward import ProgressReward
+from wrappers.progress_tracker import ProgressTracker
 from wrappers.progressive_horizon import ProgressiveHorizon
 
 __all__ = [
     "make_env",
     "build_stack",
-    "EmbeddedServices",
+    "start_embedded_service",
+    "ProgressModel",
+    "open_progress_model",
     "endpoint_pool",
     "progress_client",
     "reward_endpoints",
@@ -65,86 +88,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-
-# ---------------------------------------------------------------------------- embedded service
-
-
-class EmbeddedServices:
-    """Process-wide, reference-counted embedded reward services (one per backend setting).
-
-    Example::
-
-        url = EmbeddedServices.acquire("mock", {"rule": "change"})
-        ...
-        EmbeddedServices.release("mock", {"rule": "change"})
-    """
-
-    _lock = threading.Lock()
-    _services: dict[tuple[int, str], tuple[Any, int]] = {}
-
-    @staticmethod
-    def _key(backend: str, backend_kwargs: Mapping[str, Any]) -> tuple[int, str]:
-        return os.getpid(), json.dumps([backend, dict(backend_kwargs)], sort_keys=True)
-
-    @classmethod
-    def acquire(cls, backend: str, backend_kwargs: Mapping[str, Any]) -> str:
-        """Start (or reuse) the service and return its base URL."""
-        from reward_service.embedded import EmbeddedService
-
-        key = cls._key(backend, backend_kwargs)
-        with cls._lock:
-            svc, count = cls._services.get(key, (None, 0))
-            if svc is None or not svc.is_running():
-                svc = EmbeddedService(backend, dict(backend_kwargs)).start()
-                count = 0
-                logger.info("started embedded reward service %s (%s)", svc.url, backend)
-            cls._services[key] = (svc, count + 1)
-            return svc.url
-
-    @classmethod
-    def release(cls, backend: str, backend_kwargs: Mapping[str, Any]) -> None:
-        """Drop one reference; the last one stops the service."""
-        key = cls._key(backend, backend_kwargs)
-        with cls._lock:
-            svc, count = cls._services.get(key, (None, 0))
-            if svc is None:
-                return
-            if count > 1:
-                cls._services[key] = (svc, count - 1)
-                return
-            del cls._services[key]
-        svc.stop()
-
-    @classmethod
-    def stop_all(cls) -> None:
-        with cls._lock:
-            items = [v for k, v in cls._services.items() if k[0] == os.getpid()]
-            cls._services.clear()
-        for svc, _ in items:
-            try:
-                svc.stop()
-            except Exception:  # noqa: BLE001 - best effort at exit
-                pass
-
-
-atexit.register(EmbeddedServices.stop_all)
-
-
-class _ServiceLease(gym.Wrapper):
-    """Outermost wrapper holding a reference on an embedded service; released on ``close``."""
-
-    def __init__(self, env: gym.Env, backend: str, backend_kwargs: Mapping[str, Any]) -> None:
-        super().__init__(env)
-        self._lease: tuple[str, dict[str, Any]] | None = (backend, dict(backend_kwargs))
-
-    def close(self) -> None:
-        try:
-            super().close()
-        finally:
-            if self._lease is not None:
-                EmbeddedServices.release(*self._lease)
-                self._lease = None
 
 
 # ---------------------------------------------------------------------------- building
@@ -276,59 +219,148 @@ def progress_client(rm: RewardModelConfig, urls: list[str], *, max_workers: int 
     )
 
 
-def _reward_wrapper(env: gym.Env, rm: RewardModelConfig, urls: list[str]) -> gym.Env:
-    pool = endpoint_pool(rm, urls)
-    capabilities = check_reward_service(rm, pool)
-    weights = {"reward_weight": rm.reward_weight, "env_reward_weight": rm.env_reward_weight}
-    if rm.kind == "progress":
-        client = progress_client(rm, urls)
+class ProgressModel:
+    """What a ``kind: progress`` block opens, for every progress stack (``make_env``'s
+    :class:`~wrappers.progress_reward.ProgressReward` and the RLinf integration's trackers):
+    the client, the service's capabilities (asked once under :func:`check_reward_service`'s
+    start-up policy), the tracker settings and the embedded service started for it, if any.
+    :meth:`close` closes what it opened. Built by :func:`open_progress_model`.
+    """
+
+    def __init__(
+        self, config: ProgressModelConfig, client: Any, capabilities: Any, service: Any
+    ) -> None:
+        self.config = config
+        self.client = client
+        self.capabilities = capabilities
+        self.settings = config.tracker_settings()
+        self.service = service
+
+    def tracker(self, *, audit: TerminationAudit | None = None) -> ProgressTracker:
+        """A new :class:`~wrappers.progress_tracker.ProgressTracker` on this client (the
+        settings are checked against the capabilities when they could be read); ``audit``
+        counts its episodes (share one between the trackers of a vectorised env)."""
+        return ProgressTracker(
+            self.client, self.settings, capabilities=self.capabilities, audit=audit
+        )
+
+    def close(self) -> None:
+        """Close the client, then stop the embedded service this model started."""
         try:
-            return ProgressReward(
-                env,
-                client,
-                rm.tracker_settings(),
-                camera=rm.camera,
-                capabilities=capabilities if capabilities is not None else False,
-                close_client=True,
-                **weights,
-            )
-        except BaseException:
-            client.close()
-            raise
-    common = {
-        "binary_reward": rm.binary_reward,
-        "success_threshold": rm.success_threshold,
-        "reward_coef": rm.reward_coef,
-        "use_rel_reward": rm.use_rel_reward,
-        "ignore_terminations": rm.ignore_terminations,
-        "last_frames": rm.last_frames,
-        "close_client": True,
-        **weights,
-    }
-    if rm.kind == "video_score":
-        from reward_clients.video_score_client import VideoScoreClient
+            self.client.close()
+        finally:
+            if self.service is not None:
+                self.service.stop()
+                self.service = None
 
-        client = VideoScoreClient(
-            pool,
-            nframes=rm.nframes,
-            max_pixels=rm.max_pixels,
-            video_fps=rm.video_fps,
-            backend=rm.backend,
-            backend_kwargs=rm.backend_kwargs or None,
-            mode=rm.video_transport,
-            shared_dir=rm.shared_dir,
-            fail_on_request_error=rm.fail_on_request_error,
+
+def _service_urls(rm: RewardModelConfig, embedded_service: Any) -> tuple[list[str], Any]:
+    """The block's service URLs and the embedded service started for them (``None`` when the
+    endpoint is not ``embedded`` or ``embedded_service`` serves it)."""
+    if not rm.embedded:
+        return reward_endpoints(rm), None
+    owned = None
+    if embedded_service is None:
+        owned = embedded_service = start_embedded_service(rm)
+    return reward_endpoints(rm, embedded_service.url), owned
+
+
+def open_progress_model(
+    rm: ProgressModelConfig, *, embedded_service: Any = None, max_workers: int = 8
+) -> ProgressModel:
+    """Open a ``kind: progress`` block's reward model: start the embedded service it asks for
+    (unless ``embedded_service`` is given), build the client, apply the start-up failure policy
+    (:func:`check_reward_service`). On any failure what was opened is closed again."""
+    urls, owned = _service_urls(rm, embedded_service)
+    client = None
+    try:
+        client = progress_client(rm, urls, max_workers=max_workers)
+        capabilities = check_reward_service(rm, client.pool)
+        return ProgressModel(rm, client, capabilities, owned)
+    except BaseException:
+        try:
+            if client is not None:
+                client.close()
+        finally:
+            if owned is not None:
+                owned.stop()
+        raise
+
+
+def _progress_wrapper(env: gym.Env, rm: ProgressModelConfig, embedded_service: Any) -> gym.Env:
+    model = open_progress_model(rm, embedded_service=embedded_service)
+    try:
+        return ProgressReward(
+            env,
+            model.client,
+            model.settings,
+            camera=rm.camera,
+            capabilities=model.capabilities if model.capabilities is not None else False,
+            close_client=True,
+            service=model.service,
+            reward_weight=rm.reward_weight,
+            env_reward_weight=rm.env_reward_weight,
         )
-    else:
-        from reward_clients.pickle_scorer_client import PickleScorerClient
+    except BaseException:
+        model.close()
+        raise
 
-        client = PickleScorerClient(
-            pool,
-            route=rm.pickle_route,
+
+def _episode_score_wrapper(
+    env: gym.Env, rm: VideoScoreConfig | PickleScorerConfig, embedded_service: Any
+) -> gym.Env:
+    urls, owned = _service_urls(rm, embedded_service)
+    try:
+        pool = endpoint_pool(rm, urls)
+        check_reward_service(rm, pool)
+        env = FrameCache(
+            env,
+            rm.camera,
+            encoding=rm.cache_encoding,
             jpeg_quality=rm.jpeg_quality,
-            fail_on_request_error=rm.fail_on_request_error,
+            max_frames=rm.cache_max_frames,
         )
-    return EpisodeScoreReward(env, client, **common)
+        if isinstance(rm, VideoScoreConfig):
+            from reward_clients.video_score_client import VideoScoreClient
+
+            client: Any = VideoScoreClient(
+                pool,
+                nframes=rm.nframes,
+                max_pixels=rm.max_pixels,
+                video_fps=rm.video_fps,
+                backend=rm.backend,
+                backend_kwargs=rm.backend_kwargs or None,
+                mode=rm.video_transport,
+                shared_dir=rm.shared_dir,
+                fail_on_request_error=rm.fail_on_request_error,
+            )
+        else:
+            from reward_clients.pickle_scorer_client import PickleScorerClient
+
+            client = PickleScorerClient(
+                pool,
+                route=rm.pickle_route,
+                jpeg_quality=rm.jpeg_quality,
+                fail_on_request_error=rm.fail_on_request_error,
+            )
+        return EpisodeScoreReward(
+            env,
+            client,
+            binary_reward=rm.binary_reward,
+            success_threshold=rm.success_threshold,
+            reward_coef=rm.reward_coef,
+            use_rel_reward=rm.use_rel_reward,
+            ignore_terminations=rm.ignore_terminations,
+            last_frames=rm.last_frames,
+            close_client=True,
+            service=owned,
+            reward_weight=rm.reward_weight,
+            env_reward_weight=rm.env_reward_weight,
+        )
+    except BaseException:
+        if owned is not None:
+            owned.stop()
+        raise
 
 
 def describe_reward_model(rm: RewardModelConfig) -> str | None:
@@ -342,12 +374,24 @@ def describe_reward_model(rm: RewardModelConfig) -> str | None:
     return f"{rm.kind}: {endpoint}"
 
 
-def build_stack(cfg: StackConfig, env_factory: Callable[..., gym.Env] | None = None) -> gym.Env:
-    """Build the wrapper stack for a validated :class:`~evolve_envs.config.StackConfig`."""
+def build_stack(
+    cfg: StackConfig,
+    env_factory: Callable[..., gym.Env] | None = None,
+    *,
+    embedded_service: Any = None,
+) -> gym.Env:
+    """Build the wrapper stack for a validated :class:`~evolve_envs.config.StackConfig`.
+
+    ``embedded_service`` (a started :class:`~reward_service.embedded.EmbeddedService`) serves
+    ``endpoint: embedded`` and is left running; without it the stack starts its own, owned and
+    stopped by the reward wrapper's ``close()``.
+    """
     if cfg.record is not None:  # outermost, so it sees the reward wrappers' info
         from wrappers.record_episodes import RecordEpisodes
 
-        env = build_stack(cfg.model_copy(update={"record": None}), env_factory)
+        env = build_stack(
+            cfg.model_copy(update={"record": None}), env_factory, embedded_service=embedded_service
+        )
         rm = cfg.reward_model
         try:
             return RecordEpisodes(
@@ -378,7 +422,6 @@ def build_stack(cfg: StackConfig, env_factory: Callable[..., gym.Env] | None = N
         env = factory(**env_kwargs)
     except ValueError as exc:
         raise env_key_error(exc, env_kwargs) from exc
-    lease: tuple[str, dict[str, Any]] | None = None
     try:
         if rm.progressive_max_step:
             sched = rm.progressive_schedule
@@ -390,24 +433,27 @@ def build_stack(cfg: StackConfig, env_factory: Callable[..., gym.Env] | None = N
             return env
 
         _check_camera(env, rm.camera)
-        url = None
-        if rm.embedded:
-            url = EmbeddedServices.acquire(rm.embedded_backend, rm.embedded_backend_kwargs)
-            lease = (rm.embedded_backend, dict(rm.embedded_backend_kwargs))
-        env = FrameCache(env, rm.camera, encoding=rm.cache_encoding, max_frames=rm.cache_max_frames)
-        env = _reward_wrapper(env, rm, reward_endpoints(rm, url))
+        if isinstance(rm, ProgressModelConfig):
+            env = _progress_wrapper(env, rm, embedded_service)
+        else:
+            assert isinstance(rm, VideoScoreConfig | PickleScorerConfig)
+            env = _episode_score_wrapper(env, rm, embedded_service)
         if rm.alarm.enable:
             env = HackingAlarm(env, rm.alarm.detector_settings())
-        if lease is not None:
-            env = _ServiceLease(env, *lease)
         return env
     except BaseException:
-        try:
-            env.close()
-        finally:
-            if lease is not None:
-                EmbeddedServices.release(*lease)
+        env.close()
         raise
+
+
+def start_embedded_service(rm: RewardModelConfig) -> Any:
+    """Start the local reward service ``endpoint: embedded`` asks for (``embedded_backend``
+    with ``embedded_backend_kwargs``); the caller owns it and stops it."""
+    from reward_service.embedded import EmbeddedService
+
+    svc = EmbeddedService(rm.embedded_backend, dict(rm.embedded_backend_kwargs)).start()
+    logger.info("started embedded reward service %s (%s)", svc.url, rm.embedded_backend)
+    return svc
 
 
 def make_env(
@@ -415,6 +461,7 @@ def make_env(
     *,
     reward_model: Mapping[str, Any] | str | os.PathLike | None = None,
     env_factory: Callable[..., gym.Env] | None = None,
+    embedded_service: Any = None,
     **env_kwargs: Any,
 ) -> gym.Env:
     """Build a (wrapped) env from a config.
@@ -428,16 +475,18 @@ def make_env(
         env_factory: builds the base env from the ``env`` block (default
             :class:`evolve_envs.libero.LiberoEnv`); without it ``max_episode_steps`` defaults to
             the suite's.
+        embedded_service: a started :class:`~reward_service.embedded.EmbeddedService` to use
+            for ``endpoint: embedded`` (shared, left running); by default the env starts its
+            own and stops it in ``close()``.
         **env_kwargs: ``env`` keys overriding the config (``suite``, ``task_id``,
             ``max_episode_steps``, ``image_size``, ...).
 
     Raises:
         evolve_envs.config.ConfigError: invalid config (the message names the key).
 
-    Example::
-
-        env = make_env(["configs/libero_10.yaml", "configs/presets/fast_dev.yaml"], task_id=2)
-        env = gym.make("evolve_envs/LIBERO-Goal-v0", config="configs/libero_goal.yaml")
+    ``make_env(["libero_10", "fast_dev"], task_id=2)`` layers a preset over a suite config;
+    ``gym.make("evolve_envs/LIBERO-Goal-v0", config="libero_goal")`` goes through Gymnasium.
+    The module docstring has a runnable example.
     """
     sources = list(config) if isinstance(config, list | tuple) else [config]
     overrides: dict[str, Any] = {}
@@ -447,4 +496,4 @@ def make_env(
     if rm_source is not None:
         overrides.update(rm_source)
     cfg = load_config(*sources, overrides=overrides)
-    return build_stack(cfg, env_factory)
+    return build_stack(cfg, env_factory, embedded_service=embedded_service)

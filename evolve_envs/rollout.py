@@ -26,12 +26,11 @@ port, shares it between all envs, and stops it at the end.
 ``policy`` is ``"random"``, ``"zero"`` (gripper open), ``"module:function"`` or a callable; a
 callable gets one env's observation dict and returns that env's action.
 
-Example::
+Example (runs LIBERO, so not run as a doctest; tests/rollout does)::
 
-    from evolve_envs.rollout import RolloutOptions, run_rollout
-
-    report = run_rollout(RolloutOptions(config="libero_10", episodes=1, out="runs/demo"))
-    print(report.table)
+    >>> report = run_rollout(RolloutOptions(config="libero_10", episodes=1,
+    ...                                     out="runs/demo"))  # doctest: +SKIP
+    >>> print(report.table)  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -259,7 +258,10 @@ class _Report:
         self.opts = opts
         self.cfg = cfg
         rm = cfg.reward_model
-        self.threshold = 100.0 * rm.done_threshold if rm.enable else None
+        done_threshold = getattr(rm, "done_threshold", None)  # a key of kind: progress
+        self.threshold = (
+            100.0 * done_threshold if rm.enable and done_threshold is not None else None
+        )
         self.effective: dict[str, Any] = {}
         self.episodes: list[dict[str, Any]] = []
         self.audit = TerminationAudit()  # model done decisions vs env success, whole run

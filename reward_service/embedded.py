@@ -3,7 +3,8 @@
 The parent binds a listening socket (port 0 unless one is given) and hands it to the child, so
 there is no race for the port. The child (`python -m reward_service.server`) writes its output
 to a log file (its path appears in every error), and exits when the parent dies (it watches its
-stdin pipe) or when `stop()` / `kill()` is called.
+stdin pipe) or when `stop()` / `kill()` is called. Whoever starts a service stops it (or uses it
+as a context manager); there is no process-wide registry.
 
 Example:
     >>> with EmbeddedService("mock", {"latency_ms": 5}) as svc:  # doctest: +SKIP
@@ -13,7 +14,6 @@ Example:
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import signal
@@ -22,7 +22,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,22 +30,9 @@ from reward_service.server import TOKEN_ENV
 
 __all__ = ["EmbeddedService", "EmbeddedServiceError"]
 
-_LIVE: weakref.WeakSet[EmbeddedService] = weakref.WeakSet()
-
 
 class EmbeddedServiceError(RuntimeError):
     """The embedded server could not start (or died); the message names its log file."""
-
-
-def _stop_all() -> None:
-    for svc in list(_LIVE):
-        try:
-            svc.stop(timeout=2.0)
-        except Exception:  # noqa: BLE001 - best effort at interpreter exit
-            pass
-
-
-atexit.register(_stop_all)
 
 
 class EmbeddedService:
@@ -209,7 +195,6 @@ class EmbeddedService:
                 )
         finally:
             sock.close()
-        _LIVE.add(self)
 
         deadline = time.monotonic() + self.startup_timeout
         with httpx.Client(timeout=2.0, headers=self.headers(), trust_env=False) as client:
@@ -244,7 +229,6 @@ class EmbeddedService:
                 proc.stdin.close()
             except OSError:
                 pass
-        _LIVE.discard(self)
         return proc.returncode
 
     def stop(self, timeout: float = 5.0) -> None:

@@ -27,8 +27,9 @@ Modes (what a matching request sees):
 
 Example:
     >>> import httpx  # doctest: +SKIP
-    >>> httpx.post(url + "/admin/faults", json={"mode": "status", "status": 503, "count": 2})
-    >>> httpx.delete(url + "/admin/faults")
+    >>> httpx.post(url + "/admin/faults", json={"mode": "status", "status": 503,
+    ...                                         "count": 2})  # doctest: +SKIP
+    >>> httpx.delete(url + "/admin/faults")  # doctest: +SKIP
 """
 
 from __future__ import annotations

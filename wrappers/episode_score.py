@@ -24,12 +24,25 @@ The final reward is ``env_reward_weight · env_reward + reward_weight · model_r
 ``reward_model_fallback``, ``reward_model_latency_s`` on every step; ``episode_score`` and
 ``episode_reward_model`` (summary) on the last one. See the README, "info keys".
 
-Example::
+Example: CartPole with a flat grey camera picture (level 204, which the local mock service's
+*intensity* rule scores 0.8), scored once at the end of a 3-step episode::
 
-    from reward_clients.video_score_client import VideoScoreClient
-
-    env = FrameCache(gym.wrappers.TimeLimit(LiberoEnv("libero_goal", 0), 300))
-    env = EpisodeScoreReward(env, VideoScoreClient("http://127.0.0.1:8111", nframes=16))
+    >>> import gymnasium as gym
+    >>> import numpy as np
+    >>> from reward_clients.pickle_scorer_client import PickleScorerClient
+    >>> from reward_service.embedded import EmbeddedService
+    >>> from wrappers.frame_cache import FrameCache
+    >>> svc = EmbeddedService("mock", {"rule": "intensity"}).start()
+    >>> grey = gym.spaces.Box(0, 255, (16, 16, 3), np.uint8)
+    >>> picture = lambda _: np.full(grey.shape, 204, np.uint8)
+    >>> env = gym.wrappers.TransformObservation(
+    ...     gym.make("CartPole-v1", max_episode_steps=3), picture, grey)
+    >>> env = EpisodeScoreReward(FrameCache(env, camera=None), PickleScorerClient(svc.url),
+    ...                          task="balance the pole", binary_reward=False, close_client=True)
+    >>> _ = env.reset(seed=0)
+    >>> [env.step(0)[1] for _ in range(3)]           # paid on the last step
+    [0.0, 0.0, 0.8]
+    >>> env.close(); svc.stop()
 """
 
 from __future__ import annotations
@@ -39,6 +52,7 @@ from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.core import ActType, ObsType
 
 from wrappers.frame_cache import FrameStore, find_frame_store
 from wrappers.task_text import task_text
@@ -50,7 +64,9 @@ logger = logging.getLogger(__name__)
 ScorerKind = Literal["video_score", "pickle_scorer"]
 
 
-class EpisodeScoreReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
+class EpisodeScoreReward(
+    gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.RecordConstructorArgs
+):
     """Pay a reward-model score of the whole episode on its last step (see module docstring).
 
     Args:
@@ -64,15 +80,16 @@ class EpisodeScoreReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
         reward_weight, env_reward_weight: mix of model and env rewards.
         success_key: ``info`` key of the env's success flag.
         close_client: close the client with the wrapper.
+        service: a started reward service this wrapper owns (e.g. the
+            :class:`~reward_service.embedded.EmbeddedService` ``make_env`` starts for
+            ``endpoint: embedded``); stopped in :meth:`close`, after the client.
 
-    Example::
-
-        env = EpisodeScoreReward(env, client, binary_reward=False, reward_coef=2.0)
+    The module docstring has a runnable example.
     """
 
     def __init__(
         self,
-        env: gym.Env,
+        env: gym.Env[ObsType, ActType],
         client: Any,
         *,
         kind: ScorerKind | None = None,
@@ -87,6 +104,7 @@ class EpisodeScoreReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
         env_reward_weight: float = 0.0,
         success_key: str = "is_success",
         close_client: bool = False,
+        service: Any = None,
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
             self,
@@ -128,6 +146,7 @@ class EpisodeScoreReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.env_reward_weight = float(env_reward_weight)
         self.success_key = success_key
         self._close_client = close_client
+        self.service = service
         self._task_text = ""
         self._scored: dict[str, Any] | None = None
         self._errors = 0
@@ -219,4 +238,9 @@ class EpisodeScoreReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
             if self._close_client and hasattr(self.client, "close"):
                 self.client.close()
         finally:
-            super().close()
+            try:
+                super().close()
+            finally:
+                if self.service is not None:
+                    self.service.stop()
+                    self.service = None

@@ -16,35 +16,55 @@ settlement); read its module docstring for the semantics. This wrapper
 
 It asks the service for its capabilities once, at construction, and refuses settings the backend
 cannot serve (e.g. ``mode="pairwise"`` on a progress-only backend) with
-:class:`~wrappers.progress_tracker.ConfigurationError`. A service that cannot be reached, refuses
+:class:`~wrappers.settings.ConfigError`. A service that cannot be reached, refuses
 the token (401/403) or does not speak the protocol raises
 :class:`~reward_clients.service_check.ServiceUnavailableError` there, unless
 ``require_service=False`` (then a warning, and rewards fall back until it answers).
 
 Put the time limit *below* this wrapper so truncation reaches it and the episode is settled.
 
-Example::
+Example: an env whose camera frame gets 64 grey levels brighter each step, against a local mock
+service whose *intensity* rule reads a flat grey frame of level ``g`` as progress ``100 g/255``::
 
-    from reward_clients.progress_client import ProgressClient
-    from wrappers.progress_reward import ProgressReward
-
-    env = gym.wrappers.TimeLimit(LiberoEnv("libero_10", 0), 520)
-    env = ProgressReward(env, ProgressClient("http://127.0.0.1:8111"),
-                         start_step=64, call_every=16, milestone_every=64, done_threshold=0.95)
-    obs, info = env.reset(seed=0)
-    obs, r, terminated, truncated, info = env.step(env.action_space.sample())
-    info["progress"], info["progress_calls"]
+    >>> import gymnasium as gym
+    >>> import numpy as np
+    >>> from reward_service.embedded import EmbeddedService
+    >>> class Brighter(gym.Env):
+    ...     observation_space = gym.spaces.Dict(
+    ...         {"agentview_image": gym.spaces.Box(0, 255, (32, 32, 3), np.uint8)})
+    ...     action_space = gym.spaces.Discrete(2)
+    ...     def reset(self, *, seed=None, options=None):
+    ...         self.t = 0
+    ...         return self._obs(), {"task_description": "light up the scene"}
+    ...     def step(self, action):
+    ...         self.t += 1
+    ...         return self._obs(), 0.0, False, False, {}
+    ...     def _obs(self):
+    ...         return {"agentview_image": np.full((32, 32, 3), min(64 * self.t, 255), np.uint8)}
+    >>> svc = EmbeddedService("mock", {"rule": "intensity"}).start()
+    >>> env = ProgressReward(gym.wrappers.TimeLimit(Brighter(), 8), svc.url,
+    ...                      start_step=2, call_every=2, milestone_every=2)
+    >>> obs, info = env.reset(seed=0)
+    >>> info["progress"], info["task_description"]
+    (0.0, 'light up the scene')
+    >>> steps = [env.step(0) for _ in range(4)]
+    >>> [round(r, 2) for _, r, _, _, _ in steps]      # progress 50 at step 2, 100 at step 4
+    [0.0, 0.5, 0.0, 0.5]
+    >>> _, _, terminated, truncated, info = steps[-1]  # done: progress >= 95
+    >>> terminated, truncated, info["progress_calls"], info["episode_reward_model"]["progress"]
+    (True, False, 2, 100.0)
+    >>> env.close(); svc.stop()
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.core import ActType, ObsType
 
 from wrappers.progress_tracker import (
     ProgressService,
@@ -58,7 +78,9 @@ __all__ = ["ProgressReward"]
 logger = logging.getLogger(__name__)
 
 
-class ProgressReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
+class ProgressReward(
+    gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.RecordConstructorArgs
+):
     """Reward and terminate from a progress reward model (see module docstring).
 
     Args:
@@ -75,17 +97,19 @@ class ProgressReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
             ``False`` skips the check.
         close_client: close ``client`` with the wrapper (always true for a URL).
         require_service: fail at construction when the service cannot be used (see above).
+        service: a started reward service this wrapper owns (e.g. the
+            :class:`~reward_service.embedded.EmbeddedService` ``make_env`` starts for
+            ``endpoint: embedded``); stopped in :meth:`close`, after the client.
         **setting_overrides: individual :class:`TrackerSettings` fields, e.g. ``start_step=8``.
 
-    Example::
-
-        env = ProgressReward(env, "http://127.0.0.1:8111", mode="trajectory", calls="async",
-                             max_lag_steps=8, reward_mode="sparse")
+    The module docstring has a runnable example. Settings can also be given one by one:
+    ``ProgressReward(env, url, mode="trajectory", calls="async", max_lag_steps=8,
+    reward_mode="sparse")``.
     """
 
     def __init__(
         self,
-        env: gym.Env,
+        env: gym.Env[ObsType, ActType],
         client: ProgressService | str | Sequence[str],
         settings: TrackerSettings | Mapping[str, Any] | None = None,
         *,
@@ -95,6 +119,7 @@ class ProgressReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
         env_reward_weight: float = 0.0,
         capabilities: Any = None,
         close_client: bool = False,
+        service: Any = None,
         require_service: bool = True,
         **setting_overrides: Any,
     ) -> None:
@@ -114,7 +139,7 @@ class ProgressReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
         elif isinstance(settings, Mapping):
             settings = TrackerSettings.from_mapping(settings)
         if setting_overrides:
-            settings = replace(settings, **setting_overrides)
+            settings = settings.replace(**setting_overrides)
         if isinstance(client, str) or (
             isinstance(client, Sequence) and not hasattr(client, "submit_pairwise_critic")
         ):
@@ -124,6 +149,7 @@ class ProgressReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
             close_client = True
         self.client = client
         self._close_client = close_client
+        self.service = service
         self.camera = camera
         self.task = task
         self.reward_weight = float(reward_weight)
@@ -226,4 +252,9 @@ class ProgressReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
             if self._close_client and hasattr(self.client, "close"):
                 self.client.close()
         finally:
-            super().close()
+            try:
+                super().close()
+            finally:
+                if self.service is not None:
+                    self.service.stop()
+                    self.service = None

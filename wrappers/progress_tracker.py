@@ -69,17 +69,27 @@ keep stepping the episode and later checks work as soon as the service is back. 
 ends with more than ``failure_warn_fraction`` of its answers failed, a warning says so (with the
 counts) on this module's logger.
 
-Example::
+Example (against a local mock service whose *intensity* rule reads a uniformly grey frame of
+level ``g`` as progress ``round(100 * g / 255)``)::
 
-    from reward_clients.progress_client import ProgressClient
-    from wrappers.progress_tracker import ProgressTracker, TrackerSettings
-
-    client = ProgressClient("http://127.0.0.1:8111")
-    settings = TrackerSettings(start_step=8, call_every=4, milestone_every=8)
-    tracker = ProgressTracker(client, settings)
-    tracker.reset("open the drawer", first_frame)
-    out = tracker.observe(8, frame_8)
-    out.reward, out.progress, out.info["progress_calls"]
+    >>> import numpy as np
+    >>> from reward_clients.progress_client import ProgressClient
+    >>> from reward_service.embedded import EmbeddedService
+    >>> svc = EmbeddedService("mock", {"rule": "intensity"}).start()
+    >>> client = ProgressClient(svc.url)
+    >>> settings = TrackerSettings(start_step=2, call_every=2, milestone_every=2)
+    >>> tracker = ProgressTracker(client, settings)
+    >>> grey = lambda level: np.full((32, 32, 3), level, np.uint8)
+    >>> tracker.reset("open the drawer", grey(0))
+    >>> tracker.observe(1, grey(64)).checked                 # not a check step
+    False
+    >>> out = tracker.observe(2, grey(128))                  # 128/255: progress 50
+    >>> out.checked, out.progress, out.reward, out.info["progress_calls"]
+    (True, 50.0, 0.5, 1)
+    >>> out = tracker.observe(3, grey(191), env_truncated=True)  # the episode ends here
+    >>> out.episode_over, out.summary["progress"], out.summary["model_reward"]
+    (True, 50.0, 0.5)
+    >>> client.close(); svc.stop()
 """
 
 from __future__ import annotations
@@ -88,23 +98,29 @@ import collections
 import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass, field, fields
-from typing import Any, Literal, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 
-from wrappers.done_rules import DONE_BY, DoneRule, TerminationAudit
+from reward_clients.errors import RewardServiceError
+from wrappers.done_rules import TerminationAudit
 from wrappers.frame_cache import uniform_indices
 from wrappers.progress_math import (
-    COMPARISONS,
-    NEGATIVE_RULES,
-    Comparison,
-    NegativeRule,
     accumulate,
     clamp_progress,
     is_check_step,
     is_milestone,
     reached,
+)
+from wrappers.settings import (
+    CallMode,
+    ConfigError,
+    DoneBy,
+    ProgressMode,
+    RewardMode,
+    TrackerSettings,
+    check_capabilities,
 )
 
 __all__ = [
@@ -117,141 +133,12 @@ __all__ = [
     "ProgressService",
     "ProgressTracker",
     "check_capabilities",
-    "ConfigurationError",
+    "ConfigError",
 ]
 
 logger = logging.getLogger(__name__)
 
-ProgressMode = Literal["pairwise", "incremental", "trajectory"]
-RewardMode = Literal["dense", "sparse", "binary"]
-CallMode = Literal["sync", "async"]
-DoneBy = Literal["threshold", "backend", "either", "both"]
-
 Frame = np.ndarray | Callable[[], np.ndarray]
-
-
-class ConfigurationError(ValueError):
-    """A progress configuration that cannot work (bad value, or a backend that lacks a route)."""
-
-
-@dataclass(frozen=True)
-class TrackerSettings:
-    """Everything a :class:`ProgressTracker` needs to know; validated on construction.
-
-    Defaults are EVOLVE-VLA's (docs/PROGRESS.md: start 64, every 16, milestones every 64, done at
-    progress >= 95).
-
-    Example::
-
-        TrackerSettings(mode="trajectory", calls="async", max_lag_steps=8, reward_mode="sparse")
-    """
-
-    mode: ProgressMode = "pairwise"
-    start_step: int = 64
-    call_every: int = 16
-    milestone_every: int = 64
-    negative_rule: NegativeRule = "vlac"
-    done_threshold: float = 0.95
-    done_comparison: Comparison = ">="
-    done_by: DoneBy | DoneRule = "threshold"
-    terminate_on_done: bool = True
-    reward_mode: RewardMode = "dense"
-    success_threshold: float = 0.5
-    reward_coef: float = 1.0
-    use_rel_reward: bool = False
-    calls: CallMode = "sync"
-    max_lag_steps: int = 16
-    check_at_episode_end: bool = False
-    trajectory_max_frames: int = 32
-    failure_warn_fraction: float = 0.1
-
-    def __post_init__(self) -> None:
-        def bad(name: str, why: str) -> ConfigurationError:
-            return ConfigurationError(f"{name}: {why}, got {getattr(self, name)!r}")
-
-        choices = {
-            "mode": ("pairwise", "incremental", "trajectory"),
-            "negative_rule": NEGATIVE_RULES,
-            "done_comparison": COMPARISONS,
-            "reward_mode": ("dense", "sparse", "binary"),
-            "calls": ("sync", "async"),
-        }
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise bad(name, f"expected one of {allowed}")
-        if self.start_step < 0:
-            raise bad("start_step", "must be >= 0")
-        if self.call_every < 1:
-            raise bad("call_every", "must be >= 1")
-        if self.max_lag_steps < 0:
-            raise bad("max_lag_steps", "must be >= 0")
-        if self.trajectory_max_frames < 2:
-            raise bad("trajectory_max_frames", "must be >= 2")
-        if not 0.0 <= self.done_threshold <= 1.0:
-            raise bad("done_threshold", "must be in [0, 1] (a fraction of full progress)")
-        if not 0.0 <= self.success_threshold <= 1.0:
-            raise bad("success_threshold", "must be in [0, 1]")
-        if not 0.0 <= self.failure_warn_fraction <= 1.0:
-            raise bad("failure_warn_fraction", "must be in [0, 1]")
-        if isinstance(self.done_by, str):  # the four names stay strings
-            if self.done_by not in DONE_BY:
-                raise bad("done_by", f"expected one of {DONE_BY} or a done rule mapping")
-        else:
-            try:
-                object.__setattr__(self, "done_by", DoneRule.parse(self.done_by))
-            except ValueError as exc:
-                raise bad("done_by", f"not a done rule ({exc})") from None
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> TrackerSettings:
-        """Build settings from a mapping, ignoring keys that are not settings."""
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in values.items() if k in names})
-
-    @property
-    def needs_pairwise(self) -> bool:
-        return self.mode in ("pairwise", "incremental")
-
-    @property
-    def rule(self) -> DoneRule:
-        """The done rule ``done_by`` describes (the four names mapped to their rules)."""
-        if isinstance(self.done_by, DoneRule):
-            return self.done_by
-        return DoneRule.from_done_by(self.done_by)
-
-    @property
-    def needs_done(self) -> bool:
-        return self.rule.needs_backend
-
-
-def check_capabilities(settings: TrackerSettings, capabilities: Any) -> None:
-    """Raise :class:`ConfigurationError` if the backend cannot serve ``settings``.
-
-    ``capabilities`` is the service's ``/capabilities`` answer (an object or mapping with
-    ``backend``, ``progress``, ``pairwise``, ``done``).
-    """
-
-    def cap(name: str) -> bool:
-        if isinstance(capabilities, Mapping):
-            return bool(capabilities.get(name, False))
-        return bool(getattr(capabilities, name, False))
-
-    backend = (
-        capabilities.get("backend") if isinstance(capabilities, Mapping) else None
-    ) or getattr(capabilities, "backend", "?")
-    if settings.needs_pairwise and not cap("pairwise"):
-        raise ConfigurationError(
-            f"reward_model.mode={settings.mode!r} needs the pairwise critic, but backend "
-            f"{backend!r} offers progress only; use mode='trajectory'"
-        )
-    if settings.needs_done and not cap("done"):
-        rule = settings.done_by if isinstance(settings.done_by, str) else settings.rule.describe()
-        raise ConfigurationError(
-            f"reward_model.done_by={rule!r} needs the backend's /done, but backend "
-            f"{backend!r} does not offer it; use done_by='threshold'"
-        )
-    if settings.mode == "trajectory" and not cap("progress"):
-        raise ConfigurationError(f"backend {backend!r} does not offer /trajectory-critic")
 
 
 class ProgressService(Protocol):
@@ -352,13 +239,8 @@ class ProgressTracker:
         audit: the :class:`~wrappers.done_rules.TerminationAudit` that counts this tracker's
             episodes (share one between the trackers of a vectorised env); default a new one.
 
-    Example::
+    The module docstring has a runnable example.
 
-        tracker = ProgressTracker(client, TrackerSettings(start_step=4, call_every=4))
-        tracker.reset("put the bowl on the plate", frame0)
-        for t, frame in enumerate(frames, start=1):
-            out = tracker.observe(t, frame, env_truncated=(t == len(frames)))
-        out.summary["progress"]
     """
 
     def __init__(
@@ -377,6 +259,7 @@ class ProgressTracker:
         if capabilities is not None:
             check_capabilities(settings, capabilities)
         self.client = client
+        self._mode: _Mode = _MODES[settings.mode](settings)
         self._ep = _Episode(finished=True)
         self.episodes = 0
         self.audit = audit if audit is not None else TerminationAudit()
@@ -396,6 +279,26 @@ class ProgressTracker:
     def pending(self) -> int:
         """Requests sent and not yet applied."""
         return len(self._ep.pending)
+
+    def totals(self) -> dict[str, Any]:
+        """Running totals of the current (or, once settled, the last) episode: ``progress``,
+        ``max_progress``, ``done_by_progress``, ``model_reward`` (the model reward paid so far),
+        ``progress_calls`` and ``reward_model_errors``."""
+        ep = self._ep
+        return {
+            "progress": ep.progress,
+            "max_progress": ep.max_progress,
+            "done_by_progress": ep.done,
+            "model_reward": ep.model_reward,
+            "progress_calls": ep.calls,
+            "reward_model_errors": ep.errors,
+        }
+
+    @property
+    def kept_frames(self) -> dict[int, np.ndarray]:
+        """The current episode's frames the tracker keeps as bases of later checks (step ->
+        frame; step 0 is the reset frame). Read-only view for inspection."""
+        return dict(self._ep.frames)
 
     @property
     def summary(self) -> dict[str, Any] | None:
@@ -487,46 +390,30 @@ class ProgressTracker:
     def _send(self, step: int, holder: _FrameHolder) -> None:
         ep, s = self._ep, self.settings
         frame = holder.get()
-        milestone = False
-        if s.mode == "pairwise":
-            base = ep.milestone_step
-            future = self.client.submit_pairwise_critic(ep.task, ep.frames[base], frame)
-            milestone = is_milestone(step, ep.milestone_step, s.milestone_every)
-        elif s.mode == "incremental":
-            base = ep.prev_check_step
-            future = self.client.submit_pairwise_critic(ep.task, ep.frames[base], frame)
-            milestone = True
-        else:
-            base = ep.prev_check_step
-            kept = ep.check_frames + [(step, frame)]
-            chosen = [kept[i][1] for i in uniform_indices(len(kept), s.trajectory_max_frames)]
-            future = self.client.submit_trajectory_values(ep.task, chosen, skip=1)
+        base, milestone, future = self._mode.send(self._call, ep, step, frame)
         done_future = None
         if s.needs_done:
             assert ep.first_frame is not None
             prev = ep.frames.get(base, ep.first_frame)
-            done_future = self.client.submit_done(ep.task, ep.first_frame, prev, frame)
+            done_future = self._call("done", ep.task, ep.first_frame, prev, frame)
         ep.calls += 1 + (done_future is not None)
         ep.pending.append(_Pending(step, base, milestone, future, done_future))
         ep.last_sent_step = step
+        self._mode.keep(ep, step, frame, milestone)
 
-        kept_frame = np.array(frame, copy=True)
-        if s.mode == "pairwise":
-            if milestone:
-                if ep.milestone_step != 0:
-                    ep.frames.pop(ep.milestone_step, None)
-                ep.frames[step] = kept_frame
-                ep.milestone_step = step
-        else:
-            if ep.prev_check_step != 0:
-                ep.frames.pop(ep.prev_check_step, None)
-            ep.frames[step] = kept_frame
-            ep.prev_check_step = step
-            if s.mode == "trajectory":
-                ep.check_frames.append((step, kept_frame))
-                if len(ep.check_frames) > 4 * s.trajectory_max_frames:
-                    idx = uniform_indices(len(ep.check_frames), 2 * s.trajectory_max_frames)
-                    ep.check_frames = [ep.check_frames[i] for i in idx]
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Future[Any]:
+        """Ask the client: in sync mode directly on this thread (the answer is needed before
+        ``observe`` returns anyway), in async mode through its ``submit_*`` twin. Either way
+        the answer is a future, so both modes apply answers the same way."""
+        direct = getattr(self.client, method, None) if self.settings.calls == "sync" else None
+        if direct is None:
+            return getattr(self.client, f"submit_{method}")(*args, **kwargs)
+        future: Future[Any] = Future()
+        try:
+            future.set_result(direct(*args, **kwargs))
+        except RewardServiceError as exc:  # fail-fast mode: raised where the answer is applied
+            future.set_exception(exc)
+        return future
 
     def _apply_due(self, step: int) -> tuple[float, int, bool]:
         """Apply answers in send order: those back, and those that reached the max lag."""
@@ -543,7 +430,7 @@ class ProgressTracker:
         return reward, applied, fallback
 
     def _apply(self, p: _Pending) -> tuple[float, bool]:
-        ep, s = self._ep, self.settings
+        ep = self._ep
         try:
             result = p.critic.result()  # raises RewardServiceError in fail-fast mode
             done_result = p.done.result() if p.done is not None else None
@@ -566,22 +453,24 @@ class ProgressTracker:
                     ep.fallbacks += 1
                     fallback = True
 
-        value = ep.progress  # a failed answer holds progress
-        if result.ok:
-            if s.mode == "trajectory":
-                if result.value is not None and len(result.value.value_list) > 0:
-                    value = clamp_progress(result.value.value_list[-1])
-            else:
-                value = accumulate(ep.values[p.base_step], result.value, s.negative_rule)
-        if p.milestone or s.mode != "pairwise":
-            ep.values[p.step] = value
-            for old in [k for k in ep.values if 0 < k < p.base_step]:
-                del ep.values[old]
+        # a failed answer holds progress
+        value = self._mode.value(ep, p, result.value) if result.ok else ep.progress
+        self._commit(p, value)
 
         reward = self._reward_for(value)
         ep.progress = value
         ep.max_progress = max(ep.max_progress, value)
+        if self._decide_done(value, result, done_result) and not ep.done:
+            ep.done = True
+            ep.done_step = ep.step
+            ep.done_env_success = ep.env_success
+        return reward, fallback
 
+    def _decide_done(self, value: float, result: Any, done_result: Any) -> bool:
+        """The done decision for one applied answer: the progress threshold (a failed answer
+        has no vote) and the backend's ``/done`` go to the done rule's judge
+        (:mod:`wrappers.done_rules`), which decides."""
+        s = self.settings
         above = (
             reached(_fraction(value), s.done_threshold, s.done_comparison) if result.ok else None
         )
@@ -590,25 +479,26 @@ class ProgressTracker:
             if done_result is not None and done_result.ok and done_result.value is not None
             else None
         )
-        decision = self._judge.update(above=above, backend=by_backend)
-        if decision and not ep.done:
-            ep.done = True
-            ep.done_step = ep.step
-            ep.done_env_success = ep.env_success
-        return reward, fallback
+        return self._judge.update(above=above, backend=by_backend)
+
+    def _commit(self, p: _Pending, value: float) -> None:
+        """Record ``value`` as the progress of the check's frame when the mode keeps it as a
+        base for later checks, and forget values no later check can use."""
+        ep = self._ep
+        if self._mode.commits(p):
+            ep.values[p.step] = value
+            for old in [k for k in ep.values if 0 < k < p.base_step]:
+                del ep.values[old]
 
     def _hold_failed(self, p: _Pending, exc: BaseException) -> None:
         """Account a check whose request raised (fail-fast mode) like a failed answer: the
         progress is held and becomes the value of the check's frame, so later checks that use
         that frame as their base find a value."""
-        ep, s = self._ep, self.settings
+        ep = self._ep
         ep.answers += 1
         ep.errors += 1
         ep.last_error = str(exc)
-        if p.milestone or s.mode != "pairwise":
-            ep.values[p.step] = ep.progress
-            for old in [k for k in ep.values if 0 < k < p.base_step]:
-                del ep.values[old]
+        self._commit(p, ep.progress)
 
     def _level(self, value: float) -> float:
         s = self.settings
@@ -728,3 +618,109 @@ class _FrameHolder:
             src = self._source
             self._frame = np.asarray(src() if callable(src) else src)
         return self._frame
+
+
+# ---------------------------------------------------------------------- request modes
+
+
+_Call = Callable[..., "Future[Any]"]
+
+
+class _Mode:
+    """One request mode: what a check asks, which frames it keeps, how an answer becomes
+    progress. Chosen once per tracker from ``TrackerSettings.mode``."""
+
+    def __init__(self, settings: TrackerSettings) -> None:
+        self.settings = settings
+
+    def send(
+        self, call: _Call, ep: _Episode, step: int, frame: np.ndarray
+    ) -> tuple[int, bool, Future[Any]]:
+        """Send the check at ``step`` with ``call(method, *args)``: ``(base step, milestone,
+        future)``."""
+        raise NotImplementedError
+
+    def keep(self, ep: _Episode, step: int, frame: np.ndarray, milestone: bool) -> None:
+        """Keep (a copy of) the frames later checks need."""
+        raise NotImplementedError
+
+    def value(self, ep: _Episode, p: _Pending, answer: Any) -> float:
+        """Progress after the (successful) answer to ``p``."""
+        return accumulate(ep.values[p.base_step], answer, self.settings.negative_rule)
+
+    def commits(self, p: _Pending) -> bool:
+        """The check's value is kept as the base of later checks."""
+        return True
+
+    @staticmethod
+    def _replace_base(ep: _Episode, step: int, frame: np.ndarray) -> None:
+        if ep.prev_check_step != 0:
+            ep.frames.pop(ep.prev_check_step, None)
+        ep.frames[step] = np.array(frame, copy=True)
+        ep.prev_check_step = step
+
+
+class _Pairwise(_Mode):
+    """Critic between the last milestone frame and the current one; milestones commit."""
+
+    def send(
+        self, call: _Call, ep: _Episode, step: int, frame: np.ndarray
+    ) -> tuple[int, bool, Future[Any]]:
+        base = ep.milestone_step
+        future = call("pairwise_critic", ep.task, ep.frames[base], frame)
+        return base, is_milestone(step, ep.milestone_step, self.settings.milestone_every), future
+
+    def keep(self, ep: _Episode, step: int, frame: np.ndarray, milestone: bool) -> None:
+        if milestone:
+            if ep.milestone_step != 0:
+                ep.frames.pop(ep.milestone_step, None)
+            ep.frames[step] = np.array(frame, copy=True)
+            ep.milestone_step = step
+
+    def commits(self, p: _Pending) -> bool:
+        return p.milestone
+
+
+class _Incremental(_Mode):
+    """Critic between the previous check frame and the current one, accumulated."""
+
+    def send(
+        self, call: _Call, ep: _Episode, step: int, frame: np.ndarray
+    ) -> tuple[int, bool, Future[Any]]:
+        base = ep.prev_check_step
+        return base, True, call("pairwise_critic", ep.task, ep.frames[base], frame)
+
+    def keep(self, ep: _Episode, step: int, frame: np.ndarray, milestone: bool) -> None:
+        self._replace_base(ep, step, frame)
+
+
+class _Trajectory(_Mode):
+    """``/trajectory-critic`` over the check frames (at most ``trajectory_max_frames``)."""
+
+    def send(
+        self, call: _Call, ep: _Episode, step: int, frame: np.ndarray
+    ) -> tuple[int, bool, Future[Any]]:
+        kept = ep.check_frames + [(step, frame)]
+        idx = uniform_indices(len(kept), self.settings.trajectory_max_frames)
+        future = call("trajectory_values", ep.task, [kept[i][1] for i in idx], skip=1)
+        return ep.prev_check_step, False, future
+
+    def keep(self, ep: _Episode, step: int, frame: np.ndarray, milestone: bool) -> None:
+        self._replace_base(ep, step, frame)
+        ep.check_frames.append((step, ep.frames[step]))
+        limit = self.settings.trajectory_max_frames
+        if len(ep.check_frames) > 4 * limit:
+            idx = uniform_indices(len(ep.check_frames), 2 * limit)
+            ep.check_frames = [ep.check_frames[i] for i in idx]
+
+    def value(self, ep: _Episode, p: _Pending, answer: Any) -> float:
+        if answer is not None and len(answer.value_list) > 0:
+            return clamp_progress(answer.value_list[-1])
+        return ep.progress
+
+
+_MODES: dict[str, type[_Mode]] = {
+    "pairwise": _Pairwise,
+    "incremental": _Incremental,
+    "trajectory": _Trajectory,
+}

@@ -25,11 +25,17 @@ counts its own episodes; divide ``after_episodes`` by the number of envs to coun
 Episodes end with ``truncated=True`` when they reach the current stage's max steps (unless they
 terminated on that step). ``info`` gains ``max_episode_steps`` and ``horizon_stage``.
 
-Example::
-
-    env = ProgressiveHorizon(env, [{"max_steps": 128}, {"max_steps": 256, "after_episodes": 50}])
-    obs, info = env.reset()
-    info["max_episode_steps"]   # 128 for the first 50 episodes, then 256
+>>> import gymnasium as gym
+>>> env = ProgressiveHorizon(
+...     gym.make("CartPole-v1"), [{"max_steps": 3}, {"max_steps": 6, "after_episodes": 1}]
+... )
+>>> _, info = env.reset(seed=0)
+>>> info["max_episode_steps"], info["horizon_stage"]
+(3, 0)
+>>> [env.step(0)[3] for _ in range(3)]   # truncated at the stage's limit
+[False, False, True]
+>>> env.reset(seed=1)[1]["max_episode_steps"]   # one episode finished: the next stage
+6
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import gymnasium as gym
+from gymnasium.core import ActType, ObsType
 
 __all__ = ["HorizonStage", "ProgressiveHorizon", "parse_stages"]
 
@@ -97,7 +104,9 @@ def parse_stages(stages: Sequence[Mapping[str, Any] | HorizonStage]) -> list[Hor
     return out
 
 
-class ProgressiveHorizon(gym.Wrapper, gym.utils.RecordConstructorArgs):
+class ProgressiveHorizon(
+    gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.RecordConstructorArgs
+):
     """Truncate episodes at a max-steps value that grows in stages (see module docstring).
 
     Args:
@@ -108,16 +117,17 @@ class ProgressiveHorizon(gym.Wrapper, gym.utils.RecordConstructorArgs):
         window: episodes per success-rate window.
         success_key: ``info`` key holding episode success.
 
-    Example::
-
-        env = ProgressiveHorizon(env, [{"max_steps": 100},
-                                       {"max_steps": 200, "min_success_rate": 0.6}],
-                                 by="success_rate", window=10)
+    >>> import gymnasium as gym
+    >>> env = ProgressiveHorizon(gym.make("CartPole-v1"),
+    ...                          [{"max_steps": 100}, {"max_steps": 200, "min_success_rate": 0.6}],
+    ...                          by="success_rate", window=10)
+    >>> [stage.max_steps for stage in env.stages]
+    [100, 200]
     """
 
     def __init__(
         self,
-        env: gym.Env,
+        env: gym.Env[ObsType, ActType],
         stages: Sequence[Mapping[str, Any] | HorizonStage],
         *,
         by: StageRule = "episodes",

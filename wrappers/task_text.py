@@ -1,8 +1,14 @@
 """The task instruction a reward wrapper sends to the reward model.
 
-Example::
-
-    text = task_text(env, None, info, "ProgressReward")  # info["task_description"], else the env's
+>>> import gymnasium as gym
+>>> env = gym.make("CartPole-v1")
+>>> task_text(env, None, {"task_description": "balance the pole"}, "ProgressReward")
+'balance the pole'
+>>> task_text(env, None, {}, "ProgressReward")
+Traceback (most recent call last):
+...
+ValueError: ProgressReward needs the task text: pass task=... or have the env put \
+'task_description' in the reset info
 """
 
 from __future__ import annotations

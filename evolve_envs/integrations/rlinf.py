@@ -50,16 +50,19 @@ In a YAML run the wrapper is installed by :mod:`evolve_envs.integrations.rlinf_w
 ``env.train.reward_model`` block; see the README, "Using with RLinf". This module imports
 neither RLinf nor torch at import time.
 
-Example::
+Example (needs RLinf's LIBERO env, so not run as a doctest; tests/rlinf runs the same calls on a
+stand-in env)::
 
-    from evolve_envs.integrations.rlinf import RLinfProgressReward
-
-    env = LiberoEnv(cfg, num_envs=8, seed_offset=0, total_num_processes=1, worker_info=None)
-    env = RLinfProgressReward.from_config(env, {"enable": True, "endpoint": "http://127.0.0.1:8111",
-                                                "start_step": 64, "call_every": 16})
-    obs, infos = env.reset()
-    obs_list, rewards, terms, truncs, infos_list = env.chunk_step(actions)  # actions [8, C, 7]
-    infos_list[-1]["progress"]                                               # tensor [8]
+    >>> from rlinf.envs.libero.libero_env import LiberoEnv  # doctest: +SKIP
+    >>> env = LiberoEnv(cfg, num_envs=8, seed_offset=0, total_num_processes=1,
+    ...                 worker_info=None)  # doctest: +SKIP
+    >>> env = RLinfProgressReward.from_config(
+    ...     env, {"enable": True, "endpoint": "http://127.0.0.1:8111", "start_step": 64,
+    ...           "call_every": 16})  # doctest: +SKIP
+    >>> obs, infos = env.reset()  # doctest: +SKIP
+    >>> obs_list, rewards, terms, truncs, infos_list = env.chunk_step(actions)  # doctest: +SKIP
+    >>> infos_list[-1]["progress"].shape  # doctest: +SKIP
+    torch.Size([8])
 """
 
 from __future__ import annotations
@@ -72,13 +75,14 @@ from typing import Any
 
 import numpy as np
 
+from evolve_envs.rl.arrays import like, to_numpy, torch_of
 from wrappers.done_rules import TerminationAudit
 from wrappers.hacking_alarm import HackingDetector, episode_score
-from wrappers.progress_tracker import ConfigurationError, ProgressTracker, TrackerStep
+from wrappers.progress_tracker import ProgressTracker, TrackerStep
+from wrappers.settings import ConfigError
 
 __all__ = [
     "RLinfProgressReward",
-    "env_worker_class",
     "ProgressStack",
     "build_progress_stack",
     "reward_model_block",
@@ -99,11 +103,7 @@ def _torch():
     return torch
 
 
-def _np(x: Any, dtype: Any = None) -> np.ndarray:
-    """``x`` (a torch tensor, array or sequence) as a NumPy array on the CPU."""
-    if type(x).__module__.startswith("torch"):
-        x = x.detach().cpu().numpy()
-    return np.asarray(x, dtype=dtype)
+_np = to_numpy
 
 
 def _as_index_list(env_idx: Any, num_envs: int) -> list[int]:
@@ -164,20 +164,18 @@ class RLinfProgressReward:
         env_reward_weight: weight of the wrapped env's reward.
         image_key: observation key of the frames sent to the reward model.
         task_key: observation key of the per-sub-env instruction texts.
-        max_workers: threads that step trackers in parallel (their requests overlap, and the
-            service batches them); default ``min(num_envs, 64)``.
+        max_workers: threads that step sync-mode trackers in parallel (their requests overlap,
+            and the service batches them); default ``min(num_envs, 64)``. Async-mode trackers
+            only submit to their client's workers, so they are stepped on the calling thread.
         model_terminates: the reward model's done decision terminates episodes (False: it is
             only reported in ``infos["done_by_progress"]``; ``reward_model.ignore_terminations``).
         on_close: callables run by :meth:`close` (e.g. closing a client or stopping a service).
         alarm: a :class:`~wrappers.hacking_alarm.HackingDetector` fed every finished episode
             (its numbers go to the ``episode`` block); ``None``: no alarm.
 
-    Example::
-
-        trackers = [ProgressTracker(client, settings, capabilities=caps) for _ in range(n)]
-        env = RLinfProgressReward(libero_env, trackers, env_reward_weight=0.0)
-        obs, infos = env.reset()
-        obs_list, rewards, terms, truncs, infos_list = env.chunk_step(actions)
+    ``RLinfProgressReward(libero_env, [model.tracker() for _ in range(n)])`` with ``model``
+    from :func:`evolve_envs.factory.open_progress_model`; the module docstring shows the usual
+    way, :meth:`from_config`.
     """
 
     def __init__(
@@ -211,9 +209,15 @@ class RLinfProgressReward:
         self.image_key = image_key
         self.task_key = task_key
         self._steps = np.zeros(self._n, dtype=np.int64)
-        self._last: list[dict[str, Any]] = [self._empty_stats() for _ in range(self._n)]
+        self._returns = np.zeros(self._n, dtype=np.float64)  # the rewards this wrapper returned
+        self._ended = [self._episode_end_stats() for _ in range(self._n)]
         workers = max_workers if max_workers is not None else min(self._n, 64)
-        self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="progress")
+        sync = any(t.settings.calls == "sync" for t in self.trackers)
+        self._pool = (
+            ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="progress")
+            if sync and self._n > 1
+            else None
+        )
         self._on_close = list(on_close)
         self._closed = False
         if (
@@ -223,7 +227,7 @@ class RLinfProgressReward:
             and not bool(getattr(env, "ignore_terminations", False))
             and not callable(getattr(env, "_handle_auto_reset", None))
         ):
-            raise ConfigurationError(
+            raise ConfigError(
                 f"{type(env).__name__} auto-resets but has no _handle_auto_reset(), so a sub-env "
                 "the reward model ends mid-chunk cannot be reset; set reward_model."
                 "terminate_on_done: false or env auto_reset: false"
@@ -322,7 +326,8 @@ class RLinfProgressReward:
         if self._closed:
             return
         self._closed = True
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
         try:
             close = getattr(self.env, "close", None)
             if callable(close):
@@ -346,22 +351,16 @@ class RLinfProgressReward:
                 "alarm_success_rise", "alarm_high_failure_rise", "alarm_firing",
                 "alarm_triggers")  # fmt: skip
 
-    def _empty_stats(self, previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def _episode_end_stats(self, previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The episode-block keys set when an episode ends (the termination audit and the
+        alarm), as they stand before it ends; running keys carry over from ``previous``."""
         stats: dict[str, Any] = {
-            "progress": 0.0,
-            "max_progress": 0.0,
-            "done_by_progress": False,
-            "reward_model_return": 0.0,
-            "reward_model_calls": 0,
-            "reward_model_errors": 0,
-            "return": 0.0,
-            "reward": 0.0,
             "model_done": False,
             "model_done_success": False,
             "model_done_total": 0,
             "model_done_success_total": 0,
         }
-        if getattr(self, "alarm", None) is not None:
+        if self.alarm is not None:
             stats.update(alarm_progress_rise=0.0, alarm_success_rise=0.0,
                          alarm_high_failure_rise=0.0, alarm_firing=False,
                          alarm_triggers=0)  # fmt: skip
@@ -376,28 +375,21 @@ class RLinfProgressReward:
             task = _task_of(obs, self.task_key, i, fallback_tasks)
             self.trackers[i].reset(task, _frame_getter(images, i)())
             self._steps[i] = 0
-            self._last[i] = self._empty_stats(self._last[i])
+            self._returns[i] = 0.0
+            self._ended[i] = self._episode_end_stats(self._ended[i])
 
     def _observe_all(self, calls: list[tuple[int, dict[str, Any]]]) -> dict[int, TrackerStep]:
         def run(item: tuple[int, dict[str, Any]]) -> tuple[int, TrackerStep]:
             i, kw = item
             return i, self.trackers[i].observe(**kw)
 
-        if len(calls) <= 1:
+        if len(calls) <= 1 or self._pool is None:
             return dict(map(run, calls))
         return dict(self._pool.map(run, calls))
 
-    def _record(self, i: int, out: TrackerStep) -> None:
-        stats = self._last[i]
-        stats["progress"] = float(out.progress)
-        stats["max_progress"] = max(stats["max_progress"], float(out.progress))
-        stats["done_by_progress"] = bool(out.info.get("done_by_progress", False))
-        stats["reward_model_return"] += float(out.reward)
-        stats["reward_model_calls"] = int(out.info.get("progress_calls", 0))
-        stats["reward_model_errors"] = int(out.info.get("reward_model_errors", 0))
-        summary = out.summary
-        if summary is None:
-            return
+    def _record_end(self, i: int, summary: Mapping[str, Any]) -> None:
+        """An episode of sub-env ``i`` ended: its termination audit and the alarm's numbers."""
+        stats = self._ended[i]
         audit = summary.get("termination_audit") or {}
         stats["model_done"] = bool(summary.get("done_by_progress"))
         stats["model_done_success"] = bool(summary.get("done_by_progress")
@@ -422,7 +414,6 @@ class RLinfProgressReward:
         *,
         resets_done: bool,
     ):
-        torch = _torch()
         n, c = self._n, len(obs_list)
         env_rewards = rewards
         term_np = _bool_np(terms)
@@ -473,12 +464,11 @@ class RLinfProgressReward:
                 )
             for i, out in self._observe_all(calls).items():
                 model_r[i, t] = out.reward
-                self._record(i, out)
-                stats = self._last[i]
-                stats["return"] += (
+                if out.summary is not None:
+                    self._record_end(i, out.summary)
+                self._returns[i] += (
                     self.env_reward_weight * env_r[i, t] + self.reward_weight * out.reward
                 )
-                stats["reward"] = stats["return"] / max(int(self._steps[i]), 1)
                 if out.terminate and not ignore_terms:
                     model_term[i, t] = True
             snapshots.append(self._stats_arrays())
@@ -510,8 +500,9 @@ class RLinfProgressReward:
         self._annotate(infos_list, env_r, model_r, progress, done_flag, snapshots)
 
         mixed = self.env_reward_weight * env_r + self.reward_weight * model_r
-        rewards_out = _like_tensor(mixed, env_rewards, torch)
-        terms_out = _like_bool(out_terms, terms, torch)
+        rewards_t, terms_t = torch_of(env_rewards), torch_of(terms)
+        rewards_out = like(mixed, env_rewards, rewards_t) if rewards_t else mixed.astype(np.float32)
+        terms_out = like(out_terms, terms, terms_t, is_bool=True)
         return obs_list, rewards_out, terms_out, truncs, infos_list
 
     def _env_success(self, infos_list: list[Any]) -> list[np.ndarray | None]:
@@ -553,16 +544,28 @@ class RLinfProgressReward:
         return obs, new_infos
 
     def _stats_arrays(self) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
-        for key, default in self._empty_stats().items():
-            values = [stats[key] for stats in self._last]
-            if isinstance(default, bool):
-                out[key] = np.array(values, dtype=bool)
-            elif isinstance(default, int):
-                out[key] = np.array(values, dtype=np.int64)
-            else:
-                out[key] = np.array(values, dtype=np.float32)
-        return out
+        """Each sub-env's episode statistics: the tracker's totals, and the return / mean
+        reward of the rewards this wrapper returned."""
+        totals = [t.totals() for t in self.trackers]
+
+        def col(key: str, dtype: Any) -> np.ndarray:
+            return np.array([tot[key] for tot in totals], dtype=dtype)
+
+        ended = {
+            key: np.array([e[key] for e in self._ended], dtype=_dtype_of(default))
+            for key, default in self._ended[0].items()
+        }
+        return {
+            "progress": col("progress", np.float32),
+            "max_progress": col("max_progress", np.float32),
+            "done_by_progress": col("done_by_progress", bool),
+            "reward_model_return": col("model_reward", np.float32),
+            "reward_model_calls": col("progress_calls", np.int64),
+            "reward_model_errors": col("reward_model_errors", np.int64),
+            "return": self._returns.astype(np.float32),
+            "reward": (self._returns / np.maximum(self._steps, 1)).astype(np.float32),
+            **ended,
+        }
 
     @staticmethod
     def _write_episode_block(block: dict[str, Any], stats: dict[str, np.ndarray]) -> None:
@@ -596,17 +599,10 @@ class RLinfProgressReward:
                 self._write_episode_block(infos["episode"], snapshots[t])
 
 
-def _like_tensor(values: np.ndarray, template: Any, torch: Any) -> Any:
-    if isinstance(template, torch.Tensor):
-        dtype = template.dtype if template.dtype.is_floating_point else torch.float32
-        return torch.from_numpy(values).to(dtype=dtype, device=template.device)
-    return values.astype(np.float32)
-
-
-def _like_bool(values: np.ndarray, template: Any, torch: Any) -> Any:
-    if isinstance(template, torch.Tensor):
-        return torch.from_numpy(values.copy()).to(device=template.device)
-    return values.copy()
+def _dtype_of(value: Any) -> Any:
+    if isinstance(value, bool):
+        return bool
+    return np.int64 if isinstance(value, int) else np.float32
 
 
 # ---------------------------------------------------------------------------- from config
@@ -648,57 +644,32 @@ def build_progress_stack(
 
     The block is validated by :func:`evolve_envs.config.load_config` (unknown keys and wrong
     types are errors naming the key; the ``VLAC_*`` environment variables override it).
-    One :class:`~reward_clients.progress_client.ProgressClient` on the process-wide
-    :class:`~reward_clients.endpoint_pool.EndpointPool` serves all trackers; the service's
-    capabilities are asked once and impossible settings are refused here; a dead, refusing or
-    foreign service fails here as in :func:`evolve_envs.factory.make_env`
-    (``reward_model.require_service``, see :func:`evolve_envs.factory.check_reward_service`).
-    ``endpoint: embedded`` starts a local service (``embedded_backend``) for this env.
+    The reward model is opened by :func:`evolve_envs.factory.open_progress_model`, the builder
+    ``make_env`` uses: one client serves all trackers, the service's capabilities are asked once
+    and impossible settings are refused here, and a dead, refusing or foreign service fails here
+    exactly as in ``make_env`` (``reward_model.require_service``). ``endpoint: embedded`` starts
+    a local service (``embedded_backend``) owned by this stack (stopped by its ``on_close``).
     """
-    from evolve_envs.config import ConfigError, load_config, reward_model_source
-    from evolve_envs.factory import (
-        EmbeddedServices,
-        check_reward_service,
-        progress_client,
-        reward_endpoints,
-    )
+    from evolve_envs.config import ProgressModelConfig, load_config, reward_model_source
+    from evolve_envs.factory import open_progress_model
 
     cfg = load_config(reward_model_source(reward_model), environ=environ).reward_model
     if not cfg.enable:
         raise ConfigError("reward_model.enable: is false; nothing to install")
-    if cfg.kind != "progress":
+    if not isinstance(cfg, ProgressModelConfig):
         raise ConfigError(
             f"reward_model.kind: the RLinf integration supports 'progress', got {cfg.kind!r}"
         )
-    on_close: list[Callable[[], Any]] = []
-    url = None
-    if cfg.embedded:
-        lease = (cfg.embedded_backend, dict(cfg.embedded_backend_kwargs))
-        url = EmbeddedServices.acquire(*lease)
-        on_close.append(lambda: EmbeddedServices.release(*lease))
+    model = open_progress_model(cfg, max_workers=max(1, min(int(num_envs), 64)))
     try:
-        client = progress_client(
-            cfg, reward_endpoints(cfg, url), max_workers=max(1, min(int(num_envs), 64))
-        )
-        on_close.insert(0, client.close)
-        settings = cfg.tracker_settings()
-        # the start-up policy shared with make_env: raise, or warn when require_service is false
-        caps = check_reward_service(cfg, client.pool)
         audit = TerminationAudit()  # one run-wide count per task for all sub-envs
-        trackers = [
-            ProgressTracker(client, settings, capabilities=caps, audit=audit)
-            for _ in range(num_envs)
-        ]
+        trackers = [model.tracker(audit=audit) for _ in range(num_envs)]
     except BaseException:
-        for fn in on_close:
-            try:
-                fn()
-            except Exception:  # noqa: BLE001
-                pass
+        model.close()
         raise
     alarm = HackingDetector(cfg.alarm.detector_settings()) if cfg.alarm.enable else None
     return ProgressStack(
-        trackers, cfg.reward_weight, cfg.env_reward_weight, on_close, cfg, alarm=alarm
+        trackers, cfg.reward_weight, cfg.env_reward_weight, [model.close], cfg, alarm=alarm
     )
 
 
@@ -712,21 +683,3 @@ def wrap_env_from_config(env: Any, env_cfg: Any) -> Any:
     if block is None or not bool(block.get("enable", False)):
         return env
     return RLinfProgressReward.from_config(env, block)
-
-
-def env_worker_class() -> type:
-    """RLinf's ``EnvWorker`` subclass that installs :class:`RLinfProgressReward` from the YAML.
-
-    Raises ImportError naming the missing package when RLinf is not installed.
-
-    Example::
-
-        from evolve_envs.integrations.rlinf import env_worker_class
-
-        ProgressEnvWorker = env_worker_class()
-        env_group = ProgressEnvWorker.create_group(cfg).launch(cluster, name=cfg.env.group_name,
-                                                               placement_strategy=env_placement)
-    """
-    from evolve_envs.integrations.rlinf_worker import ProgressEnvWorker
-
-    return ProgressEnvWorker

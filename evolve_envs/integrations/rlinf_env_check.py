@@ -22,10 +22,11 @@ and stops before the actor and rollout groups, which is where a CPU-only run has
 false; the launch then exits with status :data:`EXIT_STOPPED_BEFORE_GPU_WORKERS` and a message
 saying so.
 
-Example::
+Example (starts RLinf's env workers, so not run as a doctest; tests/rlinf does)::
 
-    report = run_env_check(["--config-path", "configs/rlinf", "--config-name", "my_config"])
-    print(report.message())
+    >>> report = run_env_check(["--config-path", "configs/rlinf",
+    ...                         "--config-name", "my_config"])  # doctest: +SKIP
+    >>> print(report.message())  # doctest: +SKIP
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ def with_progress_reward(env_cls: Any, env_cfg: Any) -> Any:
 class ProgressEnvWorker(_RLinfEnvWorker):
     """RLinf's ``EnvWorker`` with progress rewards installed from ``env.*.reward_model``.
 
-    Example::
+    Usage (in an RLinf launcher, with a Ray cluster)::
 
         ProgressEnvWorker.create_group(cfg).launch(cluster, name=cfg.env.group_name,
                                                    placement_strategy=env_placement)

@@ -40,6 +40,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from evolve_envs.rl.arrays import like, to_numpy, torch_of
+
 __all__ = [
     "GRPO_EPS",
     "GrpoAdvantages",
@@ -86,39 +88,14 @@ class GrpoAdvantages:
     group_advantages: Any
 
 
-def _torch_module(*arrays: Any) -> Any | None:
-    """Return the ``torch`` module if any argument is a torch tensor, else None."""
-    for a in arrays:
-        mod = type(a).__module__
-        if mod.startswith("torch"):
-            import torch
-
-            if isinstance(a, torch.Tensor):
-                return torch
-    return None
+_torch_module = torch_of
+_like = like
 
 
 def _to_numpy(x: Any, name: str, *, dtype: Any = None) -> np.ndarray:
     if x is None:
         raise ValueError(f"{name} is required")
-    if type(x).__module__.startswith("torch"):
-        x = x.detach().cpu().numpy()
-    arr = np.asarray(x)
-    if dtype is not None:
-        arr = arr.astype(dtype, copy=False)
-    return arr
-
-
-def _like(result: np.ndarray, template: Any, torch_mod: Any | None, *, is_bool: bool = False):
-    """Convert a NumPy result back to the kind (and dtype/device) of ``template``."""
-    if torch_mod is None:
-        return result
-    if is_bool:
-        out = torch_mod.from_numpy(np.ascontiguousarray(result.astype(bool)))
-    else:
-        dtype = template.dtype if template.dtype.is_floating_point else torch_mod.float32
-        out = torch_mod.from_numpy(np.ascontiguousarray(result)).to(dtype)
-    return out.to(template.device)
+    return to_numpy(x, dtype)
 
 
 def _check_group_size(batch: int, group_size: int) -> None:

@@ -23,7 +23,7 @@ from evolve_envs.integrations.rlinf import (
     wrap_env_from_config,
 )
 from reward_clients.progress_client import ProgressClient
-from wrappers.progress_tracker import ConfigurationError, ProgressTracker, TrackerSettings
+from wrappers.progress_tracker import ProgressTracker, TrackerSettings
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -294,7 +294,7 @@ def test_auto_reset_env_without_reset_routine_is_refused(client):
         auto_reset = True
         ignore_terminations = False
 
-    with pytest.raises(ConfigurationError, match="terminate_on_done"):
+    with pytest.raises(ConfigError, match="terminate_on_done"):
         RLinfProgressReward(NoRoutine(), lambda i: ProgressTracker(client, EVERY_STEP))
 
 
@@ -383,9 +383,8 @@ def test_real_rlinf_env_worker_installs_the_wrapper(mock_service, tmp_path):
     from rlinf.envs.utils import get_env_attr
     from rlinf.envs.wrappers import RecordVideo
 
-    from evolve_envs.integrations.rlinf import env_worker_class
+    from evolve_envs.integrations.rlinf_worker import ProgressEnvWorker as worker_cls
 
-    worker_cls = env_worker_class()
     worker = worker_cls.__new__(worker_cls)  # no Ray cluster: set what the method reads
     worker.stage_num, worker._rank, worker._world_size, worker._worker_info = 1, 0, 1, None
     worker.cfg = OmegaConf.create({"env": {}})
@@ -441,3 +440,25 @@ def test_launcher_runs_a_script_with_the_progress_worker(tmp_path, capsys, monke
     finally:
         module.EnvWorker = original
     assert capsys.readouterr().out.strip() == "ProgressEnvWorker ['--config-name', 'x']"
+
+
+# ----------------------------------------------------------------------------- threads
+
+
+@pytest.mark.parametrize("calls", ["sync", "async"])
+def test_one_thread_pool_per_call_mode(mock_service, calls):
+    """Sync trackers are stepped on the wrapper's threads and call the client there; async
+    trackers only submit to the client's workers, so the wrapper starts no threads of its own."""
+    import threading
+
+    settings = EVERY_STEP.replace(calls=calls, max_lag_steps=0)  # async: applied at its step
+    before = set(threading.enumerate())
+    with ProgressClient(mock_service.url) as client:
+        env = wrap(client, n=3, settings=settings)
+        env.reset()
+        _, rewards, _, _, _ = env.chunk_step(chunk([[1.0] * 2, [0.5] * 2, [0.0] * 2]))
+        names = {t.name.rsplit("_", 1)[0] for t in set(threading.enumerate()) - before}
+        env.close()
+    torch.testing.assert_close(rewards.sum(dim=1), torch.tensor([0.2, 0.1, 0.0]), atol=1e-5, rtol=0)
+    assert ("progress" in names) == (calls == "sync")  # the wrapper's pool
+    assert ("progress-client" in names) == (calls == "async")  # the client's workers

@@ -22,8 +22,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from evolve_envs.factory import EmbeddedServices, make_env
+from evolve_envs.factory import make_env
 from evolve_envs.synthetic import ReachPlaceEnv, scripted_action
+from reward_service.embedded import EmbeddedService
 from wrappers.hacking_alarm import RewardHackingWarning
 
 STEPS, EPISODES, WINDOW = 40, 24, 8
@@ -68,17 +69,22 @@ def gaming_layouts() -> list[int]:
     raise AssertionError("not enough layouts")  # pragma: no cover
 
 
+#: One embedded service per rule for the whole module, passed to every control's env.
+_SERVICES: dict[str, EmbeddedService] = {}
+
+
 @pytest.fixture(scope="module", autouse=True)
 def services() -> Iterator[None]:
-    """Hold a reference on both embedded services for the module, so the controls' envs share
-    them (``endpoint: embedded`` starts a service only when none is running for its settings)."""
-    for rule in (RIGHT, HACKABLE):
-        EmbeddedServices.acquire("mock", rule)
+    """Start both embedded services once for the module; the controls' envs share them
+    (``make_env(..., embedded_service=...)``) instead of each starting its own."""
     try:
+        for rule in (RIGHT, HACKABLE):
+            _SERVICES[repr(rule)] = EmbeddedService("mock", dict(rule)).start()
         yield
     finally:
-        for rule in (RIGHT, HACKABLE):
-            EmbeddedServices.release("mock", rule)
+        for svc in _SERVICES.values():
+            svc.stop()
+        _SERVICES.clear()
 
 
 def run_control(rule: dict[str, Any], policy: Policy) -> tuple[list[dict], list[str], list[dict]]:
@@ -92,8 +98,8 @@ def run_control(rule: dict[str, Any], policy: Policy) -> tuple[list[dict], list[
             "alarm": {"enable": True, "window": WINDOW, "baseline": WINDOW},
         },
     }  # fmt: skip
-    env = make_env(["reach_place", overrides])
-    assert "HackingAlarm<ProgressReward<" in str(env)  # inside the embedded service's lease
+    env = make_env(["reach_place", overrides], embedded_service=_SERVICES.get(repr(rule)))
+    assert "HackingAlarm<ProgressReward<" in str(env)
     alarms: list[dict] = []
     summaries: list[dict] = []
     with warnings.catch_warnings(record=True) as caught:

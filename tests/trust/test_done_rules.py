@@ -26,7 +26,6 @@ from wrappers.done_rules import DoneRule, TerminationAudit  # noqa: E402
 from wrappers.frame_cache import FrameCache  # noqa: E402
 from wrappers.progress_reward import ProgressReward  # noqa: E402
 from wrappers.progress_tracker import (  # noqa: E402
-    ConfigurationError,
     TrackerSettings,
     check_capabilities,
 )
@@ -139,7 +138,7 @@ def test_config_done_by_takes_names_and_rules() -> None:
 def test_rule_needing_done_is_refused_on_a_progress_only_backend() -> None:
     rule = {"kind": "all", "rules": [{"kind": "k_of_n", "k": 2, "n": 2}, {"kind": "backend"}]}
     caps = {"backend": "progress-only", "progress": True, "pairwise": True, "done": False}
-    with pytest.raises(ConfigurationError, match=r"all\(2_of_2, backend\).*/done"):
+    with pytest.raises(ConfigError, match=r"all\(2_of_2, backend\).*/done"):
         check_capabilities(TrackerSettings(done_by=rule), caps)
     check_capabilities(TrackerSettings(done_by={"kind": "k_of_n", "k": 2, "n": 2}), caps)
 

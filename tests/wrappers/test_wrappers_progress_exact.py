@@ -17,7 +17,7 @@ from helpers.synthetic_env import SyntheticProgressEnv
 from reward_clients.progress_client import ProgressClient
 from wrappers.frame_cache import FrameCache
 from wrappers.progress_reward import ProgressReward
-from wrappers.progress_tracker import ConfigurationError
+from wrappers.settings import ConfigError
 
 # step:   0  1   2   3   4   5   6   7   8   9  10  11  12  13  14
 DIP = [0, 5, 10, 20, 40, 30, 20, 25, 30, 40, 50, 60, 70, 80, 90]
@@ -273,11 +273,11 @@ def test_async_termination_within_lag(slow_service) -> None:
 
 def test_capabilities_refuse_impossible_configs(progress_only_service) -> None:
     with ProgressClient(progress_only_service.url) as client:
-        with pytest.raises(ConfigurationError, match="trajectory"):
+        with pytest.raises(ConfigError, match="trajectory"):
             make(client, DIP, mode="pairwise")
-        with pytest.raises(ConfigurationError, match="incremental"):
+        with pytest.raises(ConfigError, match="incremental"):
             make(client, DIP, mode="incremental")
-        with pytest.raises(ConfigurationError, match="done"):
+        with pytest.raises(ConfigError, match="done"):
             make(client, DIP, mode="trajectory", done_by="backend")
         env = make(client, DIP, mode="trajectory")
         rewards, _, _ = run_episode(env)

@@ -97,7 +97,7 @@ def build(url: str, kind: str = "progress", **rm):
             "kind": kind,
             "timeout": 5.0,
             "max_retries": 0,
-            **SCHEDULE,
+            **(SCHEDULE if kind == "progress" else {}),  # the schedule keys are progress keys
             **rm,
         },
     )

@@ -50,15 +50,15 @@ def test_make_vec_autoreset_keeps_episodes_apart(mock_service, mode: str) -> Non
             for i in range(3):
                 base = vec.envs[i].unwrapped
                 script = base.script
-                store = vec.envs[i].get_wrapper_attr("frame_store")
-                # every cached frame belongs to the sub-env's current episode
-                assert store.steps[0] == 0 and store.last_step == base.t
-                for s in store.steps:
-                    level = int(store.get(s)[0, 0, 0])
+                kept = vec.envs[i].get_wrapper_attr("tracker").kept_frames
+                # every frame the tracker keeps belongs to the sub-env's current episode
+                assert min(kept) == 0 and max(kept) <= base.t
+                for s, frame in kept.items():
+                    level = int(frame[0, 0, 0])
                     assert abs(level - grey_level(base.progress_at(s))) <= 1, (i, s)
                 if resetting[i]:  # NEXT_STEP autoreset: this call was the reset
                     assert rewards[i] == 0.0 and infos["progress"][i] == 0.0
-                    assert base.t == 0 and len(store) == 1
+                    assert base.t == 0 and len(kept) == 1
                     returns[i] = 0.0
                     continue
                 assert infos["progress"][i] in check_values(script, base.t), (i, base.t)

@@ -1,0 +1,14 @@
+"""Doctest collection over the packages (``--doctest-modules``, see pyproject.toml).
+
+Modules whose import needs RLinf or Ray Serve (tens of seconds on CI's two cores, and no
+offline example to run) are not collected; their behaviour is covered by tests/rlinf and
+tests/serving.
+"""
+
+collect_ignore = [
+    "evolve_envs/integrations/rlinf_worker.py",
+    "reward_service/ray_serve.py",
+]
+#: The test folders' conftest files hold fixtures, not examples; collecting them as doctest
+#: modules would import them a second time under the same module name.
+collect_ignore_glob = ["tests/*/conftest.py"]

@@ -1,0 +1,51 @@
+"""NumPy <-> torch at the edges: trainers hand tensors in, the math runs on NumPy arrays, and
+results go back as the caller's kind (dtype and device kept). torch is imported only when a
+tensor is actually seen.
+
+>>> import numpy as np
+>>> x = to_numpy([1, 0, 1], bool)
+>>> x.dtype, torch_of(x)
+(dtype('bool'), None)
+>>> like(np.array([0.5]), [1.0], None)
+array([0.5])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["torch_of", "to_numpy", "like"]
+
+
+def torch_of(*arrays: Any) -> Any | None:
+    """The ``torch`` module if any argument is a torch tensor, else ``None``."""
+    for a in arrays:
+        if type(a).__module__.startswith("torch"):
+            import torch
+
+            if isinstance(a, torch.Tensor):
+                return torch
+    return None
+
+
+def to_numpy(x: Any, dtype: Any = None) -> np.ndarray:
+    """``x`` (a torch tensor, array or sequence) as a NumPy array on the CPU."""
+    if type(x).__module__.startswith("torch"):
+        x = x.detach().cpu().numpy()
+    arr = np.asarray(x)
+    return arr.astype(dtype, copy=False) if dtype is not None else arr
+
+
+def like(result: np.ndarray, template: Any, torch_mod: Any | None, *, is_bool: bool = False):
+    """``result`` as the kind of ``template``: unchanged for NumPy (``torch_mod`` is ``None``);
+    for a tensor, a tensor on its device, with its dtype when floating (else float32) or bool."""
+    if torch_mod is None:
+        return result
+    if is_bool:
+        out = torch_mod.from_numpy(np.ascontiguousarray(result.astype(bool)))
+    else:
+        dtype = template.dtype if template.dtype.is_floating_point else torch_mod.float32
+        out = torch_mod.from_numpy(np.ascontiguousarray(result)).to(dtype)
+    return out.to(template.device)
