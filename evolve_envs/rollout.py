@@ -399,6 +399,9 @@ def _callable_name(fn: Any) -> str:
 def _first_attr(env: gym.vector.VectorEnv, name: str) -> Any:
     """``name`` of the first sub-env (through its wrappers), or None if it has none."""
     try:
+        # ask first: a missing attribute raised inside an AsyncVectorEnv worker ends the worker
+        if not env.call("has_wrapper_attr", name)[0]:
+            return None
         value = env.get_attr(name)[0]
     except Exception:  # noqa: BLE001 - attributes are optional
         return None

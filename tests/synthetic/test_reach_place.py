@@ -146,3 +146,18 @@ def test_make_env_env_id_errors_and_time_limit() -> None:
     env.close()
     with pytest.raises(ConfigError, match="env.bogus"):
         make_env({"env": {"id": "evolve_envs/ReachPlace-v0", "bogus": 1}})
+
+
+def test_rollout_with_two_worker_processes_on_a_non_libero_env(tmp_path) -> None:  # noqa: ANN001
+    """Asking the sub-envs for LIBERO-only attributes must not end an async worker."""
+    import json
+
+    from evolve_envs.rollout import RolloutOptions, run_rollout
+
+    opts = RolloutOptions(
+        config="reach_place", episodes=3, num_envs=2, max_steps=6, out=tmp_path,
+        video=False, progress_bar=False, tensorboard=False,
+    )  # fmt: skip
+    run_rollout(opts)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert len(summary["episodes"]) == 3
