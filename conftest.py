@@ -8,6 +8,10 @@ tests/serving.
 collect_ignore = [
     "evolve_envs/integrations/rlinf_worker.py",
     "reward_service/ray_serve.py",
+    # stand-in third-party packages the tests put on sys.path themselves, when they need them:
+    # importing them at collection would make them importable for every other test
+    "tests/serving/vlac_standin",
+    "tests/rlinf/rlinf_embodiment",
 ]
 #: The test folders' conftest files hold fixtures, not examples; collecting them as doctest
 #: modules would import them a second time under the same module name.

@@ -119,7 +119,8 @@ def test_train_command_on_reach_place_with_rewards_from_the_service(ray_local, t
     run_dir = tmp_path / "rp"
     config = str(ROOT / "configs" / "distrl" / "reach_place.yaml")
     argv = ["train", "--config", config, "--run-dir", str(run_dir), "--minutes", "0.2"]
-    assert main([*argv, "--no-progress-bar", *SHORT_REACH_PLACE]) == 0
+    record = [f"record.dir={tmp_path / 'rec'}", "record.camera=image"]  # the workers record too
+    assert main([*argv, "--no-progress-bar", *SHORT_REACH_PLACE, *record]) == 0
     assert "checkpoint.pt" in capsys.readouterr().out
     rows = _rows(run_dir)
     assert rows, "no metrics rows"
@@ -132,6 +133,11 @@ def test_train_command_on_reach_place_with_rewards_from_the_service(ray_local, t
     ckpt = load_checkpoint(run_dir)
     assert ckpt["counters"]["updates"] == int(rows[-1]["updates_total"])
     assert (run_dir / "tensorboard").is_dir() and (run_dir / "summary.json").is_file()
+    from wrappers.recording import open_recording
+
+    recorded = open_recording(tmp_path / "rec")
+    assert len(recorded) >= 1 and recorded[0].meta["task"].startswith("pick up the red block")
+    assert any(p is not None for ep in recorded for p in ep.column("model_progress"))
 
 
 def test_a_dead_reward_service_stops_the_run_at_start_up(ray_local, tmp_path, capsys):

@@ -36,3 +36,12 @@ def client(mock_service: EmbeddedService) -> Iterator[ProgressClient]:
         yield c
     finally:
         c.close()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def no_ray_left_running() -> None:
+    """RLinf's Cluster refuses a Ray that someone else initialised: shut down a session left by
+    another test package (the DistRL tests keep one for the session)."""
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
