@@ -17,12 +17,12 @@ system-deps:
 
 $(VENV)/.installed-demo: setup.cfg pyproject.toml | $(BIN)/python
 	$(MAKE) -s system-deps
-	$(BIN)/pip install -q -e '.[libero,service]'
+	$(BIN)/pip install -q -e '.[libero,service,report,video]'
 	touch $@
 
 $(VENV)/.installed-test: setup.cfg pyproject.toml | $(BIN)/python
 	$(MAKE) -s system-deps
-	$(BIN)/pip install -q -e '.[libero,service,models,test,bench,rlinf,serve,metrics,distrl]'
+	$(BIN)/pip install -q -e '.[libero,service,report,video,models,test,bench,rlinf,serve,metrics,distrl]'
 	touch $@ $(VENV)/.installed-demo
 
 demo: $(VENV)/.installed-demo

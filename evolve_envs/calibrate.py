@@ -449,7 +449,12 @@ def _markdown(report: dict[str, Any], plots: list[str]) -> str:
 
 
 def _plots(report: dict[str, Any], out: Path) -> list[str]:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError as e:
+        raise ImportError(
+            "the calibration plots need matplotlib: pip install 'evolve-envs[report]'"
+        ) from e
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

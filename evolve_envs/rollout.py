@@ -60,6 +60,8 @@ PolicyFn = Callable[[Any], Any]
 
 BUILTIN_POLICIES = ("random", "zero")
 
+_REPORT_EXTRA = "pip install 'evolve-envs[report]'"
+
 
 @dataclass
 class RolloutOptions:
@@ -456,7 +458,10 @@ def _make_vector_env(
 def _collect(
     env: gym.vector.VectorEnv, opts: RolloutOptions, policy: str | PolicyFn, report: _Report
 ) -> None:
-    from tqdm.auto import tqdm
+    try:
+        from tqdm.auto import tqdm
+    except ImportError as e:
+        raise ImportError("the rollout's progress bar needs tqdm: " + _REPORT_EXTRA) from e
 
     n = env.num_envs
     rng = np.random.default_rng(opts.seed)
@@ -573,7 +578,10 @@ def _percentiles(values: np.ndarray) -> dict[str, float | None]:
 
 
 def _write_plot(path: Path, rec: EpisodeRecord, threshold: float | None) -> str:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError as e:
+        raise ImportError("the rollout's progress plots need matplotlib: " + _REPORT_EXTRA) from e
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -601,7 +609,14 @@ def _write_plot(path: Path, rec: EpisodeRecord, threshold: float | None) -> str:
 
 
 def _write_video(path: Path, rec: EpisodeRecord, threshold: float | None, fps: int = 20) -> str:
-    import imageio.v2 as imageio
+    try:
+        import imageio.v2 as imageio
+        import imageio_ffmpeg  # noqa: F401  (the MP4 writer imageio uses)
+    except ImportError as e:
+        raise ImportError(
+            "the rollout's videos need imageio and imageio-ffmpeg: "
+            "pip install 'evolve-envs[video]' (or pass video=False / --no-video)"
+        ) from e
 
     with imageio.get_writer(path, fps=fps, macro_block_size=1) as writer:
         for t, frame in enumerate(rec.frames):

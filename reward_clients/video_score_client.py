@@ -69,7 +69,14 @@ def _even(frame: np.ndarray) -> np.ndarray:
 
 def write_mp4(path: str | os.PathLike, frames: Sequence[np.ndarray], fps: float) -> None:
     """Write uint8 frames as an H.264 MP4 at ``fps`` (odd sizes padded to even)."""
-    import imageio.v2 as imageio
+    try:
+        import imageio.v2 as imageio
+        import imageio_ffmpeg  # noqa: F401  (the MP4 writer imageio uses)
+    except ImportError as e:
+        raise ImportError(
+            "episode videos are encoded with imageio and imageio-ffmpeg: "
+            "pip install 'evolve-envs[video]'"
+        ) from e
 
     writer = imageio.get_writer(
         os.fspath(path),
