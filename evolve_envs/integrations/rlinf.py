@@ -17,15 +17,19 @@ and keeps RLinf's semantics:
 * **auto-reset** (``env.auto_reset``): RLinf marks an episode's end on the chunk's last action and
   resets the sub-env after the chunk; the tracker ends there too (the terminal frame comes from
   ``infos["final_observation"]``) and restarts on the reset frame. A sub-env that the reward model
-  ends mid-chunk is reset at the chunk's end through the env's own auto-reset routine, with
-  ``final_observation`` / ``final_info`` filled for it.
+  ends mid-chunk is reset at the chunk's end as the env resets its own (``reset(env_idx,
+  reset_state_ids)``, new reset state ids with ``use_fixed_reset_state_ids``), with
+  ``final_observation`` / ``final_info`` filled for it. An evaluation env (``is_eval``) draws its
+  reset states itself, so there the model may report done but not terminate.
 * **ignore_terminations** (``env.ignore_terminations``): episodes run to truncation; the model's
   done decision is reported in ``infos`` (``done_by_progress``) but never terminates.
 * **no auto-reset** (RLinf's GRPO setting): after an episode ends the sub-env keeps stepping until
   the rollout epoch's reset; those steps get the env's reward part only (GRPO masks them anyway).
 
-Everything else is forwarded to the wrapped env (``is_start``, ``update_reset_state_ids``,
-``flush_video``, ``reset_state_ids``, ``seed``, ``task_descriptions``, ``offload``, …), so the
+The attributes RLinf reads from its env are forwarded to the wrapped env by name
+(``is_start``, ``update_reset_state_ids``, ``flush_video``, ``seed``, ``task_descriptions``,
+``reset_state_ids``, …); anything else, such as ``offload``, is found by ``get_wrapper_attr``
+(RLinf's ``get_env_attr``), which walks down the wrapper stack as Gymnasium's does, so the
 wrapper can sit anywhere in RLinf's wrapper stack.
 
 Info keys added to every ``infos`` dict of the chunk (tensors ``[N]``): ``progress`` (0–100),
@@ -35,9 +39,12 @@ as ``env/<key>`` metrics), ``progress``, ``max_progress``, ``done_by_progress``,
 ``reward_model_return``, ``reward_model_calls`` and ``reward_model_errors`` for the current (or,
 after an episode ends, the last) episode; the audit of model termination: ``model_done`` and
 ``model_done_success`` (this episode: the model judged it done; and the env had succeeded then —
-the ratio of their means is the precision of model termination) and the running
-``model_done_total`` / ``model_done_success_total`` of the episode's task (trackers share one
-:class:`~wrappers.done_rules.TerminationAudit`); and with ``reward_model.alarm.enable`` the
+the ratio of their means is the precision of model termination over a logging interval), the
+running ``model_done_total`` / ``model_done_success_total`` of the episode's task (trackers share
+one :class:`~wrappers.done_rules.TerminationAudit`) and the running ``model_done_precision`` over
+all tasks of this env (model-terminated episodes the env judged successful / model-terminated
+episodes, as the episode ended; NaN until the model has ended an episode, and RLinf's mean of
+it is NaN while any logged row is); and with ``reward_model.alarm.enable`` the
 reward-hacking alarm's numbers for the task (:mod:`wrappers.hacking_alarm`):
 ``alarm_progress_rise``, ``alarm_success_rise``, ``alarm_high_failure_rise`` (0 until its
 windows are full), ``alarm_firing``, ``alarm_triggers``. With auto-reset the ended episodes'
@@ -68,6 +75,7 @@ stand-in env)::
 from __future__ import annotations
 
 import copy
+import inspect
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -103,25 +111,18 @@ def _torch():
     return torch
 
 
-_np = to_numpy
-
-
 def _as_index_list(env_idx: Any, num_envs: int) -> list[int]:
     if env_idx is None:
         return list(range(num_envs))
-    arr = _np(env_idx)
+    arr = to_numpy(env_idx)
     if arr.dtype == bool:
         return [int(i) for i in np.flatnonzero(arr)]
     return [int(i) for i in np.atleast_1d(arr)]
 
 
-def _bool_np(x: Any) -> np.ndarray:
-    return _np(x, bool)
-
-
 def _final_mask(infos: Mapping[str, Any], n: int) -> np.ndarray:
     """Which sub-envs were auto-reset in this step (``infos["_final_observation"]``), shape (n,)."""
-    mask = _bool_np(infos.get("_final_observation", np.zeros(n, dtype=bool)))
+    mask = to_numpy(infos.get("_final_observation", np.zeros(n, dtype=bool)), bool)
     return mask.any(axis=-1) if mask.ndim > 1 else mask
 
 
@@ -129,7 +130,7 @@ def _frame_getter(images: Any, i: int) -> Callable[[], np.ndarray]:
     """A zero-argument callable returning sub-env ``i``'s frame as a NumPy uint8 array."""
 
     def get() -> np.ndarray:
-        return _np(images[i])
+        return to_numpy(images[i])
 
     return get
 
@@ -148,6 +149,38 @@ def _task_of(obs: Mapping[str, Any], key: str, i: int, fallback: Any) -> str:
             "reward model needs the instruction text"
         )
     return task
+
+
+def _forwarded(name: str) -> property:
+    """A read-only attribute that reads ``name`` from the wrapped env (absent when it is)."""
+
+    def get(self: RLinfProgressReward) -> Any:
+        return getattr(self.env, name)
+
+    return property(get, doc=f"The wrapped env's ``{name}``.")
+
+
+def _check_resets_sub_envs(env: Any) -> None:
+    """Refuse an auto-resetting env whose sub-envs the reward model could end but not reset:
+    one without ``reset(env_idx=..., reset_state_ids=...)``, or an evaluation env (``is_eval``:
+    its resets follow an ordered pool of evaluation states that only the env itself draws)."""
+    fix = "set reward_model.terminate_on_done: false or env auto_reset: false"
+    if bool(getattr(env, "is_eval", False)):
+        raise ConfigError(
+            f"{type(env).__name__} is an evaluation env (is_eval) that auto-resets: a sub-env "
+            f"the reward model ends mid-chunk would not be reset from the evaluation states; {fix}"
+        )
+    reset = getattr(env, "reset", None)
+    try:
+        params = inspect.signature(reset).parameters if callable(reset) else {}
+    except (TypeError, ValueError):  # no signature to read: trust the documented shape
+        return
+    kinds = {p.kind for p in params.values()}
+    if "env_idx" not in params and inspect.Parameter.VAR_KEYWORD not in kinds:
+        raise ConfigError(
+            f"{type(env).__name__} auto-resets but has no reset(env_idx=..., reset_state_ids=...), "
+            f"so a sub-env the reward model ends mid-chunk cannot be reset; {fix}"
+        )
 
 
 # ---------------------------------------------------------------------------- the wrapper
@@ -225,13 +258,8 @@ class RLinfProgressReward:
             and self.model_terminates
             and any(t.settings.terminate_on_done for t in self.trackers)
             and not bool(getattr(env, "ignore_terminations", False))
-            and not callable(getattr(env, "_handle_auto_reset", None))
         ):
-            raise ConfigError(
-                f"{type(env).__name__} auto-resets but has no _handle_auto_reset(), so a sub-env "
-                "the reward model ends mid-chunk cannot be reset; set reward_model."
-                "terminate_on_done: false or env auto_reset: false"
-            )
+            _check_resets_sub_envs(env)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -252,14 +280,32 @@ class RLinfProgressReward:
         )
 
     # ------------------------------------------------------------------ forwarding
-    def __getattr__(self, name: str) -> Any:
-        if name == "env" or name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self.env, name)
+    # What RLinf reads from the env it built, named one by one: its ``EnvWorker`` sets
+    # ``is_start``, calls ``update_reset_state_ids`` and, through ``get_env_attr``,
+    # ``flush_video`` and ``offload``; its ``RecordVideo`` wrapper reads ``seed``, ``num_envs``,
+    # ``task_descriptions``, ``capture_image``, ``cfg`` and ``metadata``; the reset state ids,
+    # ``group_size`` and the reset modes describe the env to a launcher. Anything else is reached
+    # with :meth:`get_wrapper_attr` (Gymnasium's walk down the wrapper stack).
+    seed = _forwarded("seed")
+    cfg = _forwarded("cfg")
+    metadata = _forwarded("metadata")
+    task_descriptions = _forwarded("task_descriptions")
+    reset_state_ids = _forwarded("reset_state_ids")
+    group_size = _forwarded("group_size")
+    capture_image = _forwarded("capture_image")
 
     def get_wrapper_attr(self, name: str) -> Any:
-        """Gymnasium-style attribute lookup through the wrapper stack (RLinf's ``get_env_attr``)."""
-        return getattr(self, name)
+        """``name`` from this wrapper, else from the env stack below it (Gymnasium's lookup,
+        which RLinf's ``get_env_attr`` uses: ``offload``, ``flush_video``, ...)."""
+        if hasattr(self, name):
+            return getattr(self, name)
+        inner = getattr(self.env, "get_wrapper_attr", None)
+        try:
+            return inner(name) if callable(inner) else getattr(self.env, name)
+        except AttributeError as exc:
+            raise AttributeError(
+                f"{type(self).__name__} and the env it wraps have no attribute {name!r}"
+            ) from exc
 
     @property
     def unwrapped(self) -> Any:
@@ -347,9 +393,9 @@ class RLinfProgressReward:
 
     # ------------------------------------------------------------------ internals
     #: Episode-block keys that run across episodes (kept when a sub-env restarts).
-    _RUNNING = ("model_done_total", "model_done_success_total", "alarm_progress_rise",
-                "alarm_success_rise", "alarm_high_failure_rise", "alarm_firing",
-                "alarm_triggers")  # fmt: skip
+    _RUNNING = ("model_done_total", "model_done_success_total", "model_done_precision",
+                "alarm_progress_rise", "alarm_success_rise", "alarm_high_failure_rise",
+                "alarm_firing", "alarm_triggers")  # fmt: skip
 
     def _episode_end_stats(self, previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The episode-block keys set when an episode ends (the termination audit and the
@@ -359,6 +405,7 @@ class RLinfProgressReward:
             "model_done_success": False,
             "model_done_total": 0,
             "model_done_success_total": 0,
+            "model_done_precision": float("nan"),
         }
         if self.alarm is not None:
             stats.update(alarm_progress_rise=0.0, alarm_success_rise=0.0,
@@ -396,6 +443,7 @@ class RLinfProgressReward:
                                            and summary.get("done_env_success"))  # fmt: skip
         stats["model_done_total"] = int(audit.get("model_done", 0))
         stats["model_done_success_total"] = int(audit.get("model_done_success", 0))
+        stats["model_done_precision"] = self._model_done_precision()
         score = episode_score(summary, self.alarm.settings.score) if self.alarm else None
         if self.alarm is not None and score is not None:
             state = self.alarm.add(summary["task"], score, bool(summary.get("is_success")))
@@ -416,8 +464,8 @@ class RLinfProgressReward:
     ):
         n, c = self._n, len(obs_list)
         env_rewards = rewards
-        term_np = _bool_np(terms)
-        trunc_np = _bool_np(truncs)
+        term_np = to_numpy(terms, bool)
+        trunc_np = to_numpy(truncs, bool)
         if term_np.shape != (n, c) or trunc_np.shape != (n, c):
             raise ValueError(
                 f"expected terminations/truncations of shape {(n, c)}, got "
@@ -427,7 +475,7 @@ class RLinfProgressReward:
         last_infos = infos_list[-1] if isinstance(infos_list[-1], Mapping) else {}
         final_obs = last_infos.get("final_observation") if resets_done else None
         env_success = self._env_success(infos_list)
-        env_r = _np(env_rewards, np.float64)
+        env_r = to_numpy(env_rewards, np.float64)
 
         model_r = np.zeros((n, c), dtype=np.float64)
         progress = np.zeros((n, c), dtype=np.float32)
@@ -515,33 +563,52 @@ class RLinfProgressReward:
                 for holder in (infos, infos.get("final_info")):
                     ep = holder.get("episode") if isinstance(holder, Mapping) else None
                     if isinstance(ep, Mapping) and "success_once" in ep:
-                        flags = _bool_np(ep["success_once"]).reshape(-1)
+                        flags = to_numpy(ep["success_once"], bool).reshape(-1)
                         break
             out.append(flags if flags is not None and flags.shape == (self._n,) else None)
         return out
 
     def _reset_ended(self, mask: np.ndarray, last_obs: Any, last_infos: Any) -> tuple[Any, Any]:
-        """Reset sub-envs the reward model ended (auto-reset mode) via the env's own routine."""
+        """Reset the sub-envs the reward model ended (auto-reset mode) as RLinf's LIBERO env
+        resets its own: ``reset(env_idx, reset_state_ids)`` with fresh reset state ids when the
+        env uses fixed ones, and the ended sub-envs' last observation and infos put into
+        ``final_observation`` / ``final_info`` (next to those of sub-envs the env itself reset
+        in this chunk); returns the chunk's new last observation and infos."""
         last_infos = dict(last_infos) if isinstance(last_infos, Mapping) else {}
         prior = _final_mask(last_infos, self._n)
         had_final = "final_observation" in last_infos
-        base_infos = last_infos["final_info"] if had_final else last_infos
-        result = self.env._handle_auto_reset(mask.copy(), last_obs, base_infos)
-        obs, new_infos = result[0], dict(result[1])
+        ended_obs = copy.deepcopy(last_obs)
+        ended_info = last_infos["final_info"] if had_final else copy.deepcopy(last_infos)
+        env_idx = np.flatnonzero(mask)
+        reset_ids = None
+        if bool(getattr(self.env, "use_fixed_reset_state_ids", False)):
+            self.env.update_reset_state_ids()
+            reset_ids = np.asarray(self.env.reset_state_ids)[env_idx]
+        obs, reset_infos = self.env.reset(env_idx=env_idx, reset_state_ids=reset_ids)
+        new_infos = dict(reset_infos)
         if had_final:
             # Keep the terminal observations of sub-envs the env itself reset in this chunk.
-            merged_obs = copy.copy(last_infos["final_observation"])
-            for key, value in new_infos["final_observation"].items():
-                if key in merged_obs and hasattr(value, "__getitem__") and hasattr(value, "shape"):
-                    rows = np.flatnonzero(mask)
-                    merged_obs[key][rows] = value[rows]
-            new_infos["final_observation"] = merged_obs
-            new_infos["final_info"] = last_infos["final_info"]
+            final_obs = copy.copy(last_infos["final_observation"])
+            for key, value in ended_obs.items():
+                if key in final_obs and hasattr(value, "__getitem__") and hasattr(value, "shape"):
+                    final_obs[key][env_idx] = value[env_idx]
+        else:
+            final_obs = ended_obs
+        new_infos["final_observation"] = final_obs
+        new_infos["final_info"] = ended_info
         both = prior | mask
         new_infos["_final_observation"] = both
         new_infos["_final_info"] = both
         new_infos["_elapsed_steps"] = both
         return obs, new_infos
+
+    def _model_done_precision(self) -> float:
+        """Model-terminated episodes the env judged successful / model-terminated episodes,
+        over all tasks and every audit the trackers count in; NaN before the first."""
+        audits = {id(t.audit): t.audit for t in self.trackers}.values()
+        counts = [a.counts() for a in audits]
+        done = sum(c["model_done"] for c in counts)
+        return sum(c["model_done_success"] for c in counts) / done if done else float("nan")
 
     def _stats_arrays(self) -> dict[str, np.ndarray]:
         """Each sub-env's episode statistics: the tracker's totals, and the return / mean

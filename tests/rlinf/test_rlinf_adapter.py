@@ -191,6 +191,34 @@ def test_auto_reset_resets_progress_ended_envs_and_keeps_final_observations(clie
     env.close()
 
 
+def test_auto_reset_resets_an_env_only_the_model_ended(client):
+    """No env ended in the chunk: the wrapper resets the model-ended sub-env through the env's
+    reset (fresh reset state ids, as the env's own auto-reset draws them) and fills
+    ``final_observation`` / ``final_info`` itself."""
+    env = wrap(client, n=2, auto_reset=True, success_at=101, max_episode_steps=100)
+    env.reset()
+    inner = env.env
+    env0 = [1.0] * 9 + [0.5, 0.0, 0.0]  # 95 at step 10: the reward model ends it
+    outs = [env.chunk_step(chunk([env0[k * 4 : (k + 1) * 4], [0.0] * 4])) for k in range(3)]
+    obs_list, _, terms, truncs, infos_list = outs[2]
+    assert terms[:, 3].tolist() == [True, False] and terms[:, :3].sum() == 0 and not truncs.any()
+    last = infos_list[-1]
+    for key in ("_final_observation", "_final_info", "_elapsed_steps"):
+        assert np.asarray(last[key]).tolist() == [True, False]
+    assert image_levels(last["final_observation"]["main_images"]) == [grey(95), grey(0)]
+    assert image_levels(obs_list[-1]["main_images"]) == [grey(0), grey(0)]
+    fin = last["final_info"]["episode"]
+    assert fin["done_by_progress"].tolist() == [True, False]
+    assert fin["model_done"].tolist() == [True, False]
+    assert fin["progress"].tolist() == pytest.approx([95.0, 0.0], abs=1e-4)
+    assert inner.reset_calls[-1] == [0] and inner.update_reset_state_ids_calls == 1
+    assert obs_list[-1]["task_descriptions"] == inner.task_descriptions
+    _, rewards, _, _, infos_list = env.chunk_step(chunk([[1.0] * 4, [0.0] * 4]))
+    torch.testing.assert_close(rewards[0], torch.full((4,), 0.1), atol=1e-5, rtol=0)
+    assert infos_list[-1]["progress"].tolist() == pytest.approx([40.0, 0.0], abs=1e-4)
+    env.close()
+
+
 def test_auto_reset_on_truncation_restarts_trackers(client):
     env = wrap(client, n=2, auto_reset=True, success_at=101, max_episode_steps=6)
     env.reset()
@@ -286,6 +314,37 @@ def test_forwards_what_rlinf_touches(client):
     with pytest.raises(AttributeError):
         env.no_such_attribute  # noqa: B018
     env.close()
+
+
+def test_other_attributes_are_reached_through_get_wrapper_attr(client):
+    """Only what RLinf reads is forwarded by name; RLinf's ``get_env_attr`` (``offload``)
+    walks down the stack, and a name no env has is ``AttributeError`` (``get_env_attr``'s
+    default)."""
+    from rlinf.envs.utils import get_env_attr
+
+    env = wrap(client, n=2)
+    inner = env.env
+    assert not hasattr(env, "progress") and not hasattr(env, "offload")
+    assert env.get_wrapper_attr("progress") is inner.progress
+    assert get_env_attr(env, "offload") is None
+    inner.offload = lambda: "offloaded"
+    assert get_env_attr(env, "offload")() == "offloaded"
+    assert get_env_attr(env, "flush_video") == env.flush_video
+    assert env.metadata is inner.metadata and env.cfg is inner.cfg
+    assert not hasattr(env, "capture_image")  # the stand-in has none: RecordVideo uses obs
+    with pytest.raises(AttributeError, match="no_such_attribute"):
+        env.get_wrapper_attr("no_such_attribute")
+    env.close()
+
+
+def test_auto_reset_evaluation_env_must_not_be_ended_by_the_model(client):
+    inner = StandinLiberoEnv(standin_cfg(auto_reset=True), num_envs=2)
+    inner.is_eval = True  # RLinf's evaluation envs draw their reset states themselves
+    with pytest.raises(ConfigError, match="terminate_on_done"):
+        RLinfProgressReward(inner, lambda i: ProgressTracker(client, EVERY_STEP))
+    RLinfProgressReward(
+        inner, lambda i: ProgressTracker(client, EVERY_STEP), model_terminates=False
+    ).close()
 
 
 def test_auto_reset_env_without_reset_routine_is_refused(client):

@@ -33,9 +33,10 @@ def intensity_service() -> Iterator[EmbeddedService]:
         svc.stop()
 
 
-def build(url: str, alarm: bool) -> RLinfProgressReward:
-    # The simulator never succeeds (success_at 101); episodes are truncated at 12 steps.
-    inner = StandinLiberoEnv(standin_cfg(success_at=101, max_episode_steps=STEPS), num_envs=2)
+def build(url: str, alarm: bool, success_at: int = 101) -> RLinfProgressReward:
+    # By default the simulator never succeeds (success_at 101); episodes are truncated at 12 steps.
+    cfg = standin_cfg(success_at=success_at, max_episode_steps=STEPS)
+    inner = StandinLiberoEnv(cfg, num_envs=2)
     inner.is_start = False  # every reset takes the given reset state ids: one task throughout
     block = {
         "enable": True, "endpoint": url, "mode": "incremental", "start_step": 1,
@@ -44,12 +45,14 @@ def build(url: str, alarm: bool) -> RLinfProgressReward:
     return RLinfProgressReward.from_config(inner, block, environ={})
 
 
-def episode(env: RLinfProgressReward, push: float) -> dict[str, torch.Tensor]:
-    """One episode of both sub-envs (same task); each action adds ``10 * push`` progress."""
+def episode(env: RLinfProgressReward, push: float | torch.Tensor) -> dict[str, torch.Tensor]:
+    """One episode of both sub-envs (same task); each action adds ``10 * push`` progress
+    (``push``: one value, or ``[2, STEPS]`` per sub-env and step)."""
+    push = torch.as_tensor(push, dtype=torch.float32).expand(2, STEPS)
     env.reset(reset_state_ids=np.zeros(2, dtype=np.int64))
-    for _ in range(STEPS // CHUNK):
+    for k in range(STEPS // CHUNK):
         actions = torch.zeros((2, CHUNK, 7))
-        actions[:, :, 0] = push
+        actions[:, :, 0] = push[:, k * CHUNK : (k + 1) * CHUNK]
         *_, infos_list = env.chunk_step(actions)
     return infos_list[-1]["episode"]
 
@@ -92,5 +95,34 @@ def test_without_alarm_the_block_has_the_audit_only(intensity_service: EmbeddedS
         block = episode(env, 1.0)
         assert block["model_done"].tolist() == [True, True]
         assert not any(key.startswith("alarm_") for key in block)
+    finally:
+        env.close()
+
+
+def test_episode_block_carries_the_running_precision_of_model_termination(
+    intensity_service: EmbeddedService,
+) -> None:
+    """``model_done_precision``: model-terminated episodes the env judged successful / model-
+    terminated episodes, over all tasks of the env; NaN until the model has ended one."""
+    env = build(intensity_service.url, alarm=False, success_at=100)
+    try:
+        first = episode(env, 0.3)  # progress 36: the model ends nothing
+        assert first["model_done"].tolist() == [False, False]
+        assert torch.isnan(first["model_done_precision"]).all()
+        # sub-env 0 reaches 100 at step 10: the env succeeds as the model judges it done;
+        # sub-env 1 is at 95 then (done for the model at 0.95), and succeeds only a step later
+        push = torch.ones((2, STEPS))
+        push[1, 0] = 0.5
+        second = episode(env, push)
+        assert second["model_done"].tolist() == [True, True]
+        assert second["model_done_success"].tolist() == [True, False]
+        assert second["model_done_precision"].tolist() == [0.5, 0.5]
+        third = episode(env, 1.0)  # both right: 3 of 4
+        assert third["model_done_success"].tolist() == [True, True]
+        assert third["model_done_precision"].tolist() == [0.75, 0.75]
+        # running: kept when the sub-envs restart
+        env.reset(reset_state_ids=np.zeros(2, dtype=np.int64))
+        *_, infos_list = env.chunk_step(torch.zeros((2, CHUNK, 7)))
+        assert infos_list[-1]["episode"]["model_done_precision"].tolist() == [0.75, 0.75]
     finally:
         env.close()
