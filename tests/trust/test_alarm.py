@@ -4,21 +4,16 @@ intensity rule: the painted grey level is the progress the model reads)."""
 
 from __future__ import annotations
 
-import sys
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ -> `helpers` importable
-
-from helpers.synthetic_env import SyntheticProgressEnv  # noqa: E402
-
-from evolve_envs.config import ConfigError, load_config  # noqa: E402
-from evolve_envs.factory import make_env  # noqa: E402
-from reward_service.embedded import EmbeddedService  # noqa: E402
-from wrappers.hacking_alarm import (  # noqa: E402
+from evolve_envs.config import ConfigError, load_config
+from evolve_envs.factory import make_env
+from reward_service.embedded import EmbeddedService
+from tests.helpers.synthetic_env import SyntheticProgressEnv
+from wrappers.hacking_alarm import (
     AlarmSettings,
     HackingAlarm,
     HackingDetector,
@@ -114,16 +109,7 @@ def test_bad_settings_are_refused(bad: dict) -> None:
 
 
 # ---------------------------------------------------------------------------- through make_env
-
-
-@pytest.fixture(scope="module")
-def intensity_service() -> Iterator[EmbeddedService]:
-    svc = EmbeddedService("mock", {"rule": "intensity", "latency_ms": 0}, enable_faults=False)
-    svc.start()
-    try:
-        yield svc
-    finally:
-        svc.stop()
+# (intensity_service: tests/trust/conftest.py)
 
 
 def test_make_env_installs_the_alarm_from_yaml_keys(intensity_service: EmbeddedService) -> None:

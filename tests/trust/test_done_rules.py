@@ -7,25 +7,20 @@ rule: the painted grey level is read back as progress over JPEG and HTTP).
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ -> `helpers` importable
-
-from helpers.synthetic_env import SyntheticProgressEnv  # noqa: E402
-
-from evolve_envs.config import ConfigError, load_config  # noqa: E402
-from reward_clients.progress_client import ProgressClient  # noqa: E402
-from reward_service.embedded import EmbeddedService  # noqa: E402
-from wrappers.done_rules import DoneRule, TerminationAudit  # noqa: E402
-from wrappers.frame_cache import FrameCache  # noqa: E402
-from wrappers.progress_reward import ProgressReward  # noqa: E402
-from wrappers.progress_tracker import (  # noqa: E402
+from evolve_envs.config import ConfigError, load_config
+from reward_clients.progress_client import ProgressClient
+from reward_service.embedded import EmbeddedService
+from tests.helpers.synthetic_env import SyntheticProgressEnv
+from wrappers.done_rules import DoneRule, TerminationAudit
+from wrappers.frame_cache import FrameCache
+from wrappers.progress_reward import ProgressReward
+from wrappers.progress_tracker import (
     TrackerSettings,
     check_capabilities,
 )
@@ -144,17 +139,7 @@ def test_rule_needing_done_is_refused_on_a_progress_only_backend() -> None:
 
 
 # ---------------------------------------------------------------------------- through the service
-
-
-@pytest.fixture(scope="module")
-def intensity_service() -> Iterator[EmbeddedService]:
-    svc = EmbeddedService("mock", {"rule": "intensity", "latency_ms": 0}, enable_faults=False)
-    svc.start()
-    try:
-        yield svc
-    finally:
-        svc.stop()
-
+# (intensity_service: tests/trust/conftest.py)
 
 STEPS = 20
 SCHEDULE = {"mode": "trajectory", "start_step": 2, "call_every": 2, "done_threshold": 0.95}
