@@ -8,6 +8,10 @@ tensor is actually seen.
 (dtype('bool'), None)
 >>> like(np.array([0.5]), [1.0], None)
 array([0.5])
+>>> to_numpy(None, name="rewards")
+Traceback (most recent call last):
+    ...
+ValueError: rewards is required
 """
 
 from __future__ import annotations
@@ -30,8 +34,11 @@ def torch_of(*arrays: Any) -> Any | None:
     return None
 
 
-def to_numpy(x: Any, dtype: Any = None) -> np.ndarray:
-    """``x`` (a torch tensor, array or sequence) as a NumPy array on the CPU."""
+def to_numpy(x: Any, dtype: Any = None, *, name: str = "array") -> np.ndarray:
+    """``x`` (a torch tensor, array or sequence) as a NumPy array on the CPU; ``None`` is a
+    ``ValueError`` that says ``name`` is required."""
+    if x is None:
+        raise ValueError(f"{name} is required")
     if type(x).__module__.startswith("torch"):
         x = x.detach().cpu().numpy()
     arr = np.asarray(x)

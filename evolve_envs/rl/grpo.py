@@ -88,16 +88,6 @@ class GrpoAdvantages:
     group_advantages: Any
 
 
-_torch_module = torch_of
-_like = like
-
-
-def _to_numpy(x: Any, name: str, *, dtype: Any = None) -> np.ndarray:
-    if x is None:
-        raise ValueError(f"{name} is required")
-    return to_numpy(x, dtype)
-
-
 def _check_group_size(batch: int, group_size: int) -> None:
     if not isinstance(group_size, (int, np.integer)) or isinstance(group_size, bool):
         raise TypeError(f"group_size must be an int, got {type(group_size).__name__}")
@@ -158,11 +148,11 @@ def first_done_mask(dones: Any) -> Any:
         >>> first_done_mask(np.array([[False], [True], [False]]))[:, 0].tolist()
         [True, True, False]
     """
-    torch_mod = _torch_module(dones)
-    d = _to_numpy(dones, "dones", dtype=bool)
+    torch_mod = torch_of(dones)
+    d = to_numpy(dones, bool, name="dones")
     if d.ndim != 2:
         raise ValueError(f"dones must be [T, B], got shape {d.shape}")
-    return _like(_first_done_mask_np(d, None), dones, torch_mod, is_bool=True)
+    return like(_first_done_mask_np(d, None), dones, torch_mod, is_bool=True)
 
 
 def episode_scores(rewards: Any, dones: Any) -> Any:
@@ -177,11 +167,11 @@ def episode_scores(rewards: Any, dones: Any) -> Any:
         ...                np.array([[False], [True], [False]])).tolist()
         [3.0]
     """
-    torch_mod = _torch_module(rewards, dones)
-    r = _to_numpy(rewards, "rewards", dtype=np.float64)
-    d = _to_numpy(dones, "dones", dtype=bool)
+    torch_mod = torch_of(rewards, dones)
+    r = to_numpy(rewards, np.float64, name="rewards")
+    d = to_numpy(dones, bool, name="dones")
     _check_time_major(r, d)
-    return _like(_episode_scores_np(r, d), rewards, torch_mod)
+    return like(_episode_scores_np(r, d), rewards, torch_mod)
 
 
 def group_normalize(scores: Any, group_size: int, eps: float = GRPO_EPS) -> Any:
@@ -195,11 +185,11 @@ def group_normalize(scores: Any, group_size: int, eps: float = GRPO_EPS) -> Any:
         >>> group_normalize(np.array([1.0, 1.0, 0.0, 2.0]), 2).round(4).tolist()
         [0.0, 0.0, -0.7071, 0.7071]
     """
-    torch_mod = _torch_module(scores)
-    s = _to_numpy(scores, "scores", dtype=np.float64)
+    torch_mod = torch_of(scores)
+    s = to_numpy(scores, np.float64, name="scores")
     if s.ndim != 1:
         raise ValueError(f"scores must be [B], got shape {s.shape}")
-    return _like(_group_normalize_np(s, group_size, eps), scores, torch_mod)
+    return like(_group_normalize_np(s, group_size, eps), scores, torch_mod)
 
 
 def grpo_advantages(
@@ -245,19 +235,19 @@ def grpo_advantages(
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be 'time_major' ([T, B]) or 'batch_major' ([B, T]), "
                          f"got {layout!r}")  # fmt: skip
-    torch_mod = _torch_module(rewards, dones)
-    r = _to_numpy(rewards, "rewards", dtype=np.float64)
-    d = _to_numpy(dones, "dones", dtype=bool)
+    torch_mod = torch_of(rewards, dones)
+    r = to_numpy(rewards, np.float64, name="rewards")
+    d = to_numpy(dones, bool, name="dones")
     if layout == "batch_major":
         if r.ndim != 2:
             raise ValueError(f"rewards must be [B, T], got shape {r.shape}")
         res = grpo_advantages(r.T, d.T, group_size, layout="time_major", eps=eps,
                               mask_after_first_done=mask_after_first_done)  # fmt: skip
         return GrpoAdvantages(
-            advantages=_like(np.ascontiguousarray(res.advantages.T), rewards, torch_mod),
-            loss_mask=_like(np.ascontiguousarray(res.loss_mask.T), dones, torch_mod, is_bool=True),
-            scores=_like(res.scores, rewards, torch_mod),
-            group_advantages=_like(res.group_advantages, rewards, torch_mod),
+            advantages=like(np.ascontiguousarray(res.advantages.T), rewards, torch_mod),
+            loss_mask=like(np.ascontiguousarray(res.loss_mask.T), dones, torch_mod, is_bool=True),
+            scores=like(res.scores, rewards, torch_mod),
+            group_advantages=like(res.group_advantages, rewards, torch_mod),
         )
     _check_time_major(r, d)
     scores = _episode_scores_np(r, d)
@@ -265,10 +255,10 @@ def grpo_advantages(
     mask = _first_done_mask_np(d, None) if mask_after_first_done else np.ones_like(d)
     adv = np.where(mask, adv_b[None, :], 0.0)
     return GrpoAdvantages(
-        advantages=_like(adv, rewards, torch_mod),
-        loss_mask=_like(mask, dones, torch_mod, is_bool=True),
-        scores=_like(scores, rewards, torch_mod),
-        group_advantages=_like(adv_b, rewards, torch_mod),
+        advantages=like(adv, rewards, torch_mod),
+        loss_mask=like(mask, dones, torch_mod, is_bool=True),
+        scores=like(scores, rewards, torch_mod),
+        group_advantages=like(adv_b, rewards, torch_mod),
     )
 
 
@@ -335,9 +325,9 @@ def rlinf_grpo_advantages(
         >>> res.advantages.shape, res.loss_mask[:, 0, :].tolist()
         ((2, 2, 2), [[True, True], [True, False]])
     """
-    torch_mod = _torch_module(rewards, dones)
-    r = _to_numpy(rewards, "rewards", dtype=np.float64)
-    d = _to_numpy(dones, "dones", dtype=bool)
+    torch_mod = torch_of(rewards, dones)
+    r = to_numpy(rewards, np.float64, name="rewards")
+    d = to_numpy(dones, bool, name="dones")
     flat_r, dones_after, done_before, chunk = _flatten_rlinf(r, d, reward_type)
     n_steps, batch = flat_r.shape
     scores = _episode_scores_np(flat_r, dones_after)
@@ -353,10 +343,10 @@ def rlinf_grpo_advantages(
         return x.reshape(n_chunks, chunk, batch).transpose(0, 2, 1)
 
     return GrpoAdvantages(
-        advantages=_like(unflatten(adv), rewards, torch_mod),
-        loss_mask=_like(unflatten(mask), dones, torch_mod, is_bool=True),
-        scores=_like(scores, rewards, torch_mod),
-        group_advantages=_like(adv_b, rewards, torch_mod),
+        advantages=like(unflatten(adv), rewards, torch_mod),
+        loss_mask=like(unflatten(mask), dones, torch_mod, is_bool=True),
+        scores=like(scores, rewards, torch_mod),
+        group_advantages=like(adv_b, rewards, torch_mod),
     )
 
 
@@ -376,8 +366,8 @@ def reward_filter_mask(scores: Any, group_size: int, lower_bound: float, upper_b
         >>> reward_filter_mask(np.array([0.0, 0.0, 0.3, 0.9]), 2, 0.05, 0.9).tolist()
         [False, False, True, True]
     """
-    torch_mod = _torch_module(scores)
-    s = _to_numpy(scores, "scores", dtype=np.float64)
+    torch_mod = torch_of(scores)
+    s = to_numpy(scores, np.float64, name="scores")
     if s.ndim != 1:
         raise ValueError(f"scores must be [B], got shape {s.shape}")
     if lower_bound > upper_bound:
@@ -386,7 +376,7 @@ def reward_filter_mask(scores: Any, group_size: int, lower_bound: float, upper_b
         raise ValueError(f"batch size {s.shape[0]} is not divisible by group_size {group_size}")
     means = s.reshape(-1, group_size).mean(axis=1)
     keep = (means >= lower_bound) & (means <= upper_bound)
-    return _like(np.repeat(keep, group_size), scores, torch_mod, is_bool=True)
+    return like(np.repeat(keep, group_size), scores, torch_mod, is_bool=True)
 
 
 # --------------------------------------------------------------------------- grouping helpers
@@ -439,4 +429,4 @@ def group_seeds(
 
 def stack_steps(steps: Sequence[Any]) -> np.ndarray:
     """Stack per-step vector-env arrays (``[B]`` each) into a time-major ``[T, B]`` array."""
-    return np.stack([_to_numpy(s, "step") for s in steps], axis=0)
+    return np.stack([to_numpy(s, name="step") for s in steps], axis=0)
