@@ -4,9 +4,11 @@ The pool owns one ``httpx.Client`` (keep-alive connections are reused across cal
 and a list of base URLs. For each request it
 
 * picks an endpoint: ``"least_in_flight"`` (default; ties rotate) or ``"round_robin"``;
-* retries with exponential backoff on connect errors, timeouts, connection resets, HTTP 429 and
-  5xx, moving to another endpoint when one is available (``max_retries`` extra attempts, bounded
-  by a total time budget); any other 4xx is the caller's fault and is *not* retried;
+* retries (through :func:`stamina.retry_context`) with exponential backoff on connect errors,
+  timeouts, connection resets, HTTP 429 and 5xx, moving to another endpoint when one is
+  available (``max_retries`` extra attempts, bounded by a total time budget); any other 4xx is
+  the caller's fault and is *not* retried. stamina logs each scheduled retry on the ``stamina``
+  logger and counts it in Prometheus when ``prometheus_client`` is installed;
 * marks an endpoint *down* when it refuses connections, or after ``failures_to_down``
   consecutive failures (429/5xx, timeouts, resets). A down endpoint gets no traffic; a
   background thread re-probes it every ``probe_interval_s`` and brings it back when it answers
@@ -43,6 +45,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+import stamina
 
 from reward_clients.errors import ErrorKind, RewardServiceError
 
@@ -261,6 +264,91 @@ def describe_http_error(response: httpx.Response, limit: int = 300) -> str:
     if len(detail) > limit:
         detail = detail[:limit] + "…"
     return f"{head}: {detail}"
+
+
+def _retryable(error: RewardServiceError) -> bool:
+    """Worth another attempt: connect errors, resets, timeouts, HTTP 429 and 5xx."""
+    if error.kind in (ErrorKind.CONNECT, ErrorKind.TIMEOUT):
+        return True
+    status = error.status_code
+    return (
+        error.kind == ErrorKind.HTTP_STATUS
+        and status is not None
+        and (status == 429 or status >= 500)
+    )
+
+
+class _Call:
+    """One :meth:`EndpointPool.request`: the endpoints it tried, its deadline, the last
+    ``Retry-After``, and (:meth:`backoff`) stamina's decision to retry and how long to wait."""
+
+    __slots__ = (
+        "pool", "method", "route", "attempt_timeout", "budget", "deadline", "start",
+        "describe", "body", "tried", "retry_after", "last_error",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        pool: EndpointPool,
+        method: str,
+        route: str,
+        attempt_timeout: float,
+        budget: float,
+        describe: Callable[[httpx.Response], str],
+        body: dict[str, Any],
+    ) -> None:
+        self.pool = pool
+        self.method = method
+        self.route = route
+        self.attempt_timeout = attempt_timeout
+        self.budget = budget
+        self.start = time.monotonic()
+        self.deadline = self.start + budget
+        self.describe = describe
+        self.body = body
+        self.tried: set[str] = set()
+        self.retry_after = 0.0  # from a 429/503 answer's Retry-After header (seconds)
+        self.last_error: RewardServiceError | None = None
+
+    def attempt(self, num: int) -> PoolResponse:
+        """Attempt ``num`` (1-based) on the best endpoint not yet tried by this call."""
+        pool = self.pool
+        if pool.closed:
+            raise RewardServiceError(
+                ", ".join(pool.urls), self.route, "endpoint pool is closed", kind=ErrorKind.CLOSED
+            )
+        ep = pool._acquire(self.tried)
+        if ep is None:
+            raise self.last_error or pool._no_endpoint_error(self.route, num - 1)
+        try:
+            response = pool._send(ep, self, num)
+        except RewardServiceError as exc:
+            self.tried.add(ep.url)
+            self.last_error = exc
+            raise
+        return PoolResponse(response, ep.url, num, time.monotonic() - self.start)
+
+    def backoff(self, exc: Exception) -> bool | float:
+        """stamina's backoff hook: ``False`` to give up now, else the seconds to wait.
+
+        Moving to an untried endpoint happens at once; when every usable endpoint already failed
+        this call, the wait doubles from ``backoff_s`` (jittered to 50-100 %, capped by
+        ``max_backoff_s``) and a ``Retry-After`` lengthens it up to that cap. No endpoint up, or
+        a wait that would end past the call budget: fail now.
+        """
+        if not isinstance(exc, RewardServiceError) or not _retryable(exc):
+            return False
+        pool = self.pool
+        if not pool.healthy_urls():
+            return False  # nothing left to try: fail now instead of sleeping
+        if pool._has_fresh(self.tried):
+            return 0.0
+        wait = min(pool.max_backoff_s, pool.backoff_s * 2 ** (exc.attempts - 1))
+        wait *= 0.5 + random.random() / 2
+        wait = max(wait, min(self.retry_after, pool.max_backoff_s))
+        if time.monotonic() + wait >= self.deadline:
+            return False  # no attempt may start after the call budget
+        return wait
 
 
 class EndpointPool:
@@ -637,84 +725,74 @@ class EndpointPool:
         a non-retryable 4xx at once; otherwise after ``max_retries`` retries, when the time
         budget is spent, or when no endpoint is up. ``timeout`` overrides the per-attempt timeout;
         ``describe_error`` turns an error response into the cause text (default: JSON/text body).
+        Retries run under :func:`stamina.retry_context` (``max_retries + 1`` attempts within the
+        call budget); :meth:`_Call.backoff` decides whether and how long to wait.
         """
-        if not route.startswith("/"):
-            route = "/" + route
-        start = time.monotonic()
         attempt_timeout = float(timeout) if timeout is not None else self.timeout
-        deadline = start + self._default_budget(attempt_timeout)
-        describe = describe_error or describe_http_error
-        tried: set[str] = set()
-        attempts = 0
-        last_error: RewardServiceError | None = None
-        retry_after = 0.0  # from a 429/503 answer's Retry-After header (seconds)
-        while True:
-            if self._closed:
-                raise RewardServiceError(
-                    ", ".join(self.urls), route, "endpoint pool is closed", kind=ErrorKind.CLOSED
-                )
-            if attempts and last_error is not None and not self.healthy_urls():
-                raise last_error  # nothing left to try: fail now instead of sleeping
-            if attempts and not self._has_fresh(tried):
-                # Every usable endpoint already failed this request: wait before trying again.
-                backoff = min(self.max_backoff_s, self.backoff_s * 2 ** (attempts - 1))
-                backoff *= 0.5 + random.random() / 2
-                backoff = max(backoff, min(retry_after, self.max_backoff_s))
-                time.sleep(max(0.0, min(backoff, deadline - time.monotonic())))
-                if last_error is not None and time.monotonic() >= deadline:
-                    raise last_error  # the call budget is spent: no attempt after it
-            ep = self._acquire(tried)
-            if ep is None:
-                if last_error is not None:
-                    raise last_error
-                raise self._no_endpoint_error(route, attempts)
-            attempts += 1
-            remaining = max(0.001, deadline - time.monotonic())
-            per_try = httpx.Timeout(
-                min(attempt_timeout, remaining), connect=min(self.connect_timeout, remaining)
+        call = _Call(
+            self,
+            method,
+            route if route.startswith("/") else "/" + route,
+            attempt_timeout,
+            self._default_budget(attempt_timeout),
+            describe_error or describe_http_error,
+            dict(json=json, content=content, headers=headers),
+        )
+        for attempt in stamina.retry_context(
+            on=call.backoff,
+            attempts=self.max_retries + 1,
+            timeout=call.budget,
+            wait_initial=self.backoff_s,
+            wait_max=self.max_backoff_s,
+            wait_jitter=0.0,
+        ):
+            with attempt:
+                return call.attempt(attempt.num)
+        raise AssertionError("unreachable: stamina re-raises the last failure")
+
+    def _send(self, ep: _Endpoint, call: _Call, num: int) -> httpx.Response:
+        """One HTTP attempt on ``ep``; a failure releases ``ep`` and raises a
+        :class:`RewardServiceError` (a 2xx/3xx answer is released as a success)."""
+        remaining = max(0.001, call.deadline - time.monotonic())
+        per_try = min(call.attempt_timeout, remaining)
+        timeout = httpx.Timeout(per_try, connect=min(self.connect_timeout, remaining))
+        mark_down = False
+        try:
+            response = self._client.request(
+                call.method, ep.url + call.route, timeout=timeout, **call.body
             )
-            ok, mark_down, error = False, False, None
-            try:
-                response = self._client.request(
-                    method, ep.url + route, json=json, content=content, headers=headers,
-                    timeout=per_try,
-                )  # fmt: skip
-            except httpx.TimeoutException as exc:
-                mark_down = isinstance(exc, httpx.ConnectTimeout)
-                error = RewardServiceError(
-                    ep.url, route, f"timeout after {min(attempt_timeout, remaining):.3g} s "
-                    f"({type(exc).__name__})", kind=ErrorKind.TIMEOUT, attempts=attempts,
-                )  # fmt: skip
-            except httpx.TransportError as exc:
-                # Refused connections mark the endpoint down at once; a reset or a dropped
-                # response counts towards failures_to_down (a healthy server can drop one).
-                mark_down = isinstance(exc, httpx.ConnectError)
-                error = RewardServiceError(
-                    ep.url, route, exc, kind=ErrorKind.CONNECT, attempts=attempts
-                )
-            except RuntimeError as exc:  # httpx: "client has been closed"
+        except httpx.TimeoutException as exc:
+            mark_down = isinstance(exc, httpx.ConnectTimeout)
+            error = RewardServiceError(
+                ep.url, call.route, f"timeout after {per_try:.3g} s ({type(exc).__name__})",
+                kind=ErrorKind.TIMEOUT, attempts=num,
+            )  # fmt: skip
+        except httpx.TransportError as exc:
+            # Refused connections mark the endpoint down at once; a reset or a dropped
+            # response counts towards failures_to_down (a healthy server can drop one).
+            mark_down = isinstance(exc, httpx.ConnectError)
+            error = RewardServiceError(
+                ep.url, call.route, exc, kind=ErrorKind.CONNECT, attempts=num
+            )
+        except RuntimeError as exc:  # httpx: "client has been closed"
+            self._release(ep, ok=False, mark_down=False, error=None)
+            raise RewardServiceError(
+                ep.url, call.route, exc, kind=ErrorKind.CLOSED, attempts=num
+            ) from exc
+        else:
+            if response.status_code < 400:
+                self._release(ep, ok=True, mark_down=False, error=None)
+                return response
+            error = RewardServiceError(
+                ep.url, call.route, call.describe(response), kind=ErrorKind.HTTP_STATUS,
+                status_code=response.status_code, attempts=num,
+            )  # fmt: skip
+            if not _retryable(error):  # a 4xx: the request was bad, the endpoint is fine
                 self._release(ep, ok=False, mark_down=False, error=None)
-                raise RewardServiceError(
-                    ep.url, route, exc, kind=ErrorKind.CLOSED, attempts=attempts
-                ) from exc
-            else:
-                status = response.status_code
-                if status < 400:
-                    self._release(ep, ok=True, mark_down=False, error=None)
-                    return PoolResponse(response, ep.url, attempts, time.monotonic() - start)
-                error = RewardServiceError(
-                    ep.url, route, describe(response), kind=ErrorKind.HTTP_STATUS,
-                    status_code=status, attempts=attempts,
-                )  # fmt: skip
-                if status != 429 and status < 500:
-                    self._release(ep, ok=False, mark_down=False, error=None)
-                    raise error
-                retry_after = _retry_after_s(response)
-            self._release(ep, ok=ok, mark_down=mark_down, error=error.cause)
-            last_error = error
-            tried.add(ep.url)
-            if attempts > self.max_retries or time.monotonic() >= deadline:
                 raise error
+            call.retry_after = _retry_after_s(response)
+        self._release(ep, ok=False, mark_down=mark_down, error=error.cause)
+        raise error
 
     # ------------------------------------------------------------------ lifetime
 

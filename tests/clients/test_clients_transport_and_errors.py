@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pickle
+import time
 
 import httpx
 import pytest
+import stamina
 
 from reward_clients import (
     BadResponseError,
@@ -80,3 +82,51 @@ def test_a_dead_endpoint_raises_the_unreachable_branch() -> None:
     with EndpointPool("http://dead.example:1", transport=httpx.MockTransport(refuse)) as pool:
         with pytest.raises(ServiceUnreachableError, match="connection refused"):
             pool.request("GET", "/health")
+
+
+def _flaky(statuses: list[int], headers: dict[str, str] | None = None) -> httpx.MockTransport:
+    """Answers ``statuses`` in order, then 200."""
+    answers = iter(statuses)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        status = next(answers, 200)
+        return httpx.Response(status, json={"ok": status == 200}, headers=headers)
+
+    return httpx.MockTransport(handler)
+
+
+def test_retry_after_lengthens_the_backoff_on_the_same_endpoint() -> None:
+    transport = _flaky([503], headers={"Retry-After": "0.3"})
+    with EndpointPool("http://svc.example:1", transport=transport, backoff_s=0) as pool:
+        start = time.monotonic()
+        reply = pool.request("GET", "/capabilities")
+        assert time.monotonic() - start >= 0.3 and reply.attempts == 2
+
+
+def test_retries_stop_after_max_retries_and_name_the_last_failure() -> None:
+    transport = _flaky([503] * 5)
+    with EndpointPool("http://svc.example:1", transport=transport, backoff_s=0,
+                      max_retries=2, failures_to_down=10) as pool:  # fmt: skip
+        with pytest.raises(ServiceUnreachableError, match="HTTP 503") as info:
+            pool.request("GET", "/capabilities")
+    assert info.value.attempts == 3
+
+
+def test_a_wait_past_the_call_budget_fails_at_once() -> None:
+    transport = _flaky([503], headers={"Retry-After": "5"})
+    with EndpointPool("http://svc.example:1", transport=transport, backoff_s=0,
+                      total_timeout=1.0) as pool:  # fmt: skip
+        start = time.monotonic()
+        with pytest.raises(ServiceUnreachableError) as info:
+            pool.request("GET", "/capabilities")
+        assert time.monotonic() - start < 0.9 and info.value.attempts == 1
+
+
+def test_retries_follow_stamina_switch() -> None:
+    stamina.set_active(False)  # the process-wide switch stamina offers operators
+    try:
+        with EndpointPool("http://svc.example:1", transport=_flaky([503]), backoff_s=0) as pool:
+            with pytest.raises(ServiceUnreachableError):
+                pool.request("GET", "/capabilities")
+    finally:
+        stamina.set_active(True)
