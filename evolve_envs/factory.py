@@ -15,6 +15,8 @@ With ``reward_model.enable: false`` the result is the base env plus its time lim
 ``embedded_backend``, the mock backend by default) owned by the env: the reward wrapper stops it
 in ``close()``. To share one service between several envs of a process, start it yourself and
 pass it: ``make_env(..., embedded_service=svc)`` (then the envs use it and leave it running).
+Each env opens its own endpoint pool and closes it in ``close()``; to share one between envs,
+open it yourself and pass it the same way: ``make_env(..., endpoint_pool=pool)``.
 
 Examples: ``make_env("libero_10", task_id=3)`` builds LIBERO-10 task 3 from the shipped YAML, and
 ``gym.make("evolve_envs/LIBERO-10-v0", ...)`` does the same through Gymnasium. The shipped
@@ -48,6 +50,7 @@ Invalid keys are refused with their path (here on Gymnasium's CartPole, whose co
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import os
@@ -72,7 +75,7 @@ from wrappers.episode_score import EpisodeScoreReward
 from wrappers.frame_cache import FrameCache
 from wrappers.hacking_alarm import HackingAlarm
 from wrappers.progress_reward import ProgressReward
-from wrappers.progress_tracker import ProgressTracker
+from wrappers.progress_tracker import ProgressTracker, episode_limit
 from wrappers.progressive_horizon import ProgressiveHorizon
 
 __all__ = [
@@ -172,17 +175,18 @@ def _check_camera(env: gym.Env, camera: str) -> None:
 
 
 def endpoint_pool(rm: RewardModelConfig, urls: list[str]) -> Any:
-    """The process-wide shared :class:`~reward_clients.endpoint_pool.EndpointPool` for a
-    ``reward_model`` block: per-attempt ``timeout``, ``max_retries``, the bearer ``token`` and
-    ``call_budget_s`` (the most one call may take, retries and backoff included); or a
-    :class:`~reward_clients.ray_handle_pool.RayHandlePool` for ``["ray://<app_name>"]``."""
+    """A new :class:`~reward_clients.endpoint_pool.EndpointPool` for a ``reward_model`` block:
+    per-attempt ``timeout``, ``max_retries``, the bearer ``token`` and ``call_budget_s`` (the
+    most one call may take, retries and backoff included); or a
+    :class:`~reward_clients.ray_handle_pool.RayHandlePool` for ``["ray://<app_name>"]``. The
+    caller owns it: it closes it, or hands it to a client with ``close_pool=True``."""
     from reward_clients.endpoint_pool import EndpointPool
     from reward_clients.ray_handle_pool import RayHandlePool, is_ray_endpoint
 
     if is_ray_endpoint(urls):
         return RayHandlePool(urls[0], timeout=rm.timeout, max_retries=rm.max_retries)
 
-    return EndpointPool.shared(
+    return EndpointPool(
         urls,
         timeout=rm.timeout,
         max_retries=rm.max_retries,
@@ -205,18 +209,28 @@ def check_reward_service(rm: RewardModelConfig, pool: Any) -> Any:
     return check_service(pool, require=rm.require_service, need_capabilities=rm.kind == "progress")
 
 
-def progress_client(rm: RewardModelConfig, urls: list[str], *, max_workers: int = 8) -> Any:
+def progress_client(
+    rm: RewardModelConfig, urls: list[str], *, max_workers: int = 8, pool: Any = None
+) -> Any:
     """The :class:`~reward_clients.progress_client.ProgressClient` a ``reward_model`` block asks
-    for, on the process-wide shared :class:`~reward_clients.endpoint_pool.EndpointPool`."""
+    for, on ``pool`` (shared: left open) or on a new pool (:func:`endpoint_pool`) that the
+    client owns and closes."""
     from reward_clients.progress_client import ProgressClient
 
-    pool = endpoint_pool(rm, urls)
-    return ProgressClient(
-        pool,
-        jpeg_quality=rm.jpeg_quality,
-        fail_on_request_error=rm.fail_on_request_error,
-        max_workers=max_workers,
-    )
+    owned = pool is None
+    pool = endpoint_pool(rm, urls) if owned else pool
+    try:
+        return ProgressClient(
+            pool,
+            jpeg_quality=rm.jpeg_quality,
+            fail_on_request_error=rm.fail_on_request_error,
+            max_workers=max_workers,
+            close_pool=owned,
+        )
+    except BaseException:
+        if owned:
+            pool.close()
+        raise
 
 
 class ProgressModel:
@@ -254,9 +268,14 @@ class ProgressModel:
                 self.service = None
 
 
-def _service_urls(rm: RewardModelConfig, embedded_service: Any) -> tuple[list[str], Any]:
+def _service_urls(
+    rm: RewardModelConfig, embedded_service: Any, pool: Any = None
+) -> tuple[list[str], Any]:
     """The block's service URLs and the embedded service started for them (``None`` when the
-    endpoint is not ``embedded`` or ``embedded_service`` serves it)."""
+    endpoint is not ``embedded``, ``embedded_service`` serves it, or a shared ``pool`` is given:
+    then its URLs are used)."""
+    if pool is not None:
+        return list(pool.urls), None
     if not rm.embedded:
         return reward_endpoints(rm), None
     owned = None
@@ -266,15 +285,20 @@ def _service_urls(rm: RewardModelConfig, embedded_service: Any) -> tuple[list[st
 
 
 def open_progress_model(
-    rm: ProgressModelConfig, *, embedded_service: Any = None, max_workers: int = 8
+    rm: ProgressModelConfig,
+    *,
+    embedded_service: Any = None,
+    pool: Any = None,
+    max_workers: int = 8,
 ) -> ProgressModel:
     """Open a ``kind: progress`` block's reward model: start the embedded service it asks for
-    (unless ``embedded_service`` is given), build the client, apply the start-up failure policy
+    (unless ``embedded_service`` or a shared endpoint ``pool`` is given), build the client (on
+    ``pool``, left open, or on a pool of its own), apply the start-up failure policy
     (:func:`check_reward_service`). On any failure what was opened is closed again."""
-    urls, owned = _service_urls(rm, embedded_service)
+    urls, owned = _service_urls(rm, embedded_service, pool)
     client = None
     try:
-        client = progress_client(rm, urls, max_workers=max_workers)
+        client = progress_client(rm, urls, max_workers=max_workers, pool=pool)
         capabilities = check_reward_service(rm, client.pool)
         return ProgressModel(rm, client, capabilities, owned)
     except BaseException:
@@ -287,10 +311,12 @@ def open_progress_model(
         raise
 
 
-def _progress_wrapper(env: gym.Env, rm: ProgressModelConfig, embedded_service: Any) -> gym.Env:
-    model = open_progress_model(rm, embedded_service=embedded_service)
+def _progress_wrapper(
+    env: gym.Env, rm: ProgressModelConfig, embedded_service: Any, pool: Any
+) -> gym.Env:
+    model = open_progress_model(rm, embedded_service=embedded_service, pool=pool)
     try:
-        return ProgressReward(
+        wrapper = ProgressReward(
             env,
             model.client,
             model.settings,
@@ -301,29 +327,25 @@ def _progress_wrapper(env: gym.Env, rm: ProgressModelConfig, embedded_service: A
             reward_weight=rm.reward_weight,
             env_reward_weight=rm.env_reward_weight,
         )
+        wrapper.tracker.time_limit = functools.partial(episode_limit, env)  # last_check
+        return wrapper
     except BaseException:
         model.close()
         raise
 
 
-def _episode_score_wrapper(
-    env: gym.Env, rm: VideoScoreConfig | PickleScorerConfig, embedded_service: Any
-) -> gym.Env:
-    urls, owned = _service_urls(rm, embedded_service)
+def _episode_score_client(
+    rm: VideoScoreConfig | PickleScorerConfig, urls: list[str], pool: Any
+) -> Any:
+    """The block's video score or pickle scorer client, on ``pool`` (shared: left open) or on a
+    new pool the client owns and closes."""
+    owned = pool is None
+    pool = endpoint_pool(rm, urls) if owned else pool
     try:
-        pool = endpoint_pool(rm, urls)
-        check_reward_service(rm, pool)
-        env = FrameCache(
-            env,
-            rm.camera,
-            encoding=rm.cache_encoding,
-            jpeg_quality=rm.jpeg_quality,
-            max_frames=rm.cache_max_frames,
-        )
         if isinstance(rm, VideoScoreConfig):
             from reward_clients.video_score_client import VideoScoreClient
 
-            client: Any = VideoScoreClient(
+            return VideoScoreClient(
                 pool,
                 nframes=rm.nframes,
                 max_pixels=rm.max_pixels,
@@ -333,16 +355,38 @@ def _episode_score_wrapper(
                 mode=rm.video_transport,
                 shared_dir=rm.shared_dir,
                 fail_on_request_error=rm.fail_on_request_error,
+                close_pool=owned,
             )
-        else:
-            from reward_clients.pickle_scorer_client import PickleScorerClient
+        from reward_clients.pickle_scorer_client import PickleScorerClient
 
-            client = PickleScorerClient(
-                pool,
-                route=rm.pickle_route,
-                jpeg_quality=rm.jpeg_quality,
-                fail_on_request_error=rm.fail_on_request_error,
-            )
+        return PickleScorerClient(
+            pool,
+            route=rm.pickle_route,
+            jpeg_quality=rm.jpeg_quality,
+            fail_on_request_error=rm.fail_on_request_error,
+            close_pool=owned,
+        )
+    except BaseException:
+        if owned:
+            pool.close()
+        raise
+
+
+def _episode_score_wrapper(
+    env: gym.Env, rm: VideoScoreConfig | PickleScorerConfig, embedded_service: Any, pool: Any
+) -> gym.Env:
+    urls, owned = _service_urls(rm, embedded_service, pool)
+    client = None
+    try:
+        client = _episode_score_client(rm, urls, pool)
+        check_reward_service(rm, client.pool)
+        env = FrameCache(
+            env,
+            rm.camera,
+            encoding=rm.cache_encoding,
+            jpeg_quality=rm.jpeg_quality,
+            max_frames=rm.cache_max_frames,
+        )
         return EpisodeScoreReward(
             env,
             client,
@@ -358,8 +402,12 @@ def _episode_score_wrapper(
             env_reward_weight=rm.env_reward_weight,
         )
     except BaseException:
-        if owned is not None:
-            owned.stop()
+        try:
+            if client is not None:
+                client.close()
+        finally:
+            if owned is not None:
+                owned.stop()
         raise
 
 
@@ -379,18 +427,25 @@ def build_stack(
     env_factory: Callable[..., gym.Env] | None = None,
     *,
     embedded_service: Any = None,
+    endpoint_pool: Any = None,
 ) -> gym.Env:
     """Build the wrapper stack for a validated :class:`~evolve_envs.config.StackConfig`.
 
     ``embedded_service`` (a started :class:`~reward_service.embedded.EmbeddedService`) serves
     ``endpoint: embedded`` and is left running; without it the stack starts its own, owned and
-    stopped by the reward wrapper's ``close()``.
+    stopped by the reward wrapper's ``close()``. ``endpoint_pool`` (an open
+    :class:`~reward_clients.endpoint_pool.EndpointPool`) carries the reward requests instead of
+    ``reward_model.endpoint`` and is left open; without it the stack opens a pool of its own,
+    closed with the reward wrapper's client.
     """
     if cfg.record is not None:  # outermost, so it sees the reward wrappers' info
         from wrappers.record_episodes import RecordEpisodes
 
         env = build_stack(
-            cfg.model_copy(update={"record": None}), env_factory, embedded_service=embedded_service
+            cfg.model_copy(update={"record": None}),
+            env_factory,
+            embedded_service=embedded_service,
+            endpoint_pool=endpoint_pool,
         )
         rm = cfg.reward_model
         try:
@@ -434,10 +489,10 @@ def build_stack(
 
         _check_camera(env, rm.camera)
         if isinstance(rm, ProgressModelConfig):
-            env = _progress_wrapper(env, rm, embedded_service)
+            env = _progress_wrapper(env, rm, embedded_service, endpoint_pool)
         else:
             assert isinstance(rm, VideoScoreConfig | PickleScorerConfig)
-            env = _episode_score_wrapper(env, rm, embedded_service)
+            env = _episode_score_wrapper(env, rm, embedded_service, endpoint_pool)
         if rm.alarm.enable:
             env = HackingAlarm(env, rm.alarm.detector_settings())
         return env
@@ -462,6 +517,7 @@ def make_env(
     reward_model: Mapping[str, Any] | str | os.PathLike | None = None,
     env_factory: Callable[..., gym.Env] | None = None,
     embedded_service: Any = None,
+    endpoint_pool: Any = None,
     **env_kwargs: Any,
 ) -> gym.Env:
     """Build a (wrapped) env from a config.
@@ -478,6 +534,10 @@ def make_env(
         embedded_service: a started :class:`~reward_service.embedded.EmbeddedService` to use
             for ``endpoint: embedded`` (shared, left running); by default the env starts its
             own and stops it in ``close()``.
+        endpoint_pool: an open :class:`~reward_clients.endpoint_pool.EndpointPool` to send the
+            reward requests through (shared by several envs: one connection pool, one view of
+            endpoint health; left open, and its endpoints replace ``reward_model.endpoint``); by
+            default the env opens its own pool and closes it in ``close()``.
         **env_kwargs: ``env`` keys overriding the config (``suite``, ``task_id``,
             ``max_episode_steps``, ``image_size``, ...).
 
@@ -496,4 +556,6 @@ def make_env(
     if rm_source is not None:
         overrides.update(rm_source)
     cfg = load_config(*sources, overrides=overrides)
-    return build_stack(cfg, env_factory, embedded_service=embedded_service)
+    return build_stack(
+        cfg, env_factory, embedded_service=embedded_service, endpoint_pool=endpoint_pool
+    )

@@ -39,6 +39,27 @@ latest at step ``t + max_lag_steps``, where the tracker waits for it. Answers ar
 order they were sent. When the episode ends (env termination/truncation, or progress-done), every
 outstanding request is waited for and applied, so the episode's reward sum is exact in both modes.
 
+Async timing. The tracker measures, across episodes, how long answers take (from the request to
+the answer, seconds; the last 32) and how long an env step takes (between ``observe`` calls,
+the tracker's own waits left out; the median of the last 64). Their ratio, the 95th percentile
+of the latency over the median step, is the answer latency *in steps*, ``L``. Two settings use it:
+
+* ``max_lag_steps="auto"``: a check's answer is waited for at the latest ``ceil(1.25·L) + 2``
+  steps after it was sent (``4·call_every`` until a first answer is measured), so the env waits
+  only on answers that are late for this service, never on answers that are on time.
+* ``last_check="before_limit"`` with a known time limit ``T`` (``time_limit``, or
+  ``reset(..., time_limit=T)``; :func:`episode_limit` reads it off a ``TimeLimit`` or
+  ``ProgressiveHorizon``): checks whose answer is expected after the limit (sent after
+  ``T − ceil(L) − 1``) are not sent on the grid; instead the last check is sent at the first
+  step past that cutoff (skipped if the previous check is less than half an interval before),
+  so its answer is back before the episode ends and the final step does not wait. Checks
+  before the cutoff are the grid's; no check is ever added, at most the grid's late ones are
+  replaced by one. Without a measured latency or a known limit the grid is used as is.
+
+Either way every answer sent is applied (and waited for at the end if it is not back), so the
+reward sum stays exact. The summary counts the answers waited for mid-episode (``lag_waits``)
+and at the end (``end_waits``).
+
 Done: ``done_by="threshold"`` — ``progress/100 {>=|>} done_threshold`` (``done_comparison``;
 the fraction is rounded to 9 decimals first, so accumulation noise cannot flip it);
 ``"backend"`` — the service's ``/done`` answer (needs the ``done`` capability); ``"either"`` /
@@ -96,6 +117,8 @@ from __future__ import annotations
 
 import collections
 import logging
+import math
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -134,6 +157,7 @@ __all__ = [
     "ProgressTracker",
     "check_capabilities",
     "ConfigError",
+    "episode_limit",
 ]
 
 logger = logging.getLogger(__name__)
@@ -193,6 +217,12 @@ class _Pending:
     milestone: bool
     critic: Future[Any]
     done: Future[Any] | None = None
+    deadline: int = 0  # the step at which the answer is waited for (async)
+    sent_at: float = 0.0  # clock time of the request (async)
+    answered_at: list[float] = field(default_factory=list)  # clock times of its answers
+
+    def ready(self) -> bool:
+        return self.critic.done() and (self.done is None or self.done.done())
 
 
 @dataclass
@@ -218,6 +248,11 @@ class _Episode:
     latency_max_s: float = 0.0
     last_latency_s: float = 0.0
     last_error: str | None = None
+    limit: int | None = None
+    final_sent: bool = False
+    left_at: float | None = None
+    lag_waits: int = 0
+    end_waits: int = 0
     done: bool = False
     done_step: int | None = None
     done_env_success: bool | None = None
@@ -238,6 +273,10 @@ class ProgressTracker:
             checked against it (:func:`check_capabilities`). Ask the service once and share it.
         audit: the :class:`~wrappers.done_rules.TerminationAudit` that counts this tracker's
             episodes (share one between the trackers of a vectorised env); default a new one.
+        time_limit: the episodes' time limit in steps, or a zero-argument callable read at
+            every :meth:`reset` (e.g. ``lambda: episode_limit(env)``); used by
+            ``last_check="before_limit"``. Settable later as the attribute ``time_limit``.
+        clock: seconds, monotonic (the async timing's clock; tests pass a fake one).
 
     The module docstring has a runnable example.
 
@@ -250,6 +289,8 @@ class ProgressTracker:
         *,
         capabilities: Any = None,
         audit: TerminationAudit | None = None,
+        time_limit: int | Callable[[], int | None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if settings is None:
             settings = TrackerSettings()
@@ -264,6 +305,8 @@ class ProgressTracker:
         self.episodes = 0
         self.audit = audit if audit is not None else TerminationAudit()
         self._judge = settings.rule.judge()
+        self.time_limit = time_limit
+        self._timing = _Timing(clock)
 
     # ------------------------------------------------------------------ episode lifecycle
     @property
@@ -305,9 +348,15 @@ class ProgressTracker:
         """The last settled episode's summary (``None`` while an episode runs)."""
         return self._ep.summary
 
-    def reset(self, task: str, first_frame: np.ndarray) -> None:
+    def latency_steps(self) -> float | None:
+        """The answer latency in env steps the async schedule works with (95th percentile of
+        the recent latencies over the median step time); ``None`` before both are measured."""
+        return self._timing.latency_steps()
+
+    def reset(self, task: str, first_frame: np.ndarray, *, time_limit: int | None = None) -> None:
         """Start a new episode for ``task`` whose first frame (step 0) is ``first_frame``.
 
+        ``time_limit``: this episode's limit in steps (default: the tracker's ``time_limit``).
         An unfinished previous episode is abandoned: its outstanding requests are not waited for.
         """
         if not isinstance(task, str) or not task.strip():
@@ -316,6 +365,7 @@ class ProgressTracker:
         ep = _Episode(task=task, first_frame=first)
         ep.frames[0] = first
         ep.check_frames.append((0, first))
+        ep.limit = time_limit if time_limit is not None else self._read_limit()
         self._ep = ep
         self._judge.reset()
         self.episodes += 1
@@ -339,16 +389,19 @@ class ProgressTracker:
             raise RuntimeError("ProgressTracker.observe() without an open episode: call reset()")
         if step <= ep.step:
             raise ValueError(f"steps must increase: got {step} after {ep.step}")
+        s = self.settings
+        timed = s.calls == "async"
+        if timed and ep.left_at is not None and step == ep.step + 1:
+            self._timing.record_step(self._timing.clock() - ep.left_at)
         ep.step = int(step)
         if env_success is not None:
             ep.env_success = bool(env_success)
-        s = self.settings
         holder = _FrameHolder(frame)
         reward = 0.0
         fallback_now = False
         applied = 0
 
-        if is_check_step(step, start_step=s.start_step, call_every=s.call_every):
+        if self._check_now(step):
             self._send(step, holder)
         r, n, fb = self._apply_due(step)
         reward, applied, fallback_now = reward + r, applied + n, fallback_now or fb
@@ -365,6 +418,8 @@ class ProgressTracker:
         info = self.step_info(applied > 0, fallback_now)
         if over:
             info["episode_reward_model"] = ep.summary
+        elif timed:
+            ep.left_at = self._timing.clock()
         return TrackerStep(
             reward=reward,
             progress=ep.progress,
@@ -386,6 +441,44 @@ class ProgressTracker:
         reward, _, _ = self._settle()
         return reward
 
+    # ------------------------------------------------------------------ schedule
+    def _read_limit(self) -> int | None:
+        limit = self.time_limit() if callable(self.time_limit) else self.time_limit
+        return int(limit) if limit is not None else None
+
+    def _check_now(self, step: int) -> bool:
+        """Whether a check is sent at ``step``: the grid's, unless ``last_check="before_limit"``
+        moves the late end of it (see the module docstring)."""
+        s, ep = self.settings, self._ep
+        grid = is_check_step(step, start_step=s.start_step, call_every=s.call_every)
+        limit = ep.limit
+        if s.last_check == "grid" or s.calls == "sync" or limit is None or step > limit:
+            return grid
+        if ep.final_sent or step < s.start_step:
+            return False
+        upcoming = step + (s.start_step - step) % s.call_every  # the next grid check >= step
+        if upcoming > limit:
+            return False
+        lead = self._timing.lead_steps()
+        if lead is None or step <= limit - lead:
+            return grid
+        # past the cutoff with a grid check still ahead: its answer would come after the limit,
+        # so the last check is sent now, unless the previous one is recent enough to be it
+        ep.final_sent = True
+        return ep.last_sent_step == 0 or 2 * (step - ep.last_sent_step) >= s.call_every
+
+    def _deadline(self, step: int) -> int:
+        """The step at which the answer to the check sent at ``step`` is waited for."""
+        s = self.settings
+        if s.calls == "sync":
+            return step
+        if s.max_lag_steps != "auto":
+            return step + s.max_lag_steps
+        latency = self._timing.latency_steps()
+        if latency is None:
+            return step + 4 * s.call_every
+        return step + _ceil(1.25 * latency) + 2
+
     # ------------------------------------------------------------------ requests
     def _send(self, step: int, holder: _FrameHolder) -> None:
         ep, s = self._ep, self.settings
@@ -397,7 +490,10 @@ class ProgressTracker:
             prev = ep.frames.get(base, ep.first_frame)
             done_future = self._call("done", ep.task, ep.first_frame, prev, frame)
         ep.calls += 1 + (done_future is not None)
-        ep.pending.append(_Pending(step, base, milestone, future, done_future))
+        pending = _Pending(step, base, milestone, future, done_future, self._deadline(step))
+        if s.calls == "async":
+            self._timing.track(pending)
+        ep.pending.append(pending)
         ep.last_sent_step = step
         self._mode.keep(ep, step, frame, milestone)
 
@@ -421,10 +517,10 @@ class ProgressTracker:
         reward, applied, fallback = 0.0, 0, False
         while ep.pending:
             head = ep.pending[0]
-            due = s.calls == "sync" or step - head.step >= s.max_lag_steps
-            ready = head.critic.done() and (head.done is None or head.done.done())
-            if not (due or ready):
-                break
+            if not head.ready():
+                if s.calls == "sync" or step < head.deadline:
+                    break
+                ep.lag_waits += 1
             r, fb = self._apply(ep.pending.popleft())
             reward, applied, fallback = reward + r, applied + 1, fallback or fb
         return reward, applied, fallback
@@ -435,8 +531,10 @@ class ProgressTracker:
             result = p.critic.result()  # raises RewardServiceError in fail-fast mode
             done_result = p.done.result() if p.done is not None else None
         except BaseException as exc:
+            self._timing.answered(p)
             self._hold_failed(p, exc)
             raise
+        self._timing.answered(p)
         fallback = False
         for res in (result, done_result):
             if res is None:
@@ -522,6 +620,7 @@ class ProgressTracker:
     def _settle(self) -> tuple[float, int, bool]:
         ep, s = self._ep, self.settings
         reward, applied, fallback = 0.0, 0, False
+        ep.end_waits += sum(1 for p in ep.pending if s.calls == "async" and not p.ready())
         while ep.pending:
             r, fb = self._apply(ep.pending.popleft())
             reward, applied, fallback = reward + r, applied + 1, fallback or fb
@@ -584,6 +683,8 @@ class ProgressTracker:
             "last_error": ep.last_error,
             "latency_mean_s": ep.latency_total_s / ep.answers if ep.answers else 0.0,
             "latency_max_s": ep.latency_max_s,
+            "lag_waits": ep.lag_waits,
+            "end_waits": ep.end_waits,
             "done_by_progress": ep.done,
             "done_step": ep.done_step,
             "model_reward": ep.model_reward,
@@ -602,6 +703,77 @@ def _fraction(progress: float) -> float:
     """Progress as a fraction, rounded to 9 decimals so that float noise of the accumulation
     (95.00000000000001) cannot flip a threshold comparison."""
     return round(progress / 100.0, 9)
+
+
+def _ceil(steps: float) -> int:
+    """``ceil`` that ignores float noise (36.0000000001 steps are 36)."""
+    return math.ceil(round(steps, 6))
+
+
+def episode_limit(env: Any) -> int | None:
+    """The current time limit of a time-limit wrapper, read without importing Gymnasium: a
+    ``ProgressiveHorizon``'s ``max_episode_steps`` (its current stage) or a ``TimeLimit``'s
+    ``_max_episode_steps``; ``None`` for anything else.
+
+    >>> import gymnasium as gym
+    >>> episode_limit(gym.wrappers.TimeLimit(gym.make("CartPole-v1").unwrapped, 7))
+    7
+    """
+    for name in ("max_episode_steps", "_max_episode_steps"):
+        value = getattr(env, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+class _Timing:
+    """Async timing kept across episodes: the latencies of the last answers (seconds from the
+    request to its last answer) and the last env step times (seconds between ``observe``
+    calls). Answer times are written by the futures' callbacks (one float each); everything
+    else happens on the tracker's thread."""
+
+    def __init__(self, clock: Callable[[], float], latencies: int = 32, steps: int = 64) -> None:
+        self.clock = clock
+        self.latencies: collections.deque[float] = collections.deque(maxlen=latencies)
+        self.steps: collections.deque[float] = collections.deque(maxlen=steps)
+        self._cache: tuple[int, float | None] = (-1, None)
+        self._version = 0
+
+    def record_step(self, seconds: float) -> None:
+        self.steps.append(seconds)
+        self._version += 1
+
+    def track(self, p: _Pending) -> None:
+        p.sent_at = self.clock()
+        for future in (p.critic, p.done):
+            if future is not None:
+                future.add_done_callback(lambda _f: p.answered_at.append(self.clock()))
+
+    def answered(self, p: _Pending) -> None:
+        """Record the latency of ``p`` (applied now; its callbacks may not have run yet)."""
+        if not p.sent_at:
+            return
+        expected = 1 + (p.done is not None)
+        at = max(p.answered_at) if len(p.answered_at) >= expected else self.clock()
+        self.latencies.append(max(0.0, at - p.sent_at))
+        self._version += 1
+
+    def latency_steps(self) -> float | None:
+        if self._cache[0] == self._version:
+            return self._cache[1]
+        value = None
+        if self.latencies and self.steps:
+            lat = sorted(self.latencies)
+            p95 = lat[max(0, math.ceil(0.95 * len(lat)) - 1)]
+            step = sorted(self.steps)[len(self.steps) // 2]
+            value = p95 / max(step, 1e-9)
+        self._cache = (self._version, value)
+        return value
+
+    def lead_steps(self) -> int | None:
+        """Steps before the limit after which a check's answer is expected too late."""
+        latency = self.latency_steps()
+        return None if latency is None else _ceil(latency) + 1
 
 
 class _FrameHolder:

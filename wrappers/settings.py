@@ -38,6 +38,7 @@ __all__ = [
     "ProgressMode",
     "RewardMode",
     "CallMode",
+    "LastCheck",
     "DoneBy",
     "DoneName",
     "DoneRuleConfig",
@@ -53,6 +54,7 @@ __all__ = [
 ProgressMode = Literal["pairwise", "incremental", "trajectory"]
 RewardMode = Literal["dense", "sparse", "binary"]
 CallMode = Literal["sync", "async"]
+LastCheck = Literal["grid", "before_limit"]
 DoneName = Literal["threshold", "backend", "either", "both"]
 
 
@@ -121,6 +123,16 @@ DoneBy = Annotated[
 ]
 
 
+#: ``reward_model.max_lag_steps``: a number of steps >= 0, or ``"auto"`` (sized from the observed
+#: answer latency, see :mod:`wrappers.progress_tracker`).
+MaxLag = Annotated[
+    Annotated[Annotated[int, Field(ge=0)], Tag("int")] | Annotated[Literal["auto"], Tag("str")],
+    Discriminator(lambda v: "str" if isinstance(v, str) else "int"),
+]
+
+_UNION_TAGS = ("done-by-name", "done-rule", "int", "str")
+
+
 class ProgressKeys(RewardShaping):
     """The ``reward_model`` keys of ``kind: progress`` that the tracker reads (docs/PROGRESS.md).
 
@@ -132,7 +144,8 @@ class ProgressKeys(RewardShaping):
 
     mode: ProgressMode = "pairwise"
     calls: CallMode = "sync"
-    max_lag_steps: int = Field(default=16, ge=0)
+    max_lag_steps: MaxLag = 16
+    last_check: LastCheck = "grid"
     start_step: int = Field(default=64, ge=0)
     call_every: int = Field(default=16, ge=1)
     milestone_every: int = Field(default=64, ge=0)
@@ -215,7 +228,7 @@ def _describe(exc: ValidationError) -> str:
     """``<key>: <rule>, got <value>`` for each problem of a :class:`TrackerSettings`."""
     lines = []
     for err in exc.errors():
-        loc = [p for p in err.get("loc", ()) if p not in ("done-by-name", "done-rule")]
+        loc = [p for p in err.get("loc", ()) if p not in _UNION_TAGS]
         key = ".".join(str(p) for p in loc) or "<settings>"
         template = _BOUNDS.get(err.get("type", ""))
         ctx = err.get("ctx") or {}

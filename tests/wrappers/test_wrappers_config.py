@@ -6,11 +6,11 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
-from helpers.synthetic_env import SyntheticProgressEnv
 
 from evolve_envs.config import CONFIG_DIR, ConfigError, env_overrides, load_config
 from evolve_envs.factory import make_env
 from reward_service.embedded import EmbeddedService
+from tests.helpers.synthetic_env import SyntheticProgressEnv
 from wrappers.episode_score import EpisodeScoreReward
 from wrappers.progress_reward import ProgressReward
 from wrappers.progressive_horizon import ProgressiveHorizon
@@ -234,6 +234,7 @@ def test_tracker_settings_carry_every_key(dense: bool, binary: bool, reward_mode
         "done_by": "either", "terminate_on_done": False, "success_threshold": 0.7,
         "reward_coef": 2.0, "use_rel_reward": True, "calls": "async", "max_lag_steps": 5,
         "check_at_episode_end": True, "trajectory_max_frames": 9, "failure_warn_fraction": 0.3,
+        "last_check": "before_limit",
         "dense_reward": dense, "binary_reward": binary,
     }  # fmt: skip
     settings = load_config({"reward_model": block}, environ={}).reward_model.tracker_settings()
