@@ -8,7 +8,7 @@
   achieved so far, ``v ← v + v·c/100`` (never below 0).
 * :func:`value_list` is VLAC's own unclamped accumulation from 0, the ``value_list`` of a
   ``/trajectory-critic`` answer; :func:`critic_between` inverts the accumulation (the mock
-  backend's critic).
+  backend's critic); :func:`reference_indices` is VLAC's choice of reference frames.
 
 Example:
     >>> accumulate(0.0, 40.0), accumulate(40.0, 50.0)
@@ -34,6 +34,7 @@ __all__ = [
     "accumulate_all",
     "critic_between",
     "value_list",
+    "reference_indices",
 ]
 
 NegativeRule = Literal["vlac", "robodopamine"]
@@ -104,3 +105,27 @@ def value_list(critics: Sequence[float]) -> list[float]:
     for c in critics:
         values.append(values[-1] + (100.0 - values[-1]) * float(c) / 100.0)
     return values
+
+
+def reference_indices(count: int, ref_num: int | None) -> list[int]:
+    """VLAC's reference sampling: which of ``count`` reference frames to keep for ``ref_num``.
+
+    The first frame and ``ref_num − 1`` others evenly spaced up to the last
+    (``int(i·(count − 1)/(ref_num − 1))``); all frames when ``ref_num`` is None or at least
+    ``count``; only the first when ``ref_num`` is 1 or less.
+
+    >>> reference_indices(10, 4)
+    [0, 3, 6, 9]
+    >>> reference_indices(5, 3)
+    [0, 2, 4]
+    >>> reference_indices(3, None), reference_indices(3, 7), reference_indices(3, 1)
+    ([0, 1, 2], [0, 1, 2], [0])
+    >>> reference_indices(0, 1)
+    []
+    """
+    if ref_num is not None and ref_num <= 1:
+        return list(range(min(count, 1)))
+    if ref_num is None or ref_num >= count:
+        return list(range(count))
+    delta = (count - 1) / (ref_num - 1)
+    return [int(i * delta) for i in range(ref_num)]

@@ -11,8 +11,9 @@ subclass of uvicorn's h11 protocol that
   cannot use up the process's file descriptors;
 * answers malformed HTTP with a JSON `400` instead of uvicorn's plain text.
 
-Concurrent requests in the application are capped by `ConcurrencyLimitMiddleware` (`503` JSON
-with `Retry-After`), which clients retry.
+In the application, `ConcurrencyLimitMiddleware` caps concurrent requests (`503` JSON with
+`Retry-After`, which clients retry) and `BodyLimitMiddleware` request bodies (`413` JSON, from
+`Content-Length` before reading, or once the bytes read pass the limit).
 
 Example:
     >>> protocol = bounded_h11_protocol(read_timeout_s=30.0, max_connections=512)
@@ -28,9 +29,17 @@ import logging
 from typing import Any
 
 import h11
+from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["bounded_h11_protocol", "ConcurrencyLimitMiddleware", "raw_json_response"]
+__all__ = [
+    "bounded_h11_protocol",
+    "BodyLimitMiddleware",
+    "BodyTooLargeError",
+    "ConcurrencyLimitMiddleware",
+    "raw_json_response",
+]
 
 log = logging.getLogger("reward_service")
 
@@ -168,3 +177,61 @@ class ConcurrencyLimitMiddleware:
             await self.app(scope, receive, send)
         finally:
             self.active -= 1
+
+
+class BodyTooLargeError(HTTPException):
+    """Raised while reading a body larger than the limit (FastAPI re-raises HTTP exceptions, and
+    the app's handler answers them as JSON)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"request body larger than the limit of {limit} bytes")
+
+
+class BodyLimitMiddleware:
+    """ASGI middleware: request bodies over `max_body_bytes` answer 413 JSON.
+
+    A `Content-Length` over the limit is answered before the body is read; a body that grows
+    past it while read (chunked) raises `BodyTooLargeError` in the reading route.
+
+    Example:
+        >>> BodyLimitMiddleware(app=None, max_body_bytes=1024).limit
+        1024
+    """
+
+    def __init__(self, app: Any, max_body_bytes: int) -> None:
+        self.app = app
+        self.limit = max_body_bytes
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None:
+            try:
+                too_big = int(length) > self.limit
+            except ValueError:
+                too_big = False
+            if too_big:
+                response = JSONResponse(
+                    {
+                        "error": f"request body of {int(length)} bytes is larger than the "
+                        f"limit of {self.limit} bytes",
+                        "limit": self.limit,
+                    },
+                    status_code=413,
+                )
+                await response(scope, receive, send)
+                return
+        received = 0
+
+        async def limited_receive() -> dict[str, Any]:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    raise BodyTooLargeError(self.limit)
+            return message
+
+        await self.app(scope, limited_receive, send)

@@ -4,6 +4,7 @@ Thread-safe. `GET /metrics` answers Prometheus' text exposition format
 (:meth:`Metrics.prometheus_text`, built with `prometheus_client` from a registry of this instance
 alone, so several apps in one process never clash) when the caller asks for it — Prometheus'
 scraper sends `Accept: text/plain` or OpenMetrics — and `Metrics.snapshot()` as JSON otherwise.
+`MetricsMiddleware` records every request's route, status and latency.
 
 Example:
     >>> m = Metrics()
@@ -20,9 +21,10 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, deque
+from collections.abc import Collection
 from typing import Any
 
-__all__ = ["Metrics", "PROMETHEUS_CONTENT_TYPE", "wants_prometheus"]
+__all__ = ["Metrics", "MetricsMiddleware", "PROMETHEUS_CONTENT_TYPE", "wants_prometheus"]
 
 #: Content type of the text exposition format (version 0.0.4).
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -131,6 +133,42 @@ class Metrics:
         registry = CollectorRegistry(auto_describe=False)
         registry.register(_SnapshotCollector(self))
         return generate_latest(registry)
+
+
+class MetricsMiddleware:
+    """ASGI middleware: counts every HTTP request in `metrics` under its path when that is one of
+    `known_routes`, else under `"other"` (so unknown paths cannot grow the label set).
+
+    Example:
+        >>> MetricsMiddleware(app=None, metrics=Metrics(), known_routes={"/done"}).known_routes
+        {'/done'}
+    """
+
+    def __init__(self, app: Any, metrics: Metrics, known_routes: Collection[str]) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.known_routes = known_routes
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope["path"]
+        route = path if path in self.known_routes else "other"
+        status = 500
+        start = time.perf_counter()
+        self.metrics.request_started()
+
+        async def send_wrapper(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            self.metrics.record_request(route, status, time.perf_counter() - start)
 
 
 class _SnapshotCollector:
