@@ -97,3 +97,27 @@ def test_cpu_check_reads_the_hydra_command_line():
     text = EnvCheckReport("EnvGroup", 1, [["A", "B"]], "openvla_oft", "/models/x").message()
     assert "stopped before the actor and rollout workers" in text
     assert "A > B" in text and "'/models/x'" in text and "not run" in text
+
+
+def test_reward_model_options_shown_commented_out_are_valid():
+    """The done rule and the alarm block that the config shows commented out load as written
+    once uncommented (so their key names cannot drift from the schema)."""
+    import re
+
+    import yaml
+
+    from evolve_envs.config import load_config
+
+    lines = (REPO / "configs" / "rlinf" / "libero_10_grpo_openvlaoft.yaml").read_text().splitlines()
+    start = lines.index("    reward_model:")
+    end = next(i for i in range(start + 1, len(lines)) if re.match(r"^ {0,4}\S", lines[i]))
+    option = re.compile(r"^( {6})# ( *[a-z_]+:(?: .*)?)$")  # a commented-out key, not prose
+    block = [option.sub(r"\1\2", line) for line in lines[start:end]]
+    uncommented = sum(a != b for a, b in zip(block, lines[start:end], strict=True))
+    assert uncommented == 10  # done_by and the alarm block's 9 lines
+    values = yaml.safe_load("\n".join(block))["reward_model"]
+    cfg = load_config({"reward_model": values}, environ={}).reward_model
+    assert (cfg.done_by.kind, cfg.done_by.k, cfg.done_by.n) == ("k_of_n", 2, 3)
+    assert cfg.alarm.enable and cfg.alarm.window == 20 and cfg.alarm.score == "final"
+    settings = {k: v for k, v in values["alarm"].items() if k != "enable"}
+    assert cfg.alarm.detector_settings() == settings
