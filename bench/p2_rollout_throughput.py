@@ -18,6 +18,15 @@ Configurations:
 * ``..., fixed window``: the same against services whose batcher uses the fixed 5 ms window
   (``--max-batch-window-ms 0``, the behaviour before the adaptive window), side by side with the
   default adaptive window (``reward_service.batching``).
+* ``async auto`` / ``async auto, 2 services``: the schedule that hides the latency
+  (``wrappers.progress_tracker``, "Async timing"): ``max_lag_steps: auto`` (wait only for an
+  answer later than the measured 95th-percentile latency allows) and ``last_check:
+  before_limit`` (the tracker knows the 300-step limit and sends its last check early enough
+  for the answer to be back before it, so the final step does not wait).
+
+``--configs NAME ...`` runs only those configurations (and ``off``, the baseline), e.g. the old
+and the new schedule side by side: ``--configs "async lag32, 2 services" "async auto, 2
+services"``.
 
 1 env: the stack stepped in a plain loop. 8 envs: ``gymnasium.vector.AsyncVectorEnv`` with
 ``context="spawn"`` — what ``evolve-envs rollout --num-envs 8`` builds — and one service shared by
@@ -25,8 +34,10 @@ all workers (its batcher coalesces their simultaneous checks). Each worker holds
 (:class:`_common.StackSwitch`) so configurations alternate episode by episode in one run.
 
 Columns: env steps/s (all envs), ratio to ``off`` (median of per-round ratios), model calls per
-episode and env, the wait at the episode's last step (settlement of outstanding answers), mean
-backend batch size (critic items per backend call, over all services).
+episode and env, the wait at the episode's last step (settlement of outstanding answers), the
+answers waited for per episode and env mid-episode (at the max lag) and at the end (from the
+episode summary's ``lag_waits`` / ``end_waits``), mean backend batch size (critic items per
+backend call, over all services).
 
 Run::
 
@@ -65,6 +76,7 @@ def configs(
         "timeout": 30,
     }
     lag32 = {**common, "calls": "async", "max_lag_steps": 2 * every}
+    auto = {**common, "calls": "async", "max_lag_steps": "auto", "last_check": "before_limit"}
     return {
         "off": {"env": env, "reward_model": {"enable": False}},
         "sync, fixed window": {
@@ -85,6 +97,8 @@ def configs(
             "reward_model": {**lag32, "endpoint": list(fixed)},
         },
         "async lag32, 2 services": {"env": env, "reward_model": {**lag32, "endpoint": [url, url2]}},
+        "async auto": {"env": env, "reward_model": auto},
+        "async auto, 2 services": {"env": env, "reward_model": {**auto, "endpoint": [url, url2]}},
     }
 
 
@@ -120,6 +134,14 @@ def _calls(info: dict[str, Any]) -> float:
     return float(np.mean(np.asarray(calls, dtype=float)))
 
 
+def _summary_mean(info: dict[str, Any], key: str) -> float | None:
+    """Mean over envs of ``info["episode_reward_model"][key]`` at the episode's last step."""
+    summary = info.get("episode_reward_model")
+    if not isinstance(summary, dict) or summary.get(key) is None:
+        return None
+    return float(np.mean(np.asarray(summary[key], dtype=float)))
+
+
 def run_episode(env: Any, name: str, steps: int, n: int, urls: tuple[str, ...]) -> dict:
     vector = isinstance(env, gym.vector.VectorEnv)
     action = np.zeros((n, 7) if vector else 7, np.float32)
@@ -142,6 +164,8 @@ def run_episode(env: Any, name: str, steps: int, n: int, urls: tuple[str, ...]) 
         "wall_s": wall,
         "calls": _calls(info),
         "last_step_ms": 1000 * last,
+        "lag_waits": _summary_mean(info, "lag_waits"),
+        "end_waits": _summary_mean(info, "end_waits"),
         "batch": (i1 - i0) / (b1 - b0) if b1 > b0 else None,
     }
 
@@ -173,6 +197,8 @@ def bench(
                 rounds.ratio(name, "off", invert=True),
                 rounds.extra_median(name, "calls"),
                 rounds.extra_median(name, "last_step_ms"),
+                rounds.extra_median(name, "lag_waits"),
+                rounds.extra_median(name, "end_waits"),
                 rounds.extra_median(name, "batch"),
             ]
         )
@@ -190,7 +216,15 @@ def main() -> None:
         "--serve-replicas",
         type=int,
         default=0,
-        help="also run 'async lag32' against a local Ray Serve app with this many replicas",
+        help="also run 'async lag32' and 'async auto' against a local Ray Serve app with this "
+        "many replicas",
+    )
+    p.add_argument(
+        "--configs",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="run only these configurations (and 'off'); default: all",
     )
     args = p.parse_args()
     start, every = 64, 16
@@ -226,10 +260,18 @@ def main() -> None:
             serve.run(build_app(app), name="p2", route_prefix="/")
             serve_url = f"http://127.0.0.1:{port}"
             SERVE_REPLICAS[serve_url] = n
-            name = f"async lag32, Serve {n} replicas"
-            cfg = cfgs["async lag32"]
-            cfgs[name] = {**cfg, "reward_model": {**cfg["reward_model"], "endpoint": serve_url}}
+            for schedule in ("lag32", "auto"):
+                cfg = cfgs[f"async {schedule}"]
+                cfgs[f"async {schedule}, Serve {n} replicas"] = {
+                    **cfg,
+                    "reward_model": {**cfg["reward_model"], "endpoint": serve_url},
+                }
             urls = (*urls, serve_url)
+        if args.configs:
+            unknown = sorted(set(args.configs) - set(cfgs))
+            if unknown:
+                raise SystemExit(f"unknown configurations {unknown}; known: {sorted(cfgs)}")
+            cfgs = {k: v for k, v in cfgs.items() if k == "off" or k in args.configs}
         rows = []
         try:
             for n in args.envs:
@@ -248,6 +290,8 @@ def main() -> None:
             "ratio vs off",
             "calls/episode",
             "last-step wait ms",
+            "lag waits",
+            "end waits",
             "batch fill",
         ],
         rows,
