@@ -170,6 +170,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from evolve_envs.distrl.async_trainer import WorkerFailedError
     from evolve_envs.distrl.train import TrainOptions, run_train
     from evolve_envs.distrl.worker import WorkerStartError
 
@@ -181,6 +182,10 @@ def _train(args: argparse.Namespace) -> int:
         ))  # fmt: skip
     except WorkerStartError as exc:
         print(f"evolve-envs train: error: {exc}", file=sys.stderr)
+        return 1
+    except WorkerFailedError as exc:
+        print(f"evolve-envs train: error: {exc} (checkpoint written; fix the cause, then "
+              "--resume the run directory)", file=sys.stderr)  # fmt: skip
         return 1
     print(f"wrote {res.run_dir}: metrics.csv, checkpoint.pt, summary.json "
           f"({res.counters.get('updates', 0)} updates, {res.wall_s:.0f} s)")  # fmt: skip

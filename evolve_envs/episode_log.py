@@ -53,10 +53,14 @@ class EpisodeLog:
     """Append per-episode metric rows to CSV, TensorBoard and (optionally) W&B.
 
     Args:
-        out: folder for ``metrics.csv`` and ``tensorboard/``.
+        out: folder for ``metrics.csv`` and ``tensorboard/`` (created if missing).
         tensorboard: write TensorBoard events too (skipped when the package is missing).
         wandb_project: log to this W&B project (raises ``ImportError`` if W&B is unusable).
         run_config: recorded as the W&B run's config.
+        step_column: name of the first CSV column, the step :meth:`add` is given.
+        tb_prefix: TensorBoard / W&B series are named ``<tb_prefix>/<column>``.
+
+    An existing ``metrics.csv`` (a resumed run) is appended to under its own header.
     """
 
     def __init__(
@@ -66,10 +70,18 @@ class EpisodeLog:
         tensorboard: bool = True,
         wandb_project: str | None = None,
         run_config: Mapping[str, Any] | None = None,
+        step_column: str = "episode",
+        tb_prefix: str = "episode",
     ) -> None:
         self.out = Path(out)
+        self.out.mkdir(parents=True, exist_ok=True)
         self.csv_path = self.out / "metrics.csv"
+        self.step_column = step_column
+        self.tb_prefix = tb_prefix
         self._columns: list[str] | None = None
+        if self.csv_path.exists():
+            with self.csv_path.open(newline="", encoding="utf-8") as fh:
+                self._columns = next(csv.reader(fh), None) or None
         self._tb: Any = None
         self._wandb: Any = None
         if tensorboard and tensorboard_available():
@@ -88,8 +100,9 @@ class EpisodeLog:
         return self.out / "tensorboard" if self._tb is not None else None
 
     def add(self, episode: int, metrics: Mapping[str, float | int | bool | None]) -> None:
-        """Record one finished episode's metrics (None and NaN are left blank / skipped)."""
-        row = {"episode": episode, **metrics}
+        """Record one row (one finished episode's metrics by default) at step ``episode``
+        (None and NaN are left blank / skipped)."""
+        row = {self.step_column: episode, **metrics}
         new = self._columns is None
         if self._columns is None:
             self._columns = list(row)
@@ -105,10 +118,10 @@ class EpisodeLog:
         }
         if self._tb is not None:
             for key, value in numeric.items():
-                self._tb.add_scalar(f"episode/{key}", value, step=episode)
+                self._tb.add_scalar(f"{self.tb_prefix}/{key}", value, step=episode)
             self._tb.flush()
         if self._wandb is not None:
-            self._wandb.log({f"episode/{k}": v for k, v in numeric.items()}, step=episode)
+            self._wandb.log({f"{self.tb_prefix}/{k}": v for k, v in numeric.items()}, step=episode)
 
     def close(self) -> None:
         """Flush and close the TensorBoard writer and finish the W&B run."""

@@ -15,6 +15,13 @@ process) then repeats until the budget is spent:
   ``checkpoint_every_updates``).
 
 At the end it asks the workers to stop, waits briefly for them and writes a final checkpoint.
+
+A worker whose *process* dies is restarted by Ray and goes on collecting. A worker whose
+``run`` loop *raises* (for example a reward service outage with ``fail_on_request_error: true``,
+the stack's fail-fast policy) is not restarted: the learner notices within a second, writes a
+checkpoint and stops the run with a :class:`WorkerFailedError` naming the worker and the cause,
+so ``--resume`` can continue once the cause is fixed. With the default fallback policy an outage
+only shows as counted ``fallbacks`` in the metrics.
 """
 
 from __future__ import annotations
@@ -27,7 +34,27 @@ from evolve_envs.distrl.checkpoint import save_checkpoint
 from evolve_envs.distrl.config import TrainConfig
 from evolve_envs.distrl.train_log import IntervalStats, TrainLog, format_row
 
-__all__ = ["Budget", "run_distrl"]
+__all__ = ["Budget", "WorkerFailedError", "run_distrl"]
+
+
+class WorkerFailedError(RuntimeError):
+    """A rollout worker's collection loop raised (not a crash Ray restarts): the run stops."""
+
+
+def _check_workers(runs: list[Any]) -> None:
+    """Raise :class:`WorkerFailedError` if a worker's ``run`` call ended before the stop."""
+    import ray
+
+    finished, _ = ray.wait(runs, num_returns=len(runs), timeout=0)
+    for ref in finished:
+        try:
+            ray.get(ref)
+        except Exception as exc:  # noqa: BLE001 - re-raised with the worker named
+            cause = getattr(exc, "cause", None) or exc
+            raise WorkerFailedError(
+                f"rollout worker {runs.index(ref)} stopped: {type(cause).__name__}: {cause}"
+            ) from exc
+        raise WorkerFailedError(f"rollout worker {runs.index(ref)} returned before the stop")
 
 
 class Budget:
@@ -107,7 +134,7 @@ def run_distrl(
         publish()
         runs = [w.run.remote() for w in workers]
         stats = IntervalStats()
-        last_log = last_ckpt = time.monotonic()
+        last_log = last_ckpt = last_check = time.monotonic()
         ckpt_updates = learner.updates
         last: dict[str, Any] = {}
         bar = tqdm(total=round(budget.seconds), unit="s", desc="distrl", disable=not interactive)
@@ -131,6 +158,13 @@ def run_distrl(
             else:
                 time.sleep(0.02)
             now = time.monotonic()
+            if now - last_check >= 1.0:
+                last_check = now
+                try:
+                    _check_workers(runs)
+                except WorkerFailedError:
+                    checkpoint()
+                    raise
             if now - last_log >= cfg.run.log_every_s:
                 last = _row(learner, stats, queue, registry, budget, now - last_log)
                 tlog.add(learner.updates, last)

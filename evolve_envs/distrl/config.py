@@ -84,6 +84,9 @@ class PolicyConfig(BaseModel):
     image_size: int = Field(default=32, ge=8)
     hidden: int = Field(default=128, ge=8)
     init_log_std: float = -0.5
+    keypoints: int = Field(
+        default=0, ge=0, description="spatial-softmax keypoints (0: the flattening CNN)"
+    )
 
 
 class LearnerConfig(BaseModel):
@@ -100,6 +103,9 @@ class LearnerConfig(BaseModel):
     entropy_coef: float = Field(default=1e-3, ge=0)
     value_coef: float = Field(default=0.5, ge=0)
     invalid_coef: float = Field(default=0.1, ge=0)
+    normalize_advantages: bool = Field(
+        default=False, description="scale the batch's advantages to zero mean, unit std"
+    )
     priority_weights: tuple[float, float, float] = (1.0, 0.1, 0.01)
     capacity: int = Field(default=256, ge=1, description="replay capacity in trajectories")
     alpha: float = Field(default=0.6, ge=0, description="priority exponent; 0 = uniform")

@@ -141,6 +141,7 @@ class Learner:
             value_coef=c.value_coef,
             action_space=self.action_space,
             validator=self.validator,
+            normalize_advantages=c.normalize_advantages,
             **self._loss_kwargs(),
         )
         self.optimizer.zero_grad(set_to_none=True)

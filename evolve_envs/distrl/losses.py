@@ -189,10 +189,15 @@ def aride_loss(
     action_space: spaces.Box | None = None,
     validator: ActionValidator = out_of_bounds_or_nonfinite,
     priority_weights: Sequence[float] = DEFAULT_PRIORITY_WEIGHTS,
+    normalize_advantages: bool = False,
 ) -> LossOutput:
     """A-RIDE policy loss plus Retrace value loss on a batch of trajectories.
 
     ``is_weights`` are the replay buffer's per-trajectory importance weights (all 1 if None).
+    With ``normalize_advantages`` the policy term uses the batch's advantages scaled to zero mean
+    and unit standard deviation (the value loss and the priorities are unchanged): progress
+    rewards are small (a few hundredths a step), and unscaled they leave the policy gradient far
+    below the entropy and invalid-action terms.
     ``action_space`` is needed for the invalid-action penalty and the ``invalid_rate`` statistic.
     Returns the loss, statistics (``policy_loss``, ``value_loss``, ``entropy``, ``mean_rho``,
     ``clipped_rho_frac``, ``invalid_rate``, ``p_invalid``, ``mean_abs_td``, ``mean_advantage``,
@@ -251,6 +256,8 @@ def aride_loss(
         return torch.as_tensor(np.concatenate(parts), dtype=fwd.logp.dtype, device=device)
 
     target_t, adv_t, rho_t, w_t = _t(targets), _t(advantages), _t(rhos), _t(step_w)
+    if normalize_advantages and adv_t.numel() > 1:
+        adv_t = (adv_t - adv_t.mean()) / (adv_t.std() + 1e-8)
     rho_clipped = torch.clamp(rho_t, max=rho_bar)
     policy_loss = -(w_t * rho_clipped * adv_t * fwd.logp).mean()
     entropy = fwd.entropy.mean()

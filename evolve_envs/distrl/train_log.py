@@ -15,21 +15,21 @@ Example:
 
 from __future__ import annotations
 
-import csv
 import math
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
-from evolve_envs.episode_log import tensorboard_available
+from evolve_envs.episode_log import EpisodeLog
 
 __all__ = ["IntervalStats", "TrainLog", "format_row"]
 
 
-class TrainLog:
-    """Append interval rows to ``<out>/metrics.csv`` and ``<out>/tensorboard/``.
+class TrainLog(EpisodeLog):
+    """Append interval rows to ``<out>/metrics.csv`` (first column ``updates``) and
+    ``<out>/tensorboard/`` (series ``train/<column>``): an :class:`~evolve_envs.episode_log.
+    EpisodeLog` keyed by the learner's update count; a resumed run appends under its header.
 
     Args:
         out: the run directory.
@@ -37,53 +37,7 @@ class TrainLog:
     """
 
     def __init__(self, out: str | Path, *, tensorboard: bool = True) -> None:
-        self.out = Path(out)
-        self.out.mkdir(parents=True, exist_ok=True)
-        self.csv_path = self.out / "metrics.csv"
-        self._columns: list[str] | None = None
-        if self.csv_path.exists():  # a resumed run appends under the existing header
-            with self.csv_path.open(newline="", encoding="utf-8") as fh:
-                header = next(csv.reader(fh), None)
-            self._columns = header or None
-        self._tb = None
-        if tensorboard and tensorboard_available():
-            from tensorboard.summary import Writer
-
-            self._tb = Writer(str(self.out / "tensorboard"))
-
-    def add(self, step: int, metrics: Mapping[str, float | int | bool | None]) -> None:
-        """Write one row (``updates`` = ``step``); None and NaN stay blank / are skipped."""
-        row = {"updates": step, **metrics}
-        new = self._columns is None
-        if self._columns is None:
-            self._columns = list(row)
-        with self.csv_path.open("a", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(fh, self._columns, extrasaction="ignore", restval="")
-            if new:
-                writer.writeheader()
-            writer.writerow({k: "" if v is None else v for k, v in row.items()})
-        if self._tb is not None:
-            for key, value in metrics.items():
-                if isinstance(value, int | float | bool) and not math.isnan(float(value)):
-                    self._tb.add_scalar(f"train/{key}", float(value), step=step)
-            self._tb.flush()
-
-    def close(self) -> None:
-        """Close the TensorBoard writer."""
-        if self._tb is not None:
-            self._tb.close()
-            self._tb = None
-
-    def __enter__(self) -> TrainLog:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+        super().__init__(out, tensorboard=tensorboard, step_column="updates", tb_prefix="train")
 
 
 class IntervalStats:
@@ -92,9 +46,12 @@ class IntervalStats:
 
     Example:
         >>> st = IntervalStats()
-        >>> st.episodes([{"return": 1.0, "success": 1.0, "progress": 0.5}])
-        >>> st.row(2.0)["return"], st.row(2.0)["episodes"]
-        (1.0, 1)
+        >>> st.episodes([{"return": 1.0, "success": 1.0, "progress": 0.5},
+        ...              {"return": 0.2, "success": 0.0, "model_done": 1.0,
+        ...               "model_done_success": 0.0}])
+        >>> row = st.row(2.0)
+        >>> row["return"], row["episodes"], row["model_done"], row["model_done_precision"]
+        (0.6, 2, 1, 0.0)
     """
 
     def __init__(self) -> None:
@@ -126,6 +83,8 @@ class IntervalStats:
             vals = [v for v in vals if not math.isnan(v)]
             return sum(vals) / len(vals) if vals else math.nan
 
+        model_done = sum(float(e.get("model_done", 0.0)) for e in self._episodes)
+        model_done_success = sum(float(e.get("model_done_success", 0.0)) for e in self._episodes)
         return {
             "episodes": len(self._episodes),
             "return": mean("return"),
@@ -133,6 +92,11 @@ class IntervalStats:
             "model_progress": mean("progress"),
             "episode_length": mean("length"),
             "fallbacks": sum(int(e.get("fallbacks", 0)) for e in self._episodes),
+            # model termination audited against env success (NaN: the model ended no episode)
+            "model_done": int(model_done),
+            "model_done_precision": model_done_success / model_done if model_done else math.nan,
+            # share of the interval's episodes that ended with the hacking alarm firing
+            "alarm_firing": mean("alarm_firing"),
             "staleness": (
                 sum(self._staleness) / len(self._staleness) if self._staleness else math.nan
             ),
@@ -156,4 +120,6 @@ def format_row(row: Mapping[str, Any]) -> str:
         f"queue {row['queue_depth']} buffer {f('buffer_fill', '.2f')} "
         f"stale {f('staleness')} steps/s {f('env_steps_per_s', '.1f')} "
         f"samples/s {f('samples_per_s', '.1f')}"
+        + (f" done-precision {f('model_done_precision', '.2f')}" if row.get("model_done") else "")
+        + (" ALARM" if (row.get("alarm_firing") or 0) > 0 else "")
     )

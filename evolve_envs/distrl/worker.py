@@ -271,8 +271,11 @@ class RolloutWorker:
 
     @staticmethod
     def _episode_stats(slot: _EnvSlot, info: Mapping[str, Any], terminated: bool) -> dict:
+        """One finished episode's numbers for the learner's metrics: return, length, env
+        success, final model progress, fallbacks and, where the stack reports them, whether the
+        model ended the episode (and whether the env had succeeded then) and the alarm."""
         progress = info.get("progress")
-        return {
+        stats: dict[str, Any] = {
             "return": slot.ep_return,
             "length": slot.ep_len,
             "success": float(bool(info.get("is_success", False))),
@@ -280,6 +283,43 @@ class RolloutWorker:
             "terminated": float(terminated),
             "fallbacks": slot.ep_fallbacks,
         }
+        summary = info.get("episode_reward_model")
+        if isinstance(summary, Mapping) and "model_terminated" in summary:
+            stats["model_done"] = float(bool(summary["model_terminated"]))
+            stats["model_done_success"] = float(
+                bool(summary["model_terminated"]) and bool(summary.get("done_env_success"))
+            )
+        alarm = info.get("reward_alarm")
+        if isinstance(alarm, Mapping):
+            stats["alarm_firing"] = float(bool(alarm.get("firing", False)))
+        return stats
+
+    def _record_step(
+        self,
+        slot: _EnvSlot,
+        inputs: Mapping[str, np.ndarray],
+        action: np.ndarray,
+        logp: float,
+        step: tuple[Any, Any, Any, Any, Any],
+    ) -> bool:
+        """Append one env step to ``slot``; returns whether the episode ended (its stats are
+        then appended too)."""
+        _, reward, terminated, truncated, info = step
+        self.counts["env_steps"] += 1
+        slot.inputs.append(dict(inputs))
+        slot.actions.append(action)
+        slot.logp.append(float(logp))
+        slot.rewards.append(float(reward))
+        slot.dones.append(bool(terminated))
+        slot.versions.append(self.version)
+        slot.ep_return += float(reward)
+        slot.ep_len += 1
+        slot.ep_fallbacks += int(bool(info.get("reward_model_fallback", False)))
+        ended = bool(terminated or truncated)
+        if ended:
+            slot.episode_stats.append(self._episode_stats(slot, info, bool(terminated)))
+            self.counts["episodes"] += 1
+        return ended
 
     # ------------------------------------------------------------------ asynchronous mode
 
@@ -316,21 +356,9 @@ class RolloutWorker:
             inputs, actions, logp = self._act(obs)
             for i, env in enumerate(self.envs):
                 slot = slots[i]
-                nxt, reward, terminated, truncated, info = env.step(actions[i])
-                self.counts["env_steps"] += 1
-                slot.inputs.append(_slice(inputs, i))
-                slot.actions.append(actions[i])
-                slot.logp.append(float(logp[i]))
-                slot.rewards.append(float(reward))
-                slot.dones.append(bool(terminated))
-                slot.versions.append(self.version)
-                slot.ep_return += float(reward)
-                slot.ep_len += 1
-                slot.ep_fallbacks += int(bool(info.get("reward_model_fallback", False)))
-                ended = terminated or truncated
-                if ended:
-                    slot.episode_stats.append(self._episode_stats(slot, info, terminated))
-                    self.counts["episodes"] += 1
+                result = env.step(actions[i])
+                nxt = result[0]
+                ended = self._record_step(slot, _slice(inputs, i), actions[i], logp[i], result)
                 if ended or (seg_len is not None and len(slot.actions) >= seg_len):
                     traj = self._trajectory(slot, self._encode_one(nxt))
                     try:
@@ -384,20 +412,9 @@ class RolloutWorker:
             still = []
             for j, i in enumerate(live):
                 slot = slots[i]
-                nxt, reward, terminated, truncated, info = envs[i].step(actions[j])
-                self.counts["env_steps"] += 1
-                slot.inputs.append(_slice(inputs, j))
-                slot.actions.append(actions[j])
-                slot.logp.append(float(logp[j]))
-                slot.rewards.append(float(reward))
-                slot.dones.append(bool(terminated))
-                slot.versions.append(self.version)
-                slot.ep_return += float(reward)
-                slot.ep_len += 1
-                slot.ep_fallbacks += int(bool(info.get("reward_model_fallback", False)))
-                if terminated or truncated:
-                    slot.episode_stats.append(self._episode_stats(slot, info, terminated))
-                    self.counts["episodes"] += 1
+                result = envs[i].step(actions[j])
+                nxt = result[0]
+                if self._record_step(slot, _slice(inputs, j), actions[j], logp[j], result):
                     out[i] = self._trajectory(slot, self._encode_one(nxt))
                 else:
                     obs[i] = nxt

@@ -158,3 +158,43 @@ def test_a_dead_reward_service_stops_the_run_at_start_up(ray_local, tmp_path, ca
     assert rc == 1
     assert "rollout worker 0 failed to start" in err and "ServiceUnavailable" in err, err
     assert not (tmp_path / "dead" / "checkpoint.pt").exists()
+
+
+@pytest.mark.slow
+def test_a_reward_service_outage_mid_run_follows_the_fail_fast_policy(ray_local, tmp_path, capsys):
+    """With ``fail_on_request_error: true`` a service that dies mid-run stops the run with the
+    worker and the cause named and a checkpoint to resume from (it never hangs, never trains on
+    silent zeros)."""
+    import threading
+
+    from evolve_envs.cli import main
+    from reward_service.embedded import EmbeddedService
+
+    svc = EmbeddedService("mock", {"rule": "reach_place"}).start()
+    config = str(ROOT / "configs" / "distrl" / "reach_place.yaml")
+    metrics = tmp_path / "out" / "metrics.csv"
+    quit_waiting = threading.Event()
+
+    def stop_once_running() -> None:  # the first metrics row: the workers are collecting
+        while not quit_waiting.wait(0.2):
+            if metrics.is_file():
+                svc.stop()
+                return
+
+    stopper = threading.Thread(target=stop_once_running, daemon=True)
+    stopper.start()
+    try:
+        rc = main(
+            ["train", "--config", config, "--run-dir", str(tmp_path / "out"), "--minutes", "2",
+             "--no-progress-bar", f"reward_model.endpoint={svc.url}", "reward_model.timeout=2",
+             "reward_model.max_retries=0", "reward_model.fail_on_request_error=true",
+             *SHORT_REACH_PLACE]
+        )  # fmt: skip
+    finally:
+        quit_waiting.set()
+        stopper.join()
+        svc.stop()
+    err = capsys.readouterr().err
+    assert rc == 1, err
+    assert "rollout worker" in err and "stopped" in err and "--resume" in err, err
+    assert (tmp_path / "out" / "checkpoint.pt").is_file()
