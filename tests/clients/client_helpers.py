@@ -1,4 +1,4 @@
-"""Helpers for the reward client tests (imported by name: ``from client_helpers import ...``).
+"""Helpers for the reward client tests (``from tests.clients.client_helpers import ...``).
 
 Painting frames for the mock backend's intensity rule, a free port, the fault admin API of
 the reward server, its metrics, and a hang guard for calls that must return.

@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from client_helpers import clear_fault
 
 from reward_clients.endpoint_pool import EndpointPool
 from reward_service.embedded import EmbeddedService
+from tests.clients.client_helpers import clear_fault
 
 
 @pytest.fixture(scope="session")

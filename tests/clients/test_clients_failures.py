@@ -10,11 +10,18 @@ from __future__ import annotations
 import logging
 
 import pytest
-from client_helpers import arm_fault, fault_status, free_port, paint, server_metrics, within_guard
 
 from reward_clients.errors import ErrorKind, RewardServiceError
 from reward_clients.progress_client import DoneResult, ProgressClient
 from reward_service.embedded import EmbeddedService
+from tests.clients.client_helpers import (
+    arm_fault,
+    fault_status,
+    free_port,
+    paint,
+    server_metrics,
+    within_guard,
+)
 
 FALLBACK = -7.5
 

@@ -8,11 +8,11 @@ import pickle
 import numpy as np
 import pytest
 import simplejpeg
-from client_helpers import arm_fault, paint, within_guard
 
 from reward_clients.errors import ErrorKind, RewardServiceError
 from reward_clients.pickle_scorer_client import PickleScorerClient
 from reward_service.embedded import EmbeddedService
+from tests.clients.client_helpers import arm_fault, paint, within_guard
 
 
 @pytest.fixture

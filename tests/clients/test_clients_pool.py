@@ -6,7 +6,12 @@ import threading
 import time
 
 import pytest
-from client_helpers import (
+
+from reward_clients.endpoint_pool import EndpointPool
+from reward_clients.errors import RewardServiceError
+from reward_clients.progress_client import ProgressClient
+from reward_service.embedded import EmbeddedService
+from tests.clients.client_helpers import (
     arm_fault,
     fault_status,
     free_port,
@@ -14,11 +19,6 @@ from client_helpers import (
     server_metrics,
     within_guard,
 )
-
-from reward_clients.endpoint_pool import EndpointPool
-from reward_clients.errors import RewardServiceError
-from reward_clients.progress_client import ProgressClient
-from reward_service.embedded import EmbeddedService
 
 
 def _wait_for(predicate, what: str, seconds: float = 30.0) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from client_helpers import paint, server_metrics
 
 from reward_clients.progress_client import DoneResult, ProgressClient
+from tests.clients.client_helpers import paint, server_metrics
 
 
 @pytest.fixture

@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from client_helpers import paint
 
 from reward_clients.endpoint_pool import EndpointPool
 from reward_clients.pickle_scorer_client import PickleScorerClient
 from reward_clients.progress_client import ProgressClient
 from reward_clients.video_score_client import VideoScoreClient
 from reward_service.embedded import EmbeddedService
+from tests.clients.client_helpers import paint
 
 TOKEN = "client-token"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import imageio.v2 as imageio
 import numpy as np
 import pytest
-from client_helpers import arm_fault, free_port, paint, within_guard
 
 from reward_clients.errors import RewardServiceError
 from reward_clients.video_score_client import VideoScoreClient, sample_indices, write_mp4
+from tests.clients.client_helpers import arm_fault, free_port, paint, within_guard
 
 
 def episode(progress: list[int], shape=(32, 32, 3)) -> list[np.ndarray]:

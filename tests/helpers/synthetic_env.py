@@ -9,14 +9,15 @@ reset frame) shows ``script[0]``, the frame after step ``t`` shows ``script[t]``
 script the last value holds. ``success_at`` (per script, or one value for all) is the step at which
 ``info["is_success"]`` turns true; the env then terminates unless ``terminate_on_success=False``.
 
-Import it from tests with ``tests/`` on ``sys.path``::
+Import it from tests as ``tests.helpers.synthetic_env``:
 
-    from helpers.synthetic_env import SyntheticProgressEnv, grey_level
-
-    env = SyntheticProgressEnv([[0, 10, 20, 30]], size=32)
-    obs, info = env.reset(seed=0)
-    obs["agentview_image"][0, 0, 0] == grey_level(0)    # True
-    info["task_description"]                            # "paint the frame"
+    >>> from tests.helpers.synthetic_env import SyntheticProgressEnv, grey_level
+    >>> env = SyntheticProgressEnv([[0, 10, 20, 30]], size=32)
+    >>> obs, info = env.reset(seed=0)
+    >>> bool(obs["agentview_image"][0, 0, 0] == grey_level(0))
+    True
+    >>> info["task_description"]
+    'paint the frame'
 """
 
 from __future__ import annotations

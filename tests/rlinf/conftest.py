@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # standin_env importable
-
-from reward_clients.progress_client import ProgressClient  # noqa: E402
-from reward_service.embedded import EmbeddedService  # noqa: E402
+from reward_clients.progress_client import ProgressClient
+from reward_service.embedded import EmbeddedService
 
 
 @pytest.fixture(scope="session")

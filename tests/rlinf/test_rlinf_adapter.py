@@ -14,7 +14,6 @@ import pytest
 import torch
 import yaml
 from omegaconf import OmegaConf
-from standin_env import StandinLiberoEnv, grey, standin_cfg
 
 from evolve_envs.config import ConfigError, load_config
 from evolve_envs.integrations.rlinf import (
@@ -23,6 +22,7 @@ from evolve_envs.integrations.rlinf import (
     wrap_env_from_config,
 )
 from reward_clients.progress_client import ProgressClient
+from tests.rlinf.standin_env import StandinLiberoEnv, grey, standin_cfg
 from wrappers.progress_tracker import ProgressTracker, TrackerSettings
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,12 +13,12 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from svc_helpers import TOKEN, assert_json_error, encode, image_bytes, painted_b64
 
 from reward_protocol.pickle_codec import safe_pickle_dumps, safe_pickle_loads
 from reward_service.app import create_app
 from reward_service.backends import UnknownBackendError
 from reward_service.embedded import EmbeddedService
+from tests.service.svc_helpers import TOKEN, assert_json_error, encode, image_bytes, painted_b64
 
 TINY = painted_b64(10, size=8)
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from svc_helpers import free_port
+
+from tests.service.svc_helpers import free_port
 
 ROUTES = {
     ("/health", "get"),

@@ -15,8 +15,6 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from compat_servers import pickle_scorer_server, rlaif_video_server
-from svc_helpers import image_bytes, painted_b64
 
 from evolve_envs.config import RewardModelConfig
 from reward_clients.endpoint_pool import EndpointPool
@@ -24,6 +22,8 @@ from reward_clients.pickle_scorer_client import PickleScorerClient
 from reward_clients.video_score_client import VideoScoreClient
 from reward_protocol.pickle_codec import UnsafePickleError, safe_pickle_loads
 from reward_service.embedded import EmbeddedService
+from tests.service.compat_servers import pickle_scorer_server, rlaif_video_server
+from tests.service.svc_helpers import image_bytes, painted_b64
 
 
 @pytest.fixture()

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from svc_helpers import painted_b64
 
 from reward_service.embedded import EmbeddedService
+from tests.service.svc_helpers import painted_b64
 
 MAX_CONNECTIONS = 20
 

@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 
 import httpx
-from svc_helpers import free_port
 
 from evolve_envs.config import RewardModelConfig
 from reward_service.server import MOCK_DEFAULTS
+from tests.service.svc_helpers import free_port
 
 
 def test_docs_page_loads_swagger_ui_from_the_service(client: httpx.Client) -> None:

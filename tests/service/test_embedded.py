@@ -12,9 +12,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from svc_helpers import TOKEN
 
 from reward_service.embedded import EmbeddedService, EmbeddedServiceError
+from tests.service.svc_helpers import TOKEN
 
 
 def _gone(pid: int, timeout: float = 20.0) -> bool:

@@ -8,7 +8,6 @@ import math
 import httpx
 import pydantic
 import pytest
-from svc_helpers import assert_json_error, image_bytes, painted_b64
 
 from reward_protocol.pickle_codec import safe_pickle_dumps, safe_pickle_loads
 from reward_protocol.wire import (
@@ -17,6 +16,7 @@ from reward_protocol.wire import (
     PickleScoreResponse,
     TrajectoryCriticResponse,
 )
+from tests.service.svc_helpers import assert_json_error, image_bytes, painted_b64
 
 TRAJ = {"task": "t", "frames": [painted_b64(p) for p in (0, 30, 60)], "skip": 1}
 PAIR = {"task": "t", "image_a": painted_b64(0), "image_b": painted_b64(40)}

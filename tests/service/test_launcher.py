@@ -12,7 +12,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from svc_helpers import free_port, painted_b64
+
+from tests.service.svc_helpers import free_port, painted_b64
 
 
 def _read_exports(proc: subprocess.Popen[str], timeout: float = 90) -> dict[str, str]:

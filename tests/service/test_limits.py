@@ -13,7 +13,6 @@ import httpx
 import numpy as np
 import pytest
 from PIL import Image
-from svc_helpers import assert_json_error, painted_b64
 
 from reward_service.embedded import EmbeddedService
 from reward_service.image_decoding import (
@@ -22,6 +21,7 @@ from reward_service.image_decoding import (
     PixelBudget,
     decode_image_bytes,
 )
+from tests.service.svc_helpers import assert_json_error, painted_b64
 
 
 def _jpeg(size: int, quality: int = 60) -> bytes:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 
 import httpx
-from svc_helpers import painted_b64
 
 from reward_service.backends.mock import mock_critic
+from tests.service.svc_helpers import painted_b64
 
 CLIENTS = 32
 PER_CLIENT = 10

@@ -7,7 +7,6 @@ import threading
 
 import httpx
 import pytest
-from svc_helpers import encode, image_bytes, painted, painted_b64, write_video
 
 from reward_protocol.pickle_codec import safe_pickle_dumps, safe_pickle_loads
 from reward_protocol.wire import (
@@ -17,6 +16,7 @@ from reward_protocol.wire import (
     TrajectoryCriticResponse,
 )
 from reward_service.backends.mock import mock_critic
+from tests.service.svc_helpers import encode, image_bytes, painted, painted_b64, write_video
 
 
 def test_health_and_healthcheck(client: httpx.Client) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import httpx
-from svc_helpers import painted_b64
 
 from reward_protocol.wire import (
     Capabilities,
@@ -11,6 +10,7 @@ from reward_protocol.wire import (
     PairwiseCriticResponse,
     TrajectoryCriticResponse,
 )
+from tests.service.svc_helpers import painted_b64
 
 
 def test_smoke_progress_routes(client: httpx.Client) -> None:

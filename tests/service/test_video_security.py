@@ -9,9 +9,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from svc_helpers import assert_json_error, write_video
 
 from reward_service.embedded import EmbeddedService
+from tests.service.svc_helpers import assert_json_error, write_video
 
 
 def _post(url: str, body: dict) -> httpx.Response:

@@ -16,7 +16,6 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from svc_helpers import image_bytes, painted, painted_b64, write_video
 
 from reward_protocol.pickle_codec import safe_pickle_dumps, safe_pickle_loads
 from reward_protocol.wire import (
@@ -28,6 +27,7 @@ from reward_protocol.wire import (
 )
 from reward_service.backends.answer_parsing import parse_score
 from reward_service.embedded import EmbeddedService
+from tests.service.svc_helpers import image_bytes, painted, painted_b64, write_video
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -41,7 +41,7 @@ DEVICE = os.environ.get("EVOLVE_TEST_DEVICE", "cpu")
 
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tiny_vlm import build_tiny_qwen2_5_vl
+    from tests.service.tiny_vlm import build_tiny_qwen2_5_vl
 
     return build_tiny_qwen2_5_vl(tmp_path_factory.mktemp("tiny-qwen2_5_vl"))
 

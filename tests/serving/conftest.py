@@ -7,7 +7,6 @@ the `mock_service` fixture of `tests/service` so that the route tests run agains
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,11 +14,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.service.svc_helpers import free_port
+
 HERE = Path(__file__).resolve().parent
 TEST_PATHS = [str(HERE), str(HERE.parent / "service"), str(HERE.parents[1])]
-sys.path.insert(0, TEST_PATHS[1])  # svc_helpers
 
-from svc_helpers import free_port  # noqa: E402
 
 APP_NAME = "reward_test"
 

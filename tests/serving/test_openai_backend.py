@@ -16,14 +16,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
-from svc_helpers import painted, painted_b64
 
 from reward_service.backends.base import BackendError, CriticItem, DoneItem, VideoItem
 from reward_service.embedded import EmbeddedService
+from tests.service.svc_helpers import painted, painted_b64
 
 pytestmark = pytest.mark.slow
 
@@ -32,8 +31,7 @@ pytestmark = pytest.mark.slow
 def chat_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     pytest.importorskip("torch")
     pytest.importorskip("openai")
-    sys.path.insert(0, str(Path(__file__).parent))
-    from tiny_llava import build_tiny_llava
+    from tests.serving.tiny_llava import build_tiny_llava
 
     model = str(build_tiny_llava(tmp_path_factory.mktemp("tiny_llava")))
     with socket.socket() as s:

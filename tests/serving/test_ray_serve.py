@@ -10,7 +10,6 @@ import httpx
 import numpy as np
 import pytest
 import yaml
-from svc_helpers import painted, painted_b64
 
 from evolve_envs.config import RewardModelConfig
 from evolve_envs.factory import reward_endpoints
@@ -18,6 +17,7 @@ from reward_clients.errors import RewardServiceError
 from reward_clients.progress_client import ProgressClient
 from reward_clients.ray_handle_pool import RayHandlePool
 from reward_clients.results import CallResult
+from tests.service.svc_helpers import painted, painted_b64
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,8 @@ process's `/metrics` counters before and after a request are replaced by replica
 from __future__ import annotations
 
 import pytest
-from test_routes import (  # noqa: F401 - collected here with this folder's fixtures
+
+from tests.service.test_routes import (  # noqa: F401 - collected here with this folder's fixtures
     test_capabilities_of_mock,
     test_data_url_frames_are_accepted,
     test_done_threshold_and_probability,

@@ -4,21 +4,16 @@ logs as ``env/<key>`` metrics), on the RLinf-shaped stand-in env against a real 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "rlinf"))  # standin_env
-
-from standin_env import StandinLiberoEnv, standin_cfg  # noqa: E402
-
-from evolve_envs.integrations.rlinf import RLinfProgressReward  # noqa: E402
-from reward_service.embedded import EmbeddedService  # noqa: E402
-from wrappers.hacking_alarm import RewardHackingWarning  # noqa: E402
+from evolve_envs.integrations.rlinf import RLinfProgressReward
+from reward_service.embedded import EmbeddedService
+from tests.rlinf.standin_env import StandinLiberoEnv, standin_cfg
+from wrappers.hacking_alarm import RewardHackingWarning
 
 STEPS, CHUNK = 12, 4
 

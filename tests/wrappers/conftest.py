@@ -8,16 +8,12 @@ All are session-scoped; tests that kill a server start their own.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ -> `helpers` importable
-
-from reward_clients.progress_client import ProgressClient  # noqa: E402
-from reward_service.embedded import EmbeddedService  # noqa: E402
+from reward_clients.progress_client import ProgressClient
+from reward_service.embedded import EmbeddedService
 
 
 def _service(**kwargs) -> Iterator[EmbeddedService]:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import gymnasium as gym
 import pytest
-from helpers.synthetic_env import SyntheticProgressEnv
 
 from evolve_envs.factory import make_env
 from reward_clients.pickle_scorer_client import PickleScorerClient
 from reward_clients.video_score_client import VideoScoreClient
 from reward_service.embedded import EmbeddedService
+from tests.helpers.synthetic_env import SyntheticProgressEnv
 from wrappers.episode_score import EpisodeScoreReward
 from wrappers.frame_cache import FrameCache
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from helpers.synthetic_env import SyntheticProgressEnv, grey_level
 
+from tests.helpers.synthetic_env import SyntheticProgressEnv, grey_level
 from wrappers.frame_cache import FrameCache, FrameStore, find_frame_store, uniform_indices
 from wrappers.progressive_horizon import ProgressiveHorizon, parse_stages
 

@@ -12,9 +12,9 @@ import math
 
 import gymnasium as gym
 import pytest
-from helpers.synthetic_env import SyntheticProgressEnv
 
 from reward_clients.progress_client import ProgressClient
+from tests.helpers.synthetic_env import SyntheticProgressEnv
 from wrappers.frame_cache import FrameCache
 from wrappers.progress_reward import ProgressReward
 from wrappers.settings import ConfigError

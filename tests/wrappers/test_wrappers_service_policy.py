@@ -12,7 +12,6 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from helpers.synthetic_env import SyntheticProgressEnv
 
 from evolve_envs.factory import make_env
 from evolve_envs.integrations.rlinf import build_progress_stack
@@ -20,6 +19,7 @@ from reward_clients.endpoint_pool import EndpointPool
 from reward_clients.errors import ErrorKind, RewardServiceError
 from reward_clients.service_check import ServiceUnavailableError
 from reward_service.embedded import EmbeddedService
+from tests.helpers.synthetic_env import SyntheticProgressEnv
 from wrappers.frame_cache import FrameCache
 from wrappers.progress_reward import ProgressReward
 

@@ -7,7 +7,6 @@ import threading
 
 import numpy as np
 import pytest
-from helpers.synthetic_env import SyntheticProgressEnv, paint
 
 from evolve_envs.config import (
     ConfigError,
@@ -18,6 +17,7 @@ from evolve_envs.config import (
 )
 from evolve_envs.factory import make_env
 from reward_clients.progress_client import ProgressClient
+from tests.helpers.synthetic_env import SyntheticProgressEnv, paint
 from wrappers.progress_tracker import ProgressTracker, TrackerSettings
 from wrappers.settings import ConfigError as WrappersConfigError
 

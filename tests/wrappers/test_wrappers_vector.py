@@ -10,9 +10,9 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from helpers.synthetic_env import SyntheticProgressEnv, grey_level
 
 import evolve_envs  # noqa: F401  (registers the ids)
+from tests.helpers.synthetic_env import SyntheticProgressEnv, grey_level
 
 SCRIPTS = [
     [0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 96],  # progress-done at step 10

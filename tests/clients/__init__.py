@@ -1,0 +1,1 @@
+"""Tests of the reward clients against real reward servers on loopback."""

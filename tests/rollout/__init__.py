@@ -1,0 +1,1 @@
+"""Tests of the rollout command, the configs and the docs that name them."""

@@ -1,0 +1,1 @@
+"""Tests of the reward service: real servers in child processes on loopback."""

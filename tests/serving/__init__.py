@@ -1,0 +1,1 @@
+"""Tests of the serving back ends (Ray Serve, OpenAI-compatible servers, VLAC)."""

@@ -1,0 +1,1 @@
+"""Tests of reward trust: recording, calibration, done rules and the hacking alarm."""

@@ -1,0 +1,1 @@
+"""Tests of the Gymnasium wrappers against real reward servers on loopback."""
