@@ -87,6 +87,13 @@ class PolicyConfig(BaseModel):
     keypoints: int = Field(
         default=0, ge=0, description="spatial-softmax keypoints (0: the flattening CNN)"
     )
+    target: str | None = Field(
+        default=None,
+        description="another Policy subclass, 'package.module:ClassName' (None: the CNN)",
+    )
+    kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="extra arguments for the policy class"
+    )
 
 
 class LearnerConfig(BaseModel):

@@ -56,6 +56,19 @@ def batch_obs(observations: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray
     return {k: np.stack([np.asarray(o[k]) for o in observations]) for k in observations[0]}
 
 
+#: Key under which workers add the env's ``info["task_description"]`` to a dict observation, so a
+#: policy that conditions on the instruction (a VLA) finds it in :meth:`Policy.encode_obs`.
+TASK_KEY = "task_description"
+
+
+def _with_task(obs: Any, info: Mapping[str, Any]) -> Any:
+    """``obs`` plus ``{TASK_KEY: info["task_description"]}`` for dict observations that lack it."""
+    text = info.get("task_description")
+    if text is None or not isinstance(obs, Mapping) or TASK_KEY in obs:
+        return obs
+    return {**obs, TASK_KEY: str(text)}
+
+
 def _slice(inputs: Mapping[str, np.ndarray], i: int) -> dict[str, np.ndarray]:
     return {k: v[i] for k, v in inputs.items()}
 
@@ -80,11 +93,33 @@ def _gym_factory(stack: dict[str, Any]) -> Any:
 
 
 def policy_from_config(policy_cfg: Any, obs_space: Any, act_space: Any) -> Any:
-    """The CPU CNN Gaussian policy for these spaces, from a :class:`PolicyConfig`."""
-    from evolve_envs.distrl.policy import CNNGaussianPolicy
+    """The policy for these spaces, from a :class:`~evolve_envs.distrl.config.PolicyConfig`.
+
+    Without ``policy.target`` it is the CPU :class:`~evolve_envs.distrl.policy.CNNGaussianPolicy`
+    (the other keys are its arguments). With ``target: "package.module:ClassName"`` that class
+    (a :class:`~evolve_envs.distrl.policy.Policy` subclass) is built by its ``from_spaces(
+    observation_space, action_space, **policy.kwargs)`` classmethod if it has one, else by
+    ``ClassName(**policy.kwargs)``: the way a VLA plugs in without editing this package.
+    """
+    import importlib
+
+    from evolve_envs.distrl.policy import CNNGaussianPolicy, Policy
 
     kwargs = policy_cfg.model_dump() if hasattr(policy_cfg, "model_dump") else dict(policy_cfg)
-    return CNNGaussianPolicy.from_spaces(obs_space, act_space, **kwargs)
+    target = kwargs.pop("target", None)
+    extra = dict(kwargs.pop("kwargs", None) or {})
+    if target is None:
+        return CNNGaussianPolicy.from_spaces(obs_space, act_space, **kwargs, **extra)
+    module_name, _, attr = str(target).partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ValueError(f"policy.target: cannot import {target!r} ({exc})") from exc
+    if not (isinstance(cls, type) and issubclass(cls, Policy)):
+        raise ValueError(f"policy.target: {target!r} is not a subclass of Policy")
+    if hasattr(cls, "from_spaces"):
+        return cls.from_spaces(obs_space, act_space, **extra)
+    return cls(**extra)
 
 
 class WeightRegistry:
@@ -333,7 +368,7 @@ class RolloutWorker:
         poll_every = self.cfg.workers.poll_every
         deadline = None if max_seconds is None else time.monotonic() + max_seconds
         slots = [_EnvSlot() for _ in self.envs]
-        obs = [env.reset(seed=self._seed())[0] for env in self.envs]
+        obs = [_with_task(*env.reset(seed=self._seed())) for env in self.envs]
         pending = self.registry.poll.remote(self.worker_id, self.version)
         reported = dict.fromkeys(self.counts, 0)
         step = 0
@@ -357,7 +392,7 @@ class RolloutWorker:
             for i, env in enumerate(self.envs):
                 slot = slots[i]
                 result = env.step(actions[i])
-                nxt = result[0]
+                nxt = _with_task(result[0], result[4])
                 ended = self._record_step(slot, _slice(inputs, i), actions[i], logp[i], result)
                 if ended or (seg_len is not None and len(slot.actions) >= seg_len):
                     traj = self._trajectory(slot, self._encode_one(nxt))
@@ -369,7 +404,7 @@ class RolloutWorker:
                     slot.reset_segment()
                 if ended:
                     slot.ep_return, slot.ep_len, slot.ep_fallbacks = 0.0, 0, 0
-                    nxt, _ = env.reset(seed=self._seed())
+                    nxt = _with_task(*env.reset(seed=self._seed()))
                 obs[i] = nxt
             step += 1
             if step % 20 == 0:
@@ -404,7 +439,7 @@ class RolloutWorker:
         self.version = int(version)  # the version of the weights it holds, by the caller's count
         envs = self.envs[: len(seeds)]
         slots = [_EnvSlot() for _ in envs]
-        obs = [env.reset(seed=int(s))[0] for env, s in zip(envs, seeds, strict=True)]
+        obs = [_with_task(*env.reset(seed=int(s))) for env, s in zip(envs, seeds, strict=True)]
         out: list[Any] = [None] * len(envs)
         live = list(range(len(envs)))
         while live:
@@ -413,7 +448,7 @@ class RolloutWorker:
             for j, i in enumerate(live):
                 slot = slots[i]
                 result = envs[i].step(actions[j])
-                nxt = result[0]
+                nxt = _with_task(result[0], result[4])
                 if self._record_step(slot, _slice(inputs, j), actions[j], logp[j], result):
                     out[i] = self._trajectory(slot, self._encode_one(nxt))
                 else:

@@ -75,3 +75,62 @@ def test_transformer_policy_trains_through_the_same_losses():
     other = TinyViTPolicy(action_dim=7, state_dim=8)
     other.load_state_dict(pol.state_dict())
     np.testing.assert_allclose(other.value(step_inputs), pol.value(step_inputs), rtol=1e-6)
+
+
+class InstructionPolicy(Policy):
+    """Conditions on the instruction: stores one number per step derived from its length."""
+
+    def __init__(self, action_dim: int, scale: float = 1.0) -> None:
+        super().__init__()
+        self.mu = nn.Linear(1, action_dim)
+        self.value_head = nn.Linear(1, 1)
+        self.scale = scale
+
+    @classmethod
+    def from_spaces(cls, observation_space, action_space, **kwargs):
+        return cls(int(np.prod(action_space.shape)), **kwargs)
+
+    def encode_obs(self, obs):
+        texts = np.asarray(obs["task_description"]).reshape(-1)
+        return {"text_len": np.array([[len(t) * self.scale] for t in texts], np.float32)}
+
+    def forward(self, inputs):
+        mu = self.mu(inputs["text_len"])
+        value = self.value_head(inputs["text_len"]).squeeze(-1)
+        return Independent(Normal(mu, torch.ones_like(mu)), 1), value
+
+
+def test_a_policy_class_named_in_the_config_is_built_and_sees_the_instruction():
+    """``policy.target`` builds another Policy subclass (how a VLA plugs in) with
+    ``policy.kwargs``; workers hand it ``info["task_description"]`` in the observation."""
+    from evolve_envs.distrl.config import TrainConfig
+    from evolve_envs.distrl.worker import RolloutWorker
+    from evolve_envs.synthetic import TASK
+
+    cfg = TrainConfig(
+        env={"id": "evolve_envs/ReachPlace-v0", "max_episode_steps": 3},
+        reward_model={"enable": False},
+        policy={"target": f"{__name__}:InstructionPolicy", "kwargs": {"scale": 0.5}},
+    )
+    worker = RolloutWorker(cfg, worker_id=0)
+    try:
+        assert isinstance(worker.policy, InstructionPolicy) and worker.policy.scale == 0.5
+        [traj] = worker.collect_episodes([1], None, version=0)
+        assert traj.obs["text_len"].shape == (4, 1)
+        assert (traj.obs["text_len"] == len(TASK) * 0.5).all()
+    finally:
+        worker.close()
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [("no_such_module_xyz:Thing", "cannot import"), ("numpy:ndarray", "not a subclass of Policy")],
+)
+def test_a_bad_policy_target_is_named(target, message):
+    from gymnasium import spaces as sp
+
+    from evolve_envs.distrl.config import PolicyConfig
+    from evolve_envs.distrl.worker import policy_from_config
+
+    with pytest.raises(ValueError, match=message):
+        policy_from_config(PolicyConfig(target=target), sp.Box(-1, 1, (2,)), sp.Box(-1, 1, (2,)))
