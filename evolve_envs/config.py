@@ -125,7 +125,11 @@ _STRICT = STRICT
 
 class HorizonStageConfig(BaseModel):
     """One progressive-horizon stage: ``max_steps`` (or ``fraction`` of the suite's max steps),
-    entered after ``after_episodes`` episodes or at ``min_success_rate``."""
+    entered after ``after_episodes`` episodes or at ``min_success_rate``.
+
+    >>> HorizonStageConfig(fraction=0.5, after_episodes=100).resolve(full_max_steps=520)
+    {'max_steps': 260, 'after_episodes': 100, 'min_success_rate': 0.0}
+    """
 
     model_config = _STRICT
 
@@ -164,7 +168,14 @@ def _default_stages() -> list[HorizonStageConfig]:
 
 
 class ProgressiveScheduleConfig(BaseModel):
-    """Schedule of :class:`wrappers.progressive_horizon.ProgressiveHorizon` (data, not code)."""
+    """Schedule of :class:`wrappers.progressive_horizon.ProgressiveHorizon` (data, not code).
+
+    >>> [stage.fraction for stage in ProgressiveScheduleConfig().stages]
+    [0.5, 0.75, 1.0]
+    >>> schedule = ProgressiveScheduleConfig(by="success_rate", stages=[{"max_steps": 100}])
+    >>> schedule.stages[0].max_steps
+    100
+    """
 
     model_config = _STRICT
 
@@ -174,7 +185,12 @@ class ProgressiveScheduleConfig(BaseModel):
 
 
 class AlarmConfig(BaseModel):
-    """``reward_model.alarm``: the online reward-hacking alarm (``wrappers.hacking_alarm``)."""
+    """``reward_model.alarm``: the online reward-hacking alarm (``wrappers.hacking_alarm``).
+
+    >>> settings = AlarmConfig(enable=True, window=10).detector_settings()
+    >>> settings["window"], settings["score"], "enable" in settings
+    (10, 'final', False)
+    """
 
     model_config = _STRICT
 
@@ -317,7 +333,13 @@ class ProgressModelConfig(RewardModelConfig, ProgressKeys):
 
 
 class EpisodeScoreConfig(RewardModelConfig, RewardShaping):
-    """The keys both episode-score kinds share: the frame cache and how the score is paid."""
+    """The keys both episode-score kinds share: the frame cache and how the score is paid.
+
+    >>> PickleScorerConfig(last_frames=3, cache_encoding="raw").cache_encoding
+    'raw'
+    >>> VideoScoreConfig().cache_max_frames
+    1024
+    """
 
     last_frames: int = Field(default=1, ge=1)
     cache_encoding: Literal["jpeg", "raw"] = "jpeg"
@@ -375,7 +397,11 @@ RewardModelBlock = Annotated[
 
 class RecordConfig(BaseModel):
     """``record``: write every episode to ``dir`` (:class:`wrappers.record_episodes.RecordEpisodes`,
-    format in ``docs/RECORDING.md``)."""
+    format in ``docs/RECORDING.md``).
+
+    >>> RecordConfig(dir="runs/recording").jpeg_quality
+    90
+    """
 
     model_config = _STRICT
 
