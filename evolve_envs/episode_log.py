@@ -61,6 +61,15 @@ class EpisodeLog:
         tb_prefix: TensorBoard / W&B series are named ``<tb_prefix>/<column>``.
 
     An existing ``metrics.csv`` (a resumed run) is appended to under its own header.
+
+    >>> import tempfile
+    >>> out = Path(tempfile.mkdtemp())
+    >>> with EpisodeLog(out, tensorboard=False, step_column="update") as log:
+    ...     log.add(3, {"loss": 0.5, "kl": None})
+    >>> with EpisodeLog(out, tensorboard=False, step_column="update") as log:  # resumed
+    ...     log.add(4, {"kl": 0.01, "loss": 0.25})
+    >>> (out / "metrics.csv").read_text().splitlines()
+    ['update,loss,kl', '3,0.5,', '4,0.25,0.01']
     """
 
     def __init__(

@@ -98,7 +98,14 @@ class RolloutOptions:
 
 @dataclass
 class EpisodeRecord:
-    """Everything recorded about one episode (frames are not serialised)."""
+    """Everything recorded about one episode (frames are not serialised).
+
+    >>> rec = EpisodeRecord(index=0, env_index=0, steps=2, rewards=[0.0, 1.0],
+    ...                     progress=[10.0, 40.0], check_steps=[2])
+    >>> row = rec.to_json()
+    >>> row["final_progress"], row["reward_sum"], row["reward_model_calls"]
+    (40.0, 1.0, 1)
+    """
 
     index: int
     env_index: int
@@ -149,6 +156,15 @@ class EpisodeRecord:
 
 @dataclass
 class RolloutReport:
+    """What :func:`run_rollout` returns: the output folder, one row per episode (as in
+    ``summary.json``), the plain-text table, the wall time, the effective configuration, and
+    whether Ctrl-C ended the job.
+
+    >>> report = RolloutReport(out=Path("runs/demo"), episodes=[], table="", wall_s=0.0)
+    >>> report.interrupted, report.effective
+    (False, {})
+    """
+
     out: Path
     episodes: list[dict[str, Any]]
     table: str
