@@ -1,15 +1,16 @@
 """HTTP clients for reward services: progress (VLAC-compatible), video score, pickle scorer.
 
-One :class:`EndpointPool` per process (``EndpointPool.shared(...)``) balances requests over the
-service replicas; each client speaks one protocol and returns :class:`CallResult` values, falling
-back (or raising :class:`RewardServiceError`) per its failure policy.
+An :class:`EndpointPool` balances requests over the service replicas (whoever opens it closes
+it, or hands it to a client with ``close_pool=True``); each client speaks one protocol and returns
+:class:`CallResult` values, falling back (or raising :class:`RewardServiceError`) per its failure
+policy.
 
 Example::
 
     from reward_clients import EndpointPool, ProgressClient
 
-    pool = EndpointPool.shared("http://127.0.0.1:8111", timeout=120)
-    critic = ProgressClient(pool).pairwise_critic("open the drawer", frame_a, frame_b).value
+    with EndpointPool("http://127.0.0.1:8111", timeout=120) as pool:
+        critic = ProgressClient(pool).pairwise_critic("open the drawer", frame_a, frame_b).value
 """
 
 from reward_clients.endpoint_pool import EndpointPool, endpoints_from_env, expand_endpoints

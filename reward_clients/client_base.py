@@ -94,8 +94,11 @@ class ClientBase:
     """Pool ownership, failure policy, ``submit_*`` executor and ``close()`` for one client.
 
     Args:
-        pool: an :class:`EndpointPool` (shared, not closed by the client) or endpoint URL(s)
-            (a private pool is created and closed with the client).
+        pool: an :class:`EndpointPool` (closed with the client only when ``close_pool``) or
+            endpoint URL(s) (a private pool is created and closed with the client).
+        close_pool: the client owns ``pool`` and closes it in :meth:`close` (whoever opened a
+            pool and hands it to one client passes ``True``; a pool shared by several clients
+            stays with whoever opened it).
         fail_on_request_error: raise :class:`RewardServiceError` instead of falling back.
         max_workers: threads that run ``submit_*`` calls (encoding + request).
         timeout: per-attempt timeout override for this client's requests (default: the pool's).
@@ -114,10 +117,11 @@ class ClientBase:
         stats: ClientStats | None,
         warn_interval_s: float,
         name: str,
+        close_pool: bool = False,
     ) -> None:
         if isinstance(pool, EndpointPool) or getattr(pool, "is_reward_transport", False):
             self.pool = pool
-            self._owns_pool = False
+            self._owns_pool = bool(close_pool)
         else:
             self.pool = EndpointPool(pool)
             self._owns_pool = True

@@ -1,4 +1,4 @@
-"""EndpointPool: one set of reward service replicas, shared by every client in a process.
+"""EndpointPool: balanced, retrying, health-aware access to a set of reward service replicas.
 
 The pool owns one ``httpx.Client`` (keep-alive connections are reused across calls and threads)
 and a list of base URLs. For each request it
@@ -27,14 +27,13 @@ Example::
 
     from reward_clients.endpoint_pool import EndpointPool
 
-    pool = EndpointPool.shared(["http://127.0.0.1:8111", "http://127.0.0.1:8112"], timeout=60)
-    reply = pool.request("POST", "/pairwise-critic", json={...})
-    reply.response.json(), reply.endpoint, reply.attempts
+    with EndpointPool(["http://127.0.0.1:8111", "http://127.0.0.1:8112"], timeout=60) as pool:
+        reply = pool.request("POST", "/pairwise-critic", json={...})
+        reply.response.json(), reply.endpoint, reply.attempts
 """
 
 from __future__ import annotations
 
-import atexit
 import os
 import random
 import threading
@@ -392,9 +391,6 @@ class EndpointPool:
             print(r.endpoint, r.response.json())
     """
 
-    _registry: dict[tuple, EndpointPool] = {}
-    _registry_lock = threading.Lock()
-
     def __init__(
         self,
         endpoints: str | Sequence[str],
@@ -470,13 +466,12 @@ class EndpointPool:
         *,
         service_url: str | None = None,
         use_env: bool = False,
-        shared: bool = False,
         **kwargs: Any,
     ) -> EndpointPool:
         """Build a pool from config values (``reward_model.endpoint`` etc.).
 
-        ``use_env=True`` lets ``VLAC_SERVICE_URL`` / ``VLAC_SERVICE_NUM`` override the arguments;
-        ``shared=True`` returns the process-wide pool for these settings (:meth:`shared`).
+        ``use_env=True`` lets ``VLAC_SERVICE_URL`` / ``VLAC_SERVICE_NUM`` override the arguments.
+        The caller owns the pool and closes it.
 
         Example::
 
@@ -487,38 +482,7 @@ class EndpointPool:
             url = os.environ.get(ENV_SERVICE_URL) or url
             num = os.environ.get(ENV_SERVICE_NUM) or num
         urls = expand_endpoints(endpoint, url, num)
-        return cls.shared(urls, **kwargs) if shared else cls(urls, **kwargs)
-
-    @classmethod
-    def shared(cls, endpoints: str | Sequence[str], **kwargs: Any) -> EndpointPool:
-        """The process-wide pool for these endpoints and settings (created on first use).
-
-        Many wrapped envs in one process should share one pool (one connection pool, one view of
-        endpoint health, one in-flight count). A closed pool is replaced; a forked child gets its
-        own pool (httpx connections must not cross ``fork``). ``close_shared()`` closes them all.
-
-        Example::
-
-            pool = EndpointPool.shared("http://127.0.0.1:8111", timeout=60)
-            assert pool is EndpointPool.shared("http://127.0.0.1:8111", timeout=60)
-        """
-        urls = tuple(expand_endpoints(endpoints))
-        key = (os.getpid(), urls, tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
-        with cls._registry_lock:
-            pool = cls._registry.get(key)
-            if pool is None or pool.closed:
-                pool = cls(list(urls), **kwargs)
-                cls._registry[key] = pool
-            return pool
-
-    @classmethod
-    def close_shared(cls) -> None:
-        """Close every pool created by :meth:`shared` in this process."""
-        with cls._registry_lock:
-            pools = [p for key, p in cls._registry.items() if key[0] == os.getpid()]
-            cls._registry.clear()
-        for pool in pools:
-            pool.close()
+        return cls(urls, **kwargs)
 
     # ------------------------------------------------------------------ state
 
@@ -816,6 +780,3 @@ class EndpointPool:
 
     def __repr__(self) -> str:
         return f"EndpointPool({self.urls!r}, selection={self.selection!r}, timeout={self.timeout})"
-
-
-atexit.register(EndpointPool.close_shared)

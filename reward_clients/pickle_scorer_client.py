@@ -61,13 +61,13 @@ class PickleScorerClient(ClientBase):
     """Client of a pickle-protocol image scorer.
 
     Args:
-        pool_or_url: an :class:`EndpointPool` (shared; not closed with the client) or URL(s).
+        pool_or_url: an :class:`EndpointPool` or URL(s) (then the client opens its own pool).
         route: the scorer's route (``"/"``, the default, for deepgen-style servers and this
             project's server, which also answers at ``"/pickle"``).
         jpeg_quality: quality used for numpy images (bytes are sent as given).
         fail_on_request_error: raise :class:`RewardServiceError` instead of falling back.
         fallback_score: per-image score returned when a call fails.
-        max_workers, timeout, stats, warn_interval_s: see :class:`ProgressClient`.
+        max_workers, timeout, stats, warn_interval_s, close_pool: see :class:`ProgressClient`.
 
     Example::
 
@@ -86,6 +86,7 @@ class PickleScorerClient(ClientBase):
         timeout: float | None = None,
         stats: ClientStats | None = None,
         warn_interval_s: float = 60.0,
+        close_pool: bool = False,
     ) -> None:
         super().__init__(
             pool_or_url,
@@ -94,6 +95,7 @@ class PickleScorerClient(ClientBase):
             timeout=timeout,
             stats=stats,
             warn_interval_s=warn_interval_s,
+            close_pool=close_pool,
             name="pickle scorer client",
         )
         if not 1 <= int(jpeg_quality) <= 100:

@@ -20,8 +20,8 @@ Example::
     from reward_clients.endpoint_pool import EndpointPool
     from reward_clients.progress_client import ProgressClient
 
-    pool = EndpointPool.shared("http://127.0.0.1:8111", timeout=120)
-    client = ProgressClient(pool, jpeg_quality=85, fallback_critic=0.0)
+    pool = EndpointPool("http://127.0.0.1:8111", timeout=120)
+    client = ProgressClient(pool, jpeg_quality=85, fallback_critic=0.0, close_pool=True)
     r = client.pairwise_critic("open the drawer", frame_t0, frame_t1)
     print(r.value, r.ok, r.latency_s)
     future = client.submit_done("open the drawer", first, prev, curr)
@@ -96,7 +96,7 @@ class ProgressClient(ClientBase):
     """Client of a progress reward service (VLAC protocol).
 
     Args:
-        pool: an :class:`EndpointPool` (shared; not closed with the client) or endpoint URL(s).
+        pool: an :class:`EndpointPool` or endpoint URL(s) (then the client opens its own pool).
         jpeg_quality: JPEG quality of the frames on the wire (1..100).
         fail_on_request_error: raise :class:`RewardServiceError` instead of falling back.
         fallback_critic: pairwise critic returned when a call fails (0 = "no change").
@@ -104,6 +104,7 @@ class ProgressClient(ClientBase):
         timeout: per-attempt timeout override (default: the pool's ``timeout``).
         stats: counters to update (default: a new :class:`ClientStats`, at ``client.stats``).
         warn_interval_s: minimum seconds between two failure warnings.
+        close_pool: close ``pool`` with the client (it hands the pool over); always so for URLs.
 
     Example::
 
@@ -124,6 +125,7 @@ class ProgressClient(ClientBase):
         timeout: float | None = None,
         stats: ClientStats | None = None,
         warn_interval_s: float = 60.0,
+        close_pool: bool = False,
     ) -> None:
         super().__init__(
             pool,
@@ -132,6 +134,7 @@ class ProgressClient(ClientBase):
             timeout=timeout,
             stats=stats,
             warn_interval_s=warn_interval_s,
+            close_pool=close_pool,
             name="progress client",
         )
         if not 1 <= int(jpeg_quality) <= 100:

@@ -98,7 +98,7 @@ class VideoScoreClient(ClientBase):
     """Client of an episode video score service.
 
     Args:
-        pool: an :class:`EndpointPool` (shared; not closed with the client) or endpoint URL(s).
+        pool: an :class:`EndpointPool` or endpoint URL(s) (then the client opens its own pool).
         nframes: frames sampled uniformly from the episode (all if fewer).
         max_pixels: per-frame pixel budget, passed to the server (which resizes).
         video_fps: frame rate of the MP4.
@@ -110,7 +110,7 @@ class VideoScoreClient(ClientBase):
         temp_dir: where inline mode writes its temporary MP4 (default: the system temp dir).
         fail_on_request_error: raise :class:`RewardServiceError` instead of falling back.
         fallback_score: value returned when a call fails.
-        max_workers, timeout, stats, warn_interval_s: see :class:`ProgressClient`.
+        max_workers, timeout, stats, warn_interval_s, close_pool: see :class:`ProgressClient`.
 
     Example::
 
@@ -138,6 +138,7 @@ class VideoScoreClient(ClientBase):
         timeout: float | None = None,
         stats: ClientStats | None = None,
         warn_interval_s: float = 60.0,
+        close_pool: bool = False,
     ) -> None:
         if mode not in ("inline", "path", "auto"):
             raise ValueError(f"mode must be 'inline', 'path' or 'auto', got {mode!r}")
@@ -159,6 +160,7 @@ class VideoScoreClient(ClientBase):
             timeout=timeout,
             stats=stats,
             warn_interval_s=warn_interval_s,
+            close_pool=close_pool,
             name="video score client",
         )
         self.nframes = int(nframes)

@@ -55,6 +55,7 @@ import numpy as np
 from gymnasium.core import ActType, ObsType
 
 from wrappers.frame_cache import FrameStore, find_frame_store
+from wrappers.ownership import close_owned
 from wrappers.task_text import task_text
 
 __all__ = ["EpisodeScoreReward"]
@@ -234,13 +235,5 @@ class EpisodeScoreReward(
         return obs, reward, bool(terminated), bool(truncated), info
 
     def close(self) -> None:
-        try:
-            if self._close_client and hasattr(self.client, "close"):
-                self.client.close()
-        finally:
-            try:
-                super().close()
-            finally:
-                if self.service is not None:
-                    self.service.stop()
-                    self.service = None
+        service, self.service = self.service, None
+        close_owned(super().close, self.client, self._close_client, service)

@@ -66,6 +66,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.core import ActType, ObsType
 
+from wrappers.ownership import close_owned
 from wrappers.progress_tracker import (
     ProgressService,
     ProgressTracker,
@@ -248,13 +249,5 @@ class ProgressReward(
         return obs, reward, bool(terminated or out.terminate), bool(truncated), info
 
     def close(self) -> None:
-        try:
-            if self._close_client and hasattr(self.client, "close"):
-                self.client.close()
-        finally:
-            try:
-                super().close()
-            finally:
-                if self.service is not None:
-                    self.service.stop()
-                    self.service = None
+        service, self.service = self.service, None
+        close_owned(super().close, self.client, self._close_client, service)

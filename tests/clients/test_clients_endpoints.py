@@ -1,10 +1,12 @@
-"""Endpoint list resolution: VLAC_SERVICE_URL / VLAC_SERVICE_NUM, lists, validation, registry."""
+"""Endpoint list resolution: VLAC_SERVICE_URL / VLAC_SERVICE_NUM, lists, validation; who closes
+a pool."""
 
 from __future__ import annotations
 
 import pytest
 
 from reward_clients.endpoint_pool import EndpointPool, endpoints_from_env, expand_endpoints
+from reward_clients.progress_client import ProgressClient
 
 
 def test_service_url_and_num_expand_to_consecutive_ports():
@@ -74,18 +76,16 @@ def test_environment_overrides_the_configured_endpoint(monkeypatch):
         assert pool.urls == ["http://127.0.0.1:9000", "http://127.0.0.1:9001"]
 
 
-def test_shared_returns_one_pool_per_settings_and_replaces_closed_ones():
-    first = EndpointPool.shared("http://127.0.0.1:8111", timeout=7.0)
-    try:
-        assert EndpointPool.shared(["http://127.0.0.1:8111/"], timeout=7.0) is first
-        other = EndpointPool.shared("http://127.0.0.1:8111", timeout=8.0)
-        assert other is not first
-        first.close()
-        again = EndpointPool.shared("http://127.0.0.1:8111", timeout=7.0)
-        assert again is not first and not again.closed
-    finally:
-        EndpointPool.close_shared()
-    assert again.closed and other.closed
+def test_a_client_closes_a_pool_handed_to_it_and_leaves_a_shared_one_open():
+    handed = EndpointPool("http://127.0.0.1:8111")
+    with EndpointPool("http://127.0.0.1:8111") as shared:
+        ProgressClient(handed, close_pool=True).close()
+        ProgressClient(shared).close()
+        assert handed.closed and not shared.closed
+    assert shared.closed
+    own = ProgressClient("http://127.0.0.1:8111")  # URLs: the client opens its own pool
+    own.close()
+    assert own.pool.closed
 
 
 @pytest.mark.parametrize(

@@ -28,12 +28,6 @@ SCRIPT = [0, 5, 10, 20, 40, 30, 20, 25, 30, 40, 50, 60, 70, 80, 90]  # ends at 9
 SCHEDULE = {"start_step": 4, "call_every": 2, "milestone_every": 4}
 
 
-@pytest.fixture(autouse=True)
-def _fresh_pools() -> Iterator[None]:
-    yield
-    EndpointPool.close_shared()  # endpoint up/down marks must not leak between tests
-
-
 @pytest.fixture(scope="module")
 def token_service() -> Iterator[EmbeddedService]:
     svc = EmbeddedService("mock", {"rule": "intensity"}, token=TOKEN).start()
@@ -86,9 +80,10 @@ def foreign_server() -> Iterator[str]:
         server.server_close()
 
 
-def build(url: str, kind: str = "progress", **rm):
+def build(url: str, kind: str = "progress", pool: EndpointPool | None = None, **rm):
     return make_env(
         env_factory=SyntheticProgressEnv,
+        endpoint_pool=pool,
         scripts=[SCRIPT],
         max_episode_steps=14,
         reward_model={
@@ -125,6 +120,38 @@ def dead_url() -> str:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     return f"http://127.0.0.1:{port}"
+
+
+# ----------------------------------------------------------------------------- pool ownership
+
+
+@pytest.mark.parametrize("kind", ["progress", "video_score", "pickle_scorer"])
+def test_every_env_opens_its_own_pool_and_closes_it(token_service, kind) -> None:
+    a = build(token_service.url, kind, token=TOKEN)
+    b = build(token_service.url, kind, token=TOKEN)
+    pool_a, pool_b = a.client.pool, b.client.pool
+    assert pool_a is not pool_b  # no process-wide registry: endpoint marks cannot leak
+    a.close()
+    assert pool_a.closed and not pool_b.closed
+    b.close()
+    assert pool_b.closed
+
+
+@pytest.mark.parametrize("kind", ["progress", "pickle_scorer"])
+def test_a_pool_passed_in_is_shared_and_left_open(token_service, kind) -> None:
+    with EndpointPool(token_service.url, token=TOKEN, timeout=5.0, max_retries=0) as pool:
+        # the pool's endpoints replace the configured one (here a dead URL)
+        envs = [build(dead_url(), kind, pool=pool, binary_reward=False) for _ in range(2)]
+        try:
+            for env in envs:
+                assert env.client.pool is pool
+                _, infos = run_episode(env)
+                assert infos[-1]["reward_model_errors"] == 0
+        finally:
+            for env in envs:
+                env.close()
+        assert not pool.closed and pool.endpoint_stats()[0]["successes"] > 2
+    assert pool.closed
 
 
 # ----------------------------------------------------------------------------- token
