@@ -6,7 +6,10 @@ local services (right: ``reach_place``; scene-blind: ``random``; gameable:
 ``reach_place_hackable``). LIBERO (``--libero``): a few short random-policy episodes of LIBERO-10
 task 0 scored by the mock *change* and *random* rules — mocks, not reward models; they show the
 report on real frames. A random policy never succeeds there, so only the failure counts are
-defined.
+defined (the report says so, and has no precision-recall curve).
+
+Each report is written with a file prefix (``calib_synthetic_``, ``calib_libero_``): the Markdown
+and the PNGs it links land side by side in ``--out`` under the names the links use.
 
     python bench/trust_report.py --out docs/img              # synthetic, ~1 min
     python bench/trust_report.py --out docs/img --libero     # + LIBERO, a few minutes on a CPU
@@ -78,6 +81,21 @@ def frame_strip(root: Path, png: Path, n: int = 4) -> None:
     plt.close(fig)
 
 
+def publish(report: dict, work: Path, out: Path, prefix: str) -> None:
+    """Write the report with ``prefix`` into ``work``; copy its Markdown and PNGs into ``out``.
+
+    Stale PNGs of an earlier run under the same prefix are removed first (a plot the report no
+    longer draws must not stay behind).
+    """
+    write_report(report, work, prefix=prefix)
+    for old in out.glob(f"{prefix}*.png"):
+        if old.name != f"{prefix}frames.png":
+            old.unlink()
+    for path in sorted(work.iterdir()):
+        if path.suffix in (".md", ".png"):
+            shutil.copy(path, out / path.name)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="docs/img")
@@ -90,16 +108,17 @@ def main() -> None:
         record_synthetic(work / "synthetic", args.per_behaviour)
         services = ["mock:reach_place", "mock:random", "mock:reach_place_hackable"]
         report = calibrate([work / "synthetic"], services, threshold=95.0)
-        write_report(report, work / "report_synthetic")
-        for name in ("pr_curve.png", "progress_curves.png", "report.md"):
-            shutil.copy(work / "report_synthetic" / name, out / f"calib_synthetic_{name}")
+        report["recordings"] = [
+            f"ReachPlace-v0 ({args.per_behaviour} episodes each of the task done, the distractor "
+            "dragged onto the target, random actions)"
+        ]
+        publish(report, work / "report_synthetic", out, "calib_synthetic_")
         if args.libero:
             record_libero(work / "libero", episodes=3, steps=60)
             services = ["mock:change", "mock:random"]
             report = calibrate([work / "libero"], services, threshold=95.0)
-            write_report(report, work / "report_libero")
-            for name in ("progress_curves.png", "report.md"):
-                shutil.copy(work / "report_libero" / name, out / f"calib_libero_{name}")
+            report["recordings"] = ["LIBERO-10 task 0 (random actions, 60 steps each)"]
+            publish(report, work / "report_libero", out, "calib_libero_")
             frame_strip(work / "libero", out / "calib_libero_frames.png")
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -11,7 +11,9 @@ env's success flag:
   ``threshold`` (percent); precision, recall and F1 against success, and the same across
   thresholds 0..100 (the precision-recall curve and the threshold with the best F1);
 * **Value-Order Correlation** (VOC): Spearman's rank correlation of the values with frame order on
-  successful episodes (1 = progress rises steadily; the metric of GVL and VLAC);
+  successful episodes (1 = progress rises steadily; the metric of GVL and VLAC). A flat
+  prediction (the same value at every frame) says nothing about order: its VOC is 0, not
+  undefined, so a model that never moves ranks below one that follows the task;
 * the two failure modes: **failures judged high** (max value >= threshold on a failed episode)
   and **successes judged low** (final value < threshold on a successful one), with the mean
   progress at success and the mean maximum progress on failures;
@@ -25,6 +27,8 @@ Example:
     >>> import numpy as np
     >>> round(spearman(np.arange(5), np.array([0, 10, 5, 30, 40])), 2)
     0.9
+    >>> value_order_correlation([0, 1, 2], [0.0, 0.0, 0.0])  # flat: says nothing about order
+    0.0
     >>> pr = pr_metrics(np.array([99, 20, 97, 96]), np.array([True, False, True, False]), 95)
     >>> pr["precision"], pr["recall"]
     (0.6666666666666666, 1.0)
@@ -52,6 +56,7 @@ __all__ = [
     "pr_metrics",
     "spearman",
     "service_metrics",
+    "value_order_correlation",
     "write_report",
 ]
 
@@ -100,6 +105,20 @@ def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -
     return float(np.corrcoef(rx, ry)[0, 1])
 
 
+def value_order_correlation(
+    indices: Sequence[float] | np.ndarray, values: Sequence[float] | np.ndarray
+) -> float:
+    """VOC of one episode: Spearman of ``values`` against frame order ``indices``.
+
+    A flat prediction (every value equal) is 0: it orders nothing, and counts as such instead of
+    dropping out of the mean. NaN with fewer than two frames.
+    """
+    vals = np.asarray(values, dtype=np.float64)
+    if len(vals) >= 2 and np.all(vals == vals[0]):
+        return 0.0
+    return spearman(indices, vals)
+
+
 def pr_metrics(scores: np.ndarray, success: np.ndarray, threshold: float) -> dict[str, float]:
     """Precision/recall/F1 of "done when score >= threshold" against ``success``."""
     pred = np.asarray(scores) >= threshold
@@ -131,7 +150,9 @@ def service_metrics(scores: Sequence[EpisodeScore], threshold: float) -> dict[st
     at = pr_metrics(max_v, success, threshold)
     curve = [{"threshold": float(t), **pr_metrics(max_v, success, float(t))} for t in range(0, 101)]
     best = max(curve, key=lambda row: (row["f1"], row["threshold"]))
-    vocs = [spearman(s.indices, s.values) for s in ok if s.success and len(s.values) > 2]
+    vocs = [
+        value_order_correlation(s.indices, s.values) for s in ok if s.success and len(s.values) > 2
+    ]
     critics = [c for s in ok for c in s.critics]
     latencies = [s.latency_s for s in scores if s.ok and s.latency_s is not None]
     asked = [s for s in scores if s.backend_done is not None]
@@ -408,6 +429,16 @@ def _markdown(report: dict[str, Any], plots: list[str]) -> str:
             )
             + " |"
         )
+    if any(svc["overall"]["successes"] for svc in report["services"].values()):
+        lines += _ranking(report)
+    else:
+        lines += [
+            "",
+            "**No episode here succeeded.** Done precision, recall, F1 and VOC need successful "
+            "episodes: here they are undefined (–) or 0 by construction, say nothing about the "
+            "model, and rank nothing. Only the failure counts (failures judged high, max progress "
+            "on failure) measure something. Record episodes with successes to measure the rest.",
+        ]
     asked = {n: v["overall"]["backend_done"] for n, v in report["services"].items()}
     asked = {n: m for n, m in asked.items() if m}
     if asked:
@@ -443,12 +474,44 @@ def _markdown(report: dict[str, Any], plots: list[str]) -> str:
         f"{report.get('max_frames', 32)} evenly spaced frames per episode (`recorded`: the "
         "progress the model reported at its checks during the run). *Done* means the episode's "
         "highest value reached the threshold; success is the env's flag. VOC is Spearman's "
-        "correlation of the values with frame order on successful episodes.",
+        "correlation of the values with frame order on successful episodes (a flat prediction "
+        "counts as 0: it orders nothing); – marks a value with nothing to measure it on.",
     ]
     return "\n".join(lines) + "\n"
 
 
-def _plots(report: dict[str, Any], out: Path) -> list[str]:
+def _ranking(report: dict[str, Any]) -> list[str]:
+    """One line ranking the services by VOC and by done precision (with two or more)."""
+    services = report["services"]
+    if len(services) < 2:
+        return []
+    parts = []
+    for label, get in (
+        ("VOC", lambda m: m["voc"]),
+        ("done precision", lambda m: m["done"]["precision"]),
+    ):
+        vals = {n: get(svc["overall"]) for n, svc in services.items()}
+        defined = {n: v for n, v in vals.items() if v is not None and not math.isnan(v)}
+        if not defined:
+            continue
+        order = sorted(defined, key=lambda n: -defined[n])
+        text = f"`{order[0]}` ({_fmt(defined[order[0]])})"
+        for prev, name in zip(order, order[1:], strict=False):
+            text += f" {'=' if defined[name] == defined[prev] else '>'} `{name}` "
+            text += f"({_fmt(defined[name])})"
+        undefined = [n for n in vals if n not in defined]
+        if undefined:
+            text += "; undefined: " + ", ".join(f"`{n}`" for n in undefined)
+        parts.append(f"by {label}: {text}")
+    return ["", "Ranking, best first — " + "; ".join(parts) + "."] if parts else []
+
+
+def _plots(report: dict[str, Any], out: Path, prefix: str = "") -> list[str]:
+    """Draw the PNGs into ``out`` (names start with ``prefix``); returns their file names.
+
+    The precision-recall curve needs a successful episode (recall is undefined without one) and
+    is left out when no service has one.
+    """
     try:
         import matplotlib
     except ImportError as e:
@@ -460,6 +523,17 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
     import matplotlib.pyplot as plt
 
     names: list[str] = []
+    if any(svc["overall"]["successes"] for svc in report["services"].values()):
+        names.append(_pr_plot(report, out / f"{prefix}pr_curve.png", plt))
+    names.append(_progress_plot(report, out / f"{prefix}progress_curves.png", plt))
+    tasks = sorted({t for svc in report["services"].values() for t in svc["per_task"]})
+    if len(tasks) > 1:
+        names.append(_per_task_plot(report, tasks, out / f"{prefix}per_task.png", plt))
+    return names
+
+
+def _pr_plot(report: dict[str, Any], png: Path, plt: Any) -> str:
+    """Done precision against recall across thresholds, one line per service."""
     fig, ax = plt.subplots(figsize=(5, 4))
     for name, svc in report["services"].items():
         curve = svc["overall"]["pr_curve"]
@@ -474,9 +548,13 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
     ax.set_title("Done: precision-recall across thresholds")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(out / "pr_curve.png", dpi=110)
+    fig.savefig(png, dpi=110)
     plt.close(fig)
-    names.append("pr_curve.png")
+    return png.name
+
+
+def _progress_plot(report: dict[str, Any], png: Path, plt: Any) -> str:
+    """Each episode's values over episode time, one panel per service."""
     n = len(report["services"])
     fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.4), squeeze=False)
     for ax, (name, svc) in zip(axes[0], report["services"].items(), strict=True):
@@ -494,16 +572,12 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
     axes[0][0].set_ylabel("model progress (%)")
     fig.suptitle("green: env success, red: failure; dashed: done threshold", fontsize=9)
     fig.tight_layout()
-    fig.savefig(out / "progress_curves.png", dpi=110)
+    fig.savefig(png, dpi=110)
     plt.close(fig)
-    names.append("progress_curves.png")
-    tasks = sorted({t for svc in report["services"].values() for t in svc["per_task"]})
-    if len(tasks) > 1:
-        names.append(_per_task_plot(report, tasks, out, plt))
-    return names
+    return png.name
 
 
-def _per_task_plot(report: dict[str, Any], tasks: list[str], out: Path, plt: Any) -> str:
+def _per_task_plot(report: dict[str, Any], tasks: list[str], png: Path, plt: Any) -> str:
     """Done F1 and VOC per task, one bar per service (only drawn with several tasks)."""
     services = list(report["services"])
     width = 0.8 / len(services)
@@ -524,19 +598,25 @@ def _per_task_plot(report: dict[str, Any], tasks: list[str], out: Path, plt: Any
     axes[0].legend(fontsize=7)
     axes[0].set_title("Per task")
     fig.tight_layout()
-    fig.savefig(out / "per_task.png", dpi=110)
+    fig.savefig(png, dpi=110)
     plt.close(fig)
-    return "per_task.png"
+    return png.name
 
 
-def write_report(report: dict[str, Any], out: str | os.PathLike[str]) -> Path:
-    """Write ``report.json``, ``report.md`` and the PNGs into ``out``; returns the folder."""
+def write_report(report: dict[str, Any], out: str | os.PathLike[str], *, prefix: str = "") -> Path:
+    """Write ``report.json``, ``report.md`` and the PNGs into ``out``; returns the folder.
+
+    Every file name starts with ``prefix`` (``prefix="cal_"``: ``cal_report.md`` links
+    ``cal_progress_curves.png``), so several reports can share one folder and keep their links.
+    """
+    if "/" in prefix or os.sep in prefix:
+        raise ValueError(f"prefix is part of a file name, not a path: {prefix!r}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     plain = {k: v for k, v in report.items() if not k.startswith("_")}
-    plots = _plots(plain, out)
-    (out / "report.json").write_text(json.dumps(_clean(plain), indent=2, default=str))
-    (out / "report.md").write_text(_markdown(plain, plots))
+    plots = _plots(plain, out, prefix)
+    (out / f"{prefix}report.json").write_text(json.dumps(_clean(plain), indent=2, default=str))
+    (out / f"{prefix}report.md").write_text(_markdown(plain, plots))
     return out
 
 

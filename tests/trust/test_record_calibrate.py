@@ -11,13 +11,20 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from evolve_envs.calibrate import calibrate, pr_metrics, spearman, write_report
+from evolve_envs.calibrate import (
+    calibrate,
+    pr_metrics,
+    spearman,
+    value_order_correlation,
+    write_report,
+)
 from evolve_envs.cli import main as cli_main
 from evolve_envs.factory import make_env
 from evolve_envs.synthetic import play_behaviours, scripted_action
@@ -216,12 +223,18 @@ def test_report_ranks_right_random_and_gameable_models(report: dict) -> None:
     # value-order correlation on successes: the right model follows the task, random does not
     assert right["voc"] > 0.9
     assert rand["voc"] is None or rand["voc"] < right["voc"] - 0.3
+    # the gameable model does not move on real successes (its distractor stays put): a flat
+    # prediction counts as VOC 0, so both wrong models rank below the right one
+    assert rand["voc"] is not None and hack["voc"] is not None
+    assert hack["voc"] < right["voc"] and rand["voc"] < right["voc"]
+    assert hack["voc_episodes"] == rand["voc_episodes"] == right["voc_episodes"] == 4
     # termination: the right model's "done" is the env's success; the gameable one is fooled by
     # every distractor episode (failures judged high)
     assert right["done"]["precision"] == 1.0 and right["done"]["recall"] == 1.0
     assert right["failures_judged_high"] == 0 and right["successes_judged_low"] == 0
     assert hack["failures_judged_high"] >= BEHAVIOURS["distractor"]
     assert hack["done"]["precision"] < right["done"]["precision"]
+    assert rand["done"]["precision"] < right["done"]["precision"]
     assert rand["done"]["f1"] < right["done"]["f1"]
     assert right["best_threshold"]["f1"] == 1.0
     # the services' own /done (the mock has it) on the last frames: right is right, gameable not
@@ -238,6 +251,43 @@ def test_report_files(report: dict, tmp_path: Path) -> None:
     assert "`mock:reach_place_hackable`" in md and "VOC" in md and "/done F1" in md
     for png in ("pr_curve.png", "progress_curves.png"):
         assert (out / png).stat().st_size > 1000
+    # the ranking line names the right model first on both counts
+    (ranking,) = [line for line in md.splitlines() if line.startswith("Ranking")]
+    assert ranking.startswith("Ranking, best first — by VOC: `mock:reach_place` (1.000) > ")
+    assert "by done precision: `mock:reach_place` (1.000) > " in ranking
+    assert "No episode here succeeded" not in md
+
+
+def test_report_file_prefix_keeps_the_links(report: dict, tmp_path: Path) -> None:
+    out = write_report(report, tmp_path, prefix="calib_x_")
+    md = (out / "calib_x_report.md").read_text()
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
+    assert links == ["calib_x_pr_curve.png", "calib_x_progress_curves.png"]
+    assert all((out / link).is_file() for link in links)
+    assert (out / "calib_x_report.json").is_file() and not (out / "report.md").exists()
+    with pytest.raises(ValueError, match="not a path"):
+        write_report(report, tmp_path, prefix="sub/x_")
+
+
+def test_report_without_successes_says_so_and_draws_no_pr_curve(
+    recording: Path, tmp_path: Path
+) -> None:
+    failures = tmp_path / "failures"
+    shutil.copytree(recording, failures)
+    index = failures / "episodes.jsonl"
+    lines = [json.loads(line) for line in index.read_text().splitlines()]
+    index.write_text("".join(json.dumps(e) + "\n" for e in lines if not e["success"]))
+    report = calibrate([failures], ["mock:reach_place", "mock:random"], max_frames=16)
+    out = write_report(report, tmp_path / "report")
+    md = (out / "report.md").read_text()
+    assert "**No episode here succeeded.**" in md
+    assert not (out / "pr_curve.png").exists() and "pr_curve.png" not in md
+    assert (out / "progress_curves.png").is_file()
+    # the random model called failures done (precision 0), the right one nothing (undefined):
+    # neither says anything about success, so nothing is ranked
+    rand = report["services"]["mock:random"]["overall"]
+    assert rand["done"]["precision"] == 0.0 and rand["voc"] is None
+    assert "Ranking" not in md
 
 
 def test_report_per_task(recording: Path, tmp_path: Path) -> None:
@@ -290,6 +340,11 @@ def test_metric_helpers() -> None:
     assert spearman([0, 1, 2, 3], [1, 2, 3, 4]) == pytest.approx(1.0)
     assert spearman([0, 1, 2, 3], [4, 3, 2, 1]) == pytest.approx(-1.0)
     assert math.isnan(spearman([0, 1, 2], [5, 5, 5]))
+    # VOC of an episode: Spearman against frame order, 0 for a flat prediction
+    assert value_order_correlation([0, 2, 4], [5, 5, 5]) == 0.0
+    assert value_order_correlation([0, 2, 4], [10, 50, 90]) == pytest.approx(1.0)
+    assert value_order_correlation([0, 2, 4], [90, 50, 10]) == pytest.approx(-1.0)
+    assert math.isnan(value_order_correlation([0], [5]))
     m = pr_metrics(np.array([100, 10, 96, 99]), np.array([True, True, False, False]), 95)
     assert (m["tp"], m["fp"], m["fn"]) == (1, 2, 1)
     assert m["precision"] == pytest.approx(1 / 3) and m["recall"] == pytest.approx(0.5)
