@@ -10,9 +10,11 @@ Per step it keeps the camera frame, the action, the stack's reward, ``info["env_
 (or the reward where the stack has none), the model's ``info["progress"]`` on check steps
 (``info["progress_checked"]``), and the flags. Per episode: ``task`` (the reset's
 ``info["task_description"]``), ``seed``, ``init_state_id``, ``env_id``/``suite``/``task_id`` where
-the base env has them, ``return``, ``env_return``, ``success``, ``model_terminated``
-(``info["done_by_progress"]``), ``final_progress`` and ``max_progress`` (percent) and the
-``reward_model`` description given here.
+the base env has them, ``init_sim_state`` (the base env's flattened simulator state right after
+the reset, from its ``get_sim_state()`` where it has one: LIBERO's MuJoCo state, else null),
+``return``, ``env_return``, ``success``, ``model_terminated`` (``info["done_by_progress"]``),
+``final_progress`` and ``max_progress`` (percent) and the ``reward_model`` description given
+here.
 
 ``info`` key added on the last step: ``recorded_episode`` (the episode's index line).
 
@@ -97,10 +99,17 @@ class RecordEpisodes(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructo
                 "init_state_id", getattr(base, "init_state_id", None)
             )
         spec = getattr(base, "spec", None)
+        get_sim_state = getattr(base, "get_sim_state", None)
+        init_sim_state = (
+            np.asarray(get_sim_state(), dtype=np.float64).ravel().tolist()
+            if callable(get_sim_state)
+            else None
+        )
         self._episode = {
             "task": str(info.get("task_description", "")),
             "seed": seed,
             "init_state_id": None if init_state_id is None else int(init_state_id),
+            "init_sim_state": init_sim_state,
             "env_id": getattr(spec, "id", None),
             "suite": getattr(base, "suite", None),
             "task_id": getattr(base, "task_id", None),

@@ -73,6 +73,28 @@ def test_recording_holds_every_episode_with_its_steps(recording: Path) -> None:
     assert first.meta["return"] == pytest.approx(sum(first.column("reward")[1:]))
 
 
+def test_the_initial_simulator_state_is_recorded_where_the_env_has_one(tmp_path: Path) -> None:
+    import gymnasium as gym
+
+    from evolve_envs.synthetic import ReachPlaceEnv
+
+    class WithState(ReachPlaceEnv):
+        def get_sim_state(self) -> np.ndarray:
+            return np.concatenate([np.ravel(v) for v in self._pos.values()])
+
+    states = []
+    for k, base in enumerate((WithState(), ReachPlaceEnv())):
+        root = tmp_path / str(k)
+        env = wrap_recording(gym.wrappers.TimeLimit(base, 2), root, camera="image")
+        env.reset(seed=3)
+        states.append(base.get_sim_state().tolist() if k == 0 else None)
+        for _ in range(2):
+            env.step(np.zeros(2, np.float32))
+        env.close()
+        assert open_recording(root)[0].meta["init_sim_state"] == states[k]
+    assert len(states[0]) >= 4
+
+
 def test_an_unfinished_episode_is_never_in_the_index(tmp_path: Path) -> None:
     env = make_env(
         {"env": {"id": "evolve_envs/ReachPlace-v0", "max_episode_steps": 5},
@@ -387,6 +409,7 @@ def test_recording_a_libero_episode(tmp_path: Path) -> None:
     (ep,) = open_recording(tmp_path)
     assert ep.meta["suite"] == "libero_10" and ep.meta["task_id"] == 0
     assert ep.meta["init_state_id"] is not None and ep.meta["task"]
+    assert len(ep.meta["init_sim_state"]) > 10  # the flattened MuJoCo state after the reset
     assert ep.frames().shape[0] == 5 and ep.frames().shape[-1] == 3
     assert any(p is not None for p in ep.column("model_progress"))
     assert ep.meta["reward_model"].startswith("progress: embedded mock")
