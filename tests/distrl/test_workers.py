@@ -152,3 +152,28 @@ def test_segments_and_a_full_queue_in_process(ray_local) -> None:
         worker.close()
         ray.kill(registry)
         queue.shutdown()
+
+
+def test_grpo_groups_start_from_one_initial_state() -> None:
+    """The seeds GRPO hands out repeat within a group, and a worker resets its envs from them:
+    the episodes of a group start from the same scene; other groups from other scenes."""
+    from evolve_envs.distrl.worker import RolloutWorker
+    from evolve_envs.rl.grpo import group_seeds
+
+    cfg = load_train_config(
+        {
+            "env": {"id": "evolve_envs/ReachPlace-v0", "max_episode_steps": 3},
+            "reward_model": {"enable": False},
+            "workers": {"num_envs": 4},
+        }
+    )
+    seeds = group_seeds(4, 2, np.random.default_rng(0))
+    assert seeds[0] == seeds[1] and seeds[2] == seeds[3] and seeds[0] != seeds[2]
+    worker = RolloutWorker(cfg, worker_id=0)
+    try:
+        trajs = worker.collect_episodes(seeds, None, version=0)
+    finally:
+        worker.close()
+    first = [t.obs["image"][0] for t in trajs]
+    assert np.array_equal(first[0], first[1]) and np.array_equal(first[2], first[3])
+    assert not np.array_equal(first[0], first[2])
