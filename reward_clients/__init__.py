@@ -5,12 +5,16 @@ it, or hands it to a client with ``close_pool=True``); each client speaks one pr
 :class:`CallResult` values, falling back (or raising :class:`RewardServiceError`) per its failure
 policy.
 
-Example::
+Example (``httpx.MockTransport`` stands in for a service that reads any pair as 12.5 %):
 
-    from reward_clients import EndpointPool, ProgressClient
-
-    with EndpointPool("http://127.0.0.1:8111", timeout=120) as pool:
-        critic = ProgressClient(pool).pairwise_critic("open the drawer", frame_a, frame_b).value
+    >>> import httpx
+    >>> import numpy as np
+    >>> from reward_clients import EndpointPool, ProgressClient
+    >>> service = httpx.MockTransport(lambda r: httpx.Response(200, json={"critic": 12.5}))
+    >>> frame_a = frame_b = np.zeros((32, 32, 3), np.uint8)
+    >>> with EndpointPool("http://127.0.0.1:8111", timeout=120, transport=service) as pool:
+    ...     ProgressClient(pool).pairwise_critic("open the drawer", frame_a, frame_b).value
+    12.5
 """
 
 from reward_clients.endpoint_pool import EndpointPool, endpoints_from_env, expand_endpoints

@@ -23,13 +23,19 @@ the clients turn that into a fallback value or re-raise it, per their failure po
 ``VLAC_SERVICE_URL`` + ``VLAC_SERVICE_NUM`` expand to consecutive ports (see
 :func:`expand_endpoints` and :func:`endpoints_from_env`).
 
-Example::
+Example: two replicas behind a stand-in transport; the first refuses connections, so the call
+moves to the second and the first is marked down:
 
-    from reward_clients.endpoint_pool import EndpointPool
-
-    with EndpointPool(["http://127.0.0.1:8111", "http://127.0.0.1:8112"], timeout=60) as pool:
-        reply = pool.request("POST", "/pairwise-critic", json={...})
-        reply.response.json(), reply.endpoint, reply.attempts
+    >>> import httpx
+    >>> def replicas(request):
+    ...     if request.url.port == 8111:
+    ...         raise httpx.ConnectError("connection refused", request=request)
+    ...     return httpx.Response(200, json={"critic": 12.5})
+    >>> urls = ["http://127.0.0.1:8111", "http://127.0.0.1:8112"]
+    >>> with EndpointPool(urls, timeout=60, transport=httpx.MockTransport(replicas)) as pool:
+    ...     reply = pool.request("POST", "/pairwise-critic", json={"task": "t"})
+    ...     reply.response.json(), reply.endpoint, reply.attempts, pool.healthy_urls()
+    ({'critic': 12.5}, 'http://127.0.0.1:8112', 2, ['http://127.0.0.1:8112'])
 """
 
 from __future__ import annotations
@@ -123,10 +129,11 @@ def expand_endpoints(
     URLs are normalised (no trailing slash) and de-duplicated in order. Raises ``ValueError`` on a
     malformed URL, a missing port when expanding, or nothing to resolve.
 
-    Example::
-
-        expand_endpoints(None, "http://127.0.0.1:8111", 2)
-        # ['http://127.0.0.1:8111', 'http://127.0.0.1:8112']
+    Example:
+        >>> expand_endpoints(None, "http://127.0.0.1:8111", 2)
+        ['http://127.0.0.1:8111', 'http://127.0.0.1:8112']
+        >>> expand_endpoints("http://a:1/, http://b:2, http://a:1")
+        ['http://a:1', 'http://b:2']
     """
     count = _parse_count(service_num)
     if service_url:
@@ -170,10 +177,12 @@ def endpoints_from_env(
     """:func:`expand_endpoints` with ``VLAC_SERVICE_URL`` / ``VLAC_SERVICE_NUM`` read from the
     environment (they override ``endpoint_or_list``, as environment variables override YAML).
 
-    Example::
-
-        # VLAC_SERVICE_URL=http://127.0.0.1:8111 VLAC_SERVICE_NUM=4
-        endpoints_from_env("http://127.0.0.1:9000")   # -> 8111..8114
+    Example:
+        >>> env = {"VLAC_SERVICE_URL": "http://127.0.0.1:8111", "VLAC_SERVICE_NUM": "3"}
+        >>> endpoints_from_env("http://127.0.0.1:9000", environ=env)
+        ['http://127.0.0.1:8111', 'http://127.0.0.1:8112', 'http://127.0.0.1:8113']
+        >>> endpoints_from_env("http://127.0.0.1:9000", environ={})
+        ['http://127.0.0.1:9000']
     """
     env = os.environ if environ is None else environ
     return expand_endpoints(
@@ -384,11 +393,16 @@ class EndpointPool:
         transport: the httpx transport requests go through (default: httpx's HTTP transport);
             tests and embedders pass ``httpx.MockTransport`` or their own.
 
-    Example::
+    Example: a replica that is overloaded once (503) is retried after a short backoff.
 
-        with EndpointPool("http://127.0.0.1:8111", timeout=30, max_retries=2) as pool:
-            r = pool.request("GET", "/capabilities")
-            print(r.endpoint, r.response.json())
+        >>> import httpx
+        >>> answers = iter([httpx.Response(503), httpx.Response(200, json={"backend": "mock"})])
+        >>> service = httpx.MockTransport(lambda request: next(answers))
+        >>> with EndpointPool("http://127.0.0.1:8111", timeout=30, max_retries=2,
+        ...                   backoff_s=0.01, transport=service) as pool:
+        ...     r = pool.request("GET", "/capabilities")
+        ...     r.endpoint, r.response.json(), r.attempts
+        ('http://127.0.0.1:8111', {'backend': 'mock'}, 2)
     """
 
     def __init__(
@@ -473,9 +487,10 @@ class EndpointPool:
         ``use_env=True`` lets ``VLAC_SERVICE_URL`` / ``VLAC_SERVICE_NUM`` override the arguments.
         The caller owns the pool and closes it.
 
-        Example::
-
-            pool = EndpointPool.from_config("http://127.0.0.1:8111", service_num=4, timeout=120)
+        Example:
+            >>> with EndpointPool.from_config("http://127.0.0.1:8111", service_num=3) as pool:
+            ...     pool.urls
+            ['http://127.0.0.1:8111', 'http://127.0.0.1:8112', 'http://127.0.0.1:8113']
         """
         url, num = service_url, service_num
         if use_env:

@@ -58,9 +58,11 @@ class RewardServiceError(RuntimeError):
         status_code: HTTP status for ``kind == "http_status"``, else ``None``.
         attempts: how many HTTP attempts were made (retries + 1).
 
-    Example::
-
-        raise RewardServiceError("http://127.0.0.1:8111", "/done", "HTTP 503: overloaded")
+    Example:
+        >>> raise RewardServiceError("http://127.0.0.1:8111", "/done", "HTTP 503: overloaded")
+        Traceback (most recent call last):
+        ...
+        reward_clients.errors.RewardServiceError: reward service request to ...8111/done failed: ...
     """
 
     def __new__(cls, *args: object, **kwargs: object) -> RewardServiceError:

@@ -12,10 +12,11 @@ not logged since the previous one, so a run on fallback values stays visible in 
 Invalid *inputs* (a float frame, mismatched lists) are the caller's bug and raise
 ``ValueError``/``TypeError`` in both modes.
 
-Example::
-
-    policy = FailurePolicy(fail_on_request_error=False, name="progress client")
-    result = policy.run("/pairwise-critic", lambda: (12.0, "http://127.0.0.1:8111", 1), 0.0)
+Example:
+    >>> policy = FailurePolicy(fail_on_request_error=False, name="progress client")
+    >>> result = policy.run("/pairwise-critic", lambda: (12.0, "http://127.0.0.1:8111", 1), 0.0)
+    >>> result.value, result.ok, result.endpoint
+    (12.0, True, 'http://127.0.0.1:8111')
 """
 
 from __future__ import annotations
@@ -45,10 +46,20 @@ class FailurePolicy:
         name: how warnings name the client.
         warn_interval_s: minimum seconds between two failure warnings.
 
-    Example::
+    Example: a failed request falls back in soft mode and raises in strict mode.
 
-        policy = FailurePolicy(False, name="video score client", warn_interval_s=60)
-        r = policy.run("/score", do_request, fallback=None)
+        >>> from reward_clients.errors import ErrorKind
+        >>> def do_request():
+        ...     raise RewardServiceError("http://127.0.0.1:8111", "/score", "HTTP 503",
+        ...                              kind=ErrorKind.HTTP_STATUS, status_code=503)
+        >>> policy = FailurePolicy(False, name="video score client", warn_interval_s=60)
+        >>> r = policy.run("/score", do_request, fallback=None)
+        >>> r.value, r.fallback, policy.stats.fallbacks
+        (None, True, 1)
+        >>> FailurePolicy(True).run("/score", do_request, fallback=None)
+        Traceback (most recent call last):
+        ...
+        reward_clients.errors.ServiceUnreachableError: ... to http://127.0.0.1:8111/score failed...
     """
 
     def __init__(

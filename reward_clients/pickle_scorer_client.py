@@ -12,16 +12,26 @@ runs on the client's worker threads with a plain (loop-independent) HTTP client,
 any event loop, including a fresh ``asyncio.run()`` per training step, which breaks clients that
 cache a session bound to the first loop.
 
-Example::
+Example: a stand-in scorer (``httpx.MockTransport``) that answers 0.25 per image, called
+synchronously and from asyncio:
 
-    from reward_clients.pickle_scorer_client import PickleScorerClient
-
-    client = PickleScorerClient("http://127.0.0.1:8111")  # POST /, as deepgen-style servers
-    r = client.score([img0, img1], ["a red cube", "a blue ball"])
-    r.value            # [0.73, 0.12]
-
-    async def step():
-        return (await client.compute_score([img0], ["a red cube"])).value
+    >>> import asyncio
+    >>> import httpx
+    >>> from reward_clients.endpoint_pool import EndpointPool
+    >>> from reward_protocol.pickle_codec import safe_pickle_dumps, safe_pickle_loads
+    >>> def scorer(request):                        # POST /, as deepgen-style servers
+    ...     images = safe_pickle_loads(request.content)["images"]
+    ...     return httpx.Response(200, content=safe_pickle_dumps({"scores": [0.25] * len(images)}))
+    >>> pool = EndpointPool("http://127.0.0.1:8111", transport=httpx.MockTransport(scorer))
+    >>> client = PickleScorerClient(pool, close_pool=True)
+    >>> img = np.zeros((16, 16, 3), np.uint8)
+    >>> client.score([img, img], ["a red cube", "a blue ball"]).value
+    [0.25, 0.25]
+    >>> async def step():
+    ...     return (await client.compute_score([img], ["a red cube"])).value
+    >>> asyncio.run(step())
+    [0.25]
+    >>> client.close()
 """
 
 from __future__ import annotations
@@ -69,9 +79,14 @@ class PickleScorerClient(ClientBase):
         fallback_score: per-image score returned when a call fails.
         max_workers, timeout, stats, warn_interval_s, close_pool: see :class:`ProgressClient`.
 
-    Example::
+    Example: a scorer that is down gives the fallback score, one per image.
 
-        scores = PickleScorerClient(pool).score([frame], ["the drawer is open"]).value
+        >>> client = PickleScorerClient("http://127.0.0.1:9", fallback_score=0.0)  # refuses
+        >>> frame = np.zeros((16, 16, 3), np.uint8)
+        >>> r = client.score([frame], ["the drawer is open"])
+        >>> r.value, r.fallback
+        ([0.0], True)
+        >>> client.close()
     """
 
     def __init__(

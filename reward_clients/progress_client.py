@@ -15,17 +15,24 @@ value lists of the wrong length are failures, never passed on.
 copied in the caller's thread (so the caller may reuse its buffers) and JPEG-encoded and sent
 from the client's worker threads.
 
-Example::
+Example: a stand-in service (``httpx.MockTransport``) that reads every frame pair as 12.5 %
+progress and calls every episode done:
 
-    from reward_clients.endpoint_pool import EndpointPool
-    from reward_clients.progress_client import ProgressClient
-
-    pool = EndpointPool("http://127.0.0.1:8111", timeout=120)
-    client = ProgressClient(pool, jpeg_quality=85, fallback_critic=0.0, close_pool=True)
-    r = client.pairwise_critic("open the drawer", frame_t0, frame_t1)
-    print(r.value, r.ok, r.latency_s)
-    future = client.submit_done("open the drawer", first, prev, curr)
-    done = future.result().value.done
+    >>> import httpx
+    >>> from reward_clients.endpoint_pool import EndpointPool
+    >>> answers = {"/pairwise-critic": {"critic": 12.5}, "/done": {"done": True, "prob": 0.9}}
+    >>> service = httpx.MockTransport(lambda r: httpx.Response(200, json=answers[r.url.path]))
+    >>> pool = EndpointPool("http://127.0.0.1:8111", timeout=120, transport=service)
+    >>> client = ProgressClient(pool, jpeg_quality=85, fallback_critic=0.0, close_pool=True)
+    >>> frame = np.zeros((32, 32, 3), np.uint8)
+    >>> r = client.pairwise_critic("open the drawer", frame, frame)
+    >>> r.value, r.ok, r.endpoint
+    (12.5, True, 'http://127.0.0.1:8111')
+    >>> future = client.submit_done("open the drawer", frame, frame, frame)
+    >>> future.result().value.done
+    True
+    >>> client.close(); pool.closed                 # the client owned the pool
+    True
 """
 
 from __future__ import annotations
@@ -106,12 +113,23 @@ class ProgressClient(ClientBase):
         warn_interval_s: minimum seconds between two failure warnings.
         close_pool: close ``pool`` with the client (it hands the pool over); always so for URLs.
 
-    Example::
+    Example: capabilities and the values of a 3-frame trajectory, from a stand-in service.
 
-        client = ProgressClient("http://127.0.0.1:8111")
-        caps = client.capabilities().value          # Capabilities(backend=..., pairwise=...)
-        tv = client.trajectory_values("stack the bowls", frames, skip=1).value
-        tv.value_list                               # [0.0, ...]
+        >>> import httpx
+        >>> answers = {
+        ...     "/capabilities": {"backend": "mock", "pairwise": True},
+        ...     "/trajectory-critic": {"value_list": [0.0, 50.0, 75.0], "critic_list": [50, 50]},
+        ... }
+        >>> service = httpx.MockTransport(lambda r: httpx.Response(200, json=answers[r.url.path]))
+        >>> client = ProgressClient(EndpointPool("http://127.0.0.1:8111", transport=service),
+        ...                         close_pool=True)
+        >>> caps = client.capabilities().value
+        >>> caps.backend, caps.pairwise, caps.done
+        ('mock', True, False)
+        >>> frames = [np.zeros((32, 32, 3), np.uint8)] * 3
+        >>> client.trajectory_values("stack the bowls", frames, skip=1).value.value_list
+        [0.0, 50.0, 75.0]
+        >>> client.close()
     """
 
     def __init__(

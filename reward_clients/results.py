@@ -4,12 +4,18 @@ Every client call returns a :class:`CallResult`: the value (real or fallback) pl
 obtained. :class:`ClientStats` is a thread-safe set of counters a client updates on every call;
 wrappers surface ``stats.snapshot()`` in ``info`` or logs.
 
-Example::
+Example: a client whose service is down falls back and counts it.
 
-    result = client.pairwise_critic("open the drawer", frame_a, frame_b)
-    if result.fallback:
-        print("service failed:", result.error)
-    print(client.stats.snapshot()["latency_p50_s"])
+    >>> import numpy as np
+    >>> from reward_clients.progress_client import ProgressClient
+    >>> client = ProgressClient("http://127.0.0.1:9", warn_interval_s=3600)  # port 9 refuses
+    >>> frame = np.zeros((8, 8, 3), np.uint8)
+    >>> result = client.pairwise_critic("open the drawer", frame, frame)
+    >>> result.fallback, result.value, "refused" in result.error.lower()
+    (True, 0.0, True)
+    >>> client.stats.snapshot()["fallbacks"]
+    1
+    >>> client.close()
 """
 
 from __future__ import annotations
@@ -39,10 +45,11 @@ class CallResult(Generic[T]):
         error: the failure message (names endpoint, route and cause), ``None`` when ok.
         attempts: HTTP attempts made (1 + retries); 0 when no endpoint could be tried.
 
-    Example::
-
-        r = CallResult(value=12.5, ok=True, fallback=False, latency_s=0.03,
-                       endpoint="http://127.0.0.1:8111", error=None)
+    Example:
+        >>> r = CallResult(value=12.5, ok=True, fallback=False, latency_s=0.03,
+        ...                endpoint="http://127.0.0.1:8111", error=None)
+        >>> r.value, r.attempts
+        (12.5, 1)
     """
 
     value: T
@@ -61,11 +68,11 @@ class ClientStats:
     with the fallback value (fail-soft mode); ``retries`` extra HTTP attempts; latencies are kept
     for the last ``max_samples`` calls (successful and failed).
 
-    Example::
-
-        stats = ClientStats()
-        stats.record_call(latency_s=0.02, ok=True)
-        stats.snapshot()["calls"]  # 1
+    Example:
+        >>> stats = ClientStats()
+        >>> stats.record_call(latency_s=0.02, ok=True)
+        >>> stats.snapshot()["calls"], stats.snapshot()["latency_p50_s"]
+        (1, 0.02)
     """
 
     def __init__(self, max_samples: int = 4096) -> None:

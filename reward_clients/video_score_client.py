@@ -21,13 +21,18 @@ Temporary files are always removed, after success and after any failure.
 The result's value is the score (``float``) or ``fallback_score`` (default ``None``) on failure;
 ``fail_on_request_error=True`` raises :class:`~reward_clients.errors.RewardServiceError` instead.
 
-Example::
+Example: a stand-in service (``httpx.MockTransport``) that scores every video 0.8:
 
-    from reward_clients.video_score_client import VideoScoreClient
-
-    client = VideoScoreClient("http://127.0.0.1:8111", nframes=16, video_fps=4)
-    r = client.score("put the bowl on the plate", episode_frames)   # list of HxWx3 uint8
-    print(r.value, r.ok)
+    >>> import httpx
+    >>> from reward_clients.endpoint_pool import EndpointPool
+    >>> service = httpx.MockTransport(lambda r: httpx.Response(200, json={"score": 0.8}))
+    >>> pool = EndpointPool("http://127.0.0.1:8111", transport=service)
+    >>> client = VideoScoreClient(pool, nframes=4, video_fps=4, close_pool=True)
+    >>> episode_frames = [np.zeros((16, 16, 3), np.uint8)] * 6   # list of HxWx3 uint8
+    >>> r = client.score("put the bowl on the plate", episode_frames)
+    >>> r.value, r.ok
+    (0.8, True)
+    >>> client.close()
 """
 
 from __future__ import annotations
@@ -112,11 +117,21 @@ class VideoScoreClient(ClientBase):
         fallback_score: value returned when a call fails.
         max_workers, timeout, stats, warn_interval_s, close_pool: see :class:`ProgressClient`.
 
-    Example::
+    Example: ``mode="path"`` writes the MP4 under ``shared_dir`` and sends its path.
 
-        client = VideoScoreClient(pool, mode="path", shared_dir="/mnt/shared/videos")
-        future = client.submit_score("open the top drawer", frames)
-        score = future.result().value
+        >>> import httpx, json, tempfile
+        >>> from reward_clients.endpoint_pool import EndpointPool
+        >>> def service(request):
+        ...     path = json.loads(request.content)["video_path"]
+        ...     return httpx.Response(200, json={"score": 0.5 if os.path.exists(path) else 0.0})
+        >>> pool = EndpointPool("http://127.0.0.1:8111", transport=httpx.MockTransport(service))
+        >>> shared_dir = tempfile.mkdtemp()
+        >>> client = VideoScoreClient(pool, mode="path", shared_dir=shared_dir, close_pool=True)
+        >>> frames = [np.zeros((16, 16, 3), np.uint8)] * 4
+        >>> future = client.submit_score("open the top drawer", frames)
+        >>> future.result().value
+        0.5
+        >>> client.close()
     """
 
     def __init__(
