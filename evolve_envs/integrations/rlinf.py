@@ -79,6 +79,7 @@ import inspect
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -209,6 +210,40 @@ class RLinfProgressReward:
     ``RLinfProgressReward(libero_env, [model.tracker() for _ in range(n)])`` with ``model``
     from :func:`evolve_envs.factory.open_progress_model`; the module docstring shows the usual
     way, :meth:`from_config`.
+
+    Example (two sub-envs whose frames get 64 grey levels brighter each step, against a local
+    mock service whose *intensity* rule reads grey level ``g`` as progress ``100 g/255``)::
+
+        >>> import torch
+        >>> from reward_clients.progress_client import ProgressClient
+        >>> from reward_service.embedded import EmbeddedService
+        >>> from wrappers.progress_tracker import TrackerSettings
+        >>> class Brighter:  # the shape of RLinf's LiberoEnv, without a simulator
+        ...     num_envs, auto_reset, ignore_terminations = 2, False, False
+        ...     def reset(self, env_idx=None, reset_state_ids=None):
+        ...         self.t = 0
+        ...         return self._obs(), {}
+        ...     def chunk_step(self, actions):
+        ...         obs_list = []
+        ...         for _ in range(actions.shape[1]):
+        ...             self.t += 1
+        ...             obs_list.append(self._obs())
+        ...         zeros = torch.zeros((2, actions.shape[1]))
+        ...         return obs_list, zeros, zeros.bool(), zeros.bool(), [{} for _ in obs_list]
+        ...     def _obs(self):
+        ...         frames = torch.full((2, 32, 32, 3), min(64 * self.t, 255), dtype=torch.uint8)
+        ...         return {"main_images": frames, "task_descriptions": ["light up"] * 2}
+        >>> svc = EmbeddedService("mock", {"rule": "intensity"}).start()
+        >>> client = ProgressClient(svc.url)
+        >>> settings = TrackerSettings(start_step=2, call_every=2, milestone_every=2)
+        >>> env = RLinfProgressReward(Brighter(), lambda i: ProgressTracker(client, settings))
+        >>> obs, infos = env.reset()
+        >>> obs_list, rewards, terms, truncs, infos_list = env.chunk_step(torch.zeros((2, 4, 7)))
+        >>> rewards[0].tolist(), infos_list[-1]["progress"].tolist()  # 50 at step 2, 100 at 4
+        ([0.0, 0.5, 0.0, 0.5], [100.0, 100.0])
+        >>> terms[:, -1].tolist()  # done: progress >= 95
+        [True, True]
+        >>> env.close(); client.close(); svc.stop()
     """
 
     def __init__(
@@ -675,24 +710,22 @@ def _dtype_of(value: Any) -> Any:
 # ---------------------------------------------------------------------------- from config
 
 
+@dataclass
 class ProgressStack:
-    """Trackers and weights built from a ``reward_model`` block (:func:`build_progress_stack`)."""
+    """Trackers and weights built from a ``reward_model`` block (:func:`build_progress_stack`).
 
-    def __init__(
-        self,
-        trackers: list[ProgressTracker],
-        reward_weight: float,
-        env_reward_weight: float,
-        on_close: list[Callable[[], Any]],
-        config: Any,
-        alarm: HackingDetector | None = None,
-    ) -> None:
-        self.alarm = alarm
-        self.trackers = trackers
-        self.reward_weight = reward_weight
-        self.env_reward_weight = env_reward_weight
-        self.on_close = on_close
-        self.config = config
+    >>> stack = ProgressStack(trackers=[], reward_weight=1.0, env_reward_weight=0.0,
+    ...                       on_close=[], config=None)
+    >>> stack.reward_weight, stack.alarm
+    (1.0, None)
+    """
+
+    trackers: list[ProgressTracker]
+    reward_weight: float
+    env_reward_weight: float
+    on_close: list[Callable[[], Any]]
+    config: Any
+    alarm: HackingDetector | None = None
 
 
 def reward_model_block(env_cfg: Any) -> Any | None:
