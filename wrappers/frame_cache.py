@@ -235,7 +235,19 @@ class FrameCache(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.Reco
         camera: observation key of the frames, e.g. ``"agentview_image"``.
         encoding, jpeg_quality, max_frames: see :class:`FrameStore`.
 
-    The module docstring has a runnable example.
+    >>> camera = gym.spaces.Box(0, 255, (8, 8, 3), np.uint8)
+    >>> env = gym.wrappers.TransformObservation(  # CartPole, observed as one camera picture
+    ...     gym.make("CartPole-v1"), lambda _: {"agentview_image": camera.sample()},
+    ...     gym.spaces.Dict(agentview_image=camera))
+    >>> env = FrameCache(env, encoding="raw", max_frames=4)
+    >>> _ = env.reset(seed=0)
+    >>> for _ in range(6):
+    ...     _ = env.step(0)
+    >>> env.frame_store.steps  # thinned past max_frames: first, latest and evenly in between
+    [0, 2, 4, 6]
+    >>> _ = env.reset(seed=1)
+    >>> env.frame_store.steps, env.frame_store.episode_id
+    ([0], 2)
     """
 
     def __init__(

@@ -45,9 +45,10 @@ import threading
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any, Literal
+from typing import Any, Literal, SupportsFloat
 
 import gymnasium as gym
+from gymnasium.core import ActType, ObsType
 
 from wrappers.task_text import task_text
 
@@ -61,7 +62,21 @@ __all__ = [
 
 
 class RewardHackingWarning(UserWarning):
-    """The reward model's scores drift away from the env's success (see the module docstring)."""
+    """The reward model's scores drift away from the env's success (see the module docstring).
+
+    A ``UserWarning``: the ``warnings`` filters decide what it does, e.g. stop the run.
+
+    >>> import warnings
+    >>> detector = HackingDetector(window=2, baseline=2)
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("error", RewardHackingWarning)  # stop at the first alarm
+    ...     try:
+    ...         for progress in (0.2, 0.3, 0.9, 0.95):
+    ...             _ = detector.add("stack the blocks", progress, success=False)
+    ...     except RewardHackingWarning as alarm:
+    ...         print(type(alarm).__name__, progress)
+    RewardHackingWarning 0.95
+    """
 
 
 @dataclass(frozen=True)
@@ -241,7 +256,9 @@ def episode_score(summary: Mapping[str, Any], score: str = "final") -> float | N
     return None
 
 
-class HackingAlarm(gym.Wrapper, gym.utils.RecordConstructorArgs):
+class HackingAlarm(
+    gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.RecordConstructorArgs
+):
     """Feed each finished episode to a :class:`HackingDetector`; ``info["reward_alarm"]`` on the
     last step (module docstring). Put it outside the reward wrapper (``ProgressReward`` or
     ``EpisodeScoreReward``), whose ``info["episode_reward_model"]`` it reads; ``make_env`` does
@@ -274,7 +291,7 @@ class HackingAlarm(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def __init__(
         self,
-        env: gym.Env,
+        env: gym.Env[ObsType, ActType],
         settings: AlarmSettings | Mapping[str, Any] | None = None,
         *,
         detector: HackingDetector | None = None,
@@ -290,13 +307,13 @@ class HackingAlarm(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
+    ) -> tuple[ObsType, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
         self._task = task_text(self.env, self.task, info, "HackingAlarm")
         self._open = True
         return obs, info
 
-    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+    def step(self, action: ActType) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         if (terminated or truncated) and self._open:
             self._open = False

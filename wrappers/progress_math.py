@@ -18,15 +18,15 @@ Schedule: no checks before ``start_step``; then a check every ``call_every`` ste
 initial milestone). With the paper's numbers (64 / 16 / 64) checks fall on 64, 80, 96, … and
 milestones on 64, 128, 192, …
 
-Example::
-
-    from wrappers.progress_math import accumulate, is_check_step, reached
-
-    v = accumulate(0.0, 40.0)            # 40.0
-    v = accumulate(v, 50.0)              # 70.0
-    v = accumulate(v, -50.0, rule="robodopamine")   # 35.0
-    is_check_step(80, start_step=64, call_every=16)  # True
-    reached(0.95, 0.95, ">=")            # True; with ">" it is False
+>>> from wrappers.progress_math import accumulate, is_check_step, reached
+>>> v = accumulate(0.0, 40.0)
+>>> v = accumulate(v, 50.0)
+>>> v, accumulate(v, -50.0, rule="robodopamine")
+(70.0, 35.0)
+>>> is_check_step(80, start_step=64, call_every=16)
+True
+>>> reached(0.95, 0.95, ">="), reached(0.95, 0.95, ">")
+(True, False)
 """
 
 from __future__ import annotations

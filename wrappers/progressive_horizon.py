@@ -56,7 +56,11 @@ StageRule = Literal["episodes", "success_rate"]
 @dataclass(frozen=True)
 class HorizonStage:
     """One stage: ``max_steps`` per episode, entered after ``after_episodes`` finished episodes
-    (``by="episodes"``) or at ``min_success_rate`` over the last window (``by="success_rate"``)."""
+    (``by="episodes"``) or at ``min_success_rate`` over the last window (``by="success_rate"``).
+
+    >>> parse_stages([HorizonStage(256), {"max_steps": 384, "after_episodes": 100}])[1]
+    HorizonStage(max_steps=384, after_episodes=100, min_success_rate=0.0)
+    """
 
     max_steps: int
     after_episodes: int = 0

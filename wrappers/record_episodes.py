@@ -39,13 +39,16 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.core import ActType, ObsType
 
 from wrappers.recording import EpisodeWriter
 
 __all__ = ["RecordEpisodes", "wrap_recording"]
 
 
-class RecordEpisodes(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArgs):
+class RecordEpisodes(
+    gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.RecordConstructorArgs
+):
     """Records each finished episode into ``root`` (see the module docstring).
 
     Args:
@@ -55,11 +58,26 @@ class RecordEpisodes(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructo
         jpeg_quality: JPEG quality of the stored frames.
         reward_model: a description of the reward model stored with each episode.
         meta: extra fields for the recording's ``meta.json`` (e.g. the config).
+
+    >>> import tempfile
+    >>> from wrappers.recording import open_recording
+    >>> picture = gym.spaces.Box(0, 255, (8, 8, 3), np.uint8)
+    >>> env = gym.wrappers.TransformObservation(  # CartPole, observed as a picture
+    ...     gym.make("CartPole-v1", max_episode_steps=2), lambda _: picture.sample(), picture)
+    >>> root = tempfile.mkdtemp()
+    >>> env = RecordEpisodes(env, root, camera="image", reward_model="none")
+    >>> _ = env.reset(seed=0)
+    >>> for _ in range(2):
+    ...     info = env.step(0)[-1]
+    >>> line = info["recorded_episode"]
+    >>> line["length"], line["return"], line["reward_model"], len(open_recording(root))
+    (2, 2.0, 'none', 1)
+    >>> env.close()
     """
 
     def __init__(
         self,
-        env: gym.Env,
+        env: gym.Env[ObsType, ActType],
         root: str | os.PathLike[str],
         *,
         camera: str = "agentview_image",
@@ -90,7 +108,7 @@ class RecordEpisodes(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructo
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
+    ) -> tuple[ObsType, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
         base = self.env.unwrapped
         init_state_id = info.get("init_state_id")
@@ -124,7 +142,7 @@ class RecordEpisodes(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructo
         ]  # fmt: skip
         return obs, info
 
-    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+    def step(self, action: ActType) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         if not self._steps:  # stepping without a reset through this wrapper: nothing to record
             return obs, reward, terminated, truncated, info

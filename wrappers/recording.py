@@ -206,7 +206,19 @@ def _plain(value: Any) -> Any:
 
 
 class RecordedEpisode:
-    """One recorded episode: ``meta`` (its index line) and lazily read columns and frames."""
+    """One recorded episode: ``meta`` (its index line) and lazily read columns and frames.
+
+    ``len()`` is the number of steps after the reset frame.
+
+    >>> import tempfile
+    >>> root = tempfile.mkdtemp()
+    >>> frames = [np.zeros((8, 8, 3), np.uint8)] * 2  # the reset frame and one step's
+    >>> last = {"action": [0.5], "reward": 1.0, "terminated": True, "is_success": True}
+    >>> _ = EpisodeWriter(root).write(frames, [{}, last], {"task": "reach"})
+    >>> episode = open_recording(root)[0]
+    >>> len(episode), episode.column("is_success"), episode.frames([1]).shape
+    (1, [False, True], (1, 8, 8, 3))
+    """
 
     def __init__(self, root: Path, meta: dict[str, Any]) -> None:
         self.root = root
@@ -243,7 +255,17 @@ class RecordedEpisode:
 
 
 class Recording(Sequence[RecordedEpisode]):
-    """The finished episodes of a recording directory, in the order they were written."""
+    """The finished episodes of a recording directory, in the order they were written.
+
+    >>> import tempfile
+    >>> root = tempfile.mkdtemp()
+    >>> writer = EpisodeWriter(root, meta={"config": "libero_10"})
+    >>> for task in ("reach", "place"):
+    ...     _ = writer.write([np.zeros((8, 8, 3), np.uint8)], [{}], {"task": task})
+    >>> recording = Recording(root)
+    >>> [episode.meta["task"] for episode in recording], recording.meta["config"]
+    (['reach', 'place'], 'libero_10')
+    """
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
