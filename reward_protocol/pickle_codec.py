@@ -19,7 +19,14 @@ __all__ = ["UnsafePickleError", "safe_pickle_loads", "safe_pickle_dumps", "to_pl
 
 
 class UnsafePickleError(ValueError):
-    """A pickle refers to a global (class, function) or holds a type outside the allowed set."""
+    """A pickle refers to a global (class, function) or holds a type outside the allowed set.
+
+    >>> try:
+    ...     safe_pickle_loads(pickle.dumps(print))  # a pickle that names a function
+    ... except UnsafePickleError as exc:
+    ...     print(str(exc).split(";")[0])
+    pickle refers to the global builtins.print
+    """
 
 
 _ALLOWED_SCALARS = (bytes, str, int, float, bool, type(None))

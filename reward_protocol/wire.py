@@ -77,6 +77,11 @@ class TrajectoryCriticRequest(_Request):
     Frames are base64-encoded JPEG or PNG images. The service samples `frames[::skip]` (as
     VLAC does: pairs `(frames[i - skip], frames[i])` for `i = skip, 2*skip, ...`), so the answer
     has `len(range(skip, len(frames), skip))` critics and one more value.
+
+    >>> req = TrajectoryCriticRequest(task="open the drawer", frames=["..."] * 11, skip=5,
+    ...                               added_later="ignored")  # unknown fields are ignored
+    >>> len(range(req.skip, len(req.frames), req.skip)), req.batch_size
+    (2, 8)
     """
 
     task: str
@@ -94,6 +99,15 @@ class TrajectoryCriticResponse(_Response):
 
     `value_list[k] = value_list[k-1] + (100 - value_list[k-1]) * critic_list[k-1] / 100`
     (VLAC's `critic_to_value_simple`; not clamped by the service).
+
+    >>> TrajectoryCriticResponse(value_list=[0.0, 40.0, 70.0], critic_list=[40.0, 50.0]).value_list
+    [0.0, 40.0, 70.0]
+    >>> from pydantic import ValidationError
+    >>> try:
+    ...     TrajectoryCriticResponse(value_list=[0.0], critic_list=[40.0])
+    ... except ValidationError as exc:
+    ...     print(exc.errors()[0]["msg"])
+    Value error, value_list must have len(critic_list) + 1 entries, got 1 values for 1 critics
     """
 
     value_list: list[float]
@@ -110,7 +124,10 @@ class TrajectoryCriticResponse(_Response):
 
 
 class PairwiseCriticRequest(_Request):
-    """`POST /pairwise-critic`: how much closer `image_b` is to completing `task` than `image_a`."""
+    """`POST /pairwise-critic`: how much closer `image_b` is to completing `task` than `image_a`.
+    >>> PairwiseCriticRequest(task="open the drawer", image_a="...", image_b="...").task
+    'open the drawer'
+    """
 
     task: str
     image_a: str
@@ -118,13 +135,20 @@ class PairwiseCriticRequest(_Request):
 
 
 class PairwiseCriticResponse(_Response):
-    """`critic` in [-100, 100]."""
+    """`critic` in [-100, 100].
+    >>> PairwiseCriticResponse.model_validate_json('{"critic": 12.5}').critic
+    12.5
+    """
 
     critic: float
 
 
 class DoneRequest(_Request):
-    """`POST /done`: is the task complete in `curr_frame`?"""
+    """`POST /done`: is the task complete in `curr_frame`?
+    >>> DoneRequest(task="open the drawer", first_frame="...", prev_frame="...",
+    ...             curr_frame="...").reference is None
+    True
+    """
 
     task: str
     first_frame: str
@@ -134,7 +158,10 @@ class DoneRequest(_Request):
 
 
 class DoneResponse(_Response):
-    """`done` decision and its probability in [0, 1]."""
+    """`done` decision and its probability in [0, 1].
+    >>> DoneResponse(done=True, prob=0.97).model_dump()
+    {'done': True, 'prob': 0.97}
+    """
 
     done: bool
     prob: float
@@ -144,6 +171,10 @@ class Capabilities(_Response):
     """`GET /capabilities`: which routes the backend can serve (others answer 501).
 
     `progress` (`/trajectory-critic`) is always true; `image_score` covers the pickle scorer.
+
+    >>> caps = Capabilities(backend="mock", pairwise=True)
+    >>> caps.progress, caps.pairwise, caps.done
+    (True, True, False)
     """
 
     backend: str
@@ -155,7 +186,10 @@ class Capabilities(_Response):
 
 
 class HealthResponse(_Response):
-    """`GET /health` and `POST /healthcheck`."""
+    """`GET /health` and `POST /healthcheck`.
+    >>> HealthResponse(backend="mock").model_dump_json()
+    '{"status":"ok","backend":"mock","protocol_version":"1"}'
+    """
 
     status: Literal["ok"] = "ok"
     backend: str
@@ -186,6 +220,15 @@ class ScoreRequest(_Request):
     Give exactly one of `video_path` (a file the server can read: shared filesystem) or
     `video_b64` (the encoded video file, e.g. MP4, base64). The server samples `nframes`
     frames uniformly (all if fewer) and resizes each to at most `max_pixels` pixels.
+
+    >>> ScoreRequest(task_text="stack the blocks", video_path="/shared/episode_3.mp4").nframes
+    16
+    >>> from pydantic import ValidationError
+    >>> try:
+    ...     ScoreRequest(task_text="stack the blocks")  # no video
+    ... except ValidationError as exc:
+    ...     print(exc.errors()[0]["msg"])
+    Value error, give exactly one of video_path or video_b64
     """
 
     task_text: str
@@ -204,7 +247,10 @@ class ScoreRequest(_Request):
 
 
 class ScoreResponse(_Response):
-    """Episode score (in [0, 1] for the bundled backends) and the model's raw answer if any."""
+    """Episode score (in [0, 1] for the bundled backends) and the model's raw answer if any.
+    >>> ScoreResponse.model_validate({"score": 0.8}).raw_text is None
+    True
+    """
 
     score: float
     raw_text: str | None = None
@@ -214,7 +260,12 @@ class ScoreResponse(_Response):
 
 
 class ErrorResponse(BaseModel):
-    """Body of every JSON error response (4xx/5xx)."""
+    """Body of every JSON error response (4xx/5xx).
+    Extra fields are kept (a route may add its own context).
+
+    >>> ErrorResponse(error="bad_request", detail="frames: empty", route="/done").model_dump()
+    {'error': 'bad_request', 'detail': 'frames: empty', 'route': '/done'}
+    """
 
     model_config = ConfigDict(extra="allow")
 
@@ -231,6 +282,12 @@ class PickleScoreRequest(_Request):
     Also accepts flow_grpo's remote-scorer variant: `{"images"}` alone (empty prompts),
     `{"images", "prompts"}`, or `{"images", "meta_datas", "only_strict"}`. Numpy arrays from the
     pickle arrive here already turned into lists (`to_plain`).
+
+    >>> req = PickleScoreRequest(images=[b"<jpeg>", b"<jpeg>"])
+    >>> req.prompts, req.flow_grpo_variant
+    (['', ''], False)
+    >>> PickleScoreRequest(images=[b"<jpeg>"], meta_datas=[{}], only_strict=True).flow_grpo_variant
+    True
     """
 
     images: list[bytes] = Field(min_length=1)
@@ -257,6 +314,9 @@ class PickleScoreRequest(_Request):
 
 
 class PickleScoreResponse(_Response):
-    """Decoded answer of `POST /pickle`: one score per image."""
+    """Decoded answer of `POST /pickle`: one score per image.
+    >>> PickleScoreResponse(scores=[0.5, 1]).scores
+    [0.5, 1.0]
+    """
 
     scores: list[float]
