@@ -273,7 +273,8 @@ def _calibrate(args: argparse.Namespace) -> int:
             f"failures judged high {m['failures_judged_high']}, "
             f"successes judged low {m['successes_judged_low']}"
         )
-    print(f"wrote {out}: report.md, report.json, pr_curve.png, progress_curves.png")
+    written = sorted(p.name for p in Path(out).iterdir() if p.suffix in (".md", ".json", ".png"))
+    print(f"wrote {out}: {', '.join(written)}")
     return 0
 
 
