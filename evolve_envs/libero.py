@@ -98,7 +98,7 @@ def default_max_episode_steps(suite: str) -> int:
     return MAX_EPISODE_STEPS[suite]
 
 
-class LiberoEnv(gym.Env):
+class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     """One LIBERO task as a Gymnasium environment.
 
     Observation: ``{"agentview_image": uint8 (H, W, 3), "wrist_image": uint8 (H, W, 3),
