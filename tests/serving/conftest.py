@@ -86,3 +86,9 @@ def mock_service(serve_service: ServeService) -> ServeService:
 def client(serve_service: ServeService) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=serve_service.url, timeout=30.0, trust_env=False) as c:
         yield c
+
+
+@pytest.fixture()
+def http(client: httpx.Client) -> httpx.Client:
+    """The compatibility tests' client fixture, here pointed at the Serve application."""
+    return client

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.service.test_compat import (  # noqa: F401 - the VLAC client's contract over Serve
+    test_vlac_shaped_client_uses_every_progress_route,
+)
 from tests.service.test_routes import (  # noqa: F401 - collected here with this folder's fixtures
     test_capabilities_of_mock,
     test_data_url_frames_are_accepted,
