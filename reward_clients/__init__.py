@@ -26,6 +26,7 @@ from reward_clients.errors import (
     ServiceTimeoutError,
     ServiceUnreachableError,
 )
+from reward_clients.failover_transport import FailoverTransport
 from reward_clients.pickle_scorer_client import PickleScorerClient
 from reward_clients.progress_client import DoneResult, ProgressClient, TrajectoryValues
 from reward_clients.results import CallResult, ClientStats
@@ -39,6 +40,7 @@ __all__ = [
     "DoneResult",
     "EndpointPool",
     "ErrorKind",
+    "FailoverTransport",
     "PickleScorerClient",
     "ProgressClient",
     "RequestRejectedError",

@@ -1,21 +1,19 @@
 """EndpointPool: balanced, retrying, health-aware access to a set of reward service replicas.
 
-The pool owns one ``httpx.Client`` (keep-alive connections are reused across calls and threads)
-and a list of base URLs. For each request it
+The pool owns one ``httpx.Client`` on a
+:class:`~reward_clients.failover_transport.FailoverTransport` (keep-alive connections are reused
+across calls and threads). The transport picks the endpoint of each attempt (``"least_in_flight"``
+by default, ties rotate, or ``"round_robin"``), marks endpoints down when they refuse connections
+or fail ``failures_to_down`` times in a row, and re-probes them in the background; an injected
+``transport=`` (e.g. ``httpx.MockTransport``) sits below it. The pool adds, per request:
 
-* picks an endpoint: ``"least_in_flight"`` (default; ties rotate) or ``"round_robin"``;
-* retries (through :func:`stamina.retry_context`) with exponential backoff on connect errors,
-  timeouts, connection resets, HTTP 429 and 5xx, moving to another endpoint when one is
-  available (``max_retries`` extra attempts, bounded by a total time budget); any other 4xx is
-  the caller's fault and is *not* retried. stamina logs each scheduled retry on the ``stamina``
-  logger and counts it in Prometheus when ``prometheus_client`` is installed;
-* marks an endpoint *down* when it refuses connections, or after ``failures_to_down``
-  consecutive failures (429/5xx, timeouts, resets). A down endpoint gets no traffic; a
-  background thread re-probes it every ``probe_interval_s`` and brings it back when it answers
-  (``health_route`` first, then ``GET /health``, then ``POST /healthcheck``: a 2xx is healthy;
-  when every one is missing (404/405/501), any HTTP answer below 500 counts as alive, so servers
-  with no health route at all, e.g. a scorer that only has ``POST /``, come back). When every
-  endpoint is down, requests fail at once (no hammering, no waiting) until a probe succeeds.
+* retries through :func:`stamina.retry_context` on connect errors, timeouts, connection resets,
+  HTTP 429 and 5xx, moving to another endpoint when one is available (``max_retries`` extra
+  attempts, bounded by a total time budget), with exponential backoff once every usable endpoint
+  has failed the call; any other 4xx is the caller's fault and is *not* retried. stamina logs
+  each scheduled retry on the ``stamina`` logger and counts it in Prometheus when
+  ``prometheus_client`` is installed;
+* fail-fast when every endpoint is down (no hammering, no waiting) until a probe succeeds.
 
 Failures raise :class:`~reward_clients.errors.RewardServiceError` naming endpoint, route and cause;
 the clients turn that into a fallback value or re-raise it, per their failure policy.
@@ -42,17 +40,24 @@ from __future__ import annotations
 
 import os
 import random
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import stamina
 
 from reward_clients.errors import ErrorKind, RewardServiceError
+from reward_clients.failover_transport import (
+    AVOID,
+    ENDPOINT,
+    FailoverTransport,
+    NoEndpointAvailable,
+    Selection,
+    describe_http_error,
+)
 
 __all__ = [
     "EndpointPool",
@@ -62,11 +67,10 @@ __all__ = [
     "describe_http_error",
 ]
 
-Selection = Literal["least_in_flight", "round_robin"]
-
 ENV_SERVICE_URL = "VLAC_SERVICE_URL"
 ENV_SERVICE_NUM = "VLAC_SERVICE_NUM"
 ENV_TOKEN = "EVOLVE_REWARD_TOKEN"
+_PLACEHOLDER = "http://reward-service"  # base URL of requests before the transport picks one
 
 
 # --------------------------------------------------------------------------- endpoint lists
@@ -201,9 +205,6 @@ def _retry_after_s(response: httpx.Response) -> float:
         return 0.0
 
 
-_NO_SUCH_ROUTE = frozenset({404, 405, 501})
-
-
 @dataclass(frozen=True, slots=True)
 class PoolResponse:
     """A successful (2xx) reply: the httpx response, who answered, after how many attempts."""
@@ -212,66 +213,6 @@ class PoolResponse:
     endpoint: str
     attempts: int
     latency_s: float
-
-
-class _Endpoint:
-    __slots__ = (
-        "url",
-        "in_flight",
-        "requests",
-        "successes",
-        "failures",
-        "consecutive_failures",
-        "down_until",
-        "down_since",
-        "last_error",
-        "probes",
-    )
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.in_flight = 0
-        self.requests = 0
-        self.successes = 0
-        self.failures = 0
-        self.consecutive_failures = 0
-        self.down_until: float | None = None  # monotonic time of the next probe; None = up
-        self.down_since: float | None = None
-        self.last_error: str | None = None
-        self.probes = 0
-
-    @property
-    def up(self) -> bool:
-        return self.down_until is None
-
-
-def describe_http_error(response: httpx.Response, limit: int = 300) -> str:
-    """``"HTTP 503 Service Unavailable: <server message>"`` from a JSON/text error body."""
-    head = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
-    ctype = response.headers.get("content-type", "")
-    detail: str | None = None
-    if "json" in ctype:
-        try:
-            body = response.json()
-        except ValueError:
-            body = None
-        if isinstance(body, dict):
-            for key in ("error", "detail", "message"):
-                if key in body:
-                    detail = str(body[key])
-                    break
-        if detail is None and body is not None:
-            detail = str(body)
-    if detail is None and ("text" in ctype or "json" in ctype):
-        detail = response.text
-    if detail is None and response.content:
-        detail = f"<{len(response.content)} bytes of {ctype or 'unknown type'}>"
-    if not detail:
-        return head
-    detail = " ".join(detail.split())
-    if len(detail) > limit:
-        detail = detail[:limit] + "…"
-    return f"{head}: {detail}"
 
 
 def _retryable(error: RewardServiceError) -> bool:
@@ -319,22 +260,32 @@ class _Call:
         self.last_error: RewardServiceError | None = None
 
     def attempt(self, num: int) -> PoolResponse:
-        """Attempt ``num`` (1-based) on the best endpoint not yet tried by this call."""
+        """Attempt ``num`` (1-based), on an endpoint this call has not tried while one is up."""
         pool = self.pool
         if pool.closed:
             raise RewardServiceError(
                 ", ".join(pool.urls), self.route, "endpoint pool is closed", kind=ErrorKind.CLOSED
             )
-        ep = pool._acquire(self.tried)
-        if ep is None:
-            raise self.last_error or pool._no_endpoint_error(self.route, num - 1)
-        try:
-            response = pool._send(ep, self, num)
-        except RewardServiceError as exc:
-            self.tried.add(ep.url)
-            self.last_error = exc
-            raise
-        return PoolResponse(response, ep.url, num, time.monotonic() - self.start)
+        return pool._send(self, num)
+
+    def failed(
+        self,
+        request: httpx.Request,
+        cause: str | BaseException,
+        kind: str,
+        num: int,
+        status_code: int | None = None,
+    ) -> RewardServiceError:
+        """The error of attempt ``num``, naming the endpoint the transport chose; remembered as
+        this call's last error, and the endpoint as tried."""
+        endpoint = request.extensions.get(ENDPOINT)
+        error = RewardServiceError(
+            endpoint, self.route, cause, kind=kind, status_code=status_code, attempts=num
+        )
+        if endpoint is not None:
+            self.tried.add(endpoint)
+        self.last_error = error
+        return error
 
     def backoff(self, exc: Exception) -> bool | float:
         """stamina's backoff hook: ``False`` to give up now, else the seconds to wait.
@@ -349,7 +300,7 @@ class _Call:
         pool = self.pool
         if not pool.healthy_urls():
             return False  # nothing left to try: fail now instead of sleeping
-        if pool._has_fresh(self.tried):
+        if pool._failover.has_fresh(self.tried):
             return 0.0
         wait = min(pool.max_backoff_s, pool.backoff_s * 2 ** (exc.attempts - 1))
         wait *= 0.5 + random.random() / 2
@@ -426,8 +377,6 @@ class EndpointPool:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         urls = expand_endpoints(endpoints)
-        if selection not in ("least_in_flight", "round_robin"):
-            raise ValueError(f"selection must be 'least_in_flight' or 'round_robin': {selection!r}")
         for name, value in (
             ("timeout", timeout),
             ("connect_timeout", connect_timeout),
@@ -448,26 +397,28 @@ class EndpointPool:
         self.backoff_s = float(backoff_s)
         self.max_backoff_s = float(max_backoff_s)
         self.total_timeout = total_timeout
-        self.probe_interval_s = float(probe_interval_s)
-        self.probe_timeout_s = float(probe_timeout_s)
-        self.health_route = health_route if health_route.startswith("/") else "/" + health_route
-        self.failures_to_down = int(failures_to_down)
-        self.selection: Selection = selection
-        self._endpoints = [_Endpoint(url) for url in urls]
-        self._lock = threading.Lock()
-        self._rotation = 0
         self._closed = False
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._prober: threading.Thread | None = None
         if token is None:
             token = os.environ.get(ENV_TOKEN) or None
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        limits = httpx.Limits(
-            max_connections=max_connections, max_keepalive_connections=max_connections
+        self._failover = FailoverTransport(
+            urls,
+            transport=transport,
+            selection=selection,
+            failures_to_down=failures_to_down,
+            probe_interval_s=probe_interval_s,
+            probe_timeout_s=probe_timeout_s,
+            health_route=health_route,
+            probe_headers=headers,
+            limits=httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
+            trust_env=trust_env,
         )
+        # Requests go to a placeholder host; the failover transport picks the real endpoint.
+        # trust_env=False here: environment proxies must not route around that transport.
         self._client = httpx.Client(
-            headers=headers, limits=limits, trust_env=trust_env, transport=transport
+            base_url=_PLACEHOLDER, headers=headers, transport=self._failover, trust_env=False
         )
 
     # ------------------------------------------------------------------ construction helpers
@@ -504,7 +455,11 @@ class EndpointPool:
     @property
     def urls(self) -> list[str]:
         """The endpoint base URLs, in order."""
-        return [ep.url for ep in self._endpoints]
+        return self._failover.urls
+
+    @property
+    def selection(self) -> Selection:
+        return self._failover.selection
 
     @property
     def closed(self) -> bool:
@@ -513,154 +468,18 @@ class EndpointPool:
     def endpoint_stats(self) -> list[dict[str, Any]]:
         """Per-endpoint counters: url, up, in_flight, requests, successes, failures,
         consecutive_failures, probes, last_error, down_for_s."""
-        now = time.monotonic()
-        with self._lock:
-            return [
-                {
-                    "url": ep.url,
-                    "up": ep.up,
-                    "in_flight": ep.in_flight,
-                    "requests": ep.requests,
-                    "successes": ep.successes,
-                    "failures": ep.failures,
-                    "consecutive_failures": ep.consecutive_failures,
-                    "probes": ep.probes,
-                    "last_error": ep.last_error,
-                    "down_for_s": None if ep.down_since is None else now - ep.down_since,
-                }
-                for ep in self._endpoints
-            ]
+        return self._failover.endpoint_stats()
 
     def healthy_urls(self) -> list[str]:
         """Endpoints currently marked up."""
-        with self._lock:
-            return [ep.url for ep in self._endpoints if ep.up]
-
-    # ------------------------------------------------------------------ selection
-
-    def _acquire(self, avoid: set[str]) -> _Endpoint | None:
-        with self._lock:
-            up = [ep for ep in self._endpoints if ep.up]
-            fresh = [ep for ep in up if ep.url not in avoid]
-            candidates = fresh or up
-            if not candidates:
-                return None
-            start = self._rotation % len(candidates)
-            self._rotation += 1
-            ordered = candidates[start:] + candidates[:start]
-            chosen = ordered[0]
-            if self.selection == "least_in_flight":
-                chosen = min(ordered, key=lambda ep: ep.in_flight)
-            chosen.in_flight += 1
-            chosen.requests += 1
-            return chosen
-
-    def _has_fresh(self, avoid: set[str]) -> bool:
-        with self._lock:
-            return any(ep.up and ep.url not in avoid for ep in self._endpoints)
-
-    def _release(self, ep: _Endpoint, *, ok: bool, mark_down: bool, error: str | None) -> None:
-        start_prober = False
-        with self._lock:
-            ep.in_flight -= 1
-            if ok:
-                ep.successes += 1
-                ep.consecutive_failures = 0
-                return
-            if error is None:  # a 4xx: the request was bad, the endpoint is fine
-                return
-            ep.failures += 1
-            ep.consecutive_failures += 1
-            ep.last_error = error
-            if (mark_down or ep.consecutive_failures >= self.failures_to_down) and ep.up:
-                now = time.monotonic()
-                ep.down_until = now + self.probe_interval_s
-                ep.down_since = now
-                start_prober = True
-        if start_prober:
-            self._ensure_prober()
-
-    # ------------------------------------------------------------------ health probing
-
-    def _ensure_prober(self) -> None:
-        with self._lock:
-            if self._closed or (self._prober is not None and self._prober.is_alive()):
-                self._wake.set()
-                return
-            self._prober = threading.Thread(
-                target=self._probe_loop, name="reward-endpoint-prober", daemon=True
-            )
-            self._prober.start()
-
-    def _probe_loop(self) -> None:
-        while not self._stop.is_set():
-            with self._lock:
-                down = [ep for ep in self._endpoints if not ep.up]
-                if not down:
-                    self._prober = None
-                    return
-                now = time.monotonic()
-                due = [ep for ep in down if ep.down_until is not None and ep.down_until <= now]
-                next_due = min(ep.down_until for ep in down if ep.down_until is not None)
-            for ep in due:
-                if self._stop.is_set():
-                    return
-                self._probe_one(ep)
-            if not due:
-                self._wake.wait(max(0.0, min(next_due - time.monotonic(), self.probe_interval_s)))
-                self._wake.clear()
-
-    def _probe_routes(self) -> list[tuple[str, str]]:
-        """(method, route) pairs a probe tries in order: the configured route, then fallbacks."""
-        first = "POST" if self.health_route.rstrip("/").endswith("healthcheck") else "GET"
-        routes = [(first, self.health_route)]
-        for fallback in (("GET", "/health"), ("POST", "/healthcheck")):
-            if fallback not in routes:
-                routes.append(fallback)
-        return routes
-
-    def _probe_request(self, url: str) -> tuple[bool, str | None]:
-        response = None
-        for method, route in self._probe_routes():
-            try:
-                response = self._client.request(method, url + route, timeout=self.probe_timeout_s)
-            except (httpx.HTTPError, RuntimeError) as exc:
-                return False, f"health probe failed: {type(exc).__name__}: {exc}"
-            if response.status_code < 300:
-                return True, None
-            if response.status_code not in _NO_SUCH_ROUTE:
-                return False, f"health probe: {describe_http_error(response)}"
-        # No health route at all: the server answered over HTTP (404/405/501), so it is alive.
-        return True, None
-
-    def _probe_one(self, ep: _Endpoint) -> bool:
-        ok, error = self._probe_request(ep.url)
-        with self._lock:
-            ep.probes += 1
-            if ok:
-                ep.down_until = None
-                ep.down_since = None
-                ep.consecutive_failures = 0
-            else:
-                ep.down_until = time.monotonic() + self.probe_interval_s
-                ep.last_error = error
-        return ok
+        return self._failover.healthy_urls()
 
     def probe(self) -> dict[str, bool]:
         """Probe every endpoint now (synchronously) and update its up/down mark.
 
         Returns ``{url: healthy}``. Useful at start-up to fail early or log which replicas answer.
         """
-        results = {}
-        for ep in self._endpoints:
-            ok = self._probe_one(ep)
-            if not ok:
-                with self._lock:
-                    if ep.down_since is None:
-                        ep.down_since = time.monotonic()
-                self._ensure_prober()
-            results[ep.url] = ok
-        return results
+        return self._failover.probe()
 
     # ------------------------------------------------------------------ requests
 
@@ -670,21 +489,6 @@ class EndpointPool:
         return (attempt_timeout + self.connect_timeout) * (
             self.max_retries + 1
         ) + self.max_backoff_s * self.max_retries
-
-    def _no_endpoint_error(self, route: str, attempts: int) -> RewardServiceError:
-        now = time.monotonic()
-        with self._lock:
-            parts = []
-            for ep in self._endpoints:
-                wait = 0.0 if ep.down_until is None else max(0.0, ep.down_until - now)
-                parts.append(f"{ep.url} ({ep.last_error or 'down'}; next probe in {wait:.1f} s)")
-        return RewardServiceError(
-            ", ".join(self.urls),
-            route,
-            "every endpoint is marked down: " + "; ".join(parts),
-            kind=ErrorKind.NO_ENDPOINT,
-            attempts=attempts,
-        )
 
     def request(
         self,
@@ -729,49 +533,39 @@ class EndpointPool:
                 return call.attempt(attempt.num)
         raise AssertionError("unreachable: stamina re-raises the last failure")
 
-    def _send(self, ep: _Endpoint, call: _Call, num: int) -> httpx.Response:
-        """One HTTP attempt on ``ep``; a failure releases ``ep`` and raises a
-        :class:`RewardServiceError` (a 2xx/3xx answer is released as a success)."""
+    def _send(self, call: _Call, num: int) -> PoolResponse:
+        """One HTTP attempt through the failover transport; a failure raises a
+        :class:`RewardServiceError` naming the endpoint the transport chose."""
         remaining = max(0.001, call.deadline - time.monotonic())
         per_try = min(call.attempt_timeout, remaining)
-        timeout = httpx.Timeout(per_try, connect=min(self.connect_timeout, remaining))
-        mark_down = False
+        request = self._client.build_request(
+            call.method, call.route, **call.body,
+            timeout=httpx.Timeout(per_try, connect=min(self.connect_timeout, remaining)),
+            extensions={AVOID: frozenset(call.tried)},
+        )  # fmt: skip
         try:
-            response = self._client.request(
-                call.method, ep.url + call.route, timeout=timeout, **call.body
-            )
+            response = self._client.send(request)
+        except NoEndpointAvailable as exc:
+            raise call.last_error or RewardServiceError(
+                ", ".join(self.urls), call.route, str(exc), kind=ErrorKind.NO_ENDPOINT,
+                attempts=num - 1,
+            ) from None  # fmt: skip
         except httpx.TimeoutException as exc:
-            mark_down = isinstance(exc, httpx.ConnectTimeout)
-            error = RewardServiceError(
-                ep.url, call.route, f"timeout after {per_try:.3g} s ({type(exc).__name__})",
-                kind=ErrorKind.TIMEOUT, attempts=num,
-            )  # fmt: skip
+            cause = f"timeout after {per_try:.3g} s ({type(exc).__name__})"
+            raise call.failed(request, cause, ErrorKind.TIMEOUT, num) from None
         except httpx.TransportError as exc:
-            # Refused connections mark the endpoint down at once; a reset or a dropped
-            # response counts towards failures_to_down (a healthy server can drop one).
-            mark_down = isinstance(exc, httpx.ConnectError)
-            error = RewardServiceError(
-                ep.url, call.route, exc, kind=ErrorKind.CONNECT, attempts=num
-            )
+            raise call.failed(request, exc, ErrorKind.CONNECT, num) from None
         except RuntimeError as exc:  # httpx: "client has been closed"
-            self._release(ep, ok=False, mark_down=False, error=None)
             raise RewardServiceError(
-                ep.url, call.route, exc, kind=ErrorKind.CLOSED, attempts=num
+                ", ".join(self.urls), call.route, exc, kind=ErrorKind.CLOSED, attempts=num
             ) from exc
-        else:
-            if response.status_code < 400:
-                self._release(ep, ok=True, mark_down=False, error=None)
-                return response
-            error = RewardServiceError(
-                ep.url, call.route, call.describe(response), kind=ErrorKind.HTTP_STATUS,
-                status_code=response.status_code, attempts=num,
-            )  # fmt: skip
-            if not _retryable(error):  # a 4xx: the request was bad, the endpoint is fine
-                self._release(ep, ok=False, mark_down=False, error=None)
-                raise error
-            call.retry_after = _retry_after_s(response)
-        self._release(ep, ok=False, mark_down=mark_down, error=error.cause)
-        raise error
+        status = response.status_code
+        if status >= 400:
+            if status == 429 or status >= 500:
+                call.retry_after = _retry_after_s(response)
+            raise call.failed(request, call.describe(response), ErrorKind.HTTP_STATUS, num, status)
+        endpoint = request.extensions[ENDPOINT]
+        return PoolResponse(response, endpoint, num, time.monotonic() - call.start)
 
     # ------------------------------------------------------------------ lifetime
 
@@ -780,12 +574,7 @@ class EndpointPool:
         if self._closed:
             return
         self._closed = True
-        self._stop.set()
-        self._wake.set()
-        prober = self._prober
-        if prober is not None and prober is not threading.current_thread():
-            prober.join(timeout=self.probe_timeout_s + 1.0)
-        self._client.close()
+        self._client.close()  # closes the failover transport: probing stops, connections close
 
     def __enter__(self) -> EndpointPool:
         return self
