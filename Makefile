@@ -22,7 +22,7 @@ $(VENV)/.installed-demo: setup.cfg pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-test: setup.cfg pyproject.toml | $(BIN)/python
 	$(MAKE) -s system-deps
-	$(BIN)/pip install -q -e '.[libero,service,report,video,models,test,bench,rlinf,serve,metrics,distrl]'
+	$(BIN)/pip install -q -e '.[libero,service,report,video,record,models,test,bench,rlinf,serve,metrics,distrl]'
 	touch $@ $(VENV)/.installed-demo
 
 demo: $(VENV)/.installed-demo

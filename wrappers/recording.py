@@ -77,7 +77,9 @@ def _pa() -> Any:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError as exc:  # pragma: no cover - pyarrow is a dependency of recording
-        raise ImportError("recording episodes needs pyarrow (pip install pyarrow)") from exc
+        raise ImportError(
+            "recording or reading episodes needs pyarrow: pip install 'evolve-envs[record]'"
+        ) from exc
     return pa, pq
 
 
