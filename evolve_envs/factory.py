@@ -268,6 +268,17 @@ class ProgressModel:
                 self.service = None
 
 
+def _close_partial(client: Any, owned: Any) -> None:
+    """Undo a stack built halfway: close the client (if made), then stop the service it
+    started (if any)."""
+    try:
+        if client is not None:
+            client.close()
+    finally:
+        if owned is not None:
+            owned.stop()
+
+
 def _service_urls(
     rm: RewardModelConfig, embedded_service: Any, pool: Any = None
 ) -> tuple[list[str], Any]:
@@ -302,12 +313,7 @@ def open_progress_model(
         capabilities = check_reward_service(rm, client.pool)
         return ProgressModel(rm, client, capabilities, owned)
     except BaseException:
-        try:
-            if client is not None:
-                client.close()
-        finally:
-            if owned is not None:
-                owned.stop()
+        _close_partial(client, owned)
         raise
 
 
@@ -402,12 +408,7 @@ def _episode_score_wrapper(
             env_reward_weight=rm.env_reward_weight,
         )
     except BaseException:
-        try:
-            if client is not None:
-                client.close()
-        finally:
-            if owned is not None:
-                owned.stop()
+        _close_partial(client, owned)
         raise
 
 

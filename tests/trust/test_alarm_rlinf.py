@@ -4,8 +4,6 @@ logs as ``env/<key>`` metrics), on the RLinf-shaped stand-in env against a real 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 import torch
@@ -16,16 +14,6 @@ from tests.rlinf.standin_env import StandinLiberoEnv, standin_cfg
 from wrappers.hacking_alarm import RewardHackingWarning
 
 STEPS, CHUNK = 12, 4
-
-
-@pytest.fixture(scope="module")
-def intensity_service() -> Iterator[EmbeddedService]:
-    svc = EmbeddedService("mock", {"rule": "intensity", "latency_ms": 0}, enable_faults=False)
-    svc.start()
-    try:
-        yield svc
-    finally:
-        svc.stop()
 
 
 def build(url: str, alarm: bool, success_at: int = 101) -> RLinfProgressReward:
