@@ -9,13 +9,14 @@ so one server or replica answers at most ``8 / latency`` requests per second):
 * ``serve handle``: the same application called through a ``DeploymentHandle``
   (:class:`~reward_clients.ray_handle_pool.RayHandlePool`, ``endpoint: ray://<app>``), no HTTP.
 
-``--clients`` threads (default 48) call ``pairwise_critic`` on 64x64 frames in a closed loop for
-``--seconds``; ``--clients-per-replica K`` instead keeps ``K * N`` threads for N replicas (the same
-offered load per replica at every N). Rows report requests per second, the ratio to the same
-engine with one replica (the target is >= 0.9 N), to the ideal ``N * 8 / latency``, and the mean
-backend batch fill (critic items per backend call, from every server's or replica's
-``/metrics``). Configurations alternate in rounds;
-medians are reported. Ray runs locally with 2 CPUs (replicas ask for 0.25 CPU each).
+``--clients-per-replica K`` (default 16) threads per replica, ``K * N`` for N replicas (the same
+offered load per replica at every N: 16 keeps one batch of 8 queued while another runs), call
+``pairwise_critic`` on 64x64 frames in a closed loop for ``--seconds``; ``--clients-per-replica 0
+--clients C`` uses C threads at every N instead. Rows report requests per second, the ratio
+to the same engine with one replica (the target is >= 0.9 N), to the ideal ``N * 8 /
+latency``, and the mean backend batch fill (critic items per backend call, from every server's
+or replica's ``/metrics``). Configurations alternate in rounds; medians are reported. Ray
+runs locally with 2 CPUs (replicas ask for 0.25 CPU each).
 
 Run::
 
@@ -114,8 +115,8 @@ def main() -> None:
     p.add_argument(
         "--clients-per-replica",
         type=int,
-        default=0,
-        help="use this many client threads per replica instead of --clients",
+        default=16,
+        help="client threads per replica (0: --clients threads at every replica count)",
     )
     p.add_argument("--seconds", type=float, default=5.0, help="duration of one measurement")
     p.add_argument("--repeats", type=int, default=2, help="interleaved rounds")
@@ -123,6 +124,7 @@ def main() -> None:
     args = p.parse_args()
     if args.quick:
         args.latency_ms, args.clients, args.seconds, args.repeats = 100.0, 8, 1.0, 1
+        args.clients_per_replica = 0
     sizes = [1, 2] if args.quick else [1, 2, 4]
     print(f"P5 (Ray Serve) on {machine_note()}", flush=True)
 
