@@ -21,11 +21,12 @@ __all__ = ["UnsafePickleError", "safe_pickle_loads", "safe_pickle_dumps", "to_pl
 class UnsafePickleError(ValueError):
     """A pickle refers to a global (class, function) or holds a type outside the allowed set.
 
+    >>> import os
     >>> try:
-    ...     safe_pickle_loads(pickle.dumps(print))  # a pickle that names a function
+    ...     safe_pickle_loads(pickle.dumps(os.getcwd))  # a pickle that names a function
     ... except UnsafePickleError as exc:
     ...     print(str(exc).split(";")[0])
-    pickle refers to the global builtins.print
+    pickle refers to the global posix.getcwd
     """
 
 
