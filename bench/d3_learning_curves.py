@@ -15,6 +15,7 @@ run's ``metrics.csv`` is copied to ``bench/results/d3_<run>.csv``, the run direc
     python bench/d3_learning_curves.py --minutes 15      # the full comparison (45 min)
     python bench/d3_learning_curves.py --minutes 5
     python bench/d3_learning_curves.py --quick           # 3 x 20 s, plumbing only
+    python bench/d3_learning_curves.py --runs "DistRL prioritized" --keep   # redo one run
 """
 
 from __future__ import annotations
@@ -55,6 +56,11 @@ def main() -> None:
     ap.add_argument("--config", default=str(ROOT / "configs" / "distrl" / "reach_place.yaml"))
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--runs", nargs="+", default=list(RUNS), choices=list(RUNS))
+    ap.add_argument(
+        "--keep",
+        action="store_true",
+        help="plot and tabulate the runs not run now from their saved bench/results CSVs",
+    )
     ap.add_argument("overrides", nargs="*", help="KEY=VALUE for every run")
     args = ap.parse_args()
     if args.quick:
@@ -96,6 +102,12 @@ def main() -> None:
             shutil.copy(run_dir / "metrics.csv", out / f"d3_{slug}.csv")
     finally:
         ray.shutdown()
+    if args.keep:  # earlier runs of the other configurations, in the table's usual order
+        for name in RUNS:
+            saved = out / f"d3_{name.replace(' ', '_').lower()}.csv"
+            if name not in curves and saved.is_file():
+                curves[name] = _read(saved)
+        curves = {name: curves[name] for name in RUNS if name in curves}
 
     import matplotlib
 
