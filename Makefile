@@ -26,7 +26,7 @@ $(VENV)/.installed-test: setup.cfg pyproject.toml | $(BIN)/python
 	touch $@ $(VENV)/.installed-demo
 
 demo: $(VENV)/.installed-demo
-	$(BIN)/evolve-envs rollout --config configs/libero_10.yaml --task-id 0 --episodes 1 --max-steps 300 --out runs/demo
+	$(BIN)/evolve-envs rollout --config libero_10 --task-id 0 --episodes 1 --max-steps 300 --out runs/demo
 
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check .

@@ -1,7 +1,8 @@
 """D3: learning curves on the synthetic ReachPlace task at equal wall-clock budgets.
 
-Runs ``evolve-envs train`` three times with ``configs/distrl/reach_place.yaml`` (rewards from the
-embedded reward service, mock backend, the ``reach_place`` rule reading the rendered scene):
+Runs ``evolve-envs train`` three times with ``evolve_envs/configs/distrl/reach_place.yaml`` (rewards
+from the embedded reward service, mock backend, the ``reach_place`` rule reading the rendered
+scene):
 
 * DistRL with prioritized replay (DPER, ``alpha`` from the config),
 * DistRL with uniform replay (``learner.alpha=0``),
@@ -53,7 +54,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--minutes", type=float, default=15.0, help="training budget per run")
-    ap.add_argument("--config", default=str(ROOT / "configs" / "distrl" / "reach_place.yaml"))
+    ap.add_argument(
+        "--config", default=str(ROOT / "evolve_envs" / "configs" / "distrl" / "reach_place.yaml")
+    )
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--runs", nargs="+", default=list(RUNS), choices=list(RUNS))
     ap.add_argument(

@@ -43,8 +43,8 @@ import numpy as np
 from _common import BenchEnv, Rounds, machine_note, median, print_table, scene_frames
 
 from evolve_envs.factory import make_env
-from reward_service.embedded import EmbeddedService
-from wrappers.frame_cache import FrameCache
+from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.wrappers.frame_cache import FrameCache
 
 
 def stack_config(url: str | None, steps: int, start: int, every: int, calls: str) -> dict:

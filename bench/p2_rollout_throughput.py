@@ -17,12 +17,12 @@ Configurations:
   not.
 * ``..., fixed window``: the same against services whose batcher uses the fixed 5 ms window
   (``--max-batch-window-ms 0``, the behaviour before the adaptive window), side by side with the
-  default adaptive window (``reward_service.batching``).
+  default adaptive window (``evolve_envs.reward.service.batching``).
 * ``async auto`` / ``async auto, 2 services``: the schedule that hides the latency
-  (``wrappers.progress_tracker``, "Async timing"): ``max_lag_steps: auto`` (wait only for an
-  answer later than the measured 95th-percentile latency allows) and ``last_check:
-  before_limit`` (the tracker knows the 300-step limit and sends its last check early enough
-  for the answer to be back before it, so the final step does not wait).
+  (``evolve_envs.wrappers.progress_tracker``, "Async timing"): ``max_lag_steps: auto`` (wait only
+  for an answer later than the measured 95th-percentile latency allows) and ``last_check:
+  before_limit`` (the tracker knows the 300-step limit and sends its last check early enough for the
+  answer to be back before it, so the final step does not wait).
 
 ``--configs NAME ...`` runs only those configurations (and ``off``, the baseline), e.g. the old
 and the new schedule side by side: ``--configs "async lag32, 2 services" "async auto, 2
@@ -57,7 +57,7 @@ import httpx
 import numpy as np
 from _common import Rounds, machine_note, make_switch, print_table
 
-from reward_service.embedded import EmbeddedService
+from evolve_envs.reward.service.embedded import EmbeddedService
 
 FIXED_WINDOW = ["--max-batch-window-ms", "0"]  # server args: the fixed 5 ms window only
 
@@ -248,7 +248,7 @@ def main() -> None:
             import ray
             from ray import serve
 
-            from reward_service.ray_serve import build_app
+            from evolve_envs.reward.service.ray_serve import build_app
 
             ray.init(num_cpus=2, include_dashboard=False, object_store_memory=150 * 1024**2)
             with socket.socket() as sock:

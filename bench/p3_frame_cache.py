@@ -1,13 +1,13 @@
 """P3: frame-cache bytes per frame (JPEG q85 / q90 / q95, raw) and the effect on mock progress.
 
-Frames go through the real :class:`wrappers.frame_cache.FrameStore` (the storage of
+Frames go through the real :class:`evolve_envs.wrappers.frame_cache.FrameStore` (the storage of
 ``FrameCache``) with each encoding; bytes per frame is ``store.nbytes / len(store)``. Then the
 mock backend's rules are computed exactly as the service does (frame resized to 448x448 by
-``reward_service.batching.prepare_frame``, then ``intensity_progress`` / ``change_progress``
-against the episode's first frame) on the cached (decoded) frames and on the raw frames; the
-table gives the max and mean absolute difference in progress points (0..100, the integers the
-mock returns). JPEG q85 is also what every frame goes through on the wire (the clients' default),
-so its row is the effect of the wire as well.
+``evolve_envs.reward.service.batching.prepare_frame``, then ``intensity_progress`` /
+``change_progress`` against the episode's first frame) on the cached (decoded) frames and on the raw
+frames; the table gives the max and mean absolute difference in progress points (0..100, the
+integers the mock returns). JPEG q85 is also what every frame goes through on the wire (the clients'
+default), so its row is the effect of the wire as well.
 
 Frame sources: ``synthetic`` (:func:`_common.scene_frames`, textured 256x256) and, unless
 ``--no-libero`` / ``--quick``, ``LIBERO`` (LIBERO-10 task 0 agentview frames, 256x256 upright,
@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 from _common import machine_note, print_table, scene_frames
 
-from reward_service.backends.mock import change_progress, intensity_progress
-from reward_service.batching import prepare_frame
-from wrappers.frame_cache import FrameStore
+from evolve_envs.reward.service.backends.mock import change_progress, intensity_progress
+from evolve_envs.reward.service.batching import prepare_frame
+from evolve_envs.wrappers.frame_cache import FrameStore
 
 ENCODINGS: list[tuple[str, str, int]] = [
     ("raw", "raw", 90),

@@ -34,12 +34,12 @@ import httpx
 import numpy as np
 from _common import TASK, Rounds, machine_note, median, percentile, print_table, scene_frames
 
-from reward_clients.frame_encoding import encode_jpeg_b64
-from reward_service.backends.base import CriticItem
-from reward_service.backends.mock import MockBackend
-from reward_service.batching import prepare_frame
-from reward_service.embedded import EmbeddedService
-from reward_service.image_decoding import decode_image_b64
+from evolve_envs.reward.clients.frame_encoding import encode_jpeg_b64
+from evolve_envs.reward.service.backends.base import CriticItem
+from evolve_envs.reward.service.backends.mock import MockBackend
+from evolve_envs.reward.service.batching import prepare_frame
+from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.image_decoding import decode_image_b64
 
 
 def in_process(frames: list[np.ndarray], reps: int) -> tuple[float, float, float]:

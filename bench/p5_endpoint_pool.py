@@ -3,10 +3,10 @@
 Services: ``EmbeddedService`` mock backends on loopback whose backend sleeps ``--latency-ms``
 (default 1000) per batch of up to 8 items — latency-bound, like a GPU model, so one service serves
 at most ``8 / latency`` requests per second. Clients: ``--clients`` (default 32) threads sharing
-one :class:`~reward_clients.endpoint_pool.EndpointPool` and one
-:class:`~reward_clients.progress_client.ProgressClient`, each calling ``pairwise_critic`` on
-64x64 frames in a closed loop for ``--seconds`` (small frames keep the CPU cost of the 2-core
-machine out of the way; P4 measures that cost).
+one :class:`~evolve_envs.reward.clients.endpoint_pool.EndpointPool` and one
+:class:`~evolve_envs.reward.clients.progress_client.ProgressClient`, each calling
+``pairwise_critic`` on 64x64 frames in a closed loop for ``--seconds`` (small frames keep the CPU
+cost of the 2-core machine out of the way; P4 measures that cost).
 
 Rows: 1, 2 and 4 equal services (least-in-flight); then 4 services of which one is 3x slower,
 with ``selection="round_robin"`` and ``"least_in_flight"``. "ideal" is the services' combined
@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 from _common import TASK, Rounds, machine_note, percentile, print_table, scene_frames
 
-from reward_clients.endpoint_pool import EndpointPool
-from reward_clients.progress_client import ProgressClient
-from reward_service.embedded import EmbeddedService
+from evolve_envs.reward.clients.endpoint_pool import EndpointPool
+from evolve_envs.reward.clients.progress_client import ProgressClient
+from evolve_envs.reward.service.embedded import EmbeddedService
 
 
 def load(urls: list[str], selection: str, frames: list[np.ndarray], clients: int,

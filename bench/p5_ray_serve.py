@@ -4,10 +4,12 @@ Three engines serve the same mock backend (sleeping ``--latency-ms`` per batch o
 so one server or replica answers at most ``8 / latency`` requests per second):
 
 * ``launcher``: N reward-server processes on consecutive loopback ports behind one client-side
-  :class:`~reward_clients.endpoint_pool.EndpointPool` (what ``evolve-reward-launch`` starts);
+  :class:`~evolve_envs.reward.clients.endpoint_pool.EndpointPool` (what ``evolve-reward-launch``
+  starts);
 * ``serve http``: one Ray Serve application with N replicas behind Serve's HTTP proxy, one URL;
 * ``serve handle``: the same application called through a ``DeploymentHandle``
-  (:class:`~reward_clients.ray_handle_pool.RayHandlePool`, ``endpoint: ray://<app>``), no HTTP.
+  (:class:`~evolve_envs.reward.clients.ray_handle_pool.RayHandlePool`, ``endpoint: ray://<app>``),
+  no HTTP.
 
 ``--clients-per-replica K`` (default 16) threads per replica, ``K * N`` for N replicas (the same
 offered load per replica at every N: 16 keeps one batch of 8 queued while another runs), call
@@ -37,10 +39,10 @@ import httpx
 import numpy as np
 from _common import TASK, Rounds, machine_note, percentile, print_table, scene_frames
 
-from reward_clients.endpoint_pool import EndpointPool
-from reward_clients.progress_client import ProgressClient
-from reward_clients.ray_handle_pool import RayHandlePool
-from reward_service.embedded import EmbeddedService
+from evolve_envs.reward.clients.endpoint_pool import EndpointPool
+from evolve_envs.reward.clients.progress_client import ProgressClient
+from evolve_envs.reward.clients.ray_handle_pool import RayHandlePool
+from evolve_envs.reward.service.embedded import EmbeddedService
 
 APP = "p5"
 
@@ -131,7 +133,7 @@ def main() -> None:
     import ray
     from ray import serve
 
-    from reward_service.ray_serve import build_app
+    from evolve_envs.reward.service.ray_serve import build_app
 
     lat = args.latency_ms
     frames = scene_frames(8, 64, seed=4)

@@ -1,8 +1,8 @@
 """P6: real LIBERO (1 env, ~100 steps per episode) with the reward model off / on.
 
 One ``LiberoEnv`` (LIBERO-10 task 0, agentview + wrist cameras at 256x256, as in
-``configs/libero_10.yaml``) is built once; three ``make_env`` stacks wrap that same env and
-episodes alternate between them (reset time is not counted, only the steps):
+``evolve_envs/configs/libero_10.yaml``) is built once; three ``make_env`` stacks wrap that same env
+and episodes alternate between them (reset time is not counted, only the steps):
 
 * ``off``: ``reward_model.enable: false``;
 * ``on, sync, instant``: the shipped config's reward block (pairwise critic, start 64, every 16,
@@ -31,7 +31,7 @@ import numpy as np
 from _common import Rounds, machine_note, print_table
 
 from evolve_envs.factory import make_env
-from reward_service.embedded import EmbeddedService
+from evolve_envs.reward.service.embedded import EmbeddedService
 
 
 def stacks(base: gym.Env, steps: int, instant: str, slow: str, start: int, every: int) -> dict:

@@ -28,7 +28,7 @@ import numpy as np
 from _common import machine_note, percentile, print_table, scene_frames
 from PIL import Image
 
-from reward_service.embedded import EmbeddedService
+from evolve_envs.reward.service.embedded import EmbeddedService
 
 MB = 1024 * 1024
 

@@ -27,7 +27,7 @@ from typing import Any
 import gymnasium as gym
 from _common import BenchEnv, Rounds, machine_note, print_table
 
-from wrappers.record_episodes import RecordEpisodes
+from evolve_envs.wrappers.record_episodes import RecordEpisodes
 
 CONFIGS: dict[str, int | None] = {"bare": None, "recorded q90": 90, "recorded q75": 75}
 

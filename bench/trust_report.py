@@ -66,7 +66,7 @@ def frame_strip(root: Path, png: Path, n: int = 4) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from wrappers.recording import open_recording
+    from evolve_envs.wrappers.recording import open_recording
 
     ep = open_recording(root)[0]
     steps = np.linspace(0, len(ep), n).round().astype(int).tolist()

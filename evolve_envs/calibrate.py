@@ -1,10 +1,10 @@
 """``evolve-envs calibrate``: how right is a reward model on recorded episodes?
 
-Re-scores recorded episodes (:mod:`wrappers.recording`; ``evolve-envs rollout --record DIR``) with
-one or more reward services and writes a report (``report.json``, ``report.md``, PNGs) per task
-and overall. Each episode's frames (at most ``max_frames``, evenly spaced, first and last kept) go
-to ``/trajectory-critic`` in one call; its ``value_list`` (progress in percent relative to the
-first frame, VLAC's accumulation) is the model's judgement of the episode. Measured against the
+Re-scores recorded episodes (:mod:`evolve_envs.wrappers.recording`; ``evolve-envs rollout --record
+DIR``) with one or more reward services and writes a report (``report.json``, ``report.md``, PNGs)
+per task and overall. Each episode's frames (at most ``max_frames``, evenly spaced, first and last
+kept) go to ``/trajectory-critic`` in one call; its ``value_list`` (progress in percent relative to
+the first frame, VLAC's accumulation) is the model's judgement of the episode. Measured against the
 env's success flag:
 
 * **done at the threshold**: the model says *done* when an episode's highest value reaches
@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from wrappers.recording import RecordedEpisode, open_recording
+from evolve_envs.wrappers.recording import RecordedEpisode, open_recording
 
 __all__ = [
     "EpisodeScore",
@@ -203,7 +203,8 @@ def _frame_indices(length: int, max_frames: int) -> list[int]:
 def score_episode(
     client: Any, episode: RecordedEpisode, max_frames: int, *, ask_done: bool = False
 ) -> EpisodeScore:
-    """Score one recorded episode with a :class:`~reward_clients.progress_client.ProgressClient`.
+    """Score one recorded episode with a
+    :class:`~evolve_envs.reward.clients.progress_client.ProgressClient`.
 
     With ``ask_done`` the service's ``/done`` is also asked about the last two scored frames
     (first frame as the reference), its verdict kept as ``backend_done``.
@@ -264,11 +265,12 @@ def check_services(services: Sequence[str], *, token: str | None = None) -> None
     """Fail fast on a service list: every spec well formed, every URL service answering.
 
     Raises ``ValueError`` for a malformed spec and
-    :class:`~reward_clients.service_check.ServiceUnavailableError` for a URL that is unreachable,
-    refuses the token or is not a reward service (``mock:`` services start later, here).
+    :class:`~evolve_envs.reward.clients.service_check.ServiceUnavailableError` for a URL that is
+    unreachable, refuses the token or is not a reward service (``mock:`` services start later,
+    here).
     """
-    from reward_clients.endpoint_pool import EndpointPool
-    from reward_clients.service_check import check_service
+    from evolve_envs.reward.clients.endpoint_pool import EndpointPool
+    from evolve_envs.reward.clients.service_check import check_service
 
     if not services:
         raise ValueError("give at least one service (a URL, mock:<rule> or recorded)")
@@ -295,7 +297,7 @@ def _service_url(spec: str) -> Iterator[str]:
     backend, _, rule = spec.partition(":")
     if backend != "mock":
         raise ValueError(f"service {spec!r}: expected a URL or mock:<rule> (e.g. mock:reach_place)")
-    from reward_service.embedded import EmbeddedService
+    from evolve_envs.reward.service.embedded import EmbeddedService
 
     svc = EmbeddedService("mock", {"rule": rule or "change"})
     svc.start()
@@ -317,8 +319,8 @@ def calibrate(
 
     ``threshold`` is in percent (0..100), like the values.
     """
-    from reward_clients.endpoint_pool import EndpointPool
-    from reward_clients.progress_client import ProgressClient
+    from evolve_envs.reward.clients.endpoint_pool import EndpointPool
+    from evolve_envs.reward.clients.progress_client import ProgressClient
 
     if not 0 <= threshold <= 100:
         raise ValueError(f"threshold is in percent (0..100), got {threshold}")

@@ -229,7 +229,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 
             args.threshold = float(load_config(*args.config).reward_model.done_threshold)
         else:
-            from wrappers.recording import open_recording
+            from evolve_envs.wrappers.recording import open_recording
 
             found = [open_recording(r).meta.get("done_threshold") for r in args.recordings]
             found = [float(t) for t in found if t is not None]
@@ -239,7 +239,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         raise ValueError(f"--threshold is a fraction in [0, 1], got {args.threshold}")
     if args.max_frames < 2:
         raise ValueError(f"--max-frames must be >= 2, got {args.max_frames}")
-    from reward_clients.errors import RewardServiceError
+    from evolve_envs.reward.clients.errors import RewardServiceError
 
     try:  # before any episode runs: a malformed spec or a dead service fails now
         check_services(args.service)

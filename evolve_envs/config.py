@@ -12,9 +12,10 @@ A stack config is a mapping (usually a YAML file under ``configs/``) with two bl
       endpoint: embedded
 
 Sources are layered left to right (a suite YAML, then presets such as
-``configs/presets/long_horizon.yaml``): mappings merge key by key, everything else replaces.
-Then the environment variables (docs/PROTOCOLS.md) override the files, and explicit overrides (the
-``reward_model=`` / ``env`` keywords of :func:`evolve_envs.factory.make_env`) override everything.
+``evolve_envs/configs/presets/long_horizon.yaml``): mappings merge key by key, everything else
+replaces. Then the environment variables (docs/PROTOCOLS.md) override the files, and explicit
+overrides (the ``reward_model=`` / ``env`` keywords of :func:`evolve_envs.factory.make_env`)
+override everything.
 
 =========================  =====================================================
 environment variable       key
@@ -33,7 +34,7 @@ environment variable       key
 :class:`ProgressModelConfig` (``progress``, the default), :class:`VideoScoreConfig` and
 :class:`PickleScorerConfig`. They share :class:`RewardModelConfig`'s keys (endpoint, timeouts,
 token, embedded service, camera, JPEG quality, weights, horizon); the progress keys themselves
-are declared once, in :class:`wrappers.settings.ProgressKeys`, which the tracker reads.
+are declared once, in :class:`evolve_envs.wrappers.settings.ProgressKeys`, which the tracker reads.
 
 Validation is strict: unknown keys and wrong types raise :class:`ConfigError` whose message starts
 with the key's path, e.g. ``reward_model.call_every: expected int, got 'abc'``; a key of another
@@ -48,12 +49,14 @@ kind says so. Layering is ``OmegaConf.merge``.
 >>> load_config({"reward_model": {"kind": "video_score", "mode": "pairwise"}}, environ={})
 Traceback (most recent call last):
 ...
-wrappers.settings.ConfigError: reward_model.mode: `mode` is a progress key; reward_model.kind is \
+evolve_envs.wrappers.settings.ConfigError: reward_model.mode: `mode` is a progress key;
+reward_model.kind is \
 video_score
 >>> load_config({"reward_model": {"call_evry": 8}}, environ={})
 Traceback (most recent call last):
 ...
-wrappers.settings.ConfigError: reward_model.call_evry: unknown key (did you mean 'call_every'?)
+evolve_envs.wrappers.settings.ConfigError: reward_model.call_evry: unknown key (did you mean
+'call_every'?)
 """
 
 from __future__ import annotations
@@ -79,7 +82,7 @@ from pydantic import (
     field_validator,
 )
 
-from wrappers.settings import (
+from evolve_envs.wrappers.settings import (
     STRICT,
     ConfigError,
     DoneRuleConfig,
@@ -115,7 +118,7 @@ __all__ = [
 ]
 
 #: The ``configs/`` directory of a source checkout (YAMLs may also live anywhere else).
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
 EMBEDDED = "embedded"
 
@@ -139,7 +142,8 @@ class HorizonStageConfig(BaseModel):
     min_success_rate: float = Field(default=0.0, ge=0.0, le=1.0)
 
     def resolve(self, full_max_steps: int | None) -> dict[str, Any]:
-        """The stage as :class:`wrappers.progressive_horizon.ProgressiveHorizon` takes it."""
+        """The stage as :class:`evolve_envs.wrappers.progressive_horizon.ProgressiveHorizon` takes
+        it."""
         if (self.max_steps is None) == (self.fraction is None):
             raise ConfigError(
                 "progressive_schedule.stages: give exactly one of max_steps, fraction"
@@ -168,7 +172,8 @@ def _default_stages() -> list[HorizonStageConfig]:
 
 
 class ProgressiveScheduleConfig(BaseModel):
-    """Schedule of :class:`wrappers.progressive_horizon.ProgressiveHorizon` (data, not code).
+    """Schedule of :class:`evolve_envs.wrappers.progressive_horizon.ProgressiveHorizon` (data, not
+    code).
 
     >>> [stage.fraction for stage in ProgressiveScheduleConfig().stages]
     [0.5, 0.75, 1.0]
@@ -185,7 +190,8 @@ class ProgressiveScheduleConfig(BaseModel):
 
 
 class AlarmConfig(BaseModel):
-    """``reward_model.alarm``: the online reward-hacking alarm (``wrappers.hacking_alarm``).
+    """``reward_model.alarm``: the online reward-hacking alarm
+    (``evolve_envs.wrappers.hacking_alarm``).
 
     >>> settings = AlarmConfig(enable=True, window=10).detector_settings()
     >>> settings["window"], settings["score"], "enable" in settings
@@ -204,7 +210,7 @@ class AlarmConfig(BaseModel):
     min_high_failure_rise: float = Field(default=0.2, gt=0.0, le=1.0)
 
     def detector_settings(self) -> dict[str, Any]:
-        """The keyword arguments of ``wrappers.hacking_alarm.AlarmSettings``."""
+        """The keyword arguments of ``evolve_envs.wrappers.hacking_alarm.AlarmSettings``."""
         return self.model_dump(exclude={"enable"})
 
 
@@ -259,7 +265,7 @@ class RewardModelConfig(BaseModel):
     camera: str = "agentview_image"
     jpeg_quality: int = Field(default=85, ge=1, le=100)
 
-    # --- the online reward-hacking alarm (wrappers.hacking_alarm), for every kind
+    # --- the online reward-hacking alarm (evolve_envs.wrappers.hacking_alarm), for every kind
     alarm: AlarmConfig = Field(default_factory=AlarmConfig)
 
     # --- rewards and episodes
@@ -287,7 +293,7 @@ class RewardModelConfig(BaseModel):
     @field_validator("embedded_backend")
     @classmethod
     def _check_embedded_backend(cls, value: str) -> str:
-        from reward_service.backends import BACKENDS
+        from evolve_envs.reward.service.backends import BACKENDS
 
         if value not in BACKENDS:
             close = difflib.get_close_matches(value, sorted(BACKENDS), n=1)
@@ -308,7 +314,7 @@ class RewardModelConfig(BaseModel):
 
 class ProgressModelConfig(RewardModelConfig, ProgressKeys):
     """``kind: progress``: the shared keys, the tracker's keys
-    (:class:`~wrappers.settings.ProgressKeys`) and ``dense_reward``.
+    (:class:`~evolve_envs.wrappers.settings.ProgressKeys`) and ``dense_reward``.
 
     Reward mode: ``dense_reward`` → dense; else ``binary_reward`` → binary; else sparse.
 
@@ -326,8 +332,8 @@ class ProgressModelConfig(RewardModelConfig, ProgressKeys):
         return "binary" if self.binary_reward else "sparse"
 
     def tracker_settings(self) -> TrackerSettings:
-        """The :class:`~wrappers.settings.TrackerSettings` this block describes: its
-        :class:`~wrappers.settings.ProgressKeys` and the derived ``reward_mode``."""
+        """The :class:`~evolve_envs.wrappers.settings.TrackerSettings` this block describes: its
+        :class:`~evolve_envs.wrappers.settings.ProgressKeys` and the derived ``reward_mode``."""
         keys = self.model_dump(include=set(ProgressKeys.model_fields))
         return TrackerSettings(**keys, reward_mode=self.reward_mode)
 
@@ -396,8 +402,8 @@ RewardModelBlock = Annotated[
 
 
 class RecordConfig(BaseModel):
-    """``record``: write every episode to ``dir`` (:class:`wrappers.record_episodes.RecordEpisodes`,
-    format in ``docs/RECORDING.md``).
+    """``record``: write every episode to ``dir``
+    (:class:`evolve_envs.wrappers.record_episodes.RecordEpisodes`, format in ``docs/RECORDING.md``).
 
     >>> RecordConfig(dir="runs/recording").jpeg_quality
     90
@@ -475,11 +481,12 @@ def shipped_configs() -> dict[str, Traversable]:
     """The configs shipped in the ``configs`` package: name -> file.
 
     Suite configs are named by their stem (``libero_10``), presets by theirs (``fast_dev``) and
-    by ``presets/<stem>``. Only ``.yaml`` files directly in ``configs/`` and ``configs/presets/``
-    are listed (``configs/rlinf`` holds Hydra configs for RLinf, not stack configs).
+    by ``presets/<stem>``. Only ``.yaml`` files directly in ``configs/`` and
+    ``evolve_envs/configs/presets/`` are listed (``evolve_envs/configs/rlinf`` holds Hydra configs
+    for RLinf, not stack configs).
     """
     try:
-        root = importlib.resources.files("configs")
+        root = importlib.resources.files("evolve_envs.configs")
     except ModuleNotFoundError:
         return {}
     out: dict[str, Traversable] = {}

@@ -25,13 +25,13 @@ every 2 steps against an embedded mock service that the env starts and stops::
 
     >>> env = make_env("reach_place", max_episode_steps=6)
     >>> env
-    <ProgressReward<TimeLimit<ReachPlaceEnv instance>>>
+    <ProgressReward<TimeLimit<ReachPlaceEnv<evolve_envs/ReachPlace-v0>>>>
     >>> obs, info = env.reset(seed=0)
     >>> info["task_description"]
     'pick up the red block and place it in the green zone'
     >>> [env.step(env.action_space.sample())[4]["progress_calls"] for _ in range(6)]
     [0, 1, 1, 2, 2, 3]
-    >>> service = env.service            # owned by the reward wrapper
+    >>> service = env.reward_model.service  # the reward wrapper owns the model it opened
     >>> env.close(); service.is_running()
     False
 
@@ -45,12 +45,15 @@ Invalid keys are refused with their path (here on Gymnasium's CartPole, whose co
     >>> make_env(env_factory=CartPoleEnv, colour="red")
     Traceback (most recent call last):
     ...
-    wrappers.settings.ConfigError: env.colour: unknown key for CartPoleEnv (accepted: ...)
+    evolve_envs.wrappers.settings.ConfigError: env.colour: unknown key for CartPoleEnv (accepted:
+    ...)
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import importlib
 import inspect
 import logging
 import os
@@ -58,6 +61,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import gymnasium as gym
+from gymnasium.envs.registration import EnvSpec
 
 from evolve_envs.config import (
     ConfigError,
@@ -70,25 +74,15 @@ from evolve_envs.config import (
     load_config,
     reward_model_source,
 )
-from wrappers.done_rules import TerminationAudit
-from wrappers.episode_score import EpisodeScoreReward
-from wrappers.frame_cache import FrameCache
-from wrappers.hacking_alarm import HackingAlarm
-from wrappers.progress_reward import ProgressReward
-from wrappers.progress_tracker import ProgressTracker, episode_limit
-from wrappers.progressive_horizon import ProgressiveHorizon
+from evolve_envs.reward_model import open_reward_model
+from evolve_envs.wrappers.episode_score import EpisodeScoreReward
+from evolve_envs.wrappers.frame_cache import FrameCache
+from evolve_envs.wrappers.hacking_alarm import HackingAlarm
+from evolve_envs.wrappers.progress_reward import ProgressReward
+from evolve_envs.wrappers.progress_tracker import episode_limit
+from evolve_envs.wrappers.progressive_horizon import ProgressiveHorizon
 
-__all__ = [
-    "make_env",
-    "build_stack",
-    "start_embedded_service",
-    "ProgressModel",
-    "open_progress_model",
-    "endpoint_pool",
-    "progress_client",
-    "reward_endpoints",
-    "check_reward_service",
-]
+__all__ = ["make_env", "build_stack", "describe_reward_model"]
 
 logger = logging.getLogger(__name__)
 
@@ -120,19 +114,29 @@ def _check_env_kwargs(factory: Callable[..., Any], kwargs: Mapping[str, Any]) ->
 
 
 def _gym_id_factory(env_kwargs: dict[str, Any]) -> tuple[Callable[..., gym.Env] | None, int | None]:
-    """``env.id``: build the base env from a registered Gymnasium id (its entry point, with the
-    id's registered kwargs as defaults). LIBERO ids map to their suite. Pops ``id``."""
+    """``env.id``: build the base env from a Gymnasium id. LIBERO ids map to their suite, the
+    synthetic ids to their base env class; any other registered id (``module:Name-v0`` too)
+    builds through its entry point, with the id's registered kwargs as defaults. Pops ``id``.
+
+    This is the one place a config's ``env.id`` is resolved: ``make_env``, ``gym.make``,
+    ``evolve-envs rollout``, the training workers and RLinf all come through here."""
     env_id = env_kwargs.pop("id", None)
     if env_id is None:
         return None, None
-    from evolve_envs.registration import ENV_IDS
+    from evolve_envs.registration import ENV_IDS, SYNTHETIC_IDS
 
+    env_id = str(env_id)
     if env_id in ENV_IDS:
         env_kwargs.setdefault("suite", ENV_IDS[env_id])
         return None, None
+    if env_id in SYNTHETIC_IDS:
+        return gym.envs.registration.load_env_creator(SYNTHETIC_IDS[env_id]), None
+    module, _, name = env_id.rpartition(":")
     try:
-        spec = gym.spec(str(env_id))
-    except gym.error.Error as exc:
+        if module:  # ``module:Name-v0`` registers its ids on import, as gym.make does
+            importlib.import_module(module)
+        spec = gym.spec(name)
+    except (gym.error.Error, ImportError) as exc:
         raise ConfigError(f"env.id: {exc}") from exc
     entry = spec.entry_point
     creator = entry if callable(entry) else gym.envs.registration.load_env_creator(entry)
@@ -149,22 +153,6 @@ def _default_max_steps(env_cfg: Mapping[str, Any], custom_factory: bool) -> int 
     return default_max_episode_steps(env_cfg.get("suite", "libero_10"))
 
 
-def reward_endpoints(rm: RewardModelConfig, url: str | None = None) -> list[str]:
-    """The service URLs of a ``reward_model`` block (``url`` replaces an ``embedded`` one)."""
-    from reward_clients.endpoint_pool import expand_endpoints
-
-    if url is not None:
-        return [url]
-    from reward_clients.ray_handle_pool import is_ray_endpoint
-
-    if is_ray_endpoint(rm.endpoint):  # a Ray Serve application, reached by DeploymentHandle
-        return [rm.endpoint if isinstance(rm.endpoint, str) else rm.endpoint[0]]
-    try:
-        return expand_endpoints(rm.endpoint, None, rm.service_num)
-    except ValueError as exc:
-        raise ConfigError(f"reward_model.endpoint: {exc}") from None
-
-
 def _check_camera(env: gym.Env, camera: str) -> None:
     space = env.observation_space
     if isinstance(space, gym.spaces.Dict) and camera not in space.spaces:
@@ -174,242 +162,52 @@ def _check_camera(env: gym.Env, camera: str) -> None:
         )
 
 
-def endpoint_pool(rm: RewardModelConfig, urls: list[str]) -> Any:
-    """A new :class:`~reward_clients.endpoint_pool.EndpointPool` for a ``reward_model`` block:
-    per-attempt ``timeout``, ``max_retries``, the bearer ``token`` and ``call_budget_s`` (the
-    most one call may take, retries and backoff included); or a
-    :class:`~reward_clients.ray_handle_pool.RayHandlePool` for ``["ray://<app_name>"]``. The
-    caller owns it: it closes it, or hands it to a client with ``close_pool=True``."""
-    from reward_clients.endpoint_pool import EndpointPool
-    from reward_clients.ray_handle_pool import RayHandlePool, is_ray_endpoint
-
-    if is_ray_endpoint(urls):
-        return RayHandlePool(urls[0], timeout=rm.timeout, max_retries=rm.max_retries)
-
-    return EndpointPool(
-        urls,
-        timeout=rm.timeout,
-        max_retries=rm.max_retries,
-        token=rm.token_value,
-        total_timeout=rm.call_budget_s,
-        health_route=rm.health_route,
-    )
-
-
-def check_reward_service(rm: RewardModelConfig, pool: Any) -> Any:
-    """The start-up failure policy of every stack (Gymnasium and RLinf): ask ``/capabilities``
-    once; a dead, refusing (401/403) or foreign service raises
-    :class:`~reward_clients.service_check.ServiceUnavailableError` naming the endpoint and the
-    cause, unless ``reward_model.require_service`` is false (then a warning, and ``None``).
-
-    Returns the service's capabilities, or ``None`` when they could not be read.
-    """
-    from reward_clients.service_check import check_service
-
-    return check_service(pool, require=rm.require_service, need_capabilities=rm.kind == "progress")
-
-
-def progress_client(
-    rm: RewardModelConfig, urls: list[str], *, max_workers: int = 8, pool: Any = None
-) -> Any:
-    """The :class:`~reward_clients.progress_client.ProgressClient` a ``reward_model`` block asks
-    for, on ``pool`` (shared: left open) or on a new pool (:func:`endpoint_pool`) that the
-    client owns and closes."""
-    from reward_clients.progress_client import ProgressClient
-
-    owned = pool is None
-    pool = endpoint_pool(rm, urls) if owned else pool
-    try:
-        return ProgressClient(
-            pool,
-            jpeg_quality=rm.jpeg_quality,
-            fail_on_request_error=rm.fail_on_request_error,
-            max_workers=max_workers,
-            close_pool=owned,
-        )
-    except BaseException:
-        if owned:
-            pool.close()
-        raise
-
-
-class ProgressModel:
-    """What a ``kind: progress`` block opens, for every progress stack (``make_env``'s
-    :class:`~wrappers.progress_reward.ProgressReward` and the RLinf integration's trackers):
-    the client, the service's capabilities (asked once under :func:`check_reward_service`'s
-    start-up policy), the tracker settings and the embedded service started for it, if any.
-    :meth:`close` closes what it opened. Built by :func:`open_progress_model`.
-    """
-
-    def __init__(
-        self, config: ProgressModelConfig, client: Any, capabilities: Any, service: Any
-    ) -> None:
-        self.config = config
-        self.client = client
-        self.capabilities = capabilities
-        self.settings = config.tracker_settings()
-        self.service = service
-
-    def tracker(self, *, audit: TerminationAudit | None = None) -> ProgressTracker:
-        """A new :class:`~wrappers.progress_tracker.ProgressTracker` on this client (the
-        settings are checked against the capabilities when they could be read); ``audit``
-        counts its episodes (share one between the trackers of a vectorised env)."""
-        return ProgressTracker(
-            self.client, self.settings, capabilities=self.capabilities, audit=audit
-        )
-
-    def close(self) -> None:
-        """Close the client, then stop the embedded service this model started."""
-        try:
-            self.client.close()
-        finally:
-            if self.service is not None:
-                self.service.stop()
-                self.service = None
-
-
-def _close_partial(client: Any, owned: Any) -> None:
-    """Undo a stack built halfway: close the client (if made), then stop the service it
-    started (if any)."""
-    try:
-        if client is not None:
-            client.close()
-    finally:
-        if owned is not None:
-            owned.stop()
-
-
-def _service_urls(
-    rm: RewardModelConfig, embedded_service: Any, pool: Any = None
-) -> tuple[list[str], Any]:
-    """The block's service URLs and the embedded service started for them (``None`` when the
-    endpoint is not ``embedded``, ``embedded_service`` serves it, or a shared ``pool`` is given:
-    then its URLs are used)."""
-    if pool is not None:
-        return list(pool.urls), None
-    if not rm.embedded:
-        return reward_endpoints(rm), None
-    owned = None
-    if embedded_service is None:
-        owned = embedded_service = start_embedded_service(rm)
-    return reward_endpoints(rm, embedded_service.url), owned
-
-
-def open_progress_model(
-    rm: ProgressModelConfig,
-    *,
-    embedded_service: Any = None,
-    pool: Any = None,
-    max_workers: int = 8,
-) -> ProgressModel:
-    """Open a ``kind: progress`` block's reward model: start the embedded service it asks for
-    (unless ``embedded_service`` or a shared endpoint ``pool`` is given), build the client (on
-    ``pool``, left open, or on a pool of its own), apply the start-up failure policy
-    (:func:`check_reward_service`). On any failure what was opened is closed again."""
-    urls, owned = _service_urls(rm, embedded_service, pool)
-    client = None
-    try:
-        client = progress_client(rm, urls, max_workers=max_workers, pool=pool)
-        capabilities = check_reward_service(rm, client.pool)
-        return ProgressModel(rm, client, capabilities, owned)
-    except BaseException:
-        _close_partial(client, owned)
-        raise
-
-
-def _progress_wrapper(
-    env: gym.Env, rm: ProgressModelConfig, embedded_service: Any, pool: Any
+def _reward_wrapper(
+    env: gym.Env, rm: RewardModelConfig, embedded_service: Any, pool: Any
 ) -> gym.Env:
-    model = open_progress_model(rm, embedded_service=embedded_service, pool=pool)
-    try:
-        wrapper = ProgressReward(
-            env,
-            model.client,
-            model.settings,
-            camera=rm.camera,
-            capabilities=model.capabilities if model.capabilities is not None else False,
-            close_client=True,
-            service=model.service,
-            reward_weight=rm.reward_weight,
-            env_reward_weight=rm.env_reward_weight,
+    """The reward wrapper of the block's kind around ``env``, owning the reward model it opens
+    (closed with the wrapper)."""
+    with contextlib.ExitStack() as undo:  # on failure: close the model (not ``env``)
+        model = undo.enter_context(
+            open_reward_model(rm, embedded_service=embedded_service, pool=pool)
         )
-        wrapper.tracker.time_limit = functools.partial(episode_limit, env)  # last_check
-        return wrapper
-    except BaseException:
-        model.close()
-        raise
-
-
-def _episode_score_client(
-    rm: VideoScoreConfig | PickleScorerConfig, urls: list[str], pool: Any
-) -> Any:
-    """The block's video score or pickle scorer client, on ``pool`` (shared: left open) or on a
-    new pool the client owns and closes."""
-    owned = pool is None
-    pool = endpoint_pool(rm, urls) if owned else pool
-    try:
-        if isinstance(rm, VideoScoreConfig):
-            from reward_clients.video_score_client import VideoScoreClient
-
-            return VideoScoreClient(
-                pool,
-                nframes=rm.nframes,
-                max_pixels=rm.max_pixels,
-                video_fps=rm.video_fps,
-                backend=rm.backend,
-                backend_kwargs=rm.backend_kwargs or None,
-                mode=rm.video_transport,
-                shared_dir=rm.shared_dir,
-                fail_on_request_error=rm.fail_on_request_error,
-                close_pool=owned,
+        wrapper: gym.Env
+        if isinstance(rm, ProgressModelConfig):
+            wrapper = ProgressReward(
+                env,
+                model.client,
+                model.settings,
+                camera=rm.camera,
+                capabilities=model.capabilities if model.capabilities is not None else False,
+                reward_model=model,
+                reward_weight=rm.reward_weight,
+                env_reward_weight=rm.env_reward_weight,
             )
-        from reward_clients.pickle_scorer_client import PickleScorerClient
-
-        return PickleScorerClient(
-            pool,
-            route=rm.pickle_route,
-            jpeg_quality=rm.jpeg_quality,
-            fail_on_request_error=rm.fail_on_request_error,
-            close_pool=owned,
-        )
-    except BaseException:
-        if owned:
-            pool.close()
-        raise
-
-
-def _episode_score_wrapper(
-    env: gym.Env, rm: VideoScoreConfig | PickleScorerConfig, embedded_service: Any, pool: Any
-) -> gym.Env:
-    urls, owned = _service_urls(rm, embedded_service, pool)
-    client = None
-    try:
-        client = _episode_score_client(rm, urls, pool)
-        check_reward_service(rm, client.pool)
-        env = FrameCache(
-            env,
-            rm.camera,
-            encoding=rm.cache_encoding,
-            jpeg_quality=rm.jpeg_quality,
-            max_frames=rm.cache_max_frames,
-        )
-        return EpisodeScoreReward(
-            env,
-            client,
-            binary_reward=rm.binary_reward,
-            success_threshold=rm.success_threshold,
-            reward_coef=rm.reward_coef,
-            use_rel_reward=rm.use_rel_reward,
-            ignore_terminations=rm.ignore_terminations,
-            last_frames=rm.last_frames,
-            close_client=True,
-            service=owned,
-            reward_weight=rm.reward_weight,
-            env_reward_weight=rm.env_reward_weight,
-        )
-    except BaseException:
-        _close_partial(client, owned)
-        raise
+            wrapper.tracker.time_limit = functools.partial(episode_limit, env)  # last_check
+        else:
+            assert isinstance(rm, VideoScoreConfig | PickleScorerConfig)
+            cache = FrameCache(
+                env,
+                rm.camera,
+                encoding=rm.cache_encoding,
+                jpeg_quality=rm.jpeg_quality,
+                max_frames=rm.cache_max_frames,
+            )
+            wrapper = EpisodeScoreReward(
+                cache,
+                model.client,
+                binary_reward=rm.binary_reward,
+                success_threshold=rm.success_threshold,
+                reward_coef=rm.reward_coef,
+                use_rel_reward=rm.use_rel_reward,
+                ignore_terminations=rm.ignore_terminations,
+                last_frames=rm.last_frames,
+                reward_model=model,
+                reward_weight=rm.reward_weight,
+                env_reward_weight=rm.env_reward_weight,
+            )
+        undo.pop_all()  # the wrapper owns the model now
+        return wrapper
 
 
 def describe_reward_model(rm: RewardModelConfig) -> str | None:
@@ -432,15 +230,15 @@ def build_stack(
 ) -> gym.Env:
     """Build the wrapper stack for a validated :class:`~evolve_envs.config.StackConfig`.
 
-    ``embedded_service`` (a started :class:`~reward_service.embedded.EmbeddedService`) serves
-    ``endpoint: embedded`` and is left running; without it the stack starts its own, owned and
-    stopped by the reward wrapper's ``close()``. ``endpoint_pool`` (an open
-    :class:`~reward_clients.endpoint_pool.EndpointPool`) carries the reward requests instead of
-    ``reward_model.endpoint`` and is left open; without it the stack opens a pool of its own,
-    closed with the reward wrapper's client.
+    ``embedded_service`` (a started :class:`~evolve_envs.reward.service.embedded.EmbeddedService`)
+    serves ``endpoint: embedded`` and is left running; without it the stack starts its own, owned
+    and stopped by the reward wrapper's ``close()``. ``endpoint_pool`` (an open
+    :class:`~evolve_envs.reward.clients.endpoint_pool.EndpointPool`) carries the reward requests
+    instead of ``reward_model.endpoint`` and is left open; without it the stack opens a pool of its
+    own, closed with the reward wrapper's client.
     """
     if cfg.record is not None:  # outermost, so it sees the reward wrappers' info
-        from wrappers.record_episodes import RecordEpisodes
+        from evolve_envs.wrappers.record_episodes import RecordEpisodes
 
         env = build_stack(
             cfg.model_copy(update={"record": None}),
@@ -449,17 +247,17 @@ def build_stack(
             endpoint_pool=endpoint_pool,
         )
         rm = cfg.reward_model
-        try:
-            return RecordEpisodes(
+        with contextlib.ExitStack() as undo:
+            undo.callback(env.close)
+            recorded = RecordEpisodes(
                 env, cfg.record.dir, camera=cfg.record.camera or rm.camera,
                 jpeg_quality=cfg.record.jpeg_quality,
                 reward_model=cfg.record.reward_model or describe_reward_model(rm),
                 # the threshold the run used: calibrate's default for this recording
                 meta={"done_threshold": rm.done_threshold} if rm.enable else None,
             )  # fmt: skip
-        except BaseException:
-            env.close()
-            raise
+            undo.pop_all()
+            return recorded
     rm = cfg.reward_model
     env_kwargs = dict(cfg.env)
     max_steps = env_kwargs.pop("max_episode_steps", None)
@@ -478,38 +276,21 @@ def build_stack(
         env = factory(**env_kwargs)
     except ValueError as exc:
         raise env_key_error(exc, env_kwargs) from exc
-    try:
+    with contextlib.ExitStack() as undo:  # a failure closes the env built so far
+        undo.callback(env.close)
         if rm.progressive_max_step:
             sched = rm.progressive_schedule
             stages = [stage.resolve(max_steps) for stage in sched.stages]
             env = ProgressiveHorizon(env, stages, by=sched.by, window=sched.window)
         elif max_steps is not None:
             env = gym.wrappers.TimeLimit(env, max_episode_steps=max_steps)
-        if not rm.enable:
-            return env
-
-        _check_camera(env, rm.camera)
-        if isinstance(rm, ProgressModelConfig):
-            env = _progress_wrapper(env, rm, embedded_service, endpoint_pool)
-        else:
-            assert isinstance(rm, VideoScoreConfig | PickleScorerConfig)
-            env = _episode_score_wrapper(env, rm, embedded_service, endpoint_pool)
-        if rm.alarm.enable:
-            env = HackingAlarm(env, rm.alarm.detector_settings())
+        if rm.enable:
+            _check_camera(env, rm.camera)
+            env = _reward_wrapper(env, rm, embedded_service, endpoint_pool)
+            if rm.alarm.enable:
+                env = HackingAlarm(env, rm.alarm.detector_settings())
+        undo.pop_all()
         return env
-    except BaseException:
-        env.close()
-        raise
-
-
-def start_embedded_service(rm: RewardModelConfig) -> Any:
-    """Start the local reward service ``endpoint: embedded`` asks for (``embedded_backend``
-    with ``embedded_backend_kwargs``); the caller owns it and stops it."""
-    from reward_service.embedded import EmbeddedService
-
-    svc = EmbeddedService(rm.embedded_backend, dict(rm.embedded_backend_kwargs)).start()
-    logger.info("started embedded reward service %s (%s)", svc.url, rm.embedded_backend)
-    return svc
 
 
 def make_env(
@@ -532,12 +313,12 @@ def make_env(
         env_factory: builds the base env from the ``env`` block (default
             :class:`evolve_envs.libero.LiberoEnv`); without it ``max_episode_steps`` defaults to
             the suite's.
-        embedded_service: a started :class:`~reward_service.embedded.EmbeddedService` to use
-            for ``endpoint: embedded`` (shared, left running); by default the env starts its
-            own and stops it in ``close()``.
-        endpoint_pool: an open :class:`~reward_clients.endpoint_pool.EndpointPool` to send the
-            reward requests through (shared by several envs: one connection pool, one view of
-            endpoint health; left open, and its endpoints replace ``reward_model.endpoint``); by
+        embedded_service: a started :class:`~evolve_envs.reward.service.embedded.EmbeddedService` to
+            use for ``endpoint: embedded`` (shared, left running); by default the env starts its own
+            and stops it in ``close()``.
+        endpoint_pool: an open :class:`~evolve_envs.reward.clients.endpoint_pool.EndpointPool` to
+            send the reward requests through (shared by several envs: one connection pool, one view
+            of endpoint health; left open, and its endpoints replace ``reward_model.endpoint``); by
             default the env opens its own pool and closes it in ``close()``.
         **env_kwargs: ``env`` keys overriding the config (``suite``, ``task_id``,
             ``max_episode_steps``, ``image_size``, ...).
@@ -557,6 +338,30 @@ def make_env(
     if rm_source is not None:
         overrides.update(rm_source)
     cfg = load_config(*sources, overrides=overrides)
-    return build_stack(
+    env = build_stack(
         cfg, env_factory, embedded_service=embedded_service, endpoint_pool=endpoint_pool
+    )
+    if env.unwrapped.spec is None:  # gym.make sets its own; a direct call gets one here
+        env.unwrapped.spec = _stack_spec(cfg, env_factory)
+    return env
+
+
+def _stack_spec(cfg: StackConfig, env_factory: Callable[..., gym.Env] | None) -> EnvSpec:
+    """The :class:`~gymnasium.envs.registration.EnvSpec` of a stack built by a direct
+    ``make_env`` call: the config's registered id (``env.id``, or the LIBERO suite's id), or
+    ``evolve_envs/<factory name>`` for a custom ``env_factory``; ``kwargs`` is the validated
+    config, so ``make_env(**spec.kwargs)`` builds the same stack (given the same factory)."""
+    from evolve_envs.registration import ENV_IDS
+
+    env_id = cfg.env.get("id")
+    if env_id is None and env_factory is None:
+        suites = {suite: name for name, suite in ENV_IDS.items()}
+        env_id = suites.get(cfg.env.get("suite", "libero_10"))
+    if env_id is None:
+        env_id = f"evolve_envs/{getattr(env_factory, '__name__', 'Env')}"
+    return EnvSpec(
+        id=str(env_id).rpartition(":")[2],
+        entry_point="evolve_envs.factory:make_env",
+        kwargs={"config": cfg.model_dump(mode="json")},
+        max_episode_steps=None,  # the limit sits inside the stack, see the module docstring
     )

@@ -29,20 +29,33 @@ ENV_IDS: dict[str, str] = {
 }
 
 
-#: Synthetic tasks (base envs, no reward stack: build them with ``make_env`` and ``env.id``).
+#: Synthetic tasks: id -> the base env class. ``gym.make`` builds them through ``make_env``
+#: like the LIBERO ids, so they take the same ``reward_model=`` and ``config=`` keywords.
 SYNTHETIC_IDS: dict[str, str] = {"evolve_envs/ReachPlace-v0": "evolve_envs.synthetic:ReachPlaceEnv"}
 
 
 def register_envs() -> None:
-    """Register every id in :data:`ENV_IDS` and :data:`SYNTHETIC_IDS` (idempotent)."""
-    for env_id, entry_point in SYNTHETIC_IDS.items():
+    """Register every id in :data:`ENV_IDS` and :data:`SYNTHETIC_IDS` (idempotent).
+
+    Each id's entry point is :func:`evolve_envs.factory.make_env`: a LIBERO id passes its suite,
+    a synthetic id passes itself as ``env.id``, which ``make_env`` resolves to the base env class.
+    The vector entry point is :func:`evolve_envs.vector.make_vec` (one embedded service shared
+    by all sub-envs).
+    """
+    for env_id in SYNTHETIC_IDS:
         if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point=entry_point)
+            gym.register(
+                id=env_id,
+                entry_point="evolve_envs.factory:make_env",
+                vector_entry_point="evolve_envs.vector:make_vec",
+                kwargs={"id": env_id},
+            )
     for env_id, suite in ENV_IDS.items():
         if env_id in gym.registry:
             continue
         gym.register(
             id=env_id,
             entry_point="evolve_envs.factory:make_env",
+            vector_entry_point="evolve_envs.vector:make_vec",
             kwargs={"suite": suite},
         )

@@ -50,10 +50,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from evolve_envs.config import RewardModelConfig, StackConfig, load_config
+from evolve_envs.config import StackConfig, load_config
 from evolve_envs.episode_log import EpisodeLog, import_wandb
 from evolve_envs.factory import make_env
-from wrappers.done_rules import TerminationAudit
+from evolve_envs.reward_model import shared_service
+from evolve_envs.wrappers.done_rules import TerminationAudit
 
 PolicyFn = Callable[[Any], Any]
 """A policy: one env's observation (a dict of arrays) -> that env's action."""
@@ -245,27 +246,37 @@ def run_rollout(opts: RolloutOptions) -> RolloutReport:
     started = time.monotonic()
     report = _Report(out, opts, cfg)
     try:
-        with _reward_endpoint(rm) as url:
+        with shared_service(rm) as url:
             overrides: dict[str, Any] = {}
             if url is not None:  # one local service: the URL is not expanded to service_num ports
                 overrides["reward_model"] = {"endpoint": url, "service_num": None}
             env = _make_vector_env(sources, overrides, env_kwargs, opts.num_envs)
-            try:
+            with _closing_quietly_on_error(env):
                 _collect(env, opts, policy, report)
-            except BaseException:
-                # Ctrl-C may have reached the workers too: a failing close must not replace
-                # the interrupt (or the error) the caller has to see.
-                with contextlib.suppress(Exception):
-                    env.close()
-                raise
-            env.close()
     except KeyboardInterrupt:
         report.finish(time.monotonic() - started, interrupted=True)
         raise
-    except BaseException:
+    except Exception:  # keep what was written, marked incomplete
         report.finish(time.monotonic() - started, interrupted=False, complete=False)
         raise
     return report.finish(time.monotonic() - started)
+
+
+@contextlib.contextmanager
+def _closing_quietly_on_error(env: gym.vector.VectorEnv) -> Iterator[None]:
+    """Close ``env`` after the block. When the block raised, a failing close is suppressed:
+    Ctrl-C may have reached the workers too, and the interrupt (or the error) is what the
+    caller has to see."""
+    failed = True
+    try:
+        yield
+        failed = False
+    finally:
+        if failed:
+            with contextlib.suppress(Exception):
+                env.close()
+        else:
+            env.close()
 
 
 class _Report:
@@ -446,18 +457,6 @@ def _metrics(row: dict[str, Any]) -> dict[str, Any]:
         "termination_precision": (row.get("termination_audit") or {}).get("precision"),
         "alarm_firing": None if row["reward_alarm"] is None else int(row["reward_alarm"]["firing"]),
     }
-
-
-@contextlib.contextmanager
-def _reward_endpoint(rm: RewardModelConfig) -> Iterator[str | None]:
-    """Start one embedded service for the whole job (shared by every env and worker)."""
-    if not (rm.enable and rm.embedded):
-        yield None
-        return
-    from reward_service.embedded import EmbeddedService
-
-    with EmbeddedService(rm.embedded_backend, dict(rm.embedded_backend_kwargs)) as svc:
-        yield svc.url
 
 
 def _make_vector_env(

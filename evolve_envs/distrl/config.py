@@ -233,8 +233,9 @@ def parse_override(text: str) -> dict[str, Any]:
 
 def resolve_train_config(source: str | os.PathLike[str]) -> Any:
     """A ``--config`` argument as a file: an existing path, else a shipped training config by
-    name (``reach_place`` or ``distrl/reach_place`` for ``configs/distrl/reach_place.yaml``),
-    else a shipped stack config (``libero_10``, ``fast_dev``).
+    name (``reach_place`` or ``distrl/reach_place`` for
+    ``evolve_envs/configs/distrl/reach_place.yaml``), else a shipped stack config (``libero_10``,
+    ``fast_dev``).
 
     Example:
         >>> resolve_train_config("libero_smoke").name
@@ -245,7 +246,7 @@ def resolve_train_config(source: str | os.PathLike[str]) -> Any:
     stem = os.fspath(source).removeprefix("configs/").removeprefix("distrl/")
     stem = stem.removesuffix(".yaml").removesuffix(".yml")
     try:
-        item = importlib.resources.files("configs").joinpath("distrl", f"{stem}.yaml")
+        item = importlib.resources.files("evolve_envs.configs").joinpath("distrl", f"{stem}.yaml")
         if item.is_file():
             return item
     except ModuleNotFoundError:  # pragma: no cover - configs ships with the package

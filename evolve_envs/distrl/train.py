@@ -18,7 +18,7 @@ layered on it) and continues the counters, the policy version and the weights, i
 
 Example::
 
-    evolve-envs train --algo distrl --config configs/distrl/reach_place.yaml --minutes 2
+    evolve-envs train --algo distrl --config evolve_envs/configs/distrl/reach_place.yaml --minutes 2
     evolve-envs train --algo grpo --config reach_place grpo.group_size=4
     evolve-envs train --resume runs/train-distrl-20261122-220000 --minutes 5
 """
@@ -39,6 +39,7 @@ import yaml
 from evolve_envs.config import load_config
 from evolve_envs.distrl.checkpoint import load_checkpoint
 from evolve_envs.distrl.config import TrainConfig, load_train_config
+from evolve_envs.reward_model import shared_service
 
 __all__ = ["TrainOptions", "TrainResult", "run_train", "ray_session", "reward_service_for"]
 
@@ -126,16 +127,11 @@ def reward_service_for(cfg: TrainConfig) -> Iterator[TrainConfig]:
     """With ``reward_model.endpoint: embedded`` (and the reward model on), start one service
     here and yield a config whose workers use its URL; otherwise yield ``cfg`` unchanged."""
     rm = load_config({"env": cfg.env, "reward_model": cfg.reward_model}).reward_model
-    if not (rm.enable and rm.embedded):
-        yield cfg
-        return
-    from reward_service.embedded import EmbeddedService
-
-    svc = EmbeddedService(rm.embedded_backend, dict(rm.embedded_backend_kwargs)).start()
-    try:
-        yield cfg.model_copy(update={"reward_model": {**cfg.reward_model, "endpoint": svc.url}})
-    finally:
-        svc.stop()
+    with shared_service(rm) as url:
+        if url is None:
+            yield cfg
+        else:
+            yield cfg.model_copy(update={"reward_model": {**cfg.reward_model, "endpoint": url}})
 
 
 def _run_dir(opts: TrainOptions, cfg: TrainConfig) -> Path:

@@ -34,6 +34,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -75,21 +76,6 @@ def _slice(inputs: Mapping[str, np.ndarray], i: int) -> dict[str, np.ndarray]:
 
 class WorkerStartError(RuntimeError):
     """A rollout worker could not start (a dead reward service, a bad env key, ...)."""
-
-
-def _gym_factory(stack: dict[str, Any]) -> Any:
-    """``env.id`` (any registered Gymnasium ID, ``module:Name-v0`` too) as an env factory for
-    :func:`~evolve_envs.factory.make_env`; pops the key. None (LIBERO) without it."""
-    env_id = stack["env"].pop("id", None)
-    if env_id is None:
-        return None
-    import gymnasium as gym
-
-    def factory(**kwargs: Any) -> Any:
-        return gym.make(env_id, **kwargs)
-
-    factory.__name__ = f"gym.make({env_id!r})"
-    return factory
 
 
 def policy_from_config(policy_cfg: Any, obs_space: Any, act_space: Any) -> Any:
@@ -237,14 +223,12 @@ class RolloutWorker:
             self.incarnation = ray.get(registry.hello.remote(self.worker_id, os.getpid()))
         self.rng = np.random.default_rng([self.cfg.run.seed, self.worker_id, self.incarnation])
         stack = self.cfg.stack(self.worker_id)
-        factory = _gym_factory(stack)
         self.envs: list[Any] = []
-        try:
+        with contextlib.ExitStack() as undo:  # a failure closes the envs built so far
+            undo.callback(self.close)
             for _ in range(self.cfg.workers.num_envs):
-                self.envs.append(make_env(stack, env_factory=factory))
-        except BaseException:
-            self.close()
-            raise
+                self.envs.append(make_env(stack))
+            undo.pop_all()
         import torch
 
         torch.set_num_threads(1)
@@ -492,7 +476,9 @@ def start_workers(
     dumped = cfg.model_dump()
     workers = [actor_cls.remote(dumped, i, registry, queue) for i in range(n)]
     ready = [w.ready.remote() for w in workers]
-    try:
+    with contextlib.ExitStack() as undo:  # a worker that fails to start stops them all
+        for w in workers:
+            undo.callback(ray.kill, w, no_restart=True)
         for i, ref in enumerate(ready):
             try:
                 ray.get(ref, timeout=timeout_s)
@@ -501,8 +487,5 @@ def start_workers(
                 raise WorkerStartError(
                     f"rollout worker {i} failed to start: {type(cause).__name__}: {cause}"
                 ) from exc
-    except BaseException:
-        for w in workers:
-            ray.kill(w, no_restart=True)
-        raise
+        undo.pop_all()
     return workers

@@ -5,8 +5,8 @@ and returns ``obs_list`` (``C`` observation dicts with ``main_images[N, H, W, 3]
 ``wrist_images``, ``states``, ``task_descriptions``), ``rewards[N, C]``, ``terminations[N, C]``,
 ``truncations[N, C]`` (torch tensors) and ``infos_list``. :class:`RLinfProgressReward` wraps such
 an env object and, after every (chunk) step, feeds each sub-env's ``main_images`` frame to that
-sub-env's :class:`~wrappers.progress_tracker.ProgressTracker`; it returns the same shapes and
-types with
+sub-env's :class:`~evolve_envs.wrappers.progress_tracker.ProgressTracker`; it returns the same
+shapes and types with
 
 * ``rewards = env_reward_weight * env_reward + reward_weight * model_reward`` (defaults 0 and 1:
   the model reward replaces the env's),
@@ -41,17 +41,18 @@ after an episode ends, the last) episode; the audit of model termination: ``mode
 ``model_done_success`` (this episode: the model judged it done; and the env had succeeded then —
 the ratio of their means is the precision of model termination over a logging interval), the
 running ``model_done_total`` / ``model_done_success_total`` of the episode's task (trackers share
-one :class:`~wrappers.done_rules.TerminationAudit`) and the running ``model_done_precision`` over
-all tasks of this env (model-terminated episodes the env judged successful / model-terminated
-episodes, as the episode ended; NaN until the model has ended an episode, and RLinf's mean of
-it is NaN while any logged row is); and with ``reward_model.alarm.enable`` the
-reward-hacking alarm's numbers for the task (:mod:`wrappers.hacking_alarm`):
-``alarm_progress_rise``, ``alarm_success_rise``, ``alarm_high_failure_rise`` (0 until its
-windows are full), ``alarm_firing``, ``alarm_triggers``. With auto-reset the ended episodes'
-values are in ``infos["final_info"]["episode"]``. The block's ``return`` and ``reward`` (RLinf's
-``env/return`` and ``env/reward`` metrics) are replaced by the episode's sum and per-step mean of
-the rewards this wrapper returns, i.e. the reward RLinf trains on, up to and including the step
-that ended the episode; the env's own values move to ``env_return`` and ``env_reward_mean``.
+one :class:`~evolve_envs.wrappers.done_rules.TerminationAudit`) and the running
+``model_done_precision`` over all tasks of this env (model-terminated episodes the env judged
+successful / model-terminated episodes, as the episode ended; NaN until the model has ended an
+episode, and RLinf's mean of it is NaN while any logged row is); and with
+``reward_model.alarm.enable`` the reward-hacking alarm's numbers for the task
+(:mod:`evolve_envs.wrappers.hacking_alarm`): ``alarm_progress_rise``, ``alarm_success_rise``,
+``alarm_high_failure_rise`` (0 until its windows are full), ``alarm_firing``, ``alarm_triggers``.
+With auto-reset the ended episodes' values are in ``infos["final_info"]["episode"]``. The block's
+``return`` and ``reward`` (RLinf's ``env/return`` and ``env/reward`` metrics) are replaced by the
+episode's sum and per-step mean of the rewards this wrapper returns, i.e. the reward RLinf trains
+on, up to and including the step that ended the episode; the env's own values move to ``env_return``
+and ``env_reward_mean``.
 
 In a YAML run the wrapper is installed by :mod:`evolve_envs.integrations.rlinf_worker` from the
 ``env.train.reward_model`` block; see the README, "Using with RLinf". This module imports
@@ -74,6 +75,7 @@ stand-in env)::
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import logging
@@ -85,10 +87,10 @@ from typing import Any
 import numpy as np
 
 from evolve_envs.rl.arrays import like, to_numpy, torch_of
-from wrappers.done_rules import TerminationAudit
-from wrappers.hacking_alarm import HackingDetector, episode_score
-from wrappers.progress_tracker import ProgressTracker, TrackerStep
-from wrappers.settings import ConfigError
+from evolve_envs.wrappers.done_rules import TerminationAudit
+from evolve_envs.wrappers.hacking_alarm import HackingDetector, episode_score
+from evolve_envs.wrappers.progress_tracker import ProgressTracker, TrackerStep
+from evolve_envs.wrappers.settings import ConfigError
 
 __all__ = [
     "RLinfProgressReward",
@@ -204,20 +206,20 @@ class RLinfProgressReward:
         model_terminates: the reward model's done decision terminates episodes (False: it is
             only reported in ``infos["done_by_progress"]``; ``reward_model.ignore_terminations``).
         on_close: callables run by :meth:`close` (e.g. closing a client or stopping a service).
-        alarm: a :class:`~wrappers.hacking_alarm.HackingDetector` fed every finished episode
-            (its numbers go to the ``episode`` block); ``None``: no alarm.
+        alarm: a :class:`~evolve_envs.wrappers.hacking_alarm.HackingDetector` fed every finished
+            episode (its numbers go to the ``episode`` block); ``None``: no alarm.
 
     ``RLinfProgressReward(libero_env, [model.tracker() for _ in range(n)])`` with ``model``
-    from :func:`evolve_envs.factory.open_progress_model`; the module docstring shows the usual
+    from :func:`evolve_envs.reward_model.open_reward_model`; the module docstring shows the usual
     way, :meth:`from_config`.
 
     Example (two sub-envs whose frames get 64 grey levels brighter each step, against a local
     mock service whose *intensity* rule reads grey level ``g`` as progress ``100 g/255``)::
 
         >>> import torch
-        >>> from reward_clients.progress_client import ProgressClient
-        >>> from reward_service.embedded import EmbeddedService
-        >>> from wrappers.progress_tracker import TrackerSettings
+        >>> from evolve_envs.reward.clients.progress_client import ProgressClient
+        >>> from evolve_envs.reward.service.embedded import EmbeddedService
+        >>> from evolve_envs.wrappers.progress_tracker import TrackerSettings
         >>> class Brighter:  # the shape of RLinf's LiberoEnv, without a simulator
         ...     num_envs, auto_reset, ignore_terminations = 2, False, False
         ...     def reset(self, env_idx=None, reset_state_ids=None):
@@ -744,14 +746,14 @@ def build_progress_stack(
 
     The block is validated by :func:`evolve_envs.config.load_config` (unknown keys and wrong
     types are errors naming the key; the ``VLAC_*`` environment variables override it).
-    The reward model is opened by :func:`evolve_envs.factory.open_progress_model`, the builder
+    The reward model is opened by :func:`evolve_envs.reward_model.open_reward_model`, the builder
     ``make_env`` uses: one client serves all trackers, the service's capabilities are asked once
     and impossible settings are refused here, and a dead, refusing or foreign service fails here
     exactly as in ``make_env`` (``reward_model.require_service``). ``endpoint: embedded`` starts
     a local service (``embedded_backend``) owned by this stack (stopped by its ``on_close``).
     """
     from evolve_envs.config import ProgressModelConfig, load_config, reward_model_source
-    from evolve_envs.factory import open_progress_model
+    from evolve_envs.reward_model import open_reward_model
 
     cfg = load_config(reward_model_source(reward_model), environ=environ).reward_model
     if not cfg.enable:
@@ -760,13 +762,11 @@ def build_progress_stack(
         raise ConfigError(
             f"reward_model.kind: the RLinf integration supports 'progress', got {cfg.kind!r}"
         )
-    model = open_progress_model(cfg, max_workers=max(1, min(int(num_envs), 64)))
-    try:
+    with contextlib.ExitStack() as undo:  # a failure here closes the model again
+        model = undo.enter_context(open_reward_model(cfg, max_workers=max(1, min(num_envs, 64))))
         audit = TerminationAudit()  # one run-wide count per task for all sub-envs
         trackers = [model.tracker(audit=audit) for _ in range(num_envs)]
-    except BaseException:
-        model.close()
-        raise
+        undo.pop_all()  # the stack owns the model now: closed by its on_close
     alarm = HackingDetector(cfg.alarm.detector_settings()) if cfg.alarm.enable else None
     return ProgressStack(
         trackers, cfg.reward_weight, cfg.env_reward_weight, [model.close], cfg, alarm=alarm

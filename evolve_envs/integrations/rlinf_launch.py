@@ -10,7 +10,7 @@ and then runs the script unchanged, with the remaining arguments (Hydra's):
     export EMBODIED_PATH=/path/to/RLinf/examples/embodiment
     python -m evolve_envs.integrations.rlinf_launch \\
         $EMBODIED_PATH/train_embodied_agent.py \\
-        --config-path $PWD/configs/rlinf --config-name libero_10_grpo_openvlaoft
+        --config-path $PWD/evolve_envs/configs/rlinf --config-name libero_10_grpo_openvlaoft
 
 Nothing in RLinf is modified on disk. The worker class travels to Ray workers by reference, so
 ``evolve-envs`` must be installed on every node (it is a normal pip package).

@@ -15,8 +15,8 @@ import httpx
 import numpy as np
 import pytest
 
-from reward_service.backends.mock import paint_level
-from reward_service.embedded import EmbeddedService
+from evolve_envs.reward.service.backends.mock import paint_level
+from evolve_envs.reward.service.embedded import EmbeddedService
 
 HANG_GUARD_S = 60.0
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from reward_clients.endpoint_pool import EndpointPool
-from reward_service.embedded import EmbeddedService
+from evolve_envs.reward.clients.endpoint_pool import EndpointPool
+from evolve_envs.reward.service.embedded import EmbeddedService
 from tests.clients.client_helpers import clear_fault
 
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from reward_clients.endpoint_pool import EndpointPool, endpoints_from_env, expand_endpoints
-from reward_clients.progress_client import ProgressClient
+from evolve_envs.reward.clients.endpoint_pool import (
+    EndpointPool,
+    endpoints_from_env,
+    expand_endpoints,
+)
+from evolve_envs.reward.clients.progress_client import ProgressClient
 
 
 def test_service_url_and_num_expand_to_consecutive_ports():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from reward_clients.failover_transport import (
+from evolve_envs.reward.clients.failover_transport import (
     AVOID,
     ENDPOINT,
     FailoverTransport,

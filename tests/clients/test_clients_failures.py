@@ -11,9 +11,9 @@ import logging
 
 import pytest
 
-from reward_clients.errors import ErrorKind, RewardServiceError
-from reward_clients.progress_client import DoneResult, ProgressClient
-from reward_service.embedded import EmbeddedService
+from evolve_envs.reward.clients.errors import ErrorKind, RewardServiceError
+from evolve_envs.reward.clients.progress_client import DoneResult, ProgressClient
+from evolve_envs.reward.service.embedded import EmbeddedService
 from tests.clients.client_helpers import (
     arm_fault,
     fault_status,
@@ -188,18 +188,18 @@ def test_persistent_503_uses_all_retries_then_falls_back(server_a, make_pool):
 def test_failure_warnings_are_rate_limited(caplog, make_pool):
     url = f"http://127.0.0.1:{free_port()}"
     client = ProgressClient(make_pool(url), warn_interval_s=3600)
-    with caplog.at_level(logging.WARNING, logger="reward_clients"):
+    with caplog.at_level(logging.WARNING, logger="evolve_envs.reward.clients"):
         for _ in range(20):
             assert client.pairwise_critic("t", paint(0), paint(1)).fallback
-    warnings = [r for r in caplog.records if r.name == "reward_clients"]
+    warnings = [r for r in caplog.records if r.name == "evolve_envs.reward.clients"]
     assert len(warnings) == 1
     assert url in warnings[0].getMessage() and "fallback" in warnings[0].getMessage()
     assert client.stats.snapshot()["fallbacks"] == 20
 
     caplog.clear()
     chatty = ProgressClient(make_pool(url), warn_interval_s=0)
-    with caplog.at_level(logging.WARNING, logger="reward_clients"):
+    with caplog.at_level(logging.WARNING, logger="evolve_envs.reward.clients"):
         for _ in range(3):
             chatty.pairwise_critic("t", paint(0), paint(1))
-    assert len([r for r in caplog.records if r.name == "reward_clients"]) == 3
+    assert len([r for r in caplog.records if r.name == "evolve_envs.reward.clients"]) == 3
     assert "not logged" not in caplog.records[-1].getMessage()

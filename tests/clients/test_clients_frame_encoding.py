@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import simplejpeg
 
-from reward_clients import frame_encoding
-from reward_clients.frame_encoding import (
+from evolve_envs.reward.clients import frame_encoding
+from evolve_envs.reward.clients.frame_encoding import (
     b64decode_text,
     encode_jpeg,
     encode_jpeg_b64,

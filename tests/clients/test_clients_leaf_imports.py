@@ -16,28 +16,33 @@ def _modules_after(import_line: str) -> set[str]:
 
 def test_clients_do_not_import_the_server_package() -> None:
     mods = _modules_after(
-        "import reward_clients.progress_client, reward_clients.video_score_client, "
-        "reward_clients.pickle_scorer_client, reward_clients.service_check"
+        "import evolve_envs.reward.clients.progress_client,"
+        " evolve_envs.reward.clients.video_score_client,"
+        " evolve_envs.reward.clients.pickle_scorer_client, evolve_envs.reward.clients.service_check"
     )
-    assert "reward_protocol.wire" in mods
-    heavy = {m for m in mods if m.split(".")[0] in {"reward_service", "fastapi", "uvicorn"}}
+    assert "evolve_envs.reward.protocol.wire" in mods
+    heavy = {m for m in mods if m.split(".")[0] in {"fastapi", "uvicorn"}}
+    heavy |= {m for m in mods if m.startswith("evolve_envs.reward.service")}
     assert not heavy, sorted(heavy)
 
 
 def test_the_protocol_package_is_a_leaf() -> None:
     mods = _modules_after(
-        "import reward_protocol.wire, reward_protocol.pickle_codec, reward_protocol.progress"
+        "import evolve_envs.reward.protocol.wire, evolve_envs.reward.protocol.pickle_codec,"
+        " evolve_envs.reward.protocol.progress"
     )
-    project = {"evolve_envs", "wrappers", "reward_clients", "reward_service"}
-    assert not {m for m in mods if m.split(".")[0] in project}
+    # the package roots on the way in are allowed; no other project module
+    allowed = {"evolve_envs", "evolve_envs.registration", "evolve_envs.reward"}
+    project = {m for m in mods if m.split(".")[0] == "evolve_envs" and m not in allowed}
+    assert project == {m for m in project if m.startswith("evolve_envs.reward.protocol")}
 
 
 def test_the_clients_import_no_server_plotting_video_or_training_package() -> None:
     """A client-only install (httpx, pydantic, numpy, a JPEG encoder) is enough to import them."""
-    mods = _modules_after("import reward_clients, reward_protocol")
+    mods = _modules_after("import evolve_envs.reward.clients, evolve_envs.reward.protocol")
     optional = {"fastapi", "uvicorn", "starlette", "matplotlib", "imageio", "imageio_ffmpeg"}
     optional |= {"tqdm", "torch", "ray"}
-    assert "reward_clients.video_score_client" in mods
+    assert "evolve_envs.reward.clients.video_score_client" in mods
     assert not {m for m in mods if m.split(".")[0] in optional}, sorted(optional & mods)
 
 
@@ -46,7 +51,7 @@ def test_writing_an_episode_video_without_imageio_names_the_extra(tmp_path: Path
         "import sys\n"
         "sys.modules['imageio'] = None\n"  # as if the `video` extra were not installed
         "import numpy as np\n"
-        "from reward_clients.video_score_client import write_mp4\n"
+        "from evolve_envs.reward.clients.video_score_client import write_mp4\n"
         f"write_mp4({str(tmp_path / 'e.mp4')!r}, [np.zeros((8, 8, 3), np.uint8)], fps=10)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import simplejpeg
 
-from reward_clients.errors import ErrorKind, RewardServiceError
-from reward_clients.pickle_scorer_client import PickleScorerClient
-from reward_service.embedded import EmbeddedService
+from evolve_envs.reward.clients.errors import ErrorKind, RewardServiceError
+from evolve_envs.reward.clients.pickle_scorer_client import PickleScorerClient
+from evolve_envs.reward.service.embedded import EmbeddedService
 from tests.clients.client_helpers import arm_fault, paint, within_guard
 
 
@@ -98,8 +98,8 @@ def test_faults_fall_back_or_raise(mode, words, server_a, make_pool):
 
 def test_a_response_pickle_that_names_a_global_is_refused(server_a, make_pool):
     """A hostile answer must not execute: the restricted unpickler refuses any global."""
-    from reward_clients.endpoint_pool import PoolResponse
-    from reward_clients.pickle_scorer_client import _parse_scores
+    from evolve_envs.reward.clients.endpoint_pool import PoolResponse
+    from evolve_envs.reward.clients.pickle_scorer_client import _parse_scores
 
     class Evil:
         def __reduce__(self):

@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from reward_clients.endpoint_pool import EndpointPool
-from reward_clients.errors import RewardServiceError
-from reward_clients.progress_client import ProgressClient
-from reward_service.embedded import EmbeddedService
+from evolve_envs.reward.clients.endpoint_pool import EndpointPool
+from evolve_envs.reward.clients.errors import RewardServiceError
+from evolve_envs.reward.clients.progress_client import ProgressClient
+from evolve_envs.reward.service.embedded import EmbeddedService
 from tests.clients.client_helpers import (
     arm_fault,
     fault_status,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reward_clients.progress_client import DoneResult, ProgressClient
+from evolve_envs.reward.clients.progress_client import DoneResult, ProgressClient
 from tests.clients.client_helpers import paint, server_metrics
 
 

@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
-from reward_clients.errors import ErrorKind, RewardServiceError
-from reward_clients.failure_policy import FailurePolicy
-from reward_clients.results import CallResult, ClientStats
+from evolve_envs.reward.clients.errors import ErrorKind, RewardServiceError
+from evolve_envs.reward.clients.failure_policy import FailurePolicy
+from evolve_envs.reward.clients.results import CallResult, ClientStats
 
 
 def test_stats_counters_are_exact_under_concurrent_updates():
@@ -94,7 +94,7 @@ def test_policy_fallback_factory_and_strict_raise():
 def test_retry_after_header_parsing():
     import httpx
 
-    from reward_clients.endpoint_pool import _retry_after_s
+    from evolve_envs.reward.clients.endpoint_pool import _retry_after_s
 
     assert _retry_after_s(httpx.Response(429, headers={"Retry-After": "1.5"})) == 1.5
     assert _retry_after_s(httpx.Response(503, headers={"Retry-After": "Wed, 21 Oct 2015"})) == 0

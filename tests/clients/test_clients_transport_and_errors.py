@@ -9,7 +9,7 @@ import httpx
 import pytest
 import stamina
 
-from reward_clients import (
+from evolve_envs.reward.clients import (
     BadResponseError,
     EndpointPool,
     ProgressClient,
@@ -18,7 +18,7 @@ from reward_clients import (
     ServiceTimeoutError,
     ServiceUnreachableError,
 )
-from reward_clients.errors import ErrorKind
+from evolve_envs.reward.clients.errors import ErrorKind
 
 
 def test_failover_and_retries_over_a_mock_transport() -> None:

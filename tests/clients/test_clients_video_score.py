@@ -6,8 +6,12 @@ import imageio.v2 as imageio
 import numpy as np
 import pytest
 
-from reward_clients.errors import RewardServiceError
-from reward_clients.video_score_client import VideoScoreClient, sample_indices, write_mp4
+from evolve_envs.reward.clients.errors import RewardServiceError
+from evolve_envs.reward.clients.video_score_client import (
+    VideoScoreClient,
+    sample_indices,
+    write_mp4,
+)
 from tests.clients.client_helpers import arm_fault, free_port, paint, within_guard
 
 

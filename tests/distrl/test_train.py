@@ -117,7 +117,7 @@ def test_train_command_on_reach_place_with_rewards_from_the_service(ray_local, t
     from evolve_envs.cli import main
 
     run_dir = tmp_path / "rp"
-    config = str(ROOT / "configs" / "distrl" / "reach_place.yaml")
+    config = str(ROOT / "evolve_envs" / "configs" / "distrl" / "reach_place.yaml")
     argv = ["train", "--config", config, "--run-dir", str(run_dir), "--minutes", "0.2"]
     record = [f"record.dir={tmp_path / 'rec'}", "record.camera=image"]  # the workers record too
     assert main([*argv, "--no-progress-bar", *SHORT_REACH_PLACE, *record]) == 0
@@ -133,7 +133,7 @@ def test_train_command_on_reach_place_with_rewards_from_the_service(ray_local, t
     ckpt = load_checkpoint(run_dir)
     assert ckpt["counters"]["updates"] == int(rows[-1]["updates_total"])
     assert (run_dir / "tensorboard").is_dir() and (run_dir / "summary.json").is_file()
-    from wrappers.recording import open_recording
+    from evolve_envs.wrappers.recording import open_recording
 
     recorded = open_recording(tmp_path / "rec")
     assert len(recorded) >= 1 and recorded[0].meta["task"].startswith("pick up the red block")
@@ -148,7 +148,7 @@ def test_a_dead_reward_service_stops_the_run_at_start_up(ray_local, tmp_path, ca
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    config = str(ROOT / "configs" / "distrl" / "reach_place.yaml")
+    config = str(ROOT / "evolve_envs" / "configs" / "distrl" / "reach_place.yaml")
     rc = main(
         ["train", "--config", config, "--run-dir", str(tmp_path / "dead"), "--minutes", "1",
          f"reward_model.endpoint=http://127.0.0.1:{port}", "reward_model.timeout=2",
@@ -168,10 +168,10 @@ def test_a_reward_service_outage_mid_run_follows_the_fail_fast_policy(ray_local,
     import threading
 
     from evolve_envs.cli import main
-    from reward_service.embedded import EmbeddedService
+    from evolve_envs.reward.service.embedded import EmbeddedService
 
     svc = EmbeddedService("mock", {"rule": "reach_place"}).start()
-    config = str(ROOT / "configs" / "distrl" / "reach_place.yaml")
+    config = str(ROOT / "evolve_envs" / "configs" / "distrl" / "reach_place.yaml")
     metrics = tmp_path / "out" / "metrics.csv"
     quit_waiting = threading.Event()
 

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from reward_clients.progress_client import ProgressClient
-from reward_service.embedded import EmbeddedService
+from evolve_envs.reward.clients.progress_client import ProgressClient
+from evolve_envs.reward.service.embedded import EmbeddedService
 
 
 @pytest.fixture(scope="session")

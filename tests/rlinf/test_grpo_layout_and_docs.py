@@ -49,7 +49,9 @@ def test_readme_grpo_snippet_runs() -> None:
 
 
 def test_filter_bounds_agree_across_docstring_readme_and_config() -> None:
-    cfg = yaml.safe_load((ROOT / "configs/rlinf/libero_10_grpo_openvlaoft.yaml").read_text())
+    cfg = yaml.safe_load(
+        (ROOT / "evolve_envs/configs/rlinf/libero_10_grpo_openvlaoft.yaml").read_text()
+    )
     lo, hi = cfg["algorithm"]["rewards_lower_bound"], cfg["algorithm"]["rewards_upper_bound"]
     doc = grpo.reward_filter_mask.__doc__ or ""
     assert f"({lo}, {hi})" in doc

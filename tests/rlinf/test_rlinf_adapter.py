@@ -21,9 +21,9 @@ from evolve_envs.integrations.rlinf import (
     build_progress_stack,
     wrap_env_from_config,
 )
-from reward_clients.progress_client import ProgressClient
+from evolve_envs.reward.clients.progress_client import ProgressClient
+from evolve_envs.wrappers.progress_tracker import ProgressTracker, TrackerSettings
 from tests.rlinf.standin_env import StandinLiberoEnv, grey, standin_cfg
-from wrappers.progress_tracker import ProgressTracker, TrackerSettings
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -422,7 +422,7 @@ def test_env_variables_override_the_block(mock_service):
 
 
 def test_example_yaml_mirrors_rlinf_and_validates():
-    path = REPO / "configs" / "rlinf" / "libero_10_grpo_openvlaoft.yaml"
+    path = REPO / "evolve_envs" / "configs" / "rlinf" / "libero_10_grpo_openvlaoft.yaml"
     cfg = yaml.safe_load(path.read_text())
     assert cfg["algorithm"]["adv_type"] == "grpo"
     assert cfg["env"]["train"]["auto_reset"] is False

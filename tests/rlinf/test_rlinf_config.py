@@ -1,4 +1,5 @@
-"""``configs/rlinf/libero_10_grpo_openvlaoft.yaml`` composes against RLinf 0.3.0's config tree.
+"""``evolve_envs/configs/rlinf/libero_10_grpo_openvlaoft.yaml`` composes against RLinf 0.3.0's
+config tree.
 
 RLinf's launch script composes our config with Hydra, with RLinf's example config directory on
 the search path (``EMBODIED_PATH``). The pip package does not ship that directory, so the groups
@@ -22,7 +23,9 @@ def composed(monkeypatch):
     from hydra import compose, initialize_config_dir
 
     monkeypatch.setenv("EMBODIED_PATH", str(EMBODIED))
-    with initialize_config_dir(config_dir=str(REPO / "configs" / "rlinf"), version_base="1.1"):
+    with initialize_config_dir(
+        config_dir=str(REPO / "evolve_envs" / "configs" / "rlinf"), version_base="1.1"
+    ):
         return compose(config_name="libero_10_grpo_openvlaoft")
 
 
@@ -108,7 +111,11 @@ def test_reward_model_options_shown_commented_out_are_valid():
 
     from evolve_envs.config import load_config
 
-    lines = (REPO / "configs" / "rlinf" / "libero_10_grpo_openvlaoft.yaml").read_text().splitlines()
+    lines = (
+        (REPO / "evolve_envs" / "configs" / "rlinf" / "libero_10_grpo_openvlaoft.yaml")
+        .read_text()
+        .splitlines()
+    )
     start = lines.index("    reward_model:")
     end = next(i for i in range(start + 1, len(lines)) if re.match(r"^ {0,4}\S", lines[i]))
     option = re.compile(r"^( {6})# ( *[a-z_]+:(?: .*)?)$")  # a commented-out key, not prose

@@ -1,6 +1,6 @@
 """The documented RLinf launch on a machine without CUDA, end to end.
 
-``python -m evolve_envs.integrations.rlinf_launch SCRIPT --config-path configs/rlinf
+``python -m evolve_envs.integrations.rlinf_launch SCRIPT --config-path evolve_envs/configs/rlinf
 --config-name libero_10_grpo_openvlaoft`` with RLinf 0.3.0's config groups on Hydra's search path,
 real Ray, real LIBERO envs in the env worker and the real reward server (mock backend). Without
 CUDA the launch must start the ``ProgressEnvWorker`` group, build the wrapped LIBERO envs, step
@@ -46,7 +46,7 @@ def launch(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
         "evolve_envs.integrations.rlinf_launch",
         str(script),
         "--config-path",
-        str(REPO / "configs" / "rlinf"),
+        str(REPO / "evolve_envs" / "configs" / "rlinf"),
         "--config-name",
         "libero_10_grpo_openvlaoft",
         f"runner.logger.log_path={tmp_path}/results",

@@ -48,7 +48,7 @@ def test_cli_reports_bad_config(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 def test_rollout_embeds_the_configured_backend(tmp_path: Path) -> None:
     """The embedded service uses the config's ``embedded_backend`` and its kwargs."""
-    from reward_service.embedded import EmbeddedServiceError
+    from evolve_envs.reward.service.embedded import EmbeddedServiceError
 
     cfg = {
         **CONFIG,

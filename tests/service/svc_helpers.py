@@ -8,7 +8,7 @@ import io
 import numpy as np
 from PIL import Image
 
-from reward_service.backends.mock import paint_level
+from evolve_envs.reward.service.backends.mock import paint_level
 
 TOKEN = "test-token-3f9c"
 

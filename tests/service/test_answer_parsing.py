@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reward_service.backends.answer_parsing import (
+from evolve_envs.reward.service.backends.answer_parsing import (
     answer_text,
     parse_critic,
     parse_score,

@@ -14,10 +14,10 @@ import httpx
 import numpy as np
 import pytest
 
-from reward_protocol.pickle_codec import safe_pickle_dumps, safe_pickle_loads
-from reward_service.app import create_app
-from reward_service.backends import UnknownBackendError
-from reward_service.embedded import EmbeddedService
+from evolve_envs.reward.protocol.pickle_codec import safe_pickle_dumps, safe_pickle_loads
+from evolve_envs.reward.service.app import create_app
+from evolve_envs.reward.service.backends import UnknownBackendError
+from evolve_envs.reward.service.embedded import EmbeddedService
 from tests.service.svc_helpers import TOKEN, assert_json_error, encode, image_bytes, painted_b64
 
 TINY = painted_b64(10, size=8)
@@ -304,7 +304,7 @@ def test_unknown_backend_in_create_app() -> None:
 
 def test_unknown_backend_on_command_line() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "reward_service.server", "--backend", "nope"],
+        [sys.executable, "-m", "evolve_envs.reward.service.server", "--backend", "nope"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -318,7 +318,7 @@ def test_bad_backend_kwargs_on_command_line() -> None:
         [
             sys.executable,
             "-m",
-            "reward_service.server",
+            "evolve_envs.reward.service.server",
             "--backend",
             "mock",
             "--backend-kwargs",

@@ -36,7 +36,7 @@ def _script() -> list[str]:
     if exe.exists():
         return [str(exe)]
     found = shutil.which("evolve-reward-server")
-    return [found] if found else [sys.executable, "-m", "reward_service.server"]
+    return [found] if found else [sys.executable, "-m", "evolve_envs.reward.service.server"]
 
 
 def test_console_script_serves_openapi_with_every_route(tmp_path: Path) -> None:
@@ -91,7 +91,7 @@ def test_server_warns_when_exposed_without_token(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "reward_service.server",
+            "evolve_envs.reward.service.server",
             "--backend",
             "mock",
             "--host",
@@ -128,7 +128,7 @@ def test_server_warns_when_exposed_without_token(tmp_path: Path) -> None:
 @pytest.mark.parametrize("flag", ["--help"])
 def test_module_entry_point_help(flag: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "reward_service.server", flag],
+        [sys.executable, "-m", "evolve_envs.reward.service.server", flag],
         capture_output=True,
         text=True,
         timeout=60,

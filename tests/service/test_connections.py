@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from reward_service.embedded import EmbeddedService
+from evolve_envs.reward.service.embedded import EmbeddedService
 from tests.service.svc_helpers import painted_b64
 
 MAX_CONNECTIONS = 20

@@ -9,8 +9,8 @@ import httpx
 import pydantic
 import pytest
 
-from reward_protocol.pickle_codec import safe_pickle_dumps, safe_pickle_loads
-from reward_protocol.wire import (
+from evolve_envs.reward.protocol.pickle_codec import safe_pickle_dumps, safe_pickle_loads
+from evolve_envs.reward.protocol.wire import (
     DoneResponse,
     PairwiseCriticResponse,
     PickleScoreResponse,
@@ -131,7 +131,7 @@ def test_fault_routes_absent_unless_enabled(restricted_free_url: str) -> None:
 
 @pytest.fixture(scope="module")
 def restricted_free_url():  # noqa: ANN201
-    from reward_service.embedded import EmbeddedService
+    from evolve_envs.reward.service.embedded import EmbeddedService
 
     with EmbeddedService("mock") as svc:
         yield svc.url
@@ -143,10 +143,11 @@ def test_production_apps_carry_no_fault_injection() -> None:
 
     code = (
         "import sys\n"
-        "from reward_service.app import create_app\n"
+        "from evolve_envs.reward.service.app import create_app\n"
         "app = create_app('mock', backend_kwargs={'latency_ms': 0})\n"
         "paths = {getattr(r, 'path', '') for r in app.routes}\n"
-        "print('reward_service.faults' in sys.modules, any(p.startswith('/admin') for p in paths))"
+        "print('evolve_envs.reward.service.faults' in sys.modules,"
+        " any(p.startswith('/admin') for p in paths))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]

@@ -51,7 +51,7 @@ def test_launcher_two_servers_pinned_and_stopped(tmp_path: Path, stop_signal: in
         [
             sys.executable,
             "-m",
-            "reward_service.launcher",
+            "evolve_envs.reward.service.launcher",
             "--backend",
             "mock",
             "--base-port",
@@ -113,7 +113,7 @@ def test_launcher_reports_a_server_that_cannot_start(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "reward_service.launcher",
+            "evolve_envs.reward.service.launcher",
             "--backend",
             "mock",
             "--base-port",
@@ -141,7 +141,15 @@ def test_launcher_reports_a_server_that_cannot_start(tmp_path: Path) -> None:
 
 def test_launcher_rejects_bad_gpu_ids() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "reward_service.launcher", "--backend", "mock", "--gpu-ids", "0,0"],
+        [
+            sys.executable,
+            "-m",
+            "evolve_envs.reward.service.launcher",
+            "--backend",
+            "mock",
+            "--gpu-ids",
+            "0,0",
+        ],
         capture_output=True,
         text=True,
         timeout=60,

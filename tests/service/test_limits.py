@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from reward_service.embedded import EmbeddedService
-from reward_service.image_decoding import (
+from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.image_decoding import (
     ImageDecodeError,
     ImageTooLargeError,
     PixelBudget,

@@ -6,7 +6,7 @@ import threading
 
 import httpx
 
-from reward_service.backends.mock import mock_critic
+from evolve_envs.reward.service.backends.mock import mock_critic
 from tests.service.svc_helpers import painted_b64
 
 CLIENTS = 32

@@ -7,16 +7,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reward_service.backends import UnknownBackendError, make_backend
-from reward_service.backends.base import CriticItem, DoneItem, ImageScoreItem, VideoItem
-from reward_service.backends.mock import (
+from evolve_envs.reward.service.backends import UnknownBackendError, make_backend
+from evolve_envs.reward.service.backends.base import CriticItem, DoneItem, ImageScoreItem, VideoItem
+from evolve_envs.reward.service.backends.mock import (
     MockBackend,
     change_progress,
     intensity_progress,
     mock_critic,
     paint_level,
 )
-from reward_service.video_decoding import sample_indices
+from evolve_envs.reward.service.video_decoding import sample_indices
 
 
 @given(st.integers(0, 100))

@@ -9,15 +9,19 @@ import pickle
 import pydantic
 import pytest
 
-from reward_protocol.pickle_codec import UnsafePickleError, safe_pickle_dumps, safe_pickle_loads
-from reward_protocol.wire import (
+from evolve_envs.reward.protocol.pickle_codec import (
+    UnsafePickleError,
+    safe_pickle_dumps,
+    safe_pickle_loads,
+)
+from evolve_envs.reward.protocol.wire import (
     Capabilities,
     PickleScoreRequest,
     ScoreRequest,
     TrajectoryCriticRequest,
     TrajectoryCriticResponse,
 )
-from reward_service.faults import FaultSpec
+from evolve_envs.reward.service.faults import FaultSpec
 
 
 class _Evil:

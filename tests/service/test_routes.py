@@ -8,14 +8,14 @@ import threading
 import httpx
 import pytest
 
-from reward_protocol.pickle_codec import safe_pickle_dumps, safe_pickle_loads
-from reward_protocol.wire import (
+from evolve_envs.reward.protocol.pickle_codec import safe_pickle_dumps, safe_pickle_loads
+from evolve_envs.reward.protocol.wire import (
     Capabilities,
     HealthResponse,
     ScoreResponse,
     TrajectoryCriticResponse,
 )
-from reward_service.backends.mock import mock_critic
+from evolve_envs.reward.service.backends.mock import mock_critic
 from tests.service.svc_helpers import encode, image_bytes, painted, painted_b64, write_video
 
 
@@ -233,7 +233,7 @@ def test_metrics_in_prometheus_text_for_a_scraper(client: httpx.Client) -> None:
 
 
 def test_two_metrics_objects_in_one_process_do_not_clash() -> None:
-    from reward_service.metrics import Metrics, wants_prometheus
+    from evolve_envs.reward.service.metrics import Metrics, wants_prometheus
 
     a, b = Metrics(), Metrics()
     a.record_request("/done", 200, 0.01)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from reward_protocol.wire import (
+from evolve_envs.reward.protocol.wire import (
     Capabilities,
     DoneResponse,
     PairwiseCriticResponse,

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from reward_service.embedded import EmbeddedService
+from evolve_envs.reward.service.embedded import EmbeddedService
 from tests.service.svc_helpers import assert_json_error, write_video
 
 
@@ -97,7 +97,7 @@ def test_frame_side_and_caller_knobs_are_checked_before_decoding(
 
 
 def test_decoding_work_is_bounded_from_the_container_header(tmp_path: Path) -> None:
-    from reward_service.video_decoding import VideoTooLargeError, read_video_bytes
+    from evolve_envs.reward.service.video_decoding import VideoTooLargeError, read_video_bytes
 
     path = tmp_path / "v.mp4"
     write_video(str(path), [10] * 12, size=64)  # 12 frames of 64x64 = 49,152 pixels to decode

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from reward_service.backends import make_backend
-from reward_service.backends.base import BackendError
+from evolve_envs.reward.service.backends import make_backend
+from evolve_envs.reward.service.backends.base import BackendError
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("evo_vlac") is not None, reason="the VLAC package is installed"
@@ -23,7 +23,15 @@ def test_missing_vlac_package_is_named() -> None:
 
 def test_server_reports_missing_vlac_package() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "reward_service.server", "--backend", "vlac", "--ckpt-path", "/x"],
+        [
+            sys.executable,
+            "-m",
+            "evolve_envs.reward.service.server",
+            "--backend",
+            "vlac",
+            "--ckpt-path",
+            "/x",
+        ],
         capture_output=True,
         text=True,
         timeout=60,

@@ -17,16 +17,16 @@ import httpx
 import numpy as np
 import pytest
 
-from reward_protocol.pickle_codec import safe_pickle_dumps, safe_pickle_loads
-from reward_protocol.wire import (
+from evolve_envs.reward.protocol.pickle_codec import safe_pickle_dumps, safe_pickle_loads
+from evolve_envs.reward.protocol.wire import (
     Capabilities,
     DoneResponse,
     PairwiseCriticResponse,
     ScoreResponse,
     TrajectoryCriticResponse,
 )
-from reward_service.backends.answer_parsing import parse_score
-from reward_service.embedded import EmbeddedService
+from evolve_envs.reward.service.backends.answer_parsing import parse_score
+from evolve_envs.reward.service.embedded import EmbeddedService
 from tests.service.svc_helpers import image_bytes, painted, painted_b64, write_video
 
 pytest.importorskip("torch")
@@ -134,8 +134,13 @@ def test_vlm_bad_input_still_answered(vlm: httpx.Client) -> None:
 
 def test_vlm_fallback_on_answers_without_numbers(tiny_model_dir: Path) -> None:
     """Suppressing every token that holds a digit forces unparsable answers: fallbacks apply."""
-    from reward_service.backends.base import CriticItem, DoneItem, ImageScoreItem, VideoItem
-    from reward_service.backends.vlm import VLMBackend
+    from evolve_envs.reward.service.backends.base import (
+        CriticItem,
+        DoneItem,
+        ImageScoreItem,
+        VideoItem,
+    )
+    from evolve_envs.reward.service.backends.vlm import VLMBackend
 
     probe = VLMBackend(str(tiny_model_dir), device=DEVICE)
     vocab = probe.tokenizer.get_vocab()
@@ -159,7 +164,7 @@ def test_vlm_fallback_on_answers_without_numbers(tiny_model_dir: Path) -> None:
 
 
 def test_vlm_needs_a_local_model_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from reward_service.backends.vlm import VLMBackend
+    from evolve_envs.reward.service.backends.vlm import VLMBackend
 
     monkeypatch.delenv("VLAC_CKPT_PATH", raising=False)
     with pytest.raises(ValueError, match="needs a model directory"):
@@ -175,8 +180,8 @@ def test_vlm_needs_a_local_model_path(tmp_path: Path, monkeypatch: pytest.Monkey
 
 def test_vlm_frames_batch_shapes(tiny_model_dir: Path) -> None:
     """A batch of 8 pairs at 448 x 448 (the service's batch shape) gives 8 answers."""
-    from reward_service.backends.base import CriticItem
-    from reward_service.backends.vlm import VLMBackend
+    from evolve_envs.reward.service.backends.base import CriticItem
+    from evolve_envs.reward.service.backends.vlm import VLMBackend
 
     backend = VLMBackend(str(tiny_model_dir), device=DEVICE, max_new_tokens=4)
     frames = [np.full((448, 448, 3), v, np.uint8) for v in range(0, 256, 32)]

@@ -20,8 +20,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from reward_service.backends.base import BackendError, CriticItem, DoneItem, VideoItem
-from reward_service.embedded import EmbeddedService
+from evolve_envs.reward.service.backends.base import BackendError, CriticItem, DoneItem, VideoItem
+from evolve_envs.reward.service.embedded import EmbeddedService
 from tests.service.svc_helpers import painted, painted_b64
 
 pytestmark = pytest.mark.slow
@@ -71,14 +71,14 @@ def chat_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
 
 
 def _backend(chat_server: tuple[str, str], **kw: object):
-    from reward_service.backends import make_backend
+    from evolve_envs.reward.service.backends import make_backend
 
     base_url, model = chat_server
     return make_backend("openai", base_url=base_url, model=model, max_new_tokens=6, **kw)
 
 
 def test_every_judgement_round_trips_through_the_server(chat_server) -> None:
-    from reward_service.backends.answer_parsing import parse_score
+    from evolve_envs.reward.service.backends.answer_parsing import parse_score
 
     be = _backend(chat_server, fallback_critic=7.0, fallback_score=0.25, max_concurrency=2)
     try:
@@ -100,7 +100,7 @@ def test_every_judgement_round_trips_through_the_server(chat_server) -> None:
 
 
 def test_dead_server_fails_fast_with_a_clear_error() -> None:
-    from reward_service.backends import make_backend
+    from evolve_envs.reward.service.backends import make_backend
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -130,7 +130,7 @@ def test_served_by_the_reward_server(chat_server) -> None:
 
 def test_caller_token_cap_applies_to_the_openai_backend() -> None:
     """The server-side cap on a caller's `max_new_tokens` holds for the openai backend too."""
-    from reward_service.backends import make_backend
+    from evolve_envs.reward.service.backends import make_backend
 
     be = make_backend(
         "openai", base_url="http://127.0.0.1:9/v1", model="m", caller_max_new_tokens=8

@@ -9,8 +9,8 @@ import sys
 def test_without_ray_init_it_fails_fast_and_starts_no_ray() -> None:
     code = (
         "import ray\n"
-        "from reward_clients.ray_handle_pool import RayHandlePool\n"
-        "from reward_clients.errors import RewardServiceError\n"
+        "from evolve_envs.reward.clients.ray_handle_pool import RayHandlePool\n"
+        "from evolve_envs.reward.clients.errors import RewardServiceError\n"
         "try:\n"
         "    RayHandlePool('ray://reward', max_retries=0).request('GET', '/health')\n"
         "except RewardServiceError as exc:\n"

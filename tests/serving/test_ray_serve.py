@@ -12,11 +12,11 @@ import pytest
 import yaml
 
 from evolve_envs.config import RewardModelConfig
-from evolve_envs.factory import reward_endpoints
-from reward_clients.errors import RewardServiceError
-from reward_clients.progress_client import ProgressClient
-from reward_clients.ray_handle_pool import RayHandlePool
-from reward_clients.results import CallResult
+from evolve_envs.reward.clients.errors import RewardServiceError
+from evolve_envs.reward.clients.progress_client import ProgressClient
+from evolve_envs.reward.clients.ray_handle_pool import RayHandlePool
+from evolve_envs.reward.clients.results import CallResult
+from evolve_envs.reward_model import reward_endpoints
 from tests.service.svc_helpers import painted, painted_b64
 
 pytestmark = pytest.mark.slow
@@ -112,14 +112,14 @@ def test_ray_actors_call_through_the_handle_and_batches_coalesce(serve_service, 
     @ray.remote(num_cpus=0)
     class Worker:
         def __init__(self, endpoint: str) -> None:
-            from evolve_envs.config import RewardModelConfig
-            from evolve_envs.factory import progress_client, reward_endpoints
+            from evolve_envs.config import ProgressModelConfig
+            from evolve_envs.reward_model import open_reward_model
 
-            rm = RewardModelConfig(endpoint=endpoint, enable=True)
-            self.client = progress_client(rm, reward_endpoints(rm))
+            rm = ProgressModelConfig(endpoint=endpoint, enable=True)
+            self.client = open_reward_model(rm).client
 
         def critic(self, level: int) -> tuple[float, str]:
-            from reward_service.backends.mock import paint_level
+            from evolve_envs.reward.service.backends.mock import paint_level
 
             a, b = (np.full((64, 64, 3), paint_level(p), np.uint8) for p in (0, level))
             r = self.client.pairwise_critic("t", a, b)
@@ -168,19 +168,19 @@ def test_concurrent_handle_calls_share_backend_batches(serve_service, client) ->
 def test_shipped_serve_configs_are_valid(name: str) -> None:
     from ray.serve.schema import ServeDeploySchema
 
-    from reward_service.ray_serve import build_app
+    from evolve_envs.reward.service.ray_serve import build_app
 
     cfg = ServeDeploySchema.model_validate(
-        yaml.safe_load((ROOT / "configs/serve" / name).read_text())
+        yaml.safe_load((ROOT / "evolve_envs/configs/serve" / name).read_text())
     )
     (app,) = cfg.applications
-    assert app.import_path == "reward_service.ray_serve:build_app"
+    assert app.import_path == "evolve_envs.reward.service.ray_serve:build_app"
     built = build_app(app.args)
     assert type(built).__name__ == "Application"
 
 
 def test_build_app_rejects_unknown_arguments() -> None:
-    from reward_service.ray_serve import build_app
+    from evolve_envs.reward.service.ray_serve import build_app
 
     with pytest.raises(ValueError, match="unknown Serve application arguments"):
         build_app({"backend": "mock", "replica": 2})
@@ -204,7 +204,15 @@ def test_server_cli_engine_ray_deploys_on_a_cluster(serve_service, client, tmp_p
     import ray
 
     port = int(serve_service.url.rsplit(":", 1)[1])
-    cmd = [sys.executable, "-m", "reward_service.server", "--engine", "ray", "--backend", "mock"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "evolve_envs.reward.service.server",
+        "--engine",
+        "ray",
+        "--backend",
+        "mock",
+    ]
     cmd += ["--address", ray.get_runtime_context().gcs_address, "--app-name", "cli"]
     cmd += ["--route-prefix", "/cli", "--replicas", "1", "--num-cpus", "0.25"]
     cmd += ["--port", str(port), "--exit-on-stdin-eof", "--backend-kwargs", '{"rule": "intensity"}']

@@ -17,8 +17,8 @@ import httpx
 import numpy as np
 import pytest
 
-from reward_service.backends.base import BackendError, CriticItem, DoneItem
-from reward_service.embedded import EmbeddedService
+from evolve_envs.reward.service.backends.base import BackendError, CriticItem, DoneItem
+from evolve_envs.reward.service.embedded import EmbeddedService
 from tests.service.svc_helpers import painted, painted_b64
 
 STANDIN = str(Path(__file__).parent / "vlac_standin")
@@ -35,7 +35,7 @@ def vlac(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
 
 
 def _backend(tmp_path: Path, **kw: object) -> object:
-    from reward_service.backends import make_backend
+    from evolve_envs.reward.service.backends import make_backend
 
     return make_backend("vlac", ckpt_path=str(tmp_path), device="cpu", **kw)
 

@@ -12,9 +12,9 @@ import simplejpeg
 import evolve_envs  # noqa: F401  (registers the ids)
 from evolve_envs.config import ConfigError
 from evolve_envs.factory import make_env
+from evolve_envs.reward.service.backends import scene_rules
+from evolve_envs.reward.service.backends.mock import MockBackend
 from evolve_envs.synthetic import COLORS, ReachPlaceEnv, scripted_action
-from reward_service.backends import scene_rules
-from reward_service.backends.mock import MockBackend
 
 
 def _jpeg(frame: np.ndarray) -> np.ndarray:

@@ -1,6 +1,6 @@
-"""The reward-hacking alarm (wrappers/hacking_alarm.py): the detector on scripted episode
-outcomes, and the wrapper end to end through make_env and a real reward server (mock backend,
-intensity rule: the painted grey level is the progress the model reads)."""
+"""The reward-hacking alarm (evolve_envs/wrappers/hacking_alarm.py): the detector on scripted
+episode outcomes, and the wrapper end to end through make_env and a real reward server (mock
+backend, intensity rule: the painted grey level is the progress the model reads)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ import pytest
 
 from evolve_envs.config import ConfigError, load_config
 from evolve_envs.factory import make_env
-from reward_service.embedded import EmbeddedService
-from tests.helpers.synthetic_env import SyntheticProgressEnv
-from wrappers.hacking_alarm import (
+from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.wrappers.hacking_alarm import (
     AlarmSettings,
     HackingAlarm,
     HackingDetector,
     RewardHackingWarning,
 )
+from tests.helpers.synthetic_env import SyntheticProgressEnv
 
 W = 10  # window and baseline of these tests
 
@@ -90,7 +90,7 @@ def test_tasks_are_watched_separately() -> None:
 
 
 def test_score_max_reads_max_progress() -> None:
-    from wrappers.hacking_alarm import episode_score
+    from evolve_envs.wrappers.hacking_alarm import episode_score
 
     summary = {"progress": 40.0, "max_progress": 90.0}
     assert episode_score(summary) == pytest.approx(0.4)

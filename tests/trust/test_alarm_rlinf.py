@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from evolve_envs.integrations.rlinf import RLinfProgressReward
-from reward_service.embedded import EmbeddedService
+from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.wrappers.hacking_alarm import RewardHackingWarning
 from tests.rlinf.standin_env import StandinLiberoEnv, standin_cfg
-from wrappers.hacking_alarm import RewardHackingWarning
 
 STEPS, CHUNK = 12, 4
 

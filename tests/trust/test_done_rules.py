@@ -1,4 +1,4 @@
-"""Done rules (wrappers/done_rules.py) and the audit of model termination.
+"""Done rules (evolve_envs/wrappers/done_rules.py) and the audit of model termination.
 
 The rule logic is checked on scripted check sequences; the k-of-n rule is then compared with the
 plain threshold on noisy painted episodes scored by a real reward server (mock backend, intensity
@@ -14,16 +14,16 @@ import gymnasium as gym
 import pytest
 
 from evolve_envs.config import ConfigError, load_config
-from reward_clients.progress_client import ProgressClient
-from reward_service.embedded import EmbeddedService
-from tests.helpers.synthetic_env import SyntheticProgressEnv
-from wrappers.done_rules import DoneRule, TerminationAudit
-from wrappers.frame_cache import FrameCache
-from wrappers.progress_reward import ProgressReward
-from wrappers.progress_tracker import (
+from evolve_envs.reward.clients.progress_client import ProgressClient
+from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.wrappers.done_rules import DoneRule, TerminationAudit
+from evolve_envs.wrappers.frame_cache import FrameCache
+from evolve_envs.wrappers.progress_reward import ProgressReward
+from evolve_envs.wrappers.progress_tracker import (
     TrackerSettings,
     check_capabilities,
 )
+from tests.helpers.synthetic_env import SyntheticProgressEnv
 
 # ---------------------------------------------------------------------------- pure rule logic
 

@@ -28,8 +28,8 @@ from evolve_envs.calibrate import (
 from evolve_envs.cli import main as cli_main
 from evolve_envs.factory import make_env
 from evolve_envs.synthetic import play_behaviours, scripted_action
-from wrappers.record_episodes import wrap_recording
-from wrappers.recording import EpisodeWriter, open_recording
+from evolve_envs.wrappers.record_episodes import wrap_recording
+from evolve_envs.wrappers.recording import EpisodeWriter, open_recording
 
 BEHAVIOURS = {"task": 4, "distractor": 3, "random": 3}
 
@@ -344,7 +344,7 @@ def test_report_per_task(recording: Path, tmp_path: Path) -> None:
 def test_a_dead_or_malformed_service_fails_before_any_scoring(
     recording: Path, tmp_path: Path, capsys
 ) -> None:  # noqa: ANN001
-    from reward_clients.service_check import ServiceUnavailableError
+    from evolve_envs.reward.clients.service_check import ServiceUnavailableError
 
     with pytest.raises(ValueError, match="expected a URL, mock:<rule>"):
         calibrate([recording], ["mock:reach_place", "gpu-1:8111"])

@@ -9,11 +9,11 @@ import pytest
 
 from evolve_envs.config import CONFIG_DIR, ConfigError, env_overrides, load_config
 from evolve_envs.factory import make_env
-from reward_service.embedded import EmbeddedService
+from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.wrappers.episode_score import EpisodeScoreReward
+from evolve_envs.wrappers.progress_reward import ProgressReward
+from evolve_envs.wrappers.progressive_horizon import ProgressiveHorizon
 from tests.helpers.synthetic_env import SyntheticProgressEnv
-from wrappers.episode_score import EpisodeScoreReward
-from wrappers.progress_reward import ProgressReward
-from wrappers.progressive_horizon import ProgressiveHorizon
 
 SEED_VARS = (
     "VLAC_SERVICE_URL",
@@ -201,14 +201,14 @@ def test_embedded_endpoint_starts_and_stops_a_shared_service() -> None:
           "embedded_backend_kwargs": {"rule": "intensity"}}  # fmt: skip
     kwargs = {"env_factory": SyntheticProgressEnv, "scripts": [[0, 40]], "max_episode_steps": 2}
     own = make_env(reward_model=rm, **kwargs)  # starts its own service, stops it in close()
-    owned = own.service
+    owned = own.reward_model.service
     assert owned.is_running()
     own.close()
     assert not owned.is_running()
     with EmbeddedService("mock", {"rule": "intensity"}) as svc:  # shared explicitly
         a = make_env(reward_model=rm, embedded_service=svc, **kwargs)
         b = make_env(reward_model=rm, embedded_service=svc, **kwargs)
-        assert a.service is None and b.service is None
+        assert a.reward_model.service is None and b.reward_model.service is None
         a.reset()
         assert a.step(a.action_space.sample())[1] == pytest.approx(0.4)
         a.close()
@@ -226,7 +226,7 @@ def test_embedded_endpoint_starts_and_stops_a_shared_service() -> None:
 )
 def test_tracker_settings_carry_every_key(dense: bool, binary: bool, reward_mode: str) -> None:
     """Each tracker setting comes from the block key of the same name (non-default values)."""
-    from wrappers.progress_tracker import TrackerSettings
+    from evolve_envs.wrappers.progress_tracker import TrackerSettings
 
     block = {
         "mode": "trajectory", "start_step": 3, "call_every": 7, "milestone_every": 21,

@@ -6,12 +6,12 @@ import gymnasium as gym
 import pytest
 
 from evolve_envs.factory import make_env
-from reward_clients.pickle_scorer_client import PickleScorerClient
-from reward_clients.video_score_client import VideoScoreClient
-from reward_service.embedded import EmbeddedService
+from evolve_envs.reward.clients.pickle_scorer_client import PickleScorerClient
+from evolve_envs.reward.clients.video_score_client import VideoScoreClient
+from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.wrappers.episode_score import EpisodeScoreReward
+from evolve_envs.wrappers.frame_cache import FrameCache
 from tests.helpers.synthetic_env import SyntheticProgressEnv
-from wrappers.episode_score import EpisodeScoreReward
-from wrappers.frame_cache import FrameCache
 
 SCRIPT = [0, 10, 20, 30, 40, 50, 60, 70, 80]  # last frame: score 0.8
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from evolve_envs.factory import make_env
-from reward_clients.errors import RewardServiceError
-from reward_service.embedded import EmbeddedService
+from evolve_envs.reward.clients.errors import RewardServiceError
+from evolve_envs.reward.service.embedded import EmbeddedService
 from tests.helpers.synthetic_env import SyntheticProgressEnv
 
 SCRIPT = [0, 5, 10, 20, 40, 30, 20, 25, 30, 40, 50, 60, 70, 80, 90]

@@ -6,9 +6,14 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from evolve_envs.wrappers.frame_cache import (
+    FrameCache,
+    FrameStore,
+    find_frame_store,
+    uniform_indices,
+)
+from evolve_envs.wrappers.progressive_horizon import ProgressiveHorizon, parse_stages
 from tests.helpers.synthetic_env import SyntheticProgressEnv, grey_level
-from wrappers.frame_cache import FrameCache, FrameStore, find_frame_store, uniform_indices
-from wrappers.progressive_horizon import ProgressiveHorizon, parse_stages
 
 
 def scene(step: int, size: int = 256) -> np.ndarray:

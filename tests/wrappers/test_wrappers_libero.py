@@ -10,7 +10,7 @@ import pytest
 
 from evolve_envs.config import CONFIG_DIR
 from evolve_envs.factory import make_env
-from wrappers.progress_reward import ProgressReward
+from evolve_envs.wrappers.progress_reward import ProgressReward
 
 pytestmark = pytest.mark.libero
 

@@ -13,11 +13,11 @@ import math
 import gymnasium as gym
 import pytest
 
-from reward_clients.progress_client import ProgressClient
+from evolve_envs.reward.clients.progress_client import ProgressClient
+from evolve_envs.wrappers.frame_cache import FrameCache
+from evolve_envs.wrappers.progress_reward import ProgressReward
+from evolve_envs.wrappers.settings import ConfigError
 from tests.helpers.synthetic_env import SyntheticProgressEnv
-from wrappers.frame_cache import FrameCache
-from wrappers.progress_reward import ProgressReward
-from wrappers.settings import ConfigError
 
 # step:   0  1   2   3   4   5   6   7   8   9  10  11  12  13  14
 DIP = [0, 5, 10, 20, 40, 30, 20, 25, 30, 40, 50, 60, 70, 80, 90]

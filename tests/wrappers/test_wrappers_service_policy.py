@@ -15,13 +15,13 @@ import pytest
 
 from evolve_envs.factory import make_env
 from evolve_envs.integrations.rlinf import build_progress_stack
-from reward_clients.endpoint_pool import EndpointPool
-from reward_clients.errors import ErrorKind, RewardServiceError
-from reward_clients.service_check import ServiceUnavailableError
-from reward_service.embedded import EmbeddedService
+from evolve_envs.reward.clients.endpoint_pool import EndpointPool
+from evolve_envs.reward.clients.errors import ErrorKind, RewardServiceError
+from evolve_envs.reward.clients.service_check import ServiceUnavailableError
+from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.wrappers.frame_cache import FrameCache
+from evolve_envs.wrappers.progress_reward import ProgressReward
 from tests.helpers.synthetic_env import SyntheticProgressEnv
-from wrappers.frame_cache import FrameCache
-from wrappers.progress_reward import ProgressReward
 
 TOKEN = "s3cret-token"
 SCRIPT = [0, 5, 10, 20, 40, 30, 20, 25, 30, 40, 50, 60, 70, 80, 90]  # ends at 90 %

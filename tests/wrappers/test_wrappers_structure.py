@@ -16,10 +16,10 @@ from evolve_envs.config import (
     load_config,
 )
 from evolve_envs.factory import make_env
-from reward_clients.progress_client import ProgressClient
+from evolve_envs.reward.clients.progress_client import ProgressClient
+from evolve_envs.wrappers.progress_tracker import ProgressTracker, TrackerSettings
+from evolve_envs.wrappers.settings import ConfigError as WrappersConfigError
 from tests.helpers.synthetic_env import SyntheticProgressEnv, paint
-from wrappers.progress_tracker import ProgressTracker, TrackerSettings
-from wrappers.settings import ConfigError as WrappersConfigError
 
 
 def test_one_config_error_class() -> None:

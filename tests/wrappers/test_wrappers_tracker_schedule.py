@@ -18,10 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reward_clients.results import CallResult
-from wrappers import progress_math as pm
-from wrappers.progress_tracker import ProgressTracker, TrackerSettings, episode_limit
-from wrappers.progressive_horizon import ProgressiveHorizon
+from evolve_envs.reward.clients.results import CallResult
+from evolve_envs.wrappers import progress_math as pm
+from evolve_envs.wrappers.progress_tracker import ProgressTracker, TrackerSettings, episode_limit
+from evolve_envs.wrappers.progressive_horizon import ProgressiveHorizon
 
 
 class Clock:

@@ -1,0 +1,60 @@
+"""HTTP clients for reward services: progress (VLAC-compatible), video score, pickle scorer.
+
+An :class:`EndpointPool` balances requests over the service replicas (whoever opens it closes
+it, or hands it to a client with ``close_pool=True``); each client speaks one protocol and returns
+:class:`CallResult` values, falling back (or raising :class:`RewardServiceError`) per its failure
+policy.
+
+Example (``httpx.MockTransport`` stands in for a service that reads any pair as 12.5 %):
+
+    >>> import httpx
+    >>> import numpy as np
+    >>> from evolve_envs.reward.clients import EndpointPool, ProgressClient
+    >>> service = httpx.MockTransport(lambda r: httpx.Response(200, json={"critic": 12.5}))
+    >>> frame_a = frame_b = np.zeros((32, 32, 3), np.uint8)
+    >>> with EndpointPool("http://127.0.0.1:8111", timeout=120, transport=service) as pool:
+    ...     ProgressClient(pool).pairwise_critic("open the drawer", frame_a, frame_b).value
+    12.5
+"""
+
+from evolve_envs.reward.clients.endpoint_pool import (
+    EndpointPool,
+    endpoints_from_env,
+    expand_endpoints,
+)
+from evolve_envs.reward.clients.errors import (
+    BadResponseError,
+    ErrorKind,
+    RequestRejectedError,
+    RewardServiceError,
+    ServiceTimeoutError,
+    ServiceUnreachableError,
+)
+from evolve_envs.reward.clients.failover_transport import FailoverTransport
+from evolve_envs.reward.clients.pickle_scorer_client import PickleScorerClient
+from evolve_envs.reward.clients.progress_client import DoneResult, ProgressClient, TrajectoryValues
+from evolve_envs.reward.clients.results import CallResult, ClientStats
+from evolve_envs.reward.clients.service_check import ServiceUnavailableError, check_service
+from evolve_envs.reward.clients.video_score_client import VideoScoreClient
+
+__all__ = [
+    "BadResponseError",
+    "CallResult",
+    "ClientStats",
+    "DoneResult",
+    "EndpointPool",
+    "ErrorKind",
+    "FailoverTransport",
+    "PickleScorerClient",
+    "ProgressClient",
+    "RequestRejectedError",
+    "RewardServiceError",
+    "ServiceTimeoutError",
+    "ServiceUnavailableError",
+    "ServiceUnreachableError",
+    "TrajectoryValues",
+    "VideoScoreClient",
+    "check_service",
+    "endpoints_from_env",
+    "expand_endpoints",
+]

@@ -1,0 +1,140 @@
+"""The exceptions reward clients raise when a reward service request fails: one base, four kinds.
+
+A failure always names three things: the endpoint (base URL, or ``None`` when no endpoint could
+be tried), the route (e.g. ``/pairwise-critic``) and the cause (connect error, timeout, HTTP
+status with the server's message, or an invalid response body). Catch the base,
+:class:`RewardServiceError`, or one branch of the tree:
+
+* :class:`ServiceUnreachableError` — no answer to use: connection refused or reset, every endpoint
+  down, the pool closed, or the service overloaded or failing (429, 5xx); worth retrying later;
+* :class:`ServiceTimeoutError` — an attempt or the whole call budget timed out;
+* :class:`RequestRejectedError` — the service refused this request (4xx but 429): fix the request;
+* :class:`BadResponseError` — a 2xx answer that breaks the protocol.
+
+Constructing :class:`RewardServiceError` with a ``kind`` (and ``status_code``) gives an instance
+of the matching branch.
+
+Example:
+    >>> err = RewardServiceError("http://127.0.0.1:8111", "/done", "HTTP 422: bad frame",
+    ...                          kind=ErrorKind.HTTP_STATUS, status_code=422)
+    >>> type(err).__name__, isinstance(err, RewardServiceError)
+    ('RequestRejectedError', True)
+    >>> type(RewardServiceError(None, "/done", "refused", kind=ErrorKind.CONNECT)).__name__
+    'ServiceUnreachableError'
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "RewardServiceError",
+    "ServiceUnreachableError",
+    "ServiceTimeoutError",
+    "RequestRejectedError",
+    "BadResponseError",
+    "ErrorKind",
+]
+
+
+class ErrorKind:
+    """Short machine-readable failure categories (``RewardServiceError.kind``)."""
+
+    CONNECT = "connect"  # connection refused / DNS / reset before a response
+    TIMEOUT = "timeout"  # connect, read, write or pool timeout, or total budget spent
+    HTTP_STATUS = "http_status"  # a non-2xx status (see ``status_code``)
+    INVALID_RESPONSE = "invalid_response"  # 2xx with a body that breaks the protocol
+    NO_ENDPOINT = "no_endpoint"  # every endpoint is marked down and not yet due for a probe
+    CLOSED = "closed"  # the pool or client was closed
+    LOCAL_IO = "local_io"  # the client could not write its request file (e.g. shared_dir)
+
+
+class RewardServiceError(RuntimeError):
+    """A reward service request failed; the message names endpoint, route and cause.
+
+    Attributes:
+        endpoint: base URL of the endpoint that failed last (``None`` if none was tried).
+        route: the request route, e.g. ``"/trajectory-critic"``.
+        cause: human-readable cause.
+        kind: one of :class:`ErrorKind`'s values.
+        status_code: HTTP status for ``kind == "http_status"``, else ``None``.
+        attempts: how many HTTP attempts were made (retries + 1).
+
+    Example:
+        >>> raise RewardServiceError("http://127.0.0.1:8111", "/done", "HTTP 503: overloaded")
+        Traceback (most recent call last):
+        ...
+        evolve_envs.reward.clients.errors.RewardServiceError: reward service request to
+        ...8111/done failed: ...
+    """
+
+    def __new__(cls, *args: object, **kwargs: object) -> RewardServiceError:
+        if cls is RewardServiceError:  # pick the branch of the tree from kind / status
+            cls = _branch(kwargs.get("kind", ErrorKind.HTTP_STATUS), kwargs.get("status_code"))
+        return super().__new__(cls)
+
+    def __init__(
+        self,
+        endpoint: str | None,
+        route: str,
+        cause: str | BaseException,
+        *,
+        kind: str = ErrorKind.HTTP_STATUS,
+        status_code: int | None = None,
+        attempts: int = 1,
+    ) -> None:
+        self.endpoint = endpoint
+        self.route = route
+        self.cause = cause if isinstance(cause, str) else _describe_exception(cause)
+        self.kind = kind
+        self.status_code = status_code
+        self.attempts = attempts
+        where = endpoint if endpoint is not None else "<no endpoint>"
+        tries = f" after {attempts} attempts" if attempts > 1 else ""
+        super().__init__(f"reward service request to {where}{route} failed{tries}: {self.cause}")
+
+    def __reduce__(self):  # keep it picklable (futures, multiprocessing)
+        return (
+            _rebuild,
+            (self.endpoint, self.route, self.cause, self.kind, self.status_code, self.attempts),
+        )
+
+
+class ServiceUnreachableError(RewardServiceError):
+    """No usable answer: refused/reset connection, every endpoint down, a closed pool, or the
+    service overloaded or failing (HTTP 429 or 5xx)."""
+
+
+class ServiceTimeoutError(RewardServiceError):
+    """An attempt, or the call's whole time budget, timed out."""
+
+
+class RequestRejectedError(RewardServiceError):
+    """The service refused this request (HTTP 4xx other than 429); ``status_code`` says which."""
+
+
+class BadResponseError(RewardServiceError):
+    """A 2xx answer whose body breaks the protocol (not JSON, wrong fields or lengths)."""
+
+
+def _branch(kind: object, status_code: object) -> type[RewardServiceError]:
+    if kind == ErrorKind.TIMEOUT:
+        return ServiceTimeoutError
+    if kind == ErrorKind.INVALID_RESPONSE:
+        return BadResponseError
+    if kind == ErrorKind.HTTP_STATUS and isinstance(status_code, int):
+        if 400 <= status_code < 500 and status_code != 429:
+            return RequestRejectedError
+        return ServiceUnreachableError
+    if kind in (ErrorKind.CONNECT, ErrorKind.NO_ENDPOINT, ErrorKind.CLOSED):
+        return ServiceUnreachableError
+    return RewardServiceError
+
+
+def _rebuild(endpoint, route, cause, kind, status_code, attempts) -> RewardServiceError:
+    return RewardServiceError(
+        endpoint, route, cause, kind=kind, status_code=status_code, attempts=attempts
+    )
+
+
+def _describe_exception(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

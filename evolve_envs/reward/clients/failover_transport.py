@@ -1,0 +1,405 @@
+"""FailoverTransport: an httpx transport that spreads requests over reward service replicas.
+
+A client built on it sends every request to a placeholder base URL (any host); the transport
+picks a replica for it, rewrites the URL to that replica's base URL + the request's path, and
+passes it on to an inner transport (httpx's HTTP transport by default; ``httpx.MockTransport`` in
+tests). It picks the replica that is up with the fewest requests in flight (ties rotate), or
+rotates (``"round_robin"``), and avoids the replicas named in the request's ``"reward_avoid"``
+extension (those that already failed this call) while another one is up. The replica it chose is
+written to the request's ``"reward_endpoint"`` extension.
+
+A replica is marked *down* when it refuses a connection, or after ``failures_to_down``
+consecutive failures (429/5xx, timeouts, resets); a down replica gets no traffic, and a
+background thread re-probes it every ``probe_interval_s`` (``health_route`` first, then
+``GET /health``, then ``POST /healthcheck``: a 2xx is healthy; when every one is missing
+(404/405/501), any answer below 500 counts as alive). With every replica down a request raises
+:class:`NoEndpointAvailable` at once. Retries are not the transport's job:
+:class:`~evolve_envs.reward.clients.endpoint_pool.EndpointPool` retries around it.
+
+Example: the first replica refuses connections, so the second answers and the first is down:
+
+    >>> def replicas(request):
+    ...     if request.url.port == 8111:
+    ...         raise httpx.ConnectError("connection refused", request=request)
+    ...     return httpx.Response(200, json={"port": request.url.port})
+    >>> transport = FailoverTransport(["http://127.0.0.1:8111", "http://127.0.0.1:8112"],
+    ...                               transport=httpx.MockTransport(replicas))
+    >>> with httpx.Client(base_url="http://reward-service", transport=transport) as client:
+    ...     try:
+    ...         client.get("/health")
+    ...     except httpx.ConnectError:
+    ...         pass
+    ...     client.get("/health").json(), transport.healthy_urls()
+    ({'port': 8112}, ['http://127.0.0.1:8112'])
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any, Literal
+
+import httpx
+
+__all__ = ["FailoverTransport", "NoEndpointAvailable", "describe_http_error", "AVOID", "ENDPOINT"]
+
+Selection = Literal["least_in_flight", "round_robin"]
+
+AVOID = "reward_avoid"  # request extension: base URLs this call already tried
+ENDPOINT = "reward_endpoint"  # request extension the transport sets: the base URL it chose
+
+_NO_SUCH_ROUTE = frozenset({404, 405, 501})
+
+
+class NoEndpointAvailable(httpx.TransportError):
+    """Every replica is marked down and not yet due for a probe."""
+
+
+class _Endpoint:
+    __slots__ = (
+        "url",
+        "in_flight",
+        "requests",
+        "successes",
+        "failures",
+        "consecutive_failures",
+        "down_until",
+        "down_since",
+        "last_error",
+        "probes",
+    )
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.in_flight = 0
+        self.requests = 0
+        self.successes = 0
+        self.failures = 0
+        self.consecutive_failures = 0
+        self.down_until: float | None = None  # monotonic time of the next probe; None = up
+        self.down_since: float | None = None
+        self.last_error: str | None = None
+        self.probes = 0
+
+    @property
+    def up(self) -> bool:
+        return self.down_until is None
+
+
+def _json_detail(response: httpx.Response) -> str | None:
+    """The ``error`` / ``detail`` / ``message`` of a JSON error body, else the whole body."""
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    if isinstance(body, dict):
+        for key in ("error", "detail", "message"):
+            if key in body:
+                return str(body[key])
+    return None if body is None else str(body)
+
+
+def describe_http_error(response: httpx.Response, limit: int = 300) -> str:
+    """``"HTTP 503 Service Unavailable: <server message>"`` from a JSON/text error body."""
+    head = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
+    ctype = response.headers.get("content-type", "")
+    detail = _json_detail(response) if "json" in ctype else None
+    if detail is None and ("text" in ctype or "json" in ctype):
+        detail = response.text
+    if detail is None and response.content:
+        detail = f"<{len(response.content)} bytes of {ctype or 'unknown type'}>"
+    if not detail:
+        return head
+    detail = " ".join(detail.split())
+    if len(detail) > limit:
+        detail = detail[:limit] + "…"
+    return f"{head}: {detail}"
+
+
+class FailoverTransport(httpx.BaseTransport):
+    """Pick a replica for each request, keep their in-flight counts and up/down marks.
+
+    Args:
+        urls: the replicas' base URLs (normalised, e.g. by
+            :func:`~evolve_envs.reward.clients.endpoint_pool.expand_endpoints`).
+        transport: the inner transport requests go through (default: httpx's HTTP transport
+            with ``limits``); tests pass ``httpx.MockTransport``.
+        selection: ``"least_in_flight"`` or ``"round_robin"``.
+        failures_to_down: consecutive 429/5xx/timeouts/resets that mark a replica down.
+        probe_interval_s: how long a down replica rests before the next health probe.
+        probe_timeout_s: timeout of one health probe.
+        health_route: the first probe route (``POST`` when it ends in ``healthcheck``).
+        probe_headers: headers sent with every probe (e.g. the bearer token).
+        limits: connection limits of the default inner transport.
+        trust_env: let the default inner transport read SSL settings from the environment.
+
+    The module docstring has a runnable example.
+    """
+
+    def __init__(
+        self,
+        urls: Sequence[str],
+        *,
+        transport: httpx.BaseTransport | None = None,
+        selection: Selection = "least_in_flight",
+        failures_to_down: int = 3,
+        probe_interval_s: float = 5.0,
+        probe_timeout_s: float = 2.0,
+        health_route: str = "/health",
+        probe_headers: Mapping[str, str] | None = None,
+        limits: httpx.Limits | None = None,
+        trust_env: bool = False,
+    ) -> None:
+        if not urls:
+            raise ValueError("FailoverTransport needs at least one endpoint")
+        if selection not in ("least_in_flight", "round_robin"):
+            raise ValueError(f"selection must be 'least_in_flight' or 'round_robin': {selection!r}")
+        self.selection: Selection = selection
+        self.failures_to_down = int(failures_to_down)
+        self.probe_interval_s = float(probe_interval_s)
+        self.probe_timeout_s = float(probe_timeout_s)
+        self.health_route = health_route if health_route.startswith("/") else "/" + health_route
+        self._probe_headers = dict(probe_headers or {})
+        if transport is None:
+            transport = httpx.HTTPTransport(limits=limits or httpx.Limits(), trust_env=trust_env)
+        self._inner = transport
+        self._endpoints = [_Endpoint(url) for url in urls]
+        self._lock = threading.Lock()
+        self._rotation = 0
+        self._closed = False
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._prober: threading.Thread | None = None
+
+    @property
+    def urls(self) -> list[str]:
+        """The replicas' base URLs, in order."""
+        return [ep.url for ep in self._endpoints]
+
+    def endpoint_stats(self) -> list[dict[str, Any]]:
+        """Per-endpoint counters: url, up, in_flight, requests, successes, failures,
+        consecutive_failures, probes, last_error, down_for_s."""
+        now = time.monotonic()
+        with self._lock:
+            return [
+                {
+                    "url": ep.url,
+                    "up": ep.up,
+                    "in_flight": ep.in_flight,
+                    "requests": ep.requests,
+                    "successes": ep.successes,
+                    "failures": ep.failures,
+                    "consecutive_failures": ep.consecutive_failures,
+                    "probes": ep.probes,
+                    "last_error": ep.last_error,
+                    "down_for_s": None if ep.down_since is None else now - ep.down_since,
+                }
+                for ep in self._endpoints
+            ]
+
+    def healthy_urls(self) -> list[str]:
+        """Endpoints currently marked up."""
+        with self._lock:
+            return [ep.url for ep in self._endpoints if ep.up]
+
+    def down_summary(self) -> str:
+        """``"<url> (<last error>; next probe in <s> s); ..."`` for every replica."""
+        now = time.monotonic()
+        with self._lock:
+            return "; ".join(
+                f"{ep.url} ({ep.last_error or 'down'}; next probe in "
+                f"{0.0 if ep.down_until is None else max(0.0, ep.down_until - now):.1f} s)"
+                for ep in self._endpoints
+            )
+
+    # ------------------------------------------------------------------ requests
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        """Send ``request`` to the chosen replica; the response body is read before the
+        replica's in-flight count drops."""
+        ep = self._acquire(request.extensions.get(AVOID, ()))
+        if ep is None:
+            raise NoEndpointAvailable(
+                "every endpoint is marked down: " + self.down_summary(), request=request
+            )
+        request.extensions[ENDPOINT] = ep.url
+        request.url = httpx.URL(ep.url + request.url.raw_path.decode("ascii"))
+        request.headers["Host"] = request.url.netloc.decode("ascii")
+        released: bool | None = False
+        try:
+            response = self._inner.handle_request(request)
+            response.read()
+            released = None  # answered: judged below
+        except httpx.TransportError as exc:
+            # Refused connections mark the replica down at once; a reset, a dropped response or
+            # a timeout counts towards failures_to_down (a healthy server can drop one).
+            refused = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
+            released = True
+            self._release(ep, ok=False, mark_down=refused, error=_describe(exc))
+            raise
+        finally:
+            if released is False:  # interrupted (or any other error): free the slot
+                self._release(ep, ok=False, mark_down=False, error=None)
+        status = response.status_code
+        if status < 400:
+            self._release(ep, ok=True, mark_down=False, error=None)
+        elif status == 429 or status >= 500:
+            self._release(ep, ok=False, mark_down=False, error=describe_http_error(response))
+        else:  # a 4xx: the request was bad, the replica is fine
+            self._release(ep, ok=False, mark_down=False, error=None)
+        return response
+
+    # ------------------------------------------------------------------ selection
+
+    def _acquire(self, avoid: Collection[str]) -> _Endpoint | None:
+        with self._lock:
+            up = [ep for ep in self._endpoints if ep.up]
+            fresh = [ep for ep in up if ep.url not in avoid]
+            candidates = fresh or up
+            if not candidates:
+                return None
+            start = self._rotation % len(candidates)
+            self._rotation += 1
+            ordered = candidates[start:] + candidates[:start]
+            chosen = ordered[0]
+            if self.selection == "least_in_flight":
+                chosen = min(ordered, key=lambda ep: ep.in_flight)
+            chosen.in_flight += 1
+            chosen.requests += 1
+            return chosen
+
+    def has_fresh(self, avoid: Collection[str]) -> bool:
+        """Whether an endpoint that is up is not in ``avoid``."""
+        with self._lock:
+            return any(ep.up and ep.url not in avoid for ep in self._endpoints)
+
+    def _release(self, ep: _Endpoint, *, ok: bool, mark_down: bool, error: str | None) -> None:
+        start_prober = False
+        with self._lock:
+            ep.in_flight -= 1
+            if ok:
+                ep.successes += 1
+                ep.consecutive_failures = 0
+                return
+            if error is None:  # a 4xx: the request was bad, the endpoint is fine
+                return
+            ep.failures += 1
+            ep.consecutive_failures += 1
+            ep.last_error = error
+            if (mark_down or ep.consecutive_failures >= self.failures_to_down) and ep.up:
+                now = time.monotonic()
+                ep.down_until = now + self.probe_interval_s
+                ep.down_since = now
+                start_prober = True
+        if start_prober:
+            self._ensure_prober()
+
+    # ------------------------------------------------------------------ health probing
+
+    def _ensure_prober(self) -> None:
+        with self._lock:
+            if self._closed or (self._prober is not None and self._prober.is_alive()):
+                self._wake.set()
+                return
+            self._prober = threading.Thread(
+                target=self._probe_loop, name="reward-endpoint-prober", daemon=True
+            )
+            self._prober.start()
+
+    def _probe_loop(self) -> None:
+        while not self._stop.is_set():
+            with self._lock:
+                down = [ep for ep in self._endpoints if not ep.up]
+                if not down:
+                    self._prober = None
+                    return
+                now = time.monotonic()
+                due = [ep for ep in down if ep.down_until is not None and ep.down_until <= now]
+                next_due = min(ep.down_until for ep in down if ep.down_until is not None)
+            for ep in due:
+                if self._stop.is_set():
+                    return
+                self._probe_one(ep)
+            if not due:
+                self._wake.wait(max(0.0, min(next_due - time.monotonic(), self.probe_interval_s)))
+                self._wake.clear()
+
+    def _probe_routes(self) -> list[tuple[str, str]]:
+        """(method, route) pairs a probe tries in order: the configured route, then fallbacks."""
+        first = "POST" if self.health_route.rstrip("/").endswith("healthcheck") else "GET"
+        routes = [(first, self.health_route)]
+        for fallback in (("GET", "/health"), ("POST", "/healthcheck")):
+            if fallback not in routes:
+                routes.append(fallback)
+        return routes
+
+    def _probe_request(self, url: str) -> tuple[bool, str | None]:
+        timeout = httpx.Timeout(self.probe_timeout_s).as_dict()
+        for method, route in self._probe_routes():
+            request = httpx.Request(
+                method, url + route, headers=self._probe_headers, extensions={"timeout": timeout}
+            )
+            try:
+                response = self._inner.handle_request(request)
+                try:
+                    response.read()
+                finally:
+                    response.close()
+            except (httpx.HTTPError, RuntimeError) as exc:
+                return False, f"health probe failed: {type(exc).__name__}: {exc}"
+            if response.status_code < 300:
+                return True, None
+            if response.status_code not in _NO_SUCH_ROUTE:
+                return False, f"health probe: {describe_http_error(response)}"
+        # No health route at all: the server answered over HTTP (404/405/501), so it is alive.
+        return True, None
+
+    def _probe_one(self, ep: _Endpoint) -> bool:
+        ok, error = self._probe_request(ep.url)
+        with self._lock:
+            ep.probes += 1
+            if ok:
+                ep.down_until = None
+                ep.down_since = None
+                ep.consecutive_failures = 0
+            else:
+                ep.down_until = time.monotonic() + self.probe_interval_s
+                ep.last_error = error
+        return ok
+
+    def probe(self) -> dict[str, bool]:
+        """Probe every endpoint now (synchronously) and update its up/down mark.
+
+        Returns ``{url: healthy}``. Useful at start-up to fail early or log which replicas answer.
+        """
+        results: dict[str, bool] = {}
+        for ep in self._endpoints:
+            ok = self._probe_one(ep)
+            if not ok:
+                with self._lock:
+                    if ep.down_since is None:
+                        ep.down_since = time.monotonic()
+                self._ensure_prober()
+            results[ep.url] = ok
+        return results
+
+    # ------------------------------------------------------------------ lifetime
+
+    def close(self) -> None:
+        """Stop probing and close the inner transport."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._stop.set()
+        self._wake.set()
+        prober = self._prober
+        if prober is not None and prober is not threading.current_thread():
+            prober.join(timeout=self.probe_timeout_s + 1.0)
+        self._inner.close()
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

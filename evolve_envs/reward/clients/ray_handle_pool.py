@@ -1,0 +1,160 @@
+"""RayHandlePool: reach a reward service deployed on Ray Serve through a `DeploymentHandle`.
+
+Ray actors (e.g. distributed rollout workers) on the cluster that runs the Serve application can
+skip HTTP: `endpoint: "ray://<app_name>"` in a `reward_model` block makes the clients send each
+request as a handle call to `RewardDeployment.call` (see `evolve_envs.reward.service.ray_serve`).
+The replica runs it through the same FastAPI app, so routes, validation and error bodies are those
+of HTTP, and the clients return the same `CallResult`s. Needs `ray` in the calling process,
+connected to the cluster (`ray.init(address=...)`), or running inside one of its actors.
+
+Example:
+    >>> pool = RayHandlePool("ray://reward", timeout=60)  # doctest: +SKIP
+    >>> ProgressClient(pool).pairwise_critic("open the drawer", a, b).value  # doctest: +SKIP
+    12.5
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import httpx
+
+from evolve_envs.reward.clients.endpoint_pool import PoolResponse, describe_http_error
+from evolve_envs.reward.clients.errors import ErrorKind, RewardServiceError
+
+__all__ = ["RayHandlePool", "RAY_SCHEME", "is_ray_endpoint"]
+
+RAY_SCHEME = "ray://"
+DEPLOYMENT = "RewardDeployment"
+
+
+def is_ray_endpoint(endpoint: Any) -> bool:
+    """Whether a config `endpoint` (string or one-element list) names a Ray Serve application."""
+    if isinstance(endpoint, (list, tuple)) and len(endpoint) == 1:
+        endpoint = endpoint[0]
+    return isinstance(endpoint, str) and endpoint.startswith(RAY_SCHEME)
+
+
+class RayHandlePool:
+    """The `EndpointPool` request interface over a Ray Serve `DeploymentHandle`.
+
+    Args:
+        endpoint: `ray://<app_name>` (the Serve application of `evolve-reward-server --engine
+            ray --app-name ...` or of `serve deploy`).
+        timeout: seconds one handle call may take.
+        max_retries: further attempts after a 429/5xx answer or a failed call.
+        backoff_s: pause before a retry (doubles each time).
+    """
+
+    is_reward_transport = True
+
+    def __init__(
+        self, endpoint: str, *, timeout: float = 120.0, max_retries: int = 2, backoff_s: float = 0.1
+    ) -> None:
+        if not is_ray_endpoint(endpoint):
+            raise ValueError(f"endpoint {endpoint!r} is not of the form 'ray://<app_name>'")
+        self.app_name = endpoint[len(RAY_SCHEME) :].strip("/")
+        if not self.app_name:
+            raise ValueError(f"endpoint {endpoint!r} names no Serve application")
+        self.url = RAY_SCHEME + self.app_name
+        self.timeout = float(timeout)
+        self.max_retries = int(max_retries)
+        self.backoff_s = float(backoff_s)
+        self._handle: Any = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def urls(self) -> list[str]:
+        return [self.url]
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def healthy_urls(self) -> list[str]:
+        return [] if self._closed else [self.url]
+
+    def endpoint_stats(self) -> list[dict[str, Any]]:
+        return [{"url": self.url, "up": not self._closed}]
+
+    def _get_handle(self) -> Any:
+        with self._lock:
+            if self._handle is None:
+                import ray
+                from ray import serve
+
+                if not ray.is_initialized():  # never start a private local Ray by accident
+                    raise RuntimeError(
+                        f"{self.url} needs a connection to the Ray cluster that serves it: "
+                        "call ray.init(address=...) first, or run inside one of its actors"
+                    )
+                self._handle = serve.get_deployment_handle(DEPLOYMENT, app_name=self.app_name)
+            return self._handle
+
+    def request(
+        self,
+        method: str,
+        route: str,
+        *,
+        json: Any = None,
+        content: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        describe_error: Callable[[httpx.Response], str] | None = None,
+    ) -> PoolResponse:
+        """One request through the handle; raises `RewardServiceError` as `EndpointPool` does."""
+        if not route.startswith("/"):
+            route = "/" + route
+        limit = float(timeout) if timeout is not None else self.timeout
+        describe = describe_error or describe_http_error
+        start = time.monotonic()
+        attempts = 0
+        while True:
+            if self._closed:
+                raise RewardServiceError(self.url, route, "pool is closed", kind=ErrorKind.CLOSED)
+            attempts += 1
+            retryable = True
+            try:
+                call = (method, route, json, content, dict(headers) if headers else None)
+                status, resp_headers, body = (
+                    self._get_handle().call.remote(call).result(timeout_s=limit)
+                )
+            except TimeoutError:
+                error = RewardServiceError(
+                    self.url, route, f"timeout after {limit:.3g} s", kind=ErrorKind.TIMEOUT,
+                    attempts=attempts,
+                )  # fmt: skip
+            except Exception as exc:  # noqa: BLE001 - Ray raises many kinds (actor died, ...)
+                error = RewardServiceError(
+                    self.url, route, exc, kind=ErrorKind.CONNECT, attempts=attempts
+                )
+            else:
+                response = httpx.Response(status, headers=resp_headers, content=body)
+                if status < 400:
+                    return PoolResponse(response, self.url, attempts, time.monotonic() - start)
+                error = RewardServiceError(
+                    self.url, route, describe(response), kind=ErrorKind.HTTP_STATUS,
+                    status_code=status, attempts=attempts,
+                )  # fmt: skip
+                retryable = status == 429 or status >= 500
+            if not retryable or attempts > self.max_retries:
+                raise error
+            time.sleep(self.backoff_s * 2 ** (attempts - 1))
+
+    def probe(self) -> dict[str, bool]:
+        """`GET /health` through the handle: `{url: ok}`."""
+        try:
+            self.request("GET", "/health", timeout=min(self.timeout, 10.0))
+            return {self.url: True}
+        except RewardServiceError:
+            return {self.url: False}
+
+    def close(self) -> None:
+        self._closed = True
+
+    def __repr__(self) -> str:
+        return f"RayHandlePool({self.url!r}, timeout={self.timeout})"

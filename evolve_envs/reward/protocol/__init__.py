@@ -1,0 +1,11 @@
+"""What the reward service and its clients share, and nothing else.
+
+* :mod:`evolve_envs.reward.protocol.wire` — pydantic models of every request and response
+  (docs/PROTOCOLS.md);
+* :mod:`evolve_envs.reward.protocol.pickle_codec` — the pickle scorer's restricted codec;
+* :mod:`evolve_envs.reward.protocol.progress` — the progress arithmetic (critic accumulation and its
+  inverse).
+
+It imports only the standard library, NumPy and pydantic: clients, wrappers and the service
+import it; it imports nothing from them.
+"""

@@ -1,0 +1,186 @@
+"""The reward service's FastAPI application: `create_app(backend, ...)` assembles it from one
+router per protocol, the shared state, the error handlers and the middlewares.
+
+Routes (docs/PROTOCOLS.md):
+
+* service (`evolve_envs.reward.service.routes_service`): `GET /health`, `GET /capabilities`, `GET
+  /metrics` (Prometheus text when `Accept` asks for it, JSON otherwise);
+* progress, VLAC-compatible (`evolve_envs.reward.service.routes_progress`): `POST
+  /trajectory-critic`, `POST /pairwise-critic`, `POST /done`, `POST /healthcheck`;
+* episode video score, RLinf-compatible (`evolve_envs.reward.service.routes_video`): `POST /score`;
+* pickle scorer, deepgen_rl / VeRL-Omni / flow_grpo-compatible
+  (`evolve_envs.reward.service.routes_pickle`): `POST /` and `POST /pickle` (`pickle_at_root=False`
+  drops `/`);
+* with `enable_faults=True` also the fault-injection admin routes
+  (`evolve_envs.reward.service.faults`, imported only then: production apps carry none of it).
+
+The routes share a `ServiceState` (`app.state.service`: backend, batcher, metrics, limits).
+Every error is JSON `{"error": ..., ...}` with a 4xx/5xx status
+(`evolve_envs.reward.service.errors`), except the pickle routes, which answer
+`pickle.dumps({"error": str})` (as their protocol says) unless the request's `Accept` header asks
+for `application/json`. A route the backend cannot serve answers 501 naming the backend. Limits
+(`evolve_envs.reward.service.limits`): body size, frames per request, image side and decoded pixels
+per request (413, checked from headers before decoding); undecodable, truncated or inconsistent
+images, invalid fields and over-limit caller knobs answer 422, a body that is not JSON/pickle 400.
+Only loopback `Host` names are served by default (421 otherwise; a foreign `Origin` gets 403:
+`evolve_envs.reward.service.host_allowlist`); `/score` reads files only inside `video_dirs` (403
+when none).
+
+Middlewares, outermost first: metrics (`MetricsMiddleware`), concurrency cap (503), `Host`/`Origin`
+allow-list, bearer token (Starlette's `AuthenticationMiddleware`, 401), body limit (413), faults.
+
+Example:
+    >>> from evolve_envs.reward.service.backends.mock import MockBackend
+    >>> app = create_app(MockBackend(), token=None, batch_window_ms=5)
+    >>> sorted(app.openapi()["paths"])[:4]
+    ['/', '/capabilities', '/done', '/health']
+    >>> # uvicorn.run(app, host="127.0.0.1", port=8111)
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+
+from evolve_envs.reward.protocol.wire import ErrorResponse
+from evolve_envs.reward.service import routes_pickle, routes_progress, routes_service, routes_video
+from evolve_envs.reward.service.auth import add_bearer_auth
+from evolve_envs.reward.service.backends import make_backend
+from evolve_envs.reward.service.backends.base import Backend
+from evolve_envs.reward.service.batching import MAX_BATCH, MAX_WINDOW_S
+from evolve_envs.reward.service.connections import BodyLimitMiddleware, ConcurrencyLimitMiddleware
+from evolve_envs.reward.service.errors import PICKLE_CONTENT_TYPE, ApiError, install_error_handlers
+from evolve_envs.reward.service.host_allowlist import DEFAULT_ALLOWED_HOSTS, HostAllowListMiddleware
+from evolve_envs.reward.service.limits import DEFAULT_LIMITS
+from evolve_envs.reward.service.metrics import MetricsMiddleware
+from evolve_envs.reward.service.service_state import RequestLimits, ServiceState
+from evolve_envs.reward.service.swagger_assets import add_local_docs
+
+__all__ = [
+    "create_app",
+    "ApiError",
+    "DEFAULT_ALLOWED_HOSTS",
+    "DEFAULT_LIMITS",
+    "PICKLE_CONTENT_TYPE",
+    "RequestLimits",
+]
+
+_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorResponse} for code in (400, 401, 413, 422, 500, 501)
+}
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    yield
+    state: ServiceState = app.state.service
+    await state.batcher.aclose()
+    await asyncio.to_thread(state.backend.close)
+
+
+def _new_app(backend_name: str, enable_faults: bool) -> FastAPI:
+    """The app without routes: FastAPI's class (fault injection's with `enable_faults`), local
+    Swagger UI assets, every error response documented as `ErrorResponse`."""
+    app_class: type[FastAPI] = FastAPI
+    if enable_faults:  # tests and drills only: the module is not even imported otherwise
+        from evolve_envs.reward.service.faults import FaultableApp
+
+        app_class = FaultableApp
+    app = app_class(
+        title="evolve-envs reward service",
+        version="0.1.0",
+        description=(
+            f"Reward model service (backend: {backend_name}). Progress (VLAC-compatible), "
+            "episode video score (RLinf-compatible) and pickle scorer protocols."
+        ),
+        lifespan=_lifespan,
+        docs_url=None,  # served from local assets (add_local_docs)
+        responses=_ERROR_RESPONSES,
+    )
+    add_local_docs(app)
+    return app
+
+
+def create_app(
+    backend: Backend | str,
+    *,
+    backend_kwargs: dict[str, Any] | None = None,
+    token: str | None = None,
+    max_body_bytes: int = DEFAULT_LIMITS["max_body_bytes"],
+    max_frames: int = DEFAULT_LIMITS["max_frames"],
+    max_image_side: int = DEFAULT_LIMITS["max_image_side"],
+    max_video_frames: int = DEFAULT_LIMITS["max_video_frames"],
+    max_request_pixels: int = DEFAULT_LIMITS["max_request_pixels"],
+    max_nframes: int = DEFAULT_LIMITS["max_nframes"],
+    max_video_pixels: int = DEFAULT_LIMITS["max_video_pixels"],
+    max_video_decode_pixels: int = DEFAULT_LIMITS["max_video_decode_pixels"],
+    video_dirs: Sequence[str] = (),
+    max_text_chars: int = DEFAULT_LIMITS["max_text_chars"],
+    max_concurrent_requests: int = DEFAULT_LIMITS["max_concurrent_requests"],
+    batch_window_ms: float = 5.0,
+    max_batch_window_ms: float = MAX_WINDOW_S * 1000.0,
+    max_batch: int = MAX_BATCH,
+    enable_faults: bool = False,
+    pickle_at_root: bool = True,
+    allowed_hosts: Sequence[str] = DEFAULT_ALLOWED_HOSTS,
+) -> FastAPI:
+    """Build the reward service around `backend` (an instance, or a registered name).
+
+    Args:
+        backend: a `Backend`, or a name from `evolve_envs.reward.service.backends.BACKENDS` built
+            with `backend_kwargs` (an unknown name raises `UnknownBackendError`, a `ValueError`).
+        token: if set, every request needs `Authorization: Bearer <token>` (else 401).
+        max_body_bytes, max_frames, max_image_side, max_video_frames, max_request_pixels,
+            max_nframes, max_video_pixels, max_video_decode_pixels, max_text_chars: the request
+            limits, each >= 1 (`RequestLimits` says what each bounds and how it answers).
+        video_dirs: directories `/score` may read `video_path` files from (resolved; symlinks
+            out of them are refused). Empty (the default): path mode is off (403).
+        max_concurrent_requests: requests handled at once; more answer 503 with Retry-After.
+        batch_window_ms: how long a backend batch waits for more items from other requests.
+        max_batch_window_ms: the adaptive window's cap, after a batch's first item, while
+            recent bursts were bigger (`evolve_envs.reward.service.batching`); <= `batch_window_ms`:
+            off.
+        max_batch: most items per backend call (<= 8 keeps GPU memory bounded).
+        enable_faults: add the fault-injection admin routes (tests and drills only).
+        pickle_at_root: also serve the pickle scorer at `POST /` (the default, as deepgen_rl
+            and VeRL-Omni clients expect).
+        allowed_hosts: `Host` header values served (loopback names by default; `"*"` for any):
+            other hosts answer 421, foreign `Origin` headers 403 (against DNS rebinding).
+    """
+    if isinstance(backend, str):
+        backend = make_backend(backend, **(backend_kwargs or {}))
+    elif backend_kwargs:
+        raise ValueError("backend_kwargs only apply when backend is given by name")
+    limits = RequestLimits(
+        max_body_bytes, max_frames, max_image_side, max_video_frames, max_request_pixels,
+        max_nframes, max_video_pixels, max_video_decode_pixels, max_text_chars,
+    )  # fmt: skip
+    state = ServiceState.build(
+        backend, limits, video_dirs, batch_window_ms, max_batch_window_ms, max_batch
+    )
+    app = _new_app(backend.name, enable_faults)
+    app.state.service, app.state.backend, app.state.metrics = state, backend, state.metrics
+    app.state.batcher, app.state.faults = state.batcher, None
+    install_error_handlers(app, routes_pickle.pickle_paths(pickle_at_root))
+    pickle_router = routes_pickle.build_router(pickle_at_root)
+    routers = (routes_service.router, routes_progress.router, routes_video.router, pickle_router)
+    for router in routers:
+        app.include_router(router)
+    # Middlewares, innermost first: faults, body limit, auth, hosts, concurrency, metrics.
+    if enable_faults:  # tests and drills only: the module is not even imported otherwise
+        from evolve_envs.reward.service import faults
+
+        faults.install(app)  # admin routes + the innermost middleware
+    routes = [*app.routes, *(route for router in routers for route in router.routes)]
+    known_routes = {route.path for route in routes if hasattr(route, "path")}
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes)
+    if token:
+        add_bearer_auth(app, token)
+    app.add_middleware(HostAllowListMiddleware, allowed_hosts=tuple(allowed_hosts))
+    app.add_middleware(ConcurrencyLimitMiddleware, limit=max_concurrent_requests)
+    app.add_middleware(MetricsMiddleware, metrics=state.metrics, known_routes=known_routes)
+    return app

@@ -1,0 +1,187 @@
+"""The backend interface: what a reward model must implement to be served.
+
+A backend receives already-decoded frames (`numpy.uint8` arrays, H x W x 3, RGB; 448 x 448 for
+the progress and image routes) in batches assembled by `evolve_envs.reward.service.batching`, and
+answers synchronously. The server runs every backend call in one dedicated worker thread, so a
+backend needs no locking and may block (GPU inference) without stalling the server's I/O.
+
+Capabilities: `progress` (`critic_batch`, serving `/trajectory-critic`) is required; `pairwise`
+(`/pairwise-critic`, also through `critic_batch`), `done` (`done_batch`), `video`
+(`score_video`, serving `/score`) and `image_score` (`score_images`, serving the pickle scorer)
+are optional. A route whose capability is missing answers 501 naming the backend.
+
+Example:
+    >>> class Constant(Backend):
+    ...     name = "constant"
+    ...     def critic_batch(self, items):
+    ...         return [0.0 for _ in items]
+    >>> Constant().capabilities().pairwise
+    True
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from evolve_envs.reward.protocol.wire import Capabilities
+
+#: Environment variable naming the model directory when neither `--ckpt-path` nor the
+#: `ckpt_path` kwarg does (the name VLAC's tooling uses, shared by every model backend).
+CKPT_ENV = "VLAC_CKPT_PATH"
+
+__all__ = [
+    "Backend",
+    "BackendError",
+    "NotSupportedError",
+    "CriticItem",
+    "DoneItem",
+    "ImageScoreItem",
+    "VideoItem",
+    "OPTIONAL_CAPABILITIES",
+]
+
+OPTIONAL_CAPABILITIES = ("pairwise", "done", "video", "image_score")
+
+Frame = np.ndarray
+
+
+class BackendError(RuntimeError):
+    """A backend failed to answer (model error, bad model output it cannot recover from)."""
+
+
+class NotSupportedError(BackendError):
+    """The backend does not offer the requested capability (the server answers 501)."""
+
+    def __init__(self, backend: str, capability: str) -> None:
+        super().__init__(f"backend {backend!r} does not support {capability!r}")
+        self.backend = backend
+        self.capability = capability
+
+
+@dataclass(frozen=True)
+class CriticItem:
+    """One pairwise comparison: how much closer `image_b` is to finishing `task` than `image_a`.
+
+    `first` is the first frame of the trajectory (or `image_a` for a lone pair) and `reference`
+    optional reference-trajectory frames.
+    """
+
+    task: str
+    image_a: Frame
+    image_b: Frame
+    first: Frame
+    reference: tuple[Frame, ...] | None = None
+
+
+@dataclass(frozen=True)
+class DoneItem:
+    """One completion question about `curr` (with the episode's first and previous frames)."""
+
+    task: str
+    first: Frame
+    prev: Frame
+    curr: Frame
+    reference: tuple[Frame, ...] | None = None
+
+
+@dataclass(frozen=True)
+class ImageScoreItem:
+    """One image to score against a text prompt (pickle-scorer protocol)."""
+
+    prompt: str
+    image: Frame
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class VideoItem:
+    """One episode video, already sampled to at most `nframes` frames, to score for `task_text`."""
+
+    task_text: str
+    frames: tuple[Frame, ...]
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+class Backend(ABC):
+    """Base class of every reward backend.
+
+    Subclasses set `name`, implement `critic_batch` and override the optional methods they
+    support. `disabled` turns capabilities off (e.g. to emulate a progress-only model).
+    """
+
+    name: ClassVar[str] = "backend"
+
+    def __init__(self, *, disabled: Iterable[str] = ()) -> None:
+        disabled = tuple(disabled)
+        unknown = sorted(set(disabled) - set(OPTIONAL_CAPABILITIES))
+        if unknown:
+            raise ValueError(
+                f"cannot disable {unknown}: optional capabilities are {list(OPTIONAL_CAPABILITIES)}"
+            )
+        self._disabled = frozenset(disabled)
+
+    # --- required -----------------------------------------------------------------------------
+    @abstractmethod
+    def critic_batch(self, items: Sequence[CriticItem]) -> list[float]:
+        """Critic in [-100, 100] for each item, in order."""
+
+    # --- optional -----------------------------------------------------------------------------
+    def done_batch(self, items: Sequence[DoneItem]) -> list[tuple[bool, float]]:
+        """`(done, prob)` for each item, in order."""
+        raise NotSupportedError(self.name, "done")
+
+    def score_video(self, item: VideoItem) -> tuple[float, str | None]:
+        """`(score, raw_text)` for one episode video."""
+        raise NotSupportedError(self.name, "video")
+
+    def score_images(self, items: Sequence[ImageScoreItem]) -> list[float]:
+        """One score per image, in order."""
+        raise NotSupportedError(self.name, "image_score")
+
+    def check_video_options(self, backend_kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The caller's `/score` `backend_kwargs`, checked and capped before any work is done.
+
+        Raise `ValueError` or `TypeError` for a value the backend would refuse (answered 422).
+        The base class uses none of them and returns them as given.
+        """
+        return dict(backend_kwargs)
+
+    def close(self) -> None:
+        """Release model resources (called once at server shutdown)."""
+        return None
+
+    # --- capabilities -------------------------------------------------------------------------
+    def _implements(self, method: str) -> bool:
+        return getattr(type(self), method) is not getattr(Backend, method)
+
+    def supports(self, capability: str) -> bool:
+        """Whether this backend can serve `capability` (`progress` is always true)."""
+        if capability == "progress":
+            return True
+        if capability in self._disabled:
+            return False
+        method = {
+            "pairwise": "critic_batch",
+            "done": "done_batch",
+            "video": "score_video",
+            "image_score": "score_images",
+        }.get(capability)
+        if method is None:
+            raise ValueError(f"unknown capability {capability!r}")
+        return self._implements(method)
+
+    def capabilities(self) -> Capabilities:
+        """The `GET /capabilities` answer."""
+        return Capabilities(
+            backend=self.name,
+            progress=True,
+            pairwise=self.supports("pairwise"),
+            done=self.supports("done"),
+            video=self.supports("video"),
+            image_score=self.supports("image_score"),
+        )

@@ -1,0 +1,212 @@
+"""MockBackend: a deterministic stand-in reward model (no weights) for tests and demos.
+
+Rules decide a frame's progress `p` (an integer percentage, 0..100):
+
+* ``intensity`` (default): `p = round(100 * mean(gray(frame[region])) / 255)`. To make a frame
+  worth progress `p`, paint every pixel with `paint_level(p) = round(p * 255 / 100)`.
+* ``change``: `p = min(100, 100 * mean|f - f0| / change_scale)` with `f0` the first frame of the
+  request (trajectory `frames[0]`, pairwise `image_a`, done `first_frame`, video first frame).
+* ``reach_place``, ``reach_place_hackable``, ``random``: read the synthetic ReachPlace scene
+  (`evolve_envs/ReachPlace-v0`) from its pixels — a right model, one a distractor can game, and
+  one that ignores the scene (``seed`` knob); see
+  :mod:`evolve_envs.reward.service.backends.scene_rules`.
+
+Answers derived from `p` (`pa`, `pb` for frames a and b):
+
+* critic `= 100 * (pb - pa) / (100 - pa)` clamped to [-100, 100] (0 when both are 100), so
+  VLAC's accumulation `pa + (100 - pa) * critic / 100` gives back `pb`;
+* done `= p(curr) >= done_threshold`, prob `= p(curr) / 100`;
+* video score `= p(last sampled frame) / 100`; image score (pickle) `= p(image) / 100` (the
+  intensity rule for both rules: a single image has no first frame).
+
+Knobs (backend kwargs): `rule`, `region` (fractions `[top, left, bottom, right]`), `change_scale`
+(grey levels, default 64), `latency_ms` (sleep per backend batch, emulating GPU inference),
+`done_threshold` (default 95), `disabled` (optional capabilities to switch off, e.g.
+`["pairwise", "done", "video", "image_score"]` to emulate a progress-only model) and
+`fail_marker` (a task/prompt containing this string makes the batch fail: a backend error).
+
+Example:
+    >>> import numpy as np
+    >>> frame = np.full((64, 64, 3), paint_level(40), np.uint8)
+    >>> intensity_progress(frame)
+    40
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from evolve_envs.reward.protocol.progress import critic_between
+from evolve_envs.reward.service.backends import scene_rules
+from evolve_envs.reward.service.backends.base import (
+    Backend,
+    BackendError,
+    CriticItem,
+    DoneItem,
+    ImageScoreItem,
+    VideoItem,
+)
+
+__all__ = ["MockBackend", "intensity_progress", "change_progress", "paint_level", "mock_critic"]
+
+#: The rules the mock backend knows (see the module docstring).
+RULES = ("intensity", "change", "reach_place", "reach_place_hackable", "random")
+_SCENE_RULES = ("reach_place", "reach_place_hackable", "random")
+_GRAY = np.array([0.299, 0.587, 0.114], dtype=np.float64)
+
+
+def _round_half_up(x: float) -> int:
+    return int(math.floor(x + 0.5))
+
+
+def paint_level(progress: float) -> int:
+    """Grey level (0..255) that the intensity rule reads back as `progress` percent."""
+    if not 0 <= progress <= 100:
+        raise ValueError(f"progress must be in [0, 100], got {progress}")
+    return _round_half_up(progress * 255 / 100)
+
+
+def _crop(frame: np.ndarray, region: Sequence[float] | None) -> np.ndarray:
+    if region is None:
+        return frame
+    top, left, bottom, right = region
+    h, w = frame.shape[:2]
+    y0, y1 = int(round(top * h)), max(int(round(bottom * h)), int(round(top * h)) + 1)
+    x0, x1 = int(round(left * w)), max(int(round(right * w)), int(round(left * w)) + 1)
+    return frame[y0:y1, x0:x1]
+
+
+def _gray(frame: np.ndarray) -> np.ndarray:
+    if frame.ndim == 2:
+        return frame.astype(np.float64)
+    return frame[..., :3].astype(np.float64) @ _GRAY
+
+
+def intensity_progress(frame: np.ndarray, region: Sequence[float] | None = None) -> int:
+    """`round(100 * mean(gray(frame[region])) / 255)` as an int in 0..100."""
+    return _round_half_up(100.0 * float(_gray(_crop(frame, region)).mean()) / 255.0)
+
+
+def change_progress(
+    frame: np.ndarray,
+    first: np.ndarray,
+    change_scale: float = 64.0,
+    region: Sequence[float] | None = None,
+) -> int:
+    """`min(100, 100 * mean|f - f0| / change_scale)` (grey levels), rounded to an int."""
+    a = _crop(frame, region).astype(np.float64)
+    b = _crop(first, region).astype(np.float64)
+    if a.shape != b.shape:
+        raise BackendError(f"frames differ in shape: {a.shape} vs {b.shape}")
+    diff = float(np.abs(a - b).mean())
+    return min(100, _round_half_up(100.0 * diff / change_scale))
+
+
+#: The mock's critic: the one VLAC's accumulation maps from `pa` to `pb` (clamped to ±100).
+mock_critic = critic_between
+
+
+class MockBackend(Backend):
+    """Deterministic reward model following the intensity or change rule (see module docs).
+
+    Example:
+        >>> backend = MockBackend(rule="intensity", latency_ms=0)
+        >>> backend.capabilities().done
+        True
+    """
+
+    name = "mock"
+
+    def __init__(
+        self,
+        rule: str = "intensity",
+        region: Sequence[float] | None = None,
+        change_scale: float = 64.0,
+        latency_ms: float = 0.0,
+        done_threshold: float = 95.0,
+        disabled: Iterable[str] = (),
+        fail_marker: str | None = None,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(disabled=disabled)
+        if rule not in RULES:
+            raise ValueError(f"mock rule must be one of {', '.join(RULES)}, got {rule!r}")
+        if region is not None:
+            region = tuple(float(v) for v in region)
+            if len(region) != 4 or not (
+                0 <= region[0] < region[2] <= 1 and 0 <= region[1] < region[3] <= 1
+            ):
+                raise ValueError(
+                    f"region must be fractions [top, left, bottom, right] with top < bottom and "
+                    f"left < right, got {region}"
+                )
+        if change_scale <= 0:
+            raise ValueError(f"change_scale must be > 0, got {change_scale}")
+        if latency_ms < 0:
+            raise ValueError(f"latency_ms must be >= 0, got {latency_ms}")
+        self.rule = rule
+        self.region = region
+        self.change_scale = float(change_scale)
+        self.latency_ms = float(latency_ms)
+        self.done_threshold = float(done_threshold)
+        self.fail_marker = fail_marker
+        self.seed = int(seed)
+
+    # --- helpers --------------------------------------------------------------------------------
+    def progress(self, frame: np.ndarray, first: np.ndarray | None = None) -> int:
+        """Progress of `frame` (integer percent) under the configured rule."""
+        if self.rule in _SCENE_RULES:
+            return self._scene_progress(frame)
+        if self.rule == "change" and first is not None:
+            return change_progress(frame, first, self.change_scale, self.region)
+        if self.rule == "change":
+            return 0
+        return intensity_progress(frame, self.region)
+
+    def _scene_progress(self, frame: np.ndarray) -> int:
+        if self.rule == "reach_place":
+            return scene_rules.reach_place_progress(frame)
+        if self.rule == "reach_place_hackable":
+            return scene_rules.hackable_progress(frame)
+        return scene_rules.random_progress(frame, self.seed)
+
+    def _emulate_inference(self, texts: Iterable[str]) -> None:
+        if self.fail_marker:
+            for text in texts:
+                if self.fail_marker in text:
+                    raise BackendError(f"mock backend failure requested by {self.fail_marker!r}")
+        if self.latency_ms > 0:
+            time.sleep(self.latency_ms / 1000.0)
+
+    # --- capabilities ---------------------------------------------------------------------------
+    def critic_batch(self, items: Sequence[CriticItem]) -> list[float]:
+        self._emulate_inference(item.task for item in items)
+        return [
+            mock_critic(self.progress(it.image_a, it.first), self.progress(it.image_b, it.first))
+            for it in items
+        ]
+
+    def done_batch(self, items: Sequence[DoneItem]) -> list[tuple[bool, float]]:
+        self._emulate_inference(item.task for item in items)
+        out = []
+        for it in items:
+            p = self.progress(it.curr, it.first)
+            out.append((p >= self.done_threshold, p / 100.0))
+        return out
+
+    def score_video(self, item: VideoItem) -> tuple[float, str | None]:
+        self._emulate_inference([item.task_text])
+        if not item.frames:
+            raise BackendError("video has no frames")
+        p = self.progress(item.frames[-1], item.frames[0])
+        return p / 100.0, None
+
+    def score_images(self, items: Sequence[ImageScoreItem]) -> list[float]:
+        self._emulate_inference(item.prompt for item in items)
+        if self.rule in _SCENE_RULES:
+            return [self._scene_progress(it.image) / 100.0 for it in items]
+        return [intensity_progress(it.image, self.region) / 100.0 for it in items]

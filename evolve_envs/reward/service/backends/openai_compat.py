@@ -1,0 +1,196 @@
+"""OpenAICompatBackend: the VLM judge on any OpenAI-compatible `/v1/chat/completions` server.
+
+vLLM, SGLang, TGI, `transformers serve` and hosted APIs all speak this protocol. The backend
+sends the same prompts as the `vlm` backend (pairwise critic, progress for `/done`, episode video
+score, image score; overridable the same way), each frame as a base64 JPEG `image_url` data URL
+before the text, and reads the answers with the same parsing (`answer_parsing` through the `vlm`
+backend's methods): only how a batch of prompts is answered differs. Requests of a batch run
+concurrently, at most `max_concurrency` at a time; each has a `timeout` and up to `max_retries`
+retries (the `openai` client's backoff on connection errors, 408/409/429 and 5xx).
+
+The API key comes from the `api_key` kwarg or `$OPENAI_API_KEY` (a local server usually needs
+none: "EMPTY" is sent).
+
+Example:
+    >>> backend = OpenAICompatBackend("http://gpu-node:8000/v1", model="Qwen/Qwen2.5-VL-7B-Instruct")  # doctest: +SKIP
+    >>> backend.capabilities().video  # doctest: +SKIP
+    True
+"""  # noqa: E501
+
+from __future__ import annotations
+
+import base64
+import io
+import os
+import threading
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from evolve_envs.reward.service.backends.answer_parsing import SCORE_MODES
+from evolve_envs.reward.service.backends.base import Backend, BackendError
+from evolve_envs.reward.service.backends.vlm import (
+    DEFAULT_PROMPTS,
+    DEFAULT_SYSTEM_PROMPT,
+    VLMBackend,
+)
+
+__all__ = ["OpenAICompatBackend", "frame_data_url"]
+
+
+def frame_data_url(frame: np.ndarray, quality: int = 90) -> str:
+    """`data:image/jpeg;base64,...` of an RGB uint8 frame."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(frame)).save(buf, "JPEG", quality=quality)
+    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+class OpenAICompatBackend(VLMBackend):
+    """Reward judgements from a VLM behind an OpenAI-compatible server (see module docs).
+
+    Args:
+        base_url: the server's API root, e.g. `http://127.0.0.1:8000/v1`.
+        model: the model name the server knows.
+        api_key: bearer key (default `$OPENAI_API_KEY`, else "EMPTY").
+        timeout: seconds per request attempt.
+        max_retries: retries per request.
+        max_concurrency: most requests in flight at once.
+        jpeg_quality: quality of the frames sent.
+        max_new_tokens, video_max_new_tokens, score_mode, temperature, done_threshold,
+        fallback_critic, fallback_score, system_prompt, *_prompt: as for the `vlm` backend.
+        extra_body: extra JSON fields of every request (e.g. vLLM's `top_k`).
+        stream: ask for a streamed answer and join its chunks (every server supports it;
+            `transformers serve` answers only that way); False: one JSON answer.
+        disabled: optional capabilities to switch off.
+    """
+
+    name = "openai"
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        max_concurrency: int = 8,
+        jpeg_quality: int = 90,
+        max_new_tokens: int = 32,
+        video_max_new_tokens: int = 256,
+        caller_max_new_tokens: int = 1024,
+        score_mode: str = "auto",
+        temperature: float = 0.0,
+        done_threshold: float = 95.0,
+        fallback_critic: float = 0.0,
+        fallback_score: float = 0.0,
+        system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
+        pairwise_prompt: str = DEFAULT_PROMPTS["pairwise_prompt"],
+        progress_prompt: str = DEFAULT_PROMPTS["progress_prompt"],
+        video_prompt: str = DEFAULT_PROMPTS["video_prompt"],
+        image_prompt: str = DEFAULT_PROMPTS["image_prompt"],
+        extra_body: dict[str, Any] | None = None,
+        stream: bool = True,
+        disabled: Iterable[str] = (),
+    ) -> None:
+        Backend.__init__(self, disabled=disabled)  # no local model: VLMBackend's loader is skipped
+        if score_mode not in SCORE_MODES:
+            raise ValueError(f"score_mode must be one of {SCORE_MODES}, got {score_mode!r}")
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        try:
+            import openai
+        except ImportError as exc:
+            raise BackendError(
+                f"the openai backend needs the 'openai' package (pip install openai): {exc}"
+            ) from exc
+        self.base_url = base_url
+        self.model = model
+        self.jpeg_quality = int(jpeg_quality)
+        self._set_judge_options(
+            max_new_tokens=max_new_tokens,
+            video_max_new_tokens=video_max_new_tokens,
+            caller_max_new_tokens=caller_max_new_tokens,
+            score_mode=score_mode,
+            temperature=temperature,
+            done_threshold=done_threshold,
+            fallback_critic=fallback_critic,
+            fallback_score=fallback_score,
+            system_prompt=system_prompt,
+            prompts={
+                "pairwise": pairwise_prompt,
+                "progress": progress_prompt,
+                "video": video_prompt,
+                "image": image_prompt,
+            },
+        )
+        self.extra_body = dict(extra_body or {})
+        self.stream = bool(stream)
+        self.unparsable_answers = 0
+        self._openai = openai
+        self._client = openai.OpenAI(
+            base_url=base_url,
+            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY",
+            timeout=float(timeout),
+            max_retries=int(max_retries),
+        )
+        self._pool = ThreadPoolExecutor(max_workers=int(max_concurrency), thread_name_prefix="oai")
+
+    def _messages(self, text: str, images: Sequence[np.ndarray]) -> list[dict[str, Any]]:
+        content: list[dict[str, Any]] = [
+            {"type": "image_url", "image_url": {"url": frame_data_url(f, self.jpeg_quality)}}
+            for f in images
+        ]
+        content.append({"type": "text", "text": text})
+        messages: list[dict[str, Any]] = []
+        if self.system_prompt:
+            messages.append({"role": "system", "content": self.system_prompt})
+        messages.append({"role": "user", "content": content})
+        return messages
+
+    def _ask(self, text: str, images: Sequence[np.ndarray], max_new_tokens: int) -> str:
+        try:
+            resp = self._client.chat.completions.create(
+                model=self.model,
+                messages=self._messages(text, images),
+                max_tokens=max_new_tokens,
+                temperature=self.temperature,
+                extra_body=self.extra_body or None,
+                stream=self.stream,
+            )
+            if self.stream:
+                return "".join(c.choices[0].delta.content or "" for c in resp if c.choices)
+        except self._openai.OpenAIError as exc:
+            raise BackendError(f"chat completion at {self.base_url} failed: {exc}") from exc
+        if not resp.choices:
+            raise BackendError(f"chat completion at {self.base_url} returned no choices")
+        return resp.choices[0].message.content or ""
+
+    def generate(
+        self,
+        requests: Sequence[tuple[str, Sequence[np.ndarray]]],
+        max_new_tokens: int,
+        stop: threading.Event | None = None,
+    ) -> list[str]:
+        """Answer `(prompt text, images)` requests concurrently; answers in request order.
+
+        Once `stop` is set (the caller has gone), requests not yet sent are dropped and the
+        call raises `BackendError`; an answer already being generated runs to its end.
+        """
+        futures = [self._pool.submit(self._ask, t, imgs, max_new_tokens) for t, imgs in requests]
+        answers = []
+        for f in futures:
+            if stop is not None and stop.is_set():
+                for pending in futures:
+                    pending.cancel()
+                raise BackendError("the caller went away; the remaining requests were dropped")
+            answers.append(f.result())
+        return answers
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._client.close()

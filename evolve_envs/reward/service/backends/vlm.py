@@ -1,0 +1,401 @@
+"""VLMBackend: a vision-language model (Qwen2.5-VL family) through `transformers`.
+
+The model directory comes from the user (`--ckpt-path`, `VLAC_CKPT_PATH` or the `ckpt_path`
+kwarg) and is loaded with `local_files_only=True`: this backend never downloads anything.
+torch and transformers are imported only when this backend is built.
+
+Inputs are formatted in the Qwen chat format by this module (tokenizer + image processor,
+no `AutoProcessor`, so no video processor and no torchvision are needed); a video is given to
+the model as its sampled frames, in order. Four prompts, each overridable by a kwarg:
+
+* `pairwise_prompt` (critic between two frames, `/trajectory-critic`, `/pairwise-critic`),
+* `progress_prompt` (completion percentage of the current frame, `/done`),
+* `video_prompt` (episode score, `/score`),
+* `image_prompt` (image-prompt agreement, pickle scorer).
+
+Prompts are `str.format` templates with `{task}` (and `{n}`, the number of frames, for the
+video prompt). Answers are parsed by `answer_parsing`; an answer without a number gives the
+fallback value (`fallback_critic`, `fallback_score`) and is logged.
+
+Example:
+    >>> backend = VLMBackend("/models/Qwen2.5-VL-7B-Instruct", device="cuda")  # doctest: +SKIP
+    >>> backend.capabilities().video  # doctest: +SKIP
+    True
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from evolve_envs.reward.service.backends.answer_parsing import (
+    SCORE_MODES,
+    parse_critic,
+    parse_score,
+)
+from evolve_envs.reward.service.backends.base import (
+    CKPT_ENV,
+    Backend,
+    BackendError,
+    CriticItem,
+    DoneItem,
+    ImageScoreItem,
+    VideoItem,
+)
+
+__all__ = ["VLMBackend", "DEFAULT_PROMPTS"]
+
+log = logging.getLogger("evolve_envs.reward.service.vlm")
+
+DEFAULT_SYSTEM_PROMPT = "You are a careful judge of robot manipulation progress."
+
+DEFAULT_PROMPTS = {
+    "pairwise_prompt": (
+        "Image-1 and Image-2 are two moments of a robot performing the task: {task}\n"
+        "Compare them and judge how much closer Image-2 is to completing the task than "
+        "Image-1, from -100 (all progress lost) to 100 (from no progress to done); 0 means no "
+        "change. Answer with one number inside <answer></answer>."
+    ),
+    "progress_prompt": (
+        "Image-1 shows the start of a robot episode and Image-2 shows it now. The task is: "
+        "{task}\nWhat percentage of the task is complete in Image-2? Answer with a number from "
+        "0 to 100 inside <answer></answer>."
+    ),
+    "video_prompt": (
+        "These {n} images are frames of one robot episode, in order. The task is: {task}\n"
+        "How well did the robot complete the task? Think briefly, then answer with a score "
+        "from 0 to 100 inside <answer></answer>."
+    ),
+    "image_prompt": (
+        "How well does this image match the description: {task}\nAnswer with a score from 0 "
+        "to 100 inside <answer></answer>."
+    ),
+}
+
+_IMAGE_SLOT = "<|vision_start|><|image_pad|><|vision_end|>"
+_IMAGE_PAD = "<|image_pad|>"
+_PLACEHOLDER = "\x00IMG\x00"
+
+
+class VLMBackend(Backend):
+    """Reward judgements from a Qwen2.5-VL-style model (see module docs).
+
+    Args:
+        ckpt_path: model directory (default `$VLAC_CKPT_PATH`).
+        device: "auto" (CUDA if available), "cpu", "cuda", "cuda:1", ...
+        dtype: "auto" (bfloat16 on CUDA, float32 on CPU), or a torch dtype name.
+        model_class: the `transformers` class that loads the checkpoint.
+        max_new_tokens: generation budget for critic/done/image answers.
+        video_max_new_tokens: generation budget for video answers (may think first).
+        score_mode: "auto" | "percentage" | "unit" (how score answers are read).
+        caller_max_new_tokens: the most `max_new_tokens` a `/score` caller may ask for (422
+            above it); the caller's `score_mode` must be one of the modes (422 otherwise).
+        temperature: 0 for greedy decoding.
+        min_pixels, max_pixels: image processor resolution bounds (None: the checkpoint's).
+        done_threshold: progress percentage at which `/done` says done.
+        fallback_critic, fallback_score: values used when an answer has no number.
+        system_prompt, pairwise_prompt, progress_prompt, video_prompt, image_prompt: prompts.
+        attn_implementation: e.g. "sdpa" or "flash_attention_2" (None: the library default).
+        generation_kwargs: extra `model.generate` arguments (e.g. `repetition_penalty`).
+        disabled: optional capabilities to switch off.
+    """
+
+    name = "vlm"
+
+    def __init__(
+        self,
+        ckpt_path: str | None = None,
+        *,
+        device: str = "auto",
+        dtype: str = "auto",
+        model_class: str = "Qwen2_5_VLForConditionalGeneration",
+        max_new_tokens: int = 32,
+        video_max_new_tokens: int = 256,
+        score_mode: str = "auto",
+        temperature: float = 0.0,
+        min_pixels: int | None = None,
+        max_pixels: int | None = None,
+        done_threshold: float = 95.0,
+        fallback_critic: float = 0.0,
+        fallback_score: float = 0.0,
+        system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
+        pairwise_prompt: str = DEFAULT_PROMPTS["pairwise_prompt"],
+        progress_prompt: str = DEFAULT_PROMPTS["progress_prompt"],
+        video_prompt: str = DEFAULT_PROMPTS["video_prompt"],
+        image_prompt: str = DEFAULT_PROMPTS["image_prompt"],
+        attn_implementation: str | None = None,
+        generation_kwargs: dict[str, Any] | None = None,
+        caller_max_new_tokens: int = 1024,
+        disabled: Iterable[str] = (),
+    ) -> None:
+        super().__init__(disabled=disabled)
+        if score_mode not in SCORE_MODES:
+            raise ValueError(f"score_mode must be one of {SCORE_MODES}, got {score_mode!r}")
+        path = ckpt_path or os.environ.get(CKPT_ENV)
+        if not path:
+            raise ValueError(
+                f"the vlm backend needs a model directory: --ckpt-path, ${CKPT_ENV} or the "
+                "ckpt_path backend kwarg (models are never downloaded)"
+            )
+        if not os.path.isdir(path):
+            raise ValueError(f"model directory {path!r} does not exist (nothing is downloaded)")
+        if not os.path.isfile(os.path.join(path, "config.json")):
+            raise ValueError(f"{path!r} holds no config.json: not a transformers model directory")
+        self.ckpt_path = path
+        self._set_judge_options(
+            max_new_tokens=max_new_tokens,
+            video_max_new_tokens=video_max_new_tokens,
+            caller_max_new_tokens=caller_max_new_tokens,
+            score_mode=score_mode,
+            temperature=temperature,
+            done_threshold=done_threshold,
+            fallback_critic=fallback_critic,
+            fallback_score=fallback_score,
+            system_prompt=system_prompt,
+            prompts={
+                "pairwise": pairwise_prompt,
+                "progress": progress_prompt,
+                "video": video_prompt,
+                "image": image_prompt,
+            },
+        )
+        self.generation_kwargs = dict(generation_kwargs or {})
+        self.unparsable_answers = 0
+        self._load(path, device, dtype, model_class, min_pixels, max_pixels, attn_implementation)
+
+    # --- loading --------------------------------------------------------------------------------
+    def _load(
+        self,
+        path: str,
+        device: str,
+        dtype: str,
+        model_class: str,
+        min_pixels: int | None,
+        max_pixels: int | None,
+        attn_implementation: str | None,
+    ) -> None:
+        try:
+            import torch
+            import transformers
+        except ImportError as exc:
+            raise BackendError(
+                "the vlm backend needs torch and transformers: pip install 'evolve-envs[models]'"
+            ) from exc
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        if dtype == "auto":
+            torch_dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+        else:
+            torch_dtype = getattr(torch, dtype, None)
+            if not isinstance(torch_dtype, torch.dtype):
+                raise ValueError(f"unknown dtype {dtype!r}")
+        cls = getattr(transformers, model_class, None)
+        if cls is None:
+            raise ValueError(f"transformers has no model class {model_class!r}")
+        pixel_kwargs = {
+            k: v for k, v in (("min_pixels", min_pixels), ("max_pixels", max_pixels)) if v
+        }
+        try:
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)
+            self.image_processor = transformers.Qwen2VLImageProcessor.from_pretrained(
+                path, local_files_only=True, **pixel_kwargs
+            )
+            model_kwargs: dict[str, Any] = {"local_files_only": True, "dtype": torch_dtype}
+            if attn_implementation:
+                model_kwargs["attn_implementation"] = attn_implementation
+            self.model = cls.from_pretrained(path, **model_kwargs).to(device).eval()
+        except (OSError, ValueError) as exc:
+            raise BackendError(f"cannot load the model in {path!r}: {exc}") from exc
+        self._torch = torch
+        self.device = device
+        self.dtype = torch_dtype
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        log.info("vlm backend: %s (%s) on %s, %s", path, model_class, device, torch_dtype)
+
+    # --- generation -----------------------------------------------------------------------------
+    def _chat_text(self, n_images: int, text: str) -> str:
+        system = (
+            f"<|im_start|>system\n{self.system_prompt}<|im_end|>\n" if self.system_prompt else ""
+        )
+        return (
+            f"{system}<|im_start|>user\n{_IMAGE_SLOT * n_images}{text}<|im_end|>\n"
+            "<|im_start|>assistant\n"
+        )
+
+    def _set_judge_options(
+        self,
+        *,
+        max_new_tokens: int,
+        video_max_new_tokens: int,
+        caller_max_new_tokens: int,
+        score_mode: str,
+        temperature: float,
+        done_threshold: float,
+        fallback_critic: float,
+        fallback_score: float,
+        system_prompt: str | None,
+        prompts: dict[str, str],
+    ) -> None:
+        """The judge's settings (token budgets and caps, answer parsing, fallbacks, prompts), one
+        reading for every backend that asks a VLM (this one and the openai backend)."""
+        if score_mode not in SCORE_MODES:
+            raise ValueError(f"score_mode must be one of {SCORE_MODES}, got {score_mode!r}")
+        self.max_new_tokens = int(max_new_tokens)
+        self.video_max_new_tokens = int(video_max_new_tokens)
+        self.caller_max_new_tokens = int(caller_max_new_tokens)
+        self.score_mode = score_mode
+        self.temperature = float(temperature)
+        self.done_threshold = float(done_threshold)
+        self.fallback_critic = float(fallback_critic)
+        self.fallback_score = float(fallback_score)
+        self.system_prompt = system_prompt
+        self.prompts = prompts
+
+    def generate(
+        self,
+        requests: Sequence[tuple[str, Sequence[np.ndarray]]],
+        max_new_tokens: int,
+        stop: threading.Event | None = None,
+    ) -> list[str]:
+        """Answer a batch of `(prompt text, images)` requests; returns the decoded answers.
+
+        Generation ends early (after the current token) once `stop` is set.
+        """
+        torch = self._torch
+        flat = [np.ascontiguousarray(img) for _, imgs in requests for img in imgs]
+        vision = self.image_processor(images=flat, return_tensors="pt") if flat else {}
+        grid = vision.get("image_grid_thw")
+        merge = int(getattr(self.image_processor, "merge_size", 2))
+        texts, k = [], 0
+        for text, imgs in requests:
+            chat = self._chat_text(len(imgs), text)
+            for _ in imgs:
+                n_tokens = int(grid[k].prod()) // (merge * merge)
+                chat = chat.replace(_IMAGE_PAD, _PLACEHOLDER * n_tokens, 1)
+                k += 1
+            texts.append(chat.replace(_PLACEHOLDER, _IMAGE_PAD))
+        enc = self.tokenizer(texts, return_tensors="pt", padding=True)
+        inputs: dict[str, Any] = {key: value.to(self.device) for key, value in enc.items()}
+        if flat:
+            inputs["pixel_values"] = vision["pixel_values"].to(self.device, dtype=self.dtype)
+            inputs["image_grid_thw"] = grid.to(self.device)
+        sampling: dict[str, Any] = {"do_sample": False}
+        if self.temperature > 0:
+            sampling = {"do_sample": True, "temperature": self.temperature}
+        if stop is not None:
+            from transformers import StoppingCriteria, StoppingCriteriaList
+
+            class _StopWhenSet(StoppingCriteria):
+                def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+                    return torch.full(
+                        (input_ids.shape[0],),
+                        stop.is_set(),
+                        dtype=torch.bool,
+                        device=input_ids.device,
+                    )
+
+            sampling["stopping_criteria"] = StoppingCriteriaList([_StopWhenSet()])
+        with torch.inference_mode():
+            out = self.model.generate(
+                **inputs,
+                max_new_tokens=max_new_tokens,
+                pad_token_id=self.tokenizer.pad_token_id,
+                **{**sampling, **self.generation_kwargs},
+            )
+        new_tokens = out[:, enc["input_ids"].shape[1] :]
+        return self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+
+    def _fallback(self, kind: str, answer: str, value: float) -> float:
+        self.unparsable_answers += 1
+        log.warning("vlm %s answer has no number, using %s: %r", kind, value, answer[:200])
+        return value
+
+    # --- capabilities ---------------------------------------------------------------------------
+    def critic_batch(self, items: Sequence[CriticItem]) -> list[float]:
+        answers = self.generate(
+            [
+                (self.prompts["pairwise"].format(task=it.task), [it.image_a, it.image_b])
+                for it in items
+            ],
+            self.max_new_tokens,
+        )
+        out = []
+        for answer in answers:
+            critic = parse_critic(answer)
+            out.append(
+                self._fallback("critic", answer, self.fallback_critic) if critic is None else critic
+            )
+        return out
+
+    def done_batch(self, items: Sequence[DoneItem]) -> list[tuple[bool, float]]:
+        answers = self.generate(
+            [(self.prompts["progress"].format(task=it.task), [it.first, it.curr]) for it in items],
+            self.max_new_tokens,
+        )
+        out = []
+        for answer in answers:
+            prob = parse_score(answer, "percentage" if self.score_mode == "auto" else "unit")
+            if prob is None:
+                prob = self._fallback("done", answer, 0.0)
+            out.append((prob * 100.0 >= self.done_threshold, prob))
+        return out
+
+    def check_video_options(self, backend_kwargs: dict[str, Any]) -> dict[str, Any]:
+        """`score_mode` must be a known mode; `max_new_tokens` an int in
+        [1, `caller_max_new_tokens`] (the server-side cap). Other keys are ignored."""
+        checked: dict[str, Any] = {}
+        if "score_mode" in backend_kwargs:
+            mode = backend_kwargs["score_mode"]
+            if not isinstance(mode, str) or mode not in SCORE_MODES:
+                raise ValueError(f"score_mode must be one of {SCORE_MODES}, got {mode!r:.40}")
+            checked["score_mode"] = mode
+        if "max_new_tokens" in backend_kwargs:
+            value = backend_kwargs["max_new_tokens"]
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"max_new_tokens must be an integer, got {value!r:.40}")
+            if not 1 <= value <= self.caller_max_new_tokens:
+                raise ValueError(
+                    f"max_new_tokens must be in [1, {self.caller_max_new_tokens}], got {value}"
+                )
+            checked["max_new_tokens"] = value
+        return checked
+
+    def score_video(self, item: VideoItem) -> tuple[float, str | None]:
+        kwargs = self.check_video_options(item.options.get("backend_kwargs") or {})
+        mode = kwargs.get("score_mode", self.score_mode)
+        if mode not in SCORE_MODES:
+            raise ValueError(f"score_mode must be one of {SCORE_MODES}, got {mode!r}")
+        prompt = self.prompts["video"].format(task=item.task_text, n=len(item.frames))
+        max_new = int(kwargs.get("max_new_tokens", self.video_max_new_tokens))
+        (answer,) = self.generate(
+            [(prompt, list(item.frames))], max_new, stop=item.options.get("stop_event")
+        )
+        score = parse_score(answer, mode)
+        if score is None:
+            score = self._fallback("video", answer, self.fallback_score)
+        return score, answer
+
+    def score_images(self, items: Sequence[ImageScoreItem]) -> list[float]:
+        answers = self.generate(
+            [(self.prompts["image"].format(task=it.prompt), [it.image]) for it in items],
+            self.max_new_tokens,
+        )
+        out = []
+        for answer in answers:
+            score = parse_score(answer, self.score_mode)
+            out.append(
+                self._fallback("image", answer, self.fallback_score) if score is None else score
+            )
+        return out
+
+    def close(self) -> None:
+        self.model = None
+        if self.device.startswith("cuda"):
+            self._torch.cuda.empty_cache()

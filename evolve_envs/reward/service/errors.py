@@ -1,0 +1,141 @@
+"""The reward service's error answers: `ApiError` and the exception handlers that turn errors
+into JSON `{"error": message, ...}` (pickle for the pickle routes unless `Accept` asks for JSON).
+
+Example:
+    >>> from fastapi import FastAPI
+    >>> app = FastAPI()
+    >>> install_error_handlers(app, pickle_paths={"/pickle"})
+    >>> ApiError in app.exception_handlers
+    True
+    >>> json_error(413, "too big", limit=10).body
+    b'{"error":"too big","limit":10}'
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from evolve_envs.reward.protocol.pickle_codec import safe_pickle_dumps
+from evolve_envs.reward.service.image_decoding import ImageDecodeError
+from evolve_envs.reward.service.video_decoding import VideoDecodeError
+
+__all__ = [
+    "ApiError",
+    "PICKLE_CONTENT_TYPE",
+    "clean_validation_errors",
+    "install_error_handlers",
+    "json_error",
+    "summarise",
+    "wants_json",
+]
+
+log = logging.getLogger("evolve_envs.reward.service")
+
+PICKLE_CONTENT_TYPE = "application/octet-stream"
+
+
+class ApiError(Exception):
+    """An error answered as JSON `{"error": message, **extra}` with `status_code`.
+
+    Example:
+        >>> err = ApiError(501, "backend 'mock' does not support 'video'", backend="mock")
+        >>> err.status_code, err.extra
+        (501, {'backend': 'mock'})
+    """
+
+    def __init__(self, status_code: int, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.message = message
+        self.extra = extra
+
+
+def json_error(status: int, message: str, **extra: Any) -> JSONResponse:
+    """The JSON error answer `{"error": message, **extra}` with `status`."""
+    return JSONResponse({"error": message, **extra}, status_code=status)
+
+
+def wants_json(request: Request) -> bool:
+    """True when the request's `Accept` header asks for JSON."""
+    return "application/json" in request.headers.get("accept", "")
+
+
+def clean_validation_errors(errors: Sequence[Any]) -> list[dict[str, Any]]:
+    """Pydantic errors reduced to `type`, `loc` (as strings) and `msg`."""
+    cleaned = []
+    for err in errors:
+        item = {k: err[k] for k in ("type", "loc", "msg") if k in err}
+        item["loc"] = [str(part) for part in item.get("loc", [])]
+        cleaned.append(item)
+    return cleaned
+
+
+def summarise(errors: list[dict[str, Any]]) -> str:
+    """The first three cleaned errors as one line: `loc: msg; ...`."""
+    parts = [f"{'.'.join(e['loc']) or 'body'}: {e['msg']}" for e in errors[:3]]
+    more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
+    return "; ".join(parts) + more
+
+
+class _Handlers:
+    """The app's exception handlers; `pickle_paths` answer `ApiError`s as pickles."""
+
+    def __init__(self, pickle_paths: Collection[str]) -> None:
+        self.pickle_paths = frozenset(pickle_paths)
+
+    async def api_error(self, request: Request, exc: ApiError) -> Response:
+        if request.url.path in self.pickle_paths and not wants_json(request):
+            return Response(
+                safe_pickle_dumps({"error": exc.message}),
+                status_code=exc.status_code,
+                media_type=PICKLE_CONTENT_TYPE,
+            )
+        return json_error(exc.status_code, exc.message, **exc.extra)
+
+    async def decode_error(
+        self, request: Request, exc: ImageDecodeError | VideoDecodeError
+    ) -> Response:
+        return await self.api_error(request, ApiError(exc.status_code, str(exc)))
+
+    @staticmethod
+    async def validation_error(request: Request, exc: RequestValidationError) -> Response:
+        errors = clean_validation_errors(exc.errors())
+        if any(e.get("type") == "json_invalid" for e in errors):
+            return json_error(400, "request body is not valid JSON", detail=errors)
+        return json_error(422, f"invalid request: {summarise(errors)}", detail=errors)
+
+    @staticmethod
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 404:
+            message = f"no route {request.method} {request.url.path}"
+        elif exc.status_code == 405:
+            message = f"method {request.method} not allowed on {request.url.path}"
+        else:
+            message = str(exc.detail)
+        response = json_error(exc.status_code, message)
+        for key, value in (exc.headers or {}).items():
+            response.headers[key] = value
+        return response
+
+    @staticmethod
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        log.exception("unhandled error on %s", request.url.path)
+        return json_error(500, f"internal server error: {type(exc).__name__}: {exc}")
+
+
+def install_error_handlers(app: FastAPI, pickle_paths: Collection[str]) -> None:
+    """Answer every error of `app` as JSON (as a pickle on `pickle_paths`, see the module)."""
+    handlers = _Handlers(pickle_paths)
+    app.add_exception_handler(ApiError, handlers.api_error)
+    app.add_exception_handler(ImageDecodeError, handlers.decode_error)
+    app.add_exception_handler(VideoDecodeError, handlers.decode_error)
+    app.add_exception_handler(RequestValidationError, handlers.validation_error)
+    app.add_exception_handler(StarletteHTTPException, handlers.http_error)
+    app.add_exception_handler(Exception, handlers.unexpected)

@@ -1,0 +1,149 @@
+"""The reward service as a Ray Serve application: the same FastAPI app, N replicas.
+
+Each replica builds its backend and the app of `evolve_envs.reward.service.app.create_app` (same
+routes, same validation, same errors, same `/metrics`) and Serve's FastAPI ingress serves it over
+HTTP. Ray actors may skip HTTP: `RewardDeployment.call` takes one request `(method, route,
+json_body, headers)` through a `DeploymentHandle`; `@serve.batch` collects the calls of many actors
+and runs them through the app together, so the app's batcher turns them into one backend batch
+(`evolve_envs.reward.clients.ray_handle_pool.RayHandlePool` is the client side).
+
+Start it with `evolve-reward-server --engine ray --replicas N ...`, with `serve_app(...)` from
+Python, or with `serve deploy evolve_envs/configs/serve/mock.yaml` (its `import_path` is
+`build_app`).
+
+Example:
+    >>> app = build_app({"backend": "mock", "replicas": 2})  # doctest: +SKIP
+    >>> serve.run(app, name="reward", route_prefix="/")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+from ray import serve
+from ray.serve import Application
+
+__all__ = ["RewardDeployment", "build_app", "deployment_options", "DEFAULT_APP_NAME"]
+
+DEFAULT_APP_NAME = "reward"
+
+#: keyword arguments of `create_app` that the Serve config may set (besides the backend).
+APP_KEYS = (
+    "token",
+    "max_body_bytes",
+    "max_frames",
+    "max_image_side",
+    "max_video_frames",
+    "max_request_pixels",
+    "max_nframes",
+    "max_video_pixels",
+    "max_video_decode_pixels",
+    "video_dirs",
+    "max_text_chars",
+    "max_concurrent_requests",
+    "allowed_hosts",
+    "batch_window_ms",
+    "max_batch_window_ms",
+    "max_batch",
+    "enable_faults",
+    "pickle_at_root",
+)
+
+
+@serve.ingress()
+class RewardDeployment:
+    """One replica: a backend, the service's FastAPI app, and a handle entry point.
+
+    Args:
+        backend: backend name (`evolve_envs.reward.service.backends.BACKENDS`).
+        backend_kwargs: its constructor arguments.
+        app_kwargs: `create_app` keyword arguments (limits, token, batch window ...).
+    """
+
+    def __init__(
+        self,
+        backend: str,
+        backend_kwargs: Mapping[str, Any] | None = None,
+        app_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        from evolve_envs.reward.service.app import create_app
+
+        self._app = create_app(
+            backend, backend_kwargs=dict(backend_kwargs or {}), **(app_kwargs or {})
+        )
+        self._client: httpx.AsyncClient | None = None
+
+    def __serve_build_asgi_app__(self) -> Any:
+        return self._app
+
+    def _asgi_client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            transport = httpx.ASGITransport(app=self._app)
+            self._client = httpx.AsyncClient(
+                transport=transport, base_url="http://localhost"
+            )  # in-process, a loopback name
+        return self._client
+
+    async def _one(self, call: tuple) -> tuple[int, dict[str, str], bytes]:
+        method, route, body, content, headers = call
+        resp = await self._asgi_client().request(
+            method, route, json=body, content=content, headers=headers
+        )
+        return resp.status_code, dict(resp.headers), resp.content
+
+    @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.002, max_concurrent_batches=64)
+    async def call(self, calls: list[tuple]) -> list[tuple[int, dict[str, str], bytes]]:
+        """Answer `(method, route, json_body, content, headers)` calls with
+        `(status, headers, body bytes)`."""
+        return list(await asyncio.gather(*(self._one(c) for c in calls)))
+
+
+def deployment_options(
+    *,
+    replicas: int | None = 1,
+    num_gpus: float = 0.0,
+    num_cpus: float = 1.0,
+    autoscaling: Mapping[str, Any] | None = None,
+    max_ongoing_requests: int = 64,
+) -> dict[str, Any]:
+    """`Deployment.options(...)` for `replicas` fixed replicas or an `autoscaling` config."""
+    opts: dict[str, Any] = {
+        "ray_actor_options": {"num_gpus": float(num_gpus), "num_cpus": float(num_cpus)},
+        "max_ongoing_requests": int(max_ongoing_requests),
+    }
+    if autoscaling:
+        opts["autoscaling_config"] = dict(autoscaling)
+        opts["num_replicas"] = "auto"
+    else:
+        if replicas is None or replicas < 1:
+            raise ValueError(f"replicas must be >= 1, got {replicas}")
+        opts["num_replicas"] = int(replicas)
+    return opts
+
+
+def build_app(args: Mapping[str, Any]) -> Application:
+    """Serve application builder (the `import_path` of `evolve_envs/configs/serve/*.yaml`).
+
+    `args`: `backend` (required), `backend_kwargs`, `replicas`, `num_gpus`, `num_cpus`,
+    `autoscaling` (Serve's autoscaling_config), `max_ongoing_requests`, and any of `APP_KEYS`.
+    """
+    args = dict(args)
+    if "backend" not in args:
+        raise ValueError("the Serve application needs a 'backend' argument")
+    backend = args.pop("backend")
+    backend_kwargs = args.pop("backend_kwargs", None) or {}
+    app_kwargs = {k: args.pop(k) for k in APP_KEYS if k in args}
+    opts = deployment_options(
+        replicas=args.pop("replicas", 1),
+        num_gpus=args.pop("num_gpus", 0.0),
+        num_cpus=args.pop("num_cpus", 1.0),
+        autoscaling=args.pop("autoscaling", None),
+        max_ongoing_requests=args.pop("max_ongoing_requests", 64),
+    )
+    if args:
+        raise ValueError(f"unknown Serve application arguments: {sorted(args)}")
+    deployment = serve.deployment(RewardDeployment, name="RewardDeployment").options(**opts)
+    return deployment.bind(backend, backend_kwargs, app_kwargs)

@@ -1,0 +1,90 @@
+"""The episode video score protocol (RLinf-compatible): `POST /score`.
+
+A video comes inline (`video_b64`) or as a path on a shared filesystem inside the operator's
+`video_dirs` (403 otherwise); it is decoded off the event loop within the request limits, and a
+caller that disconnects stops the backend early (499).
+
+Example:
+    >>> [route.path for route in router.routes]
+    ['/score']
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import numpy as np
+from fastapi import APIRouter, Request
+
+from evolve_envs.reward.protocol.wire import ScoreRequest, ScoreResponse
+from evolve_envs.reward.service.backends.base import VideoItem
+from evolve_envs.reward.service.errors import ApiError
+from evolve_envs.reward.service.image_decoding import b64_to_bytes
+from evolve_envs.reward.service.service_state import ServiceState, State
+from evolve_envs.reward.service.video_decoding import read_video_bytes, read_video_file
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["video score"])
+
+
+async def _read_frames(req: ScoreRequest, state: ServiceState) -> list[np.ndarray]:
+    """The request's sampled frames, within the limits (422 for over-limit caller knobs)."""
+    limits = state.limits
+    if req.nframes > limits.max_nframes:
+        raise ApiError(422, f"nframes is {req.nframes}, over the limit of {limits.max_nframes}")
+    if req.max_pixels > limits.max_video_pixels:
+        raise ApiError(
+            422, f"max_pixels is {req.max_pixels}, over the limit of {limits.max_video_pixels}"
+        )
+    kwargs = {
+        "nframes": req.nframes,
+        "max_pixels": req.max_pixels,
+        "max_frames": limits.max_video_frames,
+        "max_side": limits.max_image_side,
+        "max_decode_pixels": limits.max_video_decode_pixels,
+    }
+    if req.video_b64 is not None:
+        video_b64 = req.video_b64
+
+        def read_inline() -> list[np.ndarray]:
+            return read_video_bytes(b64_to_bytes(video_b64, what="video_b64"), **kwargs)
+
+        return await asyncio.to_thread(read_inline)
+    return await asyncio.to_thread(
+        read_video_file, req.video_path, allowed_dirs=state.video_dirs, **kwargs
+    )
+
+
+@router.post("/score", response_model=ScoreResponse)
+async def score(req: ScoreRequest, request: Request, state: State) -> ScoreResponse:
+    """Score an episode video (path on a shared filesystem, or inline base64 bytes)."""
+    state.require("video")
+    frames = await _read_frames(req, state)
+    state.check_text("task_text", req.task_text)
+    be = state.backend
+    try:
+        backend_kwargs = be.check_video_options(dict(req.backend_kwargs or {}))
+    except (ValueError, TypeError) as exc:
+        raise ApiError(422, f"invalid backend_kwargs: {exc}") from exc
+    stop = threading.Event()  # set when the caller disconnects: backends may stop early
+    options = {"backend": req.backend, "backend_kwargs": backend_kwargs, "stop_event": stop}
+    item = VideoItem(req.task_text, tuple(frames), options)
+
+    async def watch_caller() -> None:
+        while not await request.is_disconnected():
+            await asyncio.sleep(0.2)
+        stop.set()
+
+    watcher = asyncio.create_task(watch_caller())
+    try:
+        value, raw_text = await state.guarded(
+            lambda: state.batcher.call("video", be.score_video, item)
+        )
+    finally:
+        watcher.cancel()
+    if stop.is_set():
+        state.metrics.record_dropped("video", 1)
+        raise ApiError(499, "the client closed the connection; work dropped")
+    return ScoreResponse(score=float(value), raw_text=raw_text)

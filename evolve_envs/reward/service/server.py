@@ -1,0 +1,398 @@
+"""`evolve-reward-server`: serve one reward backend over HTTP with uvicorn.
+
+Usage::
+
+    evolve-reward-server --backend mock --port 8111
+    evolve-reward-server --engine ray --replicas 4 --num-gpus 1 --backend vlm --port 8111
+    evolve-reward-server --backend vlm --ckpt-path /models/Qwen2.5-VL-7B-Instruct --gpu-ids 0
+    python -m evolve_envs.reward.service.server --backend mock --backend-kwargs '{"latency_ms": 20}'
+
+Binds 127.0.0.1 unless `--host` says otherwise; `--token` (or `EVOLVE_REWARD_TOKEN`) requires
+`Authorization: Bearer <token>` on every request. `--ckpt-path` (or `VLAC_CKPT_PATH`) names the
+model directory of the `vlm` and `vlac` backends. `--backend mock` uses the *change* rule (the
+rule of the shipped configs' embedded service, `MOCK_DEFAULTS`) unless `--backend-kwargs` names
+one. The start-up line on stderr names the backend, its settings and the URL. `--engine ray`
+serves the same app from `--replicas` Ray Serve replicas (`evolve_envs.reward.service.ray_serve`) on
+a local Ray instance, or on the cluster at `--address`, as the Serve application `--app-name` (Ray
+actors reach it by handle).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from evolve_envs.reward.service.backends import BACKENDS
+from evolve_envs.reward.service.backends.base import CKPT_ENV
+from evolve_envs.reward.service.batching import MAX_WINDOW_S
+from evolve_envs.reward.service.limits import DEFAULT_LIMITS
+
+__all__ = ["main", "build_parser", "TOKEN_ENV", "MOCK_DEFAULTS"]
+
+TOKEN_ENV = "EVOLVE_REWARD_TOKEN"
+
+#: Backend kwargs `--backend mock` starts with unless `--backend-kwargs` sets them: the same rule
+#: as `reward_model.endpoint: embedded` (`embedded_backend_kwargs`), which scores how far camera
+#: frames have moved from the first one -- the intensity rule only reads painted test frames.
+MOCK_DEFAULTS: dict[str, Any] = {"rule": "change"}
+
+log = logging.getLogger("evolve_envs.reward.service.server")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line interface of `evolve-reward-server`."""
+    p = argparse.ArgumentParser(
+        prog="evolve-reward-server",
+        description="Serve a reward model (progress, video score and pickle scorer protocols).",
+    )
+    p.add_argument("--backend", required=True, choices=sorted(BACKENDS), help="model backend")
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8111, help="port (default 8111)")
+    p.add_argument(
+        "--gpu-ids",
+        default=None,
+        help="GPU ids this server may use, exported as CUDA_VISIBLE_DEVICES (e.g. 0)",
+    )
+    p.add_argument(
+        "--backend-kwargs", default="{}", help="JSON object of backend constructor arguments"
+    )
+    p.add_argument("--ckpt-path", default=None, help=f"model path (default ${CKPT_ENV})")
+    p.add_argument("--token", default=None, help=f"bearer token (default ${TOKEN_ENV})")
+    p.add_argument("--max-body-mb", type=float, default=64.0, help="request body limit (MiB)")
+    p.add_argument("--max-frames", type=int, default=1024, help="frames per request limit")
+    p.add_argument("--max-image-side", type=int, default=4096, help="image side limit (pixels)")
+    p.add_argument(
+        "--max-request-mpix",
+        type=float,
+        default=DEFAULT_LIMITS["max_request_pixels"] / 1e6,
+        help="decoded pixels per request limit, millions (default 268.4: 1,024 frames of 512x512)",
+    )
+    p.add_argument(
+        "--video-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="allow /score video_path files inside DIR (repeatable; default: path mode off)",
+    )
+    p.add_argument(
+        "--max-nframes",
+        type=int,
+        default=DEFAULT_LIMITS["max_nframes"],
+        help="most frames a /score request may sample (default 128)",
+    )
+    p.add_argument(
+        "--max-video-decode-mpix",
+        type=float,
+        default=DEFAULT_LIMITS["max_video_decode_pixels"] / 1e6,
+        help="/score: most frames x width x height decoded per video, millions (default 2147)",
+    )
+    p.add_argument(
+        "--read-timeout-s",
+        type=float,
+        default=DEFAULT_LIMITS["read_timeout_s"],
+        help="seconds a request may take to arrive (headers and body) before 408 (default 60)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        default=DEFAULT_LIMITS["max_connections"],
+        help="open connections accepted; more are refused with 503 (default 512)",
+    )
+    p.add_argument(
+        "--max-concurrent-requests",
+        type=int,
+        default=DEFAULT_LIMITS["max_concurrent_requests"],
+        help="requests handled at once; more get 503 with Retry-After (default 256)",
+    )
+    p.add_argument(
+        "--batch-window-ms",
+        type=float,
+        default=5.0,
+        help="how long a backend batch waits for items of concurrent requests (ms)",
+    )
+    p.add_argument(
+        "--max-batch-window-ms",
+        type=float,
+        default=MAX_WINDOW_S * 1000.0,
+        help="adaptive window cap: while recent bursts of requests were bigger than the batch, "
+        "wait for the rest up to 1/4 of the backend's recent call time, at most this long (ms; "
+        "<= --batch-window-ms: off)",
+    )
+    p.add_argument(
+        "--pickle-at-root",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also serve the pickle scorer at POST / (default: on)",
+    )
+    p.add_argument(
+        "--allowed-hosts",
+        default=None,
+        help="comma-separated Host header values served; '*' for any "
+        "(default: loopback names; add the name clients use when exposing the server)",
+    )
+    p.add_argument(
+        "--enable-fault-injection",
+        action="store_true",
+        help="add the /admin/faults routes (tests and failure drills only)",
+    )
+    grp = p.add_argument_group("Ray Serve (--engine ray)")
+    p.add_argument(
+        "--engine",
+        default="uvicorn",
+        choices=["uvicorn", "ray"],
+        help="uvicorn: one process (default); ray: Ray Serve replicas behind Serve's proxy",
+    )
+    grp.add_argument("--replicas", type=int, default=1, help="number of replicas (default 1)")
+    grp.add_argument("--num-gpus", type=float, default=0.0, help="GPUs per replica (default 0)")
+    grp.add_argument("--num-cpus", type=float, default=1.0, help="CPUs per replica (default 1)")
+    grp.add_argument(
+        "--autoscaling",
+        default=None,
+        help="JSON autoscaling_config (min_replicas, max_replicas, ...) instead of --replicas",
+    )
+    grp.add_argument(
+        "--address", default=None, help="Ray cluster address (default: start Ray locally)"
+    )
+    grp.add_argument("--app-name", default="reward", help="Serve application name")
+    grp.add_argument("--route-prefix", default="/", help="HTTP route prefix of the app")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--access-log", action="store_true", help="log every request")
+    # Used by EmbeddedService: serve on an inherited listening socket, exit with the parent.
+    p.add_argument("--fd", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--exit-on-stdin-eof", action="store_true", help=argparse.SUPPRESS)
+    return p
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def _allowed_hosts(args: argparse.Namespace) -> list[str]:
+    """`--allowed-hosts`, else the loopback names plus the bound address (if a specific one)."""
+    if args.allowed_hosts:
+        return [h.strip() for h in args.allowed_hosts.split(",") if h.strip()]
+    hosts = list(LOOPBACK_HOSTS)
+    if args.host not in ("0.0.0.0", "::", "") and not _is_loopback(args.host):
+        hosts.append(args.host)
+    elif args.host in ("0.0.0.0", "::"):
+        log.warning(
+            "binding %s: only requests naming a loopback host are served until --allowed-hosts "
+            "lists the names or addresses clients use",
+            args.host,
+        )
+    return hosts
+
+
+def _watch_stdin_then_exit() -> None:
+    """Terminate this process when stdin reaches EOF (the parent process has gone)."""
+
+    def watch() -> None:
+        try:
+            while os.read(0, 65536):  # raw fd read: no buffer lock held at interpreter exit
+                pass
+        except OSError:
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _backend_kwargs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[str, Any]:
+    try:
+        kwargs = json.loads(args.backend_kwargs)
+    except json.JSONDecodeError as exc:
+        parser.error(f"--backend-kwargs is not valid JSON: {exc}")
+    if not isinstance(kwargs, dict):
+        parser.error("--backend-kwargs must be a JSON object")
+    if args.backend == "mock":
+        kwargs = {**MOCK_DEFAULTS, **kwargs}
+    if args.ckpt_path and args.backend != "mock":  # else the backend reads $VLAC_CKPT_PATH
+        kwargs.setdefault("ckpt_path", args.ckpt_path)
+    elif args.ckpt_path and args.backend == "mock":
+        log.warning("--ckpt-path is ignored by the mock backend")
+    return kwargs
+
+
+def _settings(backend: Any) -> str:
+    """The backend's plain settings (public attributes holding simple values), for the log."""
+    simple = (str, int, float, bool, tuple, list, type(None))
+    items = {
+        k: v
+        for k, v in sorted(vars(backend).items())
+        if not k.startswith("_") and isinstance(v, simple)
+    }
+    return "{" + ", ".join(f"{k}={v!r}" for k, v in items.items()) + "}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `evolve-reward-server`; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    if args.gpu_ids is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = args.gpu_ids
+    kwargs = _backend_kwargs(args, parser)
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    if not _is_loopback(args.host) and not token:
+        log.warning(
+            "binding %s without a bearer token: anyone who can reach this port can use the "
+            "model; set --token or %s",
+            args.host,
+            TOKEN_ENV,
+        )
+    if args.exit_on_stdin_eof:
+        _watch_stdin_then_exit()
+
+    if args.engine == "ray":
+        return _serve_on_ray(args, parser, kwargs, token)
+
+    import uvicorn
+
+    from evolve_envs.reward.service.app import create_app
+    from evolve_envs.reward.service.backends import make_backend
+    from evolve_envs.reward.service.connections import bounded_h11_protocol
+
+    try:
+        backend = make_backend(args.backend, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - report any construction failure plainly
+        print(
+            f"evolve-reward-server: cannot start backend {args.backend!r}: {exc}", file=sys.stderr
+        )
+        return 2
+    app = create_app(backend, **_app_kwargs(args, token))
+    config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        access_log=args.access_log,
+        timeout_keep_alive=65,
+        lifespan="on",
+        http=bounded_h11_protocol(
+            read_timeout_s=args.read_timeout_s, max_connections=args.max_connections
+        ),
+    )
+    server = uvicorn.Server(config)
+    sockets = None
+    where = f"http://{args.host}:{args.port}"
+    if args.fd is not None:
+        sock = socket.socket(fileno=args.fd)
+        host, port = sock.getsockname()[:2]
+        where = f"http://{host}:{port}"
+        sockets = [sock]
+    print(
+        f"evolve-reward-server: backend {backend.name!r} on {where} {_settings(backend)}"
+        + (" (fault injection enabled)" if args.enable_fault_injection else ""),
+        file=sys.stderr,
+        flush=True,
+    )
+    server.run(sockets=sockets)
+    return 0
+
+
+def _app_kwargs(args: argparse.Namespace, token: str | None) -> dict[str, Any]:
+    """`create_app` keyword arguments (limits, paths, hosts) from the command line; one reading
+    for both engines."""
+    return {
+        "token": token,
+        "max_body_bytes": int(args.max_body_mb * 1024 * 1024),
+        "max_frames": args.max_frames,
+        "max_image_side": args.max_image_side,
+        "max_request_pixels": int(args.max_request_mpix * 1e6),
+        "max_nframes": args.max_nframes,
+        "max_video_decode_pixels": int(args.max_video_decode_mpix * 1e6),
+        "video_dirs": list(args.video_dir),
+        "max_concurrent_requests": args.max_concurrent_requests,
+        "batch_window_ms": args.batch_window_ms,
+        "max_batch_window_ms": args.max_batch_window_ms,
+        "enable_faults": args.enable_fault_injection,
+        "pickle_at_root": args.pickle_at_root,
+        "allowed_hosts": list(_allowed_hosts(args)),
+    }
+
+
+def _serve_on_ray(
+    args: argparse.Namespace,
+    parser: argparse.ArgumentParser,
+    kwargs: dict[str, Any],
+    token: str | None,
+) -> int:
+    """Run the app as a Ray Serve application until SIGINT/SIGTERM (or stdin EOF)."""
+    if args.fd is not None:
+        parser.error("--fd is not supported with --engine ray")
+    autoscaling = None
+    if args.autoscaling:
+        try:
+            autoscaling = json.loads(args.autoscaling)
+        except json.JSONDecodeError as exc:
+            parser.error(f"--autoscaling is not valid JSON: {exc}")
+    import ray
+    from ray import serve
+
+    from evolve_envs.reward.service.ray_serve import build_app
+
+    app_args: dict[str, Any] = {
+        "backend": args.backend,
+        "backend_kwargs": kwargs,
+        "replicas": args.replicas,
+        "num_gpus": args.num_gpus,
+        "num_cpus": args.num_cpus,
+        "autoscaling": autoscaling,
+        **_app_kwargs(args, token),
+    }
+    try:
+        app = build_app(app_args)
+    except ValueError as exc:
+        parser.error(str(exc))
+    stop = threading.Event()
+    ray.init(address=args.address, include_dashboard=False)
+    for sig in (signal.SIGINT, signal.SIGTERM):  # after ray.init, which installs its own
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        serve.start(http_options={"host": args.host, "port": args.port})
+        try:
+            serve.run(app, name=args.app_name, route_prefix=args.route_prefix)
+        except Exception as exc:  # noqa: BLE001 - a replica that cannot build its backend
+            print(
+                f"evolve-reward-server: cannot start backend {args.backend!r} on Ray: {exc}",
+                file=sys.stderr,
+            )
+            return 2
+        print(
+            f"evolve-reward-server: backend {args.backend!r} on "
+            f"http://{args.host}:{args.port}{args.route_prefix.rstrip('/')} "
+            f"(Ray Serve app {args.app_name!r}, {args.replicas if not autoscaling else 'auto'} "
+            "replicas)",
+            file=sys.stderr,
+            flush=True,
+        )
+        stop.wait()
+        return 0
+    finally:
+        try:
+            serve.delete(args.app_name) if args.address else serve.shutdown()
+        finally:
+            ray.shutdown()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

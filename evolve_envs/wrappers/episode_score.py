@@ -1,0 +1,245 @@
+"""EpisodeScoreReward: one reward-model score per episode, paid at its end (RLinf-RLAIF style).
+
+At the episode's end — termination or truncation, or truncation only with
+``ignore_terminations`` (then the env's terminations are hidden from the caller, as RLinf does,
+and the episode runs to its time limit) — the wrapper sends the episode's frames from the
+:class:`~evolve_envs.wrappers.frame_cache.FrameCache` below it
+
+* to a video scorer (``evolve_envs.reward.clients.video_score_client.VideoScoreClient``):
+  ``nframes`` frames spread uniformly over the episode (first and last included), or
+* to a pickle image scorer (``evolve_envs.reward.clients.pickle_scorer_client.PickleScorerClient``):
+  the last ``last_frames`` frames, each with the task text as prompt; the score is their mean.
+
+Score to reward (RLinf-RLAIF's rule): if the call failed (fail-soft client), the score is the
+env's success flag at the end (1.0 / 0.0); with ``binary_reward`` the score becomes
+``1.0 if score >= success_threshold else 0.0``; the reward is ``reward_coef · score``, paid on the
+last step. ``use_rel_reward`` (RLinf: pay ``coef·score_t − coef·score_{t−1}``) only differs if the
+caller keeps stepping after the end without a reset: then the relative form pays 0, the absolute
+one pays the score again on every extra step (RLinf's behaviour within an action chunk).
+A fail-fast client raises :class:`~evolve_envs.reward.clients.errors.RewardServiceError` instead.
+
+The final reward is ``env_reward_weight · env_reward + reward_weight · model_reward``.
+
+``info``: ``is_success``, ``env_reward``, ``reward_model_reward``, ``reward_model_errors``,
+``reward_model_fallback``, ``reward_model_latency_s`` on every step; ``episode_score`` and
+``episode_reward_model`` (summary) on the last one. See the README, "info keys".
+
+Example: CartPole with a flat grey camera picture (level 204, which the local mock service's
+*intensity* rule scores 0.8), scored once at the end of a 3-step episode::
+
+    >>> import gymnasium as gym
+    >>> import numpy as np
+    >>> from evolve_envs.reward.clients.pickle_scorer_client import PickleScorerClient
+    >>> from evolve_envs.reward.service.embedded import EmbeddedService
+    >>> from evolve_envs.wrappers.frame_cache import FrameCache
+    >>> svc = EmbeddedService("mock", {"rule": "intensity"}).start()
+    >>> grey = gym.spaces.Box(0, 255, (16, 16, 3), np.uint8)
+    >>> picture = lambda _: np.full(grey.shape, 204, np.uint8)
+    >>> env = gym.wrappers.TransformObservation(
+    ...     gym.make("CartPole-v1", max_episode_steps=3), picture, grey)
+    >>> env = EpisodeScoreReward(FrameCache(env, camera=None), PickleScorerClient(svc.url),
+    ...                          task="balance the pole", binary_reward=False, close_client=True)
+    >>> _ = env.reset(seed=0)
+    >>> [env.step(0)[1] for _ in range(3)]           # paid on the last step
+    [0.0, 0.0, 0.8]
+    >>> env.close(); svc.stop()
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.core import ActType, ObsType
+
+from evolve_envs.wrappers.frame_cache import FrameStore, find_frame_store
+from evolve_envs.wrappers.ownership import close_owned
+from evolve_envs.wrappers.task_text import task_text
+
+__all__ = ["EpisodeScoreReward"]
+
+logger = logging.getLogger(__name__)
+
+ScorerKind = Literal["video_score", "pickle_scorer"]
+
+
+class EpisodeScoreReward(
+    gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.RecordConstructorArgs
+):
+    """Pay a reward-model score of the whole episode on its last step (see module docstring).
+
+    Args:
+        env: an env with a :class:`~evolve_envs.wrappers.frame_cache.FrameCache` in its stack.
+        client: a ``VideoScoreClient`` or a ``PickleScorerClient``.
+        kind: ``"video_score"`` or ``"pickle_scorer"``; inferred from the client if omitted.
+        task: task text; default ``info["task_description"]`` at reset.
+        binary_reward, success_threshold, reward_coef, use_rel_reward, ignore_terminations:
+            RLinf-RLAIF's keys (see module docstring).
+        last_frames: frames sent to a pickle scorer.
+        reward_weight, env_reward_weight: mix of model and env rewards.
+        success_key: ``info`` key of the env's success flag.
+        close_client: close the client with the wrapper.
+        service: a started reward service this wrapper owns (e.g. the
+            :class:`~evolve_envs.reward.service.embedded.EmbeddedService` ``make_env`` starts for
+            ``endpoint: embedded``); stopped in :meth:`close`, after the client.
+        reward_model: the open :class:`~evolve_envs.reward_model.RewardModel` this wrapper
+            owns (``make_env`` opens it and hands it over); closed last in :meth:`close`.
+
+    The module docstring has a runnable example.
+    """
+
+    def __init__(
+        self,
+        env: gym.Env[ObsType, ActType],
+        client: Any,
+        *,
+        kind: ScorerKind | None = None,
+        task: str | None = None,
+        binary_reward: bool = True,
+        success_threshold: float = 0.5,
+        reward_coef: float = 1.0,
+        use_rel_reward: bool = False,
+        ignore_terminations: bool = False,
+        last_frames: int = 1,
+        reward_weight: float = 1.0,
+        env_reward_weight: float = 0.0,
+        success_key: str = "is_success",
+        close_client: bool = False,
+        service: Any = None,
+        reward_model: Any = None,
+    ) -> None:
+        gym.utils.RecordConstructorArgs.__init__(
+            self,
+            kind=kind,
+            task=task,
+            binary_reward=binary_reward,
+            success_threshold=success_threshold,
+            reward_coef=reward_coef,
+            use_rel_reward=use_rel_reward,
+            ignore_terminations=ignore_terminations,
+            last_frames=last_frames,
+            reward_weight=reward_weight,
+            env_reward_weight=env_reward_weight,
+            success_key=success_key,
+        )
+        gym.Wrapper.__init__(self, env)
+        if kind is None:
+            kind = "video_score" if hasattr(client, "nframes") else "pickle_scorer"
+        if kind not in ("video_score", "pickle_scorer"):
+            raise ValueError(f"kind must be 'video_score' or 'pickle_scorer', got {kind!r}")
+        if last_frames < 1:
+            raise ValueError(f"last_frames must be >= 1, got {last_frames}")
+        store = find_frame_store(env)
+        if store is None:
+            raise ValueError(
+                "EpisodeScoreReward needs a FrameCache below it "
+                "(evolve_envs.wrappers.frame_cache.FrameCache)"
+            )
+        self.frame_store: FrameStore = store
+        self.client = client
+        self.kind: ScorerKind = kind
+        self.task = task
+        self.binary_reward = bool(binary_reward)
+        self.success_threshold = float(success_threshold)
+        self.reward_coef = float(reward_coef)
+        self.use_rel_reward = bool(use_rel_reward)
+        self.ignore_terminations = bool(ignore_terminations)
+        self.last_frames = int(last_frames)
+        self.reward_weight = float(reward_weight)
+        self.env_reward_weight = float(env_reward_weight)
+        self.success_key = success_key
+        self._close_client = close_client
+        self.service = service
+        self.reward_model = reward_model
+        self._task_text = ""
+        self._scored: dict[str, Any] | None = None
+        self._errors = 0
+
+    # ------------------------------------------------------------------ scoring
+    def _request(self) -> Any:
+        store = self.frame_store
+        if self.kind == "video_score":
+            _, frames = store.sample(int(getattr(self.client, "nframes", 16)))
+            return self.client.score(self._task_text, frames)
+        frames = store.frames(store.steps[-self.last_frames :])
+        return self.client.score(frames, [self._task_text] * len(frames))
+
+    def _score_episode(self, success: bool) -> dict[str, Any]:
+        result = self._request()  # a fail-fast client raises RewardServiceError here
+        raw: float | None = None
+        if result.ok and result.value is not None:
+            value = result.value
+            raw = float(np.mean(value)) if isinstance(value, list | tuple) else float(value)
+        fallback = raw is None
+        if fallback:
+            self._errors += 1
+        score = float(success) if fallback else float(raw)
+        if self.binary_reward:
+            score = 1.0 if score >= self.success_threshold else 0.0
+        judged = (float(success) if fallback else float(raw)) >= self.success_threshold
+        return {
+            "score": score,
+            "raw_score": raw,
+            "fallback": fallback,
+            "error": result.error if fallback else None,
+            "latency_s": float(result.latency_s),
+            "frames": len(self.frame_store),
+            "steps": self.frame_store.last_step,
+            "reward_model_errors": self._errors,
+            "model_reward": self.reward_coef * score,
+            "is_success": bool(success),
+            "high_progress_on_failure": bool(judged and not success and not fallback),
+            "success_at_low_progress": bool(success and not judged and not fallback),
+        }
+
+    # ------------------------------------------------------------------ Gymnasium API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._task_text = task_text(self.env, self.task, info, "EpisodeScoreReward")
+        self._scored = None
+        self._errors = 0
+        info.setdefault(self.success_key, False)
+        info.update(
+            {
+                "reward_model_errors": 0,
+                "reward_model_fallback": False,
+                "reward_model_latency_s": 0.0,
+            }
+        )
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        obs, env_reward, terminated, truncated, info = self.env.step(action)
+        success = bool(info.get(self.success_key, False))
+        info.setdefault(self.success_key, success)
+        info["env_reward"] = float(env_reward)
+        if self.ignore_terminations:
+            info["env_terminated"] = bool(terminated)
+            terminated = False
+        model_reward = 0.0
+        fallback = False
+        latency = 0.0
+        if self._scored is not None:  # stepping on after the scored end (RLinf chunk semantics)
+            model_reward = 0.0 if self.use_rel_reward else self._scored["model_reward"]
+        elif terminated or truncated:
+            self._scored = self._score_episode(success)
+            model_reward = self._scored["model_reward"]
+            fallback = self._scored["fallback"]
+            latency = self._scored["latency_s"]
+            info["episode_score"] = self._scored["score"]
+            info["episode_reward_model"] = dict(self._scored)
+        info["reward_model_reward"] = model_reward
+        info["reward_model_errors"] = self._errors
+        info["reward_model_fallback"] = fallback
+        info["reward_model_latency_s"] = latency
+        reward = self.env_reward_weight * float(env_reward) + self.reward_weight * model_reward
+        return obs, reward, bool(terminated), bool(truncated), info
+
+    def close(self) -> None:
+        service, self.service = self.service, None
+        model, self.reward_model = self.reward_model, None
+        close_owned(super().close, self.client, self._close_client, service, model)

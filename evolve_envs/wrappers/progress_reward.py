@@ -1,0 +1,259 @@
+"""ProgressReward: rewards and termination from a progress reward model (EVOLVE-VLA / VLAC).
+
+A thin Gymnasium wrapper around :class:`evolve_envs.wrappers.progress_tracker.ProgressTracker`,
+which holds the whole contract (schedule, milestones, modes, sync/async calls, done, reward modes,
+settlement); read its module docstring for the semantics. This wrapper
+
+* takes the task text from ``info["task_description"]`` at reset (or ``task=``),
+* feeds the tracker the chosen camera's frame after every step,
+* mixes rewards: ``env_reward_weight · env_reward + reward_weight · model_reward`` (defaults 0 and
+  1: the model reward replaces LIBERO's; ``1, 1`` adds them; ``1, 0`` keeps the env's),
+* terminates when the env does or when the tracker decides progress-done,
+* fills ``info`` (README, "info keys"): ``progress``, ``progress_calls``, ``progress_checked``,
+  ``progress_pending``, ``reward_model_latency_s``, ``reward_model_errors``,
+  ``reward_model_fallback``, ``done_by_progress``, ``is_success``, ``env_reward``,
+  ``reward_model_reward`` and, on the last step, ``episode_reward_model``.
+
+It asks the service for its capabilities once, at construction, and refuses settings the backend
+cannot serve (e.g. ``mode="pairwise"`` on a progress-only backend) with
+:class:`~evolve_envs.wrappers.settings.ConfigError`. A service that cannot be reached, refuses
+the token (401/403) or does not speak the protocol raises
+:class:`~evolve_envs.reward.clients.service_check.ServiceUnavailableError` there, unless
+``require_service=False`` (then a warning, and rewards fall back until it answers).
+
+Put the time limit *below* this wrapper so truncation reaches it and the episode is settled.
+
+Example: an env whose camera frame gets 64 grey levels brighter each step, against a local mock
+service whose *intensity* rule reads a flat grey frame of level ``g`` as progress ``100 g/255``::
+
+    >>> import gymnasium as gym
+    >>> import numpy as np
+    >>> from evolve_envs.reward.service.embedded import EmbeddedService
+    >>> class Brighter(gym.Env):
+    ...     observation_space = gym.spaces.Dict(
+    ...         {"agentview_image": gym.spaces.Box(0, 255, (32, 32, 3), np.uint8)})
+    ...     action_space = gym.spaces.Discrete(2)
+    ...     def reset(self, *, seed=None, options=None):
+    ...         self.t = 0
+    ...         return self._obs(), {"task_description": "light up the scene"}
+    ...     def step(self, action):
+    ...         self.t += 1
+    ...         return self._obs(), 0.0, False, False, {}
+    ...     def _obs(self):
+    ...         return {"agentview_image": np.full((32, 32, 3), min(64 * self.t, 255), np.uint8)}
+    >>> svc = EmbeddedService("mock", {"rule": "intensity"}).start()
+    >>> env = ProgressReward(gym.wrappers.TimeLimit(Brighter(), 8), svc.url,
+    ...                      start_step=2, call_every=2, milestone_every=2)
+    >>> obs, info = env.reset(seed=0)
+    >>> info["progress"], info["task_description"]
+    (0.0, 'light up the scene')
+    >>> steps = [env.step(0) for _ in range(4)]
+    >>> [round(r, 2) for _, r, _, _, _ in steps]      # progress 50 at step 2, 100 at step 4
+    [0.0, 0.5, 0.0, 0.5]
+    >>> _, _, terminated, truncated, info = steps[-1]  # done: progress >= 95
+    >>> terminated, truncated, info["progress_calls"], info["episode_reward_model"]["progress"]
+    (True, False, 2, 100.0)
+    >>> env.close(); svc.stop()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.core import ActType, ObsType
+
+from evolve_envs.wrappers.ownership import close_owned
+from evolve_envs.wrappers.progress_tracker import (
+    ProgressService,
+    ProgressTracker,
+    TrackerSettings,
+)
+from evolve_envs.wrappers.task_text import task_text
+
+__all__ = ["ProgressReward"]
+
+logger = logging.getLogger(__name__)
+
+
+class ProgressReward(
+    gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.RecordConstructorArgs
+):
+    """Reward and terminate from a progress reward model (see module docstring).
+
+    Args:
+        env: the env (with its time limit inside).
+        client: a progress client (``evolve_envs.reward.clients.progress_client.ProgressClient``) or
+            the service URL(s) to build one from (then owned and closed with the wrapper).
+        settings: :class:`~evolve_envs.wrappers.progress_tracker.TrackerSettings` or a mapping of
+        them.
+        camera: observation key of the frames sent to the reward model (``None``: the
+            observation is the image).
+        task: task text; default ``info["task_description"]`` at reset.
+        reward_weight: weight of the model reward.
+        env_reward_weight: weight of the wrapped env's reward.
+        capabilities: the service's capabilities if already known (skips the request);
+            ``False`` skips the check.
+        close_client: close ``client`` with the wrapper (always true for a URL).
+        require_service: fail at construction when the service cannot be used (see above).
+        service: a started reward service this wrapper owns (e.g. the
+            :class:`~evolve_envs.reward.service.embedded.EmbeddedService` ``make_env`` starts for
+            ``endpoint: embedded``); stopped in :meth:`close`, after the client.
+        reward_model: the open :class:`~evolve_envs.reward_model.RewardModel` this wrapper
+            owns (``make_env`` opens it and hands it over); closed last in :meth:`close`.
+        **setting_overrides: individual :class:`TrackerSettings` fields, e.g. ``start_step=8``.
+
+    The module docstring has a runnable example. Settings can also be given one by one:
+    ``ProgressReward(env, url, mode="trajectory", calls="async", max_lag_steps=8,
+    reward_mode="sparse")``.
+    """
+
+    def __init__(
+        self,
+        env: gym.Env[ObsType, ActType],
+        client: ProgressService | str | Sequence[str],
+        settings: TrackerSettings | Mapping[str, Any] | None = None,
+        *,
+        camera: str | None = "agentview_image",
+        task: str | None = None,
+        reward_weight: float = 1.0,
+        env_reward_weight: float = 0.0,
+        capabilities: Any = None,
+        close_client: bool = False,
+        service: Any = None,
+        reward_model: Any = None,
+        require_service: bool = True,
+        **setting_overrides: Any,
+    ) -> None:
+        gym.utils.RecordConstructorArgs.__init__(
+            self,
+            settings=settings,
+            camera=camera,
+            task=task,
+            reward_weight=reward_weight,
+            env_reward_weight=env_reward_weight,
+            require_service=require_service,
+            **setting_overrides,
+        )
+        gym.Wrapper.__init__(self, env)
+        if settings is None:
+            settings = TrackerSettings()
+        elif isinstance(settings, Mapping):
+            settings = TrackerSettings.from_mapping(settings)
+        if setting_overrides:
+            settings = settings.replace(**setting_overrides)
+        if isinstance(client, str) or (
+            isinstance(client, Sequence) and not hasattr(client, "submit_pairwise_critic")
+        ):
+            from evolve_envs.reward.clients.progress_client import ProgressClient
+
+            client = ProgressClient(client)
+            close_client = True
+        self.client = client
+        self._close_client = close_client
+        self.service = service
+        self.reward_model = reward_model
+        self.camera = camera
+        self.task = task
+        self.reward_weight = float(reward_weight)
+        self.env_reward_weight = float(env_reward_weight)
+        self.require_service = bool(require_service)
+        with contextlib.ExitStack() as undo:  # a refused construction closes an owned client
+            if close_client and hasattr(client, "close"):
+                undo.callback(client.close)
+            self.capabilities = self._read_capabilities(capabilities)
+            # the tracker refuses settings the backend cannot serve (e.g. pairwise on
+            # progress-only)
+            self.tracker = ProgressTracker(client, settings, capabilities=self.capabilities)
+            undo.pop_all()
+        self.episode_step = 0
+        self._warned_after_end = False
+        self._last_info: dict[str, Any] = {}
+
+    @property
+    def settings(self) -> TrackerSettings:
+        return self.tracker.settings
+
+    def _read_capabilities(self, capabilities: Any) -> Any:
+        """``capabilities`` as given, else the service's answer; None: not checked."""
+        if capabilities is False:
+            return None
+        if capabilities is None:
+            from evolve_envs.reward.clients.endpoint_pool import EndpointPool
+
+            pool = getattr(self.client, "pool", None)
+            if isinstance(pool, EndpointPool):
+                from evolve_envs.reward.clients.service_check import check_service
+
+                return check_service(pool, require=self.require_service)
+            ask = getattr(self.client, "capabilities", None)
+            if ask is None:
+                return None
+            result = ask()  # raises RewardServiceError for a fail-fast client
+            if not getattr(result, "ok", False) or result.value is None:
+                logger.warning(
+                    "could not read the reward service's capabilities (%s); the configuration "
+                    "is not checked against the backend",
+                    getattr(result, "error", "no answer"),
+                )
+                return None
+            capabilities = result.value
+        return capabilities
+
+    def _frame(self, obs: Any) -> np.ndarray:
+        if self.camera is None:
+            return np.asarray(obs)
+        if not isinstance(obs, Mapping) or self.camera not in obs:
+            keys = sorted(obs) if isinstance(obs, Mapping) else type(obs).__name__
+            raise KeyError(
+                f"ProgressReward: observation has no camera key {self.camera!r} ({keys})"
+            )
+        return np.asarray(obs[self.camera])
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        self.tracker.reset(task_text(self.env, self.task, info, "ProgressReward"), self._frame(obs))
+        self.episode_step = 0
+        self._warned_after_end = False
+        info.setdefault("is_success", False)
+        info.update(self.tracker.step_info())
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        obs, env_reward, terminated, truncated, info = self.env.step(action)
+        self.episode_step += 1
+        info.setdefault("is_success", False)
+        info["env_reward"] = float(env_reward)
+        if self.tracker.episode_over:
+            # Stepping past the end of a settled episode: nothing more is owed.
+            if not self._warned_after_end:
+                logger.warning("ProgressReward: step() after the episode ended; call reset()")
+                self._warned_after_end = True
+            info["reward_model_reward"] = 0.0
+            info.update(self._last_info)
+            return obs, self.env_reward_weight * float(env_reward), terminated, truncated, info
+
+        out = self.tracker.observe(
+            self.episode_step,
+            lambda: self._frame(obs),
+            env_terminated=bool(terminated),
+            env_truncated=bool(truncated),
+            env_success=bool(info["is_success"]),
+        )
+        info.update(out.info)
+        info["reward_model_reward"] = out.reward
+        self._last_info = dict(out.info)
+        self._last_info.pop("episode_reward_model", None)
+        reward = self.env_reward_weight * float(env_reward) + self.reward_weight * out.reward
+        return obs, reward, bool(terminated or out.terminate), bool(truncated), info
+
+    def close(self) -> None:
+        service, self.service = self.service, None
+        model, self.reward_model = self.reward_model, None
+        close_owned(super().close, self.client, self._close_client, service, model)

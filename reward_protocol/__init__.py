@@ -1,9 +1,0 @@
-"""What the reward service and its clients share, and nothing else.
-
-* :mod:`reward_protocol.wire` — pydantic models of every request and response (docs/PROTOCOLS.md);
-* :mod:`reward_protocol.pickle_codec` — the pickle scorer's restricted codec;
-* :mod:`reward_protocol.progress` — the progress arithmetic (critic accumulation and its inverse).
-
-It imports only the standard library, NumPy and pydantic: clients, wrappers and the service
-import it; it imports nothing from them.
-"""

@@ -1,4 +1,0 @@
-"""Gymnasium wrappers that turn reward-model judgements into rewards and termination.
-
-Import explicitly, e.g. ``from wrappers.progress_reward import ProgressReward``.
-"""
