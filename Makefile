@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 export LIBERO_CONFIG_PATH ?= $(abspath $(VENV))/libero-config
 export MUJOCO_GL ?= egl
 
-.PHONY: demo test lint system-deps clean
+.PHONY: demo test docs lint system-deps clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,7 @@ $(VENV)/.installed-demo: setup.cfg pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-test: setup.cfg pyproject.toml | $(BIN)/python
 	$(MAKE) -s system-deps
-	$(BIN)/pip install -q -e '.[libero,service,report,video,record,models,test,bench,rlinf,serve,metrics,distrl]'
+	$(BIN)/pip install -q -e '.[libero,service,report,video,record,models,test,bench,rlinf,serve,metrics,distrl,docs]'
 	touch $@ $(VENV)/.installed-demo
 
 demo: $(VENV)/.installed-demo
@@ -31,11 +31,15 @@ demo: $(VENV)/.installed-demo
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest   # tests/docs builds the docs site too (--strict, offline)
+
+# the docs site, built offline into site/; any warning (a broken link, a bad docstring) fails it
+docs: $(VENV)/.installed-test
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .ruff_cache
+	rm -rf $(VENV) runs site .pytest_cache .ruff_cache

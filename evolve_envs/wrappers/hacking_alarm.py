@@ -271,7 +271,9 @@ class HackingAlarm(
             default a new one with ``settings``.
         task: the task text; default ``info["task_description"]`` at reset.
 
-    Example (a stand-in for a reward wrapper's end-of-episode summary):
+    Examples:
+        A stand-in for a reward wrapper's end-of-episode summary:
+
         >>> class Scored(gym.Wrapper):
         ...     def step(self, action):
         ...         obs, reward, term, trunc, info = self.env.step(action)

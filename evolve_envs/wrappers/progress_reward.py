@@ -89,8 +89,8 @@ class ProgressReward(
         env: the env (with its time limit inside).
         client: a progress client (``evolve_envs.reward.clients.progress_client.ProgressClient``) or
             the service URL(s) to build one from (then owned and closed with the wrapper).
-        settings: :class:`~evolve_envs.wrappers.progress_tracker.TrackerSettings` or a mapping of
-        them.
+        settings: :class:`~evolve_envs.wrappers.progress_tracker.TrackerSettings` or a
+            mapping of them.
         camera: observation key of the frames sent to the reward model (``None``: the
             observation is the image).
         task: task text; default ``info["task_description"]`` at reset.

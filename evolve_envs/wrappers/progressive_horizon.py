@@ -121,12 +121,13 @@ class ProgressiveHorizon(
         window: episodes per success-rate window.
         success_key: ``info`` key holding episode success.
 
-    >>> import gymnasium as gym
-    >>> env = ProgressiveHorizon(gym.make("CartPole-v1"),
-    ...                          [{"max_steps": 100}, {"max_steps": 200, "min_success_rate": 0.6}],
-    ...                          by="success_rate", window=10)
-    >>> [stage.max_steps for stage in env.stages]
-    [100, 200]
+    Examples:
+        >>> import gymnasium as gym
+        >>> env = ProgressiveHorizon(gym.make("CartPole-v1"),
+        ...                          [{"max_steps": 100}, {"max_steps": 200, "min_success_rate": 0.6}],
+        ...                          by="success_rate", window=10)
+        >>> [stage.max_steps for stage in env.stages]
+        [100, 200]
     """
 
     def __init__(

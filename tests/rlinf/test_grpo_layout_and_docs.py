@@ -36,14 +36,14 @@ def test_batch_major_scores_one_per_episode() -> None:
 
 
 def _readme_grpo_snippet() -> str:
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("### GRPO outside RLinf") :]
+    text = (ROOT / "docs" / "rlinf.md").read_text()
+    section = text[text.index("## GRPO outside RLinf") :]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
 def test_readme_grpo_snippet_runs() -> None:
     scope: dict = {}
-    exec(compile(_readme_grpo_snippet(), "README.md", "exec"), scope)  # noqa: S102
+    exec(compile(_readme_grpo_snippet(), "docs/rlinf.md", "exec"), scope)  # noqa: S102
     res = scope["res"]
     assert res.advantages.shape == (50, 4) and res.scores.shape == (4,)
 
@@ -56,5 +56,5 @@ def test_filter_bounds_agree_across_docstring_readme_and_config() -> None:
     doc = grpo.reward_filter_mask.__doc__ or ""
     assert f"({lo}, {hi})" in doc
     assert not re.search(r"\(0\.\d+, 0\.\d+\)", doc.replace(f"({lo}, {hi})", ""))
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "rlinf.md").read_text()
     assert f"`rewards_lower_bound: {lo}`" in readme and f"`rewards_upper_bound: {hi}`" in readme

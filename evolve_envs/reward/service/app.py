@@ -134,9 +134,10 @@ def create_app(
         backend: a `Backend`, or a name from `evolve_envs.reward.service.backends.BACKENDS` built
             with `backend_kwargs` (an unknown name raises `UnknownBackendError`, a `ValueError`).
         token: if set, every request needs `Authorization: Bearer <token>` (else 401).
-        max_body_bytes, max_frames, max_image_side, max_video_frames, max_request_pixels,
-            max_nframes, max_video_pixels, max_video_decode_pixels, max_text_chars: the request
-            limits, each >= 1 (`RequestLimits` says what each bounds and how it answers).
+        max_body_bytes: this and the other `max_*` keywords (`max_frames`, `max_image_side`,
+            `max_video_frames`, `max_request_pixels`, `max_nframes`, `max_video_pixels`,
+            `max_video_decode_pixels`, `max_text_chars`) are the request limits, each >= 1
+            (`RequestLimits` says what each bounds and how it answers).
         video_dirs: directories `/score` may read `video_path` files from (resolved; symlinks
             out of them are refused). Empty (the default): path mode is off (403).
         max_concurrent_requests: requests handled at once; more answer 503 with Retry-After.

@@ -1,0 +1,1 @@
+"""The README and the docs pages: every code block runs."""
