@@ -123,9 +123,9 @@ class ProgressiveHorizon(
 
     Examples:
         >>> import gymnasium as gym
-        >>> env = ProgressiveHorizon(gym.make("CartPole-v1"),
-        ...                          [{"max_steps": 100}, {"max_steps": 200, "min_success_rate": 0.6}],
-        ...                          by="success_rate", window=10)
+        >>> stages = [{"max_steps": 100}, {"max_steps": 200, "min_success_rate": 0.6}]
+        >>> env = ProgressiveHorizon(gym.make("CartPole-v1"), stages, by="success_rate",
+        ...                          window=10)
         >>> [stage.max_steps for stage in env.stages]
         [100, 200]
     """
