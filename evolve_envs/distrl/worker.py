@@ -42,6 +42,8 @@ from typing import Any
 
 import numpy as np
 
+from evolve_envs.wrappers.episode_summary import model_done
+
 __all__ = [
     "RolloutWorker",
     "WorkerStartError",
@@ -304,10 +306,7 @@ class RolloutWorker:
         }
         summary = info.get("episode_reward_model")
         if isinstance(summary, Mapping) and "model_terminated" in summary:
-            stats["model_done"] = float(bool(summary["model_terminated"]))
-            stats["model_done_success"] = float(
-                bool(summary["model_terminated"]) and bool(summary.get("done_env_success"))
-            )
+            stats.update({k: float(v) for k, v in model_done(summary).items()})
         alarm = info.get("reward_alarm")
         if isinstance(alarm, Mapping):
             stats["alarm_firing"] = float(bool(alarm.get("firing", False)))

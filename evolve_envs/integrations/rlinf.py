@@ -88,7 +88,8 @@ import numpy as np
 
 from evolve_envs.rl.arrays import like, to_numpy, torch_of
 from evolve_envs.wrappers.done_rules import TerminationAudit
-from evolve_envs.wrappers.hacking_alarm import HackingDetector, episode_score
+from evolve_envs.wrappers.episode_summary import model_done, model_score
+from evolve_envs.wrappers.hacking_alarm import HackingDetector
 from evolve_envs.wrappers.progress_tracker import ProgressTracker, TrackerStep
 from evolve_envs.wrappers.settings import ConfigError
 
@@ -475,13 +476,12 @@ class RLinfProgressReward:
         """An episode of sub-env ``i`` ended: its termination audit and the alarm's numbers."""
         stats = self._ended[i]
         audit = summary.get("termination_audit") or {}
-        stats["model_done"] = bool(summary.get("done_by_progress"))
-        stats["model_done_success"] = bool(summary.get("done_by_progress")
-                                           and summary.get("done_env_success"))  # fmt: skip
+        # this adapter decides termination itself: count the model's "done", ended or not
+        stats.update(model_done(summary, terminated_only=False))
         stats["model_done_total"] = int(audit.get("model_done", 0))
         stats["model_done_success_total"] = int(audit.get("model_done_success", 0))
         stats["model_done_precision"] = self._model_done_precision()
-        score = episode_score(summary, self.alarm.settings.score) if self.alarm else None
+        score = model_score(summary, self.alarm.settings.score) if self.alarm else None
         if self.alarm is not None and score is not None:
             state = self.alarm.add(summary["task"], score, bool(summary.get("is_success")))
             for key in ("progress_rise", "success_rise", "high_failure_rise"):

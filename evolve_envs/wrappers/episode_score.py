@@ -54,6 +54,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.core import ActType, ObsType
 
+from evolve_envs.wrappers.episode_summary import EpisodeSummary
 from evolve_envs.wrappers.frame_cache import FrameStore, find_frame_store
 from evolve_envs.wrappers.ownership import close_owned
 from evolve_envs.wrappers.task_text import task_text
@@ -166,7 +167,7 @@ class EpisodeScoreReward(
         frames = store.frames(store.steps[-self.last_frames :])
         return self.client.score(frames, [self._task_text] * len(frames))
 
-    def _score_episode(self, success: bool) -> dict[str, Any]:
+    def _score_episode(self, success: bool) -> EpisodeSummary:
         result = self._request()  # a fail-fast client raises RewardServiceError here
         raw: float | None = None
         if result.ok and result.value is not None:
@@ -179,8 +180,10 @@ class EpisodeScoreReward(
         if self.binary_reward:
             score = 1.0 if score >= self.success_threshold else 0.0
         judged = (float(success) if fallback else float(raw)) >= self.success_threshold
-        return {
-            "score": score,
+        self._episode_score = score
+        summary: EpisodeSummary = {
+            "progress": 100.0 * score,  # one scale for every kind: percent of the task
+            "max_progress": 100.0 * score,
             "raw_score": raw,
             "fallback": fallback,
             "error": result.error if fallback else None,
@@ -193,6 +196,7 @@ class EpisodeScoreReward(
             "high_progress_on_failure": bool(judged and not success and not fallback),
             "success_at_low_progress": bool(success and not judged and not fallback),
         }
+        return summary
 
     # ------------------------------------------------------------------ Gymnasium API
     def reset(
@@ -230,7 +234,7 @@ class EpisodeScoreReward(
             model_reward = self._scored["model_reward"]
             fallback = self._scored["fallback"]
             latency = self._scored["latency_s"]
-            info["episode_score"] = self._scored["score"]
+            info["episode_score"] = self._episode_score
             info["episode_reward_model"] = dict(self._scored)
         info["reward_model_reward"] = model_reward
         info["reward_model_errors"] = self._errors

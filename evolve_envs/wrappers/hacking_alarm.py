@@ -50,6 +50,7 @@ from typing import Any, Literal, SupportsFloat
 import gymnasium as gym
 from gymnasium.core import ActType, ObsType
 
+from evolve_envs.wrappers.episode_summary import model_score
 from evolve_envs.wrappers.task_text import task_text
 
 __all__ = [
@@ -57,7 +58,6 @@ __all__ = [
     "HackingAlarm",
     "HackingDetector",
     "RewardHackingWarning",
-    "episode_score",
 ]
 
 
@@ -244,18 +244,6 @@ class HackingDetector:
         )  # fmt: skip
 
 
-def episode_score(summary: Mapping[str, Any], score: str = "final") -> float | None:
-    """The model's score of an episode (fraction of full progress) from a reward wrapper's
-    episode summary: ``progress`` / ``max_progress`` (0–100, ``ProgressReward``) or ``score``
-    (0–1, ``EpisodeScoreReward``); ``None`` when the summary holds neither."""
-    key = "max_progress" if score == "max" else "progress"
-    if summary.get(key) is not None:
-        return float(summary[key]) / 100.0
-    if summary.get("score") is not None:
-        return float(summary["score"])
-    return None
-
-
 class HackingAlarm(
     gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.RecordConstructorArgs
 ):
@@ -320,7 +308,7 @@ class HackingAlarm(
         if (terminated or truncated) and self._open:
             self._open = False
             summary = info.get("episode_reward_model") or {}
-            score = episode_score(summary, self.detector.settings.score)
+            score = model_score(summary, self.detector.settings.score)
             if score is not None and self._task is not None:
                 success = bool(info.get("is_success", summary.get("is_success", False)))
                 info["reward_alarm"] = self.detector.add(self._task, score, success)

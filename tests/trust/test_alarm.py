@@ -90,12 +90,12 @@ def test_tasks_are_watched_separately() -> None:
 
 
 def test_score_max_reads_max_progress() -> None:
-    from evolve_envs.wrappers.hacking_alarm import episode_score
+    from evolve_envs.wrappers.episode_summary import model_score
 
     summary = {"progress": 40.0, "max_progress": 90.0}
-    assert episode_score(summary) == pytest.approx(0.4)
-    assert episode_score(summary, "max") == pytest.approx(0.9)
-    assert episode_score({"score": 0.25}) == 0.25 and episode_score({}) is None
+    assert model_score(summary) == pytest.approx(0.4)
+    assert model_score(summary, "max") == pytest.approx(0.9)
+    assert model_score({"progress": 25.0}) == 0.25 and model_score({}) is None
 
 
 @pytest.mark.parametrize(
