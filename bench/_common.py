@@ -17,11 +17,14 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import sys
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +48,8 @@ __all__ = [
     "TASK",
     "StackSwitch",
     "make_switch",
+    "LoadResult",
+    "closed_loop",
 ]
 
 TASK = "put the black bowl on the plate"
@@ -280,3 +285,91 @@ def machine_note() -> str:
     except OSError:
         load = "load avg n/a"
     return f"{os.cpu_count()} CPUs, {load}, python {sys.version.split()[0]}"
+
+
+# ---------------------------------------------------------------------------- load
+
+
+@dataclass
+class LoadResult:
+    """What :func:`closed_loop` measured inside its window."""
+
+    wall_s: float
+    latencies_s: list[float] = field(default_factory=list)  # completed, successful requests
+    errors: int = 0
+    before: Any = None  # the ``snapshot()`` at the window's start and end
+    after: Any = None
+
+    @property
+    def req_s(self) -> float:
+        return len(self.latencies_s) / self.wall_s
+
+    @property
+    def p50_ms(self) -> float:
+        return 1000 * percentile(self.latencies_s, 50)
+
+    @property
+    def p99_ms(self) -> float:
+        return 1000 * percentile(self.latencies_s, 99)
+
+
+def closed_loop(
+    make_call: Callable[[int, contextlib.ExitStack], Callable[[int], bool]],
+    clients: int,
+    seconds: float,
+    *,
+    settle_s: float = 1.0,
+    snapshot: Callable[[], Any] | None = None,
+) -> LoadResult:
+    """Closed-loop load, measured one way for every benchmark: ``clients`` threads each send a
+    request, wait for the answer, send the next. ``make_call(i, stack)`` runs in thread ``i``
+    before the clock starts (open connections there; register cleanups on ``stack``) and returns
+    ``call(k) -> ok`` for the thread's ``k``-th request. After ``settle_s`` of load the window
+    opens for ``seconds``: a request counts when it *started and ended* inside the window, its
+    latency timed around ``call``. ``snapshot()`` (server counters, endpoint stats) is taken as
+    the window opens and closes.
+
+    >>> r = closed_loop(lambda i, stack: (lambda k: True), clients=2, seconds=0.05,
+    ...                 settle_s=0.0)
+    >>> r.errors, r.req_s > 0
+    (0, True)
+    """
+    ready = threading.Barrier(clients + 1)
+    stop = threading.Event()
+    window: dict[str, float] = {}
+    latencies: list[list[float]] = [[] for _ in range(clients)]
+    errors = [0] * clients
+
+    def worker(i: int) -> None:
+        with contextlib.ExitStack() as stack:
+            call = make_call(i, stack)
+            ready.wait()
+            k = i
+            while not stop.is_set():
+                t0 = time.perf_counter()
+                ok = call(k)
+                t1 = time.perf_counter()
+                start = window.get("start")
+                if start is not None and t0 >= start and not stop.is_set():
+                    if ok:
+                        latencies[i].append(t1 - t0)
+                    else:
+                        errors[i] += 1
+                k += 1
+
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(clients)]
+    for t in threads:
+        t.start()
+    ready.wait()
+    time.sleep(settle_s)
+    before = snapshot() if snapshot else None
+    window["start"] = time.perf_counter()
+    time.sleep(seconds)
+    stop.set()
+    wall = time.perf_counter() - window["start"]
+    after = snapshot() if snapshot else None
+    for t in threads:
+        t.join()
+    return LoadResult(
+        wall, [x for lat in latencies for x in lat], sum(errors), before=before, after=after
+    )

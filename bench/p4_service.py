@@ -25,14 +25,15 @@ Run::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import numpy as np
-from _common import TASK, Rounds, machine_note, median, percentile, print_table, scene_frames
+from _common import TASK, Rounds, closed_loop, machine_note, median, print_table, scene_frames
 
 from evolve_envs.reward.clients.frame_encoding import encode_jpeg_b64
 from evolve_envs.reward.service.backends.base import CriticItem
@@ -69,49 +70,30 @@ def critic_batches(client: httpx.Client, url: str) -> tuple[int, int]:
 
 
 def load(url: str, bodies: list[bytes], clients: int, seconds: float) -> dict[str, Any]:
-    """Closed-loop load with ``clients`` threads for ``seconds``; returns rates and latencies."""
-    stop = threading.Event()
-    latencies: list[list[float]] = [[] for _ in range(clients)]
-    errors = [0] * clients
-    barrier = threading.Barrier(clients + 1)
+    """Closed-loop load (:func:`_common.closed_loop`) with ``clients`` threads for ``seconds``;
+    returns rates, latencies and the server's mean critic batch size over the window."""
 
-    def worker(i: int) -> None:
+    def make_call(i: int, stack: contextlib.ExitStack) -> Callable[[int], bool]:
+        http = stack.enter_context(httpx.Client(timeout=30, trust_env=False))
+        http.get(url + "/health")  # open the keep-alive connection before timing
         headers = {"content-type": "application/json"}
-        with httpx.Client(timeout=30, trust_env=False) as http:
-            http.get(url + "/health")  # open the keep-alive connection before timing
-            barrier.wait()
-            k = i
-            while not stop.is_set():
-                t0 = time.perf_counter()
-                r = http.post(url + "/pairwise-critic", content=bodies[k % len(bodies)],
-                              headers=headers)  # fmt: skip
-                if r.status_code == 200:
-                    latencies[i].append(time.perf_counter() - t0)
-                else:
-                    errors[i] += 1
-                k += 1
 
-    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(clients)]
+        def call(k: int) -> bool:
+            body = bodies[k % len(bodies)]
+            return http.post(url + "/pairwise-critic", content=body, headers=headers).is_success
+
+        return call
+
     with httpx.Client(timeout=10, trust_env=False) as admin:
-        for t in threads:
-            t.start()
-        barrier.wait()
-        b0, i0 = critic_batches(admin, url)
-        start = time.perf_counter()
-        time.sleep(seconds)
-        stop.set()
-        for t in threads:
-            t.join()
-        wall = time.perf_counter() - start
-        b1, i1 = critic_batches(admin, url)
-    done = [x for lat in latencies for x in lat]
+        r = closed_loop(make_call, clients, seconds, snapshot=lambda: critic_batches(admin, url))
+    (b0, i0), (b1, i1) = r.before, r.after
     return {
-        "req_s": len(done) / wall,
-        "frames_s": 2 * len(done) / wall,
-        "p50_ms": 1000 * percentile(done, 50),
-        "p99_ms": 1000 * percentile(done, 99),
+        "req_s": r.req_s,
+        "frames_s": 2 * r.req_s,
+        "p50_ms": r.p50_ms,
+        "p99_ms": r.p99_ms,
         "batch": (i1 - i0) / (b1 - b0) if b1 > b0 else float("nan"),
-        "errors": sum(errors),
+        "errors": r.errors,
     }
 
 

@@ -29,12 +29,12 @@ Run::
 from __future__ import annotations
 
 import argparse
-import threading
-import time
+import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from _common import TASK, Rounds, machine_note, percentile, print_table, scene_frames
+from _common import TASK, Rounds, closed_loop, machine_note, print_table, scene_frames
 
 from evolve_envs.reward.clients.endpoint_pool import EndpointPool
 from evolve_envs.reward.clients.progress_client import ProgressClient
@@ -43,45 +43,34 @@ from evolve_envs.reward.service.embedded import EmbeddedService
 
 def load(urls: list[str], selection: str, frames: list[np.ndarray], clients: int,
          seconds: float, slow_url: str | None) -> dict[str, Any]:  # fmt: skip
+    """Closed-loop load (:func:`_common.closed_loop`) through one shared pool: rate, latency
+    and the share of requests the slow endpoint served in the window."""
     pool = EndpointPool(urls, selection=selection, timeout=60, max_retries=0)
     client = ProgressClient(pool, fail_on_request_error=True)
-    stop = threading.Event()
-    latencies: list[list[float]] = [[] for _ in range(clients)]
-    barrier = threading.Barrier(clients + 1)
 
-    def worker(i: int) -> None:
-        barrier.wait()
-        k = i
-        while not stop.is_set():
-            r = client.pairwise_critic(TASK, frames[k % len(frames)], frames[(k + 1) % len(frames)])
-            latencies[i].append(r.latency_s)
-            k += 1
+    def make_call(i: int, stack: contextlib.ExitStack) -> Callable[[int], bool]:
+        def call(k: int) -> bool:
+            a, b = frames[k % len(frames)], frames[(k + 1) % len(frames)]
+            return client.pairwise_critic(TASK, a, b).ok
+
+        return call
+
+    def served() -> dict[str, int]:
+        return {s["url"]: s["successes"] for s in pool.endpoint_stats()}
 
     try:
         client.capabilities()
-        threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(clients)]
-        for t in threads:
-            t.start()
-        barrier.wait()
-        before = {s["url"]: s["successes"] for s in pool.endpoint_stats()}
-        start = time.perf_counter()
-        time.sleep(seconds)
-        after = {s["url"]: s["successes"] for s in pool.endpoint_stats()}
-        wall = time.perf_counter() - start
-        stop.set()
-        for t in threads:
-            t.join()
+        r = closed_loop(make_call, clients, seconds, snapshot=served)
     finally:
         client.close()
         pool.close()
-    served = {u: after[u] - before[u] for u in urls}
-    total = sum(served.values())
-    done = [x for lat in latencies for x in lat]
+    counts = {u: r.after[u] - r.before[u] for u in urls}
+    total = sum(counts.values())
     return {
-        "req_s": total / wall,
-        "p50_ms": 1000 * percentile(done, 50),
-        "p99_ms": 1000 * percentile(done, 99),
-        "share_slow": served[slow_url] / total if slow_url and total else float("nan"),
+        "req_s": r.req_s,
+        "p50_ms": r.p50_ms,
+        "p99_ms": r.p99_ms,
+        "share_slow": counts[slow_url] / total if slow_url and total else float("nan"),
     }
 
 

@@ -29,15 +29,14 @@ Run::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import socket
-import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 import numpy as np
-from _common import TASK, Rounds, machine_note, percentile, print_table, scene_frames
+from _common import TASK, Rounds, closed_loop, machine_note, print_table, scene_frames
 
 from evolve_envs.reward.clients.endpoint_pool import EndpointPool
 from evolve_envs.reward.clients.progress_client import ProgressClient
@@ -66,47 +65,25 @@ def batch_totals(urls: list[str], replicas: int) -> tuple[int, int]:
 
 def load(make_pool: Callable[[], Any], frames: list[np.ndarray], clients: int,
          seconds: float) -> dict[str, float]:  # fmt: skip
-    """Closed-loop load from `clients` threads for `seconds`: requests/s and latency."""
+    """Closed-loop load (:func:`_common.closed_loop`) from `clients` threads for `seconds`:
+    requests/s and latency."""
     pool = make_pool()
     client = ProgressClient(pool, fail_on_request_error=True, max_workers=1)
-    stop = threading.Event()
-    counts = [0] * clients
-    latencies: list[list[float]] = [[] for _ in range(clients)]
-    barrier = threading.Barrier(clients + 1)
-    window = {"start": 0.0}
 
-    def worker(i: int) -> None:
-        barrier.wait()
-        k = i
-        while not stop.is_set():
-            r = client.pairwise_critic(TASK, frames[k % len(frames)], frames[(k + 1) % len(frames)])
-            if window["start"] and not stop.is_set():
-                counts[i] += 1
-                latencies[i].append(r.latency_s)
-            k += 1
+    def make_call(i: int, stack: contextlib.ExitStack) -> Callable[[int], bool]:
+        def call(k: int) -> bool:
+            a, b = frames[k % len(frames)], frames[(k + 1) % len(frames)]
+            return client.pairwise_critic(TASK, a, b).ok
+
+        return call
 
     try:
         client.pairwise_critic(TASK, frames[0], frames[1])  # warm up connections / handle
-        threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(clients)]
-        for t in threads:
-            t.start()
-        barrier.wait()
-        time.sleep(min(2.0, seconds / 2))  # let the closed loop settle
-        window["start"] = time.perf_counter()
-        time.sleep(seconds)
-        wall = time.perf_counter() - window["start"]
-        stop.set()
-        for t in threads:
-            t.join()
+        r = closed_loop(make_call, clients, seconds, settle_s=min(2.0, seconds / 2))
     finally:
         client.close()
         pool.close()
-    done = [x for lat in latencies for x in lat]
-    return {
-        "req_s": sum(counts) / wall,
-        "p50_ms": 1000 * percentile(done, 50),
-        "p99_ms": 1000 * percentile(done, 99),
-    }
+    return {"req_s": r.req_s, "p50_ms": r.p50_ms, "p99_ms": r.p99_ms}
 
 
 def main() -> None:
