@@ -57,6 +57,7 @@ from evolve_envs.reward.service.errors import PICKLE_CONTENT_TYPE, ApiError, ins
 from evolve_envs.reward.service.host_allowlist import DEFAULT_ALLOWED_HOSTS, HostAllowListMiddleware
 from evolve_envs.reward.service.limits import DEFAULT_LIMITS
 from evolve_envs.reward.service.metrics import MetricsMiddleware
+from evolve_envs.reward.service.model_headers import ModelHeadersMiddleware, model_headers
 from evolve_envs.reward.service.service_state import RequestLimits, ServiceState
 from evolve_envs.reward.service.swagger_assets import add_local_docs
 
@@ -184,4 +185,5 @@ def create_app(
     app.add_middleware(HostAllowListMiddleware, allowed_hosts=tuple(allowed_hosts))
     app.add_middleware(ConcurrencyLimitMiddleware, limit=max_concurrent_requests)
     app.add_middleware(MetricsMiddleware, metrics=state.metrics, known_routes=known_routes)
+    app.add_middleware(ModelHeadersMiddleware, headers=model_headers(backend))
     return app
