@@ -32,8 +32,8 @@ allow-list, bearer token (Starlette's `AuthenticationMiddleware`, 401), body lim
 Example:
     >>> from evolve_envs.reward.service.backends.mock import MockBackend
     >>> app = create_app(MockBackend(), token=None, batch_window_ms=5)
-    >>> sorted(app.openapi()["paths"])[:4]
-    ['/', '/capabilities', '/done', '/health']
+    >>> sorted(app.openapi()["paths"])[:3]
+    ['/', '/capabilities', '/done']
     >>> # uvicorn.run(app, host="127.0.0.1", port=8111)
 """
 
@@ -47,7 +47,13 @@ from typing import Any
 from fastapi import FastAPI
 
 from evolve_envs.reward.protocol.wire import ErrorResponse
-from evolve_envs.reward.service import routes_pickle, routes_progress, routes_service, routes_video
+from evolve_envs.reward.service import (
+    robometer_routes,
+    routes_pickle,
+    routes_progress,
+    routes_service,
+    routes_video,
+)
 from evolve_envs.reward.service.auth import add_bearer_auth
 from evolve_envs.reward.service.backends import make_backend
 from evolve_envs.reward.service.backends.base import Backend
@@ -170,6 +176,7 @@ def create_app(
     install_error_handlers(app, routes_pickle.pickle_paths(pickle_at_root))
     pickle_router = routes_pickle.build_router(pickle_at_root)
     routers = (routes_service.router, routes_progress.router, routes_video.router, pickle_router)
+    routers += (robometer_routes.router,)  # Robometer's /evaluate_batch(_npy) clients
     for router in routers:
         app.include_router(router)
     # Middlewares, innermost first: faults, body limit, auth, hosts, concurrency, metrics.
