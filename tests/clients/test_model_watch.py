@@ -44,6 +44,21 @@ def test_model_swap_behind_an_endpoint_is_logged_and_counted(
         client.close()
 
 
+def test_health_probe_notices_the_swap_before_any_reward_call() -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    pool = EndpointPool(url, max_retries=0)
+    try:
+        with EmbeddedService("mock", {"model_id": "judge-a"}, port=port):
+            assert check_service(pool).model_id == "judge-a"
+        with EmbeddedService("mock", {"model_id": "judge-b"}, port=port):
+            assert pool.probe() == {url: True}
+        assert pool.model_watch.changes == 1
+        assert pool.model_watch.identity(url).model_id == "judge-b"
+    finally:
+        pool.close()
+
+
 def test_same_model_restarted_is_not_a_change() -> None:
     port = free_port()
     pool = EndpointPool(f"http://127.0.0.1:{port}", max_retries=0)

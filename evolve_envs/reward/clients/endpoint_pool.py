@@ -419,6 +419,7 @@ class EndpointPool:
         )
         #: the model identity each endpoint reported; a change mid-run is logged and counted
         self.model_watch = ModelWatch()
+        self._failover.on_probe_response = self.model_watch.observe
         # Requests go to a placeholder host; the failover transport picks the real endpoint.
         # trust_env=False here: environment proxies must not route around that transport.
         self._client = httpx.Client(
