@@ -7,9 +7,10 @@ another checkpoint) mixes two reward scales and corrupts the run. The service na
 `evolve_envs.reward.service.model_headers`). `ModelWatch` keeps, per endpoint, the identity seen
 first (from the start-up `/capabilities` check, else from the first answer) and compares every
 later answer, and every successful health probe of the endpoint pool (a restarted server is
-re-checked as soon as it is probed), with it. A difference is logged at ERROR level on the ``evolve_envs.reward.clients``
-logger, naming the endpoint, the old and the new identity, and counted in `changes`; the new
-identity becomes the expected one, so each change is reported once.
+re-checked as soon as it is probed), with it. A difference is logged at ERROR level on the
+``evolve_envs.reward.clients`` logger, naming the endpoint, the old and the new identity, and
+counted in `changes`; the new identity becomes the expected one, so each change is reported
+once.
 
 Servers that send no identity headers (older versions, third-party services) are never flagged.
 

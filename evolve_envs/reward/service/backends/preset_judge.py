@@ -3,7 +3,8 @@
 The `vlm` (transformers) and `openai` (OpenAI-compatible server) backends hand their critic,
 done, video and image questions to a `PresetJudge` when built with ``preset=...``. The judge asks
 through the backend's own transport: `generate(requests, max_new_tokens)` for text presets and
-`token_probabilities(requests, top_k)` for token-probability presets (TOPReward).
+`token_probabilities(requests, top_k)` for token-probability presets (TOPReward). Text answers
+get the backend's `max_new_tokens` (the preset's own budget when the backend has none).
 
 Results are per item: a malformed answer gives a
 :class:`~evolve_envs.reward.service.backends.judge_presets.MalformedAnswerError` *in place of*
@@ -84,7 +85,8 @@ class PresetJudge:
             top_k = int(getattr(self.preset, "top_logprobs", 20))
             tops = backend.token_probabilities(requests, top_k)
             return [(top, json.dumps(top)) for top in tops]
-        answers = backend.generate(requests, self.preset.max_new_tokens)
+        budget = getattr(backend, "max_new_tokens", None) or self.preset.max_new_tokens
+        answers = backend.generate(requests, int(budget))
         return [(answer, answer) for answer in answers]
 
     def progress(self, backend: Any, requests: list[Request]) -> list[float | Exception]:
