@@ -324,6 +324,8 @@ class ProgressModelConfig(RewardModelConfig, ProgressKeys):
 
     kind: Literal["progress"] = "progress"
     dense_reward: bool = True
+    #: cameras whose judgements are averaged (each asked separately); empty: ``camera`` alone
+    average_cameras: list[str] = Field(default_factory=list)
 
     @property
     def reward_mode(self) -> RewardMode:

@@ -173,11 +173,19 @@ def _reward_wrapper(
         )
         wrapper: gym.Env
         if isinstance(rm, ProgressModelConfig):
+            client, camera, own_client = model.client, rm.camera, False
+            if rm.average_cameras:  # one judgement per camera, averaged
+                from evolve_envs.reward.clients.camera_average import CameraAverageClient
+
+                camera = tuple(rm.average_cameras)
+                client = CameraAverageClient(model.client, len(camera), close_inner=False)
+                own_client = True
             wrapper = ProgressReward(
                 env,
-                model.client,
+                client,
                 model.settings,
-                camera=rm.camera,
+                camera=camera,
+                close_client=own_client,
                 capabilities=model.capabilities if model.capabilities is not None else False,
                 reward_model=model,
                 reward_weight=rm.reward_weight,
@@ -285,7 +293,8 @@ def build_stack(
         elif max_steps is not None:
             env = gym.wrappers.TimeLimit(env, max_episode_steps=max_steps)
         if rm.enable:
-            _check_camera(env, rm.camera)
+            for camera in [rm.camera, *getattr(rm, "average_cameras", [])]:
+                _check_camera(env, camera)
             env = _reward_wrapper(env, rm, embedded_service, endpoint_pool)
             if rm.alarm.enable:
                 env = HackingAlarm(env, rm.alarm.detector_settings())

@@ -92,7 +92,9 @@ class ProgressReward(
         settings: :class:`~evolve_envs.wrappers.progress_tracker.TrackerSettings` or a
             mapping of them.
         camera: observation key of the frames sent to the reward model (``None``: the
-            observation is the image).
+            observation is the image); a tuple of keys sends them stacked (``K x H x W x 3``),
+            for a client that averages over cameras
+            (:class:`~evolve_envs.reward.clients.camera_average.CameraAverageClient`).
         task: task text; default ``info["task_description"]`` at reset.
         reward_weight: weight of the model reward.
         env_reward_weight: weight of the wrapped env's reward.
@@ -118,7 +120,7 @@ class ProgressReward(
         client: ProgressService | str | Sequence[str],
         settings: TrackerSettings | Mapping[str, Any] | None = None,
         *,
-        camera: str | None = "agentview_image",
+        camera: str | tuple[str, ...] | None = "agentview_image",
         task: str | None = None,
         reward_weight: float = 1.0,
         env_reward_weight: float = 0.0,
@@ -207,12 +209,16 @@ class ProgressReward(
     def _frame(self, obs: Any) -> np.ndarray:
         if self.camera is None:
             return np.asarray(obs)
-        if not isinstance(obs, Mapping) or self.camera not in obs:
+        if isinstance(self.camera, tuple):  # several cameras: stacked, K x H x W x 3
+            return np.stack([self._one_frame(obs, camera) for camera in self.camera])
+        return self._one_frame(obs, self.camera)
+
+    @staticmethod
+    def _one_frame(obs: Any, camera: str) -> np.ndarray:
+        if not isinstance(obs, Mapping) or camera not in obs:
             keys = sorted(obs) if isinstance(obs, Mapping) else type(obs).__name__
-            raise KeyError(
-                f"ProgressReward: observation has no camera key {self.camera!r} ({keys})"
-            )
-        return np.asarray(obs[self.camera])
+            raise KeyError(f"ProgressReward: observation has no camera key {camera!r} ({keys})")
+        return np.asarray(obs[camera])
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None

@@ -51,6 +51,8 @@ def test_routers_serve_every_protocol(client: TestClient) -> None:
         "/score",
         "/pickle",
         "/",
+        "/evaluate_batch",
+        "/evaluate_batch_npy",
     }
     state = client.app.state.service
     assert isinstance(state, ServiceState) and state.backend is client.app.state.backend

@@ -26,9 +26,13 @@ def test_health_and_healthcheck(client: httpx.Client) -> None:
 
 def test_capabilities_of_mock(client: httpx.Client) -> None:
     caps = Capabilities.model_validate(client.get("/capabilities").json())
-    assert caps == Capabilities(
+    who = {"model_id", "model_revision", "config_hash"}
+    assert caps.model_dump(exclude=who) == Capabilities(
         backend="mock", progress=True, pairwise=True, done=True, video=True, image_score=True
-    )
+    ).model_dump(exclude=who)
+    # who answers: the mock names its rule and seed; the hash covers its kwargs
+    assert (caps.model_id, caps.model_revision) == ("mock-intensity", "seed-0")
+    assert caps.config_hash is not None and len(caps.config_hash) == 16
 
 
 def test_trajectory_values_reproduce_painted_progress(client: httpx.Client) -> None:

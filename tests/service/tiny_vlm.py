@@ -25,6 +25,8 @@ CORPUS = [
     "Answer with one number inside <answer>42</answer> <think>reasoning</think>",
     "0 1 2 3 4 5 6 7 8 9 10 25 50 75 100 -100 % / . system user assistant",
     "put the bowl on the plate, open the drawer, pick up the cup",
+    # whole-word tokens for the True/False question of the topreward preset
+    "Has the robot completed the task? Answer True or False. True False True False",
 ]
 
 

@@ -47,7 +47,12 @@ PRESETS = sorted((CONFIG_DIR / "presets").glob("*.yaml"))
 def test_shipped_configs_exist_and_validate() -> None:
     names = {p.stem for p in SUITE_FILES}
     assert {"libero_10", "libero_spatial", "libero_object", "libero_goal", "libero_90"} <= names
-    assert {p.stem for p in PRESETS} == {"long_horizon", "short_precise", "fast_dev"}
+    assert {p.stem for p in PRESETS} == {
+        "long_horizon",
+        "short_precise",
+        "fast_dev",
+        "robometer_libero",
+    }
     for path in SUITE_FILES:
         cfg = load_config(path)
         if "id" in cfg.env:  # a non-LIBERO env by Gymnasium id (the synthetic task)
@@ -64,6 +69,8 @@ def test_shipped_configs_exist_and_validate() -> None:
                           "progressive_max_step": True}),
         ("short_precise", {"done_threshold": 0.98, "call_every": 8, "start_step": 32}),
         ("fast_dev", {"call_every": 32, "service_num": 4}),
+        ("robometer_libero", {"mode": "trajectory", "done_threshold": 0.65,
+                              "trajectory_max_frames": 8, "reward_mode": "dense"}),
     ],
 )  # fmt: skip
 def test_presets_layer_on_a_suite(preset: str, expected: dict) -> None:
@@ -244,3 +251,11 @@ def test_tracker_settings_carry_every_key(dense: bool, binary: bool, reward_mode
         assert getattr(settings, name) == want, name
         if name != "reward_mode" or reward_mode != "dense":
             assert getattr(defaults, name) != want, f"{name}: pick a non-default value"
+
+
+def test_robometer_preset_ends_on_two_of_three_checks() -> None:
+    cfg = load_config(
+        CONFIG_DIR / "libero_spatial.yaml", CONFIG_DIR / "presets" / "robometer_libero.yaml"
+    )
+    settings = cfg.reward_model.tracker_settings()
+    assert settings.done_by.rule().describe() == "2_of_3" and settings.done_threshold == 0.65

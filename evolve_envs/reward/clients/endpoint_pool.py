@@ -59,6 +59,7 @@ from evolve_envs.reward.clients.failover_transport import (
     Selection,
     describe_http_error,
 )
+from evolve_envs.reward.clients.model_watch import ModelWatch
 
 __all__ = [
     "EndpointPool",
@@ -416,6 +417,9 @@ class EndpointPool:
             ),
             trust_env=trust_env,
         )
+        #: the model identity each endpoint reported; a change mid-run is logged and counted
+        self.model_watch = ModelWatch()
+        self._failover.on_probe_response = self.model_watch.observe
         # Requests go to a placeholder host; the failover transport picks the real endpoint.
         # trust_env=False here: environment proxies must not route around that transport.
         self._client = httpx.Client(
@@ -566,6 +570,7 @@ class EndpointPool:
                 call.retry_after = _retry_after_s(response)
             raise call.failed(request, call.describe(response), ErrorKind.HTTP_STATUS, num, status)
         endpoint = request.extensions[ENDPOINT]
+        self.model_watch.observe(endpoint, response.headers)
         return PoolResponse(response, endpoint, num, time.monotonic() - call.start)
 
     # ------------------------------------------------------------------ lifetime

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Literal
 
 import httpx
@@ -171,6 +171,9 @@ class FailoverTransport(httpx.BaseTransport):
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._prober: threading.Thread | None = None
+        #: called with `(url, headers)` of every successful health probe (the endpoint pool
+        #: re-checks the model identity there: a restarted server is noticed before it answers)
+        self.on_probe_response: Callable[[str, httpx.Headers], None] | None = None
 
     @property
     def urls(self) -> list[str]:
@@ -349,6 +352,8 @@ class FailoverTransport(httpx.BaseTransport):
             except (httpx.HTTPError, RuntimeError) as exc:
                 return False, f"health probe failed: {type(exc).__name__}: {exc}"
             if response.status_code < 300:
+                if self.on_probe_response is not None:
+                    self.on_probe_response(url, response.headers)
                 return True, None
             if response.status_code not in _NO_SUCH_ROUTE:
                 return False, f"health probe: {describe_http_error(response)}"

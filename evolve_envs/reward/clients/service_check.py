@@ -101,6 +101,19 @@ def _classify(err: RewardServiceError, need_capabilities: bool) -> str | None:
     return "unreachable"
 
 
+def log_identity(endpoint: str, caps: Capabilities, what: str = "reward service") -> None:
+    """Log, once at start-up, which backend and model answer at `endpoint`."""
+    logger.info(
+        "%s at %s: backend %s, model %s, revision %s, config %s",
+        what,
+        endpoint,
+        caps.backend,
+        caps.model_id or "(not reported)",
+        caps.model_revision or "(not reported)",
+        caps.config_hash or "(not reported)",
+    )
+
+
 def check_service(
     pool: EndpointPool,
     *,
@@ -123,7 +136,12 @@ def check_service(
     """
     try:
         reply = pool.request("GET", ROUTE_CAPABILITIES)
-        return parse_json_model(reply, ROUTE_CAPABILITIES, Capabilities)
+        caps = parse_json_model(reply, ROUTE_CAPABILITIES, Capabilities)
+        watch = getattr(pool, "model_watch", None)
+        if watch is not None:
+            watch.expect(reply.endpoint, caps)
+            log_identity(reply.endpoint, caps, what)
+        return caps
     except RewardServiceError as err:
         reason = _classify(err, need_capabilities)
         if reason is None:

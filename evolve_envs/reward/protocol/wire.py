@@ -172,6 +172,7 @@ class Capabilities(_Response):
     """`GET /capabilities`: which routes the backend can serve (others answer 501).
 
     `progress` (`/trajectory-critic`) is always true; `image_score` covers the pickle scorer.
+    `model_id`, `model_revision` and `config_hash` say which model answers (None if unknown).
 
     >>> caps = Capabilities(backend="mock", pairwise=True)
     >>> caps.progress, caps.pairwise, caps.done
@@ -184,6 +185,12 @@ class Capabilities(_Response):
     done: bool = False
     video: bool = False
     image_score: bool = False
+    #: who answers (all optional: servers before these fields parse with None):
+    #: the model's id (checkpoint name or directory), its revision or weight fingerprint, and a
+    #: hash of the backend's configuration (name and constructor arguments)
+    model_id: str | None = None
+    model_revision: str | None = None
+    config_hash: str | None = None
 
 
 class HealthResponse(_Response):

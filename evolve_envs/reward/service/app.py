@@ -32,8 +32,8 @@ allow-list, bearer token (Starlette's `AuthenticationMiddleware`, 401), body lim
 Example:
     >>> from evolve_envs.reward.service.backends.mock import MockBackend
     >>> app = create_app(MockBackend(), token=None, batch_window_ms=5)
-    >>> sorted(app.openapi()["paths"])[:4]
-    ['/', '/capabilities', '/done', '/health']
+    >>> sorted(app.openapi()["paths"])[:3]
+    ['/', '/capabilities', '/done']
     >>> # uvicorn.run(app, host="127.0.0.1", port=8111)
 """
 
@@ -47,7 +47,13 @@ from typing import Any
 from fastapi import FastAPI
 
 from evolve_envs.reward.protocol.wire import ErrorResponse
-from evolve_envs.reward.service import routes_pickle, routes_progress, routes_service, routes_video
+from evolve_envs.reward.service import (
+    robometer_routes,
+    routes_pickle,
+    routes_progress,
+    routes_service,
+    routes_video,
+)
 from evolve_envs.reward.service.auth import add_bearer_auth
 from evolve_envs.reward.service.backends import make_backend
 from evolve_envs.reward.service.backends.base import Backend
@@ -57,6 +63,7 @@ from evolve_envs.reward.service.errors import PICKLE_CONTENT_TYPE, ApiError, ins
 from evolve_envs.reward.service.host_allowlist import DEFAULT_ALLOWED_HOSTS, HostAllowListMiddleware
 from evolve_envs.reward.service.limits import DEFAULT_LIMITS
 from evolve_envs.reward.service.metrics import MetricsMiddleware
+from evolve_envs.reward.service.model_headers import ModelHeadersMiddleware, model_headers
 from evolve_envs.reward.service.service_state import RequestLimits, ServiceState
 from evolve_envs.reward.service.swagger_assets import add_local_docs
 
@@ -169,6 +176,7 @@ def create_app(
     install_error_handlers(app, routes_pickle.pickle_paths(pickle_at_root))
     pickle_router = routes_pickle.build_router(pickle_at_root)
     routers = (routes_service.router, routes_progress.router, routes_video.router, pickle_router)
+    routers += (robometer_routes.router,)  # Robometer's /evaluate_batch(_npy) clients
     for router in routers:
         app.include_router(router)
     # Middlewares, innermost first: faults, body limit, auth, hosts, concurrency, metrics.
@@ -184,4 +192,5 @@ def create_app(
     app.add_middleware(HostAllowListMiddleware, allowed_hosts=tuple(allowed_hosts))
     app.add_middleware(ConcurrencyLimitMiddleware, limit=max_concurrent_requests)
     app.add_middleware(MetricsMiddleware, metrics=state.metrics, known_routes=known_routes)
+    app.add_middleware(ModelHeadersMiddleware, headers=model_headers(backend))
     return app

@@ -270,9 +270,17 @@ class Batcher:
                 f"backend {self.backend.name!r} returned {len(results)} results for "
                 f"{len(items)} {kind} items"
             )
+        failed = 0
         for entry, result in zip(batch, results, strict=True):
-            if not entry.future.done():
+            if isinstance(result, BaseException):  # that item alone failed (a malformed answer)
+                failed += 1
+                result.counted = True  # type: ignore[attr-defined]
+                if not entry.future.done():
+                    entry.future.set_exception(result)
+            elif not entry.future.done():
                 entry.future.set_result(result)
+        if failed:
+            self.metrics.record_malformed(kind, failed)
 
 
 def _group_by_request(batch: list[_Entry]) -> list[list[_Entry]]:

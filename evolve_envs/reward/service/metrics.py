@@ -57,6 +57,7 @@ class Metrics:
         self._latency: dict[str, deque[float]] = {}
         self._batches: dict[str, Counter[int]] = {}
         self._dropped: dict[str, int] = {}
+        self._malformed: dict[str, int] = {}
         self._in_flight = 0
 
     def request_started(self) -> None:
@@ -78,6 +79,11 @@ class Metrics:
         """Count `items` of `kind` not computed because their caller disconnected."""
         with self._lock:
             self._dropped[kind] = self._dropped.get(kind, 0) + items
+
+    def record_malformed(self, kind: str, items: int) -> None:
+        """Count `items` of `kind` whose model answer broke its format (answered as errors)."""
+        with self._lock:
+            self._malformed[kind] = self._malformed.get(kind, 0) + items
 
     def record_batch(self, kind: str, size: int) -> None:
         """Count one backend call of `size` items (`kind`: critic, done, image, video)."""
@@ -111,6 +117,7 @@ class Metrics:
                 "uptime_s": time.time() - self._started,
                 "in_flight": self._in_flight,
                 "dropped_items": dict(self._dropped),
+                "malformed_answers": dict(self._malformed),
                 "requests": dict(self._requests),
                 "requests_total": sum(self._requests.values()),
                 "errors": dict(self._errors),
@@ -228,3 +235,11 @@ class _SnapshotCollector:
         for kind, n in sorted(snap["dropped_items"].items()):
             dropped.add_metric([kind], n)
         yield dropped
+        malformed = CounterMetricFamily(
+            "reward_malformed_answers",
+            "Model answers that broke their preset's format (answered 502)",
+            labels=["kind"],
+        )
+        for kind, n in sorted(snap["malformed_answers"].items()):
+            malformed.add_metric([kind], n)
+        yield malformed

@@ -25,7 +25,11 @@ from typing import Annotated, Any
 import numpy as np
 from fastapi import Depends, Request
 
-from evolve_envs.reward.service.backends.base import Backend, NotSupportedError
+from evolve_envs.reward.service.backends.base import (
+    Backend,
+    MalformedAnswerError,
+    NotSupportedError,
+)
 from evolve_envs.reward.service.batching import MAX_BATCH, MAX_WINDOW_S, Batcher, prepare_frame
 from evolve_envs.reward.service.errors import ApiError
 from evolve_envs.reward.service.image_decoding import (
@@ -201,6 +205,12 @@ class ServiceState:
             raise
         except NotSupportedError as exc:
             raise ApiError(501, str(exc), backend=name, capability=exc.capability) from exc
+        except MalformedAnswerError as exc:  # the model broke its answer format: not a score
+            if not getattr(exc, "counted", False):
+                self.metrics.record_malformed("video", 1)
+            raise ApiError(
+                502, f"backend {name!r}: {exc}", backend=name, malformed_answer=True
+            ) from exc
         except Exception as exc:  # noqa: BLE001 - any backend failure is answered, not raised
             log.exception("backend %s failed", name)
             raise ApiError(

@@ -1,27 +1,113 @@
 """Reward model backends, looked up by name without importing heavy libraries.
 
-`make_backend("mock", latency_ms=5)` builds a backend; only the chosen backend's module is
-imported (the `vlm` and `vlac` backends pull in torch/transformers, `mock` does not).
+Backends are found through the Python entry-point group ``evolve_envs.reward_backends``: each
+entry maps a backend name to ``module:Class``. The built-in backends are declared there by this
+package's own metadata (``setup.cfg``), and a third-party package adds one the same way, without
+touching this repository:
+
+.. code-block:: ini
+
+    [options.entry_points]
+    evolve_envs.reward_backends =
+        mymodel = my_package.backend:MyModelBackend
+
+Only the chosen backend's module is imported (the `vlm` and `vlac` backends pull in
+torch/transformers, `mock` does not). When this package runs from a source tree whose metadata
+was not reinstalled, the built-in names still resolve (``BUILTIN_BACKENDS``).
+
+`make_backend("mock", latency_ms=5)` builds a backend and stamps it with a hash of its
+configuration (`config_hash`), which `/capabilities` reports.
 
 Example:
     >>> backend = make_backend("mock", rule="intensity")
     >>> backend.name
     'mock'
+    >>> "mock" in BACKENDS and "openai" in BACKENDS
+    True
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
+import logging
+from collections.abc import Iterator, Mapping
+from importlib.metadata import entry_points
 from typing import Any
 
-__all__ = ["BACKENDS", "UnknownBackendError", "make_backend", "backend_class"]
+__all__ = [
+    "BACKENDS",
+    "BUILTIN_BACKENDS",
+    "ENTRY_POINT_GROUP",
+    "UnknownBackendError",
+    "make_backend",
+    "backend_class",
+    "config_hash",
+]
 
-BACKENDS: dict[str, str] = {
-    "mock": "evolve_envs.reward.service.backends.mock:MockBackend",
-    "vlm": "evolve_envs.reward.service.backends.vlm:VLMBackend",
-    "vlac": "evolve_envs.reward.service.backends.vlac:VLACBackend",
-    "openai": "evolve_envs.reward.service.backends.openai_compat:OpenAICompatBackend",
+log = logging.getLogger("evolve_envs.reward.service.backends")
+
+#: The entry-point group every backend (built-in or third-party) is registered in.
+ENTRY_POINT_GROUP = "evolve_envs.reward_backends"
+
+_PKG = "evolve_envs.reward.service.backends"
+
+#: The built-in backends, as declared in setup.cfg (used when the installed metadata is stale).
+BUILTIN_BACKENDS: dict[str, str] = {
+    "mock": f"{_PKG}.mock:MockBackend",
+    "vlm": f"{_PKG}.vlm:VLMBackend",
+    "vlac": f"{_PKG}.vlac:VLACBackend",
+    "openai": f"{_PKG}.openai_compat:OpenAICompatBackend",
+    "roboreward": f"{_PKG}.judge_backends:RoboRewardBackend",
+    "robodopamine": f"{_PKG}.judge_backends:RoboDopamineBackend",
+    "topreward": f"{_PKG}.judge_backends:TopRewardBackend",
 }
+
+
+class _Registry(Mapping[str, str]):
+    """Backend name -> ``module:Class``, read from the entry points on first use."""
+
+    def __init__(self) -> None:
+        self._table: dict[str, str] | None = None
+
+    def _load(self) -> dict[str, str]:
+        if self._table is None:
+            table: dict[str, str] = {}
+            for ep in entry_points(group=ENTRY_POINT_GROUP):
+                if ep.name in table and table[ep.name] != ep.value:
+                    log.warning(
+                        "backend %r is declared twice (%s and %s); keeping the first",
+                        ep.name,
+                        table[ep.name],
+                        ep.value,
+                    )
+                    continue
+                table[ep.name] = ep.value
+            for name, target in BUILTIN_BACKENDS.items():
+                table.setdefault(name, target)
+            self._table = table
+        return self._table
+
+    def refresh(self) -> None:
+        """Read the entry points again (after installing a plugin in a running process)."""
+        self._table = None
+
+    def __getitem__(self, name: str) -> str:
+        return self._load()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+    def __repr__(self) -> str:
+        return f"BACKENDS({self._load()!r})"
+
+
+#: Every known backend: name -> ``module:Class`` (built-ins and installed plugins).
+BACKENDS = _Registry()
 
 
 class UnknownBackendError(ValueError):
@@ -42,10 +128,30 @@ def backend_class(name: str) -> type:
     return getattr(importlib.import_module(module_name), attr)
 
 
+def config_hash(name: str, kwargs: Mapping[str, Any]) -> str:
+    """A short, stable hash of a backend's name and constructor arguments.
+
+    Secrets (keys named like ``api_key`` or ``token``) are left out, so the hash can be shown.
+
+    >>> config_hash("mock", {"rule": "change"}) == config_hash("mock", {"rule": "change"})
+    True
+    >>> config_hash("mock", {"rule": "change"}) != config_hash("mock", {"rule": "intensity"})
+    True
+    """
+    public = {k: v for k, v in kwargs.items() if "key" not in k.lower() and "token" not in k}
+    text = json.dumps([name, public], sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def make_backend(name: str, **kwargs: Any) -> Any:
     """Build the backend registered as `name` with `kwargs` (its constructor arguments)."""
     cls = backend_class(name)
     try:
-        return cls(**kwargs)
+        backend = cls(**kwargs)
     except TypeError as exc:
         raise ValueError(f"bad kwargs for backend {name!r}: {exc}") from exc
+    try:
+        backend.config_hash = config_hash(name, kwargs)
+    except AttributeError:  # a backend with __slots__ or a read-only attribute: no hash
+        pass
+    return backend

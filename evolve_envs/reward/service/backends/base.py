@@ -38,6 +38,7 @@ __all__ = [
     "Backend",
     "BackendError",
     "NotSupportedError",
+    "MalformedAnswerError",
     "CriticItem",
     "DoneItem",
     "ImageScoreItem",
@@ -61,6 +62,23 @@ class NotSupportedError(BackendError):
         super().__init__(f"backend {backend!r} does not support {capability!r}")
         self.backend = backend
         self.capability = capability
+
+
+class MalformedAnswerError(BackendError):
+    """A model's answer does not follow its expected format: not a score, never scored as 0.
+
+    A backend may return an instance in place of one item's result (the batcher fails only that
+    request) or raise it; the service answers 502 and counts it (`malformed_answers` metric).
+    """
+
+    def __init__(self, preset: str, answer: str, expected: str) -> None:
+        super().__init__(
+            f"{preset} answer does not match {expected}: {answer[:200]!r}"
+            if answer
+            else f"{preset} answer is empty (expected {expected})"
+        )
+        self.preset = preset
+        self.answer = answer
 
 
 @dataclass(frozen=True)
@@ -175,8 +193,17 @@ class Backend(ABC):
             raise ValueError(f"unknown capability {capability!r}")
         return self._implements(method)
 
+    def model_identity(self) -> tuple[str | None, str | None]:
+        """`(model_id, model_revision)` of the model behind this backend (None: unknown).
+
+        The base class reads the `model_id` and `model_revision` attributes when a subclass sets
+        them; backends with a model directory fingerprint it (`model_fingerprint`).
+        """
+        return getattr(self, "model_id", None), getattr(self, "model_revision", None)
+
     def capabilities(self) -> Capabilities:
-        """The `GET /capabilities` answer."""
+        """The `GET /capabilities` answer, with who answers (model id, revision, config hash)."""
+        model_id, revision = self.model_identity()
         return Capabilities(
             backend=self.name,
             progress=True,
@@ -184,4 +211,7 @@ class Backend(ABC):
             done=self.supports("done"),
             video=self.supports("video"),
             image_score=self.supports("image_score"),
+            model_id=model_id,
+            model_revision=revision,
+            config_hash=getattr(self, "config_hash", None),
         )

@@ -131,6 +131,7 @@ class MockBackend(Backend):
         disabled: Iterable[str] = (),
         fail_marker: str | None = None,
         seed: int = 0,
+        model_id: str | None = None,
     ) -> None:
         super().__init__(disabled=disabled)
         if rule not in RULES:
@@ -155,6 +156,8 @@ class MockBackend(Backend):
         self.done_threshold = float(done_threshold)
         self.fail_marker = fail_marker
         self.seed = int(seed)
+        self.model_id = model_id or f"mock-{rule}"
+        self.model_revision = f"seed-{self.seed}"
 
     # --- helpers --------------------------------------------------------------------------------
     def progress(self, frame: np.ndarray, first: np.ndarray | None = None) -> int:

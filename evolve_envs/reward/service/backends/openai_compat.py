@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import io
+import math
 import os
 import threading
 from collections.abc import Iterable, Sequence
@@ -34,6 +35,7 @@ from evolve_envs.reward.service.backends.base import Backend, BackendError
 from evolve_envs.reward.service.backends.vlm import (
     DEFAULT_PROMPTS,
     DEFAULT_SYSTEM_PROMPT,
+    IMAGE_MARK,
     VLMBackend,
 )
 
@@ -65,6 +67,8 @@ class OpenAICompatBackend(VLMBackend):
         extra_body: extra JSON fields of every request (e.g. vLLM's `top_k`).
         stream: ask for a streamed answer and join its chunks (every server supports it;
             `transformers serve` answers only that way); False: one JSON answer.
+        preset, preset_options: a judge preset and its options, as for the `vlm` backend
+            (`topreward` reads `logprobs`/`top_logprobs` of a one-token answer).
         disabled: optional capabilities to switch off.
     """
 
@@ -95,6 +99,8 @@ class OpenAICompatBackend(VLMBackend):
         image_prompt: str = DEFAULT_PROMPTS["image_prompt"],
         extra_body: dict[str, Any] | None = None,
         stream: bool = True,
+        preset: str | None = None,
+        preset_options: dict[str, Any] | None = None,
         disabled: Iterable[str] = (),
     ) -> None:
         Backend.__init__(self, disabled=disabled)  # no local model: VLMBackend's loader is skipped
@@ -131,6 +137,7 @@ class OpenAICompatBackend(VLMBackend):
         self.extra_body = dict(extra_body or {})
         self.stream = bool(stream)
         self.unparsable_answers = 0
+        self._set_preset(preset, preset_options)
         self._openai = openai
         self._client = openai.OpenAI(
             base_url=base_url,
@@ -140,12 +147,26 @@ class OpenAICompatBackend(VLMBackend):
         )
         self._pool = ThreadPoolExecutor(max_workers=int(max_concurrency), thread_name_prefix="oai")
 
+    def model_identity(self) -> tuple[str | None, str | None]:
+        """The served model's name; its revision is unknown to the protocol (None)."""
+        return self.model, None
+
     def _messages(self, text: str, images: Sequence[np.ndarray]) -> list[dict[str, Any]]:
-        content: list[dict[str, Any]] = [
+        parts = [
             {"type": "image_url", "image_url": {"url": frame_data_url(f, self.jpeg_quality)}}
             for f in images
         ]
-        content.append({"type": "text", "text": text})
+        content: list[dict[str, Any]] = []
+        if images and text.count(IMAGE_MARK) == len(images):  # each image at its mark
+            pieces = text.split(IMAGE_MARK)
+            for piece, part in zip(pieces, parts, strict=False):
+                if piece:
+                    content.append({"type": "text", "text": piece})
+                content.append(part)
+            if pieces[-1]:
+                content.append({"type": "text", "text": pieces[-1]})
+        else:
+            content = [*parts, {"type": "text", "text": text}]
         messages: list[dict[str, Any]] = []
         if self.system_prompt:
             messages.append({"role": "system", "content": self.system_prompt})
@@ -169,6 +190,45 @@ class OpenAICompatBackend(VLMBackend):
         if not resp.choices:
             raise BackendError(f"chat completion at {self.base_url} returned no choices")
         return resp.choices[0].message.content or ""
+
+    def _ask_top_tokens(self, text: str, images: Sequence[np.ndarray], top_k: int) -> dict:
+        try:
+            resp = self._client.chat.completions.create(
+                model=self.model,
+                messages=self._messages(text, images),
+                max_tokens=1,
+                temperature=0.0,
+                logprobs=True,
+                top_logprobs=int(top_k),
+                extra_body=self.extra_body or None,
+                stream=False,
+            )
+        except self._openai.OpenAIError as exc:
+            raise BackendError(f"chat completion at {self.base_url} failed: {exc}") from exc
+        choice = resp.choices[0] if resp.choices else None
+        content = getattr(getattr(choice, "logprobs", None), "content", None)
+        if not content:
+            raise BackendError(
+                f"chat completion at {self.base_url} returned no logprobs (does the server "
+                "support logprobs/top_logprobs?)"
+            )
+        table: dict[str, float] = {}
+        for alt in content[0].top_logprobs or []:
+            table[alt.token] = table.get(alt.token, 0.0) + math.exp(alt.logprob)
+        if not table:  # no alternatives given: the chosen token alone
+            table[content[0].token] = math.exp(content[0].logprob)
+        return table
+
+    def token_probabilities(
+        self, requests: Sequence[tuple[str, Sequence[np.ndarray]]], top_k: int = 20
+    ) -> list[dict[str, float]]:
+        """The `top_k` most likely first answer tokens of each request: text -> probability.
+
+        Read from the server's `logprobs`/`top_logprobs` of a one-token answer (vLLM allows
+        `top_logprobs` up to its `--max-logprobs`, 20 by default).
+        """
+        futures = [self._pool.submit(self._ask_top_tokens, t, imgs, top_k) for t, imgs in requests]
+        return [f.result() for f in futures]
 
     def generate(
         self,

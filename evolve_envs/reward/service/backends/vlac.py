@@ -142,6 +142,7 @@ class VLACBackend(Backend):
             import torch
 
             device = "cuda:0" if torch.cuda.is_available() else "cpu"
+        self.ckpt_path = path
         self.batch_num = int(batch_num)
         self.rich = bool(rich)
         self.done_threshold = float(done_threshold)
@@ -158,6 +159,15 @@ class VLACBackend(Backend):
         from PIL import Image
 
         return Image.fromarray(frame)
+
+    def model_identity(self) -> tuple[str | None, str | None]:
+        """The checkpoint directory's id and fingerprint (`model_fingerprint`)."""
+        from evolve_envs.reward.service.backends.model_fingerprint import (
+            model_fingerprint,
+            model_id_from_path,
+        )
+
+        return model_id_from_path(self.ckpt_path), model_fingerprint(self.ckpt_path)
 
     def _reference(self, reference: Sequence[np.ndarray] | None) -> list[Any] | None:
         if not reference:

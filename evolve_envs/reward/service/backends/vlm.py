@@ -48,7 +48,7 @@ from evolve_envs.reward.service.backends.base import (
     VideoItem,
 )
 
-__all__ = ["VLMBackend", "DEFAULT_PROMPTS"]
+__all__ = ["VLMBackend", "DEFAULT_PROMPTS", "IMAGE_MARK"]
 
 log = logging.getLogger("evolve_envs.reward.service.vlm")
 
@@ -77,6 +77,8 @@ DEFAULT_PROMPTS = {
     ),
 }
 
+#: A prompt holding one `<image>` per image gets each image at its mark (else all first).
+IMAGE_MARK = "<image>"
 _IMAGE_SLOT = "<|vision_start|><|image_pad|><|vision_end|>"
 _IMAGE_PAD = "<|image_pad|>"
 _PLACEHOLDER = "\x00IMG\x00"
@@ -102,6 +104,9 @@ class VLMBackend(Backend):
         system_prompt, pairwise_prompt, progress_prompt, video_prompt, image_prompt: prompts.
         attn_implementation: e.g. "sdpa" or "flash_attention_2" (None: the library default).
         generation_kwargs: extra `model.generate` arguments (e.g. `repetition_penalty`).
+        preset: a judge preset (`roboreward`, `robodopamine`, `topreward`; see
+            `judge_presets`): its prompts and strict answer reading replace the prompts above.
+        preset_options: the preset's options (e.g. `done_threshold`).
         disabled: optional capabilities to switch off.
     """
 
@@ -131,6 +136,8 @@ class VLMBackend(Backend):
         attn_implementation: str | None = None,
         generation_kwargs: dict[str, Any] | None = None,
         caller_max_new_tokens: int = 1024,
+        preset: str | None = None,
+        preset_options: dict[str, Any] | None = None,
         disabled: Iterable[str] = (),
     ) -> None:
         super().__init__(disabled=disabled)
@@ -166,6 +173,7 @@ class VLMBackend(Backend):
         )
         self.generation_kwargs = dict(generation_kwargs or {})
         self.unparsable_answers = 0
+        self._set_preset(preset, preset_options)
         self._load(path, device, dtype, model_class, min_pixels, max_pixels, attn_implementation)
 
     # --- loading --------------------------------------------------------------------------------
@@ -224,10 +232,11 @@ class VLMBackend(Backend):
         system = (
             f"<|im_start|>system\n{self.system_prompt}<|im_end|>\n" if self.system_prompt else ""
         )
-        return (
-            f"{system}<|im_start|>user\n{_IMAGE_SLOT * n_images}{text}<|im_end|>\n"
-            "<|im_start|>assistant\n"
-        )
+        if n_images and text.count(IMAGE_MARK) == n_images:  # images where the prompt puts them
+            user = text.replace(IMAGE_MARK, _IMAGE_SLOT)
+        else:
+            user = f"{_IMAGE_SLOT * n_images}{text}"
+        return f"{system}<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
 
     def _set_judge_options(
         self,
@@ -258,17 +267,34 @@ class VLMBackend(Backend):
         self.system_prompt = system_prompt
         self.prompts = prompts
 
-    def generate(
-        self,
-        requests: Sequence[tuple[str, Sequence[np.ndarray]]],
-        max_new_tokens: int,
-        stop: threading.Event | None = None,
-    ) -> list[str]:
-        """Answer a batch of `(prompt text, images)` requests; returns the decoded answers.
+    def _set_preset(self, preset: str | None, options: dict[str, Any] | None) -> None:
+        """Hand the judgements to a `PresetJudge` for `preset` (None: this backend's prompts)."""
+        self.judge = None
+        self.preset = preset
+        if preset is not None:
+            from evolve_envs.reward.service.backends.judge_presets import make_preset
+            from evolve_envs.reward.service.backends.preset_judge import PresetJudge
 
-        Generation ends early (after the current token) once `stop` is set.
-        """
-        torch = self._torch
+            self.judge = PresetJudge(make_preset(preset, **(options or {})))
+
+    def model_identity(self) -> tuple[str | None, str | None]:
+        """The model directory's id and fingerprint (`model_fingerprint`), computed once."""
+        if not hasattr(self, "_identity"):
+            from evolve_envs.reward.service.backends.model_fingerprint import (
+                model_fingerprint,
+                model_id_from_path,
+            )
+
+            self._identity = (model_id_from_path(self.ckpt_path), model_fingerprint(self.ckpt_path))
+        return self._identity
+
+    @property
+    def malformed_answers(self) -> int:
+        """Answers that broke the preset's format (0 without a preset)."""
+        return self.judge.malformed_answers if self.judge is not None else 0
+
+    def _encode(self, requests: Sequence[tuple[str, Sequence[np.ndarray]]]) -> dict[str, Any]:
+        """Model inputs (on the model's device) of a batch of `(prompt text, images)`."""
         flat = [np.ascontiguousarray(img) for _, imgs in requests for img in imgs]
         vision = self.image_processor(images=flat, return_tensors="pt") if flat else {}
         grid = vision.get("image_grid_thw")
@@ -286,6 +312,44 @@ class VLMBackend(Backend):
         if flat:
             inputs["pixel_values"] = vision["pixel_values"].to(self.device, dtype=self.dtype)
             inputs["image_grid_thw"] = grid.to(self.device)
+        return inputs
+
+    def token_probabilities(
+        self, requests: Sequence[tuple[str, Sequence[np.ndarray]]], top_k: int = 20
+    ) -> list[dict[str, float]]:
+        """The `top_k` most likely first answer tokens of each request: token text -> probability.
+
+        Read from the model's next-token logits after the assistant turn opens (a softmax over
+        the whole vocabulary); nothing is generated.
+        """
+        torch = self._torch
+        inputs = self._encode(requests)
+        with torch.inference_mode():
+            logits = self.model(**inputs).logits[:, -1, :].float()
+        probs = torch.softmax(logits, dim=-1)
+        top = torch.topk(probs, k=min(int(top_k), probs.shape[-1]), dim=-1)
+        out = []
+        for values, ids in zip(top.values.tolist(), top.indices.tolist(), strict=True):
+            table: dict[str, float] = {}
+            for p, i in zip(values, ids, strict=True):
+                text = self.tokenizer.decode([i])
+                table[text] = table.get(text, 0.0) + float(p)
+            out.append(table)
+        return out
+
+    def generate(
+        self,
+        requests: Sequence[tuple[str, Sequence[np.ndarray]]],
+        max_new_tokens: int,
+        stop: threading.Event | None = None,
+    ) -> list[str]:
+        """Answer a batch of `(prompt text, images)` requests; returns the decoded answers.
+
+        Generation ends early (after the current token) once `stop` is set.
+        """
+        torch = self._torch
+        inputs = self._encode(requests)
+        prompt_len = inputs["input_ids"].shape[1]
         sampling: dict[str, Any] = {"do_sample": False}
         if self.temperature > 0:
             sampling = {"do_sample": True, "temperature": self.temperature}
@@ -309,7 +373,7 @@ class VLMBackend(Backend):
                 pad_token_id=self.tokenizer.pad_token_id,
                 **{**sampling, **self.generation_kwargs},
             )
-        new_tokens = out[:, enc["input_ids"].shape[1] :]
+        new_tokens = out[:, prompt_len:]
         return self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
 
     def _fallback(self, kind: str, answer: str, value: float) -> float:
@@ -319,6 +383,8 @@ class VLMBackend(Backend):
 
     # --- capabilities ---------------------------------------------------------------------------
     def critic_batch(self, items: Sequence[CriticItem]) -> list[float]:
+        if self.judge is not None:
+            return self.judge.critic_batch(self, items)
         answers = self.generate(
             [
                 (self.prompts["pairwise"].format(task=it.task), [it.image_a, it.image_b])
@@ -335,6 +401,8 @@ class VLMBackend(Backend):
         return out
 
     def done_batch(self, items: Sequence[DoneItem]) -> list[tuple[bool, float]]:
+        if self.judge is not None:
+            return self.judge.done_batch(self, items)
         answers = self.generate(
             [(self.prompts["progress"].format(task=it.task), [it.first, it.curr]) for it in items],
             self.max_new_tokens,
@@ -368,6 +436,8 @@ class VLMBackend(Backend):
         return checked
 
     def score_video(self, item: VideoItem) -> tuple[float, str | None]:
+        if self.judge is not None:
+            return self.judge.score_video(self, item)
         kwargs = self.check_video_options(item.options.get("backend_kwargs") or {})
         mode = kwargs.get("score_mode", self.score_mode)
         if mode not in SCORE_MODES:
@@ -383,6 +453,8 @@ class VLMBackend(Backend):
         return score, answer
 
     def score_images(self, items: Sequence[ImageScoreItem]) -> list[float]:
+        if self.judge is not None:
+            return self.judge.score_images(self, items)
         answers = self.generate(
             [(self.prompts["image"].format(task=it.prompt), [it.image]) for it in items],
             self.max_new_tokens,

@@ -1,0 +1,77 @@
+"""Every answer says who gave it: `X-Reward-Model` headers on each response.
+
+`ModelHeadersMiddleware` adds, to every HTTP response of the service:
+
+* ``X-Reward-Backend``: the backend name (``vlm``, ``roboreward``, ...);
+* ``X-Reward-Model``: the model id (checkpoint name or served model name);
+* ``X-Reward-Model-Revision``: the model's revision or weight fingerprint, when known;
+* ``X-Reward-Config-Hash``: the hash of the backend's configuration, when known.
+
+The same values are in `GET /capabilities`. Clients compare them with what they saw at start-up
+(`evolve_envs.reward.clients.model_watch`) and report a model that changed mid-run.
+
+Example:
+    >>> from evolve_envs.reward.service.backends import make_backend
+    >>> model_headers(make_backend("mock", rule="change", model_id="m1"))[:2]
+    [(b'x-reward-backend', b'mock'), (b'x-reward-model', b'm1')]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "HEADER_BACKEND",
+    "HEADER_MODEL",
+    "HEADER_REVISION",
+    "HEADER_CONFIG",
+    "model_headers",
+    "ModelHeadersMiddleware",
+]
+
+HEADER_BACKEND = "x-reward-backend"
+HEADER_MODEL = "x-reward-model"
+HEADER_REVISION = "x-reward-model-revision"
+HEADER_CONFIG = "x-reward-config-hash"
+
+
+def _header_value(text: str) -> bytes:
+    """A header-safe value: printable ASCII, at most 200 characters."""
+    return "".join(c if 32 <= ord(c) < 127 else "?" for c in text[:200]).encode("ascii")
+
+
+def model_headers(backend: Any) -> list[tuple[bytes, bytes]]:
+    """The identity headers of `backend` (see module docs), from its `/capabilities` answer."""
+    caps = backend.capabilities()
+    pairs = [
+        (HEADER_BACKEND, caps.backend),
+        (HEADER_MODEL, caps.model_id or caps.backend),
+        (HEADER_REVISION, caps.model_revision),
+        (HEADER_CONFIG, caps.config_hash),
+    ]
+    return [(k.encode(), _header_value(v)) for k, v in pairs if v]
+
+
+class ModelHeadersMiddleware:
+    """ASGI middleware adding fixed identity headers to every HTTP response.
+
+    Args:
+        app: the wrapped ASGI application.
+        headers: the `(name, value)` byte pairs to add (`model_headers(backend)`).
+    """
+
+    def __init__(self, app: Any, headers: list[tuple[bytes, bytes]]) -> None:
+        self.app = app
+        self.headers = list(headers)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *self.headers]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
