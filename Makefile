@@ -17,7 +17,7 @@ system-deps:
 
 $(VENV)/.installed-demo: setup.cfg pyproject.toml | $(BIN)/python
 	$(MAKE) -s system-deps
-	$(BIN)/pip install -q -e '.[libero,service,report,video]'
+	$(BIN)/pip install -q -e '.[libero,service,report,video,metrics]'
 	touch $@
 
 $(VENV)/.installed-test: setup.cfg pyproject.toml | $(BIN)/python

@@ -354,7 +354,7 @@ def test_a_dead_or_malformed_service_fails_before_any_scoring(
     out = tmp_path / "cal"
     argv = ["calibrate", "--config", "reach_place", "--service", "http://127.0.0.1:9",
             "--out", str(out)]  # fmt: skip
-    assert cli_main(argv) == 2
+    assert cli_main(argv) == 3  # a dead service: ExitStatus.SERVICE
     assert "unreachable" in capsys.readouterr().err and not (out / "episodes").exists()
 
 
@@ -384,7 +384,7 @@ def test_calibrate_command_runs_new_episodes(tmp_path: Path, capsys) -> None:  #
     # the embedded service is named by its spec, not by its throw-away loopback URL
     assert rec[0].meta["reward_model"] == "progress: embedded mock(rule=reach_place)"
     assert (out / "report.md").is_file()
-    assert "mock:reach_place: 2 episodes" in capsys.readouterr().out
+    assert "mock:reach_place: 2/2 episodes scored" in capsys.readouterr().out
     assert cli_main(["calibrate", "--service", "mock:reach_place", "--out", str(out)]) == 2
 
 

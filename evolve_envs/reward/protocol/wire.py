@@ -280,15 +280,18 @@ class ErrorResponse(BaseModel):
 class PickleScoreRequest(_Request):
     """Decoded body of `POST /pickle` (and `POST /`): one prompt per image (JPEG/PNG bytes).
 
-    Also accepts flow_grpo's remote-scorer variant: `{"images"}` alone (empty prompts),
-    `{"images", "prompts"}`, or `{"images", "meta_datas", "only_strict"}`. Numpy arrays from the
-    pickle arrive here already turned into lists (`to_plain`).
+    Also accepts flow_grpo's remote-scorer variants: `{"images"}` alone (empty prompts; its DeQA
+    scorer), `{"images", "prompts"}` (prompts a NumPy str array; its UnifiedReward scorer), or
+    `{"images", "meta_datas", "only_strict"}` (its GenEval scorer). Numpy arrays from the pickle
+    arrive here already turned into lists (`to_plain`).
 
     >>> req = PickleScoreRequest(images=[b"<jpeg>", b"<jpeg>"])
     >>> req.prompts, req.flow_grpo_variant
-    (['', ''], False)
+    (['', ''], True)
     >>> PickleScoreRequest(images=[b"<jpeg>"], meta_datas=[{}], only_strict=True).flow_grpo_variant
     True
+    >>> PickleScoreRequest(images=[b"<jpeg>"], prompts=["p"], metadata={}).flow_grpo_variant
+    False
     """
 
     images: list[bytes] = Field(min_length=1)
@@ -310,8 +313,12 @@ class PickleScoreRequest(_Request):
 
     @property
     def flow_grpo_variant(self) -> bool:
-        """True when the request used flow_grpo's keys (its answer carries their keys too)."""
-        return bool({"meta_datas", "only_strict"} & self.model_fields_set)
+        """True when the request looks like one of flow_grpo's remote scorers (its answer then
+        carries their keys too): their keys (`meta_datas`, `only_strict`), or no `metadata` at
+        all (deepgen_rl and VeRL-Omni always send one; flow_grpo's DeQA and UnifiedReward
+        scorers never do)."""
+        fields = self.model_fields_set
+        return bool({"meta_datas", "only_strict"} & fields) or "metadata" not in fields
 
 
 class PickleScoreResponse(_Response):

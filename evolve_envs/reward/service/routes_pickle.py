@@ -112,8 +112,9 @@ async def pickle_score(request: Request, state: State) -> Response:
 
     scores = await state.run_in_chunks("image", len(req.images), make_chunk, request)
     payload: dict[str, Any] = {"scores": [float(s) for s in scores]}
-    if req.flow_grpo_variant:  # flow_grpo's remote scorers answer with these keys
+    if req.flow_grpo_variant:  # flow_grpo's remote scorers read these keys
         payload.update(
+            outputs=payload["scores"],
             rewards=payload["scores"],
             strict_rewards=payload["scores"],
             group_rewards={},
