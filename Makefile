@@ -17,12 +17,12 @@ system-deps:
 
 $(VENV)/.installed-demo: setup.cfg pyproject.toml | $(BIN)/python
 	$(MAKE) -s system-deps
-	$(BIN)/pip install -q -e '.[libero,service,report,video,metrics]'
+	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[libero,service,report,video,metrics]'
 	touch $@
 
 $(VENV)/.installed-test: setup.cfg pyproject.toml | $(BIN)/python
 	$(MAKE) -s system-deps
-	$(BIN)/pip install -q -e '.[libero,service,report,video,record,models,test,bench,rlinf,serve,metrics,distrl]'
+	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[libero,service,report,video,record,models,test,bench,rlinf,serve,metrics,distrl]'
 	touch $@ $(VENV)/.installed-demo
 
 demo: $(VENV)/.installed-demo

@@ -34,7 +34,14 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from evolve_envs.cli_errors import CliError, ExitStatus, describe_failure, one_line, run_command
+from evolve_envs.cli_errors import (
+    CliError,
+    ExitStatus,
+    describe_failure,
+    library_output_to,
+    one_line,
+    run_command,
+)
 
 DEFAULT_CONFIG = "libero_10"
 
@@ -197,23 +204,52 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 
 def _train(args: argparse.Namespace) -> int:
     from evolve_envs.distrl.async_trainer import WorkerFailedError
-    from evolve_envs.distrl.train import TrainOptions, run_train
+    from evolve_envs.distrl.train import TrainOptions, _effective_config, _run_dir, run_train
     from evolve_envs.distrl.worker import WorkerStartError
 
+    opts = TrainOptions(
+        config=args.config, algo=args.algo, address=args.address, resume=args.resume,
+        run_dir=args.run_dir, minutes=args.minutes, overrides=args.overrides,
+        progress_bar=not args.no_progress_bar,
+    )  # fmt: skip
+    cfg, _state = _effective_config(opts)  # a bad config or key: one line, nothing written
+    _check_train_service(cfg)  # a dead or foreign reward service: one line, nothing written
+    run_dir = _run_dir(opts, cfg)
+    if opts.resume is None:
+        opts.run_dir = run_dir
+    log_path = run_dir / "train.log"
+    import ray  # noqa: F401  (its log handler holds this process's stderr: train.log below)
+
     try:
-        res = run_train(TrainOptions(
-            config=args.config, algo=args.algo, address=args.address, resume=args.resume,
-            run_dir=args.run_dir, minutes=args.minutes, overrides=args.overrides,
-            progress_bar=not args.no_progress_bar,
-        ))  # fmt: skip
+        # Ray's and the libraries' own output goes to train.log; the user sees the run's lines
+        with library_output_to(log_path) as user:
+            opts.log = user
+            res = run_train(opts)
     except WorkerStartError as exc:
-        raise CliError(str(exc), ExitStatus.ERROR) from exc
+        raise CliError(f"{exc} (details in {log_path})", ExitStatus.ERROR) from exc
     except WorkerFailedError as exc:
         raise CliError(f"{exc} (checkpoint written; fix the cause, then --resume the run "
-                       "directory)", ExitStatus.ERROR) from exc  # fmt: skip
-    print(f"wrote {res.run_dir}: metrics.csv, checkpoint.pt, summary.json "
+                       f"directory; details in {log_path})", ExitStatus.ERROR) from exc  # fmt: skip
+    print(f"wrote {res.run_dir}: metrics.csv, checkpoint.pt, summary.json, train.log "
           f"({res.counters.get('updates', 0)} updates, {res.wall_s:.0f} s)")  # fmt: skip
-    return 0
+    return ExitStatus.OK
+
+
+def _check_train_service(cfg: object) -> None:
+    """Ask a reward service given by URL for its capabilities before the run starts (an
+    embedded one is started by the run; a Ray Serve app is reached from the workers)."""
+    from evolve_envs.config import load_config
+    from evolve_envs.reward.clients.ray_handle_pool import is_ray_endpoint
+    from evolve_envs.reward_model import check_reward_service, endpoint_pool, reward_endpoints
+
+    rm = load_config(cfg.stack()).reward_model  # type: ignore[attr-defined]
+    if not rm.enable or rm.embedded or is_ray_endpoint(rm.endpoint):
+        return
+    pool = endpoint_pool(rm, reward_endpoints(rm))
+    try:
+        check_reward_service(rm, pool)
+    finally:
+        pool.close()
 
 
 def _add_calibrate(sub: argparse._SubParsersAction) -> None:

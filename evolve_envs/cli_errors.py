@@ -23,11 +23,14 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TextIO
 
 __all__ = [
     "DEBUG_ENV",
@@ -35,6 +38,7 @@ __all__ = [
     "ExitStatus",
     "debug_requested",
     "describe_failure",
+    "library_output_to",
     "one_line",
     "run_command",
 ]
@@ -148,3 +152,41 @@ def run_command(prog: str, fn: Callable[[], int], *, debug: bool = False) -> int
             traceback.print_exc()
         print(f"{prog}: error: {line}", file=sys.stderr)
         return status
+
+
+@contextlib.contextmanager
+def library_output_to(path: Path) -> Iterator[TextIO]:
+    """Keep what libraries write out of the user's terminal for the block: file descriptor 2
+    (Ray's start-up warnings, its C++ core worker's log lines, subprocesses such as the embedded
+    reward service) and every log record (stamina's retry records, warnings) go to the file
+    ``path``; Python-level writes to ``sys.stderr`` (progress bars) and the yielded stream reach
+    the terminal. Loggers that hold the process's original stderr stream (Ray's, when Ray was
+    imported before the block) write to the file too. On leaving, everything is as before (so
+    an error the block raises is printed on the terminal).
+    """
+    import logging
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    user = os.fdopen(os.dup(saved), "w", buffering=1, encoding="utf-8", errors="replace")
+    original = sys.stderr
+    root = logging.getLogger()
+    handler = logging.StreamHandler(original)  # fd 2: the file, for the block
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    with open(path, "ab") as log:
+        os.dup2(log.fileno(), 2)
+        root.addHandler(handler)
+        logging.captureWarnings(True)
+        sys.stderr = user
+        try:
+            yield user
+        finally:
+            sys.stderr = original
+            logging.captureWarnings(False)
+            root.removeHandler(handler)
+            original.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            user.flush()
+            user.close()

@@ -141,6 +141,15 @@ def test_dead_service_is_one_line_nothing_written_and_debug_shows_the_traceback(
     assert "ServiceUnavailableError" in debug.stderr and not out.exists()
 
 
+def test_train_with_a_dead_service_is_one_line_before_ray_starts(tmp_path: Path) -> None:
+    run_dir = tmp_path / "train"
+    dead = f"reward_model.endpoint=http://127.0.0.1:{free_port()}"
+    proc = run_cli(["train", "--config", "reach_place", "--run-dir", str(run_dir), dead])
+    assert proc.returncode == SERVICE
+    assert_one_line(proc, "evolve-envs train", "unreachable", "is the service running")
+    assert not run_dir.exists() and "Ray" not in proc.stderr
+
+
 def test_foreign_service_is_one_line_and_nothing_written(tmp_path: Path, foreign_url: str) -> None:
     out = tmp_path / "run"
     proc = run_cli([*ROLLOUT, "--out", str(out), f"reward_model.endpoint={foreign_url}"])
