@@ -37,6 +37,7 @@ from pathlib import Path
 from evolve_envs.cli_errors import (
     CliError,
     ExitStatus,
+    configure_cli_logging,
     describe_failure,
     library_output_to,
     one_line,
@@ -361,6 +362,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``EVOLVE_ENVS_DEBUG=1`` adds their traceback (:mod:`evolve_envs.cli_errors`).
     """
     args = _build_parser().parse_args(argv)
+    configure_cli_logging()
     return run_command(
         f"evolve-envs {args.command}",
         lambda: COMMANDS[args.command][1](args),

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import logging
 import os
 import sys
 import traceback
@@ -34,6 +35,8 @@ from typing import TextIO
 
 __all__ = [
     "DEBUG_ENV",
+    "ContextFormatter",
+    "configure_cli_logging",
     "CliError",
     "ExitStatus",
     "debug_requested",
@@ -164,8 +167,6 @@ def library_output_to(path: Path) -> Iterator[TextIO]:
     imported before the block) write to the file too. On leaving, everything is as before (so
     an error the block raises is printed on the terminal).
     """
-    import logging
-
     path.parent.mkdir(parents=True, exist_ok=True)
     sys.stderr.flush()
     saved = os.dup(2)
@@ -176,7 +177,9 @@ def library_output_to(path: Path) -> Iterator[TextIO]:
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     with open(path, "ab") as log:
         os.dup2(log.fileno(), 2)
-        root.addHandler(handler)
+        own_handler = not root.handlers  # else theirs (configure_cli_logging's) writes to fd 2
+        if own_handler:
+            root.addHandler(handler)
         logging.captureWarnings(True)
         sys.stderr = user
         try:
@@ -184,9 +187,43 @@ def library_output_to(path: Path) -> Iterator[TextIO]:
         finally:
             sys.stderr = original
             logging.captureWarnings(False)
-            root.removeHandler(handler)
+            if own_handler:
+                root.removeHandler(handler)
             original.flush()
             os.dup2(saved, 2)
             os.close(saved)
             user.flush()
             user.close()
+
+
+class ContextFormatter(logging.Formatter):
+    """Log records as ``<logger>: <message>``, stamina's retry records with their context (what
+    failed, which retry, how long until it) instead of the bare ``stamina.retry_scheduled``.
+
+    >>> record = logging.makeLogRecord({"name": "stamina", "msg": "stamina.retry_scheduled",
+    ...     "levelno": 30, "stamina.retry_num": 1, "stamina.wait_for": 0.5,
+    ...     "stamina.caused_by": "ConnectError('refused')"})
+    >>> ContextFormatter().format(record)
+    "stamina: reward service call failed (ConnectError('refused')); retry 1 in 0.5 s"
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        if record.name == "stamina" and record.getMessage() == "stamina.retry_scheduled":
+            fields = record.__dict__
+            return (
+                f"stamina: reward service call failed ({fields.get('stamina.caused_by')}); "
+                f"retry {fields.get('stamina.retry_num')} in {fields.get('stamina.wait_for')} s"
+            )
+        return f"{record.name}: {record.getMessage()}"
+
+
+def configure_cli_logging() -> None:
+    """Warnings of the libraries on stderr with the logger's name (and stamina's with their
+    context), unless the program configured logging itself."""
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(ContextFormatter())
+    handler.setLevel(logging.WARNING)
+    root.addHandler(handler)
