@@ -253,14 +253,17 @@ def test_ctrl_c_is_a_stop_reason(tmp_path: Path) -> None:
         "    return np.zeros(2, np.float32)\n"
     )
     out = tmp_path / "run"
+    args = [*ROLLOUT, "--episodes", "3", "--policy", "ctrl_c:act", "--out", str(out)]
     proc = run_cli(
-        [*ROLLOUT, "--episodes", "3", "--policy", "ctrl_c:act", "--out", str(out)],
+        [*args, "reward_model.call_every=5"],
         env={"PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"},
     )
     assert proc.returncode == 130 and "Traceback" not in proc.stderr
     assert "interrupted; 1 finished episode(s) kept" in proc.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["interrupted"] and summary["stop_reason"] == "interrupted"
+    assert summary["config"]["reward_model"]["call_every"] == 5  # the KEY=VALUE override
+    assert summary["episodes"][0]["reward_model_calls"] == 10  # a check every 5 of 50 steps
     assert [e["stop_reason"] for e in summary["episodes"]] == ["time_limit"]
     assert [(e["episode"], e["stop_reason"]) for e in summary["unfinished_episodes"]] == [
         (1, "interrupted")
