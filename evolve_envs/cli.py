@@ -130,7 +130,7 @@ def _rollout(args: argparse.Namespace) -> int:
         )
         return ExitStatus.INTERRUPTED
     except RewardServiceError as exc:
-        if not (out / "summary.json").exists():  # failed at start: nothing was written
+        if _stop_reason(out) != "reward_service_failed":  # failed at start: nothing written
             raise
         kept = _finished_episodes(out)
         raise CliError(
@@ -167,6 +167,14 @@ def _written(out: Path, episodes: list[dict]) -> list[str]:
     if videos:
         parts.append(f"{videos} video{'s' * (videos != 1)}")
     return parts
+
+
+def _stop_reason(out: Path) -> str | None:
+    """The ``stop_reason`` of the ``summary.json`` in ``out`` (None: none there)."""
+    try:
+        return json.loads((out / "summary.json").read_text()).get("stop_reason")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _finished_episodes(out: Path) -> int:
