@@ -7,11 +7,16 @@ Usage::
     evolve-reward-server --backend vlm --ckpt-path /models/Qwen2.5-VL-7B-Instruct --gpu-ids 0
     python -m evolve_envs.reward.service.server --backend mock --backend-kwargs '{"latency_ms": 20}'
 
+Start-up: the arguments are checked (a `--port` outside 1..65535 or a `--host` this machine cannot
+bind is one line, exit status 2), the port is bound (taken: one line, exit status 3), then the
+backend loads, and the ready line is printed once the server accepts requests (`--debug` or
+`EVOLVE_ENVS_DEBUG=1` adds tracebacks to start-up failures).
+
 Binds 127.0.0.1 unless `--host` says otherwise; `--token` (or `EVOLVE_REWARD_TOKEN`) requires
 `Authorization: Bearer <token>` on every request. `--ckpt-path` (or `VLAC_CKPT_PATH`) names the
 model directory of the `vlm` and `vlac` backends. `--backend mock` uses the *change* rule (the
 rule of the shipped configs' embedded service, `MOCK_DEFAULTS`) unless `--backend-kwargs` names
-one. The start-up line on stderr names the backend, its settings and the URL. `--engine ray`
+one. The ready line on stderr names the backend, its settings and the URL. `--engine ray`
 serves the same app from `--replicas` Ray Serve replicas (`evolve_envs.reward.service.ray_serve`) on
 a local Ray instance, or on the cluster at `--address`, as the Serve application `--app-name` (Ray
 actors reach it by handle).
