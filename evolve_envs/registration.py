@@ -12,21 +12,20 @@ The time limit (the suite's max steps, or ``env.max_episode_steps``) is applied 
 wrapper stack so the reward wrappers see the truncation and settle the episode. Set it through
 the config -- ``gym.make(id, config={"env": {"max_episode_steps": 300}})`` or
 ``make_env(..., max_episode_steps=300)`` -- or with Gymnasium's own keyword,
-``gym.make(id, max_episode_steps=300)``: Gymnasium consumes that keyword and puts a ``TimeLimit``
-*outside* the stack, where the reward wrappers would never see its truncation, so the ids
-*replace* it (:func:`replace_outer_time_limit`, a wrapper entry of every id's spec): the outer
-``TimeLimit`` is removed and the stack is rebuilt with that limit inside (the stack built first
-is closed; with the limit it already had, nothing is rebuilt). ``max_episode_steps=-1`` keeps
-the config's limit, as in Gymnasium.
+``gym.make(id, max_episode_steps=300)``. Gymnasium consumes that keyword and wraps the env in a
+``TimeLimit`` *outside* the stack, where the reward wrappers would never see its truncation; so
+the ids' entry point (:func:`make_registered`) *replaces* the stack's limit with it: the limit
+inside the stack becomes 300 too, and the outer ``TimeLimit`` (the same 300, counting the same
+steps) ends every episode on the very step the inner one does, after the reward wrappers have
+settled it. ``max_episode_steps=-1`` keeps the config's limit, as in Gymnasium.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import sys
 from typing import Any
 
 import gymnasium as gym
-from gymnasium.envs.registration import WrapperSpec
 
 ENV_IDS: dict[str, str] = {
     "evolve_envs/LIBERO-10-v0": "libero_10",
@@ -42,88 +41,45 @@ ENV_IDS: dict[str, str] = {
 SYNTHETIC_IDS: dict[str, str] = {"evolve_envs/ReachPlace-v0": "evolve_envs.synthetic:ReachPlaceEnv"}
 
 
-class RegisteredStack(gym.Wrapper):
-    """The stack ``gym.make`` builds for one of our ids (the outermost layer of what the entry
-    point returns; it changes nothing). Its ``spec`` is the id's spec without the stack's own
-    wrappers: the entry point builds them, so ``gym.make(env.spec)`` must not add them again, and
-    Gymnasium then applies the id's wrapper entries (:func:`replace_outer_time_limit`) on top."""
+def _gym_make_limit(frame: Any) -> int | None:
+    """The episode limit the ``gym.make`` call running in ``frame`` will put outside the env
+    (its ``max_episode_steps`` argument, else its spec's), or None: no limit, ``-1``, or
+    ``frame`` is not ``gym.make``'s."""
+    code = frame.f_code if frame is not None else None
+    if code is None or code.co_name != "make" or code.co_filename != _GYM_MAKE_FILE:
+        return None
+    limit = frame.f_locals.get("max_episode_steps")
+    if limit is None:
+        limit = getattr(frame.f_locals.get("env_spec"), "max_episode_steps", None)
+    return limit if isinstance(limit, int) and limit > 0 else None
 
-    @property
-    def spec(self) -> Any:
-        return self.env.unwrapped.spec
+
+_GYM_MAKE_FILE = gym.envs.registration.make.__code__.co_filename
 
 
 def make_registered(**kwargs: Any) -> gym.Env:
-    """The entry point of every id: :func:`evolve_envs.factory.make_env` in a
-    :class:`RegisteredStack`."""
-    from evolve_envs.factory import make_env
-
-    return RegisteredStack(make_env(**kwargs))
-
-
-def _inner_limit(stack: gym.Env) -> int | None:
-    """The limit of a plain ``TimeLimit`` inside ``stack`` (None: none, or a progressive one)."""
-    env = stack
-    while isinstance(env, gym.Wrapper):
-        if type(env) is gym.wrappers.TimeLimit:
-            return int(env._max_episode_steps)
-        env = env.env
-    return None
-
-
-def replace_outer_time_limit(env: gym.Env) -> gym.Env:
-    """Wrapper entry of every id's spec: replace the ``TimeLimit`` that
-    ``gym.make(id, max_episode_steps=N)`` puts outside the stack by the limit ``N`` inside it
-    (see the module docstring); anything else is returned as it is.
+    """The entry point of every id: :func:`evolve_envs.factory.make_env`, with the episode limit
+    of the ``gym.make`` call that builds it (``gym.make(id, max_episode_steps=N)``) as the
+    stack's own limit (see the module docstring).
 
     >>> import evolve_envs  # noqa: F401
-    >>> env = gym.make("evolve_envs/ReachPlace-v0", max_episode_steps=7,
+    >>> env = gym.make("evolve_envs/ReachPlace-v0", config="reach_place", max_episode_steps=7,
     ...                reward_model={"enable": False})
     >>> limits, layer = [], env
     >>> while isinstance(layer, gym.Wrapper):
     ...     if isinstance(layer, gym.wrappers.TimeLimit):
     ...         limits.append(layer._max_episode_steps)
     ...     layer = layer.env
-    >>> limits, env.spec.kwargs["max_episode_steps"]
-    ([7], 7)
+    >>> limits  # Gymnasium's outside, the stack's inside: the same limit
+    [7, 7]
     >>> env.close()
     """
-    above: list[gym.Wrapper] = []  # the layers gym.make put above the stack, outermost first
-    layer = env
-    while not isinstance(layer, RegisteredStack):
-        if not isinstance(layer, gym.Wrapper):
-            return env  # not one of our stacks
-        above.append(layer)
-        layer = layer.env
-    stack = layer
-    outer = [w for w in above if type(w) is gym.wrappers.TimeLimit]
-    if not outer:
-        return env
-    limit = int(outer[0]._max_episode_steps)
-    if _inner_limit(stack) != limit:
-        spec = stack.unwrapped.spec
-        kwargs = {**(spec.kwargs if spec is not None else {}), "max_episode_steps": limit}
-        stack.close()
-        stack = make_registered(**kwargs)
-        if spec is not None:
-            stack.unwrapped.spec = dataclasses.replace(spec, kwargs=kwargs)
-        above[-1].env = stack
-    for i, wrapper in enumerate(above):  # drop the outer limit
-        if wrapper is outer[0]:
-            if i == 0:
-                return wrapper.env
-            above[i - 1].env = wrapper.env
-    return env
+    from evolve_envs.factory import make_env
 
-
-#: Wrapper entries of every id's spec, applied by ``gym.make`` after its own wrappers.
-ID_WRAPPERS = (
-    WrapperSpec(
-        name="ReplaceOuterTimeLimit",
-        entry_point="evolve_envs.registration:replace_outer_time_limit",
-        kwargs={},
-    ),
-)
+    limit = _gym_make_limit(sys._getframe(1))
+    if limit is not None:
+        kwargs["max_episode_steps"] = limit
+    return make_env(**kwargs)
 
 
 def register_envs() -> None:
@@ -133,7 +89,7 @@ def register_envs() -> None:
     LIBERO id passes its suite, a synthetic id passes itself as ``env.id``, which ``make_env``
     resolves to the base env class. The vector entry point is :func:`evolve_envs.vector.make_vec`
     (one embedded service shared by all sub-envs). ``gym.make(id, max_episode_steps=N)`` sets
-    the limit inside the stack (:func:`replace_outer_time_limit`).
+    the limit inside the stack too (:func:`make_registered`).
     """
     for env_id in SYNTHETIC_IDS:
         if env_id not in gym.registry:
@@ -143,7 +99,6 @@ def register_envs() -> None:
                 vector_entry_point="evolve_envs.vector:make_vec",
                 kwargs={"id": env_id},
                 max_episode_steps=None,
-                additional_wrappers=ID_WRAPPERS,
             )
     for env_id, suite in ENV_IDS.items():
         if env_id in gym.registry:
@@ -154,5 +109,4 @@ def register_envs() -> None:
             vector_entry_point="evolve_envs.vector:make_vec",
             kwargs={"suite": suite},
             max_episode_steps=None,
-            additional_wrappers=ID_WRAPPERS,
         )
