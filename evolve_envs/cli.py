@@ -369,7 +369,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     Expected failures print one line (``evolve-envs <command>: error: ...``); ``--debug`` or
     ``EVOLVE_ENVS_DEBUG=1`` adds their traceback (:mod:`evolve_envs.cli_errors`).
     """
-    args = _build_parser().parse_args(argv)
+    parser = _build_parser()
+    args, extra = parser.parse_known_args(argv)
+    # KEY=VALUE overrides may come in several runs between options (`a=1 --episodes 4 b=2`)
+    if (
+        extra
+        and hasattr(args, "overrides")
+        and all("=" in x and not x.startswith("-") for x in extra)
+    ):
+        args.overrides = [*args.overrides, *extra]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     configure_cli_logging()
     return run_command(
         f"evolve-envs {args.command}",

@@ -42,6 +42,7 @@ import math
 import os
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -624,7 +625,7 @@ def _collect(
     ep_bar = tqdm(total=opts.episodes, desc="episodes", disable=quiet, position=0)
     step_bar = tqdm(desc="steps", unit="step", disable=quiet, position=1)
     fresh = np.zeros(n, dtype=bool)  # next step() of that env is an autoreset
-    with ep_bar, step_bar:
+    with ep_bar, step_bar, _worker_error_reports_held():
         while finished < opts.episodes:
             actions = _actions(policy, env.single_action_space, obs, n, rng)
             obs, rewards, terms, truncs, infos = env.step(actions)
@@ -649,6 +650,35 @@ def _collect(
                     report.add(rec)
                     finished += 1
                     ep_bar.update(1)
+
+
+@contextlib.contextmanager
+def _worker_error_reports_held() -> Iterator[None]:
+    """Hold Gymnasium's reports of a sub-env worker's error (``AsyncVectorEnv`` warns
+    ``ERROR: ...`` with the worker's traceback, then re-raises the error here) until the error
+    arrives: a reward service error is reported by the caller in one line, so its reports are
+    dropped; any other error's are shown (they hold the worker's traceback)."""
+    from evolve_envs.reward.clients.errors import RewardServiceError
+
+    held: list[tuple[Any, ...]] = []
+    show = warnings.showwarning
+
+    def hold(message: Any, category: Any, filename: str, lineno: int, *rest: Any) -> None:
+        if str(message).lstrip("\x1b[0123456789;m").startswith("ERROR: "):
+            held.append((message, category, filename, lineno, *rest))
+        else:
+            show(message, category, filename, lineno, *rest)
+
+    warnings.showwarning = hold
+    try:
+        yield
+    except RewardServiceError:
+        held.clear()
+        raise
+    finally:
+        warnings.showwarning = show
+        for report in held:
+            show(*report)
 
 
 def _start(

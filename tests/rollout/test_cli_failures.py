@@ -246,6 +246,19 @@ def test_service_killed_mid_run_in_strict_mode_stops_with_one_line(tmp_path: Pat
     assert unfinished[0]["stop_reason"] == "reward_service_failed"
 
 
+def test_strict_mode_stop_with_subprocess_envs_is_one_line_too(tmp_path: Path) -> None:
+    # AsyncVectorEnv reports a worker's error with its traceback before re-raising it here
+    proc, out = killed_mid_run(
+        tmp_path, "--num-envs", "2", "reward_model.fail_on_request_error=true"
+    )
+    assert proc.returncode == SERVICE, proc.stderr[-3000:]
+    assert_one_line(proc, "evolve-envs rollout", "failed mid-run (strict mode)")
+    assert "ERROR:" not in proc.stderr and "Worker-" not in proc.stderr, proc.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["stop_reason"] == "reward_service_failed"
+    assert [e["episode"] for e in summary["unfinished_episodes"]] == [0, 1]  # 30 steps each
+
+
 def test_ctrl_c_is_a_stop_reason(tmp_path: Path) -> None:
     (tmp_path / "ctrl_c.py").write_text(
         "import numpy as np\ncalls = 0\n\n\ndef act(obs):\n    global calls\n    calls += 1\n"
