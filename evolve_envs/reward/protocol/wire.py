@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -290,7 +290,7 @@ class PickleScoreRequest(_Request):
     (['', ''], True)
     >>> PickleScoreRequest(images=[b"<jpeg>"], meta_datas=[{}], only_strict=True).flow_grpo_variant
     True
-    >>> PickleScoreRequest(images=[b"<jpeg>"], prompts=["p"], metadata={}).flow_grpo_variant
+    >>> PickleScoreRequest(images=[b"<jpeg>"], prompts=["p"]).flow_grpo_variant
     False
     """
 
@@ -300,8 +300,11 @@ class PickleScoreRequest(_Request):
     meta_datas: list[Any] | None = None
     only_strict: bool | None = None
 
+    _prompts_sent: bool = PrivateAttr(default=False)
+
     @model_validator(mode="after")
     def _same_length(self) -> PickleScoreRequest:
+        self._prompts_sent = self.prompts is not None
         if self.prompts is None:
             self.prompts = [""] * len(self.images)
         if len(self.images) != len(self.prompts):
@@ -313,12 +316,13 @@ class PickleScoreRequest(_Request):
 
     @property
     def flow_grpo_variant(self) -> bool:
-        """True when the request looks like one of flow_grpo's remote scorers (its answer then
-        carries their keys too): their keys (`meta_datas`, `only_strict`), or no `metadata` at
-        all (deepgen_rl and VeRL-Omni always send one; flow_grpo's DeQA and UnifiedReward
-        scorers never do)."""
+        """True when the request's keys are those of one of flow_grpo's remote scorers (its
+        answer then carries their keys too): `meta_datas` / `only_strict`, or `images` alone.
+        (Their prompts arrive as a NumPy array, which the route tells from a list before
+        `to_plain`.)"""
         fields = self.model_fields_set
-        return bool({"meta_datas", "only_strict"} & fields) or "metadata" not in fields
+        theirs = bool({"meta_datas", "only_strict"} & fields)
+        return theirs or not (self._prompts_sent or "metadata" in fields)
 
 
 class PickleScoreResponse(_Response):
