@@ -353,7 +353,8 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         _watch_stdin_then_exit()
 
     if args.engine == "ray":
-        _bind(args.host, args.port).close()  # a taken port fails now, not after Ray starts
+        if args.address is None:  # a local Ray: a taken port fails now, not after Ray starts
+            _bind(args.host, args.port).close()  # (on a cluster, Serve's proxy may hold it)
         return _serve_on_ray(args, parser, kwargs, token)
 
     if args.fd is not None:
