@@ -17,12 +17,12 @@ system-deps:
 
 $(VENV)/.installed-demo: setup.cfg pyproject.toml | $(BIN)/python
 	$(MAKE) -s system-deps
-	$(BIN)/pip install -q -e '.[libero,service,report,video]'
+	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[libero,service,report,video,metrics]'
 	touch $@
 
 $(VENV)/.installed-test: setup.cfg pyproject.toml | $(BIN)/python
 	$(MAKE) -s system-deps
-	$(BIN)/pip install -q -e '.[libero,service,report,video,record,models,test,bench,rlinf,serve,metrics,distrl,docs]'
+	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[libero,service,report,video,record,models,test,bench,rlinf,serve,metrics,distrl,docs]'
 	touch $@ $(VENV)/.installed-demo
 
 demo: $(VENV)/.installed-demo

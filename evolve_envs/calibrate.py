@@ -56,6 +56,7 @@ __all__ = [
     "pr_metrics",
     "spearman",
     "service_metrics",
+    "summary_line",
     "value_order_correlation",
     "write_report",
 ]
@@ -178,6 +179,9 @@ def service_metrics(scores: Sequence[EpisodeScore], threshold: float) -> dict[st
         "pr_curve": curve,
         "voc": _mean(vocs),
         "voc_episodes": len([v for v in vocs if not math.isnan(v)]),
+        "voc_flat_episodes": sum(
+            1 for s in ok if s.success and len(s.values) > 2 and len(set(s.values)) == 1
+        ),
         "progress_at_success": _mean(list(final_v[success])),
         "max_progress_on_failure": _mean(list(max_v[~success])),
         "failures_judged_high": int(np.sum((max_v >= threshold) & ~success)),
@@ -382,6 +386,56 @@ def _service_report(scores: list[EpisodeScore], threshold: float) -> dict[str, A
             for s in scores
         ],
     }
+
+
+def _clamped(value: float, low: float, high: float) -> float:
+    return min(high, max(low, value))
+
+
+def summary_line(name: str, m: dict[str, Any], threshold: float) -> str:
+    """One service's result on one line, every value inside its defined range (F1 in [0, 1],
+    VOC in [-1, 1], progress in [0, 100] %) or ``–`` with the reason it is undefined; never nan.
+    ``threshold`` is the done threshold as a fraction.
+
+    >>> m = {"scored": 4, "episodes": 4, "successes": 0, "done": {"f1": 0.0}, "voc": None,
+    ...      "voc_episodes": 0, "voc_flat_episodes": 0, "progress_at_success": None,
+    ...      "max_progress_on_failure": -244.0, "failures_judged_high": 0,
+    ...      "successes_judged_low": 0}
+    >>> line = summary_line("mock:random", m, 0.95)
+    >>> "nan" in line, "VOC – (no successes)" in line, "max progress on failure 0.0 %" in line
+    (False, True, True)
+    """
+    successes = m["successes"]
+    no_success = "– (no successes)"
+    if successes:
+        f1 = f"{_clamped(m['done']['f1'], 0.0, 1.0):.2f} at {threshold:g}"
+    else:
+        f1 = no_success
+    voc = m["voc"]
+    if not successes:
+        voc_text = no_success
+    elif m.get("voc_flat_episodes") and m["voc_flat_episodes"] == m.get("voc_episodes"):
+        voc_text = "– (flat prediction)"
+    elif voc is None or math.isnan(voc):
+        voc_text = "– (successful episodes too short)"
+    else:
+        voc_text = f"{_clamped(voc, -1.0, 1.0):.2f}"
+
+    def percent(value: float | None, reason: str) -> str:
+        if value is None or math.isnan(value):
+            return f"– ({reason})"
+        return f"{_clamped(value, 0.0, 100.0):.1f} %"
+
+    failures = m["scored"] - successes
+    return (
+        f"{name}: {m['scored']}/{m['episodes']} episodes scored, {successes} successes, "
+        f"done F1 {f1}, VOC {voc_text}, "
+        f"progress at success {percent(m['progress_at_success'], 'no successes')}, "
+        f"max progress on failure "
+        f"{percent(m['max_progress_on_failure'], 'no failures' if not failures else 'no values')}"
+        f", failures judged high {m['failures_judged_high']}, "
+        f"successes judged low {m['successes_judged_low']}"
+    )
 
 
 def _fmt(value: Any) -> str:

@@ -34,6 +34,16 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from evolve_envs.cli_errors import (
+    CliError,
+    ExitStatus,
+    configure_cli_logging,
+    describe_failure,
+    library_output_to,
+    one_line,
+    run_command,
+)
+
 DEFAULT_CONFIG = "libero_10"
 
 
@@ -80,11 +90,16 @@ def _add_rollout(sub: argparse._SubParsersAction) -> None:
         "--record", default=None, metavar="DIR",
         help="also record every episode (frames, actions, model progress) for re-scoring",
     )  # fmt: skip
+    ro.add_argument(
+        "overrides", nargs="*", metavar="KEY=VALUE",
+        help="config keys set last, e.g. reward_model.call_every=3 (as `train` takes them)",
+    )  # fmt: skip
 
 
 def _rollout(args: argparse.Namespace) -> int:
     import time
 
+    from evolve_envs.reward.clients.errors import RewardServiceError
     from evolve_envs.rollout import RolloutOptions, run_rollout
 
     out = Path(args.out or f"runs/rollout-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -103,6 +118,7 @@ def _rollout(args: argparse.Namespace) -> int:
         tensorboard=not args.no_tensorboard,
         wandb_project=args.wandb,
         record=args.record,
+        overrides=list(args.overrides),
     )
     try:
         report = run_rollout(opts)
@@ -112,12 +128,30 @@ def _rollout(args: argparse.Namespace) -> int:
             f"\nevolve-envs rollout: interrupted; {kept} finished episode(s) kept in {out}",
             file=sys.stderr,
         )
-        return 130
+        return ExitStatus.INTERRUPTED
+    except RewardServiceError as exc:
+        if _stop_reason(out) != "reward_service_failed":  # failed at start: nothing written
+            raise
+        kept = _finished_episodes(out)
+        raise CliError(
+            f"{describe_failure(exc)[1]} ({kept} finished episode(s) kept in {out}, "
+            "summary.json says stop_reason: reward_service_failed)",
+            ExitStatus.SERVICE,
+        ) from exc
     print()
     print(report.table)
     print(f"\nwrote {report.out}: {', '.join(_written(report.out, report.episodes))} "
           f"({report.wall_s:.0f} s)")  # fmt: skip
-    return 0
+    if report.degraded:
+        d = report.degraded
+        print(
+            f"degraded: {d['episodes']} of {d['of_episodes']} episode(s) got fallback rewards "
+            f"({d['fallback_steps']} step(s), {d['reward_model_errors']} failed reward-model "
+            f"call(s)) because the reward service failed: {one_line(d['reason'])}",
+            file=sys.stderr,
+        )
+        return ExitStatus.DEGRADED
+    return ExitStatus.OK
 
 
 def _written(out: Path, episodes: list[dict]) -> list[str]:
@@ -133,6 +167,14 @@ def _written(out: Path, episodes: list[dict]) -> list[str]:
     if videos:
         parts.append(f"{videos} video{'s' * (videos != 1)}")
     return parts
+
+
+def _stop_reason(out: Path) -> str | None:
+    """The ``stop_reason`` of the ``summary.json`` in ``out`` (None: none there)."""
+    try:
+        return json.loads((out / "summary.json").read_text()).get("stop_reason")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _finished_episodes(out: Path) -> int:
@@ -171,25 +213,52 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 
 def _train(args: argparse.Namespace) -> int:
     from evolve_envs.distrl.async_trainer import WorkerFailedError
-    from evolve_envs.distrl.train import TrainOptions, run_train
+    from evolve_envs.distrl.train import TrainOptions, _effective_config, _run_dir, run_train
     from evolve_envs.distrl.worker import WorkerStartError
 
+    opts = TrainOptions(
+        config=args.config, algo=args.algo, address=args.address, resume=args.resume,
+        run_dir=args.run_dir, minutes=args.minutes, overrides=args.overrides,
+        progress_bar=not args.no_progress_bar,
+    )  # fmt: skip
+    cfg, _state = _effective_config(opts)  # a bad config or key: one line, nothing written
+    _check_train_service(cfg)  # a dead or foreign reward service: one line, nothing written
+    run_dir = _run_dir(opts, cfg)
+    if opts.resume is None:
+        opts.run_dir = run_dir
+    log_path = run_dir / "train.log"
+    import ray  # noqa: F401  (its log handler holds this process's stderr: train.log below)
+
     try:
-        res = run_train(TrainOptions(
-            config=args.config, algo=args.algo, address=args.address, resume=args.resume,
-            run_dir=args.run_dir, minutes=args.minutes, overrides=args.overrides,
-            progress_bar=not args.no_progress_bar,
-        ))  # fmt: skip
+        # Ray's and the libraries' own output goes to train.log; the user sees the run's lines
+        with library_output_to(log_path) as user:
+            opts.log = user
+            res = run_train(opts)
     except WorkerStartError as exc:
-        print(f"evolve-envs train: error: {exc}", file=sys.stderr)
-        return 1
+        raise CliError(f"{exc} (details in {log_path})", ExitStatus.ERROR) from exc
     except WorkerFailedError as exc:
-        print(f"evolve-envs train: error: {exc} (checkpoint written; fix the cause, then "
-              "--resume the run directory)", file=sys.stderr)  # fmt: skip
-        return 1
-    print(f"wrote {res.run_dir}: metrics.csv, checkpoint.pt, summary.json "
+        raise CliError(f"{exc} (checkpoint written; fix the cause, then --resume the run "
+                       f"directory; details in {log_path})", ExitStatus.ERROR) from exc  # fmt: skip
+    print(f"wrote {res.run_dir}: metrics.csv, checkpoint.pt, summary.json, train.log "
           f"({res.counters.get('updates', 0)} updates, {res.wall_s:.0f} s)")  # fmt: skip
-    return 0
+    return ExitStatus.OK
+
+
+def _check_train_service(cfg: object) -> None:
+    """Ask a reward service given by URL for its capabilities before the run starts (an
+    embedded one is started by the run; a Ray Serve app is reached from the workers)."""
+    from evolve_envs.config import load_config
+    from evolve_envs.reward.clients.ray_handle_pool import is_ray_endpoint
+    from evolve_envs.reward_model import check_reward_service, endpoint_pool, reward_endpoints
+
+    rm = load_config(cfg.stack()).reward_model  # type: ignore[attr-defined]
+    if not rm.enable or rm.embedded or is_ray_endpoint(rm.endpoint):
+        return
+    pool = endpoint_pool(rm, reward_endpoints(rm))
+    try:
+        check_reward_service(rm, pool)
+    finally:
+        pool.close()
 
 
 def _add_calibrate(sub: argparse._SubParsersAction) -> None:
@@ -219,7 +288,7 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
 def _calibrate(args: argparse.Namespace) -> int:
     import time
 
-    from evolve_envs.calibrate import calibrate, check_services, write_report
+    from evolve_envs.calibrate import calibrate, check_services, summary_line, write_report
 
     out = Path(args.out or f"runs/calibrate-{time.strftime('%Y%m%d-%H%M%S')}")
     if args.threshold is None:  # the config's, else the recorded run's, else 0.95
@@ -239,13 +308,8 @@ def _calibrate(args: argparse.Namespace) -> int:
         raise ValueError(f"--threshold is a fraction in [0, 1], got {args.threshold}")
     if args.max_frames < 2:
         raise ValueError(f"--max-frames must be >= 2, got {args.max_frames}")
-    from evolve_envs.reward.clients.errors import RewardServiceError
-
-    try:  # before any episode runs: a malformed spec or a dead service fails now
-        check_services(args.service)
-    except RewardServiceError as exc:
-        print(f"evolve-envs calibrate: error: {exc}", file=sys.stderr)
-        return 2
+    # before any episode runs: a malformed spec or a dead service fails now (one line, status 3)
+    check_services(args.service)
     recordings = list(args.recordings)
     if not recordings:
         if not args.config:
@@ -266,13 +330,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     )
     write_report(report, out)
     for name, svc in report["services"].items():
-        m = svc["overall"]
-        print(
-            f"{name}: {m['scored']} episodes, done F1 {m['done']['f1']:.2f} at "
-            f"{args.threshold:g}, VOC {m['voc'] if m['voc'] is not None else float('nan'):.2f}, "
-            f"failures judged high {m['failures_judged_high']}, "
-            f"successes judged low {m['successes_judged_low']}"
-        )
+        print(summary_line(name, svc["overall"], args.threshold))
     written = sorted(p.name for p in Path(out).iterdir() if p.suffix in (".md", ".json", ".png"))
     print(f"wrote {out}: {', '.join(written)}")
     return 0
@@ -294,20 +352,40 @@ def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="evolve-envs", description="LIBERO environments with reward-model shaping."
     )
+    debug_help = "show the traceback of expected failures too (or set EVOLVE_ENVS_DEBUG=1)"
+    parser.add_argument("--debug", action="store_true", help=debug_help)
     sub = parser.add_subparsers(dest="command", required=True)
     for add, _run in COMMANDS.values():
         add(sub)
+    for command in sub.choices.values():  # also after the subcommand: `rollout --debug`
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                             help=debug_help)  # fmt: skip
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console-script entry point; returns the exit code."""
-    args = _build_parser().parse_args(argv)
-    try:
-        return COMMANDS[args.command][1](args)
-    except (ValueError, FileNotFoundError, ImportError) as exc:  # input errors: no traceback
-        print(f"evolve-envs {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+    """Console-script entry point; returns the exit status (see :class:`ExitStatus`).
+
+    Expected failures print one line (``evolve-envs <command>: error: ...``); ``--debug`` or
+    ``EVOLVE_ENVS_DEBUG=1`` adds their traceback (:mod:`evolve_envs.cli_errors`).
+    """
+    parser = _build_parser()
+    args, extra = parser.parse_known_args(argv)
+    # KEY=VALUE overrides may come in several runs between options (`a=1 --episodes 4 b=2`)
+    if (
+        extra
+        and hasattr(args, "overrides")
+        and all("=" in x and not x.startswith("-") for x in extra)
+    ):
+        args.overrides = [*args.overrides, *extra]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    configure_cli_logging()
+    return run_command(
+        f"evolve-envs {args.command}",
+        lambda: COMMANDS[args.command][1](args),
+        debug=getattr(args, "debug", False),
+    )
 
 
 if __name__ == "__main__":

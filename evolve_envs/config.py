@@ -111,6 +111,7 @@ __all__ = [
     "reward_model_source",
     "merge",
     "env_overrides",
+    "parse_override",
     "CONFIG_DIR",
     "env_key_error",
     "resolve_config",
@@ -711,6 +712,29 @@ def load_config(
         message = format_validation_error(exc)
         set_by = _env_var_sources(environ, extra.get("reward_model") or {})
         raise ConfigError(_name_env_vars(message, set_by)) from None
+
+
+def parse_override(text: str) -> dict[str, Any]:
+    """``"learner.lr=1e-3"`` -> ``{"learner": {"lr": 0.001}}`` (the value is read as YAML).
+
+    Example:
+        >>> parse_override("workers.num_envs=4")
+        {'workers': {'num_envs': 4}}
+    """
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"override {text!r}: expected KEY.PATH=VALUE")
+    try:
+        parsed = yaml.safe_load(value) if value.strip() else None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{key}: invalid value {value!r}: {exc}") from None
+    out: dict[str, Any] = {}
+    node = out
+    parts = key.strip().split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = parsed
+    return out
 
 
 def _env_var_sources(environ: Mapping[str, str] | None, overridden: Any) -> dict[str, str]:

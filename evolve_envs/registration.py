@@ -8,15 +8,22 @@ Importing :mod:`evolve_envs` registers one id per suite. ``gym.make`` keyword ar
 
     env = gym.make("evolve_envs/LIBERO-10-v0", task_id=3, reward_model={"enable": False})
 
-The time limit (the suite's max steps) is applied *inside* the wrapper stack so the reward
-wrappers see the truncation and settle the episode. Change it through the config —
-``gym.make(id, config={"env": {"max_episode_steps": 300}})`` or
-``make_env(..., max_episode_steps=300)`` — not with ``gym.make(id, max_episode_steps=300)``:
-Gymnasium consumes that keyword itself and adds a second ``TimeLimit`` *outside* the reward
-wrappers, which then never see the truncation.
+The time limit (the suite's max steps, or ``env.max_episode_steps``) is applied *inside* the
+wrapper stack so the reward wrappers see the truncation and settle the episode. Set it through
+the config -- ``gym.make(id, config={"env": {"max_episode_steps": 300}})`` or
+``make_env(..., max_episode_steps=300)`` -- or with Gymnasium's own keyword,
+``gym.make(id, max_episode_steps=300)``. Gymnasium consumes that keyword and wraps the env in a
+``TimeLimit`` *outside* the stack, where the reward wrappers would never see its truncation; so
+the ids' entry point (:func:`make_registered`) *replaces* the stack's limit with it: the limit
+inside the stack becomes 300 too, and the outer ``TimeLimit`` (the same 300, counting the same
+steps) ends every episode on the very step the inner one does, after the reward wrappers have
+settled it. ``max_episode_steps=-1`` keeps the config's limit, as in Gymnasium.
 """
 
 from __future__ import annotations
+
+import sys
+from typing import Any
 
 import gymnasium as gym
 
@@ -34,28 +41,72 @@ ENV_IDS: dict[str, str] = {
 SYNTHETIC_IDS: dict[str, str] = {"evolve_envs/ReachPlace-v0": "evolve_envs.synthetic:ReachPlaceEnv"}
 
 
+def _gym_make_limit(frame: Any) -> int | None:
+    """The episode limit the ``gym.make`` call running in ``frame`` will put outside the env
+    (its ``max_episode_steps`` argument, else its spec's), or None: no limit, ``-1``, or
+    ``frame`` is not ``gym.make``'s."""
+    code = frame.f_code if frame is not None else None
+    if code is None or code.co_name != "make" or code.co_filename != _GYM_MAKE_FILE:
+        return None
+    limit = frame.f_locals.get("max_episode_steps")
+    if limit is None:
+        limit = getattr(frame.f_locals.get("env_spec"), "max_episode_steps", None)
+    return limit if isinstance(limit, int) and limit > 0 else None
+
+
+_GYM_MAKE_FILE = gym.envs.registration.make.__code__.co_filename
+
+
+def make_registered(**kwargs: Any) -> gym.Env:
+    """The entry point of every id: :func:`evolve_envs.factory.make_env`, with the episode limit
+    of the ``gym.make`` call that builds it (``gym.make(id, max_episode_steps=N)``) as the
+    stack's own limit (see the module docstring).
+
+    >>> import evolve_envs  # noqa: F401
+    >>> env = gym.make("evolve_envs/ReachPlace-v0", config="reach_place", max_episode_steps=7,
+    ...                reward_model={"enable": False})
+    >>> limits, layer = [], env
+    >>> while isinstance(layer, gym.Wrapper):
+    ...     if isinstance(layer, gym.wrappers.TimeLimit):
+    ...         limits.append(layer._max_episode_steps)
+    ...     layer = layer.env
+    >>> limits  # Gymnasium's outside, the stack's inside: the same limit
+    [7, 7]
+    >>> env.close()
+    """
+    from evolve_envs.factory import make_env
+
+    limit = _gym_make_limit(sys._getframe(1))
+    if limit is not None:
+        kwargs["max_episode_steps"] = limit
+    return make_env(**kwargs)
+
+
 def register_envs() -> None:
     """Register every id in :data:`ENV_IDS` and :data:`SYNTHETIC_IDS` (idempotent).
 
-    Each id's entry point is :func:`evolve_envs.factory.make_env`: a LIBERO id passes its suite,
-    a synthetic id passes itself as ``env.id``, which ``make_env`` resolves to the base env class.
-    The vector entry point is :func:`evolve_envs.vector.make_vec` (one embedded service shared
-    by all sub-envs).
+    Each id's entry point is :func:`make_registered` (:func:`evolve_envs.factory.make_env`): a
+    LIBERO id passes its suite, a synthetic id passes itself as ``env.id``, which ``make_env``
+    resolves to the base env class. The vector entry point is :func:`evolve_envs.vector.make_vec`
+    (one embedded service shared by all sub-envs). ``gym.make(id, max_episode_steps=N)`` sets
+    the limit inside the stack too (:func:`make_registered`).
     """
     for env_id in SYNTHETIC_IDS:
         if env_id not in gym.registry:
             gym.register(
                 id=env_id,
-                entry_point="evolve_envs.factory:make_env",
+                entry_point="evolve_envs.registration:make_registered",
                 vector_entry_point="evolve_envs.vector:make_vec",
                 kwargs={"id": env_id},
+                max_episode_steps=None,
             )
     for env_id, suite in ENV_IDS.items():
         if env_id in gym.registry:
             continue
         gym.register(
             id=env_id,
-            entry_point="evolve_envs.factory:make_env",
+            entry_point="evolve_envs.registration:make_registered",
             vector_entry_point="evolve_envs.vector:make_vec",
             kwargs={"suite": suite},
+            max_episode_steps=None,
         )

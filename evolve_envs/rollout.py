@@ -42,6 +42,7 @@ import math
 import os
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -74,6 +75,8 @@ class RolloutOptions:
     ``video_every``-th episode. ``tensorboard`` writes TensorBoard events when the package is
     installed; ``wandb_project`` logs to W&B. ``record`` also writes every episode (frames,
     actions, rewards, model progress) to that directory for re-scoring (``docs/RECORDING.md``).
+    ``overrides`` are ``KEY=VALUE`` strings layered on the config last (e.g.
+    ``"reward_model.call_every=3"``), as ``evolve-envs train`` takes them.
 
     Example:
         >>> opts = RolloutOptions(config=["libero_goal", "short_precise"], task_id=7, max_steps=80)
@@ -95,6 +98,7 @@ class RolloutOptions:
     tensorboard: bool = True
     wandb_project: str | None = None
     record: str | Path | None = None
+    overrides: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -124,6 +128,19 @@ class EpisodeRecord:
     truncated: bool = False
     summary: dict[str, Any] = field(default_factory=dict)
     alarm: dict[str, Any] | None = None  # info["reward_alarm"] (reward_model.alarm.enable)
+    fallback_steps: int = 0  # steps whose reward-model answer was the fallback (call failed)
+
+    def stop_reason(self) -> str:
+        """Why the episode ended: ``model_done`` (the reward model judged it done),
+        ``terminated`` (the env ended it, e.g. success), ``time_limit`` (truncated), else
+        ``running`` (it had not ended)."""
+        if self.summary.get("done_by_progress"):
+            return "model_done"
+        if self.terminated:
+            return "terminated"
+        if self.truncated:
+            return "time_limit"
+        return "running"
 
     def to_json(self) -> dict[str, Any]:
         s = self.summary
@@ -142,6 +159,9 @@ class EpisodeRecord:
             "reward_model_calls": s.get("progress_calls", len(self.check_steps)),
             "reward_model_errors": s.get("reward_model_errors", 0),
             "reward_model_fallbacks": s.get("reward_model_fallbacks", 0),
+            "fallback_steps": self.fallback_steps,
+            "last_reward_model_error": s.get("last_error"),
+            "stop_reason": self.stop_reason(),
             "latency_s": _percentiles(lat),
             "done_by_progress": bool(s.get("done_by_progress", False)),
             "done_step": s.get("done_step"),
@@ -161,9 +181,12 @@ class RolloutReport:
     ``summary.json``), the plain-text table, the wall time, the effective configuration, and
     whether Ctrl-C ended the job.
 
+    ``degraded`` is ``None`` for a clean run, else how many episodes and steps got fallback
+    rewards and the last reward-model error (see :func:`degradation`).
+
     >>> report = RolloutReport(out=Path("runs/demo"), episodes=[], table="", wall_s=0.0)
-    >>> report.interrupted, report.effective
-    (False, {})
+    >>> report.interrupted, report.effective, report.degraded
+    (False, {}, None)
     """
 
     out: Path
@@ -172,6 +195,8 @@ class RolloutReport:
     wall_s: float
     effective: dict[str, Any] = field(default_factory=dict)
     interrupted: bool = False
+    stop_reason: str = "completed"
+    degraded: dict[str, Any] | None = None
 
 
 def check_options(opts: RolloutOptions) -> None:
@@ -215,13 +240,43 @@ def resolve_policy(policy: str | PolicyFn) -> str | PolicyFn:
     return target
 
 
+def check_extras(opts: RolloutOptions, cfg: StackConfig) -> None:
+    """Fail (``ImportError`` naming the extra) when an optional package the chosen options need
+    is missing, before anything runs or is written: tqdm and matplotlib (the report), imageio
+    (videos, unless ``video=False``), pyarrow (``record``). TensorBoard is optional: without it
+    the report has CSV only (``tensorboard/`` is not created)."""
+    needs = [("tqdm", "the rollout's progress bar needs tqdm: " + _REPORT_EXTRA)]
+    needs.append(("matplotlib", "the rollout's progress plots need matplotlib: " + _REPORT_EXTRA))
+    if opts.video:
+        needs.append(
+            (
+                "imageio_ffmpeg",
+                "the rollout's videos need imageio and imageio-ffmpeg: pip install "
+                "'evolve-envs[video]' (or pass video=False / --no-video)",
+            )
+        )
+    if cfg.record is not None:
+        needs.append(
+            ("pyarrow", "recording episodes needs pyarrow: pip install 'evolve-envs[record]'")
+        )
+    for module, message in needs:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ImportError(message) from exc
+
+
 def run_rollout(opts: RolloutOptions) -> RolloutReport:
     """Run the job described by ``opts``; files are written to ``opts.out`` per episode.
 
-    Raises ``ValueError`` (bad options), :class:`~evolve_envs.config.ConfigError` (bad config)
-    or ``ImportError`` (W&B asked for, not installed) before creating ``opts.out``.
-    ``KeyboardInterrupt`` propagates after the finished episodes are saved (``summary.json``
-    then says ``"interrupted": true``).
+    Everything that can be checked is checked before ``opts.out`` is created: the options, the
+    config (``ConfigError``), the optional packages the options need (``ImportError``), the
+    reward service (started, or reached and asked for its capabilities:
+    :class:`~evolve_envs.reward.clients.service_check.ServiceUnavailableError`) and the env
+    itself (a bad task id: ``ValueError``). ``KeyboardInterrupt`` propagates after the finished
+    episodes are saved (``summary.json`` then says ``"interrupted": true`` and
+    ``"stop_reason": "interrupted"``); so does a reward service error in strict mode
+    (``"stop_reason": "reward_service_failed"``).
     """
     check_options(opts)
     policy = resolve_policy(opts.policy)
@@ -233,33 +288,54 @@ def run_rollout(opts: RolloutOptions) -> RolloutReport:
         env_kwargs["task_id"] = opts.task_id
     if opts.max_steps is not None:
         env_kwargs["max_episode_steps"] = opts.max_steps
+    if opts.overrides:
+        from evolve_envs.config import merge, parse_override
+
+        sources.append(merge(*(parse_override(text) for text in opts.overrides)))
     if opts.record is not None:
         sources.append({"record": {"dir": str(opts.record)}})
     cfg = load_config(*sources, overrides={"env": env_kwargs} if env_kwargs else None)
+    check_extras(opts, cfg)
     rm = cfg.reward_model
     if opts.record is not None:  # name the embedded service's spec, not its loopback URL
         from evolve_envs.factory import describe_reward_model
 
         sources[-1]["record"]["reward_model"] = describe_reward_model(rm)
     out = Path(opts.out)
-    out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    report = _Report(out, opts, cfg)
+    report: _Report | None = None
     try:
         with shared_service(rm) as url:
             overrides: dict[str, Any] = {}
             if url is not None:  # one local service: the URL is not expanded to service_num ports
                 overrides["reward_model"] = {"endpoint": url, "service_num": None}
+            # building the env checks the reward service and the task: still nothing written
             env = _make_vector_env(sources, overrides, env_kwargs, opts.num_envs)
             with _closing_quietly_on_error(env):
+                out.mkdir(parents=True, exist_ok=True)
+                report = _Report(out, opts, cfg)
                 _collect(env, opts, policy, report)
     except KeyboardInterrupt:
-        report.finish(time.monotonic() - started, interrupted=True)
+        if report is not None:
+            report.finish(time.monotonic() - started, interrupted=True, stop="interrupted")
         raise
-    except Exception:  # keep what was written, marked incomplete
-        report.finish(time.monotonic() - started, interrupted=False, complete=False)
+    except Exception as exc:  # keep what was written, marked incomplete
+        if report is not None:
+            report.finish(
+                time.monotonic() - started,
+                complete=False,
+                stop=_stop_reason(exc),
+                detail=f"{type(exc).__name__}: {exc}",
+            )
         raise
     return report.finish(time.monotonic() - started)
+
+
+def _stop_reason(exc: BaseException) -> str:
+    """The run's ``stop_reason`` for an exception that ended it."""
+    from evolve_envs.reward.clients.errors import RewardServiceError
+
+    return "reward_service_failed" if isinstance(exc, RewardServiceError) else "error"
 
 
 @contextlib.contextmanager
@@ -293,6 +369,8 @@ class _Report:
         )
         self.effective: dict[str, Any] = {}
         self.episodes: list[dict[str, Any]] = []
+        self.in_flight: list[EpisodeRecord | None] = []  # episodes running now (set by _collect)
+        self.stop: dict[str, str | None] = {"stop_reason": "running", "stop_detail": None}
         self.audit = TerminationAudit()  # model done decisions vs env success, whole run
         self.interactive = opts.progress_bar and sys.stderr.isatty()
         with contextlib.suppress(FileNotFoundError):  # rows are appended: start a fresh file
@@ -386,9 +464,17 @@ class _Report:
             )
 
     def finish(
-        self, wall_s: float, *, interrupted: bool = False, complete: bool | None = None
+        self,
+        wall_s: float,
+        *,
+        interrupted: bool = False,
+        complete: bool | None = None,
+        stop: str = "completed",
+        detail: str | None = None,
     ) -> RolloutReport:
+        """Write the final ``summary.json`` (with the run's ``stop_reason``) and close the logs."""
         done = not interrupted if complete is None else complete
+        self.stop = {"stop_reason": stop, "stop_detail": detail}
         self._write_summary(wall_s=wall_s, complete=done, interrupted=interrupted)
         self.log.close()
         episodes = sorted(self.episodes, key=lambda e: e["episode"])
@@ -399,7 +485,24 @@ class _Report:
             wall_s=wall_s,
             effective=self.effective,
             interrupted=interrupted,
+            stop_reason=stop,
+            degraded=degradation(episodes + self._unfinished()),
         )
+
+    def _unfinished(self) -> list[dict[str, Any]]:
+        """The episodes still running when the run stopped (empty while it runs or when it
+        completed), with the run's stop reason as theirs."""
+        if self.stop["stop_reason"] in ("running", "completed"):
+            return []
+        rows = []
+        for rec in self.in_flight:
+            if rec is None:
+                continue
+            row = rec.to_json()
+            row["stop_reason"] = self.stop["stop_reason"]
+            row["complete"] = False
+            rows.append(row)
+        return rows
 
     def _write_summary(self, *, wall_s: float | None, complete: bool, interrupted: bool) -> None:
         summary = {
@@ -408,17 +511,45 @@ class _Report:
             "options": self._options(),
             "complete": complete,
             "interrupted": interrupted,
+            **self.stop,
+            "degraded": degradation(self.episodes + self._unfinished()),
             "wall_s": wall_s,
             "termination_audit": {
                 "overall": self.audit.counts(),
                 "per_task": {task: self.audit.counts(task) for task in self.audit.tasks},
             },
             "episodes": sorted(self.episodes, key=lambda e: e["episode"]),
+            "unfinished_episodes": self._unfinished(),
         }
         path = self.out / "summary.json"
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
         os.replace(tmp, path)
+
+
+def degradation(episodes: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """How many episodes and steps got fallback rewards (a reward-model call failed and its
+    answer was the fallback), and why; ``None`` when none did.
+
+    >>> degradation([{"fallback_steps": 0, "reward_model_errors": 0}]) is None
+    True
+    >>> degradation([{"fallback_steps": 3, "reward_model_errors": 3, "steps": 50,
+    ...               "last_reward_model_error": "connection refused"},
+    ...              {"fallback_steps": 0, "reward_model_errors": 0, "steps": 50}])["episodes"]
+    1
+    """
+    hit = [e for e in episodes if e.get("fallback_steps") or e.get("reward_model_errors")]
+    if not hit:
+        return None
+    reasons = [e.get("last_reward_model_error") for e in hit if e.get("last_reward_model_error")]
+    return {
+        "episodes": len(hit),
+        "of_episodes": len(episodes),
+        "fallback_steps": sum(int(e.get("fallback_steps") or 0) for e in hit),
+        "reward_model_errors": sum(int(e.get("reward_model_errors") or 0) for e in hit),
+        "steps": sum(int(e.get("steps") or 0) for e in episodes),
+        "reason": reasons[-1] if reasons else "reward-model calls failed",
+    }
 
 
 def _callable_name(fn: Any) -> str:
@@ -484,6 +615,7 @@ def _collect(
     report.start(env, infos)
     started = 0
     current: list[EpisodeRecord | None] = [None] * n
+    report.in_flight = current  # the report names these if the run stops early
     for i in range(n):
         if started < opts.episodes:
             current[i] = _start(report, started, i, obs, infos)
@@ -493,7 +625,7 @@ def _collect(
     ep_bar = tqdm(total=opts.episodes, desc="episodes", disable=quiet, position=0)
     step_bar = tqdm(desc="steps", unit="step", disable=quiet, position=1)
     fresh = np.zeros(n, dtype=bool)  # next step() of that env is an autoreset
-    with ep_bar, step_bar:
+    with ep_bar, step_bar, _worker_error_reports_held():
         while finished < opts.episodes:
             actions = _actions(policy, env.single_action_space, obs, n, rng)
             obs, rewards, terms, truncs, infos = env.step(actions)
@@ -520,6 +652,35 @@ def _collect(
                     ep_bar.update(1)
 
 
+@contextlib.contextmanager
+def _worker_error_reports_held() -> Iterator[None]:
+    """Hold Gymnasium's reports of a sub-env worker's error (``AsyncVectorEnv`` warns
+    ``ERROR: ...`` with the worker's traceback, then re-raises the error here) until the error
+    arrives: a reward service error is reported by the caller in one line, so its reports are
+    dropped; any other error's are shown (they hold the worker's traceback)."""
+    from evolve_envs.reward.clients.errors import RewardServiceError
+
+    held: list[tuple[Any, ...]] = []
+    show = warnings.showwarning
+
+    def hold(message: Any, category: Any, filename: str, lineno: int, *rest: Any) -> None:
+        if str(message).lstrip("\x1b[0123456789;m").startswith("ERROR: "):
+            held.append((message, category, filename, lineno, *rest))
+        else:
+            show(message, category, filename, lineno, *rest)
+
+    warnings.showwarning = hold
+    try:
+        yield
+    except RewardServiceError:
+        held.clear()
+        raise
+    finally:
+        warnings.showwarning = show
+        for report in held:
+            show(*report)
+
+
 def _start(
     report: _Report, index: int, env_index: int, obs: Any, infos: dict[str, Any]
 ) -> EpisodeRecord:
@@ -544,6 +705,8 @@ def _record_step(
         if latency is not None:
             rec.latencies_s.append(float(latency))
     rec.env_success = bool(_item(infos, "is_success", i) or rec.env_success)
+    if _item(infos, "reward_model_fallback", i):
+        rec.fallback_steps += 1
     if rec.video:
         rec.frames.append(np.asarray(obs[rec.camera][i]).copy())
 

@@ -21,7 +21,8 @@ The reward service's mock backend reads the same quantity back from the rendered
 model that can be gamed; ``random`` ignores the scene), so rewards can come from the real service.
 
 Observation: ``{"image": uint8 (S, S, 3), "state": float32 (3,)}`` with ``state = (gripper x,
-gripper y, holding)``; the block, target and distractor are only visible in the image.
+gripper y, holding)``, bounded: x and y in ``[0.03, 0.97]`` (the gripper stays inside the arena),
+holding 0 or 1; the block, target and distractor are only visible in the image.
 The layout is drawn from the reset seed (or from ``options={"init_state_id": k}``, which fixes
 layout ``k`` whatever the seed), so the same seed gives the same scene.
 
@@ -96,7 +97,12 @@ class ReachPlaceEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self.observation_space = spaces.Dict(
             {
                 "image": spaces.Box(0, 255, (self.image_size, self.image_size, 3), np.uint8),
-                "state": spaces.Box(-np.inf, np.inf, shape=(3,), dtype=np.float32),
+                # gripper x, y (clipped to [0.03, 0.97] by step) and holding (0 or 1)
+                "state": spaces.Box(
+                    np.array([0.03, 0.03, 0.0], np.float32),
+                    np.array([0.97, 0.97, 1.0], np.float32),
+                    dtype=np.float32,
+                ),
             }
         )
         self._pos: dict[str, np.ndarray] = {}

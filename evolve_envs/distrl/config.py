@@ -27,13 +27,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evolve_envs.config import (
     ConfigError,
     format_validation_error,
     merge,
+    parse_override,
     read_yaml,
     resolve_config,
 )
@@ -206,29 +206,6 @@ class TrainConfig(BaseModel):
         if self.record is not None:
             out["record"] = dict(self.record)
         return out
-
-
-def parse_override(text: str) -> dict[str, Any]:
-    """``"learner.lr=1e-3"`` -> ``{"learner": {"lr": 0.001}}`` (the value is read as YAML).
-
-    Example:
-        >>> parse_override("workers.num_envs=4")
-        {'workers': {'num_envs': 4}}
-    """
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise ConfigError(f"override {text!r}: expected KEY.PATH=VALUE")
-    try:
-        parsed = yaml.safe_load(value) if value.strip() else None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{key}: invalid value {value!r}: {exc}") from None
-    out: dict[str, Any] = {}
-    node = out
-    parts = key.strip().split(".")
-    for part in parts[:-1]:
-        node = node.setdefault(part, {})
-    node[parts[-1]] = parsed
-    return out
 
 
 def resolve_train_config(source: str | os.PathLike[str]) -> Any:

@@ -203,3 +203,19 @@ def test_failure_warnings_are_rate_limited(caplog, make_pool):
             chatty.pairwise_critic("t", paint(0), paint(1))
     assert len([r for r in caplog.records if r.name == "evolve_envs.reward.clients"]) == 3
     assert "not logged" not in caplog.records[-1].getMessage()
+
+
+def test_an_error_rebuilt_from_itself_keeps_its_fields() -> None:
+    # Gymnasium's AsyncVectorEnv re-raises a worker's error as `type(err)(err)`
+    from evolve_envs.reward.clients.errors import ErrorKind, RewardServiceError
+
+    err = RewardServiceError("http://h:1", "/done", "refused", kind=ErrorKind.CONNECT, attempts=3)
+    copy = type(err)(err)
+    assert type(copy) is type(err) and str(copy) == str(err)
+    assert (copy.endpoint, copy.route, copy.cause, copy.kind, copy.attempts) == (
+        "http://h:1",
+        "/done",
+        "refused",
+        ErrorKind.CONNECT,
+        3,
+    )

@@ -61,6 +61,53 @@ def test_flow_grpo_variants_with_numpy_prompts_are_answered_in_their_keys(
             assert answer["group_rewards"] == {} and answer["group_strict_rewards"] == {}
 
 
+def flow_grpo_style_scorer(url: str, *, with_prompts: bool, batch_size: int = 2):  # noqa: ANN201
+    """A client written to flow_grpo's published remote-scorer behaviour: NHWC uint8 images in
+    batches (``np.array_split``), each JPEG-encoded with PIL, posted as ``pickle.dumps`` of
+    ``{"images"}`` (its DeQA scorer) or ``{"images", "prompts"}`` with the prompts a NumPy
+    array (its UnifiedReward scorer) to the server's root URL with no content type, the scores
+    read from ``pickle.loads(response)["outputs"]``."""
+    import io
+
+    from PIL import Image
+
+    def score(images: np.ndarray, prompts: list[str]) -> list[float]:
+        n_batches = int(np.ceil(len(images) / batch_size))
+        out: list[float] = []
+        for image_batch, prompt_batch in zip(
+            np.array_split(images, n_batches), np.array_split(np.array(prompts), n_batches),
+            strict=True,
+        ):  # fmt: skip
+            jpegs = []
+            for image in image_batch:
+                buf = io.BytesIO()
+                Image.fromarray(image).save(buf, format="JPEG")
+                jpegs.append(buf.getvalue())
+            data: dict = {"images": jpegs}
+            if with_prompts:
+                data["prompts"] = prompt_batch  # a NumPy str array, as they send it
+            resp = httpx.post(url, content=pickle.dumps(data), timeout=120, trust_env=False)
+            resp.raise_for_status()
+            out += pickle.loads(resp.content)["outputs"]  # noqa: S301 - what they do
+        return out
+
+    return score
+
+
+@pytest.mark.parametrize("with_prompts", [False, True], ids=["images_only", "numpy_prompts"])
+def test_flow_grpo_style_client_reads_outputs(
+    default_service: EmbeddedService, with_prompts: bool
+) -> None:
+    from tests.service.svc_helpers import painted
+
+    levels = [10, 40, 70, 90, 50]
+    images = np.stack([painted(p) for p in levels])
+    prompts = [f"prompt {i}" for i in range(len(levels))]
+    scorer = flow_grpo_style_scorer(default_service.url, with_prompts=with_prompts)
+    scores = scorer(images, prompts)
+    assert scores == pytest.approx([p / 100 for p in levels], abs=0.011)
+
+
 def test_numpy_object_arrays_and_other_globals_are_refused(http: httpx.Client) -> None:
     for body in (
         pickle.dumps({"images": [image_bytes(10)], "prompts": np.array(["p"], dtype=object)}),

@@ -354,7 +354,7 @@ def test_a_dead_or_malformed_service_fails_before_any_scoring(
     out = tmp_path / "cal"
     argv = ["calibrate", "--config", "reach_place", "--service", "http://127.0.0.1:9",
             "--out", str(out)]  # fmt: skip
-    assert cli_main(argv) == 2
+    assert cli_main(argv) == 3  # a dead service: ExitStatus.SERVICE
     assert "unreachable" in capsys.readouterr().err and not (out / "episodes").exists()
 
 
@@ -384,7 +384,7 @@ def test_calibrate_command_runs_new_episodes(tmp_path: Path, capsys) -> None:  #
     # the embedded service is named by its spec, not by its throw-away loopback URL
     assert rec[0].meta["reward_model"] == "progress: embedded mock(rule=reach_place)"
     assert (out / "report.md").is_file()
-    assert "mock:reach_place: 2 episodes" in capsys.readouterr().out
+    assert "mock:reach_place: 2/2 episodes scored" in capsys.readouterr().out
     assert cli_main(["calibrate", "--service", "mock:reach_place", "--out", str(out)]) == 2
 
 
@@ -413,3 +413,20 @@ def test_recording_a_libero_episode(tmp_path: Path) -> None:
     assert ep.frames().shape[0] == 5 and ep.frames().shape[-1] == 3
     assert any(p is not None for p in ep.column("model_progress"))
     assert ep.meta["reward_model"].startswith("progress: embedded mock")
+
+
+def test_summary_line_keeps_values_in_range_and_names_why_one_is_undefined() -> None:
+    from evolve_envs.calibrate import summary_line
+
+    base = {"scored": 3, "episodes": 3, "done": {"f1": 0.5}, "voc_episodes": 2,
+            "failures_judged_high": 1, "successes_judged_low": 0}  # fmt: skip
+    flat = {**base, "successes": 2, "voc": 0.0, "voc_flat_episodes": 2,
+            "progress_at_success": -244.0, "max_progress_on_failure": 130.0}  # fmt: skip
+    line = summary_line("mock:random", flat, 0.95)
+    assert "VOC – (flat prediction)" in line and "progress at success 0.0 %" in line
+    assert "max progress on failure 100.0 %" in line and "done F1 0.50 at 0.95" in line
+    odd = {**base, "successes": 1, "voc": math.nan, "voc_flat_episodes": 0,
+           "progress_at_success": math.nan, "max_progress_on_failure": None}  # fmt: skip
+    line = summary_line("svc", odd, 0.9)
+    assert "nan" not in line.lower() and "-" not in line.replace("–", "")
+    assert "VOC – (successful episodes too short)" in line

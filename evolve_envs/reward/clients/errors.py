@@ -73,14 +73,18 @@ class RewardServiceError(RuntimeError):
 
     def __init__(
         self,
-        endpoint: str | None,
-        route: str,
-        cause: str | BaseException,
+        endpoint: str | None | RewardServiceError,
+        route: str = "",
+        cause: str | BaseException = "",
         *,
         kind: str = ErrorKind.HTTP_STATUS,
         status_code: int | None = None,
         attempts: int = 1,
     ) -> None:
+        if isinstance(endpoint, RewardServiceError):  # a copy: `type(err)(err)`, as Gymnasium's
+            other = endpoint  # AsyncVectorEnv re-raises a worker's error in the main process
+            endpoint, route, cause = other.endpoint, other.route, other.cause
+            kind, status_code, attempts = other.kind, other.status_code, other.attempts
         self.endpoint = endpoint
         self.route = route
         self.cause = cause if isinstance(cause, str) else _describe_exception(cause)

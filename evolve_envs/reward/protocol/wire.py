@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -287,15 +287,18 @@ class ErrorResponse(BaseModel):
 class PickleScoreRequest(_Request):
     """Decoded body of `POST /pickle` (and `POST /`): one prompt per image (JPEG/PNG bytes).
 
-    Also accepts flow_grpo's remote-scorer variant: `{"images"}` alone (empty prompts),
-    `{"images", "prompts"}`, or `{"images", "meta_datas", "only_strict"}`. Numpy arrays from the
-    pickle arrive here already turned into lists (`to_plain`).
+    Also accepts flow_grpo's remote-scorer variants: `{"images"}` alone (empty prompts; its DeQA
+    scorer), `{"images", "prompts"}` (prompts a NumPy str array; its UnifiedReward scorer), or
+    `{"images", "meta_datas", "only_strict"}` (its GenEval scorer). Numpy arrays from the pickle
+    arrive here already turned into lists (`to_plain`).
 
     >>> req = PickleScoreRequest(images=[b"<jpeg>", b"<jpeg>"])
     >>> req.prompts, req.flow_grpo_variant
-    (['', ''], False)
+    (['', ''], True)
     >>> PickleScoreRequest(images=[b"<jpeg>"], meta_datas=[{}], only_strict=True).flow_grpo_variant
     True
+    >>> PickleScoreRequest(images=[b"<jpeg>"], prompts=["p"]).flow_grpo_variant
+    False
     """
 
     images: list[bytes] = Field(min_length=1)
@@ -304,8 +307,11 @@ class PickleScoreRequest(_Request):
     meta_datas: list[Any] | None = None
     only_strict: bool | None = None
 
+    _prompts_sent: bool = PrivateAttr(default=False)
+
     @model_validator(mode="after")
     def _same_length(self) -> PickleScoreRequest:
+        self._prompts_sent = self.prompts is not None
         if self.prompts is None:
             self.prompts = [""] * len(self.images)
         if len(self.images) != len(self.prompts):
@@ -317,8 +323,13 @@ class PickleScoreRequest(_Request):
 
     @property
     def flow_grpo_variant(self) -> bool:
-        """True when the request used flow_grpo's keys (its answer carries their keys too)."""
-        return bool({"meta_datas", "only_strict"} & self.model_fields_set)
+        """True when the request's keys are those of one of flow_grpo's remote scorers (its
+        answer then carries their keys too): `meta_datas` / `only_strict`, or `images` alone.
+        (Their prompts arrive as a NumPy array, which the route tells from a list before
+        `to_plain`.)"""
+        fields = self.model_fields_set
+        theirs = bool({"meta_datas", "only_strict"} & fields)
+        return theirs or not (self._prompts_sent or "metadata" in fields)
 
 
 class PickleScoreResponse(_Response):

@@ -71,16 +71,20 @@ def pickle_paths(at_root: bool) -> tuple[str, ...]:
     return ("/pickle", "/") if at_root else ("/pickle",)
 
 
-def _parse(body: bytes) -> PickleScoreRequest:
+def _parse(body: bytes) -> tuple[PickleScoreRequest, bool]:
+    """The request, and whether it looks like one of flow_grpo's remote scorers (their keys, or
+    their prompts: a NumPy array)."""
     try:
         raw = safe_pickle_loads(body)
     except UnsafePickleError as exc:
         raise ApiError(400, f"rejected pickle body: {exc}") from exc
     if not isinstance(raw, dict):
         raise ApiError(422, f"pickle body must be a dict, got {type(raw).__name__}")
+    numpy_prompts = type(raw.get("prompts")).__module__ == "numpy"
     raw = {key: to_plain(value) for key, value in raw.items()}
     try:
-        return PickleScoreRequest.model_validate(raw)
+        req = PickleScoreRequest.model_validate(raw)
+        return req, req.flow_grpo_variant or numpy_prompts
     except ValidationError as exc:
         errors = clean_validation_errors(exc.errors())
         raise ApiError(422, f"invalid pickle request: {summarise(errors)}") from exc
@@ -94,7 +98,7 @@ async def pickle_score(request: Request, state: State) -> Response:
             415, f"a pickle body must not be sent as {content_type}; use {PICKLE_CONTENT_TYPE}"
         )
     state.require("image_score")
-    req = _parse(await request.body())
+    req, flow_grpo = _parse(await request.body())
     state.check_count("images", req.images)
     for i, prompt in enumerate(req.prompts or []):
         state.check_text(f"prompts[{i}]", prompt)
@@ -112,8 +116,9 @@ async def pickle_score(request: Request, state: State) -> Response:
 
     scores = await state.run_in_chunks("image", len(req.images), make_chunk, request)
     payload: dict[str, Any] = {"scores": [float(s) for s in scores]}
-    if req.flow_grpo_variant:  # flow_grpo's remote scorers answer with these keys
+    if flow_grpo:  # flow_grpo's remote scorers read these keys
         payload.update(
+            outputs=payload["scores"],
             rewards=payload["scores"],
             strict_rewards=payload["scores"],
             group_rewards={},

@@ -7,11 +7,16 @@ Usage::
     evolve-reward-server --backend vlm --ckpt-path /models/Qwen2.5-VL-7B-Instruct --gpu-ids 0
     python -m evolve_envs.reward.service.server --backend mock --backend-kwargs '{"latency_ms": 20}'
 
+Start-up: the arguments are checked (a `--port` outside 1..65535 or a `--host` this machine cannot
+bind is one line, exit status 2), the port is bound (taken: one line, exit status 3), then the
+backend loads, and the ready line is printed once the server accepts requests (`--debug` or
+`EVOLVE_ENVS_DEBUG=1` adds tracebacks to start-up failures).
+
 Binds 127.0.0.1 unless `--host` says otherwise; `--token` (or `EVOLVE_REWARD_TOKEN`) requires
 `Authorization: Bearer <token>` on every request. `--ckpt-path` (or `VLAC_CKPT_PATH`) names the
 model directory of the `vlm` and `vlac` backends. `--backend mock` uses the *change* rule (the
 rule of the shipped configs' embedded service, `MOCK_DEFAULTS`) unless `--backend-kwargs` names
-one. The start-up line on stderr names the backend, its settings and the URL. `--engine ray`
+one. The ready line on stderr names the backend, its settings and the URL. `--engine ray`
 serves the same app from `--replicas` Ray Serve replicas (`evolve_envs.reward.service.ray_serve`) on
 a local Ray instance, or on the cluster at `--address`, as the Serve application `--app-name` (Ray
 actors reach it by handle).
@@ -166,6 +171,11 @@ def build_parser() -> argparse.ArgumentParser:
     grp.add_argument("--route-prefix", default="/", help="HTTP route prefix of the app")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.add_argument("--access-log", action="store_true", help="log every request")
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        help="show the traceback of start-up failures too (or set EVOLVE_ENVS_DEBUG=1)",
+    )
     # Used by EmbeddedService: serve on an inherited listening socket, exit with the parent.
     p.add_argument("--fd", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--exit-on-stdin-eof", action="store_true", help=argparse.SUPPRESS)
@@ -241,13 +251,93 @@ def _settings(backend: Any) -> str:
     return "{" + ", ".join(f"{k}={v!r}" for k, v in items.items()) + "}"
 
 
+def _check_bind_args(args: argparse.Namespace) -> None:
+    """Refuse a port outside 1..65535 and a host that is not an address of this machine, in one
+    line (:class:`~evolve_envs.cli_errors.CliError`), before anything starts."""
+    from evolve_envs.cli_errors import CliError, ExitStatus
+
+    if args.fd is not None:
+        return
+    if not 1 <= args.port <= 65535:
+        raise CliError(
+            f"--port {args.port} is not a TCP port; give one in 1..65535 (default 8111)",
+            ExitStatus.USAGE,
+        )
+    try:
+        socket.getaddrinfo(args.host, args.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise CliError(
+            f"--host {args.host!r} is not an address or name this machine can bind ({exc}); "
+            "use 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)",
+            ExitStatus.USAGE,
+        ) from None
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port``, bound before any model is loaded; a port that is
+    taken or an address this machine does not have is one line
+    (:class:`~evolve_envs.cli_errors.CliError`, status 3)."""
+    import errno
+
+    from evolve_envs.cli_errors import CliError, ExitStatus
+
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise CliError(
+                f"port {port} on {host} is taken by another process; pick another --port or "
+                f"stop that process (e.g. `lsof -i :{port}` names it)",
+                ExitStatus.SERVICE,
+            ) from None
+        if exc.errno == errno.EADDRNOTAVAIL:
+            raise CliError(
+                f"--host {host} is not an address of this machine; use 127.0.0.1 (this machine "
+                "only) or 0.0.0.0 (every interface)",
+                ExitStatus.USAGE,
+            ) from None
+        if exc.errno == errno.EACCES:
+            raise CliError(
+                f"no permission to bind port {port} (ports below 1024 need privileges); pick "
+                "a --port above 1023",
+                ExitStatus.USAGE,
+            ) from None
+        raise CliError(
+            f"cannot bind {host}:{port}: {exc.strerror or exc}", ExitStatus.SERVICE
+        ) from None
+    sock.set_inheritable(False)
+    return sock
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of `evolve-reward-server`; returns the exit status."""
+    """Entry point of `evolve-reward-server`; returns the exit status.
+
+    Start-up order: check the arguments (port, host), bind the port, load the backend, serve;
+    the ready line (`evolve-reward-server: backend ... on http://...`) is printed once the server
+    accepts requests. Expected failures print one line (`evolve-reward-server: error: ...`;
+    `--debug` or `EVOLVE_ENVS_DEBUG=1` adds the traceback).
+    """
+    from evolve_envs.cli_errors import run_command
+
     parser = build_parser()
     args = parser.parse_args(argv)
+    return run_command("evolve-reward-server", lambda: _run(args, parser), debug=args.debug)
+
+
+def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    _check_bind_args(args)
     if args.gpu_ids is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = args.gpu_ids
     kwargs = _backend_kwargs(args, parser)
@@ -263,7 +353,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         _watch_stdin_then_exit()
 
     if args.engine == "ray":
+        if args.address is None:  # a local Ray: a taken port fails now, not after Ray starts
+            _bind(args.host, args.port).close()  # (on a cluster, Serve's proxy may hold it)
         return _serve_on_ray(args, parser, kwargs, token)
+
+    if args.fd is not None:
+        sock = socket.socket(fileno=args.fd)
+    else:
+        sock = _bind(args.host, args.port)  # before the (possibly slow) backend loads
 
     import uvicorn
 
@@ -274,6 +371,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         backend = make_backend(args.backend, **kwargs)
     except Exception as exc:  # noqa: BLE001 - report any construction failure plainly
+        sock.close()
         print(
             f"evolve-reward-server: cannot start backend {args.backend!r}: {exc}", file=sys.stderr
         )
@@ -291,22 +389,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             read_timeout_s=args.read_timeout_s, max_connections=args.max_connections
         ),
     )
-    server = uvicorn.Server(config)
-    sockets = None
-    where = f"http://{args.host}:{args.port}"
-    if args.fd is not None:
-        sock = socket.socket(fileno=args.fd)
-        host, port = sock.getsockname()[:2]
-        where = f"http://{host}:{port}"
-        sockets = [sock]
-    print(
-        f"evolve-reward-server: backend {backend.name!r} on {where} {_settings(backend)}"
-        + (" (fault injection enabled)" if args.enable_fault_injection else ""),
-        file=sys.stderr,
-        flush=True,
+    host, port = sock.getsockname()[:2]
+    where = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    ready = f"evolve-reward-server: backend {backend.name!r} on {where} {_settings(backend)}" + (
+        " (fault injection enabled)" if args.enable_fault_injection else ""
     )
-    server.run(sockets=sockets)
+    _ready_server(config, ready).run(sockets=[sock])
     return 0
+
+
+def _ready_server(config: Any, ready: str) -> Any:
+    """A uvicorn server that prints ``ready`` once start-up is complete (the app's lifespan ran
+    and the socket accepts connections), never before and never when start-up failed."""
+    import uvicorn
+
+    class ReadyServer(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started and not self.should_exit:
+                print(ready, file=sys.stderr, flush=True)
+
+    return ReadyServer(config)
 
 
 def _app_kwargs(args: argparse.Namespace, token: str | None) -> dict[str, Any]:
