@@ -2,7 +2,10 @@
 
 `safe_pickle_loads` unpickles only plain data — bytes, str, numbers, bool, None, lists, tuples,
 dicts and NumPy scalars/arrays of numeric, bool or str dtype — and refuses any other global
-(a class or function a hostile pickle would call) with :class:`UnsafePickleError`.
+(a class or function a hostile pickle would call) with :class:`UnsafePickleError`. What it
+returns is also held to a `BodyBudget` (:mod:`reward_protocol.body_budget`): shared references
+count each time they are reached and cycles are refused, so a small pickle cannot expand into
+an unbounded body for whoever walks it next (`BodyBudgetError`).
 
 Example:
     >>> safe_pickle_loads(safe_pickle_dumps({"scores": [0.5]}))
@@ -14,6 +17,8 @@ from __future__ import annotations
 import io
 import pickle
 from typing import Any
+
+from reward_protocol.body_budget import DEFAULT_BODY_BUDGET, BodyBudget, measure_body
 
 __all__ = ["UnsafePickleError", "safe_pickle_loads", "safe_pickle_dumps", "to_plain"]
 
@@ -175,7 +180,7 @@ def to_plain(obj: Any) -> Any:
     return obj
 
 
-def safe_pickle_loads(data: bytes) -> Any:
+def safe_pickle_loads(data: bytes, budget: BodyBudget | None = DEFAULT_BODY_BUDGET) -> Any:
     """Unpickle `data` resolving no global but numpy's; only plain data types come back.
 
     Allowed: bytes, str, int, float, bool, None, list, tuple, dict (nested), and numpy scalars
@@ -183,6 +188,9 @@ def safe_pickle_loads(data: bytes) -> Any:
     stand-ins, never object dtype). A pickle that names any other class or function (e.g. a
     crafted `os.system` call) raises `UnsafePickleError` before anything is imported or called.
     Malformed data also raises `UnsafePickleError`. `to_plain` turns numpy values into lists.
+    The result must fit `budget` (values, bytes and depth counted through shared references;
+    no cycles), else `BodyBudgetError` naming the top-level key; `budget=None` skips that
+    check (only for trusted data).
 
     Example:
         >>> safe_pickle_loads(pickle.dumps({"scores": [1.0, 0.5]}))
@@ -199,6 +207,8 @@ def safe_pickle_loads(data: bytes) -> Any:
     except Exception as exc:  # noqa: BLE001 - any decoding failure is a malformed payload
         raise UnsafePickleError(f"malformed pickle: {type(exc).__name__}: {exc}") from exc
     _check_plain(obj)
+    if budget is not None:
+        measure_body(obj, budget)
     return obj
 
 

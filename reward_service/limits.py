@@ -11,6 +11,11 @@ __all__ = ["DEFAULT_LIMITS"]
 
 DEFAULT_LIMITS: dict[str, int] = {
     "max_body_bytes": 64 * 1024 * 1024,
+    # A decoded body (pickle or JSON), counted through shared references (a pickle's memo lets
+    # 2 KB describe 10^40 paths): values, keys and containers; nesting levels. Its str/bytes
+    # characters count against max_body_bytes likewise (`reward_protocol.body_budget`).
+    "max_body_nodes": 100_000,
+    "max_body_depth": 64,
     "max_frames": 1024,
     "max_image_side": 4096,
     "max_video_frames": 10000,
@@ -25,8 +30,14 @@ DEFAULT_LIMITS: dict[str, int] = {
     "max_video_pixels": 4 * 448 * 448,
     # characters in a task or prompt (tokenising is the caller's cost too)
     "max_text_chars": 8192,
-    # connections (evolve-reward-server): a request must arrive within read_timeout_s
+    # connections (evolve-reward-server): a request's headers must arrive within
+    # header_timeout_s of its first byte (or of the connection's opening), the whole request
+    # within read_timeout_s
+    "header_timeout_s": 10,
     "read_timeout_s": 60,
+    # open connections: at most this many, and never more than RLIMIT_NOFILE leaves after
+    # `connection_fd_headroom` descriptors for the process itself (`connections.connection_cap`)
     "max_connections": 512,
+    "connection_fd_headroom": 64,
     "max_concurrent_requests": 256,
 }

@@ -26,11 +26,12 @@ from reward_protocol.wire import (
 )
 from reward_service.backends.base import CriticItem, DoneItem
 from reward_service.image_decoding import PixelBudget
+from reward_service.json_budget_route import BudgetedJSONRoute
 from reward_service.service_state import State
 
 __all__ = ["router"]
 
-router = APIRouter(tags=["progress"])
+router = APIRouter(tags=["progress"], route_class=BudgetedJSONRoute)
 
 M = TypeVar("M", bound=BaseModel)
 

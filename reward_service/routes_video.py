@@ -21,12 +21,13 @@ from reward_protocol.wire import ScoreRequest, ScoreResponse
 from reward_service.backends.base import VideoItem
 from reward_service.errors import ApiError
 from reward_service.image_decoding import b64_to_bytes
+from reward_service.json_budget_route import BudgetedJSONRoute
 from reward_service.service_state import ServiceState, State
 from reward_service.video_decoding import read_video_bytes, read_video_file
 
 __all__ = ["router"]
 
-router = APIRouter(tags=["video score"])
+router = APIRouter(tags=["video score"], route_class=BudgetedJSONRoute)
 
 
 async def _read_frames(req: ScoreRequest, state: ServiceState) -> list[np.ndarray]:

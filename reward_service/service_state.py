@@ -25,6 +25,7 @@ from typing import Annotated, Any
 import numpy as np
 from fastapi import Depends, Request
 
+from reward_protocol.body_budget import BodyBudget
 from reward_service.backends.base import Backend, NotSupportedError
 from reward_service.batching import MAX_BATCH, MAX_WINDOW_S, Batcher, prepare_frame
 from reward_service.errors import ApiError
@@ -52,7 +53,11 @@ class RequestLimits:
     * `max_video_pixels`: most `max_pixels` per sampled frame a `/score` caller may ask (422);
     * `max_video_decode_pixels`: most frames x width x height a `/score` video may need decoded,
       read from the container before decoding (413);
-    * `max_text_chars`: most characters in a task or prompt (422 above).
+    * `max_text_chars`: most characters in a task or prompt (422 above);
+    * `max_body_nodes`, `max_body_depth`: most values (keys and containers included) and
+      nesting levels of a decoded pickle or JSON body, shared references counted each time they
+      are reached (413; a body that refers to itself 422); its strings and bytes, counted so,
+      may total `max_body_bytes` (`body_budget`).
 
     Example:
         >>> RequestLimits(max_frames=8).max_frames
@@ -72,12 +77,19 @@ class RequestLimits:
     max_video_pixels: int = DEFAULT_LIMITS["max_video_pixels"]
     max_video_decode_pixels: int = DEFAULT_LIMITS["max_video_decode_pixels"]
     max_text_chars: int = DEFAULT_LIMITS["max_text_chars"]
+    max_body_nodes: int = DEFAULT_LIMITS["max_body_nodes"]
+    max_body_depth: int = DEFAULT_LIMITS["max_body_depth"]
 
     def __post_init__(self) -> None:
         for field in fields(self):
             value = getattr(self, field.name)
             if value < 1:
                 raise ValueError(f"{field.name} must be >= 1, got {value}")
+
+    @property
+    def body_budget(self) -> BodyBudget:
+        """The decoded-body budget of these limits (pickle and JSON bodies alike)."""
+        return BodyBudget(self.max_body_nodes, self.max_body_bytes, self.max_body_depth)
 
 
 def decode_frames(

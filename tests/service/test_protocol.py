@@ -9,6 +9,7 @@ import pickle
 import pydantic
 import pytest
 
+from reward_protocol.body_budget import BodyBudgetError
 from reward_protocol.pickle_codec import UnsafePickleError, safe_pickle_dumps, safe_pickle_loads
 from reward_protocol.wire import (
     Capabilities,
@@ -67,14 +68,22 @@ def test_bytes_in_python2_protocols_need_a_global_and_are_refused() -> None:
         safe_pickle_loads(pickle.dumps(b"bytes", protocol=2))
 
 
-def test_shared_references_and_cycles_do_not_blow_up() -> None:
+def test_shared_references_count_each_time_and_cycles_are_refused() -> None:
     inner: list = [1]
-    for _ in range(60):  # 2**60 paths if walked naively
+    for _ in range(60):  # 2**60 paths if walked naively: refused at once, by its expanded size
         inner = [inner, inner]
-    assert safe_pickle_loads(pickle.dumps(inner))
+    with pytest.raises(BodyBudgetError, match="expands to more than 100000 values") as info:
+        safe_pickle_loads(pickle.dumps({"metadata": inner}))
+    assert info.value.field == "metadata" and info.value.status_code == 413
+    small: list = [1, 2]
+    assert safe_pickle_loads(pickle.dumps({"a": [small, small]})) == {"a": [[1, 2], [1, 2]]}
     cyclic: list = []
     cyclic.append(cyclic)
-    assert safe_pickle_loads(pickle.dumps(cyclic))[0] is not None
+    with pytest.raises(BodyBudgetError, match="prompts: holds a reference to itself") as info:
+        safe_pickle_loads(pickle.dumps({"prompts": cyclic}))
+    assert info.value.status_code == 422
+    # Trusted data may skip the budget (cycles are still walked in linear time).
+    assert safe_pickle_loads(pickle.dumps(cyclic), budget=None)[0] is not None
 
 
 def test_too_deep_nesting_is_rejected() -> None:
