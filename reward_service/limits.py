@@ -22,6 +22,10 @@ DEFAULT_LIMITS: dict[str, int] = {
     # Decoded pixels per request, charged from image headers before decoding (JPEGs count at
     # their DCT-reduced size): 1,024 frames of 512x512.
     "max_request_pixels": 1024 * 512 * 512,
+    # Memory one image's decoding may take at its peak, estimated from its header (a 4096x4096
+    # RGB PNG takes 65 MiB in Pillow; a JPEG is decoded DCT-reduced), and one /score video frame
+    # (width x height x 3). Images are decoded one at a time.
+    "max_image_decode_bytes": 32 * 1024 * 1024,
     # /score caller knobs: frames sampled per video, pixels per sampled frame.
     "max_nframes": 128,
     # /score decoding work: frames x width x height of the whole video (2^31: e.g. 2,300 frames

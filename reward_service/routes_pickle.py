@@ -37,7 +37,7 @@ from reward_service.errors import (
     summarise,
     wants_json,
 )
-from reward_service.image_decoding import PixelBudget, decode_image_bytes
+from reward_service.image_decoding import decode_image_bytes
 from reward_service.service_state import State
 
 __all__ = ["build_router", "pickle_paths"]
@@ -109,7 +109,7 @@ async def pickle_score(request: Request, state: State) -> Response:
     state.check_count("images", req.images)
     for i, prompt in enumerate(req.prompts or []):
         state.check_text(f"prompts[{i}]", prompt)
-    budget = PixelBudget(state.limits.max_request_pixels)
+    budget = state.pixel_budget()
     prompts = list(req.prompts or [])
 
     async def make_chunk(lo: int, hi: int) -> list[ImageScoreItem]:

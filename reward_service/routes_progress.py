@@ -25,7 +25,6 @@ from reward_protocol.wire import (
     TrajectoryCriticResponse,
 )
 from reward_service.backends.base import CriticItem, DoneItem
-from reward_service.image_decoding import PixelBudget
 from reward_service.json_budget_route import BudgetedJSONRoute
 from reward_service.service_state import State
 
@@ -75,7 +74,7 @@ async def trajectory_critic(request: Request, state: State) -> TrajectoryCriticR
     state.check_text("task", req.task)
     if req.reference is not None:
         state.check_count("reference", req.reference, allow_empty=True)
-    budget = PixelBudget(state.limits.max_request_pixels)
+    budget = state.pixel_budget()
     sampled = req.frames[:: req.skip]
     reference = None
     if req.reference:
@@ -102,7 +101,7 @@ async def pairwise_critic(req: PairwiseCriticRequest, state: State) -> PairwiseC
     """How much closer `image_b` is to completing `task` than `image_a`, in [-100, 100]."""
     state.require("pairwise")
     state.check_text("task", req.task)
-    budget = PixelBudget(state.limits.max_request_pixels)
+    budget = state.pixel_budget()
     a, b = await state.decode([req.image_a, req.image_b], "images", budget)
     item = CriticItem(req.task, a, b, a)
     (critic,) = await state.guarded(lambda: state.batcher.run("critic", [item]))
@@ -116,7 +115,7 @@ async def done(req: DoneRequest, state: State) -> DoneResponse:
     state.check_text("task", req.task)
     if req.reference is not None:
         state.check_count("reference", req.reference, allow_empty=True)
-    budget = PixelBudget(state.limits.max_request_pixels)
+    budget = state.pixel_budget()
     first, prev, curr = await state.decode(
         [req.first_frame, req.prev_frame, req.curr_frame], "done", budget
     )

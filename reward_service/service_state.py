@@ -28,7 +28,7 @@ from fastapi import Depends, Request
 from reward_protocol.body_budget import BodyBudget
 from reward_service.backends.base import Backend, NotSupportedError
 from reward_service.batching import MAX_BATCH, MAX_WINDOW_S, Batcher, prepare_frame
-from reward_service.errors import ApiError
+from reward_service.errors import ApiError, client_input
 from reward_service.image_decoding import ImageDecodeError, PixelBudget, decode_image_b64
 from reward_service.limits import DEFAULT_LIMITS
 from reward_service.metrics import Metrics
@@ -47,8 +47,11 @@ class RequestLimits:
     * `max_frames`: most frames (trajectory, reference, pickle images) per request (413);
     * `max_image_side`: most pixels per image side (413);
     * `max_video_frames`: most frames in a `/score` video before sampling (413);
-    * `max_request_pixels`: most decoded pixels per request, checked from the image headers
-      before decoding (413); JPEGs count at their DCT-reduced size;
+    * `max_request_pixels`: most decoded pixels per request, summed over its images, checked
+      from the image headers before decoding (413); JPEGs count at their DCT-reduced size;
+    * `max_image_decode_bytes`: most memory decoding one image (or one `/score` video frame)
+      may take, estimated from its header before decoding (413); images are decoded one at a
+      time, so this bounds what a request's decoding holds at once;
     * `max_nframes`: most frames a `/score` caller may ask to be sampled (422 above);
     * `max_video_pixels`: most `max_pixels` per sampled frame a `/score` caller may ask (422);
     * `max_video_decode_pixels`: most frames x width x height a `/score` video may need decoded,
@@ -79,6 +82,7 @@ class RequestLimits:
     max_text_chars: int = DEFAULT_LIMITS["max_text_chars"]
     max_body_nodes: int = DEFAULT_LIMITS["max_body_nodes"]
     max_body_depth: int = DEFAULT_LIMITS["max_body_depth"]
+    max_image_decode_bytes: int = DEFAULT_LIMITS["max_image_decode_bytes"]
 
     def __post_init__(self) -> None:
         for field in fields(self):
@@ -107,7 +111,9 @@ def decode_frames(
     wanted = None if keep is None else set(keep)
     prepared = []
     for i, item in enumerate(encoded):
-        frame = decoder(item, max_side=max_side, what=f"{what}[{first_index + i}]", budget=budget)
+        name = f"{what}[{first_index + i}]"
+        with client_input(name, status=422):
+            frame = decoder(item, max_side=max_side, what=name, budget=budget)
         if wanted is None or i in wanted:
             prepared.append(prepare_frame(frame))
         del frame
@@ -189,6 +195,12 @@ class ServiceState:
             raise ApiError(
                 422, f"{what} is not valid Unicode text (lone surrogate at position {exc.start})"
             ) from None
+
+    def pixel_budget(self) -> PixelBudget:
+        """A new request's decoding budget (pixels summed over its images, memory per image)."""
+        return PixelBudget(
+            self.limits.max_request_pixels, max_image_bytes=self.limits.max_image_decode_bytes
+        )
 
     # --- work ----------------------------------------------------------------------------------
     async def decode(
