@@ -233,6 +233,8 @@ def decode_image_bytes(
             rgb = _png_to_rgb(img)
     except ImageDecodeError:
         raise
+    except Image.DecompressionBombError as exc:  # Pillow's own check of the declared size
+        raise ImageTooLargeError(f"{what} declares too many pixels: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - Pillow raises many types for corrupt data
         raise ImageDecodeError(f"{what} could not be decoded: {exc}") from exc
     return np.asarray(rgb, dtype=np.uint8).copy()
