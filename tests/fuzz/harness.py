@@ -138,6 +138,7 @@ class FuzzServer:
         self.worst_growth_mb = 0.0
         self.worst_seconds = 0.0
         self.statuses: dict[int, int] = {}
+        self.worst_growth_case = ""
         self._saved: dict[str, Path] = {}
         self._http: httpx.Client | None = None
 
@@ -181,8 +182,9 @@ class FuzzServer:
         outcome = Outcome(status, seconds, growth, alive, detail)
         self.cases += 1
         self.worst_seconds = max(self.worst_seconds, seconds)
-        if alive:
-            self.worst_growth_mb = max(self.worst_growth_mb, growth)
+        if alive and growth > self.worst_growth_mb:
+            self.worst_growth_mb = growth
+            self.worst_growth_case = f"{case.method} {case.path} -> {status}"
         if status is not None:
             self.statuses[status] = self.statuses.get(status, 0) + 1
         return outcome
@@ -262,6 +264,7 @@ class FuzzServer:
         return {
             "cases": self.cases,
             "worst_growth_mb": round(self.worst_growth_mb, 1),
+            "worst_growth_case": self.worst_growth_case,
             "worst_seconds": round(self.worst_seconds, 3),
             "statuses": dict(sorted(self.statuses.items())),
         }

@@ -114,15 +114,15 @@ def wide_json() -> Built:
     return Case("POST", "/score", JSON, body), (413,)
 
 
-def deep_json_frames() -> Built:
-    """The JSON equivalent of the recursive pickle: `frames` nested 100,000 levels deep."""
-    body = b'{"task": "t", "frames": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+def deep_json_frames(levels: int = 100_000) -> Built:
+    """The JSON equivalent of the recursive pickle: `frames` nested `levels` deep."""
+    body = b'{"task": "t", "frames": ' + b"[" * levels + b"]" * levels + b"}"
     return Case("POST", "/trajectory-critic", JSON, body), (413,)
 
 
-def deep_json_pairwise() -> Built:
+def deep_json_pairwise(levels: int = 100_000) -> Built:
     """Deep nesting where FastAPI's own parser (json.loads) reads the body."""
-    body = b'{"task": "t", "image_a": ' + b"[" * 100_000 + b"]" * 100_000 + b', "image_b": ""}'
+    body = b'{"task": "t", "image_a": ' + b"[" * levels + b"]" * levels + b', "image_b": ""}'
     return Case("POST", "/pairwise-critic", JSON, body), (413,)
 
 
