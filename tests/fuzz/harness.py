@@ -139,6 +139,7 @@ class FuzzServer:
         self.worst_seconds = 0.0
         self.statuses: dict[int, int] = {}
         self.worst_growth_case = ""
+        self.targets: dict[str, dict[str, float]] = {}
         self._saved: dict[str, Path] = {}
         self._http: httpx.Client | None = None
 
@@ -153,11 +154,11 @@ class FuzzServer:
             self._http.close()
         self.service.stop()
 
-    def restart_if_dead(self) -> None:
-        """Start a fresh server after a case killed this one (so the run goes on)."""
-        if not self.service.is_running():
-            self.stop()
-            self.start()
+    def restart(self) -> None:
+        """A fresh server (after a case killed or hung this one, so the next cases, and the
+        shrinking of a failure, are not answered by a broken server)."""
+        self.stop()
+        self.start()
 
     @property
     def pid(self) -> int:
@@ -231,12 +232,16 @@ class FuzzServer:
     def check(self, case: Case, outcome: Outcome, target: str = "case") -> None:
         """Raise `FuzzFailure` (after saving `case` to the corpus) on a crash, hang, 5xx,
         memory breach, or a server that no longer answers `/health`."""
+        per = self.targets.setdefault(target, {"cases": 0, "worst_growth_mb": 0.0, "worst_s": 0.0})
+        per["cases"] += 1
+        per["worst_growth_mb"] = max(per["worst_growth_mb"], round(outcome.growth_mb, 1))
+        per["worst_s"] = max(per["worst_s"], round(outcome.seconds, 3))
         problem = None
         if not outcome.alive:
             problem = "the server died"
         elif outcome.status is None:
             problem = f"no answer within {TIME_CAP_S:g} s ({outcome.detail})"
-        elif outcome.status >= 500 and outcome.status != 503:
+        elif outcome.status >= 500:
             problem = f"answered {outcome.status}"
         elif outcome.growth_mb > MEMORY_LIMIT_MB:
             problem = f"peak RSS grew {outcome.growth_mb:.1f} MB (limit {MEMORY_LIMIT_MB:g} MB)"
@@ -245,7 +250,8 @@ class FuzzServer:
         if problem is None:
             return
         path = self.save(case, target)
-        self.restart_if_dead()
+        if not outcome.alive or outcome.status is None or not self.healthy():
+            self.restart()
         raise FuzzFailure(f"{target}: {problem}; reproducer saved to {path}")
 
     def save(self, case: Case, target: str) -> Path:
@@ -267,4 +273,5 @@ class FuzzServer:
             "worst_growth_case": self.worst_growth_case,
             "worst_seconds": round(self.worst_seconds, 3),
             "statuses": dict(sorted(self.statuses.items())),
+            "targets": self.targets,
         }
