@@ -126,6 +126,14 @@ def test_p7_hostile_input_quick() -> None:
     assert len(hostile) >= 10 and all(r["<= 64 MB"] == "yes" for r in hostile), hostile
 
 
+def test_p8_fuzz_quick() -> None:
+    rows = run_quick("p8_fuzz")
+    targets = {r["target"]: r for r in rows}
+    assert {"pickle", "image", "video", "json", "http", "all"} <= set(targets), targets
+    assert num(targets["all"]["cases"]) >= 100
+    assert num(targets["all"]["worst peak RSS growth MB"]) <= 64
+
+
 def test_d1_collection_quick() -> None:
     rows = run_quick("d1_collection")
     by_name = {r["collection"]: r for r in rows}
