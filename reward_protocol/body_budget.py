@@ -224,8 +224,8 @@ def check_json_body(body: bytes, budget: BodyBudget) -> None:
     """Raise `BodyBudgetError` if the JSON text `body` holds more values or deeper nesting than
     `budget` allows, before it is parsed (so the parser never builds an over-budget body).
 
-    Values are counted as containers + commas + colons + 1 (keys count as values, as in
-    `measure_tree`). Counting the structural characters is enough for ordinary bodies; only
+    Values are counted as in `measure_tree` (keys included): 1 + commas + colons + non-empty
+    containers. Counting the structural characters is enough for ordinary bodies; only
     when that upper bound is over the budget are strings skipped properly (and the scan stops
     at the first excess). Malformed JSON is left to the parser.
     """
@@ -237,11 +237,13 @@ def check_json_body(body: bytes, budget: BodyBudget) -> None:
     nodes, depth = 1, 0
     field: str | None = None
     last_string = b""
+    previous, previous_end = b"", 0
     for match in _JSON_TOKEN.finditer(body):
         token = match.group()
         char = token[:1]
         if char == b'"':
             last_string = token
+            previous = char
             continue
         if char in b"[{":
             depth += 1
@@ -250,10 +252,13 @@ def check_json_body(body: bytes, budget: BodyBudget) -> None:
                 raise BodyBudgetError(f"nested deeper than {budget.max_depth} levels", field=field)
         elif char in b"]}":
             depth -= 1
+            if previous in (b"[", b"{") and not body[previous_end : match.start()].strip():
+                nodes -= 1  # an empty container has no first element to count
         else:
             nodes += 1
             if char == b":" and depth == 1:
                 field = last_string[1:-1].decode("utf-8", "replace")[:64]
+        previous, previous_end = char, match.end()
         if nodes > budget.max_nodes:
             raise BodyBudgetError(
                 f"holds more than {budget.max_nodes} values (JSON values, keys and containers)",
