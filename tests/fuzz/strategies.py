@@ -4,8 +4,9 @@ Each strategy draws a `Case` (`tests.fuzz.harness`): a request some route will d
 
 * `pickle_cases`: `/pickle` bodies built from request-shaped dicts whose fields hold aliased
   containers (one list reached from many places), deep nesting, cycles, numpy arrays, images of
-  every kind below; pickled with a random protocol, then perhaps truncated, a byte flipped, or
-  four bytes overwritten with a large number (counted lengths that lie).
+  every kind below; pickled with a random protocol, then perhaps truncated, a byte flipped,
+  four bytes overwritten with a large number, or an opcode appended whose argument lies (memo
+  indices, counted lengths, frame sizes).
 * `image_cases`: PNG and JPEG frames (several modes and sizes) whose headers lie about their size
   (IHDR with and without a fixed CRC, JPEG SOF), truncated, with bytes flipped or huge ancillary
   chunks, sent as base64 to the JSON routes or as bytes to `/pickle`.
@@ -188,7 +189,7 @@ def pickle_cases(draw: st.DrawFn) -> Case:
     # protocols 0-2 write bytes through a global (refused): mostly 3-5
     protocol = draw(st.sampled_from([4, 5, 3, 4, 5, 2, 0]))
     data = bytearray(pickle.dumps(body, protocol=protocol))
-    damage = draw(st.sampled_from(["none"] * 4 + ["truncate", "flip", "length"]))
+    damage = draw(st.sampled_from(["none"] * 4 + ["truncate", "flip", "length", "opcode"]))
     if damage == "truncate":
         data = data[: draw(st.integers(0, len(data)))]
     elif damage == "flip":
@@ -197,6 +198,22 @@ def pickle_cases(draw: st.DrawFn) -> Case:
     elif damage == "length" and len(data) > 8:  # a counted length (or anything) that lies
         at = draw(st.integers(0, len(data) - 4))
         data[at : at + 4] = struct.pack("<I", draw(st.sampled_from([2**31 - 1, 2**30, 2**24])))
+    elif damage == "opcode" and data.endswith(b"."):  # an opcode whose argument lies, at the end
+        n = draw(st.sampled_from([2**20, 2**28, 2**31 - 1, 2**32 - 1]))
+        lie = draw(
+            st.sampled_from(
+                [
+                    b"r" + struct.pack("<I", n),  # LONG_BINPUT: memo index
+                    b"p%d\n" % n,  # PUT: memo index (text)
+                    b"j" + struct.pack("<I", n),  # LONG_BINGET
+                    b"\x8e" + struct.pack("<Q", n),  # BINBYTES8: length
+                    b"\x95" + struct.pack("<Q", n),  # FRAME: length
+                    b"\x8d" + struct.pack("<Q", n),  # BINUNICODE8: length
+                    b"\x8b" + struct.pack("<i", n // 2),  # LONG4: length
+                ]
+            )
+        )
+        data[-1:] = lie + b"."
     content_type = draw(st.sampled_from([PICKLE, PICKLE, None, "text/plain", "application/json"]))
     return Case("POST", draw(st.sampled_from(["/pickle", "/"])), content_type, bytes(data))
 

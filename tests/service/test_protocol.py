@@ -130,3 +130,14 @@ def test_capabilities_and_fault_spec_defaults() -> None:
     assert caps.progress and not (caps.pairwise or caps.done or caps.video or caps.image_score)
     spec = FaultSpec(mode="status")
     assert (spec.status, spec.count, spec.routes) == (503, None, None)
+
+
+def test_out_of_sequence_memo_index_is_refused_before_unpickling() -> None:
+    """LONG_BINPUT with index ~2^29 in 13 bytes: the C unpickler would size its memo array to
+    the index (gigabytes); a pickler numbers memo entries in sequence, so it is refused first."""
+    with pytest.raises(UnsafePickleError, match="memo entry 218104063 after only 0 entries"):
+        safe_pickle_loads(b"}\x85\x8f}r\xff\x00\x00\r\x87\x8d\x85.")
+    # protocols 0-3 number their memo with PUT/BINPUT, protocol 4+ with MEMOIZE: all accepted
+    for protocol in range(6):
+        value = {"a": ["x", "x"], "b": ("y", 1.5)}
+        assert safe_pickle_loads(pickle.dumps(value, protocol=protocol)) == value
