@@ -33,6 +33,7 @@ import io
 import math
 import os
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -108,34 +109,14 @@ def _decode_sampled(
     except (av.FFmpegError, ValueError, OSError) as exc:
         raise VideoDecodeError(f"video cannot be opened as {fmt} ({type(exc).__name__})") from None
     with container:
-        if not container.streams.video:
-            raise VideoDecodeError("video has no video stream")
-        stream = container.streams.video[0]
-        width, height = stream.codec_context.width, stream.codec_context.height
-        if width <= 0 or height <= 0:
-            raise VideoDecodeError("video declares no frame size")
-        if max(width, height) > max_side:
-            raise VideoTooLargeError(
-                f"video frames are {width}x{height}, over the limit of {max_side} pixels per side"
+        try:
+            stream, width, height, total = _probe(
+                container, max_side=max_side, max_frames=max_frames, max_frame_bytes=max_frame_bytes
             )
-        if width * height * 3 > max_frame_bytes:
-            raise VideoTooLargeError(
-                f"video frames are {width}x{height}: decoding one would take "
-                f"{width * height * 3} bytes of memory, over the limit of {max_frame_bytes} bytes"
-            )
-        total = int(stream.frames or 0)
-        if total > max_frames:
-            raise VideoTooLargeError(
-                f"video has {total} frames, more than the limit of {max_frames}"
-            )
-        if total <= 0:  # the container does not say: count packets (no decoding)
-            total = 0
-            for packet in container.demux(stream):
-                if packet.size:
-                    total += 1
-                    if total > max_frames:
-                        raise VideoTooLargeError(f"video has more than {max_frames} frames")
-            container.seek(0, stream=stream)
+        except VideoDecodeError:
+            raise
+        except (av.FFmpegError, ValueError, OSError, EOFError) as exc:  # demuxing, seeking
+            raise VideoDecodeError(f"video cannot be read ({type(exc).__name__})") from None
         if total * width * height > max_decode_pixels:
             raise VideoTooLargeError(
                 f"video has {total} frames of {width}x{height}: decoding them would exceed the "
@@ -165,6 +146,42 @@ def _decode_sampled(
     if len(got) < len(wanted):
         return [np.ascontiguousarray(keep[got[i]]) for i in sample_indices(len(got), nframes)]
     return [np.ascontiguousarray(keep[i]) for i in wanted]
+
+
+def _probe(
+    container: Any, *, max_side: int, max_frames: int, max_frame_bytes: int
+) -> tuple[Any, int, int, int]:
+    """The video stream, its frame size and frame count, read from the container (packets
+    counted, never decoded, when it does not say), within the limits."""
+    if not container.streams.video:
+        raise VideoDecodeError("video has no video stream")
+    stream = container.streams.video[0]
+    if stream.codec_context is None:
+        raise VideoDecodeError("video stream has a codec this server cannot decode")
+    width, height = stream.codec_context.width, stream.codec_context.height
+    if width <= 0 or height <= 0:
+        raise VideoDecodeError("video declares no frame size")
+    if max(width, height) > max_side:
+        raise VideoTooLargeError(
+            f"video frames are {width}x{height}, over the limit of {max_side} pixels per side"
+        )
+    if width * height * 3 > max_frame_bytes:
+        raise VideoTooLargeError(
+            f"video frames are {width}x{height}: decoding one would take "
+            f"{width * height * 3} bytes of memory, over the limit of {max_frame_bytes} bytes"
+        )
+    total = int(stream.frames or 0)
+    if total > max_frames:
+        raise VideoTooLargeError(f"video has {total} frames, more than the limit of {max_frames}")
+    if total <= 0:  # the container does not say: count packets (no decoding)
+        total = 0
+        for packet in container.demux(stream):
+            if packet.size:
+                total += 1
+                if total > max_frames:
+                    raise VideoTooLargeError(f"video has more than {max_frames} frames")
+        container.seek(0, stream=stream)
+    return stream, width, height, total
 
 
 def _resolve_inside(path: str, allowed_dirs: Sequence[str]) -> str:

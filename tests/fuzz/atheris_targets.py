@@ -23,16 +23,18 @@ from __future__ import annotations
 import base64
 import json
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
-
-from tests.fuzz.harness import CORPUS, JSON, PICKLE, Case
+from typing import Any
 
 __all__ = ["TARGETS", "case_for", "main"]
 
 
-def case_for(target: str, data: bytes) -> Case:
-    """The HTTP request that makes the server run `target` on `data` (for the corpus)."""
+def case_for(target: str, data: bytes) -> Any:
+    """The HTTP request (`Case`) that makes the server run `target` on `data` (for the corpus)."""
+    from tests.fuzz.harness import JSON, PICKLE, Case
+
     if target == "pickle":
         return Case("POST", "/pickle", PICKLE, data, note="atheris pickle")
     if target == "json":
@@ -46,11 +48,13 @@ def case_for(target: str, data: bytes) -> Case:
 
 
 def _targets() -> dict[str, Callable[[bytes], None]]:
-    """The decoders, imported under atheris' instrumentation, wrapped as fuzz targets."""
+    """The decoders, instrumented for coverage, wrapped as fuzz targets."""
     import atheris
     from pydantic import ValidationError
 
-    with atheris.instrument_imports():
+    # only the service's own code is instrumented (everything else would take minutes); this
+    # runs before anything imports it, so its modules are loaded here, under instrumentation
+    with atheris.instrument_imports(include=["reward_protocol", "reward_service"]):
         from reward_protocol.body_budget import BodyBudgetError, check_json_body
         from reward_protocol.pickle_codec import UnsafePickleError, safe_pickle_loads, to_plain
         from reward_protocol.wire import PickleScoreRequest, TrajectoryCriticRequest
@@ -109,6 +113,28 @@ def _targets() -> dict[str, Callable[[bytes], None]]:
 TARGETS = ("pickle", "json", "image", "video")
 
 
+def seeds(target: str) -> list[bytes]:
+    """Valid inputs libFuzzer starts from (it cannot guess a PNG or an MP4 from nothing)."""
+    import pickle
+
+    from tests.fuzz.hostile import png_bytes
+    from tests.fuzz.strategies import _image, _video
+
+    if target == "image":
+        return [_image("PNG", mode, 12, 9) for mode in ("RGB", "L", "P", "RGBA", "I;16")] + [
+            _image("JPEG", "RGB", 16, 16)
+        ]
+    if target == "video":
+        return [_video("mp4"), _video("mkv")]
+    png = png_bytes(8, 8)
+    request = {"images": [png, png], "prompts": ["a", "b"], "metadata": {"k": [1, 2.5, None]}}
+    if target == "pickle":
+        return [pickle.dumps(request, protocol=p) for p in (2, 3, 4, 5)]
+    b64 = base64.b64encode(png).decode()
+    doc = {"task": "t", "frames": [b64, b64], "reference": [b64], "skip": 1, "ref_num": 1}
+    return [json.dumps(doc).encode()]
+
+
 def main(argv: list[str] | None = None) -> None:
     """`python -m tests.fuzz.atheris_targets TARGET [libFuzzer flags]`."""
     import atheris
@@ -118,7 +144,14 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"usage: {argv[0]} {{{','.join(TARGETS)}}} [libFuzzer flags]")
     target = argv.pop(1)
     run = _targets()[target]
+    from tests.fuzz.harness import CORPUS
+
     corpus = Path(CORPUS)
+    if not any(not arg.startswith("-") for arg in argv[1:]):  # no corpus folder: seed one
+        folder = Path(tempfile.mkdtemp(prefix=f"atheris-{target}-"))
+        for i, seed in enumerate(seeds(target)):
+            (folder / f"seed{i}").write_bytes(seed)
+        argv.append(str(folder))
 
     def one_input(data: bytes) -> None:
         try:
