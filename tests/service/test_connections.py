@@ -104,7 +104,8 @@ def test_new_connection_refused_when_every_connection_has_a_request(
     busy = [_connect(strict_service, partial_body) for _ in range(MAX_CONNECTIONS)]
     try:
         time.sleep(0.2)  # the server has read every one of them
-        raw = _get_health(strict_service)
+        with _connect(strict_service) as sock:  # refused on arrival (nothing sent: no reset)
+            raw = _read_all(sock)
         assert "too many connections" in _json_error(raw, 503)["error"]
     finally:
         for sock in busy:
