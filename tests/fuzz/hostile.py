@@ -94,6 +94,12 @@ def recursive_prompts_pickle() -> Built:
     return Case("POST", "/pickle", PICKLE, pickle.dumps(body, protocol=4)), (422,)
 
 
+def memo_index_pickle() -> Built:
+    """13 bytes whose LONG_BINPUT stores memo entry 218,104,063 (the C unpickler would size its
+    memo array to it: gigabytes)."""
+    return Case("POST", "/pickle", PICKLE, b"}\x85\x8f}r\xff\x00\x00\r\x87\x8d\x85."), (400,)
+
+
 def aliased_images_pickle() -> Built:
     """One 1 MB bytes object named 100 times as `images` (100 MB of image data once decoded)."""
     blob = png_bytes(8, 8) + b"\0" * (1 << 20)
@@ -193,6 +199,7 @@ def stalled_headers() -> Built:
 HOSTILE: dict[str, Callable[[], Built]] = {
     "aliased metadata pickle (10^40 paths, 2 KB)": aliased_metadata_pickle,
     "recursive prompts pickle": recursive_prompts_pickle,
+    "memo index 2^27.7 pickle (13 bytes)": memo_index_pickle,
     "aliased 1 MB image x100 pickle": aliased_images_pickle,
     "numpy 1 MB array in metadata pickle": numpy_metadata_pickle,
     "wide JSON (2M values in backend_kwargs)": wide_json,
