@@ -24,6 +24,7 @@ from tests.fuzz.hostile import HOSTILE, png_bytes, tiny_mp4
 FAST = {
     "aliased metadata pickle (10^40 paths, 2 KB)",
     "recursive prompts pickle",
+    "memo index 2^27.7 pickle (13 bytes)",
     "wide JSON (2M values in backend_kwargs)",
     "deep JSON frames (100k levels, /trajectory-critic)",
     "deep JSON image_a (100k levels, /pairwise-critic)",
