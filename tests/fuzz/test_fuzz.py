@@ -50,31 +50,31 @@ def server() -> Iterator[FuzzServer]:
     srv.stop()
 
 
-@_budget(200)
+@_budget(300)
 @given(case=strategies.pickle_cases())
 def test_fuzz_pickle_codec(server: FuzzServer, case: Case) -> None:
     server.check(case, server.send(case), "pickle")
 
 
-@_budget(150)
+@_budget(220)
 @given(case=strategies.image_cases())
 def test_fuzz_image_decoding(server: FuzzServer, case: Case) -> None:
     server.check(case, server.send(case), "image")
 
 
-@_budget(100)
+@_budget(150)
 @given(case=strategies.video_cases())
 def test_fuzz_video_decoding(server: FuzzServer, case: Case) -> None:
     server.check(case, server.send(case), "video")
 
 
-@_budget(200)
+@_budget(300)
 @given(case=strategies.json_cases())
 def test_fuzz_json_wire_models(server: FuzzServer, case: Case) -> None:
     server.check(case, server.send(case), "json")
 
 
-@_budget(120)
+@_budget(180)
 @given(case=strategies.http_cases())
 def test_fuzz_http_framing(server: FuzzServer, case: Case) -> None:
     server.check(case, server.send(case), "http")
