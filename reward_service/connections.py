@@ -8,11 +8,11 @@ subclass of uvicorn's h11 protocol that
 * gives every request `header_timeout_s` seconds from its first byte (or from the connection's
   opening) until its headers are complete, and `read_timeout_s` until its body is complete, then
   answers `408` (JSON) and closes the connection;
-* holds at most `max_connections` connections: at the cap, a new connection closes the one that
-  has been quiet longest among those with no request in progress (headers not finished, or idle
-  between requests; a stalled one is answered `503` JSON first), and only when every connection
-  has a request in progress is the new one refused with `503` (JSON) at once, so stalled sockets
-  can neither use up the process's file descriptors nor lock out new clients;
+* holds at most `max_connections` connections: at the cap, a new connection closes one with no
+  request in progress: the oldest of those whose headers are not finished (answered `503` JSON),
+  else the one idle longest between requests; only when every connection has a request in
+  progress is the new one refused with `503` (JSON) at once, so stalled sockets can neither use
+  up the process's file descriptors nor lock out new clients or push out kept-alive ones;
 * answers malformed HTTP with a JSON `400` instead of uvicorn's plain text.
 
 `connection_cap(max_connections, headroom)` keeps the cap below the process's `RLIMIT_NOFILE`
@@ -162,7 +162,13 @@ class _BoundedH11Protocol(H11Protocol):
         return self.conn.their_state is h11.IDLE and (cycle is None or cycle.response_complete)
 
     def _evict_one(self) -> bool:
-        """Close the quietest evictable connection other than this one; False if none."""
+        """Close an evictable connection other than this one; False if none.
+
+        Connections still waiting for their first complete headers (stalled, or never sent
+        a byte) go first, oldest first; then connections idle between requests, the one idle
+        longest first, so a flood of stalled connections cannot push out clients that keep
+        their connections alive between requests.
+        """
         others = [
             conn
             for conn in self.connections
@@ -170,9 +176,14 @@ class _BoundedH11Protocol(H11Protocol):
         ]
         if not others:
             return False
-        victim = min(others, key=lambda conn: conn._last_active)
+        victim = min(others, key=lambda conn: (conn._served_a_request, conn._last_active))
         victim._evict()
         return True
+
+    @property
+    def _served_a_request(self) -> bool:
+        """It has completed a request and has not started sending another one."""
+        return self.cycle is not None and not self.conn.trailing_data[0]
 
     def _evict(self) -> None:
         if self.cycle is None or self.conn.trailing_data[0]:  # stalled before a request

@@ -41,6 +41,22 @@ def _read_all(sock: socket.socket) -> bytes:
     return b"".join(chunks)
 
 
+def _read_response(sock: socket.socket) -> bytes:
+    """One small response on a kept-alive connection (headers, then Content-Length bytes)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(
+        next(
+            line for line in head.lower().split(b"\r\n") if line.startswith(b"content-length:")
+        ).split(b":")[1]
+    )
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head + b"\r\n\r\n" + body
+
+
 def _json_error(raw: bytes, status: int) -> dict:
     head, _, body = raw.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 %d" % status), raw[:200]
@@ -61,13 +77,16 @@ def _get_health(svc: EmbeddedService) -> bytes:
 def test_stalled_connections_make_room_for_new_ones(strict_service: EmbeddedService) -> None:
     headers_only = b"POST /pairwise-critic HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n"
     partial_body = headers_only + b"\r\n" + b'{"task": "t", '
+    kept_alive = _connect(strict_service, b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    assert _read_response(kept_alive).startswith(b"HTTP/1.1 200")
     silent = [_connect(strict_service) for _ in range(6)]
     half_headers = [_connect(strict_service, headers_only) for _ in range(6)]
     half_body = [_connect(strict_service, partial_body) for _ in range(6)]
     stalled = silent + half_headers + half_body
     try:
-        # 18 stalled + 4 new > 20: the new ones are served; the quietest stalled connections
-        # that have no request in progress (the silent ones, opened first) are closed for them.
+        # 1 kept alive + 18 stalled + 4 new > 20: the new ones are served; the oldest stalled
+        # connections without a request in progress (the silent ones) are closed for them, not
+        # the kept-alive one, although it has been quiet longest.
         new = [_connect(strict_service) for _ in range(4)]
         time.sleep(0.3)  # all of them accepted before the first one's request frees a place
         for sock in new:
@@ -77,7 +96,9 @@ def test_stalled_connections_make_room_for_new_ones(strict_service: EmbeddedServ
                 assert raw.startswith(b"HTTP/1.1 200"), raw[:200]
         answers = {id(sock): _read_all(sock) for sock in stalled}
         evicted = [s for s in stalled if answers[id(s)].startswith(b"HTTP/1.1 503")]
-        assert len(evicted) == 2 and evicted == silent[:2], [answers[id(s)][:12] for s in stalled]
+        assert len(evicted) == 3 and evicted == silent[:3], [answers[id(s)][:12] for s in stalled]
+        kept_alive.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert _read_response(kept_alive).startswith(b"HTTP/1.1 200")
         for sock in evicted:
             assert "connection limit" in _json_error(answers[id(sock)], 503)["error"]
         # The others get a 408 after the deadline (headers, or the whole request), then close.
@@ -88,7 +109,7 @@ def test_stalled_connections_make_room_for_new_ones(strict_service: EmbeddedServ
             what = "request not" if sock in half_body else "request headers not"
             assert error.startswith(what) and "within 1 seconds" in error, error
     finally:
-        for sock in stalled:
+        for sock in [*stalled, kept_alive]:
             sock.close()
     with httpx.Client(base_url=strict_service.url, timeout=30, trust_env=False) as http:
         body = {"task": "t", "image_a": painted_b64(10), "image_b": painted_b64(30)}
