@@ -6,6 +6,14 @@ inline) and a 1,024-frame trajectory (`skip=1`). Before each request the kernel'
 of the server is reset (`/proc/PID/clear_refs` <- 5); after it, `VmHWM - VmRSS(before)` is the
 growth. Goal: <= 64 MB per request.
 
+Part 1b — one request of each hostile class (`tests/fuzz/hostile.py`: pickles that expand
+through shared references or refer to themselves and their JSON equivalents, numpy arrays that
+become millions of values, 16 PNG frames of 4096x4096, a 4608x4608 video, a decompression bomb,
+lying JPEGs, a gadget pickle, a 65 MiB body, a slow client) against a second server at the
+default limits under an address-space cap (`tests/fuzz/harness.py`): its status against the
+expected one(s), the peak RSS growth as above, and the slowest answer. Goal: the expected 4xx,
+<= 64 MB, decoded-body cases answered within 1 s.
+
 Part 2 — fairness: p50/p99 latency of small `/pairwise-critic` requests on an idle server and
 while 1,024-frame trajectories run back to back beside them (mock backend, 20 ms per batch to
 stand in for a GPU forward pass), measured in interleaved rounds. Goal: loaded p99 <= 2x idle.
@@ -19,6 +27,7 @@ from __future__ import annotations
 import argparse
 import base64
 import io
+import json
 import struct
 import threading
 import time
@@ -29,6 +38,8 @@ from _common import machine_note, percentile, print_table, scene_frames
 from PIL import Image
 
 from evolve_envs.reward.service.embedded import EmbeddedService
+from tests.fuzz.harness import JSON, FuzzServer
+from tests.fuzz.hostile import HOSTILE, png_bytes, tiny_mp4
 
 MB = 1024 * 1024
 
@@ -135,6 +146,45 @@ def memory_part(quick: bool) -> list[dict]:
     return rows
 
 
+def hostile_part(quick: bool) -> list[dict]:
+    """One request of each hostile class; status vs expected, peak RSS growth, slowest answer."""
+    from tests.fuzz.harness import Case
+
+    png = base64.b64encode(png_bytes(32, 32)).decode()
+    video = base64.b64encode(tiny_mp4()).decode()
+    warm = [
+        Case("POST", "/trajectory-critic", JSON,
+             json.dumps({"task": "t", "frames": [png, png], "skip": 1}).encode()),
+        Case("POST", "/score", JSON, json.dumps({"task_text": "t", "video_b64": video}).encode()),
+    ]  # fmt: skip
+    rows = []
+    srv = FuzzServer().start()
+    try:
+        for _ in range(2):  # lazy imports (PyAV), allocator pools
+            for case in warm:
+                assert srv.send(case).status == 200
+        for name, build in HOSTILE.items():
+            case, expected = build()
+            runs = [srv.send(case) for _ in range(1 if quick or case.method == "STALL" else 3)]
+            statuses = {run.status for run in runs}
+            growth = max(run.growth_mb for run in runs)
+            seconds = max(run.seconds for run in runs)
+            ok = statuses <= set(expected) and growth <= 64 and srv.healthy()
+            rows.append(
+                {
+                    "hostile request": name,
+                    "status (expected)": f"{'/'.join(map(str, sorted(statuses, key=str)))} "
+                    f"({'/'.join(map(str, expected))})",
+                    "peak RSS growth MB (max of runs)": round(growth, 1),
+                    "slowest s": round(seconds, 3),
+                    "within limits": "yes" if ok else "NO",
+                }
+            )
+    finally:
+        srv.stop()
+    return rows
+
+
 def fairness_part(quick: bool) -> list[dict]:
     small = {
         "task": "t",
@@ -203,6 +253,7 @@ def main() -> None:
     print(machine_note())
     for title, rows in (
         ("P7a: peak server RSS growth per request (default limits, mock)", memory_part(args.quick)),
+        ("P7c: hostile requests, one per class (default limits, mock)", hostile_part(args.quick)),
         (
             "P7b: small-request latency beside large ones (mock, 20 ms/batch)",
             fairness_part(args.quick),

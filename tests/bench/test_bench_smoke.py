@@ -118,9 +118,20 @@ def test_p6_libero_quick() -> None:
 
 
 def test_p7_hostile_input_quick() -> None:
-    rows = run_quick("p7_hostile_input")  # two tables: only the first one's rows are checked
+    rows = run_quick("p7_hostile_input")  # three tables, read under the first one's header
     status = {r["request"].split(" ")[0]: r["status"] for r in rows if r["status"].isdigit()}
     assert status == {"valid": "200", "lying": "422", "720p": "200", "256": "200"}, status
+    # P7c: "status (expected)" lands in the second column, "within limits" in the last one
+    hostile = [r for r in rows if r["body MB"].endswith(")") and r["body MB"][0].isdigit()]
+    assert len(hostile) >= 10 and all(r["<= 64 MB"] == "yes" for r in hostile), hostile
+
+
+def test_p8_fuzz_quick() -> None:
+    rows = run_quick("p8_fuzz")
+    targets = {r["target"]: r for r in rows}
+    assert {"pickle", "image", "video", "json", "http", "all"} <= set(targets), targets
+    assert num(targets["all"]["cases"]) >= 100
+    assert num(targets["all"]["worst peak RSS growth MB"]) <= 64
 
 
 def test_d1_collection_quick() -> None:

@@ -9,6 +9,7 @@ import pickle
 import pydantic
 import pytest
 
+from evolve_envs.reward.protocol.body_budget import BodyBudgetError
 from evolve_envs.reward.protocol.pickle_codec import (
     UnsafePickleError,
     safe_pickle_dumps,
@@ -71,14 +72,22 @@ def test_bytes_in_python2_protocols_need_a_global_and_are_refused() -> None:
         safe_pickle_loads(pickle.dumps(b"bytes", protocol=2))
 
 
-def test_shared_references_and_cycles_do_not_blow_up() -> None:
+def test_shared_references_count_each_time_and_cycles_are_refused() -> None:
     inner: list = [1]
-    for _ in range(60):  # 2**60 paths if walked naively
+    for _ in range(60):  # 2**60 paths if walked naively: refused at once, by its expanded size
         inner = [inner, inner]
-    assert safe_pickle_loads(pickle.dumps(inner))
+    with pytest.raises(BodyBudgetError, match="expands to more than 100000 values") as info:
+        safe_pickle_loads(pickle.dumps({"metadata": inner}))
+    assert info.value.field == "metadata" and info.value.status_code == 413
+    small: list = [1, 2]
+    assert safe_pickle_loads(pickle.dumps({"a": [small, small]})) == {"a": [[1, 2], [1, 2]]}
     cyclic: list = []
     cyclic.append(cyclic)
-    assert safe_pickle_loads(pickle.dumps(cyclic))[0] is not None
+    with pytest.raises(BodyBudgetError, match="prompts: holds a reference to itself") as info:
+        safe_pickle_loads(pickle.dumps({"prompts": cyclic}))
+    assert info.value.status_code == 422
+    # Trusted data may skip the budget (cycles are still walked in linear time).
+    assert safe_pickle_loads(pickle.dumps(cyclic), budget=None)[0] is not None
 
 
 def test_too_deep_nesting_is_rejected() -> None:
@@ -125,3 +134,14 @@ def test_capabilities_and_fault_spec_defaults() -> None:
     assert caps.progress and not (caps.pairwise or caps.done or caps.video or caps.image_score)
     spec = FaultSpec(mode="status")
     assert (spec.status, spec.count, spec.routes) == (503, None, None)
+
+
+def test_out_of_sequence_memo_index_is_refused_before_unpickling() -> None:
+    """LONG_BINPUT with index ~2^29 in 13 bytes: the C unpickler would size its memo array to
+    the index (gigabytes); a pickler numbers memo entries in sequence, so it is refused first."""
+    with pytest.raises(UnsafePickleError, match="memo entry 218104063 after only 0 entries"):
+        safe_pickle_loads(b"}\x85\x8f}r\xff\x00\x00\r\x87\x8d\x85.")
+    # protocols 0-3 number their memo with PUT/BINPUT, protocol 4+ with MEMOIZE: all accepted
+    for protocol in range(6):
+        value = {"a": ["x", "x"], "b": ("y", 1.5)}
+        assert safe_pickle_loads(pickle.dumps(value, protocol=protocol)) == value

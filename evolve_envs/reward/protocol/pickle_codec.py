@@ -2,7 +2,10 @@
 
 `safe_pickle_loads` unpickles only plain data — bytes, str, numbers, bool, None, lists, tuples,
 dicts and NumPy scalars/arrays of numeric, bool or str dtype — and refuses any other global
-(a class or function a hostile pickle would call) with :class:`UnsafePickleError`.
+(a class or function a hostile pickle would call) with :class:`UnsafePickleError`. What it
+returns is also held to a `BodyBudget` (:mod:`evolve_envs.reward.protocol.body_budget`): shared
+references count each time they are reached and cycles are refused, so a small pickle cannot expand into
+an unbounded body for whoever walks it next (`BodyBudgetError`).
 
 Example:
     >>> safe_pickle_loads(safe_pickle_dumps({"scores": [0.5]}))
@@ -13,7 +16,15 @@ from __future__ import annotations
 
 import io
 import pickle
+import pickletools
 from typing import Any
+
+from evolve_envs.reward.protocol.body_budget import (
+    DEFAULT_BODY_BUDGET,
+    BodyBudget,
+    BodyBudgetError,
+    measure_body,
+)
 
 __all__ = ["UnsafePickleError", "safe_pickle_loads", "safe_pickle_dumps", "to_plain"]
 
@@ -108,6 +119,44 @@ class _NoGlobalsUnpickler(pickle.Unpickler):
         raise UnsafePickleError("pickle uses persistent ids, which are not accepted")
 
 
+_MEMO_PUTS = frozenset({"PUT", "BINPUT", "LONG_BINPUT"})
+
+
+def _check_opcodes(data: bytes, budget: BodyBudget) -> None:
+    """Refuse, before unpickling, what would make the unpickler itself allocate out of
+    proportion to `data`.
+
+    A memo index is an array index to the C unpickler: `LONG_BINPUT` with index 2^30 in a
+    13-byte pickle makes it allocate 16 GiB. A pickler numbers its memo entries 0, 1, 2, ...,
+    so an index past the entries stored so far is refused (`UnsafePickleError`). Counted
+    lengths that promise more bytes than remain are refused the same way (malformed). The
+    opcodes are at most `4 * max_nodes + 1024` (every value needs about one to three), so the
+    scan costs at most a fraction of a second (`BodyBudgetError` beyond).
+    """
+    max_ops = 4 * budget.max_nodes + 1024
+    stored = 0
+    try:
+        for count, (op, arg, _) in enumerate(pickletools.genops(data)):
+            if count >= max_ops:
+                raise BodyBudgetError(
+                    f"pickle has more than {max_ops} opcodes (the body may hold at most "
+                    f"{budget.max_nodes} values)",
+                    field=None,
+                )
+            if op.name in _MEMO_PUTS:
+                if arg > stored:
+                    raise UnsafePickleError(
+                        f"pickle stores memo entry {arg} after only {stored} entries"
+                    )
+                stored = max(stored, arg + 1)
+            elif op.name == "MEMOIZE":
+                stored += 1
+    except (UnsafePickleError, BodyBudgetError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - pickletools raises ValueError and friends
+        raise UnsafePickleError(f"malformed pickle: {type(exc).__name__}: {exc}") from None
+
+
 def _is_safe_numpy(item: Any) -> bool:
     """True for numpy arrays and scalars of an allowed dtype (numpy imported only if loaded)."""
     import sys
@@ -175,7 +224,7 @@ def to_plain(obj: Any) -> Any:
     return obj
 
 
-def safe_pickle_loads(data: bytes) -> Any:
+def safe_pickle_loads(data: bytes, budget: BodyBudget | None = DEFAULT_BODY_BUDGET) -> Any:
     """Unpickle `data` resolving no global but numpy's; only plain data types come back.
 
     Allowed: bytes, str, int, float, bool, None, list, tuple, dict (nested), and numpy scalars
@@ -183,6 +232,10 @@ def safe_pickle_loads(data: bytes) -> Any:
     stand-ins, never object dtype). A pickle that names any other class or function (e.g. a
     crafted `os.system` call) raises `UnsafePickleError` before anything is imported or called.
     Malformed data also raises `UnsafePickleError`. `to_plain` turns numpy values into lists.
+    The result must fit `budget` (values, bytes and depth counted through shared references;
+    no cycles), else `BodyBudgetError` naming the top-level key; so must the pickle's opcodes,
+    checked before anything is unpickled (memo indices in sequence, see `_check_opcodes`);
+    `budget=None` skips both checks (only for trusted data).
 
     Example:
         >>> safe_pickle_loads(pickle.dumps({"scores": [1.0, 0.5]}))
@@ -190,6 +243,8 @@ def safe_pickle_loads(data: bytes) -> Any:
     """
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise UnsafePickleError(f"expected bytes, got {type(data).__name__}")
+    if budget is not None:
+        _check_opcodes(bytes(data), budget)
     try:
         obj = _NoGlobalsUnpickler(io.BytesIO(data)).load()
     except UnsafePickleError:
@@ -199,6 +254,8 @@ def safe_pickle_loads(data: bytes) -> Any:
     except Exception as exc:  # noqa: BLE001 - any decoding failure is a malformed payload
         raise UnsafePickleError(f"malformed pickle: {type(exc).__name__}: {exc}") from exc
     _check_plain(obj)
+    if budget is not None:
+        measure_body(obj, budget)
     return obj
 
 

@@ -127,6 +127,9 @@ def create_app(
     max_video_decode_pixels: int = DEFAULT_LIMITS["max_video_decode_pixels"],
     video_dirs: Sequence[str] = (),
     max_text_chars: int = DEFAULT_LIMITS["max_text_chars"],
+    max_body_nodes: int = DEFAULT_LIMITS["max_body_nodes"],
+    max_body_depth: int = DEFAULT_LIMITS["max_body_depth"],
+    max_image_decode_bytes: int = DEFAULT_LIMITS["max_image_decode_bytes"],
     max_concurrent_requests: int = DEFAULT_LIMITS["max_concurrent_requests"],
     batch_window_ms: float = 5.0,
     max_batch_window_ms: float = MAX_WINDOW_S * 1000.0,
@@ -143,8 +146,9 @@ def create_app(
         token: if set, every request needs `Authorization: Bearer <token>` (else 401).
         max_body_bytes: this and the other `max_*` keywords (`max_frames`, `max_image_side`,
             `max_video_frames`, `max_request_pixels`, `max_nframes`, `max_video_pixels`,
-            `max_video_decode_pixels`, `max_text_chars`) are the request limits, each >= 1
-            (`RequestLimits` says what each bounds and how it answers).
+            `max_video_decode_pixels`, `max_text_chars`, `max_body_nodes`, `max_body_depth`,
+            `max_image_decode_bytes`) are the request limits, each >= 1 (`RequestLimits` says
+            what each bounds and how it answers).
         video_dirs: directories `/score` may read `video_path` files from (resolved; symlinks
             out of them are refused). Empty (the default): path mode is off (403).
         max_concurrent_requests: requests handled at once; more answer 503 with Retry-After.
@@ -166,6 +170,7 @@ def create_app(
     limits = RequestLimits(
         max_body_bytes, max_frames, max_image_side, max_video_frames, max_request_pixels,
         max_nframes, max_video_pixels, max_video_decode_pixels, max_text_chars,
+        max_body_nodes, max_body_depth, max_image_decode_bytes,
     )  # fmt: skip
     state = ServiceState.build(
         backend, limits, video_dirs, batch_window_ms, max_batch_window_ms, max_batch

@@ -1,15 +1,23 @@
-"""Connection hygiene for uvicorn's HTTP/1.1 protocol: read deadlines, a connection cap, JSON
-errors at the protocol level.
+"""Connection hygiene for uvicorn's HTTP/1.1 protocol: read deadlines, a connection cap that
+evicts stalled connections, JSON errors at the protocol level.
 
 uvicorn closes *idle keep-alive* connections, but not a connection that never sends a request,
 stops half-way through its headers, or trickles its body. `bounded_h11_protocol(...)` returns a
 subclass of uvicorn's h11 protocol that
 
-* gives every request `read_timeout_s` seconds from its first byte (or from the connection's
-  opening) until its body is complete, then answers `408` (JSON) and closes the connection;
-* refuses connections beyond `max_connections` with `503` (JSON) at once, so stalled sockets
-  cannot use up the process's file descriptors;
+* gives every request `header_timeout_s` seconds from its first byte (or from the connection's
+  opening) until its headers are complete, and `read_timeout_s` until its body is complete, then
+  answers `408` (JSON) and closes the connection;
+* holds at most `max_connections` connections: at the cap, a new connection closes one with no
+  request in progress: the oldest of those whose headers are not finished (answered `503` JSON),
+  else the one idle longest between requests; only when every connection has a request in
+  progress is the new one refused with `503` (JSON) at once, so stalled sockets can neither use
+  up the process's file descriptors nor lock out new clients or push out kept-alive ones;
 * answers malformed HTTP with a JSON `400` instead of uvicorn's plain text.
+
+`connection_cap(max_connections, headroom)` keeps the cap below the process's `RLIMIT_NOFILE`
+with `headroom` descriptors to spare (log files, pipes, the listening socket), so the cap, not
+the kernel's `EMFILE`, decides.
 
 In the application, `ConcurrencyLimitMiddleware` caps concurrent requests (`503` JSON with
 `Retry-After`, which clients retry) and `BodyLimitMiddleware` request bodies (`413` JSON, from
@@ -17,8 +25,10 @@ In the application, `ConcurrencyLimitMiddleware` caps concurrent requests (`503`
 
 Example:
     >>> protocol = bounded_h11_protocol(read_timeout_s=30.0, max_connections=512)
-    >>> protocol.read_timeout_s, protocol.max_connections
-    (30.0, 512)
+    >>> protocol.read_timeout_s, protocol.header_timeout_s, protocol.max_connections
+    (30.0, 10.0, 512)
+    >>> connection_cap(512, headroom=64) <= 512
+    True
 """
 
 from __future__ import annotations
@@ -26,6 +36,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import resource
+import time
 from typing import Any
 
 import h11
@@ -35,6 +47,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 __all__ = [
     "bounded_h11_protocol",
+    "connection_cap",
+    "listen_backlog",
     "BodyLimitMiddleware",
     "BodyTooLargeError",
     "ConcurrencyLimitMiddleware",
@@ -56,14 +70,59 @@ def raw_json_response(status: int, message: str) -> bytes:
     return head + body
 
 
+def connection_cap(max_connections: int, headroom: int = 64) -> int:
+    """`max_connections`, lowered to leave `headroom` of the process's file descriptors
+    (`RLIMIT_NOFILE`, soft limit) free; at least 1.
+
+    With `ulimit -n 128` and the default headroom of 64, at most 64 connections are held.
+    """
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return max_connections
+    room = soft - headroom
+    if room < 1:
+        room = max(1, soft // 2)
+        log.warning(
+            "RLIMIT_NOFILE is %d, less than the connection headroom of %d: holding at most %d "
+            "connections",
+            soft,
+            headroom,
+            room,
+        )
+    if room < max_connections:
+        log.info(
+            "holding at most %d connections (RLIMIT_NOFILE %d, %d kept free)", room, soft, headroom
+        )
+    return max(1, min(max_connections, room))
+
+
+def listen_backlog(max_connections: int, headroom: int = 64, most: int = 2048) -> int:
+    """The listening socket's backlog for a server holding `max_connections` (from
+    `connection_cap`): what the descriptors left after the connections and half the headroom
+    allow, between 16 and `most`.
+
+    The event loop accepts a whole backlog's worth of connections before it lets the protocol
+    evict any, so connections + backlog must stay below `RLIMIT_NOFILE`: the kernel would
+    refuse the accept (`EMFILE`), and the loop (libuv) would drop pending connections or
+    (asyncio) stop accepting for a second.
+    """
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return most
+    return max(16, min(most, soft - max_connections - headroom // 2))
+
+
 class _BoundedH11Protocol(H11Protocol):
     read_timeout_s: float = 60.0
+    header_timeout_s: float = 10.0
     max_connections: int = 1024
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._read_timer: asyncio.TimerHandle | None = None
+        self._request_started = asyncio.get_running_loop().time()
+        self._last_active = time.monotonic_ns()  # the loop's clock is per iteration: ties
         super().connection_made(transport)
-        if len(self.connections) > self.max_connections:
+        if len(self.connections) > self.max_connections and not self._evict_one():
             log.warning("refusing a connection: %d open", len(self.connections))
             self._close_with(503, f"too many connections (limit {self.max_connections})")
             return
@@ -74,23 +133,80 @@ class _BoundedH11Protocol(H11Protocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        self._last_active = time.monotonic_ns()
         if self._read_timer is None and self.conn.their_state is h11.IDLE:
             self._arm_read_timer()  # a new request on a kept-alive connection
         super().data_received(data)
-        if self.conn.their_state is not h11.IDLE and self.conn.their_state is not h11.SEND_BODY:
+        state = self.conn.their_state
+        if state is h11.SEND_BODY:
+            if self._waiting_for_headers:  # headers done: the body has until read_timeout_s
+                self._schedule(self._request_started + self.read_timeout_s)
+        elif state is not h11.IDLE:
             self._cancel_read_timer()  # the request is complete (or the connection is done)
 
     def on_response_complete(self) -> None:
+        self._last_active = time.monotonic_ns()
         self._cancel_read_timer()
         super().on_response_complete()
 
     def send_400_response(self, msg: str) -> None:
         self._close_with(400, f"malformed HTTP request: {msg}")
 
-    # --- internals ------------------------------------------------------------------------
+    # --- eviction -------------------------------------------------------------------------
+    def _evictable(self) -> bool:
+        """No request of this connection is in the application: its headers are not finished,
+        or it is idle between requests."""
+        if self.transport.is_closing():
+            return False
+        cycle: Any = self.cycle
+        return self.conn.their_state is h11.IDLE and (cycle is None or cycle.response_complete)
+
+    def _evict_one(self) -> bool:
+        """Close an evictable connection other than this one; False if none.
+
+        Connections still waiting for their first complete headers (stalled, or never sent
+        a byte) go first, oldest first; then connections idle between requests, the one idle
+        longest first, so a flood of stalled connections cannot push out clients that keep
+        their connections alive between requests.
+        """
+        others = [
+            conn
+            for conn in self.connections
+            if conn is not self and isinstance(conn, _BoundedH11Protocol) and conn._evictable()
+        ]
+        if not others:
+            return False
+        victim = min(others, key=lambda conn: (conn._served_a_request, conn._last_active))
+        victim._evict()
+        return True
+
+    @property
+    def _served_a_request(self) -> bool:
+        """It has completed a request and has not started sending another one."""
+        return self.cycle is not None and not self.conn.trailing_data[0]
+
+    def _evict(self) -> None:
+        if self.cycle is None or self.conn.trailing_data[0]:  # stalled before a request
+            log.info("closing a stalled connection to make room for a new one")
+            self._close_with(503, "connection closed: the server is at its connection limit")
+        else:  # idle between requests: close quietly, as a keep-alive timeout would
+            self._cancel_read_timer()
+            self.transport.close()
+
+    # --- deadlines ------------------------------------------------------------------------
+    @property
+    def _waiting_for_headers(self) -> bool:
+        return getattr(self, "_phase", "") == "headers"
+
     def _arm_read_timer(self) -> None:
+        self._request_started = self.loop.time()
+        self._schedule(self._request_started + min(self.header_timeout_s, self.read_timeout_s))
+        self._phase = "headers"
+
+    def _schedule(self, when: float) -> None:
         self._cancel_read_timer()
-        self._read_timer = self.loop.call_later(self.read_timeout_s, self._read_timed_out)
+        self._phase = "body"
+        self._read_timer = self.loop.call_at(when, self._read_timed_out)
 
     def _cancel_read_timer(self) -> None:
         timer = getattr(self, "_read_timer", None)
@@ -102,8 +218,14 @@ class _BoundedH11Protocol(H11Protocol):
         self._read_timer = None
         if self.transport.is_closing():
             return
+        headers = self._waiting_for_headers
+        timeout = (
+            min(self.header_timeout_s, self.read_timeout_s) if headers else self.read_timeout_s
+        )
         log.info(
-            "closing a connection that sent no complete request in %.0f s", self.read_timeout_s
+            "closing a connection that sent no complete request %s in %.0f s",
+            "header" if headers else "body",
+            timeout,
         )
         cycle: Any = self.cycle
         if cycle is not None and not cycle.response_complete:
@@ -112,11 +234,11 @@ class _BoundedH11Protocol(H11Protocol):
             if cycle.response_started:
                 self.transport.close()
                 return
-        self._close_with(
-            408, f"request not received completely within {self.read_timeout_s:g} seconds"
-        )
+        what = "request headers" if headers else "request"
+        self._close_with(408, f"{what} not received completely within {timeout:g} seconds")
 
     def _close_with(self, status: int, message: str) -> None:
+        self._cancel_read_timer()
         try:
             self.transport.write(raw_json_response(status, message))
         finally:
@@ -124,15 +246,19 @@ class _BoundedH11Protocol(H11Protocol):
 
 
 def bounded_h11_protocol(
-    *, read_timeout_s: float = 60.0, max_connections: int = 1024
+    *, read_timeout_s: float = 60.0, header_timeout_s: float = 10.0, max_connections: int = 1024
 ) -> type[H11Protocol]:
     """uvicorn `http=` protocol class with these limits (see the module docs)."""
-    if not read_timeout_s > 0 or max_connections < 1:
-        raise ValueError("read_timeout_s must be > 0 and max_connections >= 1")
+    if not read_timeout_s > 0 or not header_timeout_s > 0 or max_connections < 1:
+        raise ValueError("read_timeout_s and header_timeout_s must be > 0 and max_connections >= 1")
     return type(
         "BoundedH11Protocol",
         (_BoundedH11Protocol,),
-        {"read_timeout_s": float(read_timeout_s), "max_connections": int(max_connections)},
+        {
+            "read_timeout_s": float(read_timeout_s),
+            "header_timeout_s": float(header_timeout_s),
+            "max_connections": int(max_connections),
+        },
     )
 
 

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,8 @@ class EmbeddedService:
         startup_timeout: seconds to wait for `GET /health`.
         log_path: where the child's output goes (default: a temporary file, removed by
             `stop()` unless the server failed).
+        preexec_fn: called in the child before the server starts (e.g. to set resource limits
+            with `resource.setrlimit`); see `subprocess.Popen`.
 
     Example:
         >>> svc = EmbeddedService("mock").start()  # doctest: +SKIP
@@ -71,6 +73,7 @@ class EmbeddedService:
         extra_args: Sequence[str] = (),
         startup_timeout: float = 30.0,
         log_path: str | os.PathLike[str] | None = None,
+        preexec_fn: Callable[[], None] | None = None,
     ) -> None:
         self.backend = backend
         self.backend_kwargs = dict(backend_kwargs or {})
@@ -87,6 +90,7 @@ class EmbeddedService:
         self._proc: subprocess.Popen[bytes] | None = None
         self._port: int | None = None
         self._keep_log = False
+        self.preexec_fn = preexec_fn
 
     # --- properties -----------------------------------------------------------------------------
     @property
@@ -192,6 +196,7 @@ class EmbeddedService:
                     pass_fds=(sock.fileno(),),
                     env=env,
                     start_new_session=True,
+                    preexec_fn=self.preexec_fn,
                 )
         finally:
             sock.close()

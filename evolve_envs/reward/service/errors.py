@@ -14,7 +14,8 @@ Example:
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -22,6 +23,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from evolve_envs.reward.protocol.body_budget import BodyBudgetError
 from evolve_envs.reward.protocol.pickle_codec import safe_pickle_dumps
 from evolve_envs.reward.service.image_decoding import ImageDecodeError
 from evolve_envs.reward.service.video_decoding import VideoDecodeError
@@ -30,6 +32,7 @@ __all__ = [
     "ApiError",
     "PICKLE_CONTENT_TYPE",
     "clean_validation_errors",
+    "client_input",
     "install_error_handlers",
     "json_error",
     "summarise",
@@ -55,6 +58,45 @@ class ApiError(Exception):
         self.status_code = status_code
         self.message = message
         self.extra = extra
+
+
+# Errors that already say what was wrong with a client's input, with their status.
+_CLIENT_ERRORS = (
+    ApiError,
+    BodyBudgetError,
+    ImageDecodeError,
+    VideoDecodeError,
+    StarletteHTTPException,
+    RequestValidationError,
+)
+
+
+@contextmanager
+def client_input(what: str, status: int = 400) -> Iterator[None]:
+    """Answer `status` naming `what` for any failure while decoding a client's `what`.
+
+    The last resort behind every decode path: the decoders raise their own 4xx errors for what
+    they know to be malformed (those pass through), but a body no check foresaw can still make a
+    library raise something else (`RecursionError`, a parser's own exception). Inside this block
+    that is the client's input, not a server fault: it is answered `status` and logged at
+    WARNING as "malformed client input", apart from the 500s of real internal errors (logged at
+    ERROR as "unhandled error").
+
+    Example:
+        >>> try:
+        ...     with client_input("metadata"):
+        ...         raise RecursionError("maximum recursion depth exceeded")
+        ... except ApiError as exc:
+        ...     print(exc.status_code, exc.message)
+        400 metadata could not be decoded (RecursionError)
+    """
+    try:
+        yield
+    except _CLIENT_ERRORS:
+        raise
+    except Exception as exc:  # noqa: BLE001 - malformed input must never become a 500
+        log.warning("malformed client input in %s", what, exc_info=True)
+        raise ApiError(status, f"{what} could not be decoded ({type(exc).__name__})") from None
 
 
 def json_error(status: int, message: str, **extra: Any) -> JSONResponse:
@@ -100,7 +142,7 @@ class _Handlers:
         return json_error(exc.status_code, exc.message, **exc.extra)
 
     async def decode_error(
-        self, request: Request, exc: ImageDecodeError | VideoDecodeError
+        self, request: Request, exc: ImageDecodeError | VideoDecodeError | BodyBudgetError
     ) -> Response:
         return await self.api_error(request, ApiError(exc.status_code, str(exc)))
 
@@ -136,6 +178,7 @@ def install_error_handlers(app: FastAPI, pickle_paths: Collection[str]) -> None:
     app.add_exception_handler(ApiError, handlers.api_error)
     app.add_exception_handler(ImageDecodeError, handlers.decode_error)
     app.add_exception_handler(VideoDecodeError, handlers.decode_error)
+    app.add_exception_handler(BodyBudgetError, handlers.decode_error)
     app.add_exception_handler(RequestValidationError, handlers.validation_error)
     app.add_exception_handler(StarletteHTTPException, handlers.http_error)
     app.add_exception_handler(Exception, handlers.unexpected)

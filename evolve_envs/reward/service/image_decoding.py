@@ -1,10 +1,12 @@
 """Decode base64 JPEG/PNG images into `numpy.uint8` arrays (H x W x 3, RGB), within limits.
 
-Errors carry the HTTP status the server answers with: `ImageDecodeError` (422) for anything that
-is not a decodable JPEG/PNG (truncated or inconsistent data included), `ImageTooLargeError` (413)
-for an image wider or taller than the limit or over the request's `PixelBudget` (both checked
-from the header, before the pixels are decoded). Large JPEGs are decoded reduced (DCT scaling)
-towards the model's input size; 16-bit greyscale PNGs are scaled to 8 bits.
+Errors carry the HTTP status the server answers with: `ImageDecodeError` (422) for anything that is
+not a decodable JPEG/PNG (truncated or inconsistent data included), `ImageTooLargeError` (413) for
+an image wider or taller than the limit, over the request's `PixelBudget` (decoded pixels summed
+over its images) or whose decoding would take more memory than the budget's per-image limit (all
+checked from the header, before any pixel is decoded: PNG's IHDR, JPEG's SOF). Large JPEGs are
+decoded reduced (DCT scaling) towards the model's input size; 16-bit greyscale PNGs are scaled to 8
+bits.
 
 Example:
     >>> import base64, io
@@ -29,6 +31,7 @@ __all__ = [
     "ImageTooLargeError",
     "PixelBudget",
     "b64_to_bytes",
+    "png_decode_bytes",
     "decode_image_bytes",
     "decode_image_b64",
     "resize_square",
@@ -78,33 +81,75 @@ def _check_side(width: int, height: int, max_side: int, what: str) -> None:
 
 
 class PixelBudget:
-    """How many decoded pixels one request may still spend; `take` raises 413 past the limit.
+    """How many decoded pixels one request may still spend (summed over its images), and how
+    much memory decoding one image may take; `take` raises 413 past either.
 
     Charged from image headers *before* the pixels are decoded, so a request of many small
-    files that declare huge images is refused without decoding them.
+    files that declare huge images is refused without decoding them. Images are decoded one at
+    a time, so `max_image_bytes` bounds the memory a request's decoding holds at once.
 
     Example:
-        >>> budget = PixelBudget(1000)
-        >>> budget.take(600, "frames[0]"); budget.left
+        >>> budget = PixelBudget(1000, max_image_bytes=2000)
+        >>> budget.take(600, "frames[0]", decode_bytes=1800); budget.left
         400
-        >>> try:
-        ...     budget.take(600, "frames[1]")
-        ... except ImageTooLargeError as exc:
-        ...     print(exc.status_code)
-        413
+        >>> for pixels, nbytes in ((600, 100), (10, 4000)):
+        ...     try:
+        ...         budget.take(pixels, "frames[1]", decode_bytes=nbytes)
+        ...     except ImageTooLargeError as exc:
+        ...         print(exc.status_code, str(exc)[:45])
+        413 frames[1]: decoding it would exceed the limit
+        413 frames[1]: decoding it would take 4000 bytes
     """
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, max_image_bytes: int | None = None) -> None:
         self.limit = int(limit)
         self.left = int(limit)
+        self.max_image_bytes = max_image_bytes
 
-    def take(self, pixels: int, what: str) -> None:
+    def take(self, pixels: int, what: str, decode_bytes: int | None = None) -> None:
+        """Charge `pixels`; `decode_bytes` (memory the decoding holds at its peak, estimated
+        from the header) must be within `max_image_bytes`."""
+        limit = self.max_image_bytes
+        if decode_bytes is not None and limit is not None and decode_bytes > limit:
+            raise ImageTooLargeError(
+                f"{what}: decoding it would take {decode_bytes} bytes of memory, over the limit "
+                f"of {limit} bytes per image"
+            )
         if pixels > self.left:
             raise ImageTooLargeError(
                 f"{what}: decoding it would exceed the limit of {self.limit} decoded pixels "
                 "per request"
             )
         self.left -= pixels
+
+
+# Bytes a pixel of a PNG costs while it is decoded, at the peak of `decode_image_bytes`
+# (measured with Pillow 11): multi-band modes are held at 4 bytes a pixel and reduced with a
+# temporary copy; modes `Image.reduce` lacks (1, P, 16-bit, I, F) are converted at full size
+# first; an image too small to be reduced is converted and copied to NumPy at full size.
+_PNG_PEAK_BPP = {"L": 1.1, "RGB": 4.1, "1": 5.1, "P": 5.1}
+_PNG_PEAK_BPP_WIDE = 12.2  # I;16, I;16B, I;16L, I, F
+_PNG_PEAK_BPP_OTHER = 8.1  # RGBA, LA, PA, ...
+_PNG_PEAK_BPP_UNREDUCED = 17.0
+_JPEG_PEAK_BPP = 3.2  # simplejpeg decodes straight to RGB at the DCT-reduced size
+
+
+def png_decode_bytes(width: int, height: int, mode: str, target_side: int = 448) -> int:
+    """Memory (bytes) decoding a `width` x `height` PNG of Pillow `mode` takes at its peak.
+
+    Example:
+        >>> png_decode_bytes(4096, 4096, "RGB") // 2**20, png_decode_bytes(4096, 4096, "L") // 2**20
+        (65, 17)
+    """
+    if min(width, height) // target_side < 2:
+        bpp = _PNG_PEAK_BPP_UNREDUCED
+    elif mode in _PNG_PEAK_BPP:
+        bpp = _PNG_PEAK_BPP[mode]
+    elif mode.startswith("I") or mode == "F":
+        bpp = _PNG_PEAK_BPP_WIDE
+    else:
+        bpp = _PNG_PEAK_BPP_OTHER
+    return math.ceil(width * height * bpp)
 
 
 def _dct_scaled_size(width: int, height: int, target: int) -> tuple[int, int]:
@@ -129,7 +174,8 @@ def _decode_jpeg(
         raise ImageDecodeError(f"{what} has no readable JPEG header: {exc}") from exc
     _check_side(width, height, max_side, what)
     if budget is not None:
-        budget.take(math.prod(_dct_scaled_size(width, height, target)), what)
+        pixels = math.prod(_dct_scaled_size(width, height, target))
+        budget.take(pixels, what, decode_bytes=math.ceil(pixels * _JPEG_PEAK_BPP))
     try:
         return simplejpeg.decode_jpeg(
             data, colorspace="RGB", min_height=min(target, height), min_width=min(target, width)
@@ -175,7 +221,8 @@ def decode_image_bytes(
         with Image.open(io.BytesIO(data), formats=["PNG"]) as img:
             _check_side(img.width, img.height, max_side, what)
             if budget is not None:
-                budget.take(img.width * img.height, what)
+                nbytes = png_decode_bytes(img.width, img.height, img.mode, target_side)
+                budget.take(img.width * img.height, what, decode_bytes=nbytes)
             img.load()
             factor = min(img.width, img.height) // target_side
             if factor >= 2:  # like the JPEG path: reduced, never below target_side
@@ -186,6 +233,8 @@ def decode_image_bytes(
             rgb = _png_to_rgb(img)
     except ImageDecodeError:
         raise
+    except Image.DecompressionBombError as exc:  # Pillow's own check of the declared size
+        raise ImageTooLargeError(f"{what} declares too many pixels: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - Pillow raises many types for corrupt data
         raise ImageDecodeError(f"{what} could not be decoded: {exc}") from exc
     return np.asarray(rgb, dtype=np.uint8).copy()

@@ -20,6 +20,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
+from evolve_envs.reward.protocol.body_budget import BodyBudget, BodyBudgetError
 from evolve_envs.reward.protocol.pickle_codec import (
     UnsafePickleError,
     safe_pickle_dumps,
@@ -32,10 +33,11 @@ from evolve_envs.reward.service.errors import (
     PICKLE_CONTENT_TYPE,
     ApiError,
     clean_validation_errors,
+    client_input,
     summarise,
     wants_json,
 )
-from evolve_envs.reward.service.image_decoding import PixelBudget, decode_image_bytes
+from evolve_envs.reward.service.image_decoding import decode_image_bytes
 from evolve_envs.reward.service.service_state import State
 
 __all__ = ["build_router", "pickle_paths"]
@@ -71,23 +73,31 @@ def pickle_paths(at_root: bool) -> tuple[str, ...]:
     return ("/pickle", "/") if at_root else ("/pickle",)
 
 
-def _parse(body: bytes) -> tuple[PickleScoreRequest, bool]:
-    """The request, and whether it looks like one of flow_grpo's remote scorers (their keys, or
-    their prompts: a NumPy array)."""
-    try:
-        raw = safe_pickle_loads(body)
-    except UnsafePickleError as exc:
-        raise ApiError(400, f"rejected pickle body: {exc}") from exc
+def _parse(body: bytes, budget: BodyBudget) -> tuple[PickleScoreRequest, bool]:
+    """The request in `body`: unpickled (400), within `budget` (413 naming the field, 422 for a
+    field that refers to itself), of the right shape (422 naming the field); and whether it looks
+    like one of flow_grpo's remote scorers (their keys, or their prompts: a NumPy array)."""
+    with client_input("pickle body"):
+        try:
+            raw = safe_pickle_loads(body, budget)
+        except UnsafePickleError as exc:
+            raise ApiError(400, f"rejected pickle body: {exc}") from exc
+        except BodyBudgetError as exc:
+            raise ApiError(exc.status_code, f"rejected pickle body: {exc}") from exc
     if not isinstance(raw, dict):
         raise ApiError(422, f"pickle body must be a dict, got {type(raw).__name__}")
     numpy_prompts = type(raw.get("prompts")).__module__ == "numpy"
-    raw = {key: to_plain(value) for key, value in raw.items()}
-    try:
-        req = PickleScoreRequest.model_validate(raw)
-        return req, req.flow_grpo_variant or numpy_prompts
-    except ValidationError as exc:
-        errors = clean_validation_errors(exc.errors())
-        raise ApiError(422, f"invalid pickle request: {summarise(errors)}") from exc
+    plain = {}
+    for key, value in raw.items():
+        with client_input(f"pickle body field {str(key)[:64]!r}", status=422):
+            plain[key] = to_plain(value)
+    with client_input("pickle body", status=422):
+        try:
+            req = PickleScoreRequest.model_validate(plain)
+        except ValidationError as exc:
+            errors = clean_validation_errors(exc.errors())
+            raise ApiError(422, f"invalid pickle request: {summarise(errors)}") from exc
+    return req, req.flow_grpo_variant or numpy_prompts
 
 
 async def pickle_score(request: Request, state: State) -> Response:
@@ -98,11 +108,11 @@ async def pickle_score(request: Request, state: State) -> Response:
             415, f"a pickle body must not be sent as {content_type}; use {PICKLE_CONTENT_TYPE}"
         )
     state.require("image_score")
-    req, flow_grpo = _parse(await request.body())
+    req, flow_grpo = _parse(await request.body(), state.limits.body_budget)
     state.check_count("images", req.images)
     for i, prompt in enumerate(req.prompts or []):
         state.check_text(f"prompts[{i}]", prompt)
-    budget = PixelBudget(state.limits.max_request_pixels)
+    budget = state.pixel_budget()
     prompts = list(req.prompts or [])
 
     async def make_chunk(lo: int, hi: int) -> list[ImageScoreItem]:

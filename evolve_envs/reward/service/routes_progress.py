@@ -25,12 +25,12 @@ from evolve_envs.reward.protocol.wire import (
     TrajectoryCriticResponse,
 )
 from evolve_envs.reward.service.backends.base import CriticItem, DoneItem
-from evolve_envs.reward.service.image_decoding import PixelBudget
+from evolve_envs.reward.service.json_budget_route import BudgetedJSONRoute
 from evolve_envs.reward.service.service_state import State
 
 __all__ = ["router"]
 
-router = APIRouter(tags=["progress"])
+router = APIRouter(tags=["progress"], route_class=BudgetedJSONRoute)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -74,7 +74,7 @@ async def trajectory_critic(request: Request, state: State) -> TrajectoryCriticR
     state.check_text("task", req.task)
     if req.reference is not None:
         state.check_count("reference", req.reference, allow_empty=True)
-    budget = PixelBudget(state.limits.max_request_pixels)
+    budget = state.pixel_budget()
     sampled = req.frames[:: req.skip]
     reference = None
     if req.reference:
@@ -101,7 +101,7 @@ async def pairwise_critic(req: PairwiseCriticRequest, state: State) -> PairwiseC
     """How much closer `image_b` is to completing `task` than `image_a`, in [-100, 100]."""
     state.require("pairwise")
     state.check_text("task", req.task)
-    budget = PixelBudget(state.limits.max_request_pixels)
+    budget = state.pixel_budget()
     a, b = await state.decode([req.image_a, req.image_b], "images", budget)
     item = CriticItem(req.task, a, b, a)
     (critic,) = await state.guarded(lambda: state.batcher.run("critic", [item]))
@@ -115,7 +115,7 @@ async def done(req: DoneRequest, state: State) -> DoneResponse:
     state.check_text("task", req.task)
     if req.reference is not None:
         state.check_count("reference", req.reference, allow_empty=True)
-    budget = PixelBudget(state.limits.max_request_pixels)
+    budget = state.pixel_budget()
     first, prev, curr = await state.decode(
         [req.first_frame, req.prev_frame, req.curr_frame], "done", budget
     )

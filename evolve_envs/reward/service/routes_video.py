@@ -19,14 +19,15 @@ from fastapi import APIRouter, Request
 
 from evolve_envs.reward.protocol.wire import ScoreRequest, ScoreResponse
 from evolve_envs.reward.service.backends.base import VideoItem
-from evolve_envs.reward.service.errors import ApiError
+from evolve_envs.reward.service.errors import ApiError, client_input
 from evolve_envs.reward.service.image_decoding import b64_to_bytes
+from evolve_envs.reward.service.json_budget_route import BudgetedJSONRoute
 from evolve_envs.reward.service.service_state import ServiceState, State
 from evolve_envs.reward.service.video_decoding import read_video_bytes, read_video_file
 
 __all__ = ["router"]
 
-router = APIRouter(tags=["video score"])
+router = APIRouter(tags=["video score"], route_class=BudgetedJSONRoute)
 
 
 async def _read_frames(req: ScoreRequest, state: ServiceState) -> list[np.ndarray]:
@@ -44,17 +45,23 @@ async def _read_frames(req: ScoreRequest, state: ServiceState) -> list[np.ndarra
         "max_frames": limits.max_video_frames,
         "max_side": limits.max_image_side,
         "max_decode_pixels": limits.max_video_decode_pixels,
+        "max_frame_bytes": limits.max_image_decode_bytes,
     }
     if req.video_b64 is not None:
         video_b64 = req.video_b64
 
         def read_inline() -> list[np.ndarray]:
-            return read_video_bytes(b64_to_bytes(video_b64, what="video_b64"), **kwargs)
+            with client_input("video_b64", status=422):
+                return read_video_bytes(b64_to_bytes(video_b64, what="video_b64"), **kwargs)
 
         return await asyncio.to_thread(read_inline)
-    return await asyncio.to_thread(
-        read_video_file, req.video_path, allowed_dirs=state.video_dirs, **kwargs
-    )
+    video_path = req.video_path
+
+    def read_file() -> list[np.ndarray]:
+        with client_input("video_path", status=422):
+            return read_video_file(video_path, allowed_dirs=state.video_dirs, **kwargs)
+
+    return await asyncio.to_thread(read_file)
 
 
 @router.post("/score", response_model=ScoreResponse)

@@ -82,6 +82,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="decoded pixels per request limit, millions (default 268.4: 1,024 frames of 512x512)",
     )
     p.add_argument(
+        "--max-image-decode-mb",
+        type=float,
+        default=DEFAULT_LIMITS["max_image_decode_bytes"] / 2**20,
+        help="memory one image's (or /score video frame's) decoding may take, estimated from "
+        "its header before decoding (MiB, default 32)",
+    )
+    p.add_argument(
+        "--max-body-nodes",
+        type=int,
+        default=DEFAULT_LIMITS["max_body_nodes"],
+        help="values, keys and containers of a decoded pickle or JSON body, shared references "
+        "counted each time they are reached (default 100000)",
+    )
+    p.add_argument(
+        "--max-body-depth",
+        type=int,
+        default=DEFAULT_LIMITS["max_body_depth"],
+        help="nesting levels of a decoded pickle or JSON body (default 64)",
+    )
+    p.add_argument(
         "--video-dir",
         action="append",
         default=[],
@@ -101,6 +121,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="/score: most frames x width x height decoded per video, millions (default 2147)",
     )
     p.add_argument(
+        "--header-timeout-s",
+        type=float,
+        default=DEFAULT_LIMITS["header_timeout_s"],
+        help="seconds a request's headers may take to arrive before 408 (default 10)",
+    )
+    p.add_argument(
         "--read-timeout-s",
         type=float,
         default=DEFAULT_LIMITS["read_timeout_s"],
@@ -110,7 +136,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-connections",
         type=int,
         default=DEFAULT_LIMITS["max_connections"],
-        help="open connections accepted; more are refused with 503 (default 512)",
+        help="open connections (default 512, and at most RLIMIT_NOFILE minus "
+        "--connection-fd-headroom); at the cap, the connection idle longest without a request "
+        "in progress is closed for a new one, else the new one gets 503",
+    )
+    p.add_argument(
+        "--connection-fd-headroom",
+        type=int,
+        default=DEFAULT_LIMITS["connection_fd_headroom"],
+        help="file descriptors kept free of connections for the process itself (default 64)",
     )
     p.add_argument(
         "--max-concurrent-requests",
@@ -366,7 +400,11 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
     from evolve_envs.reward.service.app import create_app
     from evolve_envs.reward.service.backends import make_backend
-    from evolve_envs.reward.service.connections import bounded_h11_protocol
+    from evolve_envs.reward.service.connections import (
+        bounded_h11_protocol,
+        connection_cap,
+        listen_backlog,
+    )
 
     try:
         backend = make_backend(args.backend, **kwargs)
@@ -377,6 +415,7 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         )
         return 2
     app = create_app(backend, **_app_kwargs(args, token))
+    max_connections = connection_cap(args.max_connections, args.connection_fd_headroom)
     config = uvicorn.Config(
         app,
         host=args.host,
@@ -386,8 +425,11 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         timeout_keep_alive=65,
         lifespan="on",
         http=bounded_h11_protocol(
-            read_timeout_s=args.read_timeout_s, max_connections=args.max_connections
+            read_timeout_s=args.read_timeout_s,
+            header_timeout_s=args.header_timeout_s,
+            max_connections=max_connections,
         ),
+        backlog=listen_backlog(max_connections, args.connection_fd_headroom),
     )
     host, port = sock.getsockname()[:2]
     where = f"http://{f'[{host}]' if ':' in host else host}:{port}"
@@ -421,6 +463,9 @@ def _app_kwargs(args: argparse.Namespace, token: str | None) -> dict[str, Any]:
         "max_frames": args.max_frames,
         "max_image_side": args.max_image_side,
         "max_request_pixels": int(args.max_request_mpix * 1e6),
+        "max_image_decode_bytes": int(args.max_image_decode_mb * 2**20),
+        "max_body_nodes": args.max_body_nodes,
+        "max_body_depth": args.max_body_depth,
         "max_nframes": args.max_nframes,
         "max_video_decode_pixels": int(args.max_video_decode_mpix * 1e6),
         "video_dirs": list(args.video_dir),

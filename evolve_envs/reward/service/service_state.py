@@ -25,13 +25,14 @@ from typing import Annotated, Any
 import numpy as np
 from fastapi import Depends, Request
 
+from evolve_envs.reward.protocol.body_budget import BodyBudget
 from evolve_envs.reward.service.backends.base import (
     Backend,
     MalformedAnswerError,
     NotSupportedError,
 )
 from evolve_envs.reward.service.batching import MAX_BATCH, MAX_WINDOW_S, Batcher, prepare_frame
-from evolve_envs.reward.service.errors import ApiError
+from evolve_envs.reward.service.errors import ApiError, client_input
 from evolve_envs.reward.service.image_decoding import (
     ImageDecodeError,
     PixelBudget,
@@ -55,13 +56,20 @@ class RequestLimits:
     * `max_frames`: most frames (trajectory, reference, pickle images) per request (413);
     * `max_image_side`: most pixels per image side (413);
     * `max_video_frames`: most frames in a `/score` video before sampling (413);
-    * `max_request_pixels`: most decoded pixels per request, checked from the image headers
-      before decoding (413); JPEGs count at their DCT-reduced size;
+    * `max_request_pixels`: most decoded pixels per request, summed over its images, checked
+      from the image headers before decoding (413); JPEGs count at their DCT-reduced size;
+    * `max_image_decode_bytes`: most memory decoding one image (or one `/score` video frame)
+      may take, estimated from its header before decoding (413); images are decoded one at a
+      time, so this bounds what a request's decoding holds at once;
     * `max_nframes`: most frames a `/score` caller may ask to be sampled (422 above);
     * `max_video_pixels`: most `max_pixels` per sampled frame a `/score` caller may ask (422);
     * `max_video_decode_pixels`: most frames x width x height a `/score` video may need decoded,
       read from the container before decoding (413);
-    * `max_text_chars`: most characters in a task or prompt (422 above).
+    * `max_text_chars`: most characters in a task or prompt (422 above);
+    * `max_body_nodes`, `max_body_depth`: most values (keys and containers included) and
+      nesting levels of a decoded pickle or JSON body, shared references counted each time they
+      are reached (413; a body that refers to itself 422); its strings and bytes, counted so,
+      may total `max_body_bytes` (`body_budget`).
 
     Example:
         >>> RequestLimits(max_frames=8).max_frames
@@ -81,12 +89,20 @@ class RequestLimits:
     max_video_pixels: int = DEFAULT_LIMITS["max_video_pixels"]
     max_video_decode_pixels: int = DEFAULT_LIMITS["max_video_decode_pixels"]
     max_text_chars: int = DEFAULT_LIMITS["max_text_chars"]
+    max_body_nodes: int = DEFAULT_LIMITS["max_body_nodes"]
+    max_body_depth: int = DEFAULT_LIMITS["max_body_depth"]
+    max_image_decode_bytes: int = DEFAULT_LIMITS["max_image_decode_bytes"]
 
     def __post_init__(self) -> None:
         for field in fields(self):
             value = getattr(self, field.name)
             if value < 1:
                 raise ValueError(f"{field.name} must be >= 1, got {value}")
+
+    @property
+    def body_budget(self) -> BodyBudget:
+        """The decoded-body budget of these limits (pickle and JSON bodies alike)."""
+        return BodyBudget(self.max_body_nodes, self.max_body_bytes, self.max_body_depth)
 
 
 def decode_frames(
@@ -104,7 +120,9 @@ def decode_frames(
     wanted = None if keep is None else set(keep)
     prepared = []
     for i, item in enumerate(encoded):
-        frame = decoder(item, max_side=max_side, what=f"{what}[{first_index + i}]", budget=budget)
+        name = f"{what}[{first_index + i}]"
+        with client_input(name, status=422):
+            frame = decoder(item, max_side=max_side, what=name, budget=budget)
         if wanted is None or i in wanted:
             prepared.append(prepare_frame(frame))
         del frame
@@ -186,6 +204,12 @@ class ServiceState:
             raise ApiError(
                 422, f"{what} is not valid Unicode text (lone surrogate at position {exc.start})"
             ) from None
+
+    def pixel_budget(self) -> PixelBudget:
+        """A new request's decoding budget (pixels summed over its images, memory per image)."""
+        return PixelBudget(
+            self.limits.max_request_pixels, max_image_bytes=self.limits.max_image_decode_bytes
+        )
 
     # --- work ----------------------------------------------------------------------------------
     async def decode(

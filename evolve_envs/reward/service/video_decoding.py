@@ -1,12 +1,14 @@
 """Read an episode video (path or inline bytes) and sample frames uniformly for scoring.
 
-The container is opened with PyAV under an explicit demuxer picked from an allow-list by the
-file's magic bytes (MP4/MOV, Matroska/WebM, AVI), so no other demuxer (ffconcat lists, HLS
-playlists, image sequences) is ever probed and nothing outside the given bytes is read. The
-frame size and count come from the container before any frame is decoded; the side limit and the
-frame limit, and the decoding work (frames x width x height against `max_decode_pixels`), are
-checked then. Frames are decoded in order and only the sampled ones are
-converted, directly at their reduced size, so memory holds `nframes` small frames, never the
+The container is opened with PyAV under an explicit demuxer picked from an allow-list by the file's
+magic bytes (MP4/MOV, Matroska/WebM, AVI), so no other demuxer (ffconcat lists, HLS playlists, image
+sequences) is ever probed and nothing outside the given bytes is read. The frame size and count come
+from the container before any frame is decoded; the side limit, the memory one frame takes (width x
+height x 3 against `max_frame_bytes`), the frame limit and the decoding work (frames x width x
+height against `max_decode_pixels`) are checked then. Opening a container probes its streams, which
+may decode a frame: the decoder is told the most pixels a frame may have (FFmpeg's `max_pixels`), so
+the probe refuses to decode an oversized one. Frames are decoded in order and only the sampled ones
+are converted, directly at their reduced size, so memory holds `nframes` small frames, never the
 whole video.
 
 Path mode (`video_path`) reads only files inside the directories the operator allows
@@ -31,6 +33,7 @@ import io
 import math
 import os
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -94,37 +97,26 @@ def _decode_sampled(
     max_frames: int,
     max_side: int,
     max_decode_pixels: int,
+    max_frame_bytes: int,
 ) -> list[np.ndarray]:
     import av
 
+    max_frame_pixels = min(max_side * max_side, max(1, max_frame_bytes // 3))
     try:
-        container = av.open(source, mode="r", format=fmt)
+        container = av.open(
+            source, mode="r", format=fmt, options={"max_pixels": str(max_frame_pixels)}
+        )
     except (av.FFmpegError, ValueError, OSError) as exc:
         raise VideoDecodeError(f"video cannot be opened as {fmt} ({type(exc).__name__})") from None
     with container:
-        if not container.streams.video:
-            raise VideoDecodeError("video has no video stream")
-        stream = container.streams.video[0]
-        width, height = stream.codec_context.width, stream.codec_context.height
-        if width <= 0 or height <= 0:
-            raise VideoDecodeError("video declares no frame size")
-        if max(width, height) > max_side:
-            raise VideoTooLargeError(
-                f"video frames are {width}x{height}, over the limit of {max_side} pixels per side"
+        try:
+            stream, width, height, total = _probe(
+                container, max_side=max_side, max_frames=max_frames, max_frame_bytes=max_frame_bytes
             )
-        total = int(stream.frames or 0)
-        if total > max_frames:
-            raise VideoTooLargeError(
-                f"video has {total} frames, more than the limit of {max_frames}"
-            )
-        if total <= 0:  # the container does not say: count packets (no decoding)
-            total = 0
-            for packet in container.demux(stream):
-                if packet.size:
-                    total += 1
-                    if total > max_frames:
-                        raise VideoTooLargeError(f"video has more than {max_frames} frames")
-            container.seek(0, stream=stream)
+        except VideoDecodeError:
+            raise
+        except (av.FFmpegError, ValueError, OSError, EOFError) as exc:  # demuxing, seeking
+            raise VideoDecodeError(f"video cannot be read ({type(exc).__name__})") from None
         if total * width * height > max_decode_pixels:
             raise VideoTooLargeError(
                 f"video has {total} frames of {width}x{height}: decoding them would exceed the "
@@ -154,6 +146,42 @@ def _decode_sampled(
     if len(got) < len(wanted):
         return [np.ascontiguousarray(keep[got[i]]) for i in sample_indices(len(got), nframes)]
     return [np.ascontiguousarray(keep[i]) for i in wanted]
+
+
+def _probe(
+    container: Any, *, max_side: int, max_frames: int, max_frame_bytes: int
+) -> tuple[Any, int, int, int]:
+    """The video stream, its frame size and frame count, read from the container (packets
+    counted, never decoded, when it does not say), within the limits."""
+    if not container.streams.video:
+        raise VideoDecodeError("video has no video stream")
+    stream = container.streams.video[0]
+    if stream.codec_context is None:
+        raise VideoDecodeError("video stream has a codec this server cannot decode")
+    width, height = stream.codec_context.width, stream.codec_context.height
+    if width <= 0 or height <= 0:
+        raise VideoDecodeError("video declares no frame size")
+    if max(width, height) > max_side:
+        raise VideoTooLargeError(
+            f"video frames are {width}x{height}, over the limit of {max_side} pixels per side"
+        )
+    if width * height * 3 > max_frame_bytes:
+        raise VideoTooLargeError(
+            f"video frames are {width}x{height}: decoding one would take "
+            f"{width * height * 3} bytes of memory, over the limit of {max_frame_bytes} bytes"
+        )
+    total = int(stream.frames or 0)
+    if total > max_frames:
+        raise VideoTooLargeError(f"video has {total} frames, more than the limit of {max_frames}")
+    if total <= 0:  # the container does not say: count packets (no decoding)
+        total = 0
+        for packet in container.demux(stream):
+            if packet.size:
+                total += 1
+                if total > max_frames:
+                    raise VideoTooLargeError(f"video has more than {max_frames} frames")
+        container.seek(0, stream=stream)
+    return stream, width, height, total
 
 
 def _resolve_inside(path: str, allowed_dirs: Sequence[str]) -> str:
@@ -187,6 +215,7 @@ def read_video_file(
     max_frames: int = 10000,
     max_side: int = 4096,
     max_decode_pixels: int = 2**31,
+    max_frame_bytes: int = 32 * 1024 * 1024,
 ) -> list[np.ndarray]:
     """Decode the video at `path` (inside `allowed_dirs`), `nframes` sampled, `max_pixels` each."""
     real = _resolve_inside(path, allowed_dirs)
@@ -204,6 +233,7 @@ def read_video_file(
                 max_frames=max_frames,
                 max_side=max_side,
                 max_decode_pixels=max_decode_pixels,
+                max_frame_bytes=max_frame_bytes,
             )
     except OSError:
         raise VideoDecodeError(
@@ -219,6 +249,7 @@ def read_video_bytes(
     max_frames: int = 10000,
     max_side: int = 4096,
     max_decode_pixels: int = 2**31,
+    max_frame_bytes: int = 32 * 1024 * 1024,
 ) -> list[np.ndarray]:
     """Like `read_video_file` for an encoded video held in memory (never written to disk)."""
     if not data:
@@ -234,4 +265,5 @@ def read_video_bytes(
         max_frames=max_frames,
         max_side=max_side,
         max_decode_pixels=max_decode_pixels,
+        max_frame_bytes=max_frame_bytes,
     )

@@ -1,0 +1,266 @@
+"""The decoded-body budget: how large a request body may become once decoded.
+
+A body's size on the wire says little about its decoded size. A pickle may refer to one list
+from many places (its memo makes that legal), so 2 KB can describe 10^40 paths; any walk that
+treats shared references as distinct (converting numpy values to lists, validation, logging,
+JSON encoding) then runs out of memory. A JSON body has no aliases, but 64 MB of `[0,0,0,...]`
+still becomes tens of millions of Python objects. `BodyBudget` bounds what the service does with
+a body, for pickle and JSON alike:
+
+* `max_nodes`: values, keys and containers, counted *through* aliases (a list reached from ten
+  places counts ten times), numpy arrays by their element count (they become lists);
+* `max_bytes`: characters of str and bytes values (and numpy array bytes), counted likewise;
+* `max_depth`: containers nested in one another.
+
+`measure_tree` checks decoded Python objects (linear in the distinct objects and references,
+since shared subtrees are measured once and added as often as they are reached) and refuses
+cycles; `check_json_body` checks JSON text before it is parsed. Both raise `BodyBudgetError`,
+which names the top-level field at fault and carries the HTTP status (413 over the budget, 422
+for a cycle).
+
+Example:
+    >>> budget = BodyBudget(max_nodes=100, max_bytes=1000, max_depth=8)
+    >>> measure_tree({"prompts": ["a", "b"]}, budget)
+    TreeSize(nodes=5, nbytes=9, depth=2)
+    >>> inner = [0] * 10
+    >>> for _ in range(3):
+    ...     inner = [inner] * 10  # 10^4 paths through 40 objects
+    >>> try:
+    ...     measure_body({"metadata": inner}, budget)
+    ... except BodyBudgetError as exc:
+    ...     print(exc.status_code, exc.field, str(exc)[:41])
+    413 metadata metadata: expands to more than 100 values
+    >>> check_json_body(b'{"frames": [[[[[[[[[[1]]]]]]]]]]}', budget)
+    Traceback (most recent call last):
+    ...
+    evolve_envs.reward.protocol.body_budget.BodyBudgetError: frames: nested deeper than 8 levels
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+__all__ = [
+    "DEFAULT_BODY_BUDGET",
+    "BodyBudget",
+    "BodyBudgetError",
+    "TreeSize",
+    "check_json_body",
+    "measure_body",
+    "measure_tree",
+]
+
+
+class BodyBudgetError(ValueError):
+    """A decoded body is over the budget (413) or refers to itself (422); names the field."""
+
+    def __init__(self, message: str, *, field: str | None, status_code: int = 413) -> None:
+        super().__init__(f"{field}: {message}" if field else message)
+        self.field = field
+        self.status_code = status_code
+
+
+@dataclass(frozen=True)
+class BodyBudget:
+    """Most values (`max_nodes`), str/bytes characters (`max_bytes`) and nesting levels
+    (`max_depth`) one decoded request body may hold, shared references counted each time."""
+
+    max_nodes: int = 100_000
+    max_bytes: int = 64 * 1024 * 1024
+    max_depth: int = 64
+
+    def __post_init__(self) -> None:
+        for name in ("max_nodes", "max_bytes", "max_depth"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+
+#: The service's default budget (`evolve_envs.reward.service.limits`: max_body_nodes,
+#: max_body_bytes, max_body_depth).
+DEFAULT_BODY_BUDGET = BodyBudget()
+
+
+class TreeSize(NamedTuple):
+    """The expanded size of a decoded value: values, str/bytes characters, nesting levels."""
+
+    nodes: int
+    nbytes: int
+    depth: int
+
+
+_CONTAINERS = (list, tuple, dict)
+_NOTHING = TreeSize(0, 0, 0)
+
+
+def _leaf_size(item: Any) -> TreeSize | None:
+    """The size of a non-container value, or None for a list, tuple or dict."""
+    kind = type(item)
+    if kind in _CONTAINERS:
+        return None
+    if kind is str or kind is bytes or kind is bytearray:
+        return TreeSize(1, len(item), 0)
+    if kind is int:
+        return TreeSize(1, (item.bit_length() + 7) // 8, 0)
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(item, np.ndarray):
+        return TreeSize(max(1, int(item.size)), int(item.nbytes), item.ndim)
+    return TreeSize(1, 0, 0)
+
+
+def _children(item: Any) -> Any:
+    if type(item) is dict:
+        return (child for pair in item.items() for child in pair)
+    return iter(item)
+
+
+def measure_tree(
+    obj: Any, budget: BodyBudget, field: str | None = None, spent: TreeSize = _NOTHING
+) -> TreeSize:
+    """The expanded size of `obj`, raising `BodyBudgetError` (naming `field`) past `budget`.
+
+    Shared subtrees are walked once and their size added each time they are reached, so the
+    walk is linear in the pickle's objects and references while the count is what a naive walk
+    would visit. A container that contains itself (a cycle) is refused (422). `spent` is what
+    other parts of the body already used of the budget (`measure_body`).
+    """
+    size = _leaf_size(obj)
+    if size is not None:
+        _check(size, budget, field, spent)
+        return size
+    memo: dict[int, TreeSize] = {}
+    on_path: set[int] = {id(obj)}
+    # frame: [container, its children, nodes, bytes, depth below]
+    stack: list[list[Any]] = [[obj, _children(obj), 1, 0, 0]]
+    while True:
+        frame = stack[-1]
+        child = next(frame[1], _END)
+        if child is _END:
+            stack.pop()
+            on_path.discard(id(frame[0]))
+            size = TreeSize(frame[2], frame[3], frame[4] + 1)
+            memo[id(frame[0])] = size
+            if not stack:
+                _check(size, budget, field, spent)
+                return size
+            parent = stack[-1]
+        else:
+            parent = frame
+            size = _leaf_size(child)
+            if size is None:
+                key = id(child)
+                if key in on_path:
+                    raise BodyBudgetError(
+                        "holds a reference to itself (a cycle)", field=field, status_code=422
+                    )
+                size = memo.get(key)
+                if size is None:
+                    if len(stack) + spent.depth >= budget.max_depth:
+                        raise BodyBudgetError(
+                            f"nested deeper than {budget.max_depth} levels", field=field
+                        )
+                    stack.append([child, _children(child), 1, 0, 0])
+                    on_path.add(key)
+                    continue
+        parent[2] += size.nodes
+        parent[3] += size.nbytes
+        parent[4] = max(parent[4], size.depth)
+        _check(TreeSize(parent[2], parent[3], len(stack) + parent[4]), budget, field, spent)
+
+
+_END = object()
+
+
+def measure_body(obj: Any, budget: BodyBudget) -> TreeSize:
+    """`measure_tree` of a whole body; a dict's fields are measured one by one against what
+    is left of the budget, so the error names the field that went over it.
+
+    Example:
+        >>> measure_body({"images": [b"abc"], "prompts": ["p"]}, DEFAULT_BODY_BUDGET)
+        TreeSize(nodes=7, nbytes=17, depth=2)
+    """
+    if type(obj) is not dict:
+        return measure_tree(obj, budget)
+    nodes, nbytes, depth = 1, 0, 1
+    for key, value in obj.items():
+        field = str(key)[:64]
+        for part in (key, value):
+            size = measure_tree(part, budget, field, TreeSize(nodes, nbytes, 1))
+            nodes, nbytes, depth = (
+                nodes + size.nodes,
+                nbytes + size.nbytes,
+                max(depth, 1 + size.depth),
+            )
+    return TreeSize(nodes, nbytes, depth)
+
+
+def _check(
+    size: TreeSize, budget: BodyBudget, field: str | None, spent: TreeSize = _NOTHING
+) -> None:
+    size = TreeSize(size.nodes + spent.nodes, size.nbytes + spent.nbytes, size.depth + spent.depth)
+    if size.nodes > budget.max_nodes:
+        raise BodyBudgetError(
+            f"expands to more than {budget.max_nodes} values (a shared reference counts each "
+            "time it is reached)",
+            field=field,
+        )
+    if size.nbytes > budget.max_bytes:
+        raise BodyBudgetError(
+            f"expands to more than {budget.max_bytes} bytes of strings and data (a shared "
+            "reference counts each time it is reached)",
+            field=field,
+        )
+    if size.depth > budget.max_depth:
+        raise BodyBudgetError(f"nested deeper than {budget.max_depth} levels", field=field)
+
+
+# A JSON string (escapes included) or one structural character.
+_JSON_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},:]')
+
+
+def check_json_body(body: bytes, budget: BodyBudget) -> None:
+    """Raise `BodyBudgetError` if the JSON text `body` holds more values or deeper nesting than
+    `budget` allows, before it is parsed (so the parser never builds an over-budget body).
+
+    Values are counted as in `measure_tree` (keys included): 1 + commas + colons + non-empty
+    containers. Counting the structural characters is enough for ordinary bodies; only
+    when that upper bound is over the budget are strings skipped properly (and the scan stops
+    at the first excess). Malformed JSON is left to the parser.
+    """
+    opens = body.count(b"[") + body.count(b"{")
+    if opens + body.count(b",") + body.count(b":") + 1 <= budget.max_nodes and (
+        opens <= budget.max_depth
+    ):
+        return  # upper bounds (they include characters inside strings) within the budget
+    nodes, depth = 1, 0
+    field: str | None = None
+    last_string = b""
+    previous, previous_end = b"", 0
+    for match in _JSON_TOKEN.finditer(body):
+        token = match.group()
+        char = token[:1]
+        if char == b'"':
+            last_string = token
+            previous = char
+            continue
+        if char in b"[{":
+            depth += 1
+            nodes += 1
+            if depth > budget.max_depth:
+                raise BodyBudgetError(f"nested deeper than {budget.max_depth} levels", field=field)
+        elif char in b"]}":
+            depth -= 1
+            if previous in (b"[", b"{") and not body[previous_end : match.start()].strip():
+                nodes -= 1  # an empty container has no first element to count
+        else:
+            nodes += 1
+            if char == b":" and depth == 1:
+                field = last_string[1:-1].decode("utf-8", "replace")[:64]
+        previous, previous_end = char, match.end()
+        if nodes > budget.max_nodes:
+            raise BodyBudgetError(
+                f"holds more than {budget.max_nodes} values (JSON values, keys and containers)",
+                field=field,
+            )

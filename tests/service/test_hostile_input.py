@@ -1,0 +1,71 @@
+"""Hostile-input regression table: one case of each class the service has been attacked with,
+replayed against one real server, each answered 4xx within the per-request memory limit.
+
+The classes (`tests.fuzz.hostile`): pickles that expand through shared references or refer to
+themselves and their JSON equivalents (wide, deep), numpy arrays that become millions of values,
+PNG frames and a video whose decoding would take more memory than allowed, decompression bombs
+and lying headers, gadget pickles, oversized bodies and slow clients. For each, the server's
+peak RSS growth (`/proc/PID/status` VmHWM after resetting it) must stay within 64 MB, the
+decoded-body cases must be answered within 1 s, and the server must keep serving.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+
+import pytest
+
+from evolve_envs.reward.protocol.pickle_codec import safe_pickle_dumps
+from tests.fuzz.harness import JSON, MEMORY_LIMIT_MB, PICKLE, Case, FuzzServer
+from tests.fuzz.hostile import HOSTILE, png_bytes, tiny_mp4
+
+# Decoded-body cases must be refused quickly (their cost is in parsing, not in decoding).
+FAST = {
+    "aliased metadata pickle (10^40 paths, 2 KB)",
+    "recursive prompts pickle",
+    "memo index 2^27.7 pickle (13 bytes)",
+    "wide JSON (2M values in backend_kwargs)",
+    "deep JSON frames (100k levels, /trajectory-critic)",
+    "deep JSON image_a (100k levels, /pairwise-critic)",
+}
+
+
+def _valid_cases() -> list[Case]:
+    png = png_bytes(32, 32)
+    b64 = base64.b64encode(png).decode()
+    video = base64.b64encode(tiny_mp4()).decode()
+    return [
+        Case("POST", "/pickle", PICKLE, safe_pickle_dumps({"images": [png], "prompts": ["p"]})),
+        Case(
+            "POST",
+            "/trajectory-critic",
+            JSON,
+            f'{{"task": "t", "frames": ["{b64}", "{b64}"], "skip": 1}}'.encode(),
+        ),
+        Case("POST", "/score", JSON, f'{{"task_text": "t", "video_b64": "{video}"}}'.encode()),
+    ]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FuzzServer]:
+    """One server for the table: default limits, a 1 s header deadline (for the slow client)."""
+    srv = FuzzServer(extra_args=("--header-timeout-s", "1")).start()
+    for case in _valid_cases():  # warm up lazy imports (PyAV, simplejpeg) and allocator pools
+        assert srv.send(case).status == 200
+    yield srv
+    srv.stop()
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_input_is_refused_within_the_memory_limit(server: FuzzServer, name: str) -> None:
+    case, statuses = HOSTILE[name]()
+    outcome = server.send(case)
+    assert outcome.alive, server.service.log_tail()
+    assert outcome.status in statuses, (outcome, server.service.log_tail())
+    assert outcome.growth_mb <= MEMORY_LIMIT_MB, outcome
+    if name in FAST:
+        assert outcome.seconds < 1.0, outcome
+    assert server.healthy()
+    for valid in _valid_cases()[:2]:
+        assert server.send(valid).status == 200
