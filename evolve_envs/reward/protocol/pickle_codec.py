@@ -4,8 +4,8 @@
 dicts and NumPy scalars/arrays of numeric, bool or str dtype — and refuses any other global
 (a class or function a hostile pickle would call) with :class:`UnsafePickleError`. What it
 returns is also held to a `BodyBudget` (:mod:`evolve_envs.reward.protocol.body_budget`): shared
-references count each time they are reached and cycles are refused, so a small pickle cannot expand into
-an unbounded body for whoever walks it next (`BodyBudgetError`).
+references count each time they are reached and cycles are refused, so a small pickle cannot
+expand into an unbounded body for whoever walks it next (`BodyBudgetError`).
 
 Example:
     >>> safe_pickle_loads(safe_pickle_dumps({"scores": [0.5]}))
