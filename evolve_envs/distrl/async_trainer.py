@@ -223,7 +223,12 @@ def _row(
         "dropped": sum(w.get("dropped", 0) for w in per_worker.values()),
         "worker_restarts": sum(max(0, w.get("incarnations", 1) - 1) for w in per_worker.values()),
     }
-    for key in ("loss", "policy_loss", "value_loss", "entropy", "beta", "grad_norm"):
+    row["retired"] = learner.replay.total_retired
+    keys = (
+        *("loss", "policy_loss", "value_loss", "entropy", "beta", "grad_norm", "approx_kl"),
+        *("clip_frac", "sample_lag_mean", "sample_lag_max", "entropy_coef_now", "value_scale"),
+    )
+    for key in keys:
         if key in learner.last_stats:
             row[key] = learner.last_stats[key]
     return row

@@ -44,6 +44,7 @@ __all__ = [
     "PolicyConfig",
     "RayConfig",
     "RunConfig",
+    "ShapingConfig",
     "TrainConfig",
     "WorkersConfig",
     "load_train_config",
@@ -72,6 +73,22 @@ class WorkersConfig(BaseModel):
     max_restarts: int = Field(default=-1, ge=-1, description="Ray actor restarts (-1: forever)")
     num_cpus: float = Field(default=0.5, gt=0, description="Ray CPUs reserved per worker")
     poll_every: int = Field(default=8, ge=1, description="steps between weight-version polls")
+
+
+class ShapingConfig(BaseModel):
+    """Reward shaping on top of the reward model's rewards (``evolve_envs.distrl.shaping``).
+
+    ``success_bonus`` is paid on an episode's last step when the reward model's final progress
+    is at least ``success_progress`` (None: the reward model's ``done_threshold``). Pair it with
+    ``reward_model.check_at_episode_end: true`` so the model judges the final frame.
+    """
+
+    model_config = _STRICT
+
+    success_bonus: float = Field(default=0.0, ge=0, description="reward for a model-judged done")
+    success_progress: float | None = Field(
+        default=None, ge=0, le=1, description="final model progress (0..1) that earns the bonus"
+    )
 
 
 class PolicyConfig(BaseModel):
@@ -127,6 +144,34 @@ class LearnerConfig(BaseModel):
     max_sample_ratio: float | None = Field(
         default=8.0, gt=0, description="most trajectories sampled per trajectory taken in"
     )
+    max_staleness: int | None = Field(
+        default=None,
+        ge=0,
+        description="policy versions a stored trajectory may lag the learner at sampling time; "
+        "older ones are retired from the replay (None: no limit)",
+    )
+    clip: float | None = Field(
+        default=0.2, gt=0, description="trust region: PPO ratio clip on π/μ (None: A-RIDE as is)"
+    )
+    normalize_values: bool = Field(
+        default=True, description="value loss on targets divided by a running return scale"
+    )
+    normalize_priorities: bool = Field(
+        default=True,
+        description="DPER terms divided by running scales and ρ clipped at rho_bar in the "
+        "priority, so the TD error leads",
+    )
+    entropy_target: float | None = Field(
+        default=None,
+        description="entropy floor: the entropy coefficient grows while the policy's entropy "
+        "is below it and shrinks back to entropy_coef above it (None: fixed coefficient)",
+    )
+    entropy_adapt_rate: float = Field(
+        default=0.05, gt=0, description="log-step of the entropy coefficient per update"
+    )
+    scale_momentum: float = Field(
+        default=0.99, ge=0, lt=1, description="EMA momentum of the value and priority scales"
+    )
 
 
 class GrpoConfig(BaseModel):
@@ -180,6 +225,7 @@ class TrainConfig(BaseModel):
     reward_model: dict[str, Any] = Field(default_factory=dict)
     record: dict[str, Any] | None = None
     workers: WorkersConfig = Field(default_factory=WorkersConfig)
+    shaping: ShapingConfig = Field(default_factory=ShapingConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     learner: LearnerConfig = Field(default_factory=LearnerConfig)
     grpo: GrpoConfig = Field(default_factory=GrpoConfig)

@@ -48,6 +48,7 @@ __all__ = [
     "policy_from_config",
     "start_workers",
     "batch_obs",
+    "make_worker_env",
 ]
 
 
@@ -90,6 +91,37 @@ def _gym_factory(stack: dict[str, Any]) -> Any:
 
     factory.__name__ = f"gym.make({env_id!r})"
     return factory
+
+
+def make_worker_env(config: Any, worker_index: int = 0) -> Any:
+    """One env as worker ``worker_index`` builds it: :func:`~evolve_envs.factory.make_env` on the
+    config's stack blocks (with the worker's ``env_overrides``), then the ``shaping`` block's
+    :class:`~evolve_envs.distrl.shaping.ModelSuccessBonus` when ``success_bonus > 0``.
+
+    Example:
+        >>> from evolve_envs.distrl.config import TrainConfig
+        >>> cfg = TrainConfig(env={"id": "evolve_envs/ReachPlace-v0"},
+        ...                   reward_model={"enable": False})
+        >>> env = make_worker_env(cfg)
+        >>> env.action_space.shape
+        (2,)
+        >>> env.close()
+    """
+    from evolve_envs.config import load_config
+    from evolve_envs.distrl.shaping import ModelSuccessBonus
+    from evolve_envs.factory import make_env
+
+    stack = config.stack(worker_index)
+    factory = _gym_factory(stack)
+    env = make_env(stack, env_factory=factory)
+    shaping = config.shaping
+    if shaping.success_bonus > 0:
+        threshold = shaping.success_progress
+        if threshold is None:
+            rm = load_config({"env": config.env, "reward_model": config.reward_model}).reward_model
+            threshold = float(getattr(rm, "done_threshold", 0.95))
+        env = ModelSuccessBonus(env, shaping.success_bonus, threshold)
+    return env
 
 
 def policy_from_config(policy_cfg: Any, obs_space: Any, act_space: Any) -> Any:
@@ -224,7 +256,6 @@ class RolloutWorker:
         queue: Any = None,
     ) -> None:
         from evolve_envs.distrl.config import TrainConfig
-        from evolve_envs.factory import make_env
 
         self.cfg = config if isinstance(config, TrainConfig) else TrainConfig.model_validate(config)
         self.worker_id = int(worker_id)
@@ -236,12 +267,10 @@ class RolloutWorker:
 
             self.incarnation = ray.get(registry.hello.remote(self.worker_id, os.getpid()))
         self.rng = np.random.default_rng([self.cfg.run.seed, self.worker_id, self.incarnation])
-        stack = self.cfg.stack(self.worker_id)
-        factory = _gym_factory(stack)
         self.envs: list[Any] = []
         try:
             for _ in range(self.cfg.workers.num_envs):
-                self.envs.append(make_env(stack, env_factory=factory))
+                self.envs.append(make_worker_env(self.cfg, self.worker_id))
         except BaseException:
             self.close()
             raise
