@@ -25,7 +25,7 @@ import importlib.resources
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -72,6 +72,12 @@ class WorkersConfig(BaseModel):
     )
     max_restarts: int = Field(default=-1, ge=-1, description="Ray actor restarts (-1: forever)")
     num_cpus: float = Field(default=0.5, gt=0, description="Ray CPUs reserved per worker")
+    num_gpus: float = Field(
+        default=0.0,
+        ge=0,
+        description="Ray GPUs per worker (fractional shares one GPU); "
+        "workers run the policy on CUDA when Ray gives them a GPU",
+    )
     poll_every: int = Field(default=8, ge=1, description="steps between weight-version polls")
 
 
@@ -119,6 +125,12 @@ class LearnerConfig(BaseModel):
     model_config = _STRICT
 
     batch_size: int = Field(default=8, ge=1, description="trajectories per update")
+    num_gpus: float = Field(
+        default=0.0,
+        ge=0,
+        description="GPUs for the learner (the driver): > 0 puts the policy "
+        "and optimizer on CUDA when one is visible",
+    )
     lr: float = Field(default=3e-4, gt=0)
     max_grad_norm: float = Field(default=1.0, gt=0)
     gamma: float = Field(default=0.99, ge=0, le=1)
@@ -212,6 +224,9 @@ class RunConfig(BaseModel):
     log_every_s: float = Field(default=10.0, gt=0)
     checkpoint_every_s: float = Field(default=60.0, gt=0)
     checkpoint_every_updates: int | None = Field(default=None, ge=1)
+    snapshot_every_s: float | None = Field(
+        default=None, gt=0, description="policy weights to snapshots/ this often (None: off)"
+    )
     tensorboard: bool = True
 
 
@@ -220,7 +235,10 @@ class TrainConfig(BaseModel):
 
     model_config = _STRICT
 
-    algo: Literal["distrl", "grpo"] = "distrl"
+    algo: str = Field(
+        default="distrl",
+        description="'distrl', 'grpo', or 'package.module:ClassName' of another Algorithm",
+    )
     env: dict[str, Any] = Field(default_factory=dict)
     reward_model: dict[str, Any] = Field(default_factory=dict)
     record: dict[str, Any] | None = None
@@ -234,6 +252,11 @@ class TrainConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> TrainConfig:
+        if ":" not in self.algo and self.algo not in ("distrl", "grpo"):
+            raise ValueError(
+                f"algo: unknown algorithm {self.algo!r} ('distrl', 'grpo' or "
+                "'package.module:ClassName')"
+            )
         if len(self.workers.env_overrides) > self.workers.num_workers:
             raise ValueError(
                 f"workers.env_overrides has {len(self.workers.env_overrides)} entries for "

@@ -74,6 +74,17 @@ def _slice(inputs: Mapping[str, np.ndarray], i: int) -> dict[str, np.ndarray]:
     return {k: v[i] for k, v in inputs.items()}
 
 
+def _worker_device() -> Any:
+    """CUDA when Ray assigned this actor a GPU (``workers.num_gpus > 0``) and torch sees one,
+    else the CPU."""
+    import ray
+    import torch
+
+    if ray.is_initialized() and ray.get_gpu_ids() and torch.cuda.is_available():
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
 class WorkerStartError(RuntimeError):
     """A rollout worker could not start (a dead reward service, a bad env key, ...)."""
 
@@ -280,6 +291,8 @@ class RolloutWorker:
         self.policy = policy_from_config(
             self.cfg.policy, self.envs[0].observation_space, self.envs[0].action_space
         )
+        self.device = _worker_device()
+        self.policy.to(self.device)
         self.policy.eval()
         self.version = -1
         self.counts = {"pushed": 0, "dropped": 0, "env_steps": 0, "episodes": 0}
@@ -296,6 +309,23 @@ class RolloutWorker:
             "observation_space": env.observation_space,
             "action_space": env.action_space,
         }
+
+    def placement(self) -> dict[str, Any]:
+        """Where this worker runs: the Ray resources assigned to it and the policy's device.
+
+        Example (the plain class outside Ray: no resources, CPU):
+            >>> from evolve_envs.distrl.config import TrainConfig
+            >>> cfg = TrainConfig(env={"id": "evolve_envs/ReachPlace-v0"},
+            ...                   reward_model={"enable": False})
+            >>> w = RolloutWorker(cfg, 0); w.placement()["device"]; w.close()
+            'cpu'
+        """
+        import ray
+
+        resources: dict[str, float] = {}
+        if ray.is_initialized():
+            resources = dict(ray.get_runtime_context().get_assigned_resources())
+        return {"resources": resources, "device": str(self.device)}
 
     def _load(self, state_dict: Mapping[str, Any], version: int) -> None:
         self.policy.load_state_dict(state_dict)
@@ -517,6 +547,7 @@ def start_workers(
         max_restarts=cfg.workers.max_restarts,
         max_task_retries=-1,
         num_cpus=cfg.workers.num_cpus,
+        num_gpus=cfg.workers.num_gpus,
     )
     dumped = cfg.model_dump()
     workers = [actor_cls.remote(dumped, i, registry, queue) for i in range(n)]
