@@ -90,7 +90,10 @@ def _effective_config(opts: TrainOptions) -> tuple[TrainConfig, dict[str, Any] |
     if opts.minutes is not None:
         overrides.append(f"run.minutes={opts.minutes}")
     cfg = load_train_config(*sources, overrides=overrides)
-    if state is not None and state.get("algo", cfg.algo) != cfg.algo:
+    from evolve_envs.distrl.loop import make_algorithm
+
+    name = make_algorithm(cfg.algo).name  # an import path names its class; checkpoints the name
+    if state is not None and state.get("algo", name) != name:
         raise ValueError(
             f"--resume {opts.resume}: the checkpoint is a {state.get('algo')} run, not {cfg.algo}"
         )
