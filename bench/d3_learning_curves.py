@@ -96,6 +96,26 @@ def evaluate_run(run_dir: Path, episodes: int) -> list[dict[str, float]]:
     return curve
 
 
+def last_minute(metrics_csv: Path) -> tuple[float, float]:
+    """Training episodes' mean return and env success over the run's last minute (episode-
+    weighted, from ``metrics.csv``; the stochastic policy on training scenes)."""
+    import csv
+
+    if not metrics_csv.is_file():
+        return math.nan, math.nan
+    with metrics_csv.open() as fh:
+        rows = list(csv.DictReader(fh))
+    if not rows:
+        return math.nan, math.nan
+    end = float(rows[-1]["time_s"])
+    ret = succ = n = 0.0
+    for r in rows:
+        k = float(r["episodes"] or 0)
+        if float(r["time_s"]) >= end - 60 and k and r["return"] not in ("", "nan"):
+            ret, succ, n = ret + k * float(r["return"]), succ + k * float(r["success"]), n + k
+    return (ret / n, succ / n) if n else (math.nan, math.nan)
+
+
 def at(curve: list[dict[str, float]], key: str, x: float) -> float:
     """Held-out success of the last snapshot with ``key <= x`` (step interpolation)."""
     val = math.nan
@@ -152,10 +172,13 @@ def train_one(cfg_path: str, name: str, seed: int, minutes: float, snap_s: float
 def report(out: Path, names: list[str], minutes: float, episodes: int, note: str) -> None:
     """Aggregate the saved curves: the table, a markdown copy and the plot."""
     curves: dict[str, list[list[dict[str, float]]]] = {}
+    train: dict[str, list[tuple[float, float]]] = {}
     for name in names:
-        files = sorted((out / "d3").glob(f"{slug(name)}-s*.json"))
-        curves[name] = [json.loads(f.read_text())["curve"] for f in files]
-        curves[name] = [c for c in curves[name] if c]
+        records = [
+            json.loads(f.read_text()) for f in sorted((out / "d3").glob(f"{slug(name)}-s*.json"))
+        ]
+        curves[name] = [r["curve"] for r in records if r["curve"]]
+        train[name] = [last_minute(ROOT / r["run_dir"] / "metrics.csv") for r in records]
     runs = [c for cs in curves.values() for c in cs]
     if not runs:
         print("no evaluated runs")
@@ -163,7 +186,8 @@ def report(out: Path, names: list[str], minutes: float, episodes: int, note: str
     seconds = minutes * 60
     equal_steps = min(c[-1]["env_steps"] for c in runs)
     headers = ["algorithm", "seeds", "final success", "AUC", "min to 30 %", "min to 50 %",
-               f"success @ {equal_steps / 1000:.0f}k env steps", "env steps (k)"]  # fmt: skip
+               f"success @ {equal_steps / 1000:.0f}k env steps", "env steps (k)",
+               "train return, last min", "train success, last min"]  # fmt: skip
     rows, md = [], []
 
     def fmt(m: float, h: float) -> str:
@@ -184,8 +208,11 @@ def report(out: Path, names: list[str], minutes: float, episodes: int, note: str
         area = mean_ci([auc(c, seconds) for c in cs])
         eq = mean_ci([at(c, "env_steps", equal_steps) for c in cs])
         steps = np.mean([c[-1]["env_steps"] for c in cs]) / 1000
+        ret = mean_ci([r for r, _ in train[name]])
+        succ = mean_ci([x for _, x in train[name]])
         row = [name, len(cs), fmt(*final), fmt(*area), fmt_time([time_to(c, 0.3) for c in cs]),
-               fmt_time([time_to(c, 0.5) for c in cs]), fmt(*eq), f"{steps:.0f}"]  # fmt: skip
+               fmt_time([time_to(c, 0.5) for c in cs]), fmt(*eq), f"{steps:.0f}", fmt(*ret),
+               fmt(*succ)]  # fmt: skip
         rows.append(row)
         md.append("| " + " | ".join(str(x) for x in row) + " |")
     title = (f"D3 held-out success ({episodes} fixed scenes, deterministic policy), "
@@ -212,8 +239,8 @@ def report(out: Path, names: list[str], minutes: float, episodes: int, note: str
             with np.errstate(all="ignore"), warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # grid points before a snapshot
                 m = np.nanmean(ys, axis=0)
+                sd = np.nanstd(ys, axis=0, ddof=1) if len(cs) > 1 else np.zeros_like(m)
             n = np.sum(np.isfinite(ys), axis=0)
-            sd = np.nanstd(ys, axis=0, ddof=1) if len(cs) > 1 else np.zeros_like(m)
             half = np.array([t95(k) if k > 1 else 0.0 for k in n]) * sd / np.sqrt(np.maximum(n, 1))
             (line,) = ax.plot(grid / scale, m, label=f"{name} (n={len(cs)})")
             ax.fill_between(grid / scale, m - half, m + half, alpha=0.2, color=line.get_color())
