@@ -120,7 +120,7 @@ def main() -> None:
             eps = 1.0 / rounds.median(name)
             ratio = rounds.ratio("barrier", name)  # barrier s/episode over this one's
             sps = sum(steps_per_s[name]) / len(steps_per_s[name])
-            rows.append([name, eps, sps, ratio, ratio / ideal])
+            rows.append([name, eps, sps, ratio, ratio / ideal if name == "async" else "–"])
         for w in workers:
             ray.kill(w, no_restart=True)
     finally:
