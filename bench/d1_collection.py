@@ -9,11 +9,14 @@ machine). For the same wall-clock window:
 * **barrier** — every round each worker plays one episode (:meth:`collect_episodes`) and the
   round ends when the slowest is done (synchronous collection).
 
-Reports episodes/s and env steps/s of both and their ratio, measured in alternating rounds. With
-speeds 1, 1, 1/3 the ideal ratio is (1 + 1 + 1/3) / (3 · 1/3) = 2.33 (DistRL reports 2.4x).
+Reports episodes/s and env steps/s of both, their ratio, and the ratio over the ideal one,
+measured in alternating rounds. With slowdowns ``s_i`` the ideal ratio is
+``max(s) · Σ(1/s_i) / n``: for 1x/1x/3x (1 + 1 + 1/3) / (3 · 1/3) = 2.33 (DistRL reports 2.4x),
+for 1x/1x/1x/4x 3.25.
 
-    python bench/d1_collection.py            # 3 rounds of 10 s windows
-    python bench/d1_collection.py --quick    # 1 round of 4 s
+    python bench/d1_collection.py                    # 3 rounds of 10 s windows, 1x/1x/3x
+    python bench/d1_collection.py --speeds 1 1 1 4   # four workers, one 4x slower
+    python bench/d1_collection.py --quick            # 1 round of 4 s
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--step-ms", type=float, default=50.0, help="base env step time")
     ap.add_argument("--length", type=int, default=10, help="steps per episode")
+    ap.add_argument("--speeds", type=float, nargs="+", default=[1.0, 1.0, 3.0],
+                    help="each worker's slowdown factor (one worker each)")  # fmt: skip
     args = ap.parse_args()
     if args.quick:
         args.window, args.rounds = 4.0, 1
@@ -43,13 +48,14 @@ def main() -> None:
     from evolve_envs.distrl.worker import WeightRegistry, policy_from_config, start_workers
 
     base = args.step_ms / 1000.0
-    speeds = [1.0, 1.0, 3.0]
+    speeds = list(args.speeds)
+    ideal = max(speeds) * sum(1.0 / x for x in speeds) / len(speeds)
     cfg = load_train_config(
         {
             "env": {"id": ENV_ID, "length": args.length, "size": 64, "step_delay_s": base},
             "reward_model": {"enable": False},
             "workers": {
-                "num_workers": 3,
+                "num_workers": len(speeds),
                 "num_envs": 1,
                 "num_cpus": 0.01,
                 "env_overrides": [{"step_delay_s": base * s} for s in speeds],
@@ -113,16 +119,18 @@ def main() -> None:
         for name in ("barrier", "async"):
             eps = 1.0 / rounds.median(name)
             ratio = rounds.ratio("barrier", name)  # barrier s/episode over this one's
-            rows.append([name, eps, sum(steps_per_s[name]) / len(steps_per_s[name]), ratio])
+            sps = sum(steps_per_s[name]) / len(steps_per_s[name])
+            rows.append([name, eps, sps, ratio, ratio / ideal if name == "async" else "–"])
         for w in workers:
             ray.kill(w, no_restart=True)
     finally:
         ray.shutdown()
     print_table(
-        f"D1 collection, 3 workers at speeds 1x/1x/{speeds[2]:.0f}x slower, "
-        f"{args.length}-step episodes, {args.step_ms:.0f} ms base step, {args.window:.0f} s "
-        f"windows, {args.rounds} round(s); ideal async/barrier 2.33, paper 2.4. {machine_note()}",
-        ["collection", "episodes/s", "env steps/s", "ratio vs barrier"],
+        f"D1 collection, {len(speeds)} workers at slowdowns "
+        f"{'/'.join(f'{x:g}x' for x in speeds)}, {args.length}-step episodes, "
+        f"{args.step_ms:.0f} ms base step, {args.window:.0f} s windows, {args.rounds} round(s); "
+        f"ideal async/barrier {ideal:.2f}. {machine_note()}",
+        ["collection", "episodes/s", "env steps/s", "ratio vs barrier", "measured / ideal"],
         rows,
     )
 

@@ -1,158 +1,309 @@
-"""D3: learning curves on the synthetic ReachPlace task at equal wall-clock budgets.
+"""D3: learning on the synthetic ReachPlace task, DistRL (prioritized, uniform) vs GRPO.
 
-Runs ``evolve-envs train`` three times with ``evolve_envs/configs/distrl/reach_place.yaml`` (rewards
-from the embedded reward service, mock backend, the ``reach_place`` rule reading the rendered
-scene):
+Protocol (every flag has the full-size default; ``--short`` is the CPU-box version):
 
-* DistRL with prioritized replay (DPER, ``alpha`` from the config),
-* DistRL with uniform replay (``learner.alpha=0``),
-* GRPO (synchronous, same workers, policy and service),
+* the same env, reward (``evolve_envs/configs/distrl/reach_place.yaml``: embedded reward
+  service, mock backend, ``reach_place`` rule), policy, worker count and wall-clock budget for
+  every run;
+* ``--seeds N`` seeds per algorithm, run *interleaved* (seed 0 of every algorithm, then seed 1,
+  ...; the order of the algorithms rotates with the seed), one run at a time;
+* every ``--snapshot-every-s`` the training loop saves the policy (``run.snapshot_every_s``);
+  after each run every snapshot is evaluated on ``--eval-episodes`` fixed **held-out** scenes
+  (reset seeds ``2**31 + k``, which training never draws), deterministic policy (its mean
+  action), success = the env's ``is_success`` flag (never the reward model);
+* reported per algorithm, as mean over seeds with a 95 % Student-t interval: final held-out
+  success, area under the held-out success curve (mean success over the budget), time to
+  30 % / 50 % held-out success (seeds that never get there counted), and the held-out success at
+  **equal env steps** (the fewest env steps any run collected); mean curves with 95 % bands
+  against minutes and against env steps (``bench/results/d3_learning_curves.png``).
 
-each for ``--minutes`` of training, one after the other, and plots the environment's success rate
-and the episode return against wall-clock time (``bench/results/d3_learning_curves.png``; each
-run's ``metrics.csv`` is copied to ``bench/results/d3_<run>.csv``, the run directories stay under
-``runs/d3/``). The table gives each run's first and last logged success rate and return.
+    python bench/d3_learning_curves.py                            # 5 seeds x 15 min x 3 (~4 h)
+    python bench/d3_learning_curves.py --seeds 3 --minutes 3.5 --snapshot-every-s 20  # short
+    python bench/d3_learning_curves.py --report-only              # re-plot saved results
 
-    python bench/d3_learning_curves.py --minutes 15      # the full comparison (45 min)
-    python bench/d3_learning_curves.py --minutes 5
-    python bench/d3_learning_curves.py --quick           # 3 x 20 s, plumbing only
-    python bench/d3_learning_curves.py --runs "DistRL prioritized" --keep   # redo one run
+Per run: ``runs/d3/<stamp>/<algo>-s<seed>/`` (metrics.csv, snapshots/), and the evaluated curve
+``bench/results/d3/<algo>-s<seed>.json``.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import io
+import json
 import math
-import shutil
 import time
+import warnings
 from pathlib import Path
 
+import numpy as np
 from _common import ROOT, machine_note, print_table
 from _distrl_env import ray_env
 
-RUNS = {
+ALGOS = {
     "DistRL prioritized": ("distrl", []),
     "DistRL uniform": ("distrl", ["learner.alpha=0"]),
     "GRPO": ("grpo", []),
 }
 
 
-def _read(path: Path) -> list[dict[str, float]]:
-    with path.open() as fh:
+def slug(name: str) -> str:
+    return name.replace(" ", "_").lower()
+
+
+def t95(n: int) -> float:
+    """Two-sided 95 % Student-t critical value for ``n`` samples."""
+    from scipy.stats import t
+
+    return float(t.ppf(0.975, n - 1)) if n > 1 else math.nan
+
+
+def mean_ci(values: list[float]) -> tuple[float, float]:
+    """(mean, half-width of the 95 % t interval); NaN half-width for one value."""
+    arr = np.asarray([v for v in values if np.isfinite(v)], dtype=np.float64)
+    if arr.size == 0:
+        return math.nan, math.nan
+    if arr.size == 1:
+        return float(arr[0]), math.nan
+    return float(arr.mean()), t95(arr.size) * float(arr.std(ddof=1)) / math.sqrt(arr.size)
+
+
+def evaluate_run(run_dir: Path, episodes: int) -> list[dict[str, float]]:
+    """Held-out success of every snapshot of a run, in time order."""
+    import torch
+
+    from evolve_envs.distrl.config import load_train_config
+    from evolve_envs.distrl.evaluation import evaluate_policy, held_out_seeds, make_eval_env
+    from evolve_envs.distrl.worker import policy_from_config
+
+    cfg = load_train_config(run_dir / "config.yaml")
+    env = make_eval_env(cfg)
+    policy = policy_from_config(cfg.policy, env.observation_space, env.action_space)
+    env.close()
+    seeds = held_out_seeds(episodes)
+    curve = []
+    for path in sorted((run_dir / "snapshots").glob("*.pt"), key=lambda p: p.stem.split("-")[1]):
+        snap = torch.load(path, map_location="cpu", weights_only=False)
+        policy.load_state_dict(snap["policy"])
+        res = evaluate_policy(cfg, policy, seeds)
+        curve.append(
+            {
+                "time_s": float(snap["time_s"]),
+                "env_steps": float(snap["counters"].get("env_steps_in", math.nan)),
+                "updates": float(snap["counters"]["updates"]),
+                "success": res.success_rate,
+            }
+        )
+    curve.sort(key=lambda r: r["time_s"])
+    return curve
+
+
+def last_minute(metrics_csv: Path) -> tuple[float, float]:
+    """Training episodes' mean return and env success over the run's last minute (episode-
+    weighted, from ``metrics.csv``; the stochastic policy on training scenes)."""
+    import csv
+
+    if not metrics_csv.is_file():
+        return math.nan, math.nan
+    with metrics_csv.open() as fh:
         rows = list(csv.DictReader(fh))
-    return [{k: float(v) if v not in ("", None) else math.nan for k, v in r.items()} for r in rows]
+    if not rows:
+        return math.nan, math.nan
+    end = float(rows[-1]["time_s"])
+    ret = succ = n = 0.0
+    for r in rows:
+        k = float(r["episodes"] or 0)
+        if float(r["time_s"]) >= end - 60 and k and r["return"] not in ("", "nan"):
+            ret, succ, n = ret + k * float(r["return"]), succ + k * float(r["success"]), n + k
+    return (ret / n, succ / n) if n else (math.nan, math.nan)
 
 
-def _mean(rows: list[dict[str, float]], key: str) -> float:
-    vals = [r[key] for r in rows if not math.isnan(r.get(key, math.nan))]
-    return sum(vals) / len(vals) if vals else math.nan
+def at(curve: list[dict[str, float]], key: str, x: float) -> float:
+    """Held-out success of the last snapshot with ``key <= x`` (step interpolation)."""
+    val = math.nan
+    for r in curve:
+        if r[key] <= x + 1e-9:
+            val = r["success"]
+    return val
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--minutes", type=float, default=15.0, help="training budget per run")
-    ap.add_argument(
-        "--config", default=str(ROOT / "evolve_envs" / "configs" / "distrl" / "reach_place.yaml")
-    )
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
-    ap.add_argument("--runs", nargs="+", default=list(RUNS), choices=list(RUNS))
-    ap.add_argument(
-        "--keep",
-        action="store_true",
-        help="plot and tabulate the runs not run now from their saved bench/results CSVs",
-    )
-    ap.add_argument("overrides", nargs="*", help="KEY=VALUE for every run")
-    args = ap.parse_args()
-    if args.quick:
-        args.minutes = 1 / 3
-    log_every = max(5.0, min(30.0, args.minutes * 60 / 20))
+def time_to(curve: list[dict[str, float]], level: float) -> float:
+    """Minutes until held-out success first reaches ``level`` (inf if never)."""
+    for r in curve:
+        if r["success"] >= level:
+            return r["time_s"] / 60
+    return math.inf
 
-    import ray
 
+def auc(curve: list[dict[str, float]], seconds: float) -> float:
+    """Mean held-out success over ``[0, seconds]`` (step function between snapshots)."""
+    if not curve:
+        return math.nan
+    grid = np.linspace(0, seconds, 200)
+    return float(np.mean([at(curve, "time_s", g) if g >= curve[0]["time_s"] else 0.0
+                          for g in grid]))  # fmt: skip
+
+
+def train_one(cfg_path: str, name: str, seed: int, minutes: float, snap_s: float, stamp: str,
+              extra: list[str]) -> Path:  # fmt: skip
     from evolve_envs.distrl.train import TrainOptions, run_train
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    curves: dict[str, list[dict[str, float]]] = {}
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        object_store_memory=150 * 1024**2,
-        runtime_env=ray_env(),
-        log_to_driver=False,
+    algo, overrides = ALGOS[name]
+    run_dir = ROOT / "runs" / "d3" / stamp / f"{slug(name)}-s{seed}"
+    run_train(
+        TrainOptions(
+            config=[cfg_path],
+            algo=algo,
+            run_dir=run_dir,
+            minutes=minutes,
+            overrides=[
+                *overrides,
+                f"run.seed={seed}",
+                f"run.snapshot_every_s={snap_s}",
+                f"run.log_every_s={max(5.0, min(30.0, minutes * 3))}",
+                "run.tensorboard=false",
+                *extra,
+            ],
+            progress_bar=False,
+            log=io.StringIO(),
+        )
     )
-    try:
-        for name in args.runs:
-            algo, extra = RUNS[name]
-            slug = name.replace(" ", "_").lower()
-            run_dir = ROOT / "runs" / "d3" / f"{stamp}-{slug}"
-            run_train(
-                TrainOptions(
-                    config=[args.config],
-                    algo=algo,
-                    run_dir=run_dir,
-                    minutes=args.minutes,
-                    overrides=[*extra, f"run.log_every_s={log_every}", *args.overrides],
-                    progress_bar=False,
-                    log=io.StringIO(),
-                )
-            )
-            curves[name] = _read(run_dir / "metrics.csv")
-            shutil.copy(run_dir / "metrics.csv", out / f"d3_{slug}.csv")
-    finally:
-        ray.shutdown()
-    if args.keep:  # earlier runs of the other configurations, in the table's usual order
-        for name in RUNS:
-            saved = out / f"d3_{name.replace(' ', '_').lower()}.csv"
-            if name not in curves and saved.is_file():
-                curves[name] = _read(saved)
-        curves = {name: curves[name] for name in RUNS if name in curves}
+    return run_dir
+
+
+def report(out: Path, names: list[str], minutes: float, episodes: int, note: str) -> None:
+    """Aggregate the saved curves: the table, a markdown copy and the plot."""
+    curves: dict[str, list[list[dict[str, float]]]] = {}
+    train: dict[str, list[tuple[float, float]]] = {}
+    for name in names:
+        records = [
+            json.loads(f.read_text()) for f in sorted((out / "d3").glob(f"{slug(name)}-s*.json"))
+        ]
+        curves[name] = [r["curve"] for r in records if r["curve"]]
+        train[name] = [last_minute(ROOT / r["run_dir"] / "metrics.csv") for r in records]
+    runs = [c for cs in curves.values() for c in cs]
+    if not runs:
+        print("no evaluated runs")
+        return
+    seconds = minutes * 60
+    equal_steps = min(c[-1]["env_steps"] for c in runs)
+    headers = ["algorithm", "seeds", "final success", "AUC", "min to 30 %", "min to 50 %",
+               f"success @ {equal_steps / 1000:.0f}k env steps", "env steps (k)",
+               "train return, last min", "train success, last min"]  # fmt: skip
+    rows, md = [], []
+
+    def fmt(m: float, h: float) -> str:
+        if not np.isfinite(m):
+            return "-"
+        return f"{m:.3f} ± {h:.3f}" if np.isfinite(h) else f"{m:.3f}"
+
+    def fmt_time(values: list[float]) -> str:
+        reached = [v for v in values if np.isfinite(v)]
+        if not reached:
+            return f"never (0/{len(values)})"
+        return f"{np.mean(reached):.1f} ({len(reached)}/{len(values)})"
+
+    for name, cs in curves.items():
+        if not cs:
+            continue
+        final = mean_ci([c[-1]["success"] for c in cs])
+        area = mean_ci([auc(c, seconds) for c in cs])
+        eq = mean_ci([at(c, "env_steps", equal_steps) for c in cs])
+        steps = np.mean([c[-1]["env_steps"] for c in cs]) / 1000
+        ret = mean_ci([r for r, _ in train[name]])
+        succ = mean_ci([x for _, x in train[name]])
+        row = [name, len(cs), fmt(*final), fmt(*area), fmt_time([time_to(c, 0.3) for c in cs]),
+               fmt_time([time_to(c, 0.5) for c in cs]), fmt(*eq), f"{steps:.0f}", fmt(*ret),
+               fmt(*succ)]  # fmt: skip
+        rows.append(row)
+        md.append("| " + " | ".join(str(x) for x in row) + " |")
+    title = (f"D3 held-out success ({episodes} fixed scenes, deterministic policy), "
+             f"{minutes:g} min per run, mean ± 95 % t-interval over seeds. {note}")  # fmt: skip
+    print_table(title, headers, rows)
+    table = "| " + " | ".join(headers) + " |\n|" + "---|" * len(headers) + "\n" + "\n".join(md)
+    (out / "d3_summary.md").write_text(title + "\n\n" + table + "\n")
 
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for name, rows in curves.items():
-        t = [r["time_s"] / 60 for r in rows]
-        axes[0].plot(t, [r["success"] for r in rows], marker=".", label=name)
-        axes[1].plot(t, [r["return"] for r in rows], marker=".", label=name)
-    axes[0].set(xlabel="minutes", ylabel="env success rate", ylim=(-0.02, 1.02))
-    axes[1].set(xlabel="minutes", ylabel="episode return (reward-service rewards)")
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    grid_t = np.linspace(0, seconds, 60)
+    max_steps = max(c[-1]["env_steps"] for c in runs)
+    grid_s = np.linspace(0, max_steps, 60)
+    for name, cs in curves.items():
+        if not cs:
+            continue
+        for ax, key, grid, scale in ((axes[0], "time_s", grid_t, 60.0),
+                                     (axes[1], "env_steps", grid_s, 1000.0)):  # fmt: skip
+            ys = np.array([[at(c, key, g) for g in grid] for c in cs], dtype=np.float64)
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # grid points before a snapshot
+                m = np.nanmean(ys, axis=0)
+                sd = np.nanstd(ys, axis=0, ddof=1) if len(cs) > 1 else np.zeros_like(m)
+            n = np.sum(np.isfinite(ys), axis=0)
+            half = np.array([t95(k) if k > 1 else 0.0 for k in n]) * sd / np.sqrt(np.maximum(n, 1))
+            (line,) = ax.plot(grid / scale, m, label=f"{name} (n={len(cs)})")
+            ax.fill_between(grid / scale, m - half, m + half, alpha=0.2, color=line.get_color())
+    axes[0].set(xlabel="minutes", ylabel=f"held-out success ({episodes} scenes)", ylim=(-0.02, 1))
+    axes[1].set(xlabel="env steps (thousands)", ylim=(-0.02, 1))
     for ax in axes:
         ax.grid(alpha=0.3)
-        ax.legend()
-    fig.suptitle(f"ReachPlace, {args.minutes:g} min per run, 2 CPUs (shared machine)")
+        ax.legend(fontsize=8)
+    fig.suptitle(f"ReachPlace, {minutes:g} min per run, mean and 95 % band over seeds")
     fig.tight_layout()
     png = out / "d3_learning_curves.png"
     fig.savefig(png, dpi=110)
+    print(f"plot: {png}; table: {out / 'd3_summary.md'}")
 
-    table = []
-    for name, rows in curves.items():
-        head, tail = rows[: max(1, len(rows) // 5)], rows[-max(1, len(rows) // 5) :]
-        table.append(
-            [
-                name,
-                _mean(head, "success"),
-                _mean(tail, "success"),
-                _mean(head, "return"),
-                _mean(tail, "return"),
-                sum(r["episodes"] for r in rows),
-                rows[-1].get("updates_total", math.nan),
-            ]
-        )
-    print_table(
-        f"D3 learning curves, ReachPlace, {args.minutes:g} min per run (first / last fifth of "
-        f"the logged intervals); plot {png.relative_to(ROOT)}. {machine_note()}",
-        ["run", "success first", "success last", "return first", "return last", "episodes",
-         "updates"],
-        table,
-    )  # fmt: skip
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--minutes", type=float, default=15.0, help="training budget per run")
+    ap.add_argument("--seeds", type=int, default=5, help="seeds per algorithm")
+    ap.add_argument("--first-seed", type=int, default=0)
+    ap.add_argument("--eval-episodes", type=int, default=50, help="held-out scenes per snapshot")
+    ap.add_argument("--snapshot-every-s", type=float, default=60.0)
+    ap.add_argument("--algos", nargs="+", default=list(ALGOS), choices=list(ALGOS))
+    ap.add_argument(
+        "--config", default=str(ROOT / "evolve_envs" / "configs" / "distrl" / "reach_place.yaml")
+    )
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    ap.add_argument("--report-only", action="store_true", help="aggregate saved curves only")
+    ap.add_argument("overrides", nargs="*", help="KEY=VALUE for every run")
+    args = ap.parse_args()
+    out = Path(args.out)
+    (out / "d3").mkdir(parents=True, exist_ok=True)
+    note = machine_note()
+    if not args.report_only:
+        import ray
+
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        ray.init(num_cpus=2, include_dashboard=False, object_store_memory=150 * 1024**2,
+                 runtime_env=ray_env(), log_to_driver=False)  # fmt: skip
+        try:
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
+                k = seed % len(args.algos)
+                for name in args.algos[k:] + args.algos[:k]:  # the order rotates with the seed
+                    t0 = time.monotonic()
+                    run_dir = train_one(args.config, name, seed, args.minutes,
+                                        args.snapshot_every_s, stamp, args.overrides)  # fmt: skip
+                    curve = evaluate_run(run_dir, args.eval_episodes)
+                    record = {
+                        "algo": name,
+                        "seed": seed,
+                        "minutes": args.minutes,
+                        "run_dir": str(run_dir.relative_to(ROOT)),
+                        "curve": curve,
+                    }
+                    (out / "d3" / f"{slug(name)}-s{seed}.json").write_text(json.dumps(record))
+                    last = curve[-1]["success"] if curve else math.nan
+                    took = time.monotonic() - t0
+                    print(f"{name} seed {seed}: held-out success {last:.3f} ({took:.0f} s with "
+                          "evaluation)", flush=True)  # fmt: skip
+        finally:
+            ray.shutdown()
+    report(out, args.algos, args.minutes, args.eval_episodes, note)
 
 
 if __name__ == "__main__":

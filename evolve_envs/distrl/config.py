@@ -25,7 +25,7 @@ import importlib.resources
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -44,6 +44,7 @@ __all__ = [
     "PolicyConfig",
     "RayConfig",
     "RunConfig",
+    "ShapingConfig",
     "TrainConfig",
     "WorkersConfig",
     "load_train_config",
@@ -71,7 +72,29 @@ class WorkersConfig(BaseModel):
     )
     max_restarts: int = Field(default=-1, ge=-1, description="Ray actor restarts (-1: forever)")
     num_cpus: float = Field(default=0.5, gt=0, description="Ray CPUs reserved per worker")
+    num_gpus: float = Field(
+        default=0.0,
+        ge=0,
+        description="Ray GPUs per worker (fractional shares one GPU); "
+        "workers run the policy on CUDA when Ray gives them a GPU",
+    )
     poll_every: int = Field(default=8, ge=1, description="steps between weight-version polls")
+
+
+class ShapingConfig(BaseModel):
+    """Reward shaping on top of the reward model's rewards (``evolve_envs.distrl.shaping``).
+
+    ``success_bonus`` is paid on an episode's last step when the reward model's final progress
+    is at least ``success_progress`` (None: the reward model's ``done_threshold``). Pair it with
+    ``reward_model.check_at_episode_end: true`` so the model judges the final frame.
+    """
+
+    model_config = _STRICT
+
+    success_bonus: float = Field(default=0.0, ge=0, description="reward for a model-judged done")
+    success_progress: float | None = Field(
+        default=None, ge=0, le=1, description="final model progress (0..1) that earns the bonus"
+    )
 
 
 class PolicyConfig(BaseModel):
@@ -102,6 +125,12 @@ class LearnerConfig(BaseModel):
     model_config = _STRICT
 
     batch_size: int = Field(default=8, ge=1, description="trajectories per update")
+    num_gpus: float = Field(
+        default=0.0,
+        ge=0,
+        description="GPUs for the learner (the driver): > 0 puts the policy "
+        "and optimizer on CUDA when one is visible",
+    )
     lr: float = Field(default=3e-4, gt=0)
     max_grad_norm: float = Field(default=1.0, gt=0)
     gamma: float = Field(default=0.99, ge=0, le=1)
@@ -126,6 +155,34 @@ class LearnerConfig(BaseModel):
     queue_size: int = Field(default=64, ge=1, description="trajectory queue bound")
     max_sample_ratio: float | None = Field(
         default=8.0, gt=0, description="most trajectories sampled per trajectory taken in"
+    )
+    max_staleness: int | None = Field(
+        default=None,
+        ge=0,
+        description="policy versions a stored trajectory may lag the learner at sampling time; "
+        "older ones are retired from the replay (None: no limit)",
+    )
+    clip: float | None = Field(
+        default=0.2, gt=0, description="trust region: PPO ratio clip on π/μ (None: A-RIDE as is)"
+    )
+    normalize_values: bool = Field(
+        default=True, description="value loss on targets divided by a running return scale"
+    )
+    normalize_priorities: bool = Field(
+        default=True,
+        description="DPER terms divided by running scales and ρ clipped at rho_bar in the "
+        "priority, so the TD error leads",
+    )
+    entropy_target: float | None = Field(
+        default=None,
+        description="entropy floor: the entropy coefficient grows while the policy's entropy "
+        "is below it and shrinks back to entropy_coef above it (None: fixed coefficient)",
+    )
+    entropy_adapt_rate: float = Field(
+        default=0.05, gt=0, description="log-step of the entropy coefficient per update"
+    )
+    scale_momentum: float = Field(
+        default=0.99, ge=0, lt=1, description="EMA momentum of the value and priority scales"
     )
 
 
@@ -167,6 +224,9 @@ class RunConfig(BaseModel):
     log_every_s: float = Field(default=10.0, gt=0)
     checkpoint_every_s: float = Field(default=60.0, gt=0)
     checkpoint_every_updates: int | None = Field(default=None, ge=1)
+    snapshot_every_s: float | None = Field(
+        default=None, gt=0, description="policy weights to snapshots/ this often (None: off)"
+    )
     tensorboard: bool = True
 
 
@@ -175,11 +235,15 @@ class TrainConfig(BaseModel):
 
     model_config = _STRICT
 
-    algo: Literal["distrl", "grpo"] = "distrl"
+    algo: str = Field(
+        default="distrl",
+        description="'distrl', 'grpo', or 'package.module:ClassName' of another Algorithm",
+    )
     env: dict[str, Any] = Field(default_factory=dict)
     reward_model: dict[str, Any] = Field(default_factory=dict)
     record: dict[str, Any] | None = None
     workers: WorkersConfig = Field(default_factory=WorkersConfig)
+    shaping: ShapingConfig = Field(default_factory=ShapingConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     learner: LearnerConfig = Field(default_factory=LearnerConfig)
     grpo: GrpoConfig = Field(default_factory=GrpoConfig)
@@ -188,6 +252,11 @@ class TrainConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> TrainConfig:
+        if ":" not in self.algo and self.algo not in ("distrl", "grpo"):
+            raise ValueError(
+                f"algo: unknown algorithm {self.algo!r} ('distrl', 'grpo' or "
+                "'package.module:ClassName')"
+            )
         if len(self.workers.env_overrides) > self.workers.num_workers:
             raise ValueError(
                 f"workers.env_overrides has {len(self.workers.env_overrides)} entries for "

@@ -1,6 +1,8 @@
-"""The synchronous GRPO baseline on the same workers, policy and reward service.
+"""The synchronous GRPO baseline on the same workers, policy and reward service (an
+:class:`~evolve_envs.distrl.loop.Algorithm` run by :func:`~evolve_envs.distrl.loop.run_loop`,
+like DistRL: same budget, checkpoints, resume, worker health and logging).
 
-Each round:
+Each round (:meth:`GRPO.collect` then :meth:`GRPO.update`):
 
 1. draw ``groups_per_round`` reset seeds and repeat each ``group_size`` times
    (:func:`evolve_envs.rl.grpo.group_seeds`): the episodes of a group start from one initial state;
@@ -11,23 +13,22 @@ Each round:
    (:func:`evolve_envs.rl.grpo.grpo_advantages`, ``layout="batch_major"``);
 4. ``epochs`` passes of PPO-clip (:func:`~evolve_envs.distrl.losses.ppo_clip_loss`) over every
    step in minibatches of ``minibatch_steps``, the behaviour log-probs as the old ones;
-5. bump the policy version, log, checkpoint on the same cadence as DistRL.
+5. bump the policy version.
+
+Example:
+    >>> GRPO.name
+    'grpo'
 """
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import numpy as np
 
-from evolve_envs.distrl.async_trainer import Budget
-from evolve_envs.distrl.checkpoint import save_checkpoint
-from evolve_envs.distrl.config import TrainConfig
-from evolve_envs.distrl.train_log import IntervalStats, TrainLog, format_row
+from evolve_envs.distrl.loop import TrainContext, UpdateResult, get_from_workers
 
-__all__ = ["grpo_batch", "run_grpo"]
+__all__ = ["GRPO", "grpo_batch"]
 
 
 def grpo_batch(trajectories: list[Any], group_size: int) -> dict[str, Any]:
@@ -73,139 +74,124 @@ def grpo_batch(trajectories: list[Any], group_size: int) -> dict[str, Any]:
     }
 
 
-def run_grpo(
-    worker_cfg: TrainConfig,
-    cfg: TrainConfig,
-    run_dir: Path,
-    state: dict[str, Any] | None,
-    log: TextIO,
-    interactive: bool,
-) -> tuple[dict[str, int], dict[str, Any]]:
-    """Run GRPO rounds until the budget is spent; returns (counters, last metrics row)."""
-    import ray
-    import torch
-    from tqdm.auto import tqdm
+class GRPO:
+    """Synchronous group-relative policy optimisation with PPO-clip (see the module docstring).
 
-    from evolve_envs.distrl.losses import ppo_clip_loss
-    from evolve_envs.distrl.worker import policy_from_config, start_workers
-    from evolve_envs.rl.grpo import group_seeds
+    Counters: ``updates`` (optimizer steps), ``version`` (rounds' weights), ``rounds``,
+    ``episodes``, ``env_steps_in``.
+    """
 
-    g = cfg.grpo
-    n_envs = cfg.workers.num_envs
-    slots = cfg.workers.num_workers * n_envs
-    groups = g.groups_per_round or max(1, slots // g.group_size)
-    torch.manual_seed(cfg.run.seed)
-    torch.set_num_threads(1)
-    workers: list[Any] = []
-    tlog = TrainLog(run_dir, tensorboard=cfg.run.tensorboard)
-    bar = None
-    try:
-        workers = start_workers(worker_cfg, None, None)
-        spaces = ray.get(workers[0].ready.remote())
-        policy = policy_from_config(cfg.policy, spaces["observation_space"], spaces["action_space"])
-        optimizer = torch.optim.Adam(policy.parameters(), lr=g.lr)
-        counters = {"updates": 0, "version": 0, "rounds": 0, "episodes": 0, "env_steps_in": 0}
-        if state is not None:
-            policy.load_state_dict(state["policy"])
-            optimizer.load_state_dict(state["optimizer"])
-            counters.update({k: int(v) for k, v in state["counters"].items()})
-        rng = np.random.default_rng([cfg.run.seed, counters["rounds"]])
-        budget = Budget(cfg.run.minutes, cfg.run.max_updates, counters["updates"])
-        bar = tqdm(total=round(budget.seconds), unit="s", desc="grpo", disable=not interactive)
-        stats = IntervalStats()
-        last_log = last_ckpt = time.monotonic()
-        last: dict[str, Any] = {}
+    name = "grpo"
 
-        def checkpoint() -> None:
-            payload = {
-                "policy": policy.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "counters": dict(counters),
-                "config": cfg.model_dump(),
-                "algo": "grpo",
-            }
-            save_checkpoint(run_dir, payload)
+    def setup(self, ctx: TrainContext) -> None:
+        import torch
 
-        while not budget.done(counters["updates"]):
-            seeds = group_seeds(groups * g.group_size, g.group_size, rng)
-            weights = ray.put({k: v.detach().clone() for k, v in policy.state_dict().items()})
-            calls = []
-            for c, start in enumerate(range(0, len(seeds), n_envs)):
-                worker = workers[c % len(workers)]
-                chunk = seeds[start : start + n_envs]
-                calls.append(worker.collect_episodes.remote(chunk, [weights], counters["version"]))
-            trajs = [t for chunk in ray.get(calls) for t in chunk]  # the barrier
-            for t in trajs:
-                stats.trajectory(t, counters["version"])
-            batch = grpo_batch(trajs, g.group_size)
-            policy.train()
-            n_steps = len(batch["actions"])
-            for _ in range(g.epochs):
-                order = rng.permutation(n_steps)
-                for start in range(0, n_steps, g.minibatch_steps):
-                    idx = order[start : start + g.minibatch_steps]
-                    inputs = policy.to_inputs({k: v[idx] for k, v in batch["inputs"].items()})
-                    out = ppo_clip_loss(
-                        policy,
-                        inputs,
-                        torch.as_tensor(batch["actions"][idx]),
-                        torch.as_tensor(batch["old_logp"][idx]),
-                        torch.as_tensor(batch["advantages"][idx]),
-                        clip=g.clip,
-                        entropy_coef=g.entropy_coef,
-                    )
-                    optimizer.zero_grad(set_to_none=True)
-                    out.loss.backward()
-                    torch.nn.utils.clip_grad_norm_(policy.parameters(), g.max_grad_norm)
-                    optimizer.step()
-                    counters["updates"] += 1
-                    stats.updates += 1
-                    stats.samples += len(idx)
-            counters["version"] += 1
-            counters["rounds"] += 1
-            counters["episodes"] += len(trajs)
-            counters["env_steps_in"] += n_steps
-            now = time.monotonic()
-            if now - last_log >= cfg.run.log_every_s:
-                last = _grpo_row(counters, stats, budget, now - last_log, out)
-                tlog.add(counters["updates"], last)
-                if interactive:
-                    bar.n = min(bar.total, round(budget.elapsed()))
-                    bar.set_postfix(rounds=counters["rounds"], ret=last["return"])
-                else:
-                    print(format_row(last), file=log, flush=True)
-                stats, last_log = IntervalStats(), now
-            if now - last_ckpt >= cfg.run.checkpoint_every_s:
-                checkpoint()
-                last_ckpt = now
-        if stats.trajectories or not last:
-            last = _grpo_row(counters, stats, budget, time.monotonic() - last_log, None)
-            tlog.add(counters["updates"], last)
-            if not interactive:
-                print(format_row(last), file=log, flush=True)
-        checkpoint()
-        return dict(counters), last
-    finally:
-        if bar is not None:
-            bar.close()
-        tlog.close()
-        for w in workers:
-            ray.kill(w, no_restart=True)
+        self.ctx = ctx
+        self.cfg = ctx.cfg
+        self.policy = ctx.policy
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=ctx.cfg.grpo.lr)
+        self._counters = {"updates": 0, "version": 0, "rounds": 0, "episodes": 0,
+                          "env_steps_in": 0}  # fmt: skip
+        self.rng = np.random.default_rng([ctx.cfg.run.seed, 0])
+        self.last_stats: dict[str, float] = {}
 
+    def start(self) -> None:
+        pass
 
-def _grpo_row(
-    counters: dict[str, int], stats: IntervalStats, budget: Budget, elapsed: float, out: Any
-) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "time_s": round(budget.elapsed(), 2),
-        "updates_total": counters["updates"],
-        "version": counters["version"],
-        **stats.row(elapsed),
-        "queue_depth": 0,
-        "buffer_fill": float("nan"),
-        "rounds": counters["rounds"],
-    }
-    if out is not None:
-        row["loss"] = float(out.loss.detach())
-        row.update({k: float(v) for k, v in dict(out.stats).items()})
-    return row
+    def collect(self) -> list[Any]:
+        """One round: every worker plays whole episodes from its share of the round's group
+        seeds with the current weights; waits for all of them (the barrier)."""
+        import ray
+
+        from evolve_envs.rl.grpo import group_seeds
+
+        g, w = self.cfg.grpo, self.cfg.workers
+        groups = g.groups_per_round or max(1, w.num_workers * w.num_envs // g.group_size)
+        seeds = group_seeds(groups * g.group_size, g.group_size, self.rng)
+        sd = {k: v.detach().cpu().clone() for k, v in self.policy.state_dict().items()}
+        weights = ray.put(sd)
+        calls, owners = [], []
+        for c, start in enumerate(range(0, len(seeds), w.num_envs)):
+            owner = c % len(self.ctx.workers)
+            chunk = seeds[start : start + w.num_envs]
+            worker = self.ctx.workers[owner]
+            calls.append(worker.collect_episodes.remote(chunk, [weights], self.version))
+            owners.append(owner)
+        return [t for chunk in get_from_workers(calls, owners) for t in chunk]
+
+    @property
+    def version(self) -> int:
+        return self._counters["version"]
+
+    def update(self, trajectories: list[Any], budget_fraction: float) -> UpdateResult:
+        """``epochs`` passes of PPO-clip over the round's steps, then the next version."""
+        import torch
+
+        from evolve_envs.distrl.losses import ppo_clip_loss
+
+        if not trajectories:
+            return UpdateResult()
+        g = self.cfg.grpo
+        batch = grpo_batch(trajectories, g.group_size)
+        self.policy.train()
+        n_steps = len(batch["actions"])
+        done = samples = 0
+        for _ in range(g.epochs):
+            order = self.rng.permutation(n_steps)
+            for start in range(0, n_steps, g.minibatch_steps):
+                idx = order[start : start + g.minibatch_steps]
+                inputs = self.policy.to_inputs({k: v[idx] for k, v in batch["inputs"].items()})
+                out = ppo_clip_loss(
+                    self.policy,
+                    inputs,
+                    torch.as_tensor(batch["actions"][idx]),
+                    torch.as_tensor(batch["old_logp"][idx]),
+                    torch.as_tensor(batch["advantages"][idx]),
+                    clip=g.clip,
+                    entropy_coef=g.entropy_coef,
+                )
+                self.optimizer.zero_grad(set_to_none=True)
+                out.loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.policy.parameters(), g.max_grad_norm)
+                self.optimizer.step()
+                done += 1
+                samples += len(idx)
+                self.last_stats = {"loss": float(out.loss.detach())}
+                self.last_stats.update({k: float(v) for k, v in dict(out.stats).items()})
+        c = self._counters
+        c["updates"] += done
+        c["version"] += 1
+        c["rounds"] += 1
+        c["episodes"] += len(trajectories)
+        c["env_steps_in"] += n_steps
+        return UpdateResult(updates=done, samples=samples, stats=dict(self.last_stats))
+
+    def counters(self) -> dict[str, int]:
+        return dict(self._counters)
+
+    def metrics(self) -> dict[str, Any]:
+        c = self._counters
+        return {"rounds": c["rounds"], "env_steps_in": c["env_steps_in"], **self.last_stats}
+
+    def running_calls(self) -> list[Any]:
+        return []  # every call is waited for inside collect()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "counters": dict(self._counters),
+            "rng": self.rng.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.policy.load_state_dict(state["policy"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self._counters.update({k: int(v) for k, v in state["counters"].items()})
+        if "rng" in state:
+            self.rng.bit_generator.state = state["rng"]
+        else:  # checkpoints written before the RNG was saved
+            self.rng = np.random.default_rng([self.cfg.run.seed, self._counters["rounds"]])
+
+    def stop(self) -> None:
+        pass

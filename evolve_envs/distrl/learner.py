@@ -16,6 +16,20 @@ and every ``refresh_every`` updates recomputes the priorities of the whole buffe
 current policy. New trajectories enter with priorities computed by the current policy, so a
 fresh trajectory is not starved. ``alpha: 0`` gives uniform sampling (the baseline).
 
+Off-policy control:
+
+* **policy lag at sampling time** — before each draw, trajectories collected more than
+  ``max_staleness`` policy versions ago are retired from the replay (never sampled again); the
+  lag of the sampled trajectories is logged (``sample_lag_mean``, ``sample_lag_max``);
+* **trust region** — ``clip`` makes the policy term PPO's clipped surrogate on ``π/μ``;
+* **value scale** — with ``normalize_values`` the value loss is on targets divided by a running
+  scale (EMA of the Retrace targets' standard deviation, ``value_scale``);
+* **priority scales** — with ``normalize_priorities`` the DPER terms are divided by running
+  scales (EMAs of the batch's mean ``|δ|`` and ``|−log π|``) and ``ρ`` is clipped at ``rho_bar``;
+* **entropy floor** — with ``entropy_target`` the entropy coefficient is multiplied by
+  ``exp(entropy_adapt_rate · (target − H))`` after each update, never below ``entropy_coef``
+  (``entropy_coef_now`` in the statistics).
+
 :meth:`Learner.state_dict` / :meth:`Learner.load_state_dict` carry the policy, the optimizer,
 the counters (updates, policy version, trajectories and env steps taken in) and the replay's
 metadata; trajectories themselves are not checkpointed (the buffer refills from the workers).
@@ -75,6 +89,9 @@ class Learner:
         self.samples = 0
         self.refreshes = 0
         self.last_stats: dict[str, float] = {}
+        # running scales (value targets, |TD|, |-log pi|) and the adaptive entropy coefficient
+        self.scales: dict[str, float] = {}
+        self.entropy_coef = float(config.entropy_coef)
 
     # ------------------------------------------------------------------ schedule
 
@@ -86,12 +103,41 @@ class Learner:
 
     def _loss_kwargs(self) -> dict[str, Any]:
         c = self.cfg
-        return {
+        kwargs: dict[str, Any] = {
             "gamma": c.gamma,
             "lam": c.lam,
             "rho_bar": c.rho_bar,
             "priority_weights": tuple(c.priority_weights),
         }
+        if c.normalize_priorities:
+            kwargs["priority_rho_clip"] = c.rho_bar
+            if "td" in self.scales:
+                kwargs["priority_scales"] = (self.scales["td"], self.scales["neg_logp"])
+        return kwargs
+
+    def _track_scale(self, key: str, value: float, floor: float) -> float:
+        """EMA of ``value`` under ``key`` (the first value starts it), floored at ``floor``."""
+        if not math.isfinite(value):
+            return self.scales.get(key, floor)
+        m = self.cfg.scale_momentum
+        old = self.scales.get(key)
+        new = value if old is None else m * old + (1.0 - m) * value
+        self.scales[key] = max(float(new), floor)
+        return self.scales[key]
+
+    def sample_lag(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Policy versions between the learner and the data at ``indices`` (now)."""
+        items = self.replay.items()
+        return np.asarray([self.version - items[i].policy_version for i in indices], np.int64)
+
+    def retire_stale(self) -> int:
+        """Retire every live trajectory more than ``max_staleness`` versions behind."""
+        limit = self.cfg.max_staleness
+        if limit is None or not len(self.replay):
+            return 0
+        lag = self.sample_lag(np.arange(len(self.replay)))
+        stale = np.flatnonzero((lag > limit) & self.replay.is_live(np.arange(len(self.replay))))
+        return self.replay.retire(stale) if stale.size else 0
 
     # ------------------------------------------------------------------ intake
 
@@ -117,8 +163,10 @@ class Learner:
     # ------------------------------------------------------------------ updates
 
     def ready(self) -> bool:
-        """Whether the buffer holds enough trajectories for an update."""
-        return len(self.replay) >= min(self.cfg.min_buffer, self.cfg.capacity)
+        """Whether the buffer holds enough fresh trajectories for an update (stale ones are
+        retired first)."""
+        self.retire_stale()
+        return self.replay.live >= min(self.cfg.min_buffer, self.cfg.capacity)
 
     def update(self, run_fraction: float = 0.0) -> dict[str, float]:
         """One prioritized A-RIDE update; ``run_fraction`` (0..1) is the share of the run's budget
@@ -130,18 +178,22 @@ class Learner:
         c = self.cfg
         span = c.beta_anneal_updates
         self.replay.beta = self.beta_at(c, self.updates / span if span else run_fraction)
+        self.retire_stale()
         items, indices, is_weights = self.replay.sample(c.batch_size, self.rng)
+        lag = self.sample_lag(indices)
         self.policy.train()
         out = aride_loss(
             self.policy,
             items,
             torch.as_tensor(np.asarray(is_weights), dtype=torch.float32),
-            entropy_coef=c.entropy_coef,
+            entropy_coef=self.entropy_coef,
             invalid_coef=c.invalid_coef,
             value_coef=c.value_coef,
             action_space=self.action_space,
             validator=self.validator,
             normalize_advantages=c.normalize_advantages,
+            clip=c.clip,
+            value_scale=self.scales.get("value", 1.0) if c.normalize_values else 1.0,
             **self._loss_kwargs(),
         )
         self.optimizer.zero_grad(set_to_none=True)
@@ -157,6 +209,17 @@ class Learner:
         stats["loss"] = float(out.loss.detach())
         stats["grad_norm"] = float(grad_norm)
         stats["beta"] = float(self.replay.beta)
+        stats["sample_lag_mean"] = float(lag.mean())
+        stats["sample_lag_max"] = float(lag.max())
+        stats["entropy_coef_now"] = self.entropy_coef
+        if c.normalize_values:
+            stats["value_scale"] = self._track_scale("value", stats["target_std"], 1e-3)
+        if c.normalize_priorities:
+            self._track_scale("td", stats["mean_abs_td"], 1e-6)
+            self._track_scale("neg_logp", abs(stats["mean_neg_logp"]), 0.1)
+        if c.entropy_target is not None and math.isfinite(stats["entropy"]):
+            step = c.entropy_adapt_rate * (c.entropy_target - stats["entropy"])
+            self.entropy_coef = min(1.0, max(c.entropy_coef, self.entropy_coef * math.exp(step)))
         self.last_stats = stats
         return stats
 
@@ -173,13 +236,16 @@ class Learner:
         return len(items)
 
     def replay_items(self) -> tuple[list[int], list[Any]]:
-        """(indices, items) of everything stored in the replay."""
+        """(indices, items) of everything live in the replay."""
         items = self.replay.items()
-        return list(range(len(items))), items
+        live = self.replay.is_live(np.arange(len(items)))
+        idx = [i for i in range(len(items)) if live[i]]
+        return idx, [items[i] for i in idx]
 
     def priority_spread(self) -> float:
         """max/min of the stored priorities (1 = uniform; NaN when empty)."""
         prios = np.asarray(self.replay.priorities(), dtype=np.float64)
+        prios = prios[self.replay.is_live(np.arange(prios.size))]
         if prios.size == 0:
             return math.nan
         lo = float(prios.min())
@@ -212,6 +278,8 @@ class Learner:
             "counters": self.counters(),
             "replay": self.replay.state_dict(),
             "rng": self.rng.bit_generator.state,
+            "scales": dict(self.scales),
+            "entropy_coef": self.entropy_coef,
             "saved_at": time.time(),
         }
 
@@ -225,3 +293,5 @@ class Learner:
             self.replay.load_state_dict(state["replay"])
         if "rng" in state:
             self.rng.bit_generator.state = state["rng"]
+        self.scales = {k: float(v) for k, v in state.get("scales", {}).items()}
+        self.entropy_coef = float(state.get("entropy_coef", self.cfg.entropy_coef))

@@ -13,12 +13,25 @@ importance sampling, ``rho_t = pi(a_t|s_t) / mu(a_t|s_t)`` from the stored behav
 Targets, advantages and ratios are constants (no gradient flows through them). ``P_invalid`` is
 the differentiable surrogate described in :mod:`evolve_envs.distrl.validators`.
 
+Off-policy control (each off by default, switched on by the learner's config):
+
+* ``clip=eps`` — a trust region: the policy term becomes PPO's clipped surrogate on the ratio to
+  the behaviour policy, ``-mean_t[ w * max(min(rho_t A_t, clip(rho_t, 1-eps, 1+eps) A_t),
+  3 A_t if A_t < 0) ]`` (dual clip), so a step that moved the policy too far from the data gets
+  no further push;
+* ``value_scale=s`` — the value loss is computed on targets divided by ``s`` (a running scale of
+  the returns), so it keeps weight in the shared trunk whatever the reward scale.
+
 Each trajectory also gets a fresh DPER priority computed with the current policy::
 
-    p = w1 * mean_t |delta_t| + w2 * mean_t rho_t + w3 * mean_t (-log pi(a_t|s_t))
+    p = w1 * mean_t |delta_t| / s_td + w2 * mean_t min(rho_t, rho_clip)
+        + w3 * mean_t (-log pi(a_t|s_t)) / s_h
 
-with ``delta_t`` the one-step TD error, floored at :data:`~evolve_envs.distrl.replay.PRIORITY_EPS`
-(the entropy estimate of a continuous policy can be negative).
+with ``delta_t`` the one-step TD error, ``s_td`` and ``s_h`` the running scales of the first and
+last terms (``priority_scales``; 1 when not given) and ``rho_clip`` (``priority_rho_clip``; none
+when not given), floored at :data:`~evolve_envs.distrl.replay.PRIORITY_EPS` (the entropy
+estimate of a continuous policy can be negative). Normalised, the weights say how much each term
+counts, and the TD error leads.
 """
 
 from __future__ import annotations
@@ -53,6 +66,7 @@ DEFAULT_PRIORITY_WEIGHTS: tuple[float, float, float] = (1.0, 0.1, 0.01)
 """``(w1, w2, w3)`` for TD error, importance ratio and entropy in the DPER priority."""
 
 _LOG_RATIO_CLAMP = 20.0
+_DUAL_CLIP = 3.0
 
 
 @dataclass
@@ -144,10 +158,22 @@ def _ratios(logp_new: np.ndarray, behaviour_logp: np.ndarray) -> np.ndarray:
 
 
 def _priority(
-    td: np.ndarray, rho: np.ndarray, logp_new: np.ndarray, weights: Sequence[float]
+    td: np.ndarray,
+    rho: np.ndarray,
+    logp_new: np.ndarray,
+    weights: Sequence[float],
+    scales: Sequence[float] | None = None,
+    rho_clip: float | None = None,
 ) -> float:
     w1, w2, w3 = weights
-    p = w1 * float(np.mean(np.abs(td))) + w2 * float(np.mean(rho)) - w3 * float(np.mean(logp_new))
+    s_td, s_h = (1.0, 1.0) if scales is None else (max(scales[0], 1e-8), max(scales[1], 1e-8))
+    if rho_clip is not None:
+        rho = np.minimum(rho, rho_clip)
+    p = (
+        w1 * float(np.mean(np.abs(td))) / s_td
+        + w2 * float(np.mean(rho))
+        - w3 * float(np.mean(logp_new)) / s_h
+    )
     return max(p, PRIORITY_EPS) if np.isfinite(p) else PRIORITY_EPS
 
 
@@ -190,6 +216,10 @@ def aride_loss(
     validator: ActionValidator = out_of_bounds_or_nonfinite,
     priority_weights: Sequence[float] = DEFAULT_PRIORITY_WEIGHTS,
     normalize_advantages: bool = False,
+    clip: float | None = None,
+    value_scale: float = 1.0,
+    priority_scales: Sequence[float] | None = None,
+    priority_rho_clip: float | None = None,
 ) -> LossOutput:
     """A-RIDE policy loss plus Retrace value loss on a batch of trajectories.
 
@@ -198,10 +228,14 @@ def aride_loss(
     and unit standard deviation (the value loss and the priorities are unchanged): progress
     rewards are small (a few hundredths a step), and unscaled they leave the policy gradient far
     below the entropy and invalid-action terms.
+    ``clip`` switches the policy term to the clipped (trust-region) surrogate, ``value_scale``
+    divides values and targets in the value loss, ``priority_scales`` / ``priority_rho_clip``
+    normalise the priorities (module docstring).
     ``action_space`` is needed for the invalid-action penalty and the ``invalid_rate`` statistic.
     Returns the loss, statistics (``policy_loss``, ``value_loss``, ``entropy``, ``mean_rho``,
-    ``clipped_rho_frac``, ``invalid_rate``, ``p_invalid``, ``mean_abs_td``, ``mean_advantage``,
-    ``mean_target``, ``steps``) and a new priority per trajectory.
+    ``clipped_rho_frac``, ``clip_frac``, ``approx_kl``, ``invalid_rate``, ``p_invalid``,
+    ``mean_abs_td``, ``mean_neg_logp``, ``target_std``, ``mean_advantage``, ``mean_target``,
+    ``steps``) and a new priority per trajectory.
 
     >>> import numpy as np
     >>> from gymnasium import spaces
@@ -213,12 +247,16 @@ def aride_loss(
     >>> out = aride_loss(pol, [tr], action_space=spaces.Box(-1, 1, (1,)), invalid_coef=0.1)
     >>> out.loss.backward()
     >>> out.priorities.shape, sorted(out.stats)[:3]
-    ((1,), ['clipped_rho_frac', 'entropy', 'invalid_rate'])
+    ((1,), ['approx_kl', 'clip_frac', 'clipped_rho_frac'])
     """
     trajs = list(batch)
     weights3 = _check_weights(priority_weights)
     if rho_bar <= 0:
         raise ValueError(f"rho_bar must be > 0, got {rho_bar}")
+    if clip is not None and clip <= 0:
+        raise ValueError(f"clip must be > 0, got {clip}")
+    if not value_scale > 0:
+        raise ValueError(f"value_scale must be > 0, got {value_scale}")
     if invalid_coef and action_space is None:
         raise ValueError("aride_loss: invalid_coef > 0 needs action_space")
     n = len(trajs)
@@ -245,7 +283,9 @@ def aride_loss(
         next_ret[tr.dones] = 0.0
         adv = rew + gamma * next_ret - v[:t]
         td = td_errors(rew, v[:t], v[t], tr.dones, gamma)
-        priorities[i] = _priority(td, rho, fwd.logp_np[i], weights3)
+        priorities[i] = _priority(
+            td, rho, fwd.logp_np[i], weights3, priority_scales, priority_rho_clip
+        )
         targets.append(ret)
         advantages.append(adv)
         rhos.append(rho)
@@ -259,9 +299,19 @@ def aride_loss(
     if normalize_advantages and adv_t.numel() > 1:
         adv_t = (adv_t - adv_t.mean()) / (adv_t.std() + 1e-8)
     rho_clipped = torch.clamp(rho_t, max=rho_bar)
-    policy_loss = -(w_t * rho_clipped * adv_t * fwd.logp).mean()
+    behaviour_t = _t([tr.behaviour_logp.astype(np.float64) for tr in trajs])
+    log_ratio = (fwd.logp - behaviour_t).clamp(-_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP)
+    if clip is None:
+        policy_loss = -(w_t * rho_clipped * adv_t * fwd.logp).mean()
+        clip_frac = float("nan")
+    else:
+        ratio = log_ratio.exp()
+        surr = torch.minimum(ratio * adv_t, ratio.clamp(1.0 - clip, 1.0 + clip) * adv_t)
+        surr = torch.where(adv_t < 0, torch.maximum(surr, _DUAL_CLIP * adv_t), surr)
+        policy_loss = -(w_t * surr).mean()
+        clip_frac = float(((ratio.detach() - 1.0).abs() > clip).float().mean())
     entropy = fwd.entropy.mean()
-    value_loss = 0.5 * (w_t * (fwd.values - target_t) ** 2).mean()
+    value_loss = 0.5 * (w_t * ((fwd.values - target_t) / value_scale) ** 2).mean()
     loss = policy_loss - entropy_coef * entropy + value_coef * value_loss
 
     invalid_rate = float("nan")
@@ -280,6 +330,10 @@ def aride_loss(
 
     all_td = np.concatenate(tds)
     all_rho = np.concatenate(rhos)
+    all_targets = np.concatenate(targets)
+    with torch.no_grad():
+        lr_d = log_ratio.detach()
+        approx_kl = float(((lr_d.exp() - 1.0) - lr_d).mean())
     stats = {
         "loss": float(loss.detach()),
         "policy_loss": float(policy_loss.detach()),
@@ -289,9 +343,13 @@ def aride_loss(
         "clipped_rho_frac": float(np.mean(all_rho > rho_bar)),
         "invalid_rate": invalid_rate,
         "p_invalid": p_invalid,
+        "clip_frac": clip_frac,
+        "approx_kl": approx_kl,
         "mean_abs_td": float(np.abs(all_td).mean()),
+        "mean_neg_logp": float(-np.concatenate(fwd.logp_np).mean()),
+        "target_std": float(all_targets.std()),
         "mean_advantage": float(np.concatenate(advantages).mean()),
-        "mean_target": float(np.concatenate(targets).mean()),
+        "mean_target": float(all_targets.mean()),
         "steps": float(all_td.size),
     }
     return LossOutput(loss=loss, stats=stats, priorities=priorities)
@@ -307,6 +365,8 @@ def trajectory_priorities(
     chunk: int = 32,
     lam: float | None = None,
     rho_bar: float | None = None,
+    priority_scales: Sequence[float] | None = None,
+    priority_rho_clip: float | None = None,
 ) -> np.ndarray:
     """DPER priorities of ``trajs`` under the current policy (no gradient), ``chunk`` at a time.
 
@@ -328,7 +388,9 @@ def trajectory_priorities(
             v = fwd.values_np[j]
             rho = _ratios(fwd.logp_np[j], tr.behaviour_logp.astype(np.float64))
             td = td_errors(tr.rewards, v[:t], v[t], tr.dones, gamma)
-            out[start + j] = _priority(td, rho, fwd.logp_np[j], weights3)
+            out[start + j] = _priority(
+                td, rho, fwd.logp_np[j], weights3, priority_scales, priority_rho_clip
+            )
     return out
 
 

@@ -143,9 +143,11 @@ class PrioritizedReplay(Generic[T]):
         self._items: list[T | None] = [None] * self.capacity
         self._priorities = np.zeros(self.capacity, dtype=np.float64)
         self._generation = np.full(self.capacity, -1, dtype=np.int64)
+        self._live = np.zeros(self.capacity, dtype=bool)
         self._cursor = 0
         self._size = 0
         self.total_added = 0
+        self.total_retired = 0
         self.total_sampled = 0
         self.total_updates = 0
 
@@ -175,6 +177,37 @@ class PrioritizedReplay(Generic[T]):
     def cursor(self) -> int:
         """Slot the next :meth:`add` writes."""
         return self._cursor
+
+    @property
+    def live(self) -> int:
+        """Items that can be sampled (stored and not retired)."""
+        return int(self._live[: self._size].sum())
+
+    def is_live(self, indices: np.ndarray | Sequence[int]) -> np.ndarray:
+        """Whether the slots ``indices`` hold an item that can be sampled."""
+        return self._live[np.asarray(indices, dtype=np.int64)].copy()
+
+    def retire(self, indices: np.ndarray | Sequence[int]) -> int:
+        """Never sample the items in ``indices`` again (too stale to learn from); their slots
+        are reused in the usual oldest-first order. Returns how many were live.
+
+        >>> buf = PrioritizedReplay(capacity=4, alpha=1.0)
+        >>> for p in (1.0, 2.0, 3.0):
+        ...     _ = buf.add("x", p)
+        >>> buf.retire([0, 1]), buf.live, len(buf)
+        (2, 1, 3)
+        >>> buf.sample(3, np.random.default_rng(0))[1].tolist()
+        [2, 2, 2]
+        """
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        if idx.size and (idx.min() < 0 or idx.max() >= self._size):
+            raise IndexError(f"PrioritizedReplay.retire: index out of range [0, {self._size})")
+        idx = np.unique(idx)
+        was = int(self._live[idx].sum())
+        self._live[idx] = False
+        self._tree.update(idx, np.zeros(idx.size))
+        self.total_retired += was
+        return was
 
     def priorities(self) -> np.ndarray:
         """Copy of the priorities of slots ``0 .. len-1`` (after the epsilon floor)."""
@@ -219,6 +252,7 @@ class PrioritizedReplay(Generic[T]):
         self._items[idx] = item
         self._priorities[idx] = p[0]
         self._generation[idx] = self.total_added
+        self._live[idx] = True
         self._tree.update([idx], self._tree_values(p))
         self._cursor = (idx + 1) % self.capacity
         self._size = min(self._size + 1, self.capacity)
@@ -234,7 +268,7 @@ class PrioritizedReplay(Generic[T]):
         float32 ``[B]`` in ``(0, 1]``. With ``stratified`` the prefix sums are drawn one per
         equal-mass stratum (lower variance, same expected counts).
         """
-        if self._size == 0:
+        if self._size == 0 or self.live == 0:
             raise ValueError("PrioritizedReplay.sample: the buffer is empty")
         if batch_size < 1:
             raise ValueError(f"PrioritizedReplay.sample: batch_size must be >= 1, got {batch_size}")
@@ -245,14 +279,18 @@ class PrioritizedReplay(Generic[T]):
             u = rng.random(batch_size)
         idx = self._tree.find(u * total)
         idx = np.minimum(idx, self._size - 1)  # float rounding at the right edge
+        if not self._live[idx].all():  # rounding landed on a retired (zero) leaf
+            live_idx = np.flatnonzero(self._live[: self._size])
+            pos = np.searchsorted(live_idx, idx).clip(0, live_idx.size - 1)
+            idx = np.where(self._live[idx], idx, live_idx[pos])
         if self.uniform:
             weights = np.ones(batch_size, dtype=np.float32)
         else:
+            n_live = self.live
             probs = self._tree.values(idx) / total
-            p_min = float(self._tree.leaf_min(self._size)) / total
-            weights = ((self._size * probs) ** (-self._beta)) / (
-                (self._size * p_min) ** (-self._beta)
-            )
+            leaves = self._tree.values()[: self._size]
+            p_min = float(leaves[self._live[: self._size]].min()) / total
+            weights = ((n_live * probs) ** (-self._beta)) / ((n_live * p_min) ** (-self._beta))
             weights = np.minimum(weights, 1.0).astype(np.float32)
         self.total_sampled += batch_size
         return [self._items[i] for i in idx], idx.astype(np.int64), weights  # type: ignore[misc]
@@ -283,7 +321,7 @@ class PrioritizedReplay(Generic[T]):
             keep = self._generation[idx] == np.asarray(expected_generations).reshape(-1)
             idx, p = idx[keep], p[keep]
         self._priorities[idx] = p
-        self._tree.update(idx, self._tree_values(p))
+        self._tree.update(idx, self._tree_values(p) * self._live[idx])  # retired stay at 0
         self.total_updates += int(idx.size)
 
     # ---- checkpoints ---------------------------------------------------------------------
@@ -298,11 +336,13 @@ class PrioritizedReplay(Generic[T]):
             "eps": self.eps,
             "priorities": self._priorities.copy(),
             "generation": self._generation.copy(),
+            "live": self._live.copy(),
             "cursor": self._cursor,
             "size": self._size,
             "total_added": self.total_added,
             "total_sampled": self.total_sampled,
             "total_updates": self.total_updates,
+            "total_retired": self.total_retired,
         }
         if include_items:
             state["items"] = list(self._items)
@@ -328,12 +368,14 @@ class PrioritizedReplay(Generic[T]):
         self.total_added = int(state["total_added"])
         self.total_sampled = int(state["total_sampled"])
         self.total_updates = int(state["total_updates"])
+        self.total_retired = int(state.get("total_retired", 0))
         stored = items if items is not None else state.get("items")
         self._tree = SumTree(self.capacity)
         self._items = [None] * self.capacity
         if stored is None:
             self._priorities = np.zeros(self.capacity, dtype=np.float64)
             self._generation = np.full(self.capacity, -1, dtype=np.int64)
+            self._live = np.zeros(self.capacity, dtype=bool)
             self._size = 0
             self._cursor = 0
             return
@@ -346,7 +388,10 @@ class PrioritizedReplay(Generic[T]):
         self._items[: len(stored)] = stored
         self._priorities = np.asarray(state["priorities"], dtype=np.float64).copy()
         self._generation = np.asarray(state["generation"], dtype=np.int64).copy()
+        self._live = np.zeros(self.capacity, dtype=bool)
+        self._live[:size] = np.asarray(state.get("live", np.ones(self.capacity, bool)))[:size]
         self._size = size
         self._cursor = int(state["cursor"])
         if size:
-            self._tree.update(np.arange(size), self._tree_values(self._priorities[:size]))
+            values = self._tree_values(self._priorities[:size]) * self._live[:size]
+            self._tree.update(np.arange(size), values)

@@ -4,8 +4,9 @@
 (``ray.init(address=...)`` with ``--address``, else a local instance with ``ray.num_cpus``), starts
 the reward service once in this process when the config says ``endpoint: embedded`` (the workers
 get its URL, so every worker shares one service), and runs
-:func:`evolve_envs.distrl.async_trainer.run_distrl` or
-:func:`evolve_envs.distrl.grpo_trainer.run_grpo` until the time budget (``run.minutes`` or
+the algorithm (:class:`~evolve_envs.distrl.async_trainer.DistRL` or
+:class:`~evolve_envs.distrl.grpo_trainer.GRPO`) in the shared loop
+:func:`evolve_envs.distrl.loop.run_loop` until the time budget (``run.minutes`` or
 ``--minutes``) or ``run.max_updates`` is spent. It writes into the run directory
 
 * ``config.yaml`` — the effective config,
@@ -90,7 +91,10 @@ def _effective_config(opts: TrainOptions) -> tuple[TrainConfig, dict[str, Any] |
     if opts.minutes is not None:
         overrides.append(f"run.minutes={opts.minutes}")
     cfg = load_train_config(*sources, overrides=overrides)
-    if state is not None and state.get("algo", cfg.algo) != cfg.algo:
+    from evolve_envs.distrl.loop import make_algorithm
+
+    name = make_algorithm(cfg.algo).name  # an import path names its class; checkpoints the name
+    if state is not None and state.get("algo", name) != name:
         raise ValueError(
             f"--resume {opts.resume}: the checkpoint is a {state.get('algo')} run, not {cfg.algo}"
         )
@@ -151,15 +155,11 @@ def run_train(opts: TrainOptions) -> TrainResult:
     log = opts.log if opts.log is not None else sys.stderr
     interactive = opts.progress_bar and hasattr(log, "isatty") and log.isatty()
     t0 = time.monotonic()
+    from evolve_envs.distrl.loop import make_algorithm, run_loop
+
+    algo = make_algorithm(cfg.algo)
     with ray_session(cfg, opts.address), reward_service_for(cfg) as worker_cfg:
-        if cfg.algo == "distrl":
-            from evolve_envs.distrl.async_trainer import run_distrl
-
-            counters, last = run_distrl(worker_cfg, cfg, run_dir, state, log, interactive)
-        else:
-            from evolve_envs.distrl.grpo_trainer import run_grpo
-
-            counters, last = run_grpo(worker_cfg, cfg, run_dir, state, log, interactive)
+        counters, last = run_loop(algo, worker_cfg, cfg, run_dir, state, log, interactive)
     wall = time.monotonic() - t0
     result = TrainResult(run_dir, cfg.algo, counters, last, wall)
     summary = {"algo": cfg.algo, "wall_s": round(wall, 2), "counters": counters, "last": last}

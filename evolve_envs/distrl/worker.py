@@ -51,6 +51,7 @@ __all__ = [
     "policy_from_config",
     "start_workers",
     "batch_obs",
+    "make_worker_env",
 ]
 
 
@@ -76,8 +77,49 @@ def _slice(inputs: Mapping[str, np.ndarray], i: int) -> dict[str, np.ndarray]:
     return {k: v[i] for k, v in inputs.items()}
 
 
+def _worker_device() -> Any:
+    """CUDA when Ray assigned this actor a GPU (``workers.num_gpus > 0``) and torch sees one,
+    else the CPU."""
+    import ray
+    import torch
+
+    if ray.is_initialized() and ray.get_gpu_ids() and torch.cuda.is_available():
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
 class WorkerStartError(RuntimeError):
     """A rollout worker could not start (a dead reward service, a bad env key, ...)."""
+
+
+def make_worker_env(config: Any, worker_index: int = 0) -> Any:
+    """One env as worker ``worker_index`` builds it: :func:`~evolve_envs.factory.make_env` on the
+    config's stack blocks (with the worker's ``env_overrides``; ``env.id`` is resolved there, as
+    for every other path), then the ``shaping`` block's
+    :class:`~evolve_envs.distrl.shaping.ModelSuccessBonus` when ``success_bonus > 0``.
+
+    Example:
+        >>> from evolve_envs.distrl.config import TrainConfig
+        >>> cfg = TrainConfig(env={"id": "evolve_envs/ReachPlace-v0"},
+        ...                   reward_model={"enable": False})
+        >>> env = make_worker_env(cfg)
+        >>> env.action_space.shape
+        (2,)
+        >>> env.close()
+    """
+    from evolve_envs.config import load_config
+    from evolve_envs.distrl.shaping import ModelSuccessBonus
+    from evolve_envs.factory import make_env
+
+    env = make_env(config.stack(worker_index))
+    shaping = config.shaping
+    if shaping.success_bonus > 0:
+        threshold = shaping.success_progress
+        if threshold is None:
+            rm = load_config({"env": config.env, "reward_model": config.reward_model}).reward_model
+            threshold = float(getattr(rm, "done_threshold", 0.95))
+        env = ModelSuccessBonus(env, shaping.success_bonus, threshold)
+    return env
 
 
 def policy_from_config(policy_cfg: Any, obs_space: Any, act_space: Any) -> Any:
@@ -212,7 +254,6 @@ class RolloutWorker:
         queue: Any = None,
     ) -> None:
         from evolve_envs.distrl.config import TrainConfig
-        from evolve_envs.factory import make_env
 
         self.cfg = config if isinstance(config, TrainConfig) else TrainConfig.model_validate(config)
         self.worker_id = int(worker_id)
@@ -224,12 +265,11 @@ class RolloutWorker:
 
             self.incarnation = ray.get(registry.hello.remote(self.worker_id, os.getpid()))
         self.rng = np.random.default_rng([self.cfg.run.seed, self.worker_id, self.incarnation])
-        stack = self.cfg.stack(self.worker_id)
         self.envs: list[Any] = []
         with contextlib.ExitStack() as undo:  # a failure closes the envs built so far
             undo.callback(self.close)
             for _ in range(self.cfg.workers.num_envs):
-                self.envs.append(make_env(stack))
+                self.envs.append(make_worker_env(self.cfg, self.worker_id))
             undo.pop_all()
         import torch
 
@@ -237,6 +277,8 @@ class RolloutWorker:
         self.policy = policy_from_config(
             self.cfg.policy, self.envs[0].observation_space, self.envs[0].action_space
         )
+        self.device = _worker_device()
+        self.policy.to(self.device)
         self.policy.eval()
         self.version = -1
         self.counts = {"pushed": 0, "dropped": 0, "env_steps": 0, "episodes": 0}
@@ -253,6 +295,23 @@ class RolloutWorker:
             "observation_space": env.observation_space,
             "action_space": env.action_space,
         }
+
+    def placement(self) -> dict[str, Any]:
+        """Where this worker runs: the Ray resources assigned to it and the policy's device.
+
+        Example (the plain class outside Ray: no resources, CPU):
+            >>> from evolve_envs.distrl.config import TrainConfig
+            >>> cfg = TrainConfig(env={"id": "evolve_envs/ReachPlace-v0"},
+            ...                   reward_model={"enable": False})
+            >>> w = RolloutWorker(cfg, 0); w.placement()["device"]; w.close()
+            'cpu'
+        """
+        import ray
+
+        resources: dict[str, float] = {}
+        if ray.is_initialized():
+            resources = dict(ray.get_runtime_context().get_assigned_resources())
+        return {"resources": resources, "device": str(self.device)}
 
     def _load(self, state_dict: Mapping[str, Any], version: int) -> None:
         self.policy.load_state_dict(state_dict)
@@ -471,6 +530,7 @@ def start_workers(
         max_restarts=cfg.workers.max_restarts,
         max_task_retries=-1,
         num_cpus=cfg.workers.num_cpus,
+        num_gpus=cfg.workers.num_gpus,
     )
     dumped = cfg.model_dump()
     workers = [actor_cls.remote(dumped, i, registry, queue) for i in range(n)]

@@ -1,5 +1,5 @@
 """Fixtures for the DistRL tests: one torch thread, and one local Ray instance for the session
-(2 CPUs, no dashboard, a small object store)."""
+(2 CPUs, 2 fake GPUs for resource accounting, no dashboard, a small object store)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ def ray_local() -> Iterator[object]:
         path = os.pathsep.join([str(ROOT), *[p for p in [os.environ.get("PYTHONPATH")] if p]])
         ray.init(
             num_cpus=2,
+            num_gpus=2,  # fake: nothing runs on them; the placement test checks Ray's accounting
             include_dashboard=False,
             object_store_memory=150 * 1024**2,
             runtime_env={"env_vars": {"PYTHONPATH": path}},

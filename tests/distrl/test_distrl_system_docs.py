@@ -16,6 +16,10 @@ MODULES = [
     "evolve_envs.distrl.async_trainer",
     "evolve_envs.distrl.grpo_trainer",
     "evolve_envs.distrl.train",
+    "evolve_envs.distrl.loop",
+    "evolve_envs.distrl.shaping",
+    "evolve_envs.distrl.evaluation",
+    "evolve_envs.distrl.transformer_policy",
 ]
 
 

@@ -1,0 +1,429 @@
+"""The one training loop every algorithm runs in: budget, logging, checkpoints, worker health.
+
+An algorithm is a small object with the :class:`Algorithm` methods; :func:`run_loop` owns
+everything around it, the same for all of them:
+
+* **Ray lifecycle** — it starts a :class:`~evolve_envs.distrl.worker.WeightRegistry`, a bounded
+  trajectory queue and the restartable rollout workers, builds the policy for their spaces, and
+  kills all of them at the end, whatever happens;
+* **budget** — ``run.minutes`` of wall-clock (from the first collection, after every worker has
+  built its envs) and ``run.max_updates``;
+* **checkpoints** — every ``run.checkpoint_every_s`` seconds *or* ``run.checkpoint_every_updates``
+  updates, and at the end, atomically (``checkpoint.pt``: the algorithm's ``state_dict`` plus the
+  config and the algorithm's name); ``--resume`` hands that state to ``load_state_dict``;
+* **worker health** — every second it looks at the workers' running calls (a collection loop that
+  raised stops the run with a checkpoint and :class:`WorkerFailedError`; a dead process is
+  restarted by Ray and counted in ``worker_restarts``), and an error inside ``collect`` is
+  reported the same way;
+* **logging** — a metrics row every ``run.log_every_s`` (CSV, TensorBoard, a progress bar on a
+  terminal or one line per row otherwise), the shared columns plus the algorithm's own;
+* **policy snapshots** — with ``run.snapshot_every_s`` a copy of the policy weights with the time
+  and env steps goes to ``snapshots/`` (for held-out learning curves, ``bench/d3``).
+
+A third algorithm is one new file: a class with these methods, registered in :data:`ALGORITHMS`.
+
+Example (the protocol, with a do-nothing algorithm and no Ray):
+    >>> class Idle:
+    ...     name = "idle"
+    ...     def setup(self, ctx): self.updates = 0
+    ...     def start(self): pass
+    ...     def collect(self): return []
+    ...     def update(self, trajectories, budget_fraction):
+    ...         self.updates += 1
+    ...         return UpdateResult(updates=1, samples=0)
+    ...     def counters(self): return {"updates": self.updates, "version": self.updates}
+    ...     def metrics(self): return {}
+    ...     def running_calls(self): return []
+    ...     def state_dict(self): return {"counters": self.counters()}
+    ...     def load_state_dict(self, state): self.updates = state["counters"]["updates"]
+    ...     def stop(self): pass
+    >>> isinstance(Idle(), Algorithm)
+    True
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TextIO, runtime_checkable
+
+from evolve_envs.distrl.checkpoint import save_checkpoint
+from evolve_envs.distrl.config import TrainConfig
+from evolve_envs.distrl.train_log import IntervalStats, TrainLog, format_row
+
+__all__ = [
+    "ALGORITHMS",
+    "Algorithm",
+    "Budget",
+    "TrainContext",
+    "UpdateResult",
+    "WorkerFailedError",
+    "check_worker_calls",
+    "get_from_workers",
+    "learner_device",
+    "make_algorithm",
+    "reserve_learner_gpus",
+    "run_loop",
+]
+
+
+class WorkerFailedError(RuntimeError):
+    """A rollout worker's call raised (not a crash Ray restarts): the run stops."""
+
+
+class Budget:
+    """The run's budget: wall-clock minutes and an optional update cap.
+
+    Example:
+        >>> b = Budget(minutes=1.0, max_updates=10, start_updates=4)
+        >>> b.done(updates=14), 0.0 <= b.fraction(updates=7) < 1.0
+        (True, True)
+    """
+
+    def __init__(self, minutes: float, max_updates: int | None, start_updates: int = 0) -> None:
+        self.t0 = time.monotonic()
+        self.seconds = minutes * 60.0
+        self.max_updates = max_updates
+        self.start_updates = start_updates
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    def fraction(self, updates: int) -> float:
+        """Share of the budget spent (the larger of time and updates)."""
+        frac = self.elapsed() / self.seconds
+        if self.max_updates:
+            frac = max(frac, (updates - self.start_updates) / self.max_updates)
+        return min(1.0, frac)
+
+    def done(self, updates: int) -> bool:
+        if self.max_updates is not None and updates - self.start_updates >= self.max_updates:
+            return True
+        return self.elapsed() >= self.seconds
+
+
+@dataclass
+class TrainContext:
+    """What the loop hands an algorithm in :meth:`Algorithm.setup`.
+
+    ``workers`` are the rollout-worker actor handles, ``registry`` the weight registry actor,
+    ``queue`` the bounded trajectory queue, ``policy`` the learner's policy (on ``device``),
+    ``spaces`` the env's ``observation_space`` / ``action_space``.
+    """
+
+    cfg: TrainConfig
+    workers: list[Any]
+    registry: Any
+    queue: Any
+    policy: Any
+    spaces: dict[str, Any]
+    device: Any = "cpu"
+
+
+@dataclass
+class UpdateResult:
+    """What one :meth:`Algorithm.update` did: optimizer steps and samples (trajectories or
+    steps) they used."""
+
+    updates: int = 0
+    samples: int = 0
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Algorithm(Protocol):
+    """A training algorithm run by :func:`run_loop`.
+
+    * ``name`` — recorded in checkpoints (a resume must use the same algorithm);
+    * ``setup(ctx)`` — build the learner state (optimizer, replay) for ``ctx.policy``;
+    * ``start()`` — begin collecting (publish the first weights, start worker loops);
+    * ``collect() -> trajectories`` — what arrived since the last call (may block, e.g. a
+      synchronous round, or return ``[]``);
+    * ``update(trajectories, budget_fraction) -> UpdateResult`` — learn from them (0 updates
+      allowed: the loop then sleeps a little);
+    * ``counters()`` — at least ``updates`` and ``version`` (the policy version workers act with);
+    * ``metrics()`` — the algorithm's own columns for the metrics row;
+    * ``running_calls()`` — worker calls that must not end before the stop (health check);
+    * ``state_dict()`` / ``load_state_dict(state)`` — everything a resume needs (must hold
+      ``counters``);
+    * ``stop()`` — ask the workers to stop and wait briefly.
+    """
+
+    name: str
+
+    def setup(self, ctx: TrainContext) -> None: ...
+    def start(self) -> None: ...
+    def collect(self) -> list[Any]: ...
+    def update(self, trajectories: list[Any], budget_fraction: float) -> UpdateResult: ...
+    def counters(self) -> dict[str, int]: ...
+    def metrics(self) -> dict[str, Any]: ...
+    def running_calls(self) -> list[Any]: ...
+    def state_dict(self) -> dict[str, Any]: ...
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+    def stop(self) -> None: ...
+
+
+def _distrl() -> Algorithm:
+    from evolve_envs.distrl.async_trainer import DistRL
+
+    return DistRL()
+
+
+def _grpo() -> Algorithm:
+    from evolve_envs.distrl.grpo_trainer import GRPO
+
+    return GRPO()
+
+
+#: ``algo`` name -> factory of a fresh :class:`Algorithm`.
+ALGORITHMS: dict[str, Callable[[], Algorithm]] = {"distrl": _distrl, "grpo": _grpo}
+
+
+def make_algorithm(name: str) -> Algorithm:
+    """A fresh algorithm by its config name (``distrl``, ``grpo``) or import path
+    (``package.module:ClassName``, a class with the :class:`Algorithm` methods).
+
+    Example:
+        >>> make_algorithm("grpo").name
+        'grpo'
+    """
+    if name in ALGORITHMS:
+        return ALGORITHMS[name]()
+    import importlib
+
+    module_name, _, attr = name.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ValueError(f"algo: cannot import {name!r} ({exc})") from exc
+    algo = cls()
+    if not isinstance(algo, Algorithm):
+        raise ValueError(f"algo: {name!r} does not have the Algorithm methods")
+    return algo
+
+
+def _worker_error(index: int, exc: BaseException) -> WorkerFailedError:
+    cause = getattr(exc, "cause", None) or exc
+    return WorkerFailedError(f"rollout worker {index} stopped: {type(cause).__name__}: {cause}")
+
+
+def check_worker_calls(calls: list[Any]) -> None:
+    """Raise :class:`WorkerFailedError` if one of the workers' running calls (worker ``i``'s at
+    index ``i``) ended before the stop; never blocks."""
+    import ray
+
+    if not calls:
+        return
+    finished, _ = ray.wait(calls, num_returns=len(calls), timeout=0)
+    for ref in finished:
+        try:
+            ray.get(ref)
+        except Exception as exc:  # noqa: BLE001 - re-raised with the worker named
+            raise _worker_error(calls.index(ref), exc) from exc
+        raise WorkerFailedError(f"rollout worker {calls.index(ref)} returned before the stop")
+
+
+def get_from_workers(calls: list[Any], owners: list[int]) -> list[Any]:
+    """``ray.get`` of worker calls (``owners[i]`` made ``calls[i]``); an error names the worker
+    as :class:`WorkerFailedError`. Calls on a process that died are retried by Ray."""
+    import ray
+
+    out = []
+    for ref, owner in zip(calls, owners, strict=True):
+        try:
+            out.append(ray.get(ref))
+        except Exception as exc:  # noqa: BLE001 - re-raised with the worker named
+            raise _worker_error(owner, exc) from exc
+    return out
+
+
+def reserve_learner_gpus(cfg: TrainConfig, timeout_s: float = 60.0) -> Any:
+    """A Ray placement group holding ``learner.num_gpus`` GPUs for the learner (the driver
+    process, which Ray does not schedule), so that workers asking for GPUs leave its share free;
+    None when ``num_gpus`` is 0. Remove it with ``ray.util.remove_placement_group``."""
+    import ray
+    from ray.util.placement_group import placement_group
+
+    if cfg.learner.num_gpus <= 0:
+        return None
+    pg = placement_group([{"GPU": float(cfg.learner.num_gpus)}], name="distrl-learner")
+    ready, _ = ray.wait([pg.ready()], timeout=timeout_s)
+    if not ready:
+        ray.util.remove_placement_group(pg)
+        raise RuntimeError(
+            f"learner.num_gpus={cfg.learner.num_gpus}: the Ray cluster cannot provide it "
+            f"(GPUs: {ray.cluster_resources().get('GPU', 0)})"
+        )
+    return pg
+
+
+def learner_device(cfg: TrainConfig) -> Any:
+    """The learner's torch device: CUDA when ``learner.num_gpus > 0`` and a GPU is visible."""
+    import torch
+
+    if cfg.learner.num_gpus > 0 and torch.cuda.is_available():
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
+def run_loop(
+    algo: Algorithm,
+    worker_cfg: TrainConfig,
+    cfg: TrainConfig,
+    run_dir: Path,
+    state: dict[str, Any] | None,
+    log: TextIO,
+    interactive: bool,
+) -> tuple[dict[str, int], dict[str, Any]]:
+    """Run ``algo`` until the budget is spent; ``worker_cfg`` is what workers build envs from
+    (the embedded service's URL filled in), ``cfg`` what checkpoints record. Returns (counters,
+    last metrics row)."""
+    import ray
+    import torch
+    from ray.util.queue import Queue
+    from tqdm.auto import tqdm
+
+    from evolve_envs.distrl.worker import WeightRegistry, policy_from_config, start_workers
+
+    torch.manual_seed(cfg.run.seed)
+    torch.set_num_threads(1)
+    registry = ray.remote(WeightRegistry).options(num_cpus=0).remote()
+    queue = Queue(maxsize=cfg.learner.queue_size, actor_options={"num_cpus": 0})
+    workers: list[Any] = []
+    tlog = TrainLog(run_dir, tensorboard=cfg.run.tensorboard)
+    bar = None
+    learner_pg = None
+    try:
+        learner_pg = reserve_learner_gpus(cfg)
+        workers = start_workers(worker_cfg, registry, queue)
+        spaces = ray.get(workers[0].ready.remote())
+        device = learner_device(cfg)
+        policy = policy_from_config(cfg.policy, spaces["observation_space"], spaces["action_space"])
+        policy.to(device)
+        algo.setup(TrainContext(cfg, workers, registry, queue, policy, spaces, device))
+        if state is not None:
+            algo.load_state_dict(state)
+
+        def checkpoint() -> None:
+            payload = {**algo.state_dict(), "config": cfg.model_dump(), "algo": algo.name}
+            save_checkpoint(run_dir, payload)
+
+        def updates() -> int:
+            return int(algo.counters()["updates"])
+
+        budget = Budget(cfg.run.minutes, cfg.run.max_updates, updates())
+        snapshots = _Snapshots(run_dir, cfg.run.snapshot_every_s, policy, budget)
+        algo.start()
+        stats = IntervalStats()
+        last_log = last_ckpt = last_check = time.monotonic()
+        ckpt_updates = updates()
+        last: dict[str, Any] = {}
+        bar = tqdm(total=round(budget.seconds), unit="s", desc=algo.name, disable=not interactive)
+
+        def write_row(now: float) -> dict[str, Any]:
+            row = _row(algo, stats, registry, budget, now - last_log)
+            tlog.add(updates(), row)
+            if interactive:
+                bar.n = min(bar.total, round(budget.elapsed()))
+                bar.set_postfix(updates=updates(), ret=row["return"])
+            else:
+                print(format_row(row), file=log, flush=True)
+            return row
+
+        snapshots.maybe(algo.counters())
+        while not budget.done(updates()):
+            try:
+                trajs = algo.collect()
+            except WorkerFailedError:
+                checkpoint()
+                raise
+            version = int(algo.counters()["version"])
+            for t in trajs:
+                stats.trajectory(t, version)
+            res = algo.update(trajs, budget.fraction(updates()))
+            stats.updates += res.updates
+            stats.samples += res.samples
+            if not res.updates and not trajs:
+                time.sleep(0.02)
+            now = time.monotonic()
+            if now - last_check >= 1.0:
+                last_check = now
+                try:
+                    check_worker_calls(algo.running_calls())
+                except WorkerFailedError:
+                    checkpoint()
+                    raise
+            snapshots.maybe(algo.counters())
+            if now - last_log >= cfg.run.log_every_s:
+                last = write_row(now)
+                stats, last_log = IntervalStats(), now
+            every = cfg.run.checkpoint_every_updates
+            if now - last_ckpt >= cfg.run.checkpoint_every_s or (
+                every and updates() - ckpt_updates >= every
+            ):
+                checkpoint()
+                last_ckpt, ckpt_updates = now, updates()
+        algo.stop()
+        if stats.trajectories or stats.updates or not last:
+            last = write_row(time.monotonic())
+        snapshots.maybe(algo.counters(), force=True)
+        checkpoint()
+        return algo.counters(), last
+    finally:
+        if bar is not None:
+            bar.close()
+        tlog.close()
+        for w in workers:
+            ray.kill(w, no_restart=True)
+        ray.kill(registry)
+        queue.shutdown()
+        if learner_pg is not None:
+            ray.util.remove_placement_group(learner_pg)
+
+
+class _Snapshots:
+    """Policy weights every ``every_s`` seconds under ``run_dir/snapshots/`` (None: off)."""
+
+    def __init__(self, run_dir: Path, every_s: float | None, policy: Any, budget: Budget) -> None:
+        self.dir = run_dir / "snapshots"
+        self.every_s = every_s
+        self.policy = policy
+        self.budget = budget
+        self.next_s = 0.0
+
+    def maybe(self, counters: dict[str, int], force: bool = False) -> None:
+        import torch
+
+        if self.every_s is None:
+            return
+        t = self.budget.elapsed()
+        if not force and t < self.next_s:
+            return
+        self.next_s = t + self.every_s
+        self.dir.mkdir(parents=True, exist_ok=True)
+        sd = {k: v.detach().cpu().clone() for k, v in self.policy.state_dict().items()}
+        payload = {"policy": sd, "time_s": t, "counters": dict(counters)}
+        torch.save(payload, self.dir / f"{int(counters['updates']):08d}-{t:08.1f}.pt")
+
+
+def _row(
+    algo: Algorithm, stats: IntervalStats, registry: Any, budget: Budget, elapsed: float
+) -> dict[str, Any]:
+    import ray
+
+    per_worker = ray.get(registry.workers.remote(), timeout=30)
+    counters = algo.counters()
+    row: dict[str, Any] = {
+        "time_s": round(budget.elapsed(), 2),
+        "updates_total": counters["updates"],
+        "version": counters["version"],
+        **stats.row(elapsed),
+        "dropped": sum(w.get("dropped", 0) for w in per_worker.values()),
+        "worker_restarts": sum(max(0, w.get("incarnations", 1) - 1) for w in per_worker.values()),
+    }
+    row.update(algo.metrics())
+    row.setdefault("queue_depth", 0)
+    row.setdefault("buffer_fill", float("nan"))
+    return row
