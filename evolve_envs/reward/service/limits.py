@@ -1,47 +1,200 @@
-"""The server's default limits, in one place (the CLI, `create_app` and the docs read them).
+"""The server's limits, in one place: :class:`ServiceLimits`.
+
+One settings object holds every limit with its default, its meaning, its command-line flag and
+its environment variable. Everything else reads it:
+
+* ``evolve-reward-server``'s flags are generated from it (:func:`add_limit_arguments`; ``--help``
+  shows each default), and a flag beats the environment, which beats the default;
+* :func:`~evolve_envs.reward.service.app.create_app` and the per-request checks take their
+  defaults from it (:data:`DEFAULT_LIMITS`), and so does the connection layer;
+* the Ray Serve application accepts every field as an argument (``build_app``), with the same
+  environment overrides applied on each replica;
+* the limits table in ``evolve_envs/reward/service/README.md`` is :func:`markdown_table` (a
+  test checks it).
+
+Environment variables carry one prefix, ``EVOLVE_REWARD_``, then the field name in capitals, in
+the field's own unit: ``EVOLVE_REWARD_MAX_FRAMES=256``, ``EVOLVE_REWARD_MAX_BODY_BYTES=16777216``.
 
 Example:
-    >>> DEFAULT_LIMITS["max_frames"]
-    1024
+    >>> ServiceLimits().max_frames, DEFAULT_LIMITS["max_frames"]
+    (1024, 1024)
+    >>> ServiceLimits.from_env({"EVOLVE_REWARD_MAX_FRAMES": "256"}).max_frames
+    256
+    >>> ServiceLimits(max_frames=0)
+    Traceback (most recent call last):
+    ...
+    pydantic_core._pydantic_core.ValidationError: 1 validation error for ServiceLimits
+    ...
 """
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_LIMITS"]
+import argparse
+import os
+from collections.abc import Mapping
+from typing import Any
 
-DEFAULT_LIMITS: dict[str, int] = {
-    "max_body_bytes": 64 * 1024 * 1024,
-    # A decoded body (pickle or JSON), counted through shared references (a pickle's memo lets
-    # 2 KB describe 10^40 paths): values, keys and containers; nesting levels. Its str/bytes
-    # characters count against max_body_bytes likewise (`evolve_envs.reward.protocol.body_budget`).
-    "max_body_nodes": 100_000,
-    "max_body_depth": 64,
-    "max_frames": 1024,
-    "max_image_side": 4096,
-    "max_video_frames": 10000,
-    # Decoded pixels per request, charged from image headers before decoding (JPEGs count at
-    # their DCT-reduced size): 1,024 frames of 512x512.
-    "max_request_pixels": 1024 * 512 * 512,
-    # Memory one image's decoding may take at its peak, estimated from its header (a 4096x4096
-    # RGB PNG takes 65 MiB in Pillow; a JPEG is decoded DCT-reduced), and one /score video frame
-    # (width x height x 3). Images are decoded one at a time.
-    "max_image_decode_bytes": 32 * 1024 * 1024,
-    # /score caller knobs: frames sampled per video, pixels per sampled frame.
-    "max_nframes": 128,
-    # /score decoding work: frames x width x height of the whole video (2^31: e.g. 2,300 frames
-    # of 1280x720, or 128 of 4096x4096)
-    "max_video_decode_pixels": 2**31,
-    "max_video_pixels": 4 * 448 * 448,
-    # characters in a task or prompt (tokenising is the caller's cost too)
-    "max_text_chars": 8192,
-    # connections (evolve-reward-server): a request's headers must arrive within
-    # header_timeout_s of its first byte (or of the connection's opening), the whole request
-    # within read_timeout_s
-    "header_timeout_s": 10,
-    "read_timeout_s": 60,
-    # open connections: at most this many, and never more than RLIMIT_NOFILE leaves after
-    # `connection_fd_headroom` descriptors for the process itself (`connections.connection_cap`)
-    "max_connections": 512,
-    "connection_fd_headroom": 64,
-    "max_concurrent_requests": 256,
-}
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "ServiceLimits",
+    "DEFAULT_LIMITS",
+    "ENV_PREFIX",
+    "APP_LIMITS",
+    "CONNECTION_LIMITS",
+    "add_limit_arguments",
+    "limits_from_args",
+    "markdown_table",
+]
+
+ENV_PREFIX = "EVOLVE_REWARD_"
+MIB = 2**20
+
+
+def _limit(default: float, what: str, *, flag: str | None = None, scale: float = 1, unit: str = ""):
+    """A limit field: ``what`` it bounds (and how the server answers past it), its flag (default
+    ``--<name>``) and the flag's unit (the flag's value times ``scale`` is the field's)."""
+    return Field(default, ge=1, description=what, json_schema_extra={
+        "flag": flag, "scale": scale, "unit": unit,
+    })  # fmt: skip
+
+
+class ServiceLimits(BaseModel):
+    """Every limit of the reward service (see the module docstring)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_body_bytes: int = _limit(
+        64 * MIB, "request body (413)", flag="--max-body-mb", scale=MIB, unit="MiB"
+    )
+    max_body_nodes: int = _limit(
+        100_000,
+        "decoded body (pickle or JSON): values, keys and containers, shared references counted "
+        "each time they are reached (413 naming the field; a field that refers to itself 422); "
+        "its strings' and bytes' characters count against the body limit likewise",
+    )
+    max_body_depth: int = _limit(64, "decoded body: nesting levels (413)")
+    max_frames: int = _limit(1024, "frames / reference frames / pickle images per request (413)")
+    max_image_side: int = _limit(4096, "image or video frame side, pixels (413)")
+    max_request_pixels: int = _limit(
+        1024 * 512 * 512,
+        "decoded pixels per request, summed over its images (from the headers, before decoding; "
+        "JPEGs at their DCT-reduced size) (413)",
+        flag="--max-request-mpix", scale=1e6, unit="M",
+    )  # fmt: skip
+    max_image_decode_bytes: int = _limit(
+        32 * MIB,
+        "memory one image's decoding takes, from its header (PNG IHDR size and mode, JPEG SOF; "
+        "a `/score` frame as width x height x 3); a 4,096² RGB PNG needs 65 MiB (413)",
+        flag="--max-image-decode-mb", scale=MIB, unit="MiB",
+    )  # fmt: skip
+    max_video_frames: int = _limit(10_000, "`/score`: frames in the video (413)")
+    max_nframes: int = _limit(128, "`/score`: frames a request may sample (`nframes`) (422)")
+    max_video_pixels: int = _limit(
+        4 * 448 * 448, "`/score`: pixels per sampled frame a request may ask for (`max_pixels`)"
+    )
+    max_video_decode_pixels: int = _limit(
+        2**31,
+        "`/score` decoding work: frames x width x height of the whole video (e.g. 2,300 frames "
+        "of 720p) (413)",
+        flag="--max-video-decode-mpix", scale=1e6, unit="M",
+    )  # fmt: skip
+    max_text_chars: int = _limit(8192, "task or prompt length, characters (valid Unicode) (422)")
+    header_timeout_s: float = _limit(
+        10,
+        "seconds for a request's headers to arrive, from its first byte or the connection's "
+        "opening (then 408 and close)",
+    )
+    read_timeout_s: float = _limit(
+        60, "seconds for a whole request (headers and body) to arrive (then 408 and close)"
+    )
+    max_connections: int = _limit(
+        512,
+        "open connections, and never more than `RLIMIT_NOFILE` minus the headroom; at the cap a "
+        "connection without a request in progress makes room (the oldest with unfinished "
+        "headers, else the one idle longest); only when all are busy is a new one refused (503)",
+    )
+    connection_fd_headroom: int = _limit(
+        64, "file descriptors kept free of connections for the process itself"
+    )
+    max_concurrent_requests: int = _limit(
+        256, "requests handled at once; more get 503 with `Retry-After`"
+    )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> ServiceLimits:
+        """The defaults, with ``EVOLVE_REWARD_<FIELD>`` variables applied, then ``overrides``."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for name in cls.model_fields:
+            text = environ.get(ENV_PREFIX + name.upper())
+            if text is not None and text.strip():
+                values[name] = text.strip()
+        return cls(**{**values, **overrides})
+
+    def app_kwargs(self) -> dict[str, Any]:
+        """The limits ``create_app`` takes (all but the connection layer's)."""
+        return {k: v for k, v in self.model_dump().items() if k in APP_LIMITS}
+
+
+#: The defaults, by field name (what the request checks and ``create_app`` default to).
+DEFAULT_LIMITS: dict[str, Any] = ServiceLimits().model_dump()
+#: The limits the uvicorn connection layer enforces (``evolve-reward-server`` only).
+CONNECTION_LIMITS = ("header_timeout_s", "read_timeout_s", "max_connections",
+                     "connection_fd_headroom")  # fmt: skip
+#: The limits the app enforces (``create_app`` and the Ray Serve application take them).
+APP_LIMITS = tuple(n for n in ServiceLimits.model_fields if n not in CONNECTION_LIMITS)
+
+
+def _flag(name: str) -> tuple[str, float, str]:
+    extra = ServiceLimits.model_fields[name].json_schema_extra or {}
+    assert isinstance(extra, dict)
+    flag = extra.get("flag") or "--" + name.replace("_", "-")
+    return str(flag), float(extra.get("scale") or 1), str(extra.get("unit") or "")
+
+
+def _shown(value: float, scale: float) -> str:
+    shown = value / scale
+    return f"{int(shown):,}" if shown == int(shown) else f"{shown:,.6g}"
+
+
+def add_limit_arguments(parser: argparse.ArgumentParser, defaults: ServiceLimits) -> None:
+    """One flag per limit, defaulting to ``defaults`` (the environment's values)."""
+    group = parser.add_argument_group(
+        "limits", f"each also settable as {ENV_PREFIX}<NAME> in the field's unit"
+    )
+    for name, field in ServiceLimits.model_fields.items():
+        flag, scale, unit = _flag(name)
+        value = getattr(defaults, name)
+        kind = float if scale != 1 or field.annotation is float else int
+        group.add_argument(
+            flag,
+            dest=name,
+            type=kind,
+            default=value / scale if scale != 1 else value,
+            metavar=unit or "N",
+            help=f"{field.description} (default {_shown(value, scale)}{' ' + unit if unit else ''}"
+            f"; ${ENV_PREFIX}{name.upper()})",
+        )
+
+
+def limits_from_args(args: argparse.Namespace) -> ServiceLimits:
+    """The :class:`ServiceLimits` that :func:`add_limit_arguments`' flags were given."""
+    values = {}
+    for name in ServiceLimits.model_fields:
+        _, scale, _ = _flag(name)
+        raw = getattr(args, name)
+        values[name] = raw * scale if scale != 1 else raw
+    kinds = {n: f.annotation for n, f in ServiceLimits.model_fields.items()}
+    return ServiceLimits(**{n: int(v) if kinds[n] is int else v for n, v in values.items()})
+
+
+def markdown_table() -> str:
+    """The docs table of the limits: what each bounds, its default, its flag and variable."""
+    rows = ["| limit | default | flag | environment |", "|---|---|---|---|"]
+    for name, field in ServiceLimits.model_fields.items():
+        flag, scale, unit = _flag(name)
+        default = _shown(field.default, scale) + (f" {unit}" if unit else "")
+        env = f"{ENV_PREFIX}{name.upper()}"
+        rows.append(f"| {field.description} | {default} | `{flag}` | `{env}` |")
+    return "\n".join(rows) + "\n"

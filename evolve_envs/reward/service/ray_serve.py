@@ -26,27 +26,17 @@ import httpx
 from ray import serve
 from ray.serve import Application
 
+from evolve_envs.reward.service.limits import APP_LIMITS, ServiceLimits
+
 __all__ = ["RewardDeployment", "build_app", "deployment_options", "DEFAULT_APP_NAME"]
 
 DEFAULT_APP_NAME = "reward"
 
 #: keyword arguments of `create_app` that the Serve config may set (besides the backend).
 APP_KEYS = (
+    *APP_LIMITS,
     "token",
-    "max_body_bytes",
-    "max_frames",
-    "max_image_side",
-    "max_video_frames",
-    "max_request_pixels",
-    "max_nframes",
-    "max_video_pixels",
-    "max_video_decode_pixels",
     "video_dirs",
-    "max_text_chars",
-    "max_body_nodes",
-    "max_body_depth",
-    "max_image_decode_bytes",
-    "max_concurrent_requests",
     "allowed_hosts",
     "batch_window_ms",
     "max_batch_window_ms",
@@ -139,6 +129,9 @@ def build_app(args: Mapping[str, Any]) -> Application:
     backend = args.pop("backend")
     backend_kwargs = args.pop("backend_kwargs", None) or {}
     app_kwargs = {k: args.pop(k) for k in APP_KEYS if k in args}
+    limits = {k: app_kwargs.pop(k) for k in APP_LIMITS if k in app_kwargs}
+    # the limits: the arguments, else EVOLVE_REWARD_<NAME> where the app is built, else defaults
+    app_kwargs.update(ServiceLimits.from_env(**limits).app_kwargs())
     opts = deployment_options(
         replicas=args.pop("replicas", 1),
         num_gpus=args.pop("num_gpus", 0.0),

@@ -39,7 +39,11 @@ from typing import Any
 from evolve_envs.reward.service.backends import BACKENDS
 from evolve_envs.reward.service.backends.base import CKPT_ENV
 from evolve_envs.reward.service.batching import MAX_WINDOW_S
-from evolve_envs.reward.service.limits import DEFAULT_LIMITS
+from evolve_envs.reward.service.limits import (
+    ServiceLimits,
+    add_limit_arguments,
+    limits_from_args,
+)
 
 __all__ = ["main", "build_parser", "TOKEN_ENV", "MOCK_DEFAULTS"]
 
@@ -72,35 +76,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--ckpt-path", default=None, help=f"model path (default ${CKPT_ENV})")
     p.add_argument("--token", default=None, help=f"bearer token (default ${TOKEN_ENV})")
-    p.add_argument("--max-body-mb", type=float, default=64.0, help="request body limit (MiB)")
-    p.add_argument("--max-frames", type=int, default=1024, help="frames per request limit")
-    p.add_argument("--max-image-side", type=int, default=4096, help="image side limit (pixels)")
-    p.add_argument(
-        "--max-request-mpix",
-        type=float,
-        default=DEFAULT_LIMITS["max_request_pixels"] / 1e6,
-        help="decoded pixels per request limit, millions (default 268.4: 1,024 frames of 512x512)",
-    )
-    p.add_argument(
-        "--max-image-decode-mb",
-        type=float,
-        default=DEFAULT_LIMITS["max_image_decode_bytes"] / 2**20,
-        help="memory one image's (or /score video frame's) decoding may take, estimated from "
-        "its header before decoding (MiB, default 32)",
-    )
-    p.add_argument(
-        "--max-body-nodes",
-        type=int,
-        default=DEFAULT_LIMITS["max_body_nodes"],
-        help="values, keys and containers of a decoded pickle or JSON body, shared references "
-        "counted each time they are reached (default 100000)",
-    )
-    p.add_argument(
-        "--max-body-depth",
-        type=int,
-        default=DEFAULT_LIMITS["max_body_depth"],
-        help="nesting levels of a decoded pickle or JSON body (default 64)",
-    )
     p.add_argument(
         "--video-dir",
         action="append",
@@ -108,50 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="allow /score video_path files inside DIR (repeatable; default: path mode off)",
     )
-    p.add_argument(
-        "--max-nframes",
-        type=int,
-        default=DEFAULT_LIMITS["max_nframes"],
-        help="most frames a /score request may sample (default 128)",
-    )
-    p.add_argument(
-        "--max-video-decode-mpix",
-        type=float,
-        default=DEFAULT_LIMITS["max_video_decode_pixels"] / 1e6,
-        help="/score: most frames x width x height decoded per video, millions (default 2147)",
-    )
-    p.add_argument(
-        "--header-timeout-s",
-        type=float,
-        default=DEFAULT_LIMITS["header_timeout_s"],
-        help="seconds a request's headers may take to arrive before 408 (default 10)",
-    )
-    p.add_argument(
-        "--read-timeout-s",
-        type=float,
-        default=DEFAULT_LIMITS["read_timeout_s"],
-        help="seconds a request may take to arrive (headers and body) before 408 (default 60)",
-    )
-    p.add_argument(
-        "--max-connections",
-        type=int,
-        default=DEFAULT_LIMITS["max_connections"],
-        help="open connections (default 512, and at most RLIMIT_NOFILE minus "
-        "--connection-fd-headroom); at the cap, the connection idle longest without a request "
-        "in progress is closed for a new one, else the new one gets 503",
-    )
-    p.add_argument(
-        "--connection-fd-headroom",
-        type=int,
-        default=DEFAULT_LIMITS["connection_fd_headroom"],
-        help="file descriptors kept free of connections for the process itself (default 64)",
-    )
-    p.add_argument(
-        "--max-concurrent-requests",
-        type=int,
-        default=DEFAULT_LIMITS["max_concurrent_requests"],
-        help="requests handled at once; more get 503 with Retry-After (default 256)",
-    )
+    add_limit_arguments(p, ServiceLimits.from_env())
     p.add_argument(
         "--batch-window-ms",
         type=float,
@@ -415,7 +347,8 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         )
         return 2
     app = create_app(backend, **_app_kwargs(args, token))
-    max_connections = connection_cap(args.max_connections, args.connection_fd_headroom)
+    limits = limits_from_args(args)
+    max_connections = connection_cap(limits.max_connections, limits.connection_fd_headroom)
     config = uvicorn.Config(
         app,
         host=args.host,
@@ -425,11 +358,11 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         timeout_keep_alive=65,
         lifespan="on",
         http=bounded_h11_protocol(
-            read_timeout_s=args.read_timeout_s,
-            header_timeout_s=args.header_timeout_s,
+            read_timeout_s=limits.read_timeout_s,
+            header_timeout_s=limits.header_timeout_s,
             max_connections=max_connections,
         ),
-        backlog=listen_backlog(max_connections, args.connection_fd_headroom),
+        backlog=listen_backlog(max_connections, limits.connection_fd_headroom),
     )
     host, port = sock.getsockname()[:2]
     where = f"http://{f'[{host}]' if ':' in host else host}:{port}"
@@ -459,17 +392,8 @@ def _app_kwargs(args: argparse.Namespace, token: str | None) -> dict[str, Any]:
     for both engines."""
     return {
         "token": token,
-        "max_body_bytes": int(args.max_body_mb * 1024 * 1024),
-        "max_frames": args.max_frames,
-        "max_image_side": args.max_image_side,
-        "max_request_pixels": int(args.max_request_mpix * 1e6),
-        "max_image_decode_bytes": int(args.max_image_decode_mb * 2**20),
-        "max_body_nodes": args.max_body_nodes,
-        "max_body_depth": args.max_body_depth,
-        "max_nframes": args.max_nframes,
-        "max_video_decode_pixels": int(args.max_video_decode_mpix * 1e6),
+        **limits_from_args(args).app_kwargs(),
         "video_dirs": list(args.video_dir),
-        "max_concurrent_requests": args.max_concurrent_requests,
         "batch_window_ms": args.batch_window_ms,
         "max_batch_window_ms": args.max_batch_window_ms,
         "enable_faults": args.enable_fault_injection,
