@@ -38,27 +38,17 @@ from _common import machine_note, percentile, print_table, scene_frames
 from PIL import Image
 
 from evolve_envs.reward.service.embedded import EmbeddedService
-from tests.fuzz.harness import JSON, FuzzServer
+from tests.fuzz.harness import JSON, FuzzServer, peak_rss_mb, reset_peak_rss
 from tests.fuzz.hostile import HOSTILE, png_bytes, tiny_mp4
 
 MB = 1024 * 1024
 
 
-def _status_kb(pid: int, key: str) -> int:
-    with open(f"/proc/{pid}/status") as fh:
-        for line in fh:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    raise KeyError(key)
-
-
 def peak_growth_mb(pid: int, send) -> tuple[float, int]:  # noqa: ANN001
     """Reset the peak-RSS mark, run `send()`, return (VmHWM - VmRSS before) in MB, status."""
-    with open(f"/proc/{pid}/clear_refs", "w") as fh:
-        fh.write("5")
-    before = _status_kb(pid, "VmRSS")
+    before = reset_peak_rss(pid)
     status = send()
-    return (_status_kb(pid, "VmHWM") - before) / 1024.0, status
+    return peak_rss_mb(pid) - before, status
 
 
 def jpeg_b64(frame: np.ndarray, quality: int = 85) -> str:
