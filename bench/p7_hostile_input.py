@@ -38,7 +38,7 @@ from _common import machine_note, percentile, print_table, scene_frames
 from PIL import Image
 
 from evolve_envs.reward.service.embedded import EmbeddedService
-from tests.fuzz.harness import JSON, FuzzServer, peak_rss_mb, reset_peak_rss
+from tests.fuzz.harness import JSON, FuzzServer, peak_rss_mb, reset_peak_rss, rss_mb
 from tests.fuzz.hostile import HOSTILE, png_bytes, tiny_mp4
 
 MB = 1024 * 1024
@@ -123,7 +123,7 @@ def memory_part(quick: bool) -> list[dict]:
                     "<= 64 MB": "yes" if max(growths) <= 64 else "NO",
                 }
             )
-        after = round(_status_kb(svc.pid, "VmRSS") / 1024, 1)
+        after = round(rss_mb(svc.pid), 1)
         rows.append(
             {
                 "request": "(server RSS after all, MB)",

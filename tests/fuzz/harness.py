@@ -106,11 +106,16 @@ def _status_kb(pid: int, key: str) -> int:
     raise KeyError(key)
 
 
+def rss_mb(pid: int) -> float:
+    """`pid`'s resident memory now (`VmRSS`), in MB."""
+    return _status_kb(pid, "VmRSS") / 1024.0
+
+
 def reset_peak_rss(pid: int) -> float:
     """Reset `pid`'s peak-RSS mark (`/proc/PID/clear_refs` <- 5); its RSS now, in MB."""
     with open(f"/proc/{pid}/clear_refs", "w") as fh:
         fh.write("5")
-    return _status_kb(pid, "VmRSS") / 1024.0
+    return rss_mb(pid)
 
 
 def peak_rss_mb(pid: int) -> float:
