@@ -309,8 +309,9 @@ class RolloutWorker:
         import ray
 
         resources: dict[str, float] = {}
-        if ray.is_initialized():
-            resources = dict(ray.get_runtime_context().get_assigned_resources())
+        context = ray.get_runtime_context() if ray.is_initialized() else None
+        if context is not None and context.get_actor_id() is not None:  # inside a Ray actor
+            resources = dict(context.get_assigned_resources())
         return {"resources": resources, "device": str(self.device)}
 
     def _load(self, state_dict: Mapping[str, Any], version: int) -> None:
