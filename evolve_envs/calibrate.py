@@ -537,23 +537,27 @@ def _markdown(report: dict[str, Any], plots: list[str]) -> str:
 
 
 def _ranking(report: dict[str, Any]) -> list[str]:
-    """One line ranking the services by VOC and by done precision (with two or more)."""
+    """One line ranking the services by VOC, done precision, done recall (higher first) and
+    latency p50 (lower first), with two or more services."""
     services = report["services"]
     if len(services) < 2:
         return []
     parts = []
-    for label, get in (
-        ("VOC", lambda m: m["voc"]),
-        ("done precision", lambda m: m["done"]["precision"]),
+    for label, get, higher_first in (
+        ("VOC", lambda m: m["voc"], True),
+        ("done precision", lambda m: m["done"]["precision"], True),
+        ("done recall", lambda m: m["done"]["recall"], True),
+        ("latency p50 (s)", lambda m: m["latency_p50_s"], False),
     ):
         vals = {n: get(svc["overall"]) for n, svc in services.items()}
         defined = {n: v for n, v in vals.items() if v is not None and not math.isnan(v)}
         if not defined:
             continue
-        order = sorted(defined, key=lambda n: -defined[n])
+        order = sorted(defined, key=lambda n: -defined[n] if higher_first else defined[n])
         text = f"`{order[0]}` ({_fmt(defined[order[0]])})"
         for prev, name in zip(order, order[1:], strict=False):
-            text += f" {'=' if defined[name] == defined[prev] else '>'} `{name}` "
+            better = ">" if higher_first else "<"
+            text += f" {'=' if defined[name] == defined[prev] else better} `{name}` "
             text += f"({_fmt(defined[name])})"
         undefined = [n for n in vals if n not in defined]
         if undefined:

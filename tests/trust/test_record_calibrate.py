@@ -277,6 +277,8 @@ def test_report_files(report: dict, tmp_path: Path) -> None:
     (ranking,) = [line for line in md.splitlines() if line.startswith("Ranking")]
     assert ranking.startswith("Ranking, best first — by VOC: `mock:reach_place` (1.000) > ")
     assert "by done precision: `mock:reach_place` (1.000) > " in ranking
+    assert "by done recall: `mock:reach_place` (1.000)" in ranking
+    assert "by latency p50 (s): `" in ranking  # fastest first, for the trade-off
     assert "No episode here succeeded" not in md
 
 
