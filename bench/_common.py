@@ -325,9 +325,10 @@ def closed_loop(
     request, wait for the answer, send the next. ``make_call(i, stack)`` runs in thread ``i``
     before the clock starts (open connections there; register cleanups on ``stack``) and returns
     ``call(k) -> ok`` for the thread's ``k``-th request. After ``settle_s`` of load the window
-    opens for ``seconds``: a request counts when it *started and ended* inside the window, its
-    latency timed around ``call``. ``snapshot()`` (server counters, endpoint stats) is taken as
-    the window opens and closes.
+    opens for ``seconds``: a request counts when it *ends* inside the window (the rate is the
+    completions per second of the window, which stays right when one request takes a good part
+    of the window), its latency timed around ``call``. ``snapshot()`` (server counters,
+    endpoint stats) is taken as the window opens and closes.
 
     >>> r = closed_loop(lambda i, stack: (lambda k: True), clients=2, seconds=0.05,
     ...                 settle_s=0.0)
@@ -350,7 +351,7 @@ def closed_loop(
                 ok = call(k)
                 t1 = time.perf_counter()
                 start = window.get("start")
-                if start is not None and t0 >= start and not stop.is_set():
+                if start is not None and t1 >= start and not stop.is_set():
                     if ok:
                         latencies[i].append(t1 - t0)
                     else:
