@@ -1,10 +1,15 @@
-"""Helpers shared by the reward service tests (painted frames, encoders)."""
+"""Helpers shared by the reward service tests (painted frames, encoders, waiting for a server
+process)."""
 
 from __future__ import annotations
 
 import base64
 import io
+import subprocess
+import time
+from pathlib import Path
 
+import httpx
 import numpy as np
 from PIL import Image
 
@@ -62,3 +67,20 @@ def assert_json_error(resp, status: int) -> dict:  # noqa: ANN001
     body = resp.json()
     assert isinstance(body["error"], str) and body["error"], body
     return body
+
+
+def wait_until_serving(
+    url: str, proc: subprocess.Popen, log: Path, timeout_s: float, interval_s: float = 0.1
+) -> None:
+    """Poll ``GET url`` until it answers 200 (at most ``timeout_s``); fail with the tail of the
+    process's ``log`` as soon as the process has exited."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=1, trust_env=False).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert proc.poll() is None, log.read_text()[-3000:]
+        time.sleep(interval_s)
+    raise AssertionError(f"{url} did not answer within {timeout_s} s:\n{log.read_text()[-3000:]}")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -23,7 +22,7 @@ from evolve_envs.reward.service.limits import (
 )
 from evolve_envs.reward.service.server import build_parser
 from evolve_envs.reward.service.service_state import RequestLimits
-from tests.service.svc_helpers import free_port, painted_b64
+from tests.service.svc_helpers import free_port, painted_b64, wait_until_serving
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -75,13 +74,7 @@ def test_the_real_server_reads_the_environment(tmp_path: Path) -> None:
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(300):
-            try:
-                httpx.get(url + "/health", timeout=1).raise_for_status()
-                break
-            except httpx.HTTPError:
-                assert proc.poll() is None, (tmp_path / "server.log").read_text()
-                time.sleep(0.1)
+        wait_until_serving(url + "/health", proc, tmp_path / "server.log", timeout_s=30)
         frames = [painted_b64(10 * i) for i in range(3)]
         over = httpx.post(url + "/trajectory-critic", json={"task": "t", "frames": frames})
         assert over.status_code == 413 and "2" in over.json()["error"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import pytest
 from evolve_envs.reward.clients.endpoint_pool import EndpointPool
 from evolve_envs.reward.clients.progress_client import ProgressClient
 from evolve_envs.reward.service.embedded import EmbeddedService
-from tests.service.svc_helpers import free_port, painted, painted_b64
+from tests.service.svc_helpers import free_port, painted, painted_b64, wait_until_serving
 
 pytest.importorskip("openai")
 pytest.importorskip("uvicorn")
@@ -38,14 +37,7 @@ def chat_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(300):
-            try:
-                if httpx.get(base + "/v1/models", timeout=1, trust_env=False).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None, log.read_text()[-2000:]
-            time.sleep(0.05)
+        wait_until_serving(base + "/v1/models", proc, log, timeout_s=15, interval_s=0.05)
         yield base
     finally:
         proc.terminate()

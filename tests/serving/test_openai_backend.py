@@ -22,7 +22,7 @@ import pytest
 
 from evolve_envs.reward.service.backends.base import BackendError, CriticItem, DoneItem, VideoItem
 from evolve_envs.reward.service.embedded import EmbeddedService
-from tests.service.svc_helpers import painted, painted_b64
+from tests.service.svc_helpers import painted, painted_b64, wait_until_serving
 
 pytestmark = pytest.mark.slow
 
@@ -47,14 +47,7 @@ def chat_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(600):
-            try:
-                if httpx.get(base + "/v1/models", timeout=1, trust_env=False).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None, log.read_text()[-3000:]
-            time.sleep(0.1)
+        wait_until_serving(base + "/v1/models", proc, log, timeout_s=60)
         # One request alone first: the server loads the model on its first request, and two
         # first requests at once race in that load (an occasional 500).
         warm = {
