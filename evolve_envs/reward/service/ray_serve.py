@@ -101,10 +101,22 @@ def deployment_options(
     num_cpus: float = 1.0,
     autoscaling: Mapping[str, Any] | None = None,
     max_ongoing_requests: int = 64,
+    resources: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
-    """`Deployment.options(...)` for `replicas` fixed replicas or an `autoscaling` config."""
+    """`Deployment.options(...)` for `replicas` fixed replicas or an `autoscaling` config.
+
+    `resources` are custom Ray resources each replica asks for (e.g. `{"reward": 1}`): replicas
+    then run only on nodes started with them (`ray start --resources '{"reward": 1}'`).
+
+    Example:
+        >>> deployment_options(replicas=2, resources={"reward": 1})["ray_actor_options"]
+        {'num_gpus': 0.0, 'num_cpus': 1.0, 'resources': {'reward': 1.0}}
+    """
+    actor: dict[str, Any] = {"num_gpus": float(num_gpus), "num_cpus": float(num_cpus)}
+    if resources:
+        actor["resources"] = {str(k): float(v) for k, v in resources.items()}
     opts: dict[str, Any] = {
-        "ray_actor_options": {"num_gpus": float(num_gpus), "num_cpus": float(num_cpus)},
+        "ray_actor_options": actor,
         "max_ongoing_requests": int(max_ongoing_requests),
     }
     if autoscaling:
@@ -121,7 +133,8 @@ def build_app(args: Mapping[str, Any]) -> Application:
     """Serve application builder (the `import_path` of `evolve_envs/configs/serve/*.yaml`).
 
     `args`: `backend` (required), `backend_kwargs`, `replicas`, `num_gpus`, `num_cpus`,
-    `autoscaling` (Serve's autoscaling_config), `max_ongoing_requests`, and any of `APP_KEYS`.
+    `resources` (custom Ray resources per replica), `autoscaling` (Serve's autoscaling_config),
+    `max_ongoing_requests`, and any of `APP_KEYS`.
     """
     args = dict(args)
     if "backend" not in args:
@@ -138,6 +151,7 @@ def build_app(args: Mapping[str, Any]) -> Application:
         num_cpus=args.pop("num_cpus", 1.0),
         autoscaling=args.pop("autoscaling", None),
         max_ongoing_requests=args.pop("max_ongoing_requests", 64),
+        resources=args.pop("resources", None),
     )
     if args:
         raise ValueError(f"unknown Serve application arguments: {sorted(args)}")

@@ -126,6 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
     grp.add_argument("--num-gpus", type=float, default=0.0, help="GPUs per replica (default 0)")
     grp.add_argument("--num-cpus", type=float, default=1.0, help="CPUs per replica (default 1)")
     grp.add_argument(
+        "--resources",
+        default=None,
+        help="JSON custom Ray resources per replica, e.g. '{\"reward\": 1}': replicas run only on "
+        "nodes that have them",
+    )
+    grp.add_argument(
         "--autoscaling",
         default=None,
         help="JSON autoscaling_config (min_replicas, max_replicas, ...) instead of --replicas",
@@ -417,6 +423,14 @@ def _serve_on_ray(
             autoscaling = json.loads(args.autoscaling)
         except json.JSONDecodeError as exc:
             parser.error(f"--autoscaling is not valid JSON: {exc}")
+    resources = None
+    if args.resources:
+        try:
+            resources = json.loads(args.resources)
+        except json.JSONDecodeError as exc:
+            parser.error(f"--resources is not valid JSON: {exc}")
+        if not isinstance(resources, dict):
+            parser.error("--resources must be a JSON object, e.g. '{\"reward\": 1}'")
     import ray
     from ray import serve
 
@@ -428,6 +442,7 @@ def _serve_on_ray(
         "replicas": args.replicas,
         "num_gpus": args.num_gpus,
         "num_cpus": args.num_cpus,
+        "resources": resources,
         "autoscaling": autoscaling,
         **_app_kwargs(args, token),
     }
