@@ -64,6 +64,7 @@ def main() -> None:
         }
     )
     ray.init(
+        address="local",  # a new local Ray, never a cluster left running here
         num_cpus=2,
         include_dashboard=False,
         object_store_memory=150 * 1024**2,

@@ -49,6 +49,7 @@ def main() -> None:
     names = [f"{n} workers" for n in args.workers]
     rounds = Rounds(names, repeats=args.rounds)
     ray.init(
+        address="local",  # a new local Ray, never a cluster left running here
         num_cpus=2,
         include_dashboard=False,
         object_store_memory=150 * 1024**2,

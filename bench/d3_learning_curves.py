@@ -279,8 +279,9 @@ def main() -> None:
         import ray
 
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        ray.init(num_cpus=2, include_dashboard=False, object_store_memory=150 * 1024**2,
-                 runtime_env=ray_env(), log_to_driver=False)  # fmt: skip
+        ray.init(address="local", num_cpus=2, include_dashboard=False,
+                 object_store_memory=150 * 1024**2, runtime_env=ray_env(),
+                 log_to_driver=False)  # fmt: skip
         try:
             for seed in range(args.first_seed, args.first_seed + args.seeds):
                 k = seed % len(args.algos)

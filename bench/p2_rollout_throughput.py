@@ -250,7 +250,12 @@ def main() -> None:
 
             from evolve_envs.reward.service.ray_serve import build_app
 
-            ray.init(num_cpus=2, include_dashboard=False, object_store_memory=150 * 1024**2)
+            ray.init(
+                address="local",
+                num_cpus=2,
+                include_dashboard=False,
+                object_store_memory=150 * 1024**2,
+            )
             with socket.socket() as sock:
                 sock.bind(("127.0.0.1", 0))
                 port = sock.getsockname()[1]

@@ -117,7 +117,9 @@ def main() -> None:
     kwargs = {"rule": "intensity", "latency_ms": lat}
     extra = ["--batch-window-ms", str(args.batch_window_ms)]
     services = [EmbeddedService("mock", kwargs, extra_args=extra) for _ in range(max(sizes))]
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=150 * 1024**2)
+    ray.init(
+        address="local", num_cpus=2, include_dashboard=False, object_store_memory=150 * 1024**2
+    )
     deployed = {"n": 0}
     try:
         for svc in services:

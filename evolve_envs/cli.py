@@ -213,6 +213,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 
 def _train(args: argparse.Namespace) -> int:
     from evolve_envs.distrl.async_trainer import WorkerFailedError
+    from evolve_envs.distrl.placement import PlacementError
     from evolve_envs.distrl.train import TrainOptions, _effective_config, _run_dir, run_train
     from evolve_envs.distrl.worker import WorkerStartError
 
@@ -236,6 +237,8 @@ def _train(args: argparse.Namespace) -> int:
             res = run_train(opts)
     except WorkerStartError as exc:
         raise CliError(f"{exc} (details in {log_path})", ExitStatus.ERROR) from exc
+    except PlacementError as exc:
+        raise CliError(str(exc), ExitStatus.USAGE) from exc
     except WorkerFailedError as exc:
         raise CliError(f"{exc} (checkpoint written; fix the cause, then --resume the run "
                        f"directory; details in {log_path})", ExitStatus.ERROR) from exc  # fmt: skip

@@ -25,7 +25,7 @@ import importlib.resources
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -79,6 +79,16 @@ class WorkersConfig(BaseModel):
         "workers run the policy on CUDA when Ray gives them a GPU",
     )
     poll_every: int = Field(default=8, ge=1, description="steps between weight-version polls")
+    resources: dict[str, float] = Field(
+        default_factory=dict,
+        description="custom Ray resources per worker, e.g. {sim: 1}: workers run only on "
+        "nodes started with them (`ray start --resources '{\"sim\": 4}'`)",
+    )
+    scheduling: Literal["default", "spread"] = Field(
+        default="default",
+        description="'spread': Ray's SPREAD strategy places the workers across nodes; "
+        "'default': Ray packs them where resources are free",
+    )
 
 
 class ShapingConfig(BaseModel):
@@ -128,8 +138,21 @@ class LearnerConfig(BaseModel):
     num_gpus: float = Field(
         default=0.0,
         ge=0,
-        description="GPUs for the learner (the driver): > 0 puts the policy "
+        description="GPUs for the learner: > 0 puts the policy "
         "and optimizer on CUDA when one is visible",
+    )
+    placement: Literal["driver", "cluster"] = Field(
+        default="driver",
+        description="'driver': the learner runs in the process that started the run; "
+        "'cluster': it runs as a Ray task placed by num_cpus, num_gpus and resources",
+    )
+    num_cpus: float = Field(
+        default=1.0, ge=0, description="Ray CPUs the learner holds (placement: cluster)"
+    )
+    resources: dict[str, float] = Field(
+        default_factory=dict,
+        description="custom Ray resources the learner asks for (placement: cluster), "
+        "e.g. {learner: 1}",
     )
     lr: float = Field(default=3e-4, gt=0)
     max_grad_norm: float = Field(default=1.0, gt=0)
@@ -228,6 +251,12 @@ class RunConfig(BaseModel):
         default=None, gt=0, description="policy weights to snapshots/ this often (None: off)"
     )
     tensorboard: bool = True
+    head_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="seconds the Ray head (GCS) may be unreachable before the driver exits "
+        "with a one-line error; the last checkpoint resumes on a new cluster",
+    )
 
 
 class TrainConfig(BaseModel):

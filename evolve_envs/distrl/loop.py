@@ -51,6 +51,7 @@ from typing import Any, Protocol, TextIO, runtime_checkable
 
 from evolve_envs.distrl.checkpoint import save_checkpoint
 from evolve_envs.distrl.config import TrainConfig
+from evolve_envs.distrl.placement import on_this_node
 from evolve_envs.distrl.train_log import IntervalStats, TrainLog, format_row
 
 __all__ = [
@@ -246,8 +247,8 @@ def reserve_learner_gpus(cfg: TrainConfig, timeout_s: float = 60.0) -> Any:
     import ray
     from ray.util.placement_group import placement_group
 
-    if cfg.learner.num_gpus <= 0:
-        return None
+    if cfg.learner.num_gpus <= 0 or cfg.learner.placement == "cluster":
+        return None  # with placement: cluster the learner's own task holds its GPUs
     pg = placement_group([{"GPU": float(cfg.learner.num_gpus)}], name="distrl-learner")
     ready, _ = ray.wait([pg.ready()], timeout=timeout_s)
     if not ready:
@@ -289,8 +290,13 @@ def run_loop(
 
     torch.manual_seed(cfg.run.seed)
     torch.set_num_threads(1)
-    registry = ray.remote(WeightRegistry).options(num_cpus=0).remote()
-    queue = Queue(maxsize=cfg.learner.queue_size, actor_options={"num_cpus": 0})
+    # the registry and the queue live on the learner's node: losing another node never loses them
+    here = on_this_node()
+    registry = ray.remote(WeightRegistry).options(num_cpus=0, scheduling_strategy=here).remote()
+    queue = Queue(
+        maxsize=cfg.learner.queue_size,
+        actor_options={"num_cpus": 0, "scheduling_strategy": here},
+    )
     workers: list[Any] = []
     tlog = TrainLog(run_dir, tensorboard=cfg.run.tensorboard)
     bar = None
@@ -322,9 +328,13 @@ def run_loop(
         last: dict[str, Any] = {}
         bar = tqdm(total=round(budget.seconds), unit="s", desc=algo.name, disable=not interactive)
 
+        placement = _Placement(run_dir, registry, str(device))
+        placement.write()
+
         def write_row(now: float) -> dict[str, Any]:
-            row = _row(algo, stats, registry, budget, now - last_log)
+            row = _row(algo, stats, registry, budget, now - last_log, cfg.workers.num_envs)
             tlog.add(updates(), row)
+            placement.write()
             if interactive:
                 bar.n = min(bar.total, round(budget.elapsed()))
                 bar.set_postfix(updates=updates(), ret=row["return"])
@@ -368,6 +378,7 @@ def run_loop(
         algo.stop()
         if stats.trajectories or stats.updates or not last:
             last = write_row(time.monotonic())
+        placement.write()
         snapshots.maybe(algo.counters(), force=True)
         checkpoint()
         return algo.counters(), last
@@ -381,6 +392,30 @@ def run_loop(
         queue.shutdown()
         if learner_pg is not None:
             ray.util.remove_placement_group(learner_pg)
+
+
+class _Placement:
+    """``placement.json`` in the run directory: the learner's node and device, and for every
+    worker the node (and reward transport) of each incarnation; rewritten with every metrics
+    row, so a restart on another node shows while the run goes on."""
+
+    def __init__(self, run_dir: Path, registry: Any, device: str) -> None:
+        import ray
+
+        self.path = run_dir / "placement.json"
+        self.registry = registry
+        self.learner = {"node_id": ray.get_runtime_context().get_node_id(), "device": device}
+
+    def write(self) -> None:
+        import json
+
+        import ray
+
+        workers = ray.get(self.registry.placements.remote(), timeout=30)
+        data = {"learner": self.learner, "workers": {str(k): v for k, v in workers.items()}}
+        tmp = self.path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(data, indent=2))
+        tmp.replace(self.path)
 
 
 class _Snapshots:
@@ -409,7 +444,12 @@ class _Snapshots:
 
 
 def _row(
-    algo: Algorithm, stats: IntervalStats, registry: Any, budget: Budget, elapsed: float
+    algo: Algorithm,
+    stats: IntervalStats,
+    registry: Any,
+    budget: Budget,
+    elapsed: float,
+    num_envs: int,
 ) -> dict[str, Any]:
     import ray
 
@@ -423,6 +463,9 @@ def _row(
         "dropped": sum(w.get("dropped", 0) for w in per_worker.values()),
         "worker_restarts": sum(max(0, w.get("incarnations", 1) - 1) for w in per_worker.values()),
     }
+    # every env of a worker always has an episode under way: a restart loses one per env (the
+    # trajectory queue takes whole trajectories only, so none of them reaches the learner)
+    row["lost_episodes"] = row["worker_restarts"] * num_envs
     row.update(algo.metrics())
     row.setdefault("queue_depth", 0)
     row.setdefault("buffer_fill", float("nan"))

@@ -33,16 +33,25 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import yaml
 
 from evolve_envs.config import load_config
 from evolve_envs.distrl.checkpoint import load_checkpoint
 from evolve_envs.distrl.config import TrainConfig, load_train_config
+from evolve_envs.distrl.head_watch import HeadWatch, gcs_address
+from evolve_envs.distrl.placement import check_placeable
 from evolve_envs.reward_model import shared_service
 
-__all__ = ["TrainOptions", "TrainResult", "run_train", "ray_session", "reward_service_for"]
+__all__ = [
+    "TrainOptions",
+    "TrainResult",
+    "ray_session",
+    "reward_service_for",
+    "run_loop_on_cluster",
+    "run_train",
+]
 
 
 @dataclass
@@ -102,28 +111,146 @@ def _effective_config(opts: TrainOptions) -> tuple[TrainConfig, dict[str, Any] |
 
 
 @contextlib.contextmanager
-def ray_session(cfg: TrainConfig, address: str | None) -> Iterator[None]:
-    """Ray for the run: joins ``address`` when given (or a Ray already initialised here), else a
-    local instance sized by ``cfg.ray``; shuts down only what it started."""
+def ray_session(cfg: TrainConfig, address: str | None) -> Iterator[bool]:
+    """Ray for the run: joins the cluster at ``address`` when given (``auto``, ``HOST:PORT``,
+    ``ray://HOST:10001``; no local Ray is started), else uses a Ray already initialised here,
+    else starts a local instance sized by ``cfg.ray``. Yields whether the run joined a cluster
+    at ``address``. On leaving it disconnects what it connected and stops only a Ray it started
+    (``ray.shutdown`` in a driver that joined a cluster leaves the cluster running)."""
     import ray
 
-    started = False
+    connected = joined = False
     if not ray.is_initialized():
         if address:
             ray.init(address=address, log_to_driver=True)
+            joined = True
         else:
             ray.init(
+                address="local",  # a new local Ray, never a cluster left running here
                 num_cpus=cfg.ray.num_cpus,
                 include_dashboard=cfg.ray.include_dashboard,
                 object_store_memory=cfg.ray.object_store_mb * 1024**2,
                 log_to_driver=True,
             )
-        started = True
+        connected = True
     try:
-        yield
+        yield joined
     finally:
-        if started:
+        if connected:
             ray.shutdown()
+
+
+def _watch_head(cfg: TrainConfig, run_dir: Path, log: TextIO) -> HeadWatch | None:
+    """A :class:`HeadWatch` on the joined cluster's GCS (None for a Ray Client connection)."""
+    address = gcs_address()
+    if address is None:
+        return None
+    message = (
+        f"evolve-envs train: error: lost the Ray cluster's head node (its GCS at {address} has "
+        f"not answered for {cfg.run.head_timeout_s:g} s); the last checkpoint is in {run_dir}: "
+        f"start a new cluster, then evolve-envs train --resume {run_dir} --address <new head>"
+    )
+    return HeadWatch(address, timeout_s=cfg.run.head_timeout_s, message=message, stream=log)
+
+
+class _LineQueue:
+    """A text stream whose lines go into a Ray queue (the learner task's log, printed by the
+    driver)."""
+
+    def __init__(self, queue: Any) -> None:
+        self.queue = queue
+        self.buffer = ""
+
+    def write(self, text: str) -> int:
+        self.buffer += text
+        *lines, self.buffer = self.buffer.split("\n")
+        for line in lines:
+            with contextlib.suppress(Exception):  # a full queue drops a log line, never the run
+                self.queue.put_nowait(line)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def _learner_task(
+    algo_name: str,
+    worker_cfg: dict[str, Any],
+    cfg: dict[str, Any],
+    run_dir: str,
+    state: dict[str, Any] | None,
+    lines: Any,
+) -> tuple[dict[str, int], dict[str, Any]]:
+    """The shared loop as a Ray task (``learner.placement: cluster``)."""
+    from evolve_envs.distrl.loop import make_algorithm, run_loop
+
+    return run_loop(
+        make_algorithm(algo_name),
+        TrainConfig.model_validate(worker_cfg),
+        TrainConfig.model_validate(cfg),
+        Path(run_dir),
+        state,
+        _LineQueue(lines),  # type: ignore[arg-type]
+        False,
+    )
+
+
+def run_loop_on_cluster(
+    worker_cfg: TrainConfig,
+    cfg: TrainConfig,
+    run_dir: Path,
+    state: dict[str, Any] | None,
+    log: TextIO,
+) -> tuple[dict[str, int], dict[str, Any]]:
+    """Run the shared loop as a Ray task placed by ``learner.num_cpus``, ``num_gpus`` and
+    ``resources``; its metrics lines come back to ``log``. ``run_dir`` must be a path the
+    learner's node can write (the same disk on one machine; shared storage on a cluster)."""
+    import ray
+    from ray.util.queue import Empty, Queue
+
+    from evolve_envs.distrl.placement import learner_request, on_this_node
+
+    request = learner_request(cfg)
+    lines = Queue(
+        maxsize=10_000, actor_options={"num_cpus": 0, "scheduling_strategy": on_this_node()}
+    )
+    options: dict[str, Any] = {
+        "num_cpus": request.pop("CPU", 0.0),
+        "num_gpus": request.pop("GPU", 0.0),
+        "max_retries": 0,  # a lost learner stops the run; --resume continues from its checkpoint
+    }
+    if request:
+        options["resources"] = request
+    ref = (
+        ray.remote(_learner_task)
+        .options(**options)
+        .remote(
+            cfg.algo,
+            worker_cfg.model_dump(),
+            cfg.model_dump(),
+            str(run_dir.resolve()),
+            state,
+            lines,
+        )
+    )
+
+    def drain() -> None:
+        while True:
+            try:
+                print(lines.get_nowait(), file=log, flush=True)
+            except Empty:
+                return
+
+    try:
+        while not ray.wait([ref], timeout=0.5)[0]:
+            drain()
+        drain()
+        return ray.get(ref)
+    except KeyboardInterrupt:
+        ray.cancel(ref)  # the task's loop stops its workers on the way out
+        raise
+    finally:
+        lines.shutdown()
 
 
 @contextlib.contextmanager
@@ -157,11 +284,30 @@ def run_train(opts: TrainOptions) -> TrainResult:
     t0 = time.monotonic()
     from evolve_envs.distrl.loop import make_algorithm, run_loop
 
-    algo = make_algorithm(cfg.algo)
-    with ray_session(cfg, opts.address), reward_service_for(cfg) as worker_cfg:
-        counters, last = run_loop(algo, worker_cfg, cfg, run_dir, state, log, interactive)
+    with ray_session(cfg, opts.address) as joined, reward_service_for(cfg) as worker_cfg:
+        check_placeable(cfg)
+        watch = _watch_head(cfg, run_dir, log) if joined else None
+        if watch is not None:
+            watch.start()
+        try:
+            if cfg.learner.placement == "cluster":
+                counters, last = run_loop_on_cluster(worker_cfg, cfg, run_dir, state, log)
+            else:
+                algo = make_algorithm(cfg.algo)
+                counters, last = run_loop(algo, worker_cfg, cfg, run_dir, state, log, interactive)
+        finally:
+            if watch is not None:
+                watch.stop()
     wall = time.monotonic() - t0
     result = TrainResult(run_dir, cfg.algo, counters, last, wall)
-    summary = {"algo": cfg.algo, "wall_s": round(wall, 2), "counters": counters, "last": last}
+    summary: dict[str, Any] = {
+        "algo": cfg.algo,
+        "wall_s": round(wall, 2),
+        "counters": counters,
+        "last": last,
+    }
+    placement = run_dir / "placement.json"
+    if placement.is_file():
+        summary["placement"] = json.loads(placement.read_text())
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     return result

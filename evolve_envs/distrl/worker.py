@@ -52,6 +52,8 @@ __all__ = [
     "start_workers",
     "batch_obs",
     "make_worker_env",
+    "resolve_node_endpoint",
+    "reward_transport",
 ]
 
 
@@ -88,6 +90,62 @@ def _worker_device() -> Any:
     return torch.device("cpu")
 
 
+def _node_id() -> str:
+    """The Ray node this process runs on ("" outside Ray)."""
+    import ray
+
+    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
+
+
+#: Placeholder in a ``reward_model.endpoint`` URL that a worker replaces with its node's IP
+#: address: ``http://{node_ip}:8111`` reaches the Ray Serve proxy of the worker's own node.
+NODE_IP = "{node_ip}"
+
+
+def _node_ip() -> str:
+    import ray
+
+    return ray.util.get_node_ip_address()
+
+
+def resolve_node_endpoint(endpoint: Any, node_ip: str | None = None) -> Any:
+    """``endpoint`` with ``{node_ip}`` replaced by this node's IP address (lists item by item).
+
+    Example:
+        >>> resolve_node_endpoint("http://{node_ip}:8111", node_ip="10.0.0.7")
+        'http://10.0.0.7:8111'
+        >>> resolve_node_endpoint("ray://reward")
+        'ray://reward'
+    """
+    if isinstance(endpoint, (list, tuple)):
+        return [resolve_node_endpoint(e, node_ip) for e in endpoint]
+    if isinstance(endpoint, str) and NODE_IP in endpoint:
+        return endpoint.replace(NODE_IP, node_ip or _node_ip())
+    return endpoint
+
+
+def reward_transport(config: Any, worker_index: int = 0) -> str:
+    """How worker ``worker_index`` reaches the reward service: ``handle:<app>`` (a Ray Serve
+    ``DeploymentHandle``, no HTTP), the URL it posts to, ``embedded`` or ``off``.
+
+    Example:
+        >>> from evolve_envs.distrl.config import TrainConfig
+        >>> reward_transport(TrainConfig(reward_model={"enable": True, "endpoint": "ray://reward"}))
+        'handle:reward'
+    """
+    from evolve_envs.reward.clients.ray_handle_pool import RAY_SCHEME, is_ray_endpoint
+
+    rm = config.stack(worker_index)["reward_model"]
+    if not rm.get("enable", False):
+        return "off"
+    endpoint = rm.get("endpoint", "embedded")
+    if is_ray_endpoint(endpoint):
+        one = endpoint[0] if isinstance(endpoint, (list, tuple)) else endpoint
+        return "handle:" + one[len(RAY_SCHEME) :].strip("/")
+    endpoint = resolve_node_endpoint(endpoint)
+    return ",".join(endpoint) if isinstance(endpoint, list) else str(endpoint)
+
+
 class WorkerStartError(RuntimeError):
     """A rollout worker could not start (a dead reward service, a bad env key, ...)."""
 
@@ -111,7 +169,11 @@ def make_worker_env(config: Any, worker_index: int = 0) -> Any:
     from evolve_envs.distrl.shaping import ModelSuccessBonus
     from evolve_envs.factory import make_env
 
-    env = make_env(config.stack(worker_index))
+    stack = config.stack(worker_index)
+    rm = stack["reward_model"]
+    if "endpoint" in rm:  # http://{node_ip}:PORT: the Serve proxy of this worker's node
+        rm["endpoint"] = resolve_node_endpoint(rm["endpoint"])
+    env = make_env(stack)
     shaping = config.shaping
     if shaping.success_bonus > 0:
         threshold = shaping.success_progress
@@ -170,6 +232,7 @@ class WeightRegistry:
         self._ref: list[Any] = [None]
         self._stop = False
         self._workers: dict[int, dict[str, int]] = {}
+        self._where: dict[int, list[dict[str, Any]]] = {}
 
     def publish(self, version: int, ref: list[Any]) -> None:
         """Make ``ref[0]`` (an ObjectRef of a state_dict) the newest weights, as ``version``."""
@@ -181,12 +244,18 @@ class WeightRegistry:
         newer = self._version > have
         return {"version": self._version, "ref": self._ref if newer else None, "stop": self._stop}
 
-    def hello(self, worker_id: int, pid: int = 0) -> int:
-        """A worker (re)started in process ``pid``: count and return its incarnation."""
+    def hello(self, worker_id: int, pid: int = 0, where: Mapping[str, Any] | None = None) -> int:
+        """A worker (re)started in process ``pid``: count and return its incarnation, and keep
+        ``where`` it runs (node id, reward transport) for :meth:`placements`."""
         w = self._workers.setdefault(worker_id, {"incarnations": 0})
         w["incarnations"] += 1
         w["pid"] = int(pid)
+        self._where.setdefault(worker_id, []).append(dict(where or {}))
         return w["incarnations"]
+
+    def placements(self) -> dict[int, list[dict[str, Any]]]:
+        """Per worker, where each incarnation ran (oldest first)."""
+        return {k: [dict(x) for x in v] for k, v in self._where.items()}
 
     def report(self, worker_id: int, counts: Mapping[str, int]) -> None:
         """Add a worker's counters (``pushed``, ``dropped``, ``env_steps``, ...)."""
@@ -263,7 +332,8 @@ class RolloutWorker:
         if registry is not None:
             import ray
 
-            self.incarnation = ray.get(registry.hello.remote(self.worker_id, os.getpid()))
+            where = {"node_id": _node_id(), "reward": reward_transport(self.cfg, self.worker_id)}
+            self.incarnation = ray.get(registry.hello.remote(self.worker_id, os.getpid(), where))
         self.rng = np.random.default_rng([self.cfg.run.seed, self.worker_id, self.incarnation])
         self.envs: list[Any] = []
         with contextlib.ExitStack() as undo:  # a failure closes the envs built so far
@@ -312,7 +382,12 @@ class RolloutWorker:
         context = ray.get_runtime_context() if ray.is_initialized() else None
         if context is not None and context.get_actor_id() is not None:  # inside a Ray actor
             resources = dict(context.get_assigned_resources())
-        return {"resources": resources, "device": str(self.device)}
+        return {
+            "resources": resources,
+            "device": str(self.device),
+            "node_id": _node_id(),
+            "reward": reward_transport(self.cfg, self.worker_id),
+        }
 
     def _load(self, state_dict: Mapping[str, Any], version: int) -> None:
         self.policy.load_state_dict(state_dict)
@@ -527,12 +602,9 @@ def start_workers(
 
     cfg = config
     n = num_workers if num_workers is not None else cfg.workers.num_workers
-    actor_cls = ray.remote(RolloutWorker).options(
-        max_restarts=cfg.workers.max_restarts,
-        max_task_retries=-1,
-        num_cpus=cfg.workers.num_cpus,
-        num_gpus=cfg.workers.num_gpus,
-    )
+    from evolve_envs.distrl.placement import worker_actor_options
+
+    actor_cls = ray.remote(RolloutWorker).options(**worker_actor_options(cfg))
     dumped = cfg.model_dump()
     workers = [actor_cls.remote(dumped, i, registry, queue) for i in range(n)]
     ready = [w.ready.remote() for w in workers]

@@ -30,6 +30,7 @@ def ray_local() -> Iterator[object]:
         # workers import the test env (tests.distrl.toy_env) by module name
         path = os.pathsep.join([str(ROOT), *[p for p in [os.environ.get("PYTHONPATH")] if p]])
         ray.init(
+            address="local",  # a new local Ray, never a cluster left running here
             num_cpus=2,
             num_gpus=2,  # fake: nothing runs on them; the placement test checks Ray's accounting
             include_dashboard=False,

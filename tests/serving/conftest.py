@@ -43,6 +43,7 @@ def serve_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeSer
     own_ray = not ray.is_initialized()  # another session fixture may have started Ray
     if own_ray:
         ray.init(
+            address="local",  # a new local Ray, never a cluster left running here
             num_cpus=2,
             include_dashboard=False,
             object_store_memory=150 * 1024**2,

@@ -451,7 +451,7 @@ def _serve_on_ray(
     except ValueError as exc:
         parser.error(str(exc))
     stop = threading.Event()
-    ray.init(address=args.address, include_dashboard=False)
+    ray.init(address=args.address or "local", include_dashboard=False)  # never a stale cluster
     for sig in (signal.SIGINT, signal.SIGTERM):  # after ray.init, which installs its own
         signal.signal(sig, lambda *_: stop.set())
     try:

@@ -1,0 +1,116 @@
+"""HeadWatch: a driver that lost the Ray head says so in one line and exits.
+
+When the head node of a Ray cluster dies, its GCS goes with it. A driver then blocks in its next
+``ray.get`` and, a minute later, Ray's core worker ends the process with a long C++ message. A
+training run should instead stop at once with one line that names the cause and the way back
+(the last checkpoint is in the run directory; ``--resume`` continues it on a new cluster).
+
+:class:`HeadWatch` is a daemon thread that opens a TCP connection to the GCS every ``period_s``.
+Once it has failed for ``timeout_s`` seconds in a row it writes ``message`` to ``stream`` and
+ends the process with ``os._exit(status)`` (the main thread may be blocked inside Ray, so a
+normal exit could hang). It does nothing for a Ray Client connection (``ray://``), where the
+lost connection raises in the driver itself.
+
+Example (a GCS address nobody listens on; the callback stands in for the exit):
+    >>> import threading
+    >>> lost = threading.Event()
+    >>> watch = HeadWatch("127.0.0.1:1", timeout_s=0.2, period_s=0.05, on_lost=lost.set)
+    >>> _ = watch.start(); lost.wait(5)
+    True
+    >>> watch.stop()
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import TextIO
+
+__all__ = ["HeadWatch", "gcs_address"]
+
+
+def gcs_address() -> str | None:
+    """``host:port`` of the connected cluster's GCS, or None (Ray Client, or no Ray)."""
+    import ray
+
+    if not ray.is_initialized():
+        return None
+    try:
+        return ray.get_runtime_context().gcs_address
+    except Exception:  # noqa: BLE001 - a Ray Client connection has no GCS address here
+        return None
+
+
+class HeadWatch:
+    """Watch the GCS at ``address`` (``host:port``) from a daemon thread (see the module
+    docstring).
+
+    Args:
+        address: the GCS's ``host:port``.
+        timeout_s: how long the GCS may be unreachable before ``on_lost`` runs.
+        period_s: seconds between connection attempts.
+        on_lost: what to do then (default: write ``message`` to ``stream`` and
+            ``os._exit(status)``).
+        message: the one line written by the default ``on_lost``.
+        stream: where it goes (default: ``sys.stderr``).
+        status: the exit status of the default ``on_lost``.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        timeout_s: float = 10.0,
+        period_s: float = 1.0,
+        on_lost: Callable[[], None] | None = None,
+        message: str = "lost the Ray cluster's head node",
+        stream: TextIO | None = None,
+        status: int = 1,
+    ) -> None:
+        host, _, port = address.rpartition(":")
+        self.host, self.port = host.strip("[]"), int(port)
+        self.timeout_s = float(timeout_s)
+        self.period_s = float(period_s)
+        self.message = message
+        self.stream = stream
+        self.status = int(status)
+        self.on_lost = on_lost or self._exit
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ray-head-watch", daemon=True)
+
+    def _reachable(self) -> bool:
+        try:
+            with socket.create_connection((self.host, self.port), timeout=self.period_s):
+                return True
+        except OSError:
+            return False
+
+    def _run(self) -> None:
+        first_failure: float | None = None
+        while not self._stop.wait(self.period_s):
+            if self._reachable():
+                first_failure = None
+                continue
+            now = time.monotonic()
+            first_failure = first_failure if first_failure is not None else now
+            if now - first_failure >= self.timeout_s:
+                self.on_lost()
+                return
+
+    def _exit(self) -> None:
+        stream = self.stream if self.stream is not None else sys.stderr
+        try:
+            print(self.message, file=stream, flush=True)
+        finally:
+            os._exit(self.status)
+
+    def start(self) -> HeadWatch:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
