@@ -225,3 +225,17 @@ def test_client_round_trip_through_this_services_robometer_routes(
         assert curve.progress == curve.success == tuple(p / 100 for p in LEVELS)
         with pytest.raises(RequestRejectedError, match="HTTP 413"):
             c.progress("t", np.zeros((2, 4097, 8, 3), np.uint8))  # a side over 4096
+
+
+def test_backend_scores_an_episode_video_by_its_last_frame(robometer_url: str) -> None:
+    from evolve_envs.reward.service.backends import make_backend
+    from evolve_envs.reward.service.backends.base import MalformedAnswerError, VideoItem
+
+    backend = make_backend("robometer_remote", base_url=robometer_url, encoding="json")
+    try:
+        frames = tuple(painted(p, 16) for p in (0, 20, 60))
+        assert backend.score_video(VideoItem("open the drawer", frames)) == (0.6, None)
+        with pytest.raises(MalformedAnswerError, match="outside"):
+            backend.score_video(VideoItem("t [[range]]", frames))
+    finally:
+        backend.close()
