@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from evolve_envs.recordings import resolve_recording
 from evolve_envs.wrappers.recording import RecordedEpisode, open_recording
 
 __all__ = [
@@ -321,6 +322,9 @@ def calibrate(
 ) -> dict[str, Any]:
     """Score every recorded episode with every service; the report as a dict (see module doc).
 
+    A recording is a folder, or ``shipped`` / ``shipped:<name>`` for the package's own
+    (:mod:`evolve_envs.recordings`).
+
     ``threshold`` is in percent (0..100), like the values.
     """
     from evolve_envs.reward.clients.endpoint_pool import EndpointPool
@@ -329,7 +333,7 @@ def calibrate(
     if not 0 <= threshold <= 100:
         raise ValueError(f"threshold is in percent (0..100), got {threshold}")
     check_services(services, token=token)
-    episodes = [ep for root in recordings for ep in open_recording(root)]
+    episodes = [ep for root in recordings for ep in open_recording(resolve_recording(root))]
     if not episodes:
         raise ValueError(f"no recorded episodes in {', '.join(map(str, recordings))}")
     report: dict[str, Any] = {

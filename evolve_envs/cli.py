@@ -266,7 +266,11 @@ def _check_train_service(cfg: object) -> None:
 
 def _add_calibrate(sub: argparse._SubParsersAction) -> None:
     ca = sub.add_parser("calibrate", help="how right is a reward model on recorded episodes?")
-    ca.add_argument("recordings", nargs="*", help="recording folders (rollout --record DIR)")
+    ca.add_argument(
+        "recordings", nargs="*",
+        help="recording folders (rollout --record DIR), or 'shipped' for the package's "
+        "ReachPlace controls (4 successes, 6 failures; a folder named so: ./shipped)",
+    )  # fmt: skip
     ca.add_argument(
         "--service", action="append", default=[], metavar="URL|mock:RULE|recorded",
         help="a reward service to score with (repeat to compare services side by side); "
@@ -301,9 +305,13 @@ def _calibrate(args: argparse.Namespace) -> int:
 
             args.threshold = float(load_config(*args.config).reward_model.done_threshold)
         else:
+            from evolve_envs.recordings import resolve_recording
             from evolve_envs.wrappers.recording import open_recording
 
-            found = [open_recording(r).meta.get("done_threshold") for r in args.recordings]
+            found = [
+                open_recording(resolve_recording(r)).meta.get("done_threshold")
+                for r in args.recordings
+            ]
             found = [float(t) for t in found if t is not None]
             if found:
                 args.threshold = found[0]

@@ -1,4 +1,5 @@
-"""HTTP clients for reward services: progress (VLAC-compatible), video score, pickle scorer.
+"""HTTP clients for reward services: progress (VLAC-compatible), video score, pickle scorer, and
+Robometer's evaluation routes.
 
 An :class:`EndpointPool` balances requests over the service replicas (whoever opens it closes
 it, or hands it to a client with ``close_pool=True``); each client speaks one protocol and returns
@@ -34,6 +35,7 @@ from evolve_envs.reward.clients.failover_transport import FailoverTransport
 from evolve_envs.reward.clients.pickle_scorer_client import PickleScorerClient
 from evolve_envs.reward.clients.progress_client import DoneResult, ProgressClient, TrajectoryValues
 from evolve_envs.reward.clients.results import CallResult, ClientStats
+from evolve_envs.reward.clients.robometer_client import RobometerClient, RobometerCurve
 from evolve_envs.reward.clients.service_check import ServiceUnavailableError, check_service
 from evolve_envs.reward.clients.video_score_client import VideoScoreClient
 
@@ -49,6 +51,8 @@ __all__ = [
     "ProgressClient",
     "RequestRejectedError",
     "RewardServiceError",
+    "RobometerClient",
+    "RobometerCurve",
     "ServiceTimeoutError",
     "ServiceUnavailableError",
     "ServiceUnreachableError",

@@ -62,6 +62,7 @@ BUILTIN_BACKENDS: dict[str, str] = {
     "roboreward": f"{_PKG}.judge_backends:RoboRewardBackend",
     "robodopamine": f"{_PKG}.judge_backends:RoboDopamineBackend",
     "topreward": f"{_PKG}.judge_backends:TopRewardBackend",
+    "robometer_remote": f"{_PKG}.robometer_remote:RobometerRemoteBackend",
 }
 
 
