@@ -142,6 +142,23 @@ def test_d1_collection_quick() -> None:
     assert all(positive(r["episodes/s"]) and positive(r["env steps/s"]) for r in rows)
 
 
+@pytest.mark.slow
+def test_multinode_quick() -> None:
+    """P5 and D1 on a local Ray and on a multi-node ``ray.cluster_utils.Cluster``: the replicas
+    and the workers land on as many nodes as asked for."""
+    pytest.importorskip("ray")
+    rows = run_quick("multinode", timeout=600)  # two tables, read under the first one's header
+    serve = [r for r in rows if r["engine"] in ("serve http", "serve handle")]
+    assert {r["layout"].split(" ")[0] for r in serve} == {"single", "3-node"}
+    for r in serve:
+        assert positive(r["req/s"])
+        expected = r["replicas"] if r["layout"].startswith("3-node") else "1"
+        assert r["replica nodes"] == expected, r
+    d1 = [r for r in rows if r["engine"] in ("1", "2")]  # D1 rows: "worker nodes" is column 2
+    placed = {(r["layout"].split(" ")[0], r["engine"]) for r in d1}
+    assert placed == {("single", "1"), ("3-node", "2")}
+
+
 def test_r1_recording_quick() -> None:
     rows = {r["config"]: r for r in run_quick("r1_recording")}
     assert set(rows) == {"bare", "recorded q90", "recorded q75"}
