@@ -14,23 +14,14 @@ from pathlib import Path
 import pytest
 
 from evolve_envs.distrl.checkpoint import load_checkpoint
-from tests.cluster.conftest import RayTestCluster, train_command, wait_for
+from tests.cluster.conftest import CLUSTER_OVERRIDES, RayTestCluster, train_command, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 #: one worker on the `sim` node, the learner on the head (`learner`), the embedded reward service
 OVERRIDES = (
-    "workers.resources={sim: 1}",
+    *(o for o in CLUSTER_OVERRIDES if not o.startswith(("reward_model.", "workers.num_workers"))),
     "workers.num_workers=1",
-    "workers.num_envs=2",
-    "workers.num_cpus=0.5",
-    "learner.placement=cluster",
-    "learner.resources={learner: 1}",
-    "learner.num_cpus=0.5",
-    "learner.min_buffer=2",
-    "learner.batch_size=2",
-    "env.max_episode_steps=10",
-    "run.log_every_s=1",
     "run.checkpoint_every_updates=2",
     "run.head_timeout_s=3",
 )
