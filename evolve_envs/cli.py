@@ -28,6 +28,7 @@ Usage (shell)::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import sys
@@ -213,8 +214,15 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 
 def _train(args: argparse.Namespace) -> int:
     from evolve_envs.distrl.async_trainer import WorkerFailedError
+    from evolve_envs.distrl.head_watch import ClusterLostError
     from evolve_envs.distrl.placement import PlacementError
-    from evolve_envs.distrl.train import TrainOptions, _effective_config, _run_dir, run_train
+    from evolve_envs.distrl.train import (
+        LearnerLostError,
+        TrainOptions,
+        _effective_config,
+        _run_dir,
+        run_train,
+    )
     from evolve_envs.distrl.worker import WorkerStartError
 
     opts = TrainOptions(
@@ -232,13 +240,19 @@ def _train(args: argparse.Namespace) -> int:
 
     try:
         # Ray's and the libraries' own output goes to train.log; the user sees the run's lines
-        with library_output_to(log_path) as user:
+        with (
+            library_output_to(log_path) as user,
+            open(log_path, "a", buffering=1, encoding="utf-8") as lib_log,
+            contextlib.redirect_stderr(lib_log),  # Ray's forwarded worker logs, too
+        ):
             opts.log = user
             res = run_train(opts)
     except WorkerStartError as exc:
         raise CliError(f"{exc} (details in {log_path})", ExitStatus.ERROR) from exc
     except PlacementError as exc:
         raise CliError(str(exc), ExitStatus.USAGE) from exc
+    except (ClusterLostError, LearnerLostError) as exc:
+        raise CliError(str(exc), ExitStatus.ERROR) from exc
     except WorkerFailedError as exc:
         raise CliError(f"{exc} (checkpoint written; fix the cause, then --resume the run "
                        f"directory; details in {log_path})", ExitStatus.ERROR) from exc  # fmt: skip
@@ -251,12 +265,13 @@ def _check_train_service(cfg: object) -> None:
     """Ask a reward service given by URL for its capabilities before the run starts (an
     embedded one is started by the run; a Ray Serve app is reached from the workers)."""
     from evolve_envs.config import load_config
+    from evolve_envs.distrl.worker import NODE_IP
     from evolve_envs.reward.clients.ray_handle_pool import is_ray_endpoint
     from evolve_envs.reward_model import check_reward_service, endpoint_pool, reward_endpoints
 
     rm = load_config(cfg.stack()).reward_model  # type: ignore[attr-defined]
-    if not rm.enable or rm.embedded or is_ray_endpoint(rm.endpoint):
-        return
+    if not rm.enable or rm.embedded or is_ray_endpoint(rm.endpoint) or NODE_IP in str(rm.endpoint):
+        return  # an embedded one starts with the run; workers check a Serve app or node proxy
     pool = endpoint_pool(rm, reward_endpoints(rm))
     try:
         check_reward_service(rm, pool)

@@ -90,7 +90,9 @@ def endpoint_pool(rm: RewardModelConfig, urls: list[str]) -> Any:
     from evolve_envs.reward.clients.ray_handle_pool import RayHandlePool, is_ray_endpoint
 
     if is_ray_endpoint(urls):
-        return RayHandlePool(urls[0], timeout=rm.timeout, max_retries=rm.max_retries)
+        return RayHandlePool(
+            urls[0], timeout=rm.timeout, max_retries=rm.max_retries, total_timeout=rm.call_budget_s
+        )
     return EndpointPool(
         urls,
         timeout=rm.timeout,

@@ -95,7 +95,9 @@ class DistRL:
             *("loss", "policy_loss", "value_loss", "entropy", "beta", "grad_norm", "approx_kl"),
             *("clip_frac", "sample_lag_mean", "sample_lag_max", "entropy_coef_now", "value_scale"),
         )
-        row.update({k: learner.last_stats[k] for k in keys if k in learner.last_stats})
+        # every column from the first row on (the CSV header is fixed by it): NaN until the
+        # first update
+        row.update({k: learner.last_stats.get(k, float("nan")) for k in keys})
         return row
 
     def running_calls(self) -> list[Any]:

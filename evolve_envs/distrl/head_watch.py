@@ -30,7 +30,11 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-__all__ = ["HeadWatch", "gcs_address"]
+__all__ = ["ClusterLostError", "HeadWatch", "gcs_address"]
+
+
+class ClusterLostError(RuntimeError):
+    """The Ray cluster's head node (its GCS) is gone."""
 
 
 def gcs_address() -> str | None:
@@ -81,6 +85,10 @@ class HeadWatch:
         self.on_lost = on_lost or self._exit
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ray-head-watch", daemon=True)
+
+    def reachable(self) -> bool:
+        """Whether the GCS accepts a TCP connection now."""
+        return self._reachable()
 
     def _reachable(self) -> bool:
         try:

@@ -206,8 +206,9 @@ def make_algorithm(name: str) -> Algorithm:
 
 
 def _worker_error(index: int, exc: BaseException) -> WorkerFailedError:
-    cause = getattr(exc, "cause", None) or exc
-    return WorkerFailedError(f"rollout worker {index} stopped: {type(cause).__name__}: {cause}")
+    from evolve_envs.distrl.worker import remote_error
+
+    return WorkerFailedError(f"rollout worker {index} stopped: {remote_error(exc)}")
 
 
 def check_worker_calls(calls: list[Any]) -> None:
@@ -326,7 +327,13 @@ def run_loop(
         last_log = last_ckpt = last_check = time.monotonic()
         ckpt_updates = updates()
         last: dict[str, Any] = {}
-        bar = tqdm(total=round(budget.seconds), unit="s", desc=algo.name, disable=not interactive)
+        bar = tqdm(
+            total=round(budget.seconds),
+            unit="s",
+            desc=algo.name,
+            disable=not interactive,
+            file=log,
+        )
 
         placement = _Placement(run_dir, registry, str(device))
         placement.write()

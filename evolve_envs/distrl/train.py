@@ -40,11 +40,12 @@ import yaml
 from evolve_envs.config import load_config
 from evolve_envs.distrl.checkpoint import load_checkpoint
 from evolve_envs.distrl.config import TrainConfig, load_train_config
-from evolve_envs.distrl.head_watch import HeadWatch, gcs_address
+from evolve_envs.distrl.head_watch import ClusterLostError, HeadWatch, gcs_address
 from evolve_envs.distrl.placement import check_placeable
 from evolve_envs.reward_model import shared_service
 
 __all__ = [
+    "LearnerLostError",
     "TrainOptions",
     "TrainResult",
     "ray_session",
@@ -140,16 +141,31 @@ def ray_session(cfg: TrainConfig, address: str | None) -> Iterator[bool]:
             ray.shutdown()
 
 
+class LearnerLostError(RuntimeError):
+    """The learner's Ray task died with its node or process (``learner.placement: cluster``)."""
+
+
+def _resume_hint(run_dir: Path) -> str:
+    return (
+        f"the last checkpoint is in {run_dir}: evolve-envs train --resume {run_dir} "
+        "--address <cluster> continues it"
+    )
+
+
+def _head_lost(address: str, run_dir: Path, seconds: float | None = None) -> str:
+    silent = "does not answer" if seconds is None else f"has not answered for {seconds:g} s"
+    return (
+        f"lost the Ray cluster's head node (its GCS at {address} {silent}); "
+        f"{_resume_hint(run_dir)} on a new cluster"
+    )
+
+
 def _watch_head(cfg: TrainConfig, run_dir: Path, log: TextIO) -> HeadWatch | None:
     """A :class:`HeadWatch` on the joined cluster's GCS (None for a Ray Client connection)."""
     address = gcs_address()
     if address is None:
         return None
-    message = (
-        f"evolve-envs train: error: lost the Ray cluster's head node (its GCS at {address} has "
-        f"not answered for {cfg.run.head_timeout_s:g} s); the last checkpoint is in {run_dir}: "
-        f"start a new cluster, then evolve-envs train --resume {run_dir} --address <new head>"
-    )
+    message = "evolve-envs train: error: " + _head_lost(address, run_dir, cfg.run.head_timeout_s)
     return HeadWatch(address, timeout_s=cfg.run.head_timeout_s, message=message, stream=log)
 
 
@@ -246,6 +262,11 @@ def run_loop_on_cluster(
             drain()
         drain()
         return ray.get(ref)
+    except (ray.exceptions.NodeDiedError, ray.exceptions.WorkerCrashedError) as exc:
+        raise LearnerLostError(
+            f"the learner was lost ({type(exc).__name__}: its node or process died); "
+            + _resume_hint(run_dir)
+        ) from exc
     except KeyboardInterrupt:
         ray.cancel(ref)  # the task's loop stops its workers on the way out
         raise
@@ -295,6 +316,10 @@ def run_train(opts: TrainOptions) -> TrainResult:
             else:
                 algo = make_algorithm(cfg.algo)
                 counters, last = run_loop(algo, worker_cfg, cfg, run_dir, state, log, interactive)
+        except Exception as exc:
+            if watch is not None and not watch.reachable():  # the head went: say that
+                raise ClusterLostError(_head_lost(f"{watch.host}:{watch.port}", run_dir)) from exc
+            raise
         finally:
             if watch is not None:
                 watch.stop()

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -54,6 +55,7 @@ __all__ = [
     "start_workers",
     "batch_obs",
     "make_worker_env",
+    "remote_error",
     "resolve_node_endpoint",
     "reward_transport",
 ]
@@ -146,6 +148,32 @@ def reward_transport(config: Any, worker_index: int = 0) -> str:
         return "handle:" + one[len(RAY_SCHEME) :].strip("/")
     endpoint = resolve_node_endpoint(endpoint)
     return ",".join(endpoint) if isinstance(endpoint, list) else str(endpoint)
+
+
+_EXCEPTION_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*(?:Error|Exception)): (.+)$")
+
+
+def remote_error(exc: BaseException) -> str:
+    """``Name: message`` of the exception a Ray actor or task raised, without the remote
+    traceback Ray puts into the message (one line for the user).
+
+    Example:
+        >>> remote_error(ValueError("bad key"))
+        'ValueError: bad key'
+        >>> lines = ["The actor died ...", "Traceback ...", "pkg.ServiceUnavailableError: down"]
+        >>> wrapped = RuntimeError(chr(10).join(lines))
+        >>> remote_error(wrapped)
+        'ServiceUnavailableError: down'
+    """
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException) and cause is not exc:
+        return remote_error(cause)
+    text = str(exc)
+    matches = [m for line in text.splitlines() if (m := _EXCEPTION_LINE.match(line))]
+    if matches:
+        name, message = matches[-1].groups()
+        return f"{name}: {message.strip()}"
+    return f"{type(exc).__name__}: {text.strip().splitlines()[0] if text.strip() else ''}"
 
 
 class WorkerStartError(RuntimeError):
@@ -657,9 +685,8 @@ def start_workers(
             try:
                 ray.get(ref, timeout=timeout_s)
             except Exception as exc:  # noqa: BLE001 - re-raised with the worker named
-                cause = getattr(exc, "cause", None) or exc
                 raise WorkerStartError(
-                    f"rollout worker {i} failed to start: {type(cause).__name__}: {cause}"
+                    f"rollout worker {i} failed to start: {remote_error(exc)}"
                 ) from exc
         undo.pop_all()
     return workers

@@ -245,3 +245,25 @@ def test_missing_app_fails_fast_with_a_clear_error(serve_service) -> None:
         pool.request("GET", "/capabilities")
     assert time.monotonic() - t < 10
     assert err.value.kind == "connect" and err.value.endpoint == "ray://no_such_app"
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--resources", "[1]", "--resources must be a JSON object"),
+        ("--resources", "{reward", "--resources is not valid JSON"),
+        ("--autoscaling", "3", "--autoscaling must be a JSON object"),
+    ],
+)
+def test_json_options_are_checked_before_ray_starts(option: str, value: str, message: str) -> None:
+    import subprocess
+
+    server = Path(sys.executable).parent / "evolve-reward-server"
+    run = subprocess.run(
+        [str(server), "--engine", "ray", "--backend", "mock", option, value],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2
+    assert message in run.stderr and "Traceback" not in run.stderr

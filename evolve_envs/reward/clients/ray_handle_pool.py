@@ -45,14 +45,23 @@ class RayHandlePool:
         endpoint: `ray://<app_name>` (the Serve application of `evolve-reward-server --engine
             ray --app-name ...` or of `serve deploy`).
         timeout: seconds one handle call may take.
-        max_retries: further attempts after a 429/5xx answer or a failed call.
+        max_retries: further attempts after a 429/5xx answer or a failed call (a replica that
+            died mid-call: the retry goes to another replica).
         backoff_s: pause before a retry (doubles each time).
+        total_timeout: the most one request may take, retries and backoff included (None: no
+            limit beyond ``timeout`` per attempt).
     """
 
     is_reward_transport = True
 
     def __init__(
-        self, endpoint: str, *, timeout: float = 120.0, max_retries: int = 2, backoff_s: float = 0.1
+        self,
+        endpoint: str,
+        *,
+        timeout: float = 120.0,
+        max_retries: int = 2,
+        backoff_s: float = 0.1,
+        total_timeout: float | None = None,
     ) -> None:
         if not is_ray_endpoint(endpoint):
             raise ValueError(f"endpoint {endpoint!r} is not of the form 'ray://<app_name>'")
@@ -63,6 +72,7 @@ class RayHandlePool:
         self.timeout = float(timeout)
         self.max_retries = int(max_retries)
         self.backoff_s = float(backoff_s)
+        self.total_timeout = None if total_timeout is None else float(total_timeout)
         self._handle: Any = None
         self._lock = threading.Lock()
         self._closed = False
@@ -109,13 +119,22 @@ class RayHandlePool:
         """One request through the handle; raises `RewardServiceError` as `EndpointPool` does."""
         if not route.startswith("/"):
             route = "/" + route
-        limit = float(timeout) if timeout is not None else self.timeout
+        per_attempt = float(timeout) if timeout is not None else self.timeout
         describe = describe_error or describe_http_error
         start = time.monotonic()
+        deadline = None if self.total_timeout is None else start + self.total_timeout
         attempts = 0
         while True:
             if self._closed:
                 raise RewardServiceError(self.url, route, "pool is closed", kind=ErrorKind.CLOSED)
+            limit = per_attempt
+            if deadline is not None:
+                limit = min(limit, deadline - time.monotonic())
+                if limit <= 0:
+                    raise RewardServiceError(
+                        self.url, route, f"call budget of {self.total_timeout:g} s spent",
+                        kind=ErrorKind.TIMEOUT, attempts=attempts,
+                    )  # fmt: skip
             attempts += 1
             retryable = True
             try:
@@ -143,7 +162,10 @@ class RayHandlePool:
                 retryable = status == 429 or status >= 500
             if not retryable or attempts > self.max_retries:
                 raise error
-            time.sleep(self.backoff_s * 2 ** (attempts - 1))
+            pause = self.backoff_s * 2 ** (attempts - 1)
+            if deadline is not None and time.monotonic() + pause >= deadline:
+                raise error  # no time left for another attempt
+            time.sleep(pause)
 
     def probe(self) -> dict[str, bool]:
         """`GET /health` through the handle: `{url: ok}`."""

@@ -408,6 +408,21 @@ def _app_kwargs(args: argparse.Namespace, token: str | None) -> dict[str, Any]:
     }
 
 
+def _json_object(
+    parser: argparse.ArgumentParser, option: str, text: str | None, example: str
+) -> dict[str, Any] | None:
+    """The JSON object an option holds (None when not given); anything else is a usage error."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        parser.error(f"{option} is not valid JSON: {exc}")
+    if not isinstance(value, dict):
+        parser.error(f"{option} must be a JSON object, e.g. '{example}'")
+    return value
+
+
 def _serve_on_ray(
     args: argparse.Namespace,
     parser: argparse.ArgumentParser,
@@ -417,20 +432,8 @@ def _serve_on_ray(
     """Run the app as a Ray Serve application until SIGINT/SIGTERM (or stdin EOF)."""
     if args.fd is not None:
         parser.error("--fd is not supported with --engine ray")
-    autoscaling = None
-    if args.autoscaling:
-        try:
-            autoscaling = json.loads(args.autoscaling)
-        except json.JSONDecodeError as exc:
-            parser.error(f"--autoscaling is not valid JSON: {exc}")
-    resources = None
-    if args.resources:
-        try:
-            resources = json.loads(args.resources)
-        except json.JSONDecodeError as exc:
-            parser.error(f"--resources is not valid JSON: {exc}")
-        if not isinstance(resources, dict):
-            parser.error("--resources must be a JSON object, e.g. '{\"reward\": 1}'")
+    autoscaling = _json_object(parser, "--autoscaling", args.autoscaling, '{"max_replicas": 4}')
+    resources = _json_object(parser, "--resources", args.resources, '{"reward": 1}')
     import ray
     from ray import serve
 
