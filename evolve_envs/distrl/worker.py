@@ -9,8 +9,10 @@ from the training config's ``env`` + ``reward_model`` blocks (any Gymnasium ID t
   (a version number plus an object-store reference) and loads them; it pushes every finished
   episode (or every ``segment_length`` steps) as one validated
   :class:`~evolve_envs.distrl.trajectory.Trajectory` into the trajectory queue with
-  ``put_nowait``. Nobody waits for anybody: a slow worker only pushes less often. When the
-  queue is full the trajectory is dropped and counted (``dropped``), never half-pushed.
+  ``put_nowait``, without waiting for the queue actor's answer (it is counted ``pushed`` or
+  ``dropped`` when it arrives, a few steps later). Nobody waits for anybody: a slow worker only
+  pushes less often. When the queue is full the trajectory is dropped and counted (``dropped``),
+  never half-pushed.
 * **synchronous** (GRPO): :meth:`RolloutWorker.collect_episodes` plays one whole episode per env
   from the given reset seeds with the given weights and returns them.
 
@@ -428,7 +430,7 @@ class RolloutWorker:
         import torch
 
         inputs = self.policy.encode_obs(batch_obs(obs))
-        with torch.no_grad():
+        with torch.inference_mode():  # no autograd bookkeeping: the worker never trains
             actions, logp = self.policy.act(inputs)
         return inputs, np.asarray(actions, dtype=np.float32), np.asarray(logp, dtype=np.float32)
 
@@ -508,7 +510,6 @@ class RolloutWorker:
         """Collect until the registry says stop (or ``max_seconds``); returns this
         incarnation's counters. Never blocks on the learner."""
         import ray
-        from ray.util.queue import Full
 
         seg_len = self.cfg.workers.segment_length
         poll_every = self.cfg.workers.poll_every
@@ -517,6 +518,7 @@ class RolloutWorker:
         obs = [_with_task(*env.reset(seed=self._seed())) for env in self.envs]
         pending = self.registry.poll.remote(self.worker_id, self.version)
         reported = dict.fromkeys(self.counts, 0)
+        puts: list[Any] = []  # queue puts not yet answered
         step = 0
         stop = False
         while not stop:
@@ -541,24 +543,64 @@ class RolloutWorker:
                 nxt = _with_task(result[0], result[4])
                 ended = self._record_step(slot, _slice(inputs, i), actions[i], logp[i], result)
                 if ended or (seg_len is not None and len(slot.actions) >= seg_len):
-                    traj = self._trajectory(slot, self._encode_one(nxt))
-                    try:
-                        self.queue.put_nowait(traj)
-                        self.counts["pushed"] += 1
-                    except Full:
-                        self.counts["dropped"] += 1
+                    self._push(self._trajectory(slot, self._encode_one(nxt)), puts)
                     slot.reset_segment()
                 if ended:
                     slot.ep_return, slot.ep_len, slot.ep_fallbacks = 0.0, 0, 0
                     nxt = _with_task(*env.reset(seed=self._seed()))
                 obs[i] = nxt
+            if puts:
+                self._settle(puts)
             step += 1
             if step % 20 == 0:
                 self._report(reported)
             if deadline is not None and time.monotonic() > deadline:
                 break
+        self._settle(puts, wait=True)
         self._report(reported)
         return dict(self.counts)
+
+    #: Queue puts in flight at most; one more waits for the oldest to be answered.
+    MAX_PUTS_IN_FLIGHT = 8
+
+    def _push(self, traj: Any, puts: list[Any]) -> None:
+        """Put ``traj`` into the queue without waiting for the queue's answer when it is a
+        ``ray.util.queue.Queue`` (the call goes to its actor; :meth:`_settle` counts it pushed or
+        dropped when the answer arrives, in submission order on the queue's side); any other
+        queue is called and counted at once."""
+        from ray.util.queue import Full
+
+        actor = getattr(self.queue, "actor", None)
+        if actor is None:
+            try:
+                self.queue.put_nowait(traj)
+                self.counts["pushed"] += 1
+            except Full:
+                self.counts["dropped"] += 1
+            return
+        puts.append(actor.put_nowait.remote(traj))
+        if len(puts) > self.MAX_PUTS_IN_FLIGHT:
+            self._settle(puts, wait=True, keep=self.MAX_PUTS_IN_FLIGHT)
+
+    def _settle(self, puts: list[Any], wait: bool = False, keep: int = 0) -> None:
+        """Count the answered puts of ``puts`` as pushed or dropped (a full queue) and remove
+        them; with ``wait``, first wait until at most ``keep`` are unanswered."""
+        import asyncio
+
+        import ray
+
+        if not puts:
+            return
+        if wait:
+            ray.wait(puts, num_returns=len(puts) - keep)
+        done, _ = ray.wait(puts, num_returns=len(puts), timeout=0)
+        for ref in done:
+            puts.remove(ref)
+            try:
+                ray.get(ref)
+                self.counts["pushed"] += 1
+            except asyncio.QueueFull:  # the queue actor's error, re-raised here
+                self.counts["dropped"] += 1
 
     def _report(self, reported: dict[str, int]) -> None:
         delta = {k: v - reported[k] for k, v in self.counts.items()}

@@ -142,6 +142,41 @@ def test_d1_collection_quick() -> None:
     assert all(positive(r["episodes/s"]) and positive(r["env steps/s"]) for r in rows)
 
 
+def tables(stdout: str) -> list[list[dict[str, str]]]:
+    """Every Markdown table in ``stdout``, each as a list of row dicts under its own header."""
+    out: list[list[dict[str, str]]] = []
+    block: list[str] = []
+    for line in [*stdout.splitlines(), ""]:
+        if line.startswith("|"):
+            block.append(line)
+            continue
+        if len(block) >= 3:
+            header = [c.strip() for c in block[0].strip("|").split("|")]
+            cells = [[c.strip() for c in row.strip("|").split("|")] for row in block[2:]]
+            out.append([dict(zip(header, row, strict=True)) for row in cells])
+        block = []
+    return out
+
+
+@pytest.mark.slow
+def test_multinode_quick() -> None:
+    """P5 and D1 on a local Ray and on a multi-node ``ray.cluster_utils.Cluster``: the replicas
+    and the workers land on as many nodes as asked for."""
+    pytest.importorskip("ray")
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "multinode.py"), "--quick"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, f"multinode failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    p5, d1 = tables(proc.stdout)
+    assert {r["layout"].split(" ")[0] for r in p5} == {"single", "3-node"}
+    for r in p5:
+        assert positive(r["req/s"])
+        expected = r["replicas"] if r["layout"].startswith("3-node") else "1"
+        assert r["replica nodes"] == expected, r
+    placed = {(r["layout"].split(" ")[0], r["worker nodes"]) for r in d1}
+    assert placed == {("single", "1"), ("3-node", "2")}
+    assert all(positive(r["env steps/s"]) for r in d1)
+
+
 def test_r1_recording_quick() -> None:
     rows = {r["config"]: r for r in run_quick("r1_recording")}
     assert set(rows) == {"bare", "recorded q90", "recorded q75"}
