@@ -560,8 +560,11 @@ class RolloutWorker:
         self._report(reported)
         return dict(self.counts)
 
-    #: Queue puts in flight at most; one more waits for the oldest to be answered.
-    MAX_PUTS_IN_FLIGHT = 8
+    #: Queue puts in flight at most. One: a put is sent only once the previous one was answered
+    #: (normally long before: an episode or segment later), so trajectories reach the queue in
+    #: the order they were made (the queue's actor is asynchronous: two puts in flight together,
+    #: each waiting for its large argument, may be run in either order).
+    MAX_PUTS_IN_FLIGHT = 1
 
     def _push(self, traj: Any, puts: list[Any]) -> None:
         """Put ``traj`` into the queue without waiting for the queue's answer when it is a
@@ -578,9 +581,9 @@ class RolloutWorker:
             except Full:
                 self.counts["dropped"] += 1
             return
+        if len(puts) >= self.MAX_PUTS_IN_FLIGHT:
+            self._settle(puts, wait=True, keep=self.MAX_PUTS_IN_FLIGHT - 1)
         puts.append(actor.put_nowait.remote(traj))
-        if len(puts) > self.MAX_PUTS_IN_FLIGHT:
-            self._settle(puts, wait=True, keep=self.MAX_PUTS_IN_FLIGHT)
 
     def _settle(self, puts: list[Any], wait: bool = False, keep: int = 0) -> None:
         """Count the answered puts of ``puts`` as pushed or dropped (a full queue) and remove
