@@ -86,11 +86,6 @@ class RayTestCluster:
         node = self.nodes.pop(name)
         self.cluster.remove_node(node, allow_graceful=False)
 
-    def alive_node_ids(self) -> set[str]:
-        nodes = httpx.get(f"{self.dashboard}/nodes?view=summary", timeout=10).json()
-        summary = nodes["data"]["summary"]
-        return {n["raylet"]["nodeId"] for n in summary if n["raylet"]["state"] == "ALIVE"}
-
     def serve_applications(self) -> dict[str, Any]:
         url = f"{self.dashboard}/api/serve/applications/"
         return httpx.get(url, timeout=10).json().get("applications", {})
