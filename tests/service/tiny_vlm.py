@@ -30,8 +30,12 @@ CORPUS = [
 ]
 
 
-def build_tiny_qwen2_5_vl(directory: Path, seed: int = 0) -> Path:
-    """Write a tiny random Qwen2.5-VL (model, tokenizer, image processor) to `directory`."""
+def build_tiny_qwen2_5_vl(directory: Path, seed: int = 0, max_positions: int = 4096) -> Path:
+    """Write a tiny random Qwen2.5-VL (model, tokenizer, image processor) to `directory`.
+
+    ``max_positions`` bounds prompt plus answer length (a long one lets a test generate for
+    seconds).
+    """
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import (
@@ -65,7 +69,7 @@ def build_tiny_qwen2_5_vl(directory: Path, seed: int = 0) -> Path:
             "num_hidden_layers": 1,
             "num_attention_heads": 2,
             "num_key_value_heads": 1,
-            "max_position_embeddings": 4096,
+            "max_position_embeddings": max_positions,
             "rope_parameters": {
                 "rope_type": "default",
                 "rope_theta": 10000.0,
