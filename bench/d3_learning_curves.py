@@ -22,7 +22,8 @@ Protocol (every flag has the full-size default; ``--short`` is the CPU-box versi
     python bench/d3_learning_curves.py --report-only              # re-plot saved results
 
 Per run: ``runs/d3/<stamp>/<algo>-s<seed>/`` (metrics.csv, snapshots/), and the evaluated curve
-``bench/results/d3/<algo>-s<seed>.json``.
+``<out>/d3/<algo>-s<seed>.json`` (with the run's last-minute training numbers, so a report can be
+made from the records alone; ``--first-seed`` adds seeds to a partial set later).
 """
 
 from __future__ import annotations
@@ -179,7 +180,11 @@ def report(out: Path, names: list[str], minutes: float, episodes: int, note: str
             json.loads(f.read_text()) for f in sorted((out / "d3").glob(f"{slug(name)}-s*.json"))
         ]
         curves[name] = [r["curve"] for r in records if r["curve"]]
-        train[name] = [last_minute(ROOT / r["run_dir"] / "metrics.csv") for r in records]
+        train[name] = [
+            tuple(r["train_last_minute"]) if "train_last_minute" in r
+            else last_minute(ROOT / r["run_dir"] / "metrics.csv")
+            for r in records
+        ]  # fmt: skip
     runs = [c for cs in curves.values() for c in cs]
     if not runs:
         print("no evaluated runs")
@@ -296,6 +301,8 @@ def main() -> None:
                         "minutes": args.minutes,
                         "run_dir": str(run_dir.relative_to(ROOT)),
                         "curve": curve,
+                        # kept in the record: runs/ is not part of the checkout
+                        "train_last_minute": last_minute(run_dir / "metrics.csv"),
                     }
                     (out / "d3" / f"{slug(name)}-s{seed}.json").write_text(json.dumps(record))
                     last = curve[-1]["success"] if curve else math.nan
