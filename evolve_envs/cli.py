@@ -214,6 +214,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 
 def _train(args: argparse.Namespace) -> int:
     from evolve_envs.distrl.async_trainer import WorkerFailedError
+    from evolve_envs.distrl.finite import NonFiniteError
     from evolve_envs.distrl.head_watch import ClusterLostError
     from evolve_envs.distrl.placement import PlacementError
     from evolve_envs.distrl.train import (
@@ -253,6 +254,8 @@ def _train(args: argparse.Namespace) -> int:
         raise CliError(str(exc), ExitStatus.USAGE) from exc
     except (ClusterLostError, LearnerLostError) as exc:
         raise CliError(str(exc), ExitStatus.ERROR) from exc
+    except NonFiniteError as exc:
+        raise CliError(f"{exc} (details in {log_path})", ExitStatus.ERROR) from exc
     except WorkerFailedError as exc:
         raise CliError(f"{exc} (checkpoint written; fix the cause, then --resume the run "
                        f"directory; details in {log_path})", ExitStatus.ERROR) from exc  # fmt: skip

@@ -17,8 +17,9 @@ the earlier steps opened, and :meth:`RewardModel.close` (or leaving the ``with``
 the client, then the pool, then stops the service. ``make_env``, the RLinf integration and the
 training workers all open their reward model here.
 
-:func:`shared_service` starts one embedded service for a whole job (``make_vec``, ``evolve-envs
-rollout``, ``evolve-envs train``) so that every sub-env and worker uses the same one.
+:func:`shared_service` starts one embedded service for a whole job (``evolve-envs train``) so
+that every worker uses the same one; :func:`evolve_envs.vector.make_vec` (and so ``evolve-envs
+rollout``) keeps the one it starts for its sub-envs.
 
 Example (a local mock service, started and stopped by the model)::
 

@@ -53,8 +53,6 @@ import numpy as np
 
 from evolve_envs.config import StackConfig, load_config
 from evolve_envs.episode_log import EpisodeLog, import_wandb
-from evolve_envs.factory import make_env
-from evolve_envs.reward_model import shared_service
 from evolve_envs.wrappers.done_rules import TerminationAudit
 
 PolicyFn = Callable[[Any], Any]
@@ -305,16 +303,13 @@ def run_rollout(opts: RolloutOptions) -> RolloutReport:
     started = time.monotonic()
     report: _Report | None = None
     try:
-        with shared_service(rm) as url:
-            overrides: dict[str, Any] = {}
-            if url is not None:  # one local service: the URL is not expanded to service_num ports
-                overrides["reward_model"] = {"endpoint": url, "service_num": None}
-            # building the env checks the reward service and the task: still nothing written
-            env = _make_vector_env(sources, overrides, env_kwargs, opts.num_envs)
-            with _closing_quietly_on_error(env):
-                out.mkdir(parents=True, exist_ok=True)
-                report = _Report(out, opts, cfg)
-                _collect(env, opts, policy, report)
+        # building the env starts the shared service (for endpoint: embedded) and checks it and
+        # the task: still nothing written. Closing the env stops the service.
+        env = _make_vector_env(sources, env_kwargs, opts.num_envs)
+        with _closing_quietly_on_error(env):
+            out.mkdir(parents=True, exist_ok=True)
+            report = _Report(out, opts, cfg)
+            _collect(env, opts, policy, report)
     except KeyboardInterrupt:
         if report is not None:
             report.finish(time.monotonic() - started, interrupted=True, stop="interrupted")
@@ -591,14 +586,18 @@ def _metrics(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _make_vector_env(
-    config: Any, overrides: dict[str, Any], env_kwargs: dict[str, Any], num_envs: int
+    config: list[Any], env_kwargs: dict[str, Any], num_envs: int
 ) -> gym.vector.VectorEnv:
-    def thunk() -> gym.Env:
-        return make_env(config, **overrides, **env_kwargs)
+    """``num_envs`` stacks sharing one service (:func:`evolve_envs.vector.make_vec`): in this
+    process for one env, else one spawned process each (LIBERO's GL state does not fork)."""
+    from evolve_envs.vector import make_vec
 
     if num_envs == 1:
-        return gym.vector.SyncVectorEnv([thunk])
-    return gym.vector.AsyncVectorEnv([thunk] * num_envs, context="spawn")
+        return make_vec(config, 1, vectorization_mode="sync", **env_kwargs)
+    return make_vec(
+        config, num_envs, vectorization_mode="async", vector_kwargs={"context": "spawn"},
+        **env_kwargs,
+    )  # fmt: skip
 
 
 def _collect(

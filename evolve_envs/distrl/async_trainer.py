@@ -9,8 +9,10 @@ loop.Algorithm` run by :func:`~evolve_envs.distrl.loop.run_loop`).
   one A-RIDE update when the buffer holds ``min_buffer`` fresh trajectories (data more than
   ``max_staleness`` policy versions behind is retired first) and the sample ratio (trajectories
   sampled per trajectory taken in) is below ``max_sample_ratio`` (on a small box the learner
-  would otherwise take the CPU the workers need), then publishes the weights every
-  ``publish_every`` updates (``ray.put`` + the registry).
+  would otherwise take the CPU the workers need; allowance left unused is kept only up to one
+  batch), then publishes the weights every ``publish_every`` updates (``ray.put`` + the
+  registry). An update whose loss or gradient is not finite is skipped
+  (:mod:`evolve_envs.distrl.finite`).
 
 :meth:`DistRL.stop` asks the workers to stop and waits briefly for them. Budget, checkpoints,
 logging and worker health are the loop's.
@@ -50,6 +52,7 @@ class DistRL:
             ctx.policy, ctx.cfg.learner, ctx.spaces["action_space"], seed=ctx.cfg.run.seed
         )
         self.runs: list[Any] = []
+        self.ratio_spent = 0  # samples counted against max_sample_ratio (see update)
 
     def _publish(self) -> None:
         import ray
@@ -69,11 +72,20 @@ class DistRL:
         learner, c = self.learner, self.cfg.learner
         learner.ingest(trajectories)
         ratio = c.max_sample_ratio
-        if not learner.ready() or (
-            ratio is not None and learner.samples >= ratio * max(1, learner.trajectories_in)
-        ):
+        if ratio is not None:
+            allowed = ratio * max(1, learner.trajectories_in)
+            # allowance unused while the learner was the slower side does not pile up: a stall
+            # of the intake later (workers restarting, a slow reward service) buys at most one
+            # batch's worth of extra updates on the same buffer
+            self.ratio_spent = max(self.ratio_spent, allowed - ratio * c.batch_size)
+            if self.ratio_spent >= allowed:
+                return UpdateResult()
+        if not learner.ready():
             return UpdateResult()
         stats = learner.update(budget_fraction)
+        if stats.get("skipped"):  # a non-finite step: nothing learned, nothing to publish
+            return UpdateResult()
+        self.ratio_spent += c.batch_size
         if learner.updates % c.publish_every == 0:
             self._publish()
         return UpdateResult(updates=1, samples=c.batch_size, stats=stats)
@@ -90,6 +102,7 @@ class DistRL:
             "trajectories_in": learner.trajectories_in,
             "env_steps_in": learner.env_steps_in,
             "retired": learner.replay.total_retired,
+            "skipped_updates": learner.finite.skipped,
         }
         keys = (
             *("loss", "policy_loss", "value_loss", "entropy", "beta", "grad_norm", "approx_kl"),

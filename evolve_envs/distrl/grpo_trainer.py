@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from evolve_envs.distrl.finite import FiniteSteps
 from evolve_envs.distrl.loop import TrainContext, UpdateResult, get_from_workers
 
 __all__ = ["GRPO", "grpo_batch"]
@@ -94,6 +95,7 @@ class GRPO:
                           "env_steps_in": 0}  # fmt: skip
         self.rng = np.random.default_rng([ctx.cfg.run.seed, 0])
         self.last_stats: dict[str, float] = {}
+        self.finite = FiniteSteps(who="GRPO's learner")
 
     def start(self) -> None:
         pass
@@ -133,7 +135,7 @@ class GRPO:
             return UpdateResult()
         g = self.cfg.grpo
         batch = grpo_batch(trajectories, g.group_size)
-        self.policy.train()
+        self.policy.eval()  # as the workers act (dropout off): the ratio is 1 before a step
         n_steps = len(batch["actions"])
         done = samples = 0
         for _ in range(g.epochs):
@@ -152,7 +154,10 @@ class GRPO:
                 )
                 self.optimizer.zero_grad(set_to_none=True)
                 out.loss.backward()
-                torch.nn.utils.clip_grad_norm_(self.policy.parameters(), g.max_grad_norm)
+                norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), g.max_grad_norm)
+                if not self.finite.ok(out.loss.detach(), norm):  # skip it: weights untouched
+                    self.optimizer.zero_grad(set_to_none=True)
+                    continue
                 self.optimizer.step()
                 done += 1
                 samples += len(idx)
@@ -167,11 +172,12 @@ class GRPO:
         return UpdateResult(updates=done, samples=samples, stats=dict(self.last_stats))
 
     def counters(self) -> dict[str, int]:
-        return dict(self._counters)
+        return {**self._counters, "skipped_updates": self.finite.skipped}
 
     def metrics(self) -> dict[str, Any]:
         c = self._counters
-        return {"rounds": c["rounds"], "env_steps_in": c["env_steps_in"], **self.last_stats}
+        return {"rounds": c["rounds"], "env_steps_in": c["env_steps_in"],
+                "skipped_updates": self.finite.skipped, **self.last_stats}  # fmt: skip
 
     def running_calls(self) -> list[Any]:
         return []  # every call is waited for inside collect()
@@ -180,14 +186,18 @@ class GRPO:
         return {
             "policy": self.policy.state_dict(),
             "optimizer": self.optimizer.state_dict(),
-            "counters": dict(self._counters),
+            "counters": self.counters(),
             "rng": self.rng.bit_generator.state,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.policy.load_state_dict(state["policy"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self._counters.update({k: int(v) for k, v in state["counters"].items()})
+        for group in self.optimizer.param_groups:  # the config's rate, not the saved one
+            group["lr"] = float(self.cfg.grpo.lr)
+        counters = {k: int(v) for k, v in state["counters"].items()}
+        self.finite.skipped = counters.pop("skipped_updates", 0)
+        self._counters.update(counters)
         if "rng" in state:
             self.rng.bit_generator.state = state["rng"]
         else:  # checkpoints written before the RNG was saved

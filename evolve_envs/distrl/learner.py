@@ -49,6 +49,8 @@ from typing import Any
 
 import numpy as np
 
+from evolve_envs.distrl.finite import FiniteSteps
+
 __all__ = ["Learner"]
 
 
@@ -92,6 +94,8 @@ class Learner:
         # running scales (value targets, |TD|, |-log pi|) and the adaptive entropy coefficient
         self.scales: dict[str, float] = {}
         self.entropy_coef = float(config.entropy_coef)
+        self.finite = FiniteSteps()
+        self.beta_fraction = 0.0  # the furthest β has annealed: a resumed run never lowers it
 
     # ------------------------------------------------------------------ schedule
 
@@ -170,18 +174,24 @@ class Learner:
 
     def update(self, run_fraction: float = 0.0) -> dict[str, float]:
         """One prioritized A-RIDE update; ``run_fraction`` (0..1) is the share of the run's budget
-        spent, which anneals β unless ``beta_anneal_updates`` is set. Returns its statistics."""
+        spent, which anneals β unless ``beta_anneal_updates`` is set. Returns its statistics;
+        ``{"skipped": 1.0, ...}`` when the loss or gradient was not finite and no step was taken
+        (:mod:`evolve_envs.distrl.finite`)."""
         import torch
 
         from evolve_envs.distrl.losses import aride_loss
 
         c = self.cfg
         span = c.beta_anneal_updates
-        self.replay.beta = self.beta_at(c, self.updates / span if span else run_fraction)
+        frac = self.updates / span if span else run_fraction
+        self.beta_fraction = max(self.beta_fraction, min(1.0, frac))
+        self.replay.beta = self.beta_at(c, self.beta_fraction)
         self.retire_stale()
         items, indices, is_weights = self.replay.sample(c.batch_size, self.rng)
         lag = self.sample_lag(indices)
-        self.policy.train()
+        # the workers act in eval mode: dropout (a transformer policy's) off here too, so π/μ
+        # is 1 on fresh data and the trust region sees only real policy change
+        self.policy.eval()
         out = aride_loss(
             self.policy,
             items,
@@ -199,6 +209,9 @@ class Learner:
         self.optimizer.zero_grad(set_to_none=True)
         out.loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), c.max_grad_norm)
+        if not self.finite.ok(out.loss.detach(), grad_norm):  # weights and priorities untouched
+            self.optimizer.zero_grad(set_to_none=True)
+            return {"skipped": 1.0, "loss": float(out.loss.detach()), "grad_norm": float(grad_norm)}
         self.optimizer.step()
         self.replay.update_priorities(indices, np.asarray(out.priorities, dtype=np.float64))
         self.updates += 1
@@ -268,6 +281,7 @@ class Learner:
             "env_steps_in": self.env_steps_in,
             "samples": self.samples,
             "refreshes": self.refreshes,
+            "skipped_updates": self.finite.skipped,
         }
 
     def state_dict(self) -> dict[str, Any]:
@@ -280,6 +294,7 @@ class Learner:
             "rng": self.rng.bit_generator.state,
             "scales": dict(self.scales),
             "entropy_coef": self.entropy_coef,
+            "beta_fraction": self.beta_fraction,
             "saved_at": time.time(),
         }
 
@@ -287,11 +302,17 @@ class Learner:
         """Restore what :meth:`state_dict` saved."""
         self.policy.load_state_dict(state["policy"])
         self.optimizer.load_state_dict(state["optimizer"])
+        for group in self.optimizer.param_groups:  # the config's rate, not the saved one
+            group["lr"] = float(self.cfg.lr)
         for key, value in state["counters"].items():
-            setattr(self, key, int(value))
-        if "replay" in state:  # counters and settings; the trajectories themselves are gone
-            self.replay.load_state_dict(state["replay"])
+            if key == "skipped_updates":
+                self.finite.skipped = int(value)
+            else:
+                setattr(self, key, int(value))
+        if "replay" in state:  # its counters; the trajectories themselves are gone
+            self.replay.load_counters(state["replay"])
         if "rng" in state:
             self.rng.bit_generator.state = state["rng"]
         self.scales = {k: float(v) for k, v in state.get("scales", {}).items()}
         self.entropy_coef = float(state.get("entropy_coef", self.cfg.entropy_coef))
+        self.beta_fraction = float(state.get("beta_fraction", 0.0))

@@ -51,6 +51,7 @@ from typing import Any, Protocol, TextIO, runtime_checkable
 
 from evolve_envs.distrl.checkpoint import save_checkpoint
 from evolve_envs.distrl.config import TrainConfig
+from evolve_envs.distrl.finite import NonFiniteError, nonfinite_tensors
 from evolve_envs.distrl.placement import on_this_node
 from evolve_envs.distrl.train_log import IntervalStats, TrainLog, format_row
 
@@ -270,6 +271,25 @@ def learner_device(cfg: TrainConfig) -> Any:
     return torch.device("cpu")
 
 
+def resumed_worker_config(worker_cfg: TrainConfig, updates: int) -> TrainConfig:
+    """The workers' config for a run resumed at ``updates``: their seed mixes in ``updates``, so
+    the resumed workers draw new reset seeds instead of replaying the first run's scenes (the
+    learner and the checkpoint keep ``run.seed``).
+
+    Example:
+        >>> from evolve_envs.distrl.config import load_train_config
+        >>> cfg = load_train_config({"run": {"seed": 3}})
+        >>> a, b = (resumed_worker_config(cfg, n).run.seed for n in (100, 200))
+        >>> a != b and 3 not in (a, b), resumed_worker_config(cfg, 100).run.seed == a
+        (True, True)
+    """
+    import numpy as np
+
+    seed = int(np.random.SeedSequence([worker_cfg.run.seed, updates]).generate_state(1)[0])
+    run = worker_cfg.run.model_copy(update={"seed": seed})
+    return worker_cfg.model_copy(update={"run": run})
+
+
 def run_loop(
     algo: Algorithm,
     worker_cfg: TrainConfig,
@@ -291,6 +311,8 @@ def run_loop(
 
     torch.manual_seed(cfg.run.seed)
     torch.set_num_threads(1)
+    if state is not None:
+        worker_cfg = resumed_worker_config(worker_cfg, int(state["counters"]["updates"]))
     # the registry and the queue live on the learner's node: losing another node never loses them
     here = on_this_node()
     registry = ray.remote(WeightRegistry).options(num_cpus=0, scheduling_strategy=here).remote()
@@ -315,6 +337,13 @@ def run_loop(
 
         def checkpoint() -> None:
             payload = {**algo.state_dict(), "config": cfg.model_dump(), "algo": algo.name}
+            bad = nonfinite_tensors(payload.get("policy", {}))
+            if bad:  # keep the last good checkpoint for --resume
+                raise NonFiniteError(
+                    f"not writing a checkpoint: the policy's weights hold NaN or inf "
+                    f"({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''}); the last "
+                    f"checkpoint in {run_dir} is kept"
+                )
             save_checkpoint(run_dir, payload)
 
         def updates() -> int:
@@ -359,7 +388,11 @@ def run_loop(
             version = int(algo.counters()["version"])
             for t in trajs:
                 stats.trajectory(t, version)
-            res = algo.update(trajs, budget.fraction(updates()))
+            try:
+                res = algo.update(trajs, budget.fraction(updates()))
+            except NonFiniteError:  # skipped steps left the last finite weights: keep them
+                checkpoint()
+                raise
             stats.updates += res.updates
             stats.samples += res.samples
             if not res.updates and not trajs:

@@ -348,6 +348,15 @@ class PrioritizedReplay(Generic[T]):
             state["items"] = list(self._items)
         return state
 
+    def load_counters(self, state: dict[str, Any]) -> None:
+        """Restore only the running counters of a :meth:`state_dict` (a resumed run whose items
+        are gone): settings (capacity, alpha, eps, beta0) stay those this buffer was built with,
+        so a resume with a changed config uses the new ones."""
+        self.total_added = int(state["total_added"])
+        self.total_sampled = int(state["total_sampled"])
+        self.total_updates = int(state["total_updates"])
+        self.total_retired = int(state.get("total_retired", 0))
+
     def load_state_dict(self, state: dict[str, Any], items: Sequence[T] | None = None) -> None:
         """Restore from :meth:`state_dict`.
 

@@ -382,6 +382,7 @@ class RolloutWorker:
         self.policy.eval()
         self.version = -1
         self.counts = {"pushed": 0, "dropped": 0, "env_steps": 0, "episodes": 0}
+        self._reported = dict.fromkeys(self.counts, 0)  # the part of counts the registry has
 
     # ------------------------------------------------------------------ helpers
 
@@ -517,7 +518,6 @@ class RolloutWorker:
         slots = [_EnvSlot() for _ in self.envs]
         obs = [_with_task(*env.reset(seed=self._seed())) for env in self.envs]
         pending = self.registry.poll.remote(self.worker_id, self.version)
-        reported = dict.fromkeys(self.counts, 0)
         puts: list[Any] = []  # queue puts not yet answered
         step = 0
         stop = False
@@ -553,11 +553,11 @@ class RolloutWorker:
                 self._settle(puts)
             step += 1
             if step % 20 == 0:
-                self._report(reported)
+                self._report()
             if deadline is not None and time.monotonic() > deadline:
                 break
         self._settle(puts, wait=True)
-        self._report(reported)
+        self._report()
         return dict(self.counts)
 
     #: Queue puts in flight at most. One: a put is sent only once the previous one was answered
@@ -605,11 +605,13 @@ class RolloutWorker:
             except asyncio.QueueFull:  # the queue actor's error, re-raised here
                 self.counts["dropped"] += 1
 
-    def _report(self, reported: dict[str, int]) -> None:
-        delta = {k: v - reported[k] for k, v in self.counts.items()}
+    def _report(self) -> None:
+        """Send the registry what was counted since the last report (each count once, however
+        many :meth:`run` calls this incarnation makes)."""
+        delta = {k: v - self._reported[k] for k, v in self.counts.items()}
         if any(delta.values()):
             self.registry.report.remote(self.worker_id, delta)  # fire and forget
-            reported.update(self.counts)
+            self._reported.update(self.counts)
 
     # ------------------------------------------------------------------ synchronous mode
 

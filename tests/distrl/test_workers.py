@@ -149,6 +149,19 @@ def test_segments_and_a_full_queue_in_process(ray_local) -> None:
         assert all(not t.dones.any() for t in trajs)  # truncated, never terminated
         assert all(t.policy_version == 5 for t in trajs)
         np.testing.assert_array_equal(trajs[0].obs["state"][4], trajs[1].obs["state"][0])
+        # a second run() (the registry still says stop) reports only its own work: the
+        # registry's totals stay equal to the worker's counters
+        worker.run(max_seconds=30)
+        keys = ("pushed", "dropped", "env_steps", "episodes")
+
+        def registry_totals() -> dict[str, int]:
+            row = ray.get(registry.workers.remote())[0]
+            return {k: row.get(k, 0) for k in keys}
+
+        deadline = time.monotonic() + 30  # reports are fire-and-forget: wait for them to land
+        while registry_totals() != {k: worker.counts[k] for k in keys}:
+            assert time.monotonic() < deadline, (registry_totals(), worker.counts)
+            time.sleep(0.05)
     finally:
         worker.close()
         ray.kill(registry)
