@@ -51,6 +51,19 @@ class SharedServiceVectorEnv(gym.vector.VectorWrapper):
         self.service = service
         self._resources = resources
 
+    # gymnasium's VectorWrapper does not forward these; the sub-envs answer them as usual
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call ``name`` on every sub-env (see :meth:`gymnasium.vector.VectorEnv.call`)."""
+        return self.env.call(name, *args, **kwargs)
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """Attribute ``name`` of every sub-env."""
+        return self.env.get_attr(name)
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Set attribute ``name`` on every sub-env."""
+        self.env.set_attr(name, values)
+
     def close(self, **kwargs: Any) -> None:
         try:
             super().close(**kwargs)

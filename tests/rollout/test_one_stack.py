@@ -34,11 +34,11 @@ def _layout(env: gym.Env) -> list[tuple[str, Any]]:
 
 def test_rollout_train_and_rlinf_build_the_same_stack_from_one_yaml() -> None:
     blocks = yaml.safe_load(resolve_config("reach_place").read_text())
-    vec = _make_vector_env(["reach_place"], {}, {}, 1)
+    vec = _make_vector_env(["reach_place"], {}, 1)
     worker = RolloutWorker(TrainConfig(env=blocks["env"], reward_model=blocks["reward_model"]), 0)
     rlinf = build_progress_stack(blocks["reward_model"], num_envs=1)
     try:
-        rollout_layout = _layout(vec.envs[0])
+        rollout_layout = _layout(vec.unwrapped.envs[0])
         assert [name for name, _ in rollout_layout] == [
             "ProgressReward", "TimeLimit", "ReachPlaceEnv",
         ]  # fmt: skip

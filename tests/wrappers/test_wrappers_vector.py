@@ -107,3 +107,18 @@ def test_async_vector_env_episode_returns(mock_service) -> None:
         assert finals == pytest.approx([96, 60, 40])
     finally:
         vec.close()
+
+
+def test_make_vec_answers_call_and_get_attr_of_its_sub_envs() -> None:
+    """The service-owning wrapper forwards the VectorEnv attribute calls that gymnasium's
+    VectorWrapper leaves out (the rollout CLI reads the task through them)."""
+    from evolve_envs.vector import make_vec
+
+    vec = make_vec("reach_place", 2, vectorization_mode="sync", max_episode_steps=4)
+    try:
+        assert vec.call("has_wrapper_attr", "spec") == (True, True)
+        assert vec.call("has_wrapper_attr", "no_such_attr") == (False, False)
+        vec.set_attr("marker", [1, 2])
+        assert vec.get_attr("marker") == (1, 2)
+    finally:
+        vec.close()
