@@ -32,6 +32,8 @@ import argparse
 import io
 import json
 import math
+import os
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -144,6 +146,63 @@ def auc(curve: list[dict[str, float]], seconds: float) -> float:
                           for g in grid]))  # fmt: skip
 
 
+class LoadLog:
+    """Appends ``HH:MM:SS load1 load5 load15`` to ``path`` every ``every_s`` while the bench runs,
+    so the report can say what load the runs shared the machine with."""
+
+    def __init__(self, path: Path, every_s: float = 60.0):
+        self.path, self.every_s = path, every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while True:
+            with self.path.open("a") as fh:
+                fh.write(time.strftime("%H:%M:%S ", time.gmtime())
+                         + " ".join(f"{x:.2f}" for x in os.getloadavg()) + "\n")  # fmt: skip
+            if self._stop.wait(self.every_s):
+                return
+
+    def __enter__(self) -> LoadLog:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def load_summary(path: Path) -> str:
+    """``load avg (1 min) LO-HI, mean M over N samples`` from a :class:`LoadLog` file."""
+    if not path.is_file():
+        return ""
+    ones = [float(line.split()[1]) for line in path.read_text().splitlines() if line.strip()]
+    if not ones:
+        return ""
+    return (f"load avg (1 min, every minute) {min(ones):.1f}-{max(ones):.1f}, "
+            f"mean {np.mean(ones):.1f} over {len(ones)} samples")  # fmt: skip
+
+
+def paired_differences(records: dict[str, dict[int, dict[str, float]]]) -> list[list[str]]:
+    """For each pair of algorithms, the per-seed difference (first − second) of each metric over
+    the seeds both ran, mean ± 95 % t-interval: seeds are paired (run back to back, same scenes)."""
+    rows = []
+    names = [n for n in records if records[n]]
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            seeds = sorted(set(records[a]) & set(records[b]))
+            if len(seeds) < 2:
+                continue
+            row = [f"{a} − {b}", str(len(seeds))]
+            for key in ("final", "auc", "equal_steps"):
+                m, h = mean_ci([records[a][s][key] - records[b][s][key] for s in seeds])
+                row.append(f"{m:+.3f} ± {h:.3f}" if np.isfinite(h) else "-")
+            wins = sum(records[a][s]["final"] > records[b][s]["final"] for s in seeds)
+            row.append(f"{wins}/{len(seeds)}")
+            rows.append(row)
+    return rows
+
+
 def train_one(cfg_path: str, name: str, seed: int, minutes: float, snap_s: float, stamp: str,
               extra: list[str]) -> Path:  # fmt: skip
     from evolve_envs.distrl.train import TrainOptions, run_train
@@ -175,11 +234,15 @@ def report(out: Path, names: list[str], minutes: float, episodes: int, note: str
     """Aggregate the saved curves: the table, a markdown copy and the plot."""
     curves: dict[str, list[list[dict[str, float]]]] = {}
     train: dict[str, list[tuple[float, float]]] = {}
+    seeds: dict[str, list[int]] = {}
     for name in names:
         records = [
             json.loads(f.read_text()) for f in sorted((out / "d3").glob(f"{slug(name)}-s*.json"))
         ]
-        curves[name] = [r["curve"] for r in records if r["curve"]]
+        records.sort(key=lambda r: r["seed"])
+        records = [r for r in records if r["curve"]]
+        curves[name] = [r["curve"] for r in records]
+        seeds[name] = [int(r["seed"]) for r in records]
         train[name] = [
             tuple(r["train_last_minute"]) if "train_last_minute" in r
             else last_minute(ROOT / r["run_dir"] / "metrics.csv")
@@ -225,7 +288,35 @@ def report(out: Path, names: list[str], minutes: float, episodes: int, note: str
              f"{minutes:g} min per run, mean ± 95 % t-interval over seeds. {note}")  # fmt: skip
     print_table(title, headers, rows)
     table = "| " + " | ".join(headers) + " |\n|" + "---|" * len(headers) + "\n" + "\n".join(md)
-    (out / "d3_summary.md").write_text(title + "\n\n" + table + "\n")
+    per_seed = {
+        name: {
+            s: {
+                "final": c[-1]["success"],
+                "auc": auc(c, seconds),
+                "equal_steps": at(c, "env_steps", equal_steps),
+            }
+            for s, c in zip(seeds[name], cs, strict=True)
+        }
+        for name, cs in curves.items()
+    }
+    lines = ["Final held-out success per seed:"]
+    for name, by_seed in per_seed.items():
+        finals = ", ".join(f"s{s} {v['final']:.2f}" for s, v in by_seed.items())
+        lines.append(f"- {name}: {finals}")
+    text = "\n".join(lines)
+    print("\n" + text + "\n")
+    steps_col = f"success @ {equal_steps / 1000:.0f}k env steps"
+    pair_headers = ["difference (paired by seed)", "seeds", "final success", "AUC", steps_col,
+                    "seeds first ahead"]  # fmt: skip
+    pairs = paired_differences(per_seed)
+    pair_md = ""
+    if pairs:
+        pair_title = "Paired differences, mean ± 95 % t-interval over the seeds both ran"
+        print_table(pair_title, pair_headers, pairs)
+        pair_md = (f"\n{pair_title}\n\n| " + " | ".join(pair_headers) + " |\n|"
+                   + "---|" * len(pair_headers) + "\n"
+                   + "\n".join("| " + " | ".join(r) + " |" for r in pairs) + "\n")  # fmt: skip
+    (out / "d3_summary.md").write_text(f"{title}\n\n{table}\n\n{text}\n{pair_md}")
 
     import matplotlib
 
@@ -280,7 +371,9 @@ def main() -> None:
     out = Path(args.out)
     (out / "d3").mkdir(parents=True, exist_ok=True)
     note = machine_note()
+    loads = LoadLog(out / "load.log")
     if not args.report_only:
+        loads.__enter__()
         import ray
 
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -311,6 +404,10 @@ def main() -> None:
                           "evaluation)", flush=True)  # fmt: skip
         finally:
             ray.shutdown()
+            loads.__exit__()
+    summary = load_summary(out / "load.log")
+    if summary:  # the load over all the runs, not only at the moment of the report
+        note = f"{note.split(', load avg')[0]}, {summary}, python {note.rsplit('python ', 1)[1]}"
     report(out, args.algos, args.minutes, args.eval_episodes, note)
 
 
