@@ -100,6 +100,28 @@ def evaluate_run(run_dir: Path, episodes: int) -> list[dict[str, float]]:
     return curve
 
 
+def final_sampled(run_dir: Path, episodes: int, seed: int) -> float:
+    """Held-out success of a run's last snapshot with *sampled* actions (as the workers act; a
+    torch RNG seeded with ``seed``), beside the protocol's mean-action number."""
+    import torch
+
+    from evolve_envs.distrl.config import load_train_config
+    from evolve_envs.distrl.evaluation import evaluate_policy, held_out_seeds, make_eval_env
+    from evolve_envs.distrl.worker import policy_from_config
+
+    snaps = sorted((run_dir / "snapshots").glob("*.pt"), key=lambda p: p.stem.split("-")[1])
+    if not snaps:
+        return math.nan
+    cfg = load_train_config(run_dir / "config.yaml")
+    env = make_eval_env(cfg)
+    policy = policy_from_config(cfg.policy, env.observation_space, env.action_space)
+    env.close()
+    policy.load_state_dict(torch.load(snaps[-1], map_location="cpu", weights_only=False)["policy"])
+    res = evaluate_policy(cfg, policy, held_out_seeds(episodes), deterministic=False,
+                          sample_seed=seed)  # fmt: skip
+    return res.success_rate
+
+
 def last_minute(metrics_csv: Path) -> tuple[float, float]:
     """Training episodes' mean return and env success over the run's last minute (episode-
     weighted, from ``metrics.csv``; the stochastic policy on training scenes)."""
@@ -235,6 +257,7 @@ def report(out: Path, names: list[str], minutes: float, episodes: int, note: str
     curves: dict[str, list[list[dict[str, float]]]] = {}
     train: dict[str, list[tuple[float, float]]] = {}
     seeds: dict[str, list[int]] = {}
+    sampled: dict[str, list[float]] = {}
     for name in names:
         records = [
             json.loads(f.read_text()) for f in sorted((out / "d3").glob(f"{slug(name)}-s*.json"))
@@ -243,6 +266,7 @@ def report(out: Path, names: list[str], minutes: float, episodes: int, note: str
         records = [r for r in records if r["curve"]]
         curves[name] = [r["curve"] for r in records]
         seeds[name] = [int(r["seed"]) for r in records]
+        sampled[name] = [float(r.get("final_sampled", math.nan)) for r in records]
         train[name] = [
             tuple(r["train_last_minute"]) if "train_last_minute" in r
             else last_minute(ROOT / r["run_dir"] / "metrics.csv")
@@ -256,7 +280,8 @@ def report(out: Path, names: list[str], minutes: float, episodes: int, note: str
     equal_steps = min(c[-1]["env_steps"] for c in runs)
     headers = ["algorithm", "seeds", "final success", "AUC", "min to 30 %", "min to 50 %",
                f"success @ {equal_steps / 1000:.0f}k env steps", "env steps (k)",
-               "train return, last min", "train success, last min"]  # fmt: skip
+               "train return, last min", "train success, last min",
+               "final success, sampled actions"]  # fmt: skip
     rows, md = [], []
 
     def fmt(m: float, h: float) -> str:
@@ -282,6 +307,10 @@ def report(out: Path, names: list[str], minutes: float, episodes: int, note: str
         row = [name, len(cs), fmt(*final), fmt(*area), fmt_time([time_to(c, 0.3) for c in cs]),
                fmt_time([time_to(c, 0.5) for c in cs]), fmt(*eq), f"{steps:.0f}", fmt(*ret),
                fmt(*succ)]  # fmt: skip
+        have = [v for v in sampled[name] if np.isfinite(v)]
+        row.append(
+            fmt(*mean_ci(have)) + ("" if len(have) == len(cs) else f" ({len(have)}/{len(cs)})")
+        )
         rows.append(row)
         md.append("| " + " | ".join(str(x) for x in row) + " |")
     title = (f"D3 held-out success ({episodes} fixed scenes, deterministic policy), "
@@ -366,11 +395,24 @@ def main() -> None:
     )
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--report-only", action="store_true", help="aggregate saved curves only")
+    ap.add_argument(
+        "--backfill-sampled",
+        action="store_true",
+        help="add the sampled-action final success to saved records whose run directory is here",
+    )
     ap.add_argument("overrides", nargs="*", help="KEY=VALUE for every run")
     args = ap.parse_args()
     out = Path(args.out)
     (out / "d3").mkdir(parents=True, exist_ok=True)
     note = machine_note()
+    if args.backfill_sampled:
+        for f in sorted((out / "d3").glob("*.json")):
+            rec = json.loads(f.read_text())
+            if "final_sampled" not in rec and (ROOT / rec["run_dir"] / "snapshots").is_dir():
+                rec["final_sampled"] = final_sampled(ROOT / rec["run_dir"], args.eval_episodes,
+                                                     int(rec["seed"]))  # fmt: skip
+                f.write_text(json.dumps(rec))
+                print(f"{f.name}: sampled-action final success {rec['final_sampled']:.3f}")
     loads = LoadLog(out / "load.log")
     if not args.report_only:
         loads.__enter__()
@@ -396,6 +438,7 @@ def main() -> None:
                         "curve": curve,
                         # kept in the record: runs/ is not part of the checkout
                         "train_last_minute": last_minute(run_dir / "metrics.csv"),
+                        "final_sampled": final_sampled(run_dir, args.eval_episodes, seed),
                     }
                     (out / "d3" / f"{slug(name)}-s{seed}.json").write_text(json.dumps(record))
                     last = curve[-1]["success"] if curve else math.nan

@@ -4,7 +4,10 @@ Training draws reset seeds below ``2**31 - 1`` (workers and ``rl.grpo.group_seed
 :data:`HELD_OUT_BASE` ``+ k`` are scenes no training episode starts from. :func:`evaluate_policy`
 plays one episode per seed with the policy's mean action (deterministic), on the plain env
 (no reward model: success is the env's ``info["is_success"]`` flag, never a reward), and returns
-the success rate with its per-episode outcomes.
+the success rate with its per-episode outcomes. ``deterministic=False`` samples the actions
+instead (as the workers do), from a torch RNG seeded with ``sample_seed`` and kept apart from the
+global one: a policy can succeed more with its noise than with its mean action (one that stalls
+where its mean is near zero), and comparing the two says so.
 
 Example:
     >>> from evolve_envs.distrl.config import TrainConfig
@@ -68,8 +71,28 @@ def make_eval_env(cfg: Any, worker_index: int = 0) -> Any:
     return make_worker_env(plain, worker_index)
 
 
-def evaluate_policy(cfg: Any, policy: Any, seeds: list[int], num_envs: int = 10) -> EvalResult:
-    """Play one deterministic episode per seed (``num_envs`` at a time) and record success."""
+def evaluate_policy(
+    cfg: Any,
+    policy: Any,
+    seeds: list[int],
+    num_envs: int = 10,
+    *,
+    deterministic: bool = True,
+    sample_seed: int = 0,
+) -> EvalResult:
+    """Play one episode per seed (``num_envs`` at a time) and record success: the mean action,
+    or with ``deterministic=False`` sampled actions (reproducible for a given ``sample_seed``)."""
+    import torch
+
+    if not deterministic:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(sample_seed)
+            return _play(cfg, policy, seeds, num_envs, deterministic=False)
+    return _play(cfg, policy, seeds, num_envs, deterministic=True)
+
+
+def _play(cfg: Any, policy: Any, seeds: list[int], num_envs: int, *, deterministic: bool
+          ) -> EvalResult:  # fmt: skip
     import torch
 
     from evolve_envs.distrl.worker import _with_task, batch_obs
@@ -87,7 +110,7 @@ def evaluate_policy(cfg: Any, policy: Any, seeds: list[int], num_envs: int = 10)
             while live:
                 inputs = policy.encode_obs(batch_obs([obs[i] for i in live]))
                 with torch.no_grad():
-                    actions, _ = policy.act(inputs, deterministic=True)
+                    actions, _ = policy.act(inputs, deterministic=deterministic)
                 still = []
                 for j, i in enumerate(live):
                     o, _, terminated, truncated, info = envs[i].step(actions[j])
