@@ -353,7 +353,8 @@ def report(out: Path, names: list[str], minutes: float, episodes: int, note: str
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
-    grid_t = np.linspace(0, seconds, 60)
+    # the last snapshot lands a fraction of a second past the budget: end the grid on it
+    grid_t = np.linspace(0, max(seconds, max(c[-1]["time_s"] for c in runs)), 60)
     max_steps = max(c[-1]["env_steps"] for c in runs)
     grid_s = np.linspace(0, max_steps, 60)
     for name, cs in curves.items():
