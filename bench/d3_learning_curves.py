@@ -37,6 +37,7 @@ import threading
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from _common import ROOT, machine_note, print_table
@@ -70,21 +71,30 @@ def mean_ci(values: list[float]) -> tuple[float, float]:
     return float(arr.mean()), t95(arr.size) * float(arr.std(ddof=1)) / math.sqrt(arr.size)
 
 
-def evaluate_run(run_dir: Path, episodes: int) -> list[dict[str, float]]:
-    """Held-out success of every snapshot of a run, in time order."""
-    import torch
-
+def run_policy(run_dir: Path) -> tuple[Any, Any, list[Path]]:
+    """A run's config, a fresh policy built from it and its snapshots in time order."""
     from evolve_envs.distrl.config import load_train_config
-    from evolve_envs.distrl.evaluation import evaluate_policy, held_out_seeds, make_eval_env
+    from evolve_envs.distrl.evaluation import make_eval_env
     from evolve_envs.distrl.worker import policy_from_config
 
     cfg = load_train_config(run_dir / "config.yaml")
     env = make_eval_env(cfg)
     policy = policy_from_config(cfg.policy, env.observation_space, env.action_space)
     env.close()
+    snaps = sorted((run_dir / "snapshots").glob("*.pt"), key=lambda p: p.stem.split("-")[1])
+    return cfg, policy, snaps
+
+
+def evaluate_run(run_dir: Path, episodes: int) -> list[dict[str, float]]:
+    """Held-out success of every snapshot of a run, in time order."""
+    import torch
+
+    from evolve_envs.distrl.evaluation import evaluate_policy, held_out_seeds
+
+    cfg, policy, snaps = run_policy(run_dir)
     seeds = held_out_seeds(episodes)
     curve = []
-    for path in sorted((run_dir / "snapshots").glob("*.pt"), key=lambda p: p.stem.split("-")[1]):
+    for path in snaps:
         snap = torch.load(path, map_location="cpu", weights_only=False)
         policy.load_state_dict(snap["policy"])
         res = evaluate_policy(cfg, policy, seeds)
@@ -105,17 +115,11 @@ def final_sampled(run_dir: Path, episodes: int, seed: int) -> float:
     torch RNG seeded with ``seed``), beside the protocol's mean-action number."""
     import torch
 
-    from evolve_envs.distrl.config import load_train_config
-    from evolve_envs.distrl.evaluation import evaluate_policy, held_out_seeds, make_eval_env
-    from evolve_envs.distrl.worker import policy_from_config
+    from evolve_envs.distrl.evaluation import evaluate_policy, held_out_seeds
 
-    snaps = sorted((run_dir / "snapshots").glob("*.pt"), key=lambda p: p.stem.split("-")[1])
+    cfg, policy, snaps = run_policy(run_dir)
     if not snaps:
         return math.nan
-    cfg = load_train_config(run_dir / "config.yaml")
-    env = make_eval_env(cfg)
-    policy = policy_from_config(cfg.policy, env.observation_space, env.action_space)
-    env.close()
     policy.load_state_dict(torch.load(snaps[-1], map_location="cpu", weights_only=False)["policy"])
     res = evaluate_policy(cfg, policy, held_out_seeds(episodes), deterministic=False,
                           sample_seed=seed)  # fmt: skip
@@ -414,9 +418,7 @@ def main() -> None:
                                                      int(rec["seed"]))  # fmt: skip
                 f.write_text(json.dumps(rec))
                 print(f"{f.name}: sampled-action final success {rec['final_sampled']:.3f}")
-    loads = LoadLog(out / "load.log")
     if not args.report_only:
-        loads.__enter__()
         import ray
 
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -424,31 +426,32 @@ def main() -> None:
                  object_store_memory=150 * 1024**2, runtime_env=ray_env(),
                  log_to_driver=False)  # fmt: skip
         try:
-            for seed in range(args.first_seed, args.first_seed + args.seeds):
-                k = seed % len(args.algos)
-                for name in args.algos[k:] + args.algos[:k]:  # the order rotates with the seed
-                    t0 = time.monotonic()
-                    run_dir = train_one(args.config, name, seed, args.minutes,
-                                        args.snapshot_every_s, stamp, args.overrides)  # fmt: skip
-                    curve = evaluate_run(run_dir, args.eval_episodes)
-                    record = {
-                        "algo": name,
-                        "seed": seed,
-                        "minutes": args.minutes,
-                        "run_dir": str(run_dir.relative_to(ROOT)),
-                        "curve": curve,
-                        # kept in the record: runs/ is not part of the checkout
-                        "train_last_minute": last_minute(run_dir / "metrics.csv"),
-                        "final_sampled": final_sampled(run_dir, args.eval_episodes, seed),
-                    }
-                    (out / "d3" / f"{slug(name)}-s{seed}.json").write_text(json.dumps(record))
-                    last = curve[-1]["success"] if curve else math.nan
-                    took = time.monotonic() - t0
-                    print(f"{name} seed {seed}: held-out success {last:.3f} ({took:.0f} s with "
-                          "evaluation)", flush=True)  # fmt: skip
+            with LoadLog(out / "load.log"):  # the load beside the runs
+                for seed in range(args.first_seed, args.first_seed + args.seeds):
+                    k = seed % len(args.algos)
+                    for name in args.algos[k:] + args.algos[:k]:  # the order rotates with the seed
+                        t0 = time.monotonic()
+                        run_dir = train_one(args.config, name, seed, args.minutes,
+                                            args.snapshot_every_s, stamp,
+                                            args.overrides)  # fmt: skip
+                        curve = evaluate_run(run_dir, args.eval_episodes)
+                        record = {
+                            "algo": name,
+                            "seed": seed,
+                            "minutes": args.minutes,
+                            "run_dir": str(run_dir.relative_to(ROOT)),
+                            "curve": curve,
+                            # kept in the record: runs/ is not part of the checkout
+                            "train_last_minute": last_minute(run_dir / "metrics.csv"),
+                            "final_sampled": final_sampled(run_dir, args.eval_episodes, seed),
+                        }
+                        (out / "d3" / f"{slug(name)}-s{seed}.json").write_text(json.dumps(record))
+                        last = curve[-1]["success"] if curve else math.nan
+                        took = time.monotonic() - t0
+                        print(f"{name} seed {seed}: held-out success {last:.3f} ({took:.0f} s with "
+                              "evaluation)", flush=True)  # fmt: skip
         finally:
             ray.shutdown()
-            loads.__exit__()
     summary = load_summary(out / "load.log")
     if summary:  # the load over all the runs, not only at the moment of the report
         note = f"{note.split(', load avg')[0]}, {summary}, python {note.rsplit('python ', 1)[1]}"
