@@ -278,12 +278,16 @@ def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]
     return text
 
 
-def machine_note() -> str:
-    """One line describing the machine and its load (numbers come from a shared box)."""
-    try:
-        load = "load avg {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
-    except OSError:
-        load = "load avg n/a"
+def machine_note(load: str | None = None) -> str:
+    """One line describing the machine and its load (numbers come from a shared box).
+
+    ``load`` replaces the load average of this moment, e.g. a summary over a whole run.
+    """
+    if load is None:
+        try:
+            load = "load avg {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+        except OSError:
+            load = "load avg n/a"
     return f"{os.cpu_count()} CPUs, {load}, python {sys.version.split()[0]}"
 
 

@@ -198,13 +198,14 @@ class LoadLog:
         self._thread.join()
 
 
-def load_summary(path: Path) -> str:
-    """``load avg (1 min) LO-HI, mean M over N samples`` from a :class:`LoadLog` file."""
+def load_summary(path: Path) -> str | None:
+    """``load avg (1 min) LO-HI, mean M over N samples`` from a :class:`LoadLog` file (None
+    when there is none)."""
     if not path.is_file():
-        return ""
+        return None
     ones = [float(line.split()[1]) for line in path.read_text().splitlines() if line.strip()]
     if not ones:
-        return ""
+        return None
     return (f"load avg (1 min, every minute) {min(ones):.1f}-{max(ones):.1f}, "
             f"mean {np.mean(ones):.1f} over {len(ones)} samples")  # fmt: skip
 
@@ -409,7 +410,6 @@ def main() -> None:
     args = ap.parse_args()
     out = Path(args.out)
     (out / "d3").mkdir(parents=True, exist_ok=True)
-    note = machine_note()
     if args.backfill_sampled:
         for f in sorted((out / "d3").glob("*.json")):
             rec = json.loads(f.read_text())
@@ -452,9 +452,8 @@ def main() -> None:
                               "evaluation)", flush=True)  # fmt: skip
         finally:
             ray.shutdown()
-    summary = load_summary(out / "load.log")
-    if summary:  # the load over all the runs, not only at the moment of the report
-        note = f"{note.split(', load avg')[0]}, {summary}, python {note.rsplit('python ', 1)[1]}"
+    # the load over all the runs (load.log), not only at the moment of the report
+    note = machine_note(load_summary(out / "load.log"))
     report(out, args.algos, args.minutes, args.eval_episodes, note)
 
 
