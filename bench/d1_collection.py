@@ -41,7 +41,7 @@ def collection_config(speeds: list[float], step_ms: float, length: int,
                       workers: dict[str, Any] | None = None) -> Any:  # fmt: skip
     """The training config D1 runs: one worker per slowdown in ``speeds`` (``workers``: extra
     ``workers`` keys, e.g. resources and scheduling)."""
-    from evolve_envs.distrl.config import load_train_config
+    from evolve_envs.train.config import load_train_config
 
     base = step_ms / 1000.0
     return load_train_config(
@@ -66,7 +66,7 @@ def measure(cfg: Any, window: float, repeats: int, ideal: float) -> tuple[list[l
     import ray
     from ray.util.queue import Queue
 
-    from evolve_envs.distrl.worker import WeightRegistry, policy_from_config, start_workers
+    from evolve_envs.train.worker import WeightRegistry, policy_from_config, start_workers
 
     registry = ray.remote(WeightRegistry).options(num_cpus=0).remote()
     queue = Queue(maxsize=1024, actor_options={"num_cpus": 0})

@@ -73,9 +73,9 @@ def mean_ci(values: list[float]) -> tuple[float, float]:
 
 def run_policy(run_dir: Path) -> tuple[Any, Any, list[Path]]:
     """A run's config, a fresh policy built from it and its snapshots in time order."""
-    from evolve_envs.distrl.config import load_train_config
-    from evolve_envs.distrl.evaluation import make_eval_env
-    from evolve_envs.distrl.worker import policy_from_config
+    from evolve_envs.train.config import load_train_config
+    from evolve_envs.train.evaluation import make_eval_env
+    from evolve_envs.train.worker import policy_from_config
 
     cfg = load_train_config(run_dir / "config.yaml")
     env = make_eval_env(cfg)
@@ -89,7 +89,7 @@ def evaluate_run(run_dir: Path, episodes: int) -> list[dict[str, float]]:
     """Held-out success of every snapshot of a run, in time order."""
     import torch
 
-    from evolve_envs.distrl.evaluation import evaluate_policy, held_out_seeds
+    from evolve_envs.train.evaluation import evaluate_policy, held_out_seeds
 
     cfg, policy, snaps = run_policy(run_dir)
     seeds = held_out_seeds(episodes)
@@ -115,7 +115,7 @@ def final_sampled(run_dir: Path, episodes: int, seed: int) -> float:
     torch RNG seeded with ``seed``), beside the protocol's mean-action number."""
     import torch
 
-    from evolve_envs.distrl.evaluation import evaluate_policy, held_out_seeds
+    from evolve_envs.train.evaluation import evaluate_policy, held_out_seeds
 
     cfg, policy, snaps = run_policy(run_dir)
     if not snaps:
@@ -232,7 +232,7 @@ def paired_differences(records: dict[str, dict[int, dict[str, float]]]) -> list[
 
 def train_one(cfg_path: str, name: str, seed: int, minutes: float, snap_s: float, stamp: str,
               extra: list[str]) -> Path:  # fmt: skip
-    from evolve_envs.distrl.train import TrainOptions, run_train
+    from evolve_envs.train.driver import TrainOptions, run_train
 
     algo, overrides = ALGOS[name]
     run_dir = ROOT / "runs" / "d3" / stamp / f"{slug(name)}-s{seed}"

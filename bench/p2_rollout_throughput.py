@@ -19,7 +19,7 @@ Configurations:
   (``--max-batch-window-ms 0``, the behaviour before the adaptive window), side by side with the
   default adaptive window (``evolve_envs.reward.service.batching``).
 * ``async auto`` / ``async auto, 2 services``: the schedule that hides the latency
-  (``evolve_envs.wrappers.progress_tracker``, "Async timing"): ``max_lag_steps: auto`` (wait only
+  (``evolve_envs.progress.tracker``, "Async timing"): ``max_lag_steps: auto`` (wait only
   for an answer later than the measured 95th-percentile latency allows) and ``last_check:
   before_limit`` (the tracker knows the 300-step limit and sends its last check early enough for the
   answer to be back before it, so the final step does not wait).

@@ -41,7 +41,7 @@ ENCODINGS: list[tuple[str, str, int]] = [
 
 
 def libero_frames(n: int) -> list[np.ndarray]:
-    from evolve_envs.libero import LiberoEnv
+    from evolve_envs.envs.libero import LiberoEnv
 
     t0 = time.perf_counter()
     env = LiberoEnv("libero_10", 0, cameras=("agentview",), image_size=256)

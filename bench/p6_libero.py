@@ -30,8 +30,8 @@ import gymnasium as gym
 import numpy as np
 from _common import Rounds, machine_note, print_table
 
-from evolve_envs.factory import make_env
 from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.stack.factory import make_env
 
 
 def stacks(base: gym.Env, steps: int, instant: str, slow: str, start: int, every: int) -> dict:
@@ -88,7 +88,7 @@ def main() -> None:
     if args.quick:
         args.steps, args.repeats, start, every = 20, 1, 8, 4
     print(f"P6 on {machine_note()}", flush=True)
-    from evolve_envs.libero import LiberoEnv
+    from evolve_envs.envs.libero import LiberoEnv
 
     t0 = time.perf_counter()
     base = LiberoEnv("libero_10", 0, cameras=("agentview", "wrist"), image_size=256)

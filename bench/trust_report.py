@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from evolve_envs.calibrate import calibrate, write_report
-from evolve_envs.factory import make_env
-from evolve_envs.synthetic import play_behaviours
+from evolve_envs.cli.calibrate import calibrate, write_report
+from evolve_envs.envs.synthetic import play_behaviours
+from evolve_envs.stack.factory import make_env
 
 
 def record_synthetic(root: Path, per_behaviour: int) -> None:
@@ -66,7 +66,7 @@ def frame_strip(root: Path, png: Path, n: int = 4) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from evolve_envs.wrappers.recording import open_recording
+    from evolve_envs.recording.episodes import open_recording
 
     ep = open_recording(root)[0]
     steps = np.linspace(0, len(ep), n).round().astype(int).tolist()

@@ -4,10 +4,10 @@ Importing the package registers ``evolve_envs/LIBERO-{10,Spatial,Object,Goal,90}
 ``evolve_envs/ReachPlace-v0``. The public API sits here; each name is imported on first use, so
 ``import evolve_envs`` stays light (the reward clients never load the server's dependencies):
 
-* :func:`make_env` — one env with its wrapper stack, from a config (``evolve_envs.factory``);
-* :func:`make_vec` — several, sharing one embedded reward service (``evolve_envs.vector``);
+* :func:`make_env` — one env with its wrapper stack, from a config (``evolve_envs.stack.factory``);
+* :func:`make_vec` — several, sharing one embedded reward service (``evolve_envs.stack.vector``);
 * :func:`open_reward_model` — a reward model's client, pool and service, as one context manager
-  (``evolve_envs.reward_model``).
+  (``evolve_envs.stack.reward_model``).
 
 >>> import evolve_envs
 >>> env = evolve_envs.make_env("reach_place", max_episode_steps=3)
@@ -21,20 +21,20 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from evolve_envs.registration import ENV_IDS, register_envs
+from evolve_envs.envs.registration import ENV_IDS, register_envs
 
 if TYPE_CHECKING:
-    from evolve_envs.factory import make_env
-    from evolve_envs.reward_model import RewardModel, open_reward_model
-    from evolve_envs.vector import make_vec
+    from evolve_envs.stack.factory import make_env
+    from evolve_envs.stack.reward_model import RewardModel, open_reward_model
+    from evolve_envs.stack.vector import make_vec
 
 register_envs()
 
 _LAZY = {
-    "make_env": "evolve_envs.factory",
-    "make_vec": "evolve_envs.vector",
-    "open_reward_model": "evolve_envs.reward_model",
-    "RewardModel": "evolve_envs.reward_model",
+    "make_env": "evolve_envs.stack.factory",
+    "make_vec": "evolve_envs.stack.vector",
+    "open_reward_model": "evolve_envs.stack.reward_model",
+    "RewardModel": "evolve_envs.stack.reward_model",
 }
 
 __all__ = ["ENV_IDS", "register_envs", "make_env", "make_vec", "open_reward_model", "RewardModel"]

@@ -54,10 +54,10 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.core import ActType, ObsType
 
-from evolve_envs.wrappers.episode_summary import EpisodeSummary
+from evolve_envs.progress.episode_summary import EpisodeSummary
+from evolve_envs.progress.task_text import task_text
 from evolve_envs.wrappers.frame_cache import FrameStore, find_frame_store
 from evolve_envs.wrappers.ownership import close_owned
-from evolve_envs.wrappers.task_text import task_text
 
 __all__ = ["EpisodeScoreReward"]
 
@@ -85,7 +85,7 @@ class EpisodeScoreReward(
         service: a started reward service this wrapper owns (e.g. the
             :class:`~evolve_envs.reward.service.embedded.EmbeddedService` ``make_env`` starts for
             ``endpoint: embedded``); stopped in :meth:`close`, after the client.
-        reward_model: the open :class:`~evolve_envs.reward_model.RewardModel` this wrapper
+        reward_model: the open :class:`~evolve_envs.stack.reward_model.RewardModel` this wrapper
             owns (``make_env`` opens it and hands it over); closed last in :meth:`close`.
 
     The module docstring has a runnable example.

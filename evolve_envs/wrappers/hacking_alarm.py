@@ -50,8 +50,8 @@ from typing import Any, Literal, SupportsFloat
 import gymnasium as gym
 from gymnasium.core import ActType, ObsType
 
-from evolve_envs.wrappers.episode_summary import model_score
-from evolve_envs.wrappers.task_text import task_text
+from evolve_envs.progress.episode_summary import model_score
+from evolve_envs.progress.task_text import task_text
 
 __all__ = [
     "AlarmSettings",

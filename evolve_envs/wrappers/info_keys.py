@@ -5,7 +5,7 @@ adds to the ``info`` of ``reset`` and ``step``: name, type, when it is present a
 The docs' tables (docs/wrappers.md, "info keys") are :func:`markdown_table` of these, and the
 tests check both that the tables match and that the wrappers emit exactly these keys. The
 episode summary under ``episode_reward_model`` is
-:class:`~evolve_envs.wrappers.episode_summary.EpisodeSummary`.
+:class:`~evolve_envs.progress.episode_summary.EpisodeSummary`.
 
 >>> [key.names for key in INFO_KEYS["HackingAlarm"]]
 [('reward_alarm',)]

@@ -1,6 +1,6 @@
 """ProgressReward: rewards and termination from a progress reward model (EVOLVE-VLA / VLAC).
 
-A thin Gymnasium wrapper around :class:`evolve_envs.wrappers.progress_tracker.ProgressTracker`,
+A thin Gymnasium wrapper around :class:`evolve_envs.progress.tracker.ProgressTracker`,
 which holds the whole contract (schedule, milestones, modes, sync/async calls, done, reward modes,
 settlement); read its module docstring for the semantics. This wrapper
 
@@ -16,7 +16,7 @@ settlement); read its module docstring for the semantics. This wrapper
 
 It asks the service for its capabilities once, at construction, and refuses settings the backend
 cannot serve (e.g. ``mode="pairwise"`` on a progress-only backend) with
-:class:`~evolve_envs.wrappers.settings.ConfigError`. A service that cannot be reached, refuses
+:class:`~evolve_envs.progress.settings.ConfigError`. A service that cannot be reached, refuses
 the token (401/403) or does not speak the protocol raises
 :class:`~evolve_envs.reward.clients.service_check.ServiceUnavailableError` there, unless
 ``require_service=False`` (then a warning, and rewards fall back until it answers).
@@ -67,13 +67,13 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.core import ActType, ObsType
 
-from evolve_envs.wrappers.ownership import close_owned
-from evolve_envs.wrappers.progress_tracker import (
+from evolve_envs.progress.task_text import task_text
+from evolve_envs.progress.tracker import (
     ProgressService,
     ProgressTracker,
     TrackerSettings,
 )
-from evolve_envs.wrappers.task_text import task_text
+from evolve_envs.wrappers.ownership import close_owned
 
 __all__ = ["ProgressReward"]
 
@@ -89,7 +89,7 @@ class ProgressReward(
         env: the env (with its time limit inside).
         client: a progress client (``evolve_envs.reward.clients.progress_client.ProgressClient``) or
             the service URL(s) to build one from (then owned and closed with the wrapper).
-        settings: :class:`~evolve_envs.wrappers.progress_tracker.TrackerSettings` or a
+        settings: :class:`~evolve_envs.progress.tracker.TrackerSettings` or a
             mapping of them.
         camera: observation key of the frames sent to the reward model (``None``: the
             observation is the image); a tuple of keys sends them stacked (``K x H x W x 3``),
@@ -105,7 +105,7 @@ class ProgressReward(
         service: a started reward service this wrapper owns (e.g. the
             :class:`~evolve_envs.reward.service.embedded.EmbeddedService` ``make_env`` starts for
             ``endpoint: embedded``); stopped in :meth:`close`, after the client.
-        reward_model: the open :class:`~evolve_envs.reward_model.RewardModel` this wrapper
+        reward_model: the open :class:`~evolve_envs.stack.reward_model.RewardModel` this wrapper
             owns (``make_env`` opens it and hands it over); closed last in :meth:`close`.
         **setting_overrides: individual :class:`TrackerSettings` fields, e.g. ``start_step=8``.
 

@@ -1,7 +1,7 @@
 """RecordEpisodes: write every episode (frames, actions, rewards, model progress) to disk.
 
 Put it outermost, above the reward wrappers, so it sees their ``info``. Each episode is written
-when it ends, in the format of :mod:`evolve_envs.wrappers.recording` (Parquet + JPEG,
+when it ends, in the format of :mod:`evolve_envs.recording.episodes` (Parquet + JPEG,
 ``docs/RECORDING.md``), so a reward model can be re-scored later (``evolve-envs calibrate``) without
 simulating again. An episode cut short by ``close()`` or a new ``reset()`` is dropped, never
 half-written. Frames are JPEG-encoded as they arrive, so an episode held until its end costs a few
@@ -21,7 +21,7 @@ here.
 
 Example:
     >>> import tempfile, gymnasium as gym
-    >>> from evolve_envs.synthetic import ReachPlaceEnv
+    >>> from evolve_envs.envs.synthetic import ReachPlaceEnv
     >>> d = tempfile.mkdtemp()
     >>> env = RecordEpisodes(gym.wrappers.TimeLimit(ReachPlaceEnv(), 3), d, camera="image")
     >>> _ = env.reset(seed=0)
@@ -42,7 +42,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.core import ActType, ObsType
 
-from evolve_envs.wrappers.recording import EpisodeWriter
+from evolve_envs.recording.episodes import EpisodeWriter
 
 __all__ = ["RecordEpisodes", "wrap_recording"]
 
@@ -61,7 +61,7 @@ class RecordEpisodes(
         meta: extra fields for the recording's ``meta.json`` (e.g. the config).
 
     >>> import tempfile
-    >>> from evolve_envs.wrappers.recording import open_recording
+    >>> from evolve_envs.recording.episodes import open_recording
     >>> picture = gym.spaces.Box(0, 255, (8, 8, 3), np.uint8)
     >>> env = gym.wrappers.TransformObservation(  # CartPole, observed as a picture
     ...     gym.make("CartPole-v1", max_episode_steps=2), lambda _: picture.sample(), picture)
@@ -239,7 +239,7 @@ def wrap_recording(
 
     Example:
         >>> import tempfile, gymnasium as gym
-        >>> from evolve_envs.synthetic import ReachPlaceEnv
+        >>> from evolve_envs.envs.synthetic import ReachPlaceEnv
         >>> env = wrap_recording(gym.wrappers.TimeLimit(ReachPlaceEnv(), 2), tempfile.mkdtemp())
         >>> env.camera
         'image'

@@ -414,8 +414,8 @@ def mounted_file(rayjob: dict, docs: list[dict], path: str) -> str:
 
 def train_config(rayjob: dict, docs: list[dict]) -> dict[str, Any]:
     """The training config the RayJob runs: its ``--config`` file and ``KEY=VALUE`` overrides."""
-    from evolve_envs.cli import _build_parser
-    from evolve_envs.config import merge, parse_override
+    from evolve_envs.cli.main import _build_parser
+    from evolve_envs.stack.config import merge, parse_override
 
     args = _build_parser().parse_args(train_invocation(rayjob))
     assert args.address == "auto", "the driver must join the cluster (--address auto)"
@@ -628,7 +628,7 @@ def test_a_rayjob_without_entrypoint_or_with_a_wrong_kind_is_rejected(
 
 
 def test_the_training_config_validates(rayjob: dict, rayjob_docs: list[dict]) -> None:
-    from evolve_envs.distrl.config import LearnerConfig, WorkersConfig, load_train_config
+    from evolve_envs.train.config import LearnerConfig, WorkersConfig, load_train_config
 
     data = train_config(rayjob, rayjob_docs)
     assert data["reward_model"]["endpoint"] == "ray://reward"  # the Serve app, by handle

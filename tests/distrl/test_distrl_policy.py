@@ -10,7 +10,8 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from evolve_envs.distrl import CNNGaussianPolicy, Policy, Trajectory, downscale_images, stack_obs
+from evolve_envs.train.policies.base import CNNGaussianPolicy, Policy, downscale_images
+from evolve_envs.train.trajectory import Trajectory, stack_obs
 
 
 def libero_like_obs(b: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -183,9 +184,16 @@ def test_trajectory_helpers():
 
 @pytest.mark.parametrize(
     "module",
-    ["trajectory", "policy", "replay", "retrace", "validators", "losses"],
+    [
+        "train.trajectory",
+        "train.policies.base",
+        "train.distrl.replay",
+        "train.distrl.retrace",
+        "train.validators",
+        "train.distrl.loss",
+    ],
 )
 def test_docstring_examples_run(module):
-    mod = importlib.import_module(f"evolve_envs.distrl.{module}")
+    mod = importlib.import_module(f"evolve_envs.{module}")
     result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0

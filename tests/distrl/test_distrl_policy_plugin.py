@@ -9,7 +9,10 @@ from gymnasium import spaces
 from torch import nn
 from torch.distributions import Independent, Normal
 
-from evolve_envs.distrl import Policy, Trajectory, aride_loss, downscale_images, ppo_clip_loss
+from evolve_envs.train.distrl.loss import aride_loss
+from evolve_envs.train.grpo.loss import ppo_clip_loss
+from evolve_envs.train.policies.base import Policy, downscale_images
+from evolve_envs.train.trajectory import Trajectory
 
 transformers = pytest.importorskip("transformers")
 
@@ -103,9 +106,9 @@ class InstructionPolicy(Policy):
 def test_a_policy_class_named_in_the_config_is_built_and_sees_the_instruction():
     """``policy.target`` builds another Policy subclass (how a VLA plugs in) with
     ``policy.kwargs``; workers hand it ``info["task_description"]`` in the observation."""
-    from evolve_envs.distrl.config import TrainConfig
-    from evolve_envs.distrl.worker import RolloutWorker
-    from evolve_envs.synthetic import TASK
+    from evolve_envs.envs.synthetic import TASK
+    from evolve_envs.train.config import TrainConfig
+    from evolve_envs.train.worker import RolloutWorker
 
     cfg = TrainConfig(
         env={"id": "evolve_envs/ReachPlace-v0", "max_episode_steps": 3},
@@ -129,8 +132,8 @@ def test_a_policy_class_named_in_the_config_is_built_and_sees_the_instruction():
 def test_a_bad_policy_target_is_named(target, message):
     from gymnasium import spaces as sp
 
-    from evolve_envs.distrl.config import PolicyConfig
-    from evolve_envs.distrl.worker import policy_from_config
+    from evolve_envs.train.config import PolicyConfig
+    from evolve_envs.train.worker import policy_from_config
 
     with pytest.raises(ValueError, match=message):
         policy_from_config(PolicyConfig(target=target), sp.Box(-1, 1, (2,)), sp.Box(-1, 1, (2,)))

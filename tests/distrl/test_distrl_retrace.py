@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from evolve_envs.distrl.retrace import retrace_targets, td_errors
+from evolve_envs.train.distrl.retrace import retrace_targets, td_errors
 
 
 def brute_force(rewards, values, bootstrap, rhos, dones, gamma, lam):

@@ -8,18 +8,18 @@ import importlib
 import pytest
 
 MODULES = [
-    "evolve_envs.distrl.config",
-    "evolve_envs.distrl.worker",
-    "evolve_envs.distrl.learner",
-    "evolve_envs.distrl.train_log",
-    "evolve_envs.distrl.checkpoint",
-    "evolve_envs.distrl.async_trainer",
-    "evolve_envs.distrl.grpo_trainer",
-    "evolve_envs.distrl.train",
-    "evolve_envs.distrl.loop",
-    "evolve_envs.distrl.shaping",
-    "evolve_envs.distrl.evaluation",
-    "evolve_envs.distrl.transformer_policy",
+    "evolve_envs.train.config",
+    "evolve_envs.train.worker",
+    "evolve_envs.train.distrl.learner",
+    "evolve_envs.train.run_log",
+    "evolve_envs.train.checkpoint",
+    "evolve_envs.train.distrl.algorithm",
+    "evolve_envs.train.grpo.algorithm",
+    "evolve_envs.train.driver",
+    "evolve_envs.train.loop",
+    "evolve_envs.wrappers.success_bonus",
+    "evolve_envs.train.evaluation",
+    "evolve_envs.train.policies.transformer",
 ]
 
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from evolve_envs.distrl.config import TrainConfig
-from evolve_envs.distrl.evaluation import (
+from evolve_envs.train.config import TrainConfig
+from evolve_envs.train.evaluation import (
     HELD_OUT_BASE,
     evaluate_policy,
     held_out_seeds,
     make_eval_env,
 )
-from evolve_envs.distrl.worker import policy_from_config
-from evolve_envs.rl.grpo import group_seeds
+from evolve_envs.train.grpo.advantages import group_seeds
+from evolve_envs.train.worker import policy_from_config
 
 
 def test_held_out_scenes_are_never_training_scenes_and_evaluation_is_deterministic():
@@ -22,8 +22,7 @@ def test_held_out_scenes_are_never_training_scenes_and_evaluation_is_determinist
     assert max(train) < 2**31 - 1 <= HELD_OUT_BASE <= min(held_out_seeds(50))
     cfg = TrainConfig(
         env={"id": "evolve_envs/ReachPlace-v0", "max_episode_steps": 6},
-        reward_model={"enable": True, "endpoint": "http://127.0.0.1:9"},  # never contacted
-        shaping={"success_bonus": 1.0},
+        reward_model={"enable": True, "endpoint": "http://127.0.0.1:9", "success_bonus": 1.0},
     )
     env = make_eval_env(cfg)
     assert "ModelSuccessBonus" not in repr(env)  # no reward model, no shaping: the bare env

@@ -13,16 +13,17 @@ import numpy as np
 import pytest
 import torch
 
-from evolve_envs.distrl import losses
-from evolve_envs.distrl.async_trainer import DistRL
-from evolve_envs.distrl.checkpoint import load_checkpoint
-from evolve_envs.distrl.config import LearnerConfig, load_train_config
-from evolve_envs.distrl.finite import LIMIT, NonFiniteError, nonfinite_tensors
-from evolve_envs.distrl.grpo_trainer import GRPO
-from evolve_envs.distrl.learner import Learner
-from evolve_envs.distrl.loop import TrainContext
-from evolve_envs.distrl.train import TrainOptions, run_train
-from evolve_envs.distrl.trajectory import Trajectory
+from evolve_envs.train.algorithm import TrainContext
+from evolve_envs.train.checkpoint import load_checkpoint
+from evolve_envs.train.config import LearnerConfig, load_train_config
+from evolve_envs.train.distrl import loss as losses
+from evolve_envs.train.distrl.algorithm import DistRL
+from evolve_envs.train.distrl.learner import Learner
+from evolve_envs.train.driver import TrainOptions, run_train
+from evolve_envs.train.finite import LIMIT, NonFiniteError, nonfinite_tensors
+from evolve_envs.train.grpo import loss as grpo_loss
+from evolve_envs.train.grpo.algorithm import GRPO
+from evolve_envs.train.trajectory import Trajectory
 from tests.distrl.test_distrl_losses import BOX, rollout, toy_policy
 from tests.distrl.test_train import TOY
 
@@ -88,7 +89,7 @@ def test_a_resumed_learner_keeps_beta_and_takes_the_new_rate_and_replay_settings
 def test_the_learner_computes_the_ratio_as_the_workers_act():
     """A transformer policy has dropout (BERT's 0.1): the learner's forward is in eval mode like
     the workers', so on fresh on-policy data π/μ is exactly 1 and nothing is clipped."""
-    from evolve_envs.distrl.transformer_policy import TinyVLAPolicy
+    from evolve_envs.train.policies.transformer import TinyVLAPolicy
 
     torch.manual_seed(0)
     pol = TinyVLAPolicy(action_dim=1, state_dim=2, image_size=16)
@@ -193,7 +194,7 @@ def test_only_nonfinite_losses_stop_the_run_with_the_weights_unharmed(
     ray_local, tmp_path, monkeypatch, algo
 ):
     monkeypatch.setattr(losses, "aride_loss", _nan_loss(losses.aride_loss))
-    monkeypatch.setattr(losses, "ppo_clip_loss", _nan_loss(losses.ppo_clip_loss))
+    monkeypatch.setattr(grpo_loss, "ppo_clip_loss", _nan_loss(grpo_loss.ppo_clip_loss))
     run_dir = tmp_path / algo
     with pytest.raises(NonFiniteError, match=f"skipped {LIMIT} updates in a row"):
         _train(algo, run_dir, "run.max_updates=40", "run.minutes=3")

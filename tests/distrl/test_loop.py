@@ -8,11 +8,11 @@ import io
 import pytest
 import ray
 
-from evolve_envs.distrl import loop
-from evolve_envs.distrl.async_trainer import DistRL
-from evolve_envs.distrl.checkpoint import load_checkpoint
-from evolve_envs.distrl.grpo_trainer import GRPO
-from evolve_envs.distrl.train import TrainOptions, run_train
+from evolve_envs.train import loop
+from evolve_envs.train.checkpoint import load_checkpoint
+from evolve_envs.train.distrl.algorithm import DistRL
+from evolve_envs.train.driver import TrainOptions, run_train
+from evolve_envs.train.grpo.algorithm import GRPO
 from tests.distrl.test_train import TOY
 
 ALGOS = ["distrl", "grpo"]

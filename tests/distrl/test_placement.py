@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from evolve_envs.distrl.config import load_train_config
-from evolve_envs.distrl.loop import learner_device, reserve_learner_gpus
-from evolve_envs.distrl.worker import start_workers
+from evolve_envs.train.config import load_train_config
+from evolve_envs.train.loop import learner_device, reserve_learner_gpus
+from evolve_envs.train.worker import start_workers
 from tests.distrl.test_train import TOY
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evolve_envs.distrl.config import load_train_config
-from evolve_envs.distrl.train import reward_service_for
-from evolve_envs.distrl.worker import make_worker_env
-from evolve_envs.synthetic import scripted_action
+from evolve_envs.envs.synthetic import scripted_action
+from evolve_envs.train.config import load_train_config
+from evolve_envs.train.driver import reward_service_for
+from evolve_envs.train.worker import make_worker_env
 
 
 def _park_action(base, aim_block: np.ndarray) -> np.ndarray:
@@ -52,11 +52,11 @@ def test_a_placed_block_earns_more_than_a_block_parked_near_the_goal():
                     env.unwrapped.positions()["block"] - env.unwrapped.positions()["target"]
                 )
                 assert 0.09 < gap < 0.2, gap  # it really parked short of the goal
-                assert s_info["success_bonus"] == cfg.shaping.success_bonus
+                assert s_info["success_bonus"] == cfg.reward_model["success_bonus"]
                 assert n_info["success_bonus"] == 0.0
                 assert success > near, results
             # every success earns the model's full progress plus the bonus; no near miss does
-            assert min(s for _, s, _ in results) >= 1.0 + cfg.shaping.success_bonus - 1e-6
+            assert min(s for _, s, _ in results) >= 1.0 + cfg.reward_model["success_bonus"] - 1e-6
             assert max(n for _, _, n in results) < 1.0
         finally:
             env.close()

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from evolve_envs.distrl.checkpoint import load_checkpoint
-from evolve_envs.distrl.config import load_train_config
-from evolve_envs.distrl.learner import Learner
-from evolve_envs.distrl.train import TrainOptions, run_train
-from evolve_envs.distrl.worker import policy_from_config
+from evolve_envs.train.checkpoint import load_checkpoint
+from evolve_envs.train.config import load_train_config
+from evolve_envs.train.distrl.learner import Learner
+from evolve_envs.train.driver import TrainOptions, run_train
+from evolve_envs.train.worker import policy_from_config
 from tests.distrl.toy_env import ENV_ID, ToyEnv
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,7 +94,7 @@ def test_bad_config_key_is_named(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("learner:\n  batchsize: 4\n")
     proc = subprocess.run(
-        [sys.executable, "-m", "evolve_envs.cli", "train", "--config", str(bad)],
+        [sys.executable, "-m", "evolve_envs.cli.main", "train", "--config", str(bad)],
         capture_output=True, text=True, cwd=ROOT, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 2
@@ -114,7 +114,7 @@ SHORT_REACH_PLACE = [
 
 @pytest.mark.slow
 def test_train_command_on_reach_place_with_rewards_from_the_service(ray_local, tmp_path, capsys):
-    from evolve_envs.cli import main
+    from evolve_envs.cli.main import main
 
     run_dir = tmp_path / "rp"
     config = str(ROOT / "evolve_envs" / "configs" / "distrl" / "reach_place.yaml")
@@ -133,7 +133,7 @@ def test_train_command_on_reach_place_with_rewards_from_the_service(ray_local, t
     ckpt = load_checkpoint(run_dir)
     assert ckpt["counters"]["updates"] == int(rows[-1]["updates_total"])
     assert (run_dir / "tensorboard").is_dir() and (run_dir / "summary.json").is_file()
-    from evolve_envs.wrappers.recording import open_recording
+    from evolve_envs.recording.episodes import open_recording
 
     recorded = open_recording(tmp_path / "rec")
     assert len(recorded) >= 1 and recorded[0].meta["task"].startswith("pick up the red block")
@@ -143,7 +143,7 @@ def test_train_command_on_reach_place_with_rewards_from_the_service(ray_local, t
 def test_a_dead_reward_service_stops_the_run_at_start_up(ray_local, tmp_path, capsys):
     import socket
 
-    from evolve_envs.cli import main
+    from evolve_envs.cli.main import main
 
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
@@ -167,7 +167,7 @@ def test_a_reward_service_outage_mid_run_follows_the_fail_fast_policy(ray_local,
     silent zeros)."""
     import threading
 
-    from evolve_envs.cli import main
+    from evolve_envs.cli.main import main
     from evolve_envs.reward.service.embedded import EmbeddedService
 
     svc = EmbeddedService("mock", {"rule": "reach_place"}).start()

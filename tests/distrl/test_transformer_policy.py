@@ -9,16 +9,16 @@ import numpy as np
 import pytest
 import torch
 
-from evolve_envs.distrl.checkpoint import load_checkpoint
-from evolve_envs.distrl.train import TrainOptions, run_train
+from evolve_envs.train.checkpoint import load_checkpoint
+from evolve_envs.train.driver import TrainOptions, run_train
 from tests.distrl.test_train import ROOT, SHORT_REACH_PLACE
 
 pytest.importorskip("transformers")
-TARGET = "evolve_envs.distrl.transformer_policy:TinyVLAPolicy"
+TARGET = "evolve_envs.train.policies.transformer:TinyVLAPolicy"
 
 
 def test_the_instruction_is_tokenised_offline_and_changes_the_action():
-    from evolve_envs.distrl.transformer_policy import TinyVLAPolicy, build_instruction_tokenizer
+    from evolve_envs.train.policies.transformer import TinyVLAPolicy, build_instruction_tokenizer
 
     tok = build_instruction_tokenizer()
     ids = tok("pick up the red block and place it in the green zone")["input_ids"]

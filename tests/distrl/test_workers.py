@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from evolve_envs.distrl.config import load_train_config
-from evolve_envs.distrl.worker import WeightRegistry, policy_from_config, start_workers
+from evolve_envs.train.config import load_train_config
+from evolve_envs.train.worker import WeightRegistry, policy_from_config, start_workers
 from tests.distrl.toy_env import ENV_ID
 
 
@@ -122,7 +122,7 @@ def test_segments_and_a_full_queue_in_process(ray_local) -> None:
     """``run`` in this process: fixed-length segments, and a full queue drops whole ones."""
     from ray.util.queue import Queue
 
-    from evolve_envs.distrl.worker import RolloutWorker
+    from evolve_envs.train.worker import RolloutWorker
 
     ray = ray_local
     cfg = _config(1, length=6).model_copy(deep=True)
@@ -171,8 +171,8 @@ def test_segments_and_a_full_queue_in_process(ray_local) -> None:
 def test_grpo_groups_start_from_one_initial_state() -> None:
     """The seeds GRPO hands out repeat within a group, and a worker resets its envs from them:
     the episodes of a group start from the same scene; other groups from other scenes."""
-    from evolve_envs.distrl.worker import RolloutWorker
-    from evolve_envs.rl.grpo import group_seeds
+    from evolve_envs.train.grpo.advantages import group_seeds
+    from evolve_envs.train.worker import RolloutWorker
 
     cfg = load_train_config(
         {

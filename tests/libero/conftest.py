@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from evolve_envs.libero import LiberoEnv
+from evolve_envs.envs.libero import LiberoEnv
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import evolve_envs
-from evolve_envs.libero import LiberoEnv
+from evolve_envs.envs.libero import LiberoEnv
 
 pytestmark = pytest.mark.libero
 
@@ -90,7 +90,7 @@ def test_missing_gl_library_names_packages(tmp_path: Path) -> None:
     (tmp_path / "libEGL.so.1").write_bytes(b"")
     (tmp_path / "libEGL.so").write_bytes(b"")
     code = (
-        "from evolve_envs.libero import LiberoEnv\n"
+        "from evolve_envs.envs.libero import LiberoEnv\n"
         "LiberoEnv('libero_10', 0, image_size=32).reset()\n"
     )
     env = {**os.environ, "LD_LIBRARY_PATH": str(tmp_path), "MUJOCO_GL": "egl"}
@@ -107,7 +107,7 @@ def test_triton_imported_after_the_simulator_does_not_crash() -> None:
     """Triton loaded after Mesa's libLLVM segfaults; creating the env preloads it if installed."""
     pytest.importorskip("triton")
     code = (
-        "from evolve_envs.libero import LiberoEnv\n"
+        "from evolve_envs.envs.libero import LiberoEnv\n"
         "env = LiberoEnv('libero_10', 0, image_size=32)\n"
         "obs, _ = env.reset(seed=0)\n"
         "import torch, triton, triton._C.libtriton\n"

@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from evolve_envs.libero import LiberoEnv
+from evolve_envs.envs.libero import LiberoEnv
 
 pytestmark = [pytest.mark.libero, pytest.mark.slow]
 
@@ -35,7 +35,7 @@ ENV_KWARGS = {"image_size": 96, "cameras": ("agentview",), "num_settle_steps": 3
 _FRESH_PROCESS = """
 import json, sys
 import numpy as np
-from evolve_envs.libero import LiberoEnv
+from evolve_envs.envs.libero import LiberoEnv
 cases, kwargs, out = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
 frames = {}
 for suite, task in cases:

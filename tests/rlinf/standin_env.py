@@ -1,7 +1,7 @@
 """A small vectorised env with the interface of RLinf's ``LiberoEnv`` and painted frames.
 
 It follows the documented behaviour of RLinf's LIBERO env (``rlinf/envs/libero/libero_env.py``)
-on everything :class:`evolve_envs.integrations.rlinf.RLinfProgressReward` and RLinf's
+on everything :class:`evolve_envs.integrations.rlinf.adapter.RLinfProgressReward` and RLinf's
 ``EnvWorker`` touch, without a simulator:
 
 * constructor ``(cfg, num_envs, seed_offset, total_num_processes, worker_info)``;

@@ -10,8 +10,8 @@ import pytest
 import torch
 import yaml
 
-from evolve_envs.rl import grpo
-from evolve_envs.rl.grpo import grpo_advantages
+from evolve_envs.train.grpo import advantages as grpo
+from evolve_envs.train.grpo.advantages import grpo_advantages
 
 ROOT = Path(__file__).resolve().parents[2]
 

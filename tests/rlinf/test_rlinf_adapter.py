@@ -15,14 +15,14 @@ import torch
 import yaml
 from omegaconf import OmegaConf
 
-from evolve_envs.config import ConfigError, load_config
-from evolve_envs.integrations.rlinf import (
+from evolve_envs.integrations.rlinf.adapter import (
     RLinfProgressReward,
     build_progress_stack,
     wrap_env_from_config,
 )
+from evolve_envs.progress.tracker import ProgressTracker, TrackerSettings
 from evolve_envs.reward.clients.progress_client import ProgressClient
-from evolve_envs.wrappers.progress_tracker import ProgressTracker, TrackerSettings
+from evolve_envs.stack.config import ConfigError, load_config
 from tests.rlinf.standin_env import StandinLiberoEnv, grey, standin_cfg
 
 REPO = Path(__file__).resolve().parents[2]
@@ -442,7 +442,7 @@ def test_real_rlinf_env_worker_installs_the_wrapper(mock_service, tmp_path):
     from rlinf.envs.utils import get_env_attr
     from rlinf.envs.wrappers import RecordVideo
 
-    from evolve_envs.integrations.rlinf_worker import ProgressEnvWorker as worker_cls
+    from evolve_envs.integrations.rlinf.worker import ProgressEnvWorker as worker_cls
 
     worker = worker_cls.__new__(worker_cls)  # no Ray cluster: set what the method reads
     worker.stage_num, worker._rank, worker._world_size, worker._worker_info = 1, 0, 1, None
@@ -481,7 +481,7 @@ def test_real_rlinf_env_worker_installs_the_wrapper(mock_service, tmp_path):
 def test_launcher_runs_a_script_with_the_progress_worker(tmp_path, capsys, monkeypatch):
     """``rlinf_launch`` swaps RLinf's EnvWorker name before the script imports it."""
     pytest.importorskip("rlinf.workers.env.env_worker")
-    from evolve_envs.integrations import rlinf_launch
+    from evolve_envs.integrations.rlinf import launch as rlinf_launch
 
     monkeypatch.setattr(rlinf_launch, "_cuda_available", lambda: True)  # a GPU node runs the script
 

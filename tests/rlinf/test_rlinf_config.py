@@ -47,7 +47,7 @@ def test_composed_config_passes_rlinf_validation(composed):
     pytest.importorskip("rlinf.config")
     from rlinf.config import validate_cfg
 
-    from evolve_envs.integrations.rlinf import reward_model_block
+    from evolve_envs.integrations.rlinf.adapter import reward_model_block
 
     cfg = validate_cfg(composed)
     assert cfg.runner.task_type == "embodied"
@@ -85,7 +85,7 @@ def test_rlinf_extra_pins_hold_and_rlinf_training_modules_import():
 
 
 def test_cpu_check_reads_the_hydra_command_line():
-    from evolve_envs.integrations.rlinf_env_check import EnvCheckReport, parse_hydra_args
+    from evolve_envs.integrations.rlinf.env_check import EnvCheckReport, parse_hydra_args
 
     assert parse_hydra_args(["--config-path", "/c", "--config-name=x", "a.b=1", "c=2"]) == (
         "/c",
@@ -109,7 +109,7 @@ def test_reward_model_options_shown_commented_out_are_valid():
 
     import yaml
 
-    from evolve_envs.config import load_config
+    from evolve_envs.stack.config import load_config
 
     lines = (
         (REPO / "evolve_envs" / "configs" / "rlinf" / "libero_10_grpo_openvlaoft.yaml")

@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evolve_envs.rl.grpo import (
+from evolve_envs.train.grpo.advantages import (
     GRPO_EPS,
     episode_scores,
     first_done_mask,

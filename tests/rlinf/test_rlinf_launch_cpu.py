@@ -1,6 +1,6 @@
 """The documented RLinf launch on a machine without CUDA, end to end.
 
-``python -m evolve_envs.integrations.rlinf_launch SCRIPT --config-path evolve_envs/configs/rlinf
+``python -m evolve_envs.integrations.rlinf.launch SCRIPT --config-path evolve_envs/configs/rlinf
 --config-name libero_10_grpo_openvlaoft`` with RLinf 0.3.0's config groups on Hydra's search path,
 real Ray, real LIBERO envs in the env worker and the real reward server (mock backend). Without
 CUDA the launch must start the ``ProgressEnvWorker`` group, build the wrapped LIBERO envs, step
@@ -43,7 +43,7 @@ def launch(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
     cmd = [
         sys.executable,
         "-m",
-        "evolve_envs.integrations.rlinf_launch",
+        "evolve_envs.integrations.rlinf.launch",
         str(script),
         "--config-path",
         str(REPO / "evolve_envs" / "configs" / "rlinf"),

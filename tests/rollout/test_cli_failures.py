@@ -54,7 +54,7 @@ def act(obs):
 
 
 def run_cli(
-    args: list[str], *, env: dict[str, str] | None = None, module: str = "evolve_envs.cli"
+    args: list[str], *, env: dict[str, str] | None = None, module: str = "evolve_envs.cli.main"
 ) -> subprocess.CompletedProcess[str]:
     full_env = {k: v for k, v in os.environ.items() if k != "EVOLVE_ENVS_DEBUG"}
     full_env.update({"PYTHONPATH": str(ROOT), **(env or {})})

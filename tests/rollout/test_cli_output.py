@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = """
 import logging, os, sys
 from pathlib import Path
-from evolve_envs.cli_errors import configure_cli_logging, library_output_to
+from evolve_envs.cli.errors import configure_cli_logging, library_output_to
 
 configure_cli_logging()
 log = Path(sys.argv[1])

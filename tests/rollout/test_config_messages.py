@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from evolve_envs.config import ConfigError, load_config
-from evolve_envs.factory import make_env
+from evolve_envs.stack.config import ConfigError, load_config
+from evolve_envs.stack.factory import make_env
 
 
 def test_env_variable_error_names_the_variable() -> None:

@@ -9,11 +9,11 @@ from typing import Any
 import gymnasium as gym
 import yaml
 
-from evolve_envs.config import resolve_config
-from evolve_envs.distrl.config import TrainConfig
-from evolve_envs.distrl.worker import RolloutWorker
-from evolve_envs.integrations.rlinf import build_progress_stack
-from evolve_envs.rollout import _make_vector_env
+from evolve_envs.cli.rollout import _make_vector_env
+from evolve_envs.integrations.rlinf.adapter import build_progress_stack
+from evolve_envs.stack.config import resolve_config
+from evolve_envs.train.config import TrainConfig
+from evolve_envs.train.worker import RolloutWorker
 from evolve_envs.wrappers.progress_reward import ProgressReward
 
 

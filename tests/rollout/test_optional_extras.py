@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evolve_envs import calibrate, rollout
+from evolve_envs.cli import calibrate, rollout
 
 
 def _without(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:

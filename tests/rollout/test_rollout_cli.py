@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from evolve_envs.cli import main
-from evolve_envs.episode_log import EpisodeLog, tensorboard_available
-from evolve_envs.rollout import RolloutOptions, resolve_policy, run_rollout
+from evolve_envs.cli.main import main
+from evolve_envs.cli.rollout import RolloutOptions, resolve_policy, run_rollout
+from evolve_envs.recording.metrics_log import EpisodeLog, tensorboard_available
 
 TASK_1 = "put both the cream cheese box and the butter in the basket"  # libero_10 task 1
 
@@ -135,7 +135,7 @@ def test_episode_log_writes_csv_and_tensorboard(tmp_path: Path) -> None:
 
 
 def test_closing_line_names_only_what_was_written(tmp_path: Path) -> None:
-    from evolve_envs.cli import _written
+    from evolve_envs.cli.main import _written
 
     (tmp_path / "metrics.csv").write_text("episode\n0\n")
     no_video = [{"episode": 0, "plot": "progress_0.png"}, {"episode": 1, "plot": "progress_1.png"}]
@@ -147,7 +147,7 @@ def test_closing_line_names_only_what_was_written(tmp_path: Path) -> None:
 def test_wandb_without_wandb_fails_before_writing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from evolve_envs.episode_log import import_wandb
+    from evolve_envs.recording.metrics_log import import_wandb
 
     try:
         import_wandb("probe")

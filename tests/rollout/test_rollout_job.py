@@ -8,8 +8,8 @@ from pathlib import Path
 import imageio.v2 as imageio
 import pytest
 
-from evolve_envs.cli import main
-from evolve_envs.rollout import RolloutOptions, run_rollout
+from evolve_envs.cli.main import main
+from evolve_envs.cli.rollout import RolloutOptions, run_rollout
 
 CONFIG = {
     "env": {"suite": "libero_10", "task_id": 0, "image_size": 128, "num_settle_steps": 2},

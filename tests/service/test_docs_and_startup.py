@@ -10,8 +10,8 @@ from pathlib import Path
 
 import httpx
 
-from evolve_envs.config import RewardModelConfig
 from evolve_envs.reward.service.server import MOCK_DEFAULTS
+from evolve_envs.stack.config import RewardModelConfig
 from tests.service.svc_helpers import free_port
 
 

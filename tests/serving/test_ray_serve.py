@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import yaml
 
-from evolve_envs.config import RewardModelConfig
 from evolve_envs.reward.clients.errors import RewardServiceError
 from evolve_envs.reward.clients.progress_client import ProgressClient
 from evolve_envs.reward.clients.ray_handle_pool import RayHandlePool
 from evolve_envs.reward.clients.results import CallResult
-from evolve_envs.reward_model import reward_endpoints
+from evolve_envs.stack.config import RewardModelConfig
+from evolve_envs.stack.reward_model import reward_endpoints
 from tests.service.svc_helpers import painted, painted_b64
 
 pytestmark = pytest.mark.slow
@@ -112,8 +112,8 @@ def test_ray_actors_call_through_the_handle_and_batches_coalesce(serve_service, 
     @ray.remote(num_cpus=0)
     class Worker:
         def __init__(self, endpoint: str) -> None:
-            from evolve_envs.config import ProgressModelConfig
-            from evolve_envs.reward_model import open_reward_model
+            from evolve_envs.stack.config import ProgressModelConfig
+            from evolve_envs.stack.reward_model import open_reward_model
 
             rm = ProgressModelConfig(endpoint=endpoint, enable=True)
             self.client = open_reward_model(rm).client

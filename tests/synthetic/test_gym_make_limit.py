@@ -52,7 +52,7 @@ def test_without_the_keyword_the_config_limit_stays(kwargs: dict) -> None:
 
 
 def test_make_env_elsewhere_is_not_affected() -> None:
-    from evolve_envs.registration import make_registered
+    from evolve_envs.stack.factory import make_registered
 
     env = make_registered(config="reach_place", reward_model={"enable": False})
     try:

@@ -10,11 +10,11 @@ import pytest
 import simplejpeg
 
 import evolve_envs  # noqa: F401  (registers the ids)
-from evolve_envs.config import ConfigError
-from evolve_envs.factory import make_env
+from evolve_envs.envs.synthetic import COLORS, ReachPlaceEnv, scripted_action
 from evolve_envs.reward.service.backends import scene_rules
 from evolve_envs.reward.service.backends.mock import MockBackend
-from evolve_envs.synthetic import COLORS, ReachPlaceEnv, scripted_action
+from evolve_envs.stack.config import ConfigError
+from evolve_envs.stack.factory import make_env
 
 
 def _jpeg(frame: np.ndarray) -> np.ndarray:
@@ -152,7 +152,7 @@ def test_rollout_with_two_worker_processes_on_a_non_libero_env(tmp_path) -> None
     """Asking the sub-envs for LIBERO-only attributes must not end an async worker."""
     import json
 
-    from evolve_envs.rollout import RolloutOptions, run_rollout
+    from evolve_envs.cli.rollout import RolloutOptions, run_rollout
 
     opts = RolloutOptions(
         config="reach_place", episodes=3, num_envs=2, max_steps=6, out=tmp_path,

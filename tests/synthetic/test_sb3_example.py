@@ -41,7 +41,7 @@ def test_ppo_trains_through_subprocesses_and_rewards_telescope(
 
 
 def test_reach_place_state_space_is_bounded() -> None:
-    from evolve_envs.synthetic import ReachPlaceEnv
+    from evolve_envs.envs.synthetic import ReachPlaceEnv
 
     env = ReachPlaceEnv()
     space = env.observation_space["state"]

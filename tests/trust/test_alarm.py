@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from evolve_envs.config import ConfigError, load_config
-from evolve_envs.factory import make_env
 from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.stack.config import ConfigError, load_config
+from evolve_envs.stack.factory import make_env
 from evolve_envs.wrappers.hacking_alarm import (
     AlarmSettings,
     HackingAlarm,
@@ -90,7 +90,7 @@ def test_tasks_are_watched_separately() -> None:
 
 
 def test_score_max_reads_max_progress() -> None:
-    from evolve_envs.wrappers.episode_summary import model_score
+    from evolve_envs.progress.episode_summary import model_score
 
     summary = {"progress": 40.0, "max_progress": 90.0}
     assert model_score(summary) == pytest.approx(0.4)
@@ -155,7 +155,7 @@ def test_rollout_reports_the_alarm(tmp_path: Path) -> None:
     import csv
     import json
 
-    from evolve_envs.rollout import RolloutOptions, run_rollout
+    from evolve_envs.cli.rollout import RolloutOptions, run_rollout
 
     overrides = {
         "env": {"max_episode_steps": 8},

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from evolve_envs.integrations.rlinf import RLinfProgressReward
+from evolve_envs.integrations.rlinf.adapter import RLinfProgressReward
 from evolve_envs.reward.service.embedded import EmbeddedService
 from evolve_envs.wrappers.hacking_alarm import RewardHackingWarning
 from tests.rlinf.standin_env import StandinLiberoEnv, standin_cfg

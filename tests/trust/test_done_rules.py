@@ -1,4 +1,4 @@
-"""Done rules (evolve_envs/wrappers/done_rules.py) and the audit of model termination.
+"""Done rules (evolve_envs/progress/done_rules.py) and the audit of model termination.
 
 The rule logic is checked on scripted check sequences; the k-of-n rule is then compared with the
 plain threshold on noisy painted episodes scored by a real reward server (mock backend, intensity
@@ -13,16 +13,16 @@ from typing import Any
 import gymnasium as gym
 import pytest
 
-from evolve_envs.config import ConfigError, load_config
-from evolve_envs.reward.clients.progress_client import ProgressClient
-from evolve_envs.reward.service.embedded import EmbeddedService
-from evolve_envs.wrappers.done_rules import DoneRule, TerminationAudit
-from evolve_envs.wrappers.frame_cache import FrameCache
-from evolve_envs.wrappers.progress_reward import ProgressReward
-from evolve_envs.wrappers.progress_tracker import (
+from evolve_envs.progress.done_rules import DoneRule, TerminationAudit
+from evolve_envs.progress.tracker import (
     TrackerSettings,
     check_capabilities,
 )
+from evolve_envs.reward.clients.progress_client import ProgressClient
+from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.stack.config import ConfigError, load_config
+from evolve_envs.wrappers.frame_cache import FrameCache
+from evolve_envs.wrappers.progress_reward import ProgressReward
 from tests.helpers.synthetic_env import SyntheticProgressEnv
 
 # ---------------------------------------------------------------------------- pure rule logic
@@ -235,7 +235,7 @@ def test_rollout_reports_the_audit(tmp_path: Path) -> None:
     import csv
     import json
 
-    from evolve_envs.rollout import RolloutOptions, run_rollout
+    from evolve_envs.cli.rollout import RolloutOptions, run_rollout
 
     overrides = {"env": {"max_episode_steps": 12}, "reward_model": {"done_threshold": 0.0}}
     run_rollout(

@@ -18,18 +18,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evolve_envs.calibrate import (
+from evolve_envs.cli.calibrate import (
     calibrate,
     pr_metrics,
     spearman,
     value_order_correlation,
     write_report,
 )
-from evolve_envs.cli import main as cli_main
-from evolve_envs.factory import make_env
-from evolve_envs.synthetic import play_behaviours, scripted_action
+from evolve_envs.cli.main import main as cli_main
+from evolve_envs.envs.synthetic import play_behaviours, scripted_action
+from evolve_envs.recording.episodes import EpisodeWriter, open_recording
+from evolve_envs.stack.factory import make_env
 from evolve_envs.wrappers.record_episodes import wrap_recording
-from evolve_envs.wrappers.recording import EpisodeWriter, open_recording
 
 BEHAVIOURS = {"task": 4, "distractor": 3, "random": 3}
 
@@ -76,7 +76,7 @@ def test_recording_holds_every_episode_with_its_steps(recording: Path) -> None:
 def test_the_initial_simulator_state_is_recorded_where_the_env_has_one(tmp_path: Path) -> None:
     import gymnasium as gym
 
-    from evolve_envs.synthetic import ReachPlaceEnv
+    from evolve_envs.envs.synthetic import ReachPlaceEnv
 
     class WithState(ReachPlaceEnv):
         def get_sim_state(self) -> np.ndarray:
@@ -154,7 +154,7 @@ def test_wrap_recording_two_envs_share_a_folder_with_model_progress(tmp_path: Pa
 _CRASHING_RECORDER = """
 import os, sys
 import numpy as np
-from evolve_envs.factory import make_env
+from evolve_envs.stack.factory import make_env
 env = make_env({"env": {"id": "evolve_envs/ReachPlace-v0", "max_episode_steps": 4},
                 "record": {"dir": sys.argv[1], "camera": "image"}})
 for seed in range(3):
@@ -418,7 +418,7 @@ def test_recording_a_libero_episode(tmp_path: Path) -> None:
 
 
 def test_summary_line_keeps_values_in_range_and_names_why_one_is_undefined() -> None:
-    from evolve_envs.calibrate import summary_line
+    from evolve_envs.cli.calibrate import summary_line
 
     base = {"scored": 3, "episodes": 3, "done": {"f1": 0.5}, "voc_episodes": 2,
             "failures_judged_high": 1, "successes_judged_low": 0}  # fmt: skip

@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evolve_envs.cli import main as cli_main
-from evolve_envs.recordings import SHIPPED, resolve_recording, shipped_recording
-from evolve_envs.recordings.make_controls import BEHAVIOURS, make_reach_place_controls
-from evolve_envs.wrappers.recording import open_recording
+from evolve_envs.cli.main import main as cli_main
+from evolve_envs.cli.make_controls import BEHAVIOURS, make_reach_place_controls
+from evolve_envs.recording.episodes import open_recording
+from evolve_envs.recording.shipped import SHIPPED, resolve_recording, shipped_recording
 
 ROOT = Path(__file__).resolve().parents[2]
 RIGHT, RANDOM, GAMEABLE = "mock:reach_place", "mock:random", "mock:reach_place_hackable"
@@ -43,7 +43,9 @@ def test_the_shipped_set_is_small_and_holds_successes_and_failures() -> None:
 def test_setup_cfg_installs_every_shipped_file() -> None:
     cfg = configparser.ConfigParser()
     cfg.read(ROOT / "setup.cfg")
-    globs = [g.strip() for g in cfg["options.package_data"]["evolve_envs.recordings"].split(",")]
+    globs = [
+        g.strip() for g in cfg["options.package_data"]["evolve_envs.recording.shipped"].split(",")
+    ]
     package = ROOT / "evolve_envs" / "recordings"
     for name in SHIPPED:
         shipped = [p for p in (package / name).rglob("*") if p.is_file()]

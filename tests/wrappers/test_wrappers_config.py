@@ -7,9 +7,9 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
-from evolve_envs.config import CONFIG_DIR, ConfigError, env_overrides, load_config
-from evolve_envs.factory import make_env
 from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.stack.config import CONFIG_DIR, ConfigError, env_overrides, load_config
+from evolve_envs.stack.factory import make_env
 from evolve_envs.wrappers.episode_score import EpisodeScoreReward
 from evolve_envs.wrappers.progress_reward import ProgressReward
 from evolve_envs.wrappers.progressive_horizon import ProgressiveHorizon
@@ -233,7 +233,7 @@ def test_embedded_endpoint_starts_and_stops_a_shared_service() -> None:
 )
 def test_tracker_settings_carry_every_key(dense: bool, binary: bool, reward_mode: str) -> None:
     """Each tracker setting comes from the block key of the same name (non-default values)."""
-    from evolve_envs.wrappers.progress_tracker import TrackerSettings
+    from evolve_envs.progress.tracker import TrackerSettings
 
     block = {
         "mode": "trajectory", "start_step": 3, "call_every": 7, "milestone_every": 21,

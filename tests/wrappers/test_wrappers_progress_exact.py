@@ -13,10 +13,10 @@ import math
 import gymnasium as gym
 import pytest
 
+from evolve_envs.progress.settings import ConfigError
 from evolve_envs.reward.clients.progress_client import ProgressClient
 from evolve_envs.wrappers.frame_cache import FrameCache
 from evolve_envs.wrappers.progress_reward import ProgressReward
-from evolve_envs.wrappers.settings import ConfigError
 from tests.helpers.synthetic_env import SyntheticProgressEnv
 
 # step:   0  1   2   3   4   5   6   7   8   9  10  11  12  13  14

@@ -8,17 +8,17 @@ import threading
 import numpy as np
 import pytest
 
-from evolve_envs.config import (
+from evolve_envs.progress.settings import ConfigError as WrappersConfigError
+from evolve_envs.progress.tracker import ProgressTracker, TrackerSettings
+from evolve_envs.reward.clients.progress_client import ProgressClient
+from evolve_envs.stack.config import (
     ConfigError,
     PickleScorerConfig,
     ProgressModelConfig,
     VideoScoreConfig,
     load_config,
 )
-from evolve_envs.factory import make_env
-from evolve_envs.reward.clients.progress_client import ProgressClient
-from evolve_envs.wrappers.progress_tracker import ProgressTracker, TrackerSettings
-from evolve_envs.wrappers.settings import ConfigError as WrappersConfigError
+from evolve_envs.stack.factory import make_env
 from tests.helpers.synthetic_env import SyntheticProgressEnv, paint
 
 

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from evolve_envs.progress import arithmetic as pm
+from evolve_envs.progress.tracker import ProgressTracker, TrackerSettings
 from evolve_envs.reward.clients.results import CallResult
-from evolve_envs.wrappers import progress_math as pm
-from evolve_envs.wrappers.progress_tracker import ProgressTracker, TrackerSettings
 
 
 class LazyFuture(Future):

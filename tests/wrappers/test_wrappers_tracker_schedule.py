@@ -18,9 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from evolve_envs.progress import arithmetic as pm
+from evolve_envs.progress.tracker import ProgressTracker, TrackerSettings, episode_limit
 from evolve_envs.reward.clients.results import CallResult
-from evolve_envs.wrappers import progress_math as pm
-from evolve_envs.wrappers.progress_tracker import ProgressTracker, TrackerSettings, episode_limit
 from evolve_envs.wrappers.progressive_horizon import ProgressiveHorizon
 
 
@@ -248,7 +248,7 @@ def test_episode_limit_reads_time_limit_wrappers() -> None:
 
 
 def test_make_env_tells_the_tracker_the_time_limit() -> None:
-    from evolve_envs.factory import make_env
+    from evolve_envs.stack.factory import make_env
 
     env = make_env("reach_place", max_episode_steps=6)
     try:

@@ -1,7 +1,7 @@
 """The start-up check of a reward service: reachable, authorised, speaking our protocol.
 
 Every stack that talks to a reward service (the Gymnasium stack built by
-``evolve_envs.factory.make_env`` and the RLinf integration) calls :func:`check_service` once,
+``evolve_envs.stack.factory.make_env`` and the RLinf integration) calls :func:`check_service` once,
 at construction, so that a dead or refusing service is found before the first episode instead
 of silently turning every reward into a fallback value.
 

@@ -225,8 +225,8 @@ def _settings(backend: Any) -> str:
 
 def _check_bind_args(args: argparse.Namespace) -> None:
     """Refuse a port outside 1..65535 and a host that is not an address of this machine, in one
-    line (:class:`~evolve_envs.cli_errors.CliError`), before anything starts."""
-    from evolve_envs.cli_errors import CliError, ExitStatus
+    line (:class:`~evolve_envs.cli.errors.CliError`), before anything starts."""
+    from evolve_envs.cli.errors import CliError, ExitStatus
 
     if args.fd is not None:
         return
@@ -248,10 +248,10 @@ def _check_bind_args(args: argparse.Namespace) -> None:
 def _bind(host: str, port: int) -> socket.socket:
     """A listening socket on ``host:port``, bound before any model is loaded; a port that is
     taken or an address this machine does not have is one line
-    (:class:`~evolve_envs.cli_errors.CliError`, status 3)."""
+    (:class:`~evolve_envs.cli.errors.CliError`, status 3)."""
     import errno
 
-    from evolve_envs.cli_errors import CliError, ExitStatus
+    from evolve_envs.cli.errors import CliError, ExitStatus
 
     family, kind, proto, _, address = socket.getaddrinfo(
         host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -298,7 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     accepts requests. Expected failures print one line (`evolve-reward-server: error: ...`;
     `--debug` or `EVOLVE_ENVS_DEBUG=1` adds the traceback).
     """
-    from evolve_envs.cli_errors import run_command
+    from evolve_envs.cli.errors import run_command
 
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -1,0 +1,1 @@
+"""evolve_envs/progress."""

@@ -1,0 +1,421 @@
+"""``make_env``: build the wrapper stack from a config.
+
+The stack, innermost first::
+
+    base env (LiberoEnv, or env_factory(...))
+    -> time limit: TimeLimit(max_episode_steps) or ProgressiveHorizon (progressive_max_step)
+    -> ProgressReward (kind: progress; the tracker keeps the frames it needs)
+       or FrameCache -> EpisodeScoreReward (kind: video_score / pickle_scorer)
+    -> HackingAlarm (reward_model.alarm.enable)
+
+The time limit sits *inside* the reward wrappers so they see truncation and settle the episode.
+With ``reward_model.enable: false`` the result is the base env plus its time limit.
+
+``reward_model.endpoint: embedded`` starts a local reward service (``EmbeddedService`` with
+``embedded_backend``, the mock backend by default) owned by the env: the reward wrapper stops it
+in ``close()``. To share one service between several envs of a process, start it yourself and
+pass it: ``make_env(..., embedded_service=svc)`` (then the envs use it and leave it running).
+Each env opens its own endpoint pool and closes it in ``close()``; to share one between envs,
+open it yourself and pass it the same way: ``make_env(..., endpoint_pool=pool)``.
+
+Examples: ``make_env("libero_10", task_id=3)`` builds LIBERO-10 task 3 from the shipped YAML, and
+``gym.make("evolve_envs/LIBERO-10-v0", ...)`` does the same through Gymnasium. The shipped
+``reach_place`` config runs anywhere in seconds: the synthetic ReachPlace task, progress checks
+every 2 steps against an embedded mock service that the env starts and stops::
+
+    >>> env = make_env("reach_place", max_episode_steps=6)
+    >>> env
+    <ProgressReward<TimeLimit<ReachPlaceEnv<evolve_envs/ReachPlace-v0>>>>
+    >>> obs, info = env.reset(seed=0)
+    >>> info["task_description"]
+    'pick up the red block and place it in the green zone'
+    >>> [env.step(env.action_space.sample())[4]["progress_calls"] for _ in range(6)]
+    [0, 1, 1, 2, 2, 3]
+    >>> service = env.reward_model.service  # the reward wrapper owns the model it opened
+    >>> env.close(); service.is_running()
+    False
+
+Invalid keys are refused with their path (here on Gymnasium's CartPole, whose constructor has no
+``colour``)::
+
+    >>> from gymnasium.envs.classic_control import CartPoleEnv
+    >>> env = make_env(env_factory=CartPoleEnv, max_episode_steps=5)  # reward model off
+    >>> type(env).__name__, env.get_wrapper_attr("_max_episode_steps")
+    ('TimeLimit', 5)
+    >>> make_env(env_factory=CartPoleEnv, colour="red")
+    Traceback (most recent call last):
+    ...
+    evolve_envs.progress.settings.ConfigError: env.colour: unknown key for CartPoleEnv (accepted:
+    ...)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import inspect
+import logging
+import os
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import gymnasium as gym
+from gymnasium.envs.registration import EnvSpec
+
+from evolve_envs.progress.tracker import episode_limit
+from evolve_envs.stack.config import (
+    ConfigError,
+    PickleScorerConfig,
+    ProgressModelConfig,
+    RewardModelConfig,
+    StackConfig,
+    VideoScoreConfig,
+    env_key_error,
+    load_config,
+    reward_model_source,
+)
+from evolve_envs.stack.reward_model import open_reward_model
+from evolve_envs.wrappers.episode_score import EpisodeScoreReward
+from evolve_envs.wrappers.frame_cache import FrameCache
+from evolve_envs.wrappers.hacking_alarm import HackingAlarm
+from evolve_envs.wrappers.progress_reward import ProgressReward
+from evolve_envs.wrappers.progressive_horizon import ProgressiveHorizon
+from evolve_envs.wrappers.success_bonus import ModelSuccessBonus
+
+__all__ = ["make_env", "build_stack", "describe_reward_model"]
+
+logger = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------------------- building
+
+
+def _libero_factory() -> Callable[..., gym.Env]:
+    from evolve_envs.envs.libero import LiberoEnv
+
+    return LiberoEnv
+
+
+def _check_env_kwargs(factory: Callable[..., Any], kwargs: Mapping[str, Any]) -> None:
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    valid = [n for n, p in params.items() if p.kind is not inspect.Parameter.VAR_POSITIONAL]
+    unknown = sorted(set(kwargs) - set(valid))
+    if unknown:
+        name = getattr(factory, "__name__", "the env factory")
+        raise ConfigError(
+            f"env.{unknown[0]}: unknown key for {name} (accepted: "
+            f"{', '.join(valid + ['max_episode_steps'])})"
+        )
+
+
+def _gym_id_factory(env_kwargs: dict[str, Any]) -> tuple[Callable[..., gym.Env] | None, int | None]:
+    """``env.id``: build the base env from a Gymnasium id. LIBERO ids map to their suite, the
+    synthetic ids to their base env class; any other registered id (``module:Name-v0`` too)
+    builds through its entry point, with the id's registered kwargs as defaults. Pops ``id``.
+
+    This is the one place a config's ``env.id`` is resolved: ``make_env``, ``gym.make``,
+    ``evolve-envs rollout``, the training workers and RLinf all come through here."""
+    env_id = env_kwargs.pop("id", None)
+    if env_id is None:
+        return None, None
+    from evolve_envs.envs.registration import ENV_IDS, SYNTHETIC_IDS
+
+    env_id = str(env_id)
+    if env_id in ENV_IDS:
+        env_kwargs.setdefault("suite", ENV_IDS[env_id])
+        return None, None
+    if env_id in SYNTHETIC_IDS:
+        return gym.envs.registration.load_env_creator(SYNTHETIC_IDS[env_id]), None
+    module, _, name = env_id.rpartition(":")
+    try:
+        if module:  # ``module:Name-v0`` registers its ids on import, as gym.make does
+            importlib.import_module(module)
+        spec = gym.spec(name)
+    except (gym.error.Error, ImportError) as exc:
+        raise ConfigError(f"env.id: {exc}") from exc
+    entry = spec.entry_point
+    creator = entry if callable(entry) else gym.envs.registration.load_env_creator(entry)
+    for key, value in (spec.kwargs or {}).items():
+        env_kwargs.setdefault(key, value)
+    return creator, spec.max_episode_steps
+
+
+def _default_max_steps(env_cfg: Mapping[str, Any], custom_factory: bool) -> int | None:
+    if custom_factory:
+        return None
+    from evolve_envs.envs.libero import default_max_episode_steps
+
+    return default_max_episode_steps(env_cfg.get("suite", "libero_10"))
+
+
+def _check_camera(env: gym.Env, camera: str) -> None:
+    space = env.observation_space
+    if isinstance(space, gym.spaces.Dict) and camera not in space.spaces:
+        raise ConfigError(
+            f"reward_model.camera: {camera!r} is not an observation key "
+            f"(available: {', '.join(space.spaces)})"
+        )
+
+
+def _reward_wrapper(
+    env: gym.Env, rm: RewardModelConfig, embedded_service: Any, pool: Any
+) -> gym.Env:
+    """The reward wrapper of the block's kind around ``env``, owning the reward model it opens
+    (closed with the wrapper)."""
+    with contextlib.ExitStack() as undo:  # on failure: close the model (not ``env``)
+        model = undo.enter_context(
+            open_reward_model(rm, embedded_service=embedded_service, pool=pool)
+        )
+        wrapper: gym.Env
+        if isinstance(rm, ProgressModelConfig):
+            client, camera, own_client = model.client, rm.camera, False
+            if rm.average_cameras:  # one judgement per camera, averaged
+                from evolve_envs.reward.clients.camera_average import CameraAverageClient
+
+                camera = tuple(rm.average_cameras)
+                client = CameraAverageClient(model.client, len(camera), close_inner=False)
+                own_client = True
+            wrapper = ProgressReward(
+                env,
+                client,
+                model.settings,
+                camera=camera,
+                close_client=own_client,
+                capabilities=model.capabilities if model.capabilities is not None else False,
+                reward_model=model,
+                reward_weight=rm.reward_weight,
+                env_reward_weight=rm.env_reward_weight,
+            )
+            wrapper.tracker.time_limit = functools.partial(episode_limit, env)  # last_check
+        else:
+            assert isinstance(rm, VideoScoreConfig | PickleScorerConfig)
+            cache = FrameCache(
+                env,
+                rm.camera,
+                encoding=rm.cache_encoding,
+                jpeg_quality=rm.jpeg_quality,
+                max_frames=rm.cache_max_frames,
+            )
+            wrapper = EpisodeScoreReward(
+                cache,
+                model.client,
+                binary_reward=rm.binary_reward,
+                success_threshold=rm.success_threshold,
+                reward_coef=rm.reward_coef,
+                use_rel_reward=rm.use_rel_reward,
+                ignore_terminations=rm.ignore_terminations,
+                last_frames=rm.last_frames,
+                reward_model=model,
+                reward_weight=rm.reward_weight,
+                env_reward_weight=rm.env_reward_weight,
+            )
+        undo.pop_all()  # the wrapper owns the model now
+        return wrapper
+
+
+def describe_reward_model(rm: RewardModelConfig) -> str | None:
+    """A short description of the reward model a stack uses (stored with recorded episodes)."""
+    if not rm.enable:
+        return None
+    if rm.embedded:
+        kwargs = ",".join(f"{k}={v}" for k, v in sorted(rm.embedded_backend_kwargs.items()))
+        return f"{rm.kind}: embedded {rm.embedded_backend}({kwargs})"
+    endpoint = rm.endpoint if isinstance(rm.endpoint, str) else ",".join(rm.endpoint)
+    return f"{rm.kind}: {endpoint}"
+
+
+def build_stack(
+    cfg: StackConfig,
+    env_factory: Callable[..., gym.Env] | None = None,
+    *,
+    embedded_service: Any = None,
+    endpoint_pool: Any = None,
+) -> gym.Env:
+    """Build the wrapper stack for a validated :class:`~evolve_envs.stack.config.StackConfig`.
+
+    ``embedded_service`` (a started :class:`~evolve_envs.reward.service.embedded.EmbeddedService`)
+    serves ``endpoint: embedded`` and is left running; without it the stack starts its own, owned
+    and stopped by the reward wrapper's ``close()``. ``endpoint_pool`` (an open
+    :class:`~evolve_envs.reward.clients.endpoint_pool.EndpointPool`) carries the reward requests
+    instead of ``reward_model.endpoint`` and is left open; without it the stack opens a pool of its
+    own, closed with the reward wrapper's client.
+    """
+    if cfg.record is not None:  # outermost, so it sees the reward wrappers' info
+        from evolve_envs.wrappers.record_episodes import RecordEpisodes
+
+        env = build_stack(
+            cfg.model_copy(update={"record": None}),
+            env_factory,
+            embedded_service=embedded_service,
+            endpoint_pool=endpoint_pool,
+        )
+        rm = cfg.reward_model
+        with contextlib.ExitStack() as undo:
+            undo.callback(env.close)
+            recorded = RecordEpisodes(
+                env, cfg.record.dir, camera=cfg.record.camera or rm.camera,
+                jpeg_quality=cfg.record.jpeg_quality,
+                reward_model=cfg.record.reward_model or describe_reward_model(rm),
+                # the threshold the run used: calibrate's default for this recording
+                meta={"done_threshold": rm.done_threshold} if rm.enable else None,
+            )  # fmt: skip
+            undo.pop_all()
+            return recorded
+    rm = cfg.reward_model
+    env_kwargs = dict(cfg.env)
+    max_steps = env_kwargs.pop("max_episode_steps", None)
+    if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int)
+                                  or max_steps < 1):  # fmt: skip
+        raise ConfigError(f"env.max_episode_steps: expected an int >= 1, got {max_steps!r}")
+    id_factory, id_max_steps = _gym_id_factory(env_kwargs)
+    if env_factory is None:
+        env_factory = id_factory
+        max_steps = max_steps if max_steps is not None else id_max_steps
+    factory = env_factory if env_factory is not None else _libero_factory()
+    _check_env_kwargs(factory, env_kwargs)
+    try:  # the base env's rejection of a key names it as env.<key>
+        if max_steps is None:
+            max_steps = _default_max_steps(env_kwargs, env_factory is not None)
+        env = factory(**env_kwargs)
+    except ValueError as exc:
+        raise env_key_error(exc, env_kwargs) from exc
+    with contextlib.ExitStack() as undo:  # a failure closes the env built so far
+        undo.callback(env.close)
+        if rm.progressive_max_step:
+            sched = rm.progressive_schedule
+            stages = [stage.resolve(max_steps) for stage in sched.stages]
+            env = ProgressiveHorizon(env, stages, by=sched.by, window=sched.window)
+        elif max_steps is not None:
+            env = gym.wrappers.TimeLimit(env, max_episode_steps=max_steps)
+        if rm.enable:
+            for camera in [rm.camera, *getattr(rm, "average_cameras", [])]:
+                _check_camera(env, camera)
+            env = _reward_wrapper(env, rm, embedded_service, endpoint_pool)
+            if rm.success_bonus > 0:
+                env = ModelSuccessBonus(env, rm.success_bonus, rm.success_bonus_threshold)
+            if rm.alarm.enable:
+                env = HackingAlarm(env, rm.alarm.detector_settings())
+        undo.pop_all()
+        return env
+
+
+def make_env(
+    config: Any = None,
+    *,
+    reward_model: Mapping[str, Any] | str | os.PathLike | None = None,
+    env_factory: Callable[..., gym.Env] | None = None,
+    embedded_service: Any = None,
+    endpoint_pool: Any = None,
+    **env_kwargs: Any,
+) -> gym.Env:
+    """Build a (wrapped) env from a config.
+
+    Args:
+        config: a YAML path, a mapping / OmegaConf ``DictConfig`` with ``env:`` and
+            ``reward_model:`` blocks, a list of them (layered left to right, e.g. a suite YAML
+            then a preset), or ``None`` (defaults: LIBERO-10 task 0, reward model off).
+        reward_model: ``reward_model`` keys (mapping) or a YAML file (with a ``reward_model:``
+            block, or holding the block itself) overriding the config and environment variables.
+        env_factory: builds the base env from the ``env`` block (default
+            :class:`evolve_envs.envs.libero.LiberoEnv`); without it ``max_episode_steps`` defaults
+            to
+            the suite's.
+        embedded_service: a started :class:`~evolve_envs.reward.service.embedded.EmbeddedService` to
+            use for ``endpoint: embedded`` (shared, left running); by default the env starts its own
+            and stops it in ``close()``.
+        endpoint_pool: an open :class:`~evolve_envs.reward.clients.endpoint_pool.EndpointPool` to
+            send the reward requests through (shared by several envs: one connection pool, one view
+            of endpoint health; left open, and its endpoints replace ``reward_model.endpoint``); by
+            default the env opens its own pool and closes it in ``close()``.
+        **env_kwargs: ``env`` keys overriding the config (``suite``, ``task_id``,
+            ``max_episode_steps``, ``image_size``, ...).
+
+    Raises:
+        evolve_envs.stack.config.ConfigError: invalid config (the message names the key).
+
+    ``make_env(["libero_10", "fast_dev"], task_id=2)`` layers a preset over a suite config;
+    ``gym.make("evolve_envs/LIBERO-Goal-v0", config="libero_goal")`` goes through Gymnasium.
+    The module docstring has a runnable example.
+    """
+    sources = list(config) if isinstance(config, list | tuple) else [config]
+    overrides: dict[str, Any] = {}
+    if env_kwargs:
+        overrides["env"] = dict(env_kwargs)
+    rm_source = reward_model_source(reward_model)
+    if rm_source is not None:
+        overrides.update(rm_source)
+    cfg = load_config(*sources, overrides=overrides)
+    env = build_stack(
+        cfg, env_factory, embedded_service=embedded_service, endpoint_pool=endpoint_pool
+    )
+    if env.unwrapped.spec is None:  # gym.make sets its own; a direct call gets one here
+        env.unwrapped.spec = _stack_spec(cfg, env_factory)
+    return env
+
+
+def _stack_spec(cfg: StackConfig, env_factory: Callable[..., gym.Env] | None) -> EnvSpec:
+    """The :class:`~gymnasium.envs.registration.EnvSpec` of a stack built by a direct
+    ``make_env`` call: the config's registered id (``env.id``, or the LIBERO suite's id), or
+    ``evolve_envs/<factory name>`` for a custom ``env_factory``; ``kwargs`` is the validated
+    config, so ``make_env(**spec.kwargs)`` builds the same stack (given the same factory)."""
+    from evolve_envs.envs.registration import ENV_IDS
+
+    env_id = cfg.env.get("id")
+    if env_id is None and env_factory is None:
+        suites = {suite: name for name, suite in ENV_IDS.items()}
+        env_id = suites.get(cfg.env.get("suite", "libero_10"))
+    if env_id is None:
+        env_id = f"evolve_envs/{getattr(env_factory, '__name__', 'Env')}"
+    return EnvSpec(
+        id=str(env_id).rpartition(":")[2],
+        entry_point="evolve_envs.stack.factory:make_env",
+        kwargs={"config": cfg.model_dump(mode="json")},
+        max_episode_steps=None,  # the limit sits inside the stack, see the module docstring
+    )
+
+
+def _gym_make_limit(frame: Any) -> int | None:
+    """The episode limit the ``gym.make`` call running in ``frame`` will put outside the env
+    (its ``max_episode_steps`` argument, else its spec's), or None: no limit, ``-1``, or
+    ``frame`` is not ``gym.make``'s."""
+    code = frame.f_code if frame is not None else None
+    if code is None or code.co_name != "make" or code.co_filename != _GYM_MAKE_FILE:
+        return None
+    limit = frame.f_locals.get("max_episode_steps")
+    if limit is None:
+        limit = getattr(frame.f_locals.get("env_spec"), "max_episode_steps", None)
+    return limit if isinstance(limit, int) and limit > 0 else None
+
+
+_GYM_MAKE_FILE = gym.envs.registration.make.__code__.co_filename
+
+
+def make_registered(**kwargs: Any) -> gym.Env:
+    """The entry point of every id: :func:`evolve_envs.stack.factory.make_env`, with the episode
+    limit
+    of the ``gym.make`` call that builds it (``gym.make(id, max_episode_steps=N)``) as the
+    stack's own limit (see the module docstring).
+
+    >>> import evolve_envs  # noqa: F401
+    >>> env = gym.make("evolve_envs/ReachPlace-v0", config="reach_place", max_episode_steps=7,
+    ...                reward_model={"enable": False})
+    >>> limits, layer = [], env
+    >>> while isinstance(layer, gym.Wrapper):
+    ...     if isinstance(layer, gym.wrappers.TimeLimit):
+    ...         limits.append(layer._max_episode_steps)
+    ...     layer = layer.env
+    >>> limits  # Gymnasium's outside, the stack's inside: the same limit
+    [7, 7]
+    >>> env.close()
+    """
+    limit = _gym_make_limit(sys._getframe(1))
+    if limit is not None:
+        kwargs["max_episode_steps"] = limit
+    return make_env(**kwargs)

@@ -1,0 +1,292 @@
+"""Opening a reward model: one context manager for every stack.
+
+:func:`open_reward_model` turns a validated ``reward_model`` block into an open
+:class:`RewardModel`, in this order:
+
+1. the service: the block's endpoints; for ``endpoint: embedded`` a local service (the one
+   given, else one started here and owned by the model);
+2. the endpoint pool (the one given, left open; else a new one with the block's timeouts,
+   retries and bearer token, owned by the model);
+3. the client of the block's ``kind`` (progress, video score or pickle scorer);
+4. the start-up check: ``/capabilities`` once (a dead, refusing or foreign service raises
+   :class:`~evolve_envs.reward.clients.service_check.ServiceUnavailableError`, unless
+   ``require_service`` is false).
+
+Everything is registered on one :class:`contextlib.ExitStack`: a failure at any step closes what
+the earlier steps opened, and :meth:`RewardModel.close` (or leaving the ``with`` block) closes
+the client, then the pool, then stops the service. ``make_env``, the RLinf integration and the
+training workers all open their reward model here.
+
+:func:`shared_service` starts one embedded service for a whole job (``evolve-envs train``) so
+that every worker uses the same one; :func:`evolve_envs.stack.vector.make_vec` (and so ``evolve-envs
+rollout``) keeps the one it starts for its sub-envs.
+
+Example (a local mock service, started and stopped by the model)::
+
+    >>> from evolve_envs.stack.config import load_config
+    >>> rm = load_config({"reward_model": {"enable": True, "endpoint": "embedded"}}).reward_model
+    >>> with open_reward_model(rm) as model:
+    ...     running = model.service.is_running()
+    ...     kind = type(model.client).__name__
+    >>> running, kind, model.service.is_running()
+    (True, 'ProgressClient', False)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from evolve_envs.progress.done_rules import TerminationAudit
+from evolve_envs.progress.tracker import ProgressTracker
+from evolve_envs.stack.config import (
+    ConfigError,
+    PickleScorerConfig,
+    ProgressModelConfig,
+    RewardModelConfig,
+    VideoScoreConfig,
+    load_config,
+    reward_model_source,
+)
+
+__all__ = [
+    "RewardModel",
+    "open_reward_model",
+    "shared_service",
+    "start_embedded_service",
+    "endpoint_pool",
+    "reward_endpoints",
+    "check_reward_service",
+]
+
+logger = logging.getLogger(__name__)
+
+
+def reward_endpoints(rm: RewardModelConfig, url: str | None = None) -> list[str]:
+    """The service URLs of a ``reward_model`` block (``url`` replaces an ``embedded`` one)."""
+    from evolve_envs.reward.clients.endpoint_pool import expand_endpoints
+
+    if url is not None:
+        return [url]
+    from evolve_envs.reward.clients.ray_handle_pool import is_ray_endpoint
+
+    if is_ray_endpoint(rm.endpoint):  # a Ray Serve application, reached by DeploymentHandle
+        return [rm.endpoint if isinstance(rm.endpoint, str) else rm.endpoint[0]]
+    try:
+        return expand_endpoints(rm.endpoint, None, rm.service_num)
+    except ValueError as exc:
+        raise ConfigError(f"reward_model.endpoint: {exc}") from None
+
+
+def endpoint_pool(rm: RewardModelConfig, urls: list[str]) -> Any:
+    """A new :class:`~evolve_envs.reward.clients.endpoint_pool.EndpointPool` for a block: per
+    attempt ``timeout``, ``max_retries``, the bearer ``token`` and ``call_budget_s`` (the most one
+    call may take, retries and backoff included); or a
+    :class:`~evolve_envs.reward.clients.ray_handle_pool.RayHandlePool` for
+    ``["ray://<app_name>"]``. The caller owns it and closes it."""
+    from evolve_envs.reward.clients.endpoint_pool import EndpointPool
+    from evolve_envs.reward.clients.ray_handle_pool import RayHandlePool, is_ray_endpoint
+
+    if is_ray_endpoint(urls):
+        return RayHandlePool(
+            urls[0], timeout=rm.timeout, max_retries=rm.max_retries, total_timeout=rm.call_budget_s
+        )
+    return EndpointPool(
+        urls,
+        timeout=rm.timeout,
+        max_retries=rm.max_retries,
+        token=rm.token_value,
+        total_timeout=rm.call_budget_s,
+        health_route=rm.health_route,
+    )
+
+
+def check_reward_service(rm: RewardModelConfig, pool: Any) -> Any:
+    """The start-up failure policy of every stack: ask ``/capabilities`` once; a dead, refusing
+    (401/403) or foreign service raises
+    :class:`~evolve_envs.reward.clients.service_check.ServiceUnavailableError` naming the
+    endpoint and the cause, unless ``reward_model.require_service`` is false (then a warning).
+
+    Returns the service's capabilities, or ``None`` when they could not be read.
+    """
+    from evolve_envs.reward.clients.service_check import check_service
+
+    return check_service(pool, require=rm.require_service, need_capabilities=rm.kind == "progress")
+
+
+def start_embedded_service(rm: RewardModelConfig) -> Any:
+    """Start the local reward service ``endpoint: embedded`` asks for (``embedded_backend`` with
+    ``embedded_backend_kwargs``); the caller owns it and stops it (it is a context manager)."""
+    from evolve_envs.reward.service.embedded import EmbeddedService
+
+    svc = EmbeddedService(rm.embedded_backend, dict(rm.embedded_backend_kwargs)).start()
+    logger.info("started embedded reward service %s (%s)", svc.url, rm.embedded_backend)
+    return svc
+
+
+@contextlib.contextmanager
+def shared_service(rm: RewardModelConfig) -> Iterator[str | None]:
+    """One embedded service for a whole job: yields its URL for ``endpoint: embedded`` (and the
+    reward model on), else ``None``; the service stops when the block exits.
+
+    >>> from evolve_envs.stack.config import load_config
+    >>> with shared_service(load_config({}).reward_model) as url:  # reward model off
+    ...     print(url)
+    None
+    """
+    if not (rm.enable and rm.embedded):
+        yield None
+        return
+    with start_embedded_service(rm) as svc:
+        yield svc.url
+
+
+def _client(rm: RewardModelConfig, pool: Any, max_workers: int) -> Any:
+    """The client of the block's ``kind`` on ``pool`` (which it leaves open)."""
+    if isinstance(rm, ProgressModelConfig):
+        from evolve_envs.reward.clients.progress_client import ProgressClient
+
+        return ProgressClient(
+            pool,
+            jpeg_quality=rm.jpeg_quality,
+            fail_on_request_error=rm.fail_on_request_error,
+            max_workers=max_workers,
+        )
+    if isinstance(rm, VideoScoreConfig):
+        from evolve_envs.reward.clients.video_score_client import VideoScoreClient
+
+        return VideoScoreClient(
+            pool,
+            nframes=rm.nframes,
+            max_pixels=rm.max_pixels,
+            video_fps=rm.video_fps,
+            backend=rm.backend,
+            backend_kwargs=rm.backend_kwargs or None,
+            mode=rm.video_transport,
+            shared_dir=rm.shared_dir,
+            fail_on_request_error=rm.fail_on_request_error,
+        )
+    assert isinstance(rm, PickleScorerConfig)
+    from evolve_envs.reward.clients.pickle_scorer_client import PickleScorerClient
+
+    return PickleScorerClient(
+        pool,
+        route=rm.pickle_route,
+        jpeg_quality=rm.jpeg_quality,
+        fail_on_request_error=rm.fail_on_request_error,
+    )
+
+
+class RewardModel:
+    """An open reward model: the client, the service's capabilities and the embedded service
+    started for it (if any). Built by :func:`open_reward_model`; :meth:`close` (or leaving a
+    ``with`` block) closes what was opened for it, in reverse order: client, pool, service.
+
+    Attributes:
+        config: the validated ``reward_model`` block.
+        client: the progress, video score or pickle scorer client.
+        capabilities: the service's ``/capabilities`` answer (``None`` when it could not be read).
+        service: the embedded service this model started, else ``None``.
+        pool: the endpoint pool the client sends through.
+
+    The module docstring has a runnable example.
+    """
+
+    def __init__(
+        self,
+        config: RewardModelConfig,
+        client: Any,
+        capabilities: Any,
+        service: Any,
+        pool: Any,
+        resources: contextlib.ExitStack,
+    ) -> None:
+        self.config = config
+        self.client = client
+        self.capabilities = capabilities
+        self.service = service
+        self.pool = pool
+        self._resources = resources
+
+    @property
+    def settings(self) -> Any:
+        """The tracker settings of a ``kind: progress`` block."""
+        if not isinstance(self.config, ProgressModelConfig):
+            raise TypeError(f"a {self.config.kind!r} reward model has no progress settings")
+        return self.config.tracker_settings()
+
+    def tracker(self, *, audit: TerminationAudit | None = None) -> ProgressTracker:
+        """A new :class:`~evolve_envs.progress.tracker.ProgressTracker` on this client
+        (its settings are checked against the capabilities when they could be read); ``audit``
+        counts its episodes (share one between the trackers of a vectorised env)."""
+        return ProgressTracker(
+            self.client, self.settings, capabilities=self.capabilities, audit=audit
+        )
+
+    def close(self) -> None:
+        """Close the client, then the pool this model opened, then stop its service."""
+        self._resources.close()
+
+    def __enter__(self) -> RewardModel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"RewardModel(kind={self.config.kind!r}, endpoints={list(self.pool.urls)!r})"
+
+
+def open_reward_model(
+    config: RewardModelConfig | Mapping[str, Any] | str | os.PathLike[str],
+    *,
+    embedded_service: Any = None,
+    pool: Any = None,
+    max_workers: int = 8,
+) -> RewardModel:
+    """Open a reward model (see the module docstring for the order of the steps).
+
+    Args:
+        config: a validated ``reward_model`` block, or what :func:`evolve_envs.make_env` takes
+            as ``reward_model=`` (a mapping of its keys, or a YAML file).
+        embedded_service: a started embedded service to use for ``endpoint: embedded`` (left
+            running); by default the model starts its own and stops it when closed.
+        pool: an open endpoint pool to send through (left open; its URLs replace the block's
+            endpoints); by default the model opens its own.
+        max_workers: threads of an asynchronous progress client.
+
+    Returns:
+        The open :class:`RewardModel`; use it in a ``with`` block or close it.
+
+    Raises:
+        evolve_envs.stack.config.ConfigError: an invalid block, or one with the reward model off.
+        evolve_envs.reward.clients.service_check.ServiceUnavailableError: the service cannot be
+            used (with ``require_service: true``, the default).
+    """
+    rm = config if isinstance(config, RewardModelConfig) else _validated(config)
+    if not rm.enable:
+        raise ConfigError("reward_model.enable: is false; there is no reward model to open")
+    with contextlib.ExitStack() as resources:
+        service = None
+        if pool is not None:
+            urls = list(pool.urls)
+        elif rm.embedded:
+            if embedded_service is None:
+                embedded_service = service = resources.enter_context(start_embedded_service(rm))
+            urls = reward_endpoints(rm, embedded_service.url)
+        else:
+            urls = reward_endpoints(rm)
+        if pool is None:
+            pool = endpoint_pool(rm, urls)
+            resources.callback(pool.close)
+        client = _client(rm, pool, max_workers)
+        resources.callback(client.close)
+        capabilities = check_reward_service(rm, pool)
+        return RewardModel(rm, client, capabilities, service, pool, resources.pop_all())
+
+
+def _validated(source: Mapping[str, Any] | str | os.PathLike[str]) -> RewardModelConfig:
+    return load_config(reward_model_source(source)).reward_model

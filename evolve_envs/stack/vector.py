@@ -1,0 +1,120 @@
+"""``make_vec``: several copies of one stack, sharing one reward service.
+
+``make_env`` called once per sub-env would start one embedded service per sub-env for
+``endpoint: embedded``. :func:`make_vec` starts **one** service for all of them (the sub-envs get
+its URL), builds a :class:`gymnasium.vector.SyncVectorEnv` or
+:class:`gymnasium.vector.AsyncVectorEnv` of ``make_env`` calls, and stops the service when the
+vector env closes. Every id this package registers uses it as its ``vector_entry_point``, so
+``gym.make_vec(id, num_envs=n)`` (with the default vectorization mode) shares one service too;
+``gym.make_vec(..., vectorization_mode="sync" | "async")`` bypasses it and builds each sub-env
+through ``gym.make``, one service each.
+
+Example (ReachPlace, two sub-envs, one embedded mock service)::
+
+    >>> vec = make_vec("reach_place", num_envs=2, max_episode_steps=4)
+    >>> obs, info = vec.reset(seed=0)
+    >>> obs["image"].shape, vec.service.is_running()
+    ((2, 64, 64, 3), True)
+    >>> service = vec.service
+    >>> vec.close(); service.is_running()
+    False
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+import gymnasium as gym
+
+from evolve_envs.stack.config import load_config, reward_model_source
+from evolve_envs.stack.factory import make_env
+from evolve_envs.stack.reward_model import start_embedded_service
+
+__all__ = ["make_vec", "SharedServiceVectorEnv"]
+
+
+class SharedServiceVectorEnv(gym.vector.VectorWrapper):
+    """A vector env that owns the reward service its sub-envs share: :meth:`close` closes the
+    sub-envs, then stops the service. Built by :func:`make_vec` (the module docstring has a
+    runnable example).
+
+    Attributes:
+        service: the embedded service the sub-envs send to, or ``None``.
+    """
+
+    def __init__(self, env: gym.vector.VectorEnv, resources: contextlib.ExitStack, service: Any):
+        super().__init__(env)
+        self.service = service
+        self._resources = resources
+
+    # gymnasium's VectorWrapper does not forward these; the sub-envs answer them as usual
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call ``name`` on every sub-env (see :meth:`gymnasium.vector.VectorEnv.call`)."""
+        return self.env.call(name, *args, **kwargs)
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """Attribute ``name`` of every sub-env."""
+        return self.env.get_attr(name)
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Set attribute ``name`` on every sub-env."""
+        self.env.set_attr(name, values)
+
+    def close(self, **kwargs: Any) -> None:
+        try:
+            super().close(**kwargs)
+        finally:
+            self._resources.close()
+
+
+def make_vec(
+    config: Any = None,
+    num_envs: int = 1,
+    *,
+    vectorization_mode: Literal["sync", "async"] = "sync",
+    vector_kwargs: Mapping[str, Any] | None = None,
+    reward_model: Mapping[str, Any] | str | os.PathLike | None = None,
+    env_factory: Callable[..., gym.Env] | None = None,
+    **env_kwargs: Any,
+) -> SharedServiceVectorEnv:
+    """Build ``num_envs`` copies of the stack ``make_env(config, ...)`` builds, sharing one
+    embedded reward service (when the config asks for one).
+
+    Args:
+        config, reward_model, env_factory, **env_kwargs: as for :func:`evolve_envs.make_env`.
+        num_envs: number of sub-envs (>= 1).
+        vectorization_mode: ``"sync"`` (one process) or ``"async"`` (one process per sub-env;
+            pass ``vector_kwargs={"context": "spawn"}`` for LIBERO, see the README).
+        vector_kwargs: keyword arguments of the vector env class.
+
+    Raises:
+        evolve_envs.stack.config.ConfigError: an invalid config (checked before anything starts).
+    """
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise ValueError(f"num_envs: expected an int >= 1, got {num_envs!r}")
+    if vectorization_mode not in ("sync", "async"):
+        raise ValueError(
+            f"vectorization_mode: expected 'sync' or 'async', got {vectorization_mode!r}"
+        )
+    sources = list(config) if isinstance(config, list | tuple) else [config]
+    rm_source = reward_model_source(reward_model) or {}
+    overrides = {"env": dict(env_kwargs), **rm_source} if env_kwargs else dict(rm_source)
+    cfg = load_config(*sources, overrides=overrides)  # validates before anything starts
+    rm = cfg.reward_model
+    with contextlib.ExitStack() as resources:
+        service = None
+        stack = cfg.model_dump(mode="json")
+        if rm.enable and rm.embedded:
+            service = resources.enter_context(start_embedded_service(rm))
+            stack["reward_model"] = {**stack["reward_model"], "endpoint": service.url}
+            stack["reward_model"]["service_num"] = None
+        thunk = functools.partial(make_env, stack, env_factory=env_factory)
+        vector_cls = (
+            gym.vector.SyncVectorEnv if vectorization_mode == "sync" else gym.vector.AsyncVectorEnv
+        )
+        vec = vector_cls([thunk] * num_envs, **dict(vector_kwargs or {}))
+        return SharedServiceVectorEnv(vec, resources.pop_all(), service)

@@ -1,0 +1,221 @@
+"""What an algorithm is to the shared training loop: the protocol, its context, the registry.
+
+:func:`~evolve_envs.train.loop.run_loop` runs any object with the :class:`Algorithm` methods and
+never names one. An algorithm lives in its own folder under ``evolve_envs/train/`` (DistRL in
+``train/distrl/``, GRPO in ``train/grpo/``) and is registered by name as an entry point of the
+``evolve_envs.algorithms`` group (``setup.cfg``), which is what ``algo: NAME`` in a training
+config and ``--algo NAME`` look up; an import path ``package.module:ClassName`` works without
+registering.
+
+Example (the protocol, with a do-nothing algorithm and no Ray):
+    >>> class Idle:
+    ...     name = "idle"
+    ...     def setup(self, ctx): self.updates = 0
+    ...     def start(self): pass
+    ...     def collect(self): return []
+    ...     def update(self, trajectories, budget_fraction):
+    ...         self.updates += 1
+    ...         return UpdateResult(updates=1, samples=0)
+    ...     def counters(self): return {"updates": self.updates, "version": self.updates}
+    ...     def metrics(self): return {}
+    ...     def running_calls(self): return []
+    ...     def state_dict(self): return {"counters": self.counters()}
+    ...     def load_state_dict(self, state): self.updates = state["counters"]["updates"]
+    ...     def stop(self): pass
+    >>> isinstance(Idle(), Algorithm)
+    True
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any, Protocol, runtime_checkable
+
+from evolve_envs.train.config import TrainConfig
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "Algorithm",
+    "Budget",
+    "TrainContext",
+    "UpdateResult",
+    "WorkerFailedError",
+    "algorithm_names",
+    "check_worker_calls",
+    "get_from_workers",
+    "make_algorithm",
+]
+
+ENTRY_POINT_GROUP = "evolve_envs.algorithms"
+"""The entry-point group that names the algorithms (``distrl``, ``grpo``)."""
+
+
+class WorkerFailedError(RuntimeError):
+    """A rollout worker's call raised (not a crash Ray restarts): the run stops."""
+
+
+class Budget:
+    """The run's budget: wall-clock minutes and an optional update cap.
+
+    Example:
+        >>> b = Budget(minutes=1.0, max_updates=10, start_updates=4)
+        >>> b.done(updates=14), 0.0 <= b.fraction(updates=7) < 1.0
+        (True, True)
+    """
+
+    def __init__(self, minutes: float, max_updates: int | None, start_updates: int = 0) -> None:
+        self.t0 = time.monotonic()
+        self.seconds = minutes * 60.0
+        self.max_updates = max_updates
+        self.start_updates = start_updates
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    def fraction(self, updates: int) -> float:
+        """Share of the budget spent (the larger of time and updates)."""
+        frac = self.elapsed() / self.seconds
+        if self.max_updates:
+            frac = max(frac, (updates - self.start_updates) / self.max_updates)
+        return min(1.0, frac)
+
+    def done(self, updates: int) -> bool:
+        if self.max_updates is not None and updates - self.start_updates >= self.max_updates:
+            return True
+        return self.elapsed() >= self.seconds
+
+
+@dataclass
+class TrainContext:
+    """What the loop hands an algorithm in :meth:`Algorithm.setup`.
+
+    ``workers`` are the rollout-worker actor handles, ``registry`` the weight registry actor,
+    ``queue`` the bounded trajectory queue, ``policy`` the learner's policy (on ``device``),
+    ``spaces`` the env's ``observation_space`` / ``action_space``.
+    """
+
+    cfg: TrainConfig
+    workers: list[Any]
+    registry: Any
+    queue: Any
+    policy: Any
+    spaces: dict[str, Any]
+    device: Any = "cpu"
+
+
+@dataclass
+class UpdateResult:
+    """What one :meth:`Algorithm.update` did: optimizer steps and samples (trajectories or
+    steps) they used."""
+
+    updates: int = 0
+    samples: int = 0
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Algorithm(Protocol):
+    """A training algorithm run by :func:`run_loop`.
+
+    * ``name`` — recorded in checkpoints (a resume must use the same algorithm);
+    * ``setup(ctx)`` — build the learner state (optimizer, replay) for ``ctx.policy``;
+    * ``start()`` — begin collecting (publish the first weights, start worker loops);
+    * ``collect() -> trajectories`` — what arrived since the last call (may block, e.g. a
+      synchronous round, or return ``[]``);
+    * ``update(trajectories, budget_fraction) -> UpdateResult`` — learn from them (0 updates
+      allowed: the loop then sleeps a little);
+    * ``counters()`` — at least ``updates`` and ``version`` (the policy version workers act with);
+    * ``metrics()`` — the algorithm's own columns for the metrics row;
+    * ``running_calls()`` — worker calls that must not end before the stop (health check);
+    * ``state_dict()`` / ``load_state_dict(state)`` — everything a resume needs (must hold
+      ``counters``);
+    * ``stop()`` — ask the workers to stop and wait briefly.
+    """
+
+    name: str
+
+    def setup(self, ctx: TrainContext) -> None: ...
+    def start(self) -> None: ...
+    def collect(self) -> list[Any]: ...
+    def update(self, trajectories: list[Any], budget_fraction: float) -> UpdateResult: ...
+    def counters(self) -> dict[str, int]: ...
+    def metrics(self) -> dict[str, Any]: ...
+    def running_calls(self) -> list[Any]: ...
+    def state_dict(self) -> dict[str, Any]: ...
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+    def stop(self) -> None: ...
+
+
+def algorithm_names() -> list[str]:
+    """The registered algorithm names (entry points of the ``evolve_envs.algorithms`` group).
+
+    >>> {"distrl", "grpo"} <= set(algorithm_names())
+    True
+    """
+    return sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
+
+
+def make_algorithm(name: str) -> Algorithm:
+    """A fresh algorithm by its registered name (``distrl``, ``grpo``, …: an entry point of the
+    ``evolve_envs.algorithms`` group) or import path (``package.module:ClassName``, a class with
+    the :class:`Algorithm` methods).
+
+    Example:
+        >>> make_algorithm("grpo").name
+        'grpo'
+    """
+    found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
+    try:
+        if found:
+            cls = found[0].load()
+        else:
+            module_name, sep, attr = name.partition(":")
+            if not sep:
+                known = ", ".join(algorithm_names())
+                raise ValueError(f"unknown algorithm (registered: {known})")
+            cls = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ValueError(f"algo: cannot load {name!r} ({exc})") from exc
+    algo = cls()
+    if not isinstance(algo, Algorithm):
+        raise ValueError(f"algo: {name!r} does not have the Algorithm methods")
+    return algo
+
+
+def _worker_error(index: int, exc: BaseException) -> WorkerFailedError:
+    from evolve_envs.train.worker import remote_error
+
+    return WorkerFailedError(f"rollout worker {index} stopped: {remote_error(exc)}")
+
+
+def check_worker_calls(calls: list[Any]) -> None:
+    """Raise :class:`WorkerFailedError` if one of the workers' running calls (worker ``i``'s at
+    index ``i``) ended before the stop; never blocks."""
+    import ray
+
+    if not calls:
+        return
+    finished, _ = ray.wait(calls, num_returns=len(calls), timeout=0)
+    for ref in finished:
+        try:
+            ray.get(ref)
+        except Exception as exc:  # noqa: BLE001 - re-raised with the worker named
+            raise _worker_error(calls.index(ref), exc) from exc
+        raise WorkerFailedError(f"rollout worker {calls.index(ref)} returned before the stop")
+
+
+def get_from_workers(calls: list[Any], owners: list[int]) -> list[Any]:
+    """``ray.get`` of worker calls (``owners[i]`` made ``calls[i]``); an error names the worker
+    as :class:`WorkerFailedError`. Calls on a process that died are retried by Ray."""
+    import ray
+
+    out = []
+    for ref, owner in zip(calls, owners, strict=True):
+        try:
+            out.append(ray.get(ref))
+        except Exception as exc:  # noqa: BLE001 - re-raised with the worker named
+            raise _worker_error(owner, exc) from exc
+    return out

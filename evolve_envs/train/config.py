@@ -1,0 +1,347 @@
+"""The training config of ``evolve-envs train`` (DistRL and GRPO on Ray).
+
+One YAML holds the environment stack (the ``env`` and ``reward_model`` blocks every worker hands
+to :func:`evolve_envs.stack.factory.make_env`) and the training blocks below. Validation is strict:
+unknown keys and wrong values raise :class:`~evolve_envs.stack.config.ConfigError` whose message
+starts
+with the key's path (``learner.batch_size: input should be greater than or equal to 1, got 0``).
+
+.. code-block:: yaml
+
+    env: {id: evolve_envs/ReachPlace-v0, max_episode_steps: 40}
+    reward_model: {enable: true, endpoint: embedded, embedded_backend_kwargs: {rule: reach_place}}
+    workers: {num_workers: 2, num_envs: 2}
+    learner: {batch_size: 8, lr: 3.0e-4, alpha: 0.6}
+    run: {minutes: 15}
+
+Example:
+    >>> cfg = load_train_config({"workers": {"num_workers": 3}}, overrides=["learner.lr=1e-3"])
+    >>> cfg.workers.num_workers, cfg.learner.lr
+    (3, 0.001)
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from evolve_envs.stack.config import (
+    ConfigError,
+    format_validation_error,
+    merge,
+    parse_override,
+    read_yaml,
+    resolve_config,
+)
+
+__all__ = [
+    "GrpoConfig",
+    "LearnerConfig",
+    "PolicyConfig",
+    "RayConfig",
+    "RunConfig",
+    "TrainConfig",
+    "WorkersConfig",
+    "load_train_config",
+    "parse_override",
+    "resolve_train_config",
+]
+
+_STRICT = ConfigDict(extra="forbid", validate_default=True)
+
+
+class WorkersConfig(BaseModel):
+    """Rollout workers: ``num_workers`` Ray actors stepping ``num_envs`` envs each."""
+
+    model_config = _STRICT
+
+    num_workers: int = Field(default=2, ge=1)
+    num_envs: int = Field(default=1, ge=1)
+    segment_length: int | None = Field(
+        default=None, ge=1, description="push fixed-length segments; None = whole episodes"
+    )
+    env_overrides: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="per-worker `env` keys layered on the shared env block (worker i takes "
+        "entry i): heterogeneous workers (other tasks, slower simulators)",
+    )
+    max_restarts: int = Field(default=-1, ge=-1, description="Ray actor restarts (-1: forever)")
+    num_cpus: float = Field(default=0.5, gt=0, description="Ray CPUs reserved per worker")
+    num_gpus: float = Field(
+        default=0.0,
+        ge=0,
+        description="Ray GPUs per worker (fractional shares one GPU); "
+        "workers run the policy on CUDA when Ray gives them a GPU",
+    )
+    poll_every: int = Field(default=8, ge=1, description="steps between weight-version polls")
+    resources: dict[str, float] = Field(
+        default_factory=dict,
+        description="custom Ray resources per worker, e.g. {sim: 1}: workers run only on "
+        "nodes started with them (`ray start --resources '{\"sim\": 4}'`)",
+    )
+    scheduling: Literal["default", "spread"] = Field(
+        default="default",
+        description="'spread': Ray's SPREAD strategy places the workers across nodes; "
+        "'default': Ray packs them where resources are free",
+    )
+
+
+class PolicyConfig(BaseModel):
+    """The CPU-sized CNN Gaussian policy (``evolve_envs.train.policies.base.CNNGaussianPolicy``)."""
+
+    model_config = _STRICT
+
+    image_key: str | None = "image"
+    state_key: str = "state"
+    image_size: int = Field(default=32, ge=8)
+    hidden: int = Field(default=128, ge=8)
+    init_log_std: float = -0.5
+    keypoints: int = Field(
+        default=0, ge=0, description="spatial-softmax keypoints (0: the flattening CNN)"
+    )
+    target: str | None = Field(
+        default=None,
+        description="another Policy subclass, 'package.module:ClassName' (None: the CNN)",
+    )
+    kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="extra arguments for the policy class"
+    )
+
+
+class LearnerConfig(BaseModel):
+    """The DistRL learner: prioritized replay (DPER), Retrace(λ), A-RIDE, Adam."""
+
+    model_config = _STRICT
+
+    batch_size: int = Field(default=8, ge=1, description="trajectories per update")
+    num_gpus: float = Field(
+        default=0.0,
+        ge=0,
+        description="GPUs for the learner: > 0 puts the policy "
+        "and optimizer on CUDA when one is visible",
+    )
+    placement: Literal["driver", "cluster"] = Field(
+        default="driver",
+        description="'driver': the learner runs in the process that started the run; "
+        "'cluster': it runs as a Ray task placed by num_cpus, num_gpus and resources",
+    )
+    num_cpus: float = Field(
+        default=1.0, ge=0, description="Ray CPUs the learner holds (placement: cluster)"
+    )
+    resources: dict[str, float] = Field(
+        default_factory=dict,
+        description="custom Ray resources the learner asks for (placement: cluster), "
+        "e.g. {learner: 1}",
+    )
+    lr: float = Field(default=3e-4, gt=0)
+    max_grad_norm: float = Field(default=1.0, gt=0)
+    gamma: float = Field(default=0.99, ge=0, le=1)
+    lam: float = Field(default=0.95, ge=0, le=1)
+    rho_bar: float = Field(default=1.0, gt=0)
+    entropy_coef: float = Field(default=1e-3, ge=0)
+    value_coef: float = Field(default=0.5, ge=0)
+    invalid_coef: float = Field(default=0.1, ge=0)
+    normalize_advantages: bool = Field(
+        default=False, description="scale the batch's advantages to zero mean, unit std"
+    )
+    priority_weights: tuple[float, float, float] = (1.0, 0.1, 0.01)
+    capacity: int = Field(default=256, ge=1, description="replay capacity in trajectories")
+    alpha: float = Field(default=0.6, ge=0, description="priority exponent; 0 = uniform")
+    beta: float = Field(default=0.4, ge=0, le=1, description="initial IS exponent, annealed to 1")
+    beta_anneal_updates: int | None = Field(
+        default=None, ge=1, description="updates over which β reaches 1 (None: over the run)"
+    )
+    min_buffer: int = Field(default=8, ge=1, description="trajectories before the first update")
+    refresh_every: int = Field(default=50, ge=1, description="updates between full refreshes")
+    publish_every: int = Field(default=1, ge=1, description="updates between weight broadcasts")
+    queue_size: int = Field(default=64, ge=1, description="trajectory queue bound")
+    max_sample_ratio: float | None = Field(
+        default=8.0, gt=0, description="most trajectories sampled per trajectory taken in"
+    )
+    max_staleness: int | None = Field(
+        default=None,
+        ge=0,
+        description="policy versions a stored trajectory may lag the learner at sampling time; "
+        "older ones are retired from the replay (None: no limit)",
+    )
+    clip: float | None = Field(
+        default=0.2, gt=0, description="trust region: PPO ratio clip on π/μ (None: A-RIDE as is)"
+    )
+    normalize_values: bool = Field(
+        default=True, description="value loss on targets divided by a running return scale"
+    )
+    normalize_priorities: bool = Field(
+        default=True,
+        description="DPER terms divided by running scales and ρ clipped at rho_bar in the "
+        "priority, so the TD error leads",
+    )
+    entropy_target: float | None = Field(
+        default=None,
+        description="entropy floor: the entropy coefficient grows while the policy's entropy "
+        "is below it and shrinks back to entropy_coef above it (None: fixed coefficient)",
+    )
+    entropy_adapt_rate: float = Field(
+        default=0.05, gt=0, description="log-step of the entropy coefficient per update"
+    )
+    scale_momentum: float = Field(
+        default=0.99, ge=0, lt=1, description="EMA momentum of the value and priority scales"
+    )
+
+
+class GrpoConfig(BaseModel):
+    """The synchronous GRPO baseline: groups of ``group_size`` episodes from one reset seed."""
+
+    model_config = _STRICT
+
+    group_size: int = Field(default=4, ge=2)
+    groups_per_round: int | None = Field(
+        default=None, ge=1, description="None: as many as the workers' envs hold"
+    )
+    clip: float = Field(default=0.2, gt=0)
+    epochs: int = Field(default=2, ge=1)
+    minibatch_steps: int = Field(default=256, ge=1)
+    lr: float = Field(default=3e-4, gt=0)
+    entropy_coef: float = Field(default=1e-3, ge=0)
+    max_grad_norm: float = Field(default=1.0, gt=0)
+
+
+class RayConfig(BaseModel):
+    """``ray.init`` settings for a local cluster (ignored with ``--address``)."""
+
+    model_config = _STRICT
+
+    num_cpus: int | None = Field(default=2, ge=1)
+    object_store_mb: int = Field(default=150, ge=75)
+    include_dashboard: bool = False
+
+
+class RunConfig(BaseModel):
+    """Budget, logging and checkpoints."""
+
+    model_config = _STRICT
+
+    minutes: float = Field(default=15.0, gt=0)
+    max_updates: int | None = Field(default=None, ge=1)
+    seed: int = 0
+    log_every_s: float = Field(default=10.0, gt=0)
+    checkpoint_every_s: float = Field(default=60.0, gt=0)
+    checkpoint_every_updates: int | None = Field(default=None, ge=1)
+    snapshot_every_s: float | None = Field(
+        default=None, gt=0, description="policy weights to snapshots/ this often (None: off)"
+    )
+    tensorboard: bool = True
+    head_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="seconds the Ray head (GCS) may be unreachable before the driver exits "
+        "with a one-line error; the last checkpoint resumes on a new cluster",
+    )
+
+
+class TrainConfig(BaseModel):
+    """A whole training config (see the module docstring)."""
+
+    model_config = _STRICT
+
+    algo: str = Field(
+        default="distrl",
+        description="'distrl', 'grpo', or 'package.module:ClassName' of another Algorithm",
+    )
+    env: dict[str, Any] = Field(default_factory=dict)
+    reward_model: dict[str, Any] = Field(default_factory=dict)
+    record: dict[str, Any] | None = None
+    workers: WorkersConfig = Field(default_factory=WorkersConfig)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    learner: LearnerConfig = Field(default_factory=LearnerConfig)
+    grpo: GrpoConfig = Field(default_factory=GrpoConfig)
+    ray: RayConfig = Field(default_factory=RayConfig)
+    run: RunConfig = Field(default_factory=RunConfig)
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainConfig:
+        if ":" not in self.algo and self.algo not in ("distrl", "grpo"):
+            raise ValueError(
+                f"algo: unknown algorithm {self.algo!r} ('distrl', 'grpo' or "
+                "'package.module:ClassName')"
+            )
+        if len(self.workers.env_overrides) > self.workers.num_workers:
+            raise ValueError(
+                f"workers.env_overrides has {len(self.workers.env_overrides)} entries for "
+                f"{self.workers.num_workers} workers"
+            )
+        return self
+
+    def stack(self, worker_index: int | None = None) -> dict[str, Any]:
+        """The stack blocks (``env``, ``reward_model``, ``record``) that
+        :func:`~evolve_envs.stack.factory.make_env` takes, with worker ``worker_index``'s
+        ``env_overrides`` layered on."""
+        env = dict(self.env)
+        if worker_index is not None and worker_index < len(self.workers.env_overrides):
+            env = merge(env, self.workers.env_overrides[worker_index])
+        out: dict[str, Any] = {"env": env, "reward_model": dict(self.reward_model)}
+        if self.record is not None:
+            out["record"] = dict(self.record)
+        return out
+
+
+def resolve_train_config(source: str | os.PathLike[str]) -> Any:
+    """A ``--config`` argument as a file: an existing path, else a shipped training config by
+    name (``reach_place`` or ``distrl/reach_place`` for
+    ``evolve_envs/configs/distrl/reach_place.yaml``), else a shipped stack config (``libero_10``,
+    ``fast_dev``).
+
+    Example:
+        >>> resolve_train_config("libero_smoke").name
+        'libero_smoke.yaml'
+    """
+    if Path(source).is_file():
+        return Path(source)
+    stem = os.fspath(source).removeprefix("configs/").removeprefix("distrl/")
+    stem = stem.removesuffix(".yaml").removesuffix(".yml")
+    try:
+        item = importlib.resources.files("evolve_envs.configs").joinpath("distrl", f"{stem}.yaml")
+        if item.is_file():
+            return item
+    except ModuleNotFoundError:  # pragma: no cover - configs ships with the package
+        pass
+    return resolve_config(source)
+
+
+def load_train_config(
+    *sources: Any, overrides: Sequence[str] | Mapping[str, Any] | None = None
+) -> TrainConfig:
+    """Layer YAML paths / shipped config names / mappings, then ``overrides`` (``KEY=VALUE``
+    strings or a mapping), and validate.
+
+    Raises :class:`~evolve_envs.stack.config.ConfigError` naming the key of every problem, including
+    problems of the ``env``/``reward_model`` stack blocks' reward-model keys.
+    """
+    data: dict[str, Any] = {}
+    for source in sources:
+        if source is None:
+            continue
+        if isinstance(source, Mapping):
+            block = dict(source)
+        elif isinstance(source, BaseModel):
+            block = source.model_dump()
+        else:
+            block = read_yaml(resolve_train_config(source))
+        data = merge(data, block)
+    if isinstance(overrides, Mapping):
+        data = merge(data, overrides)
+    else:
+        for text in overrides or ():
+            data = merge(data, parse_override(text))
+    try:
+        cfg = TrainConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, TrainConfig)) from None
+    from evolve_envs.stack.config import load_config
+
+    load_config(cfg.stack())  # names a bad stack key early
+    return cfg

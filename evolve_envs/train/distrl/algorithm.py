@@ -1,0 +1,130 @@
+"""DistRL: workers collect, the learner learns, nobody waits (an :class:`~evolve_envs.train.distrl.
+loop.Algorithm` run by :func:`~evolve_envs.train.loop.run_loop`).
+
+:meth:`DistRL.start` publishes the initial weights and starts every worker's
+:meth:`~evolve_envs.train.worker.RolloutWorker.run` loop. Then, per pass of the shared loop:
+
+* :meth:`DistRL.collect` drains whatever is queued (never waits);
+* :meth:`DistRL.update` puts it into the replay (priorities from the current policy) and takes
+  one A-RIDE update when the buffer holds ``min_buffer`` fresh trajectories (data more than
+  ``max_staleness`` policy versions behind is retired first) and the sample ratio (trajectories
+  sampled per trajectory taken in) is below ``max_sample_ratio`` (on a small box the learner
+  would otherwise take the CPU the workers need; allowance left unused is kept only up to one
+  batch), then publishes the weights every ``publish_every`` updates (``ray.put`` + the
+  registry). An update whose loss or gradient is not finite is skipped
+  (:mod:`evolve_envs.train.finite`).
+
+:meth:`DistRL.stop` asks the workers to stop and waits briefly for them. Budget, checkpoints,
+logging and worker health are the loop's.
+
+A worker whose *process* dies is restarted by Ray and goes on collecting. A worker whose
+``run`` loop *raises* (for example a reward service outage with ``fail_on_request_error: true``,
+the stack's fail-fast policy) is not restarted: the loop notices within a second, writes a
+checkpoint and stops the run with a :class:`~evolve_envs.train.algorithm.WorkerFailedError` naming
+the worker and the cause, so ``--resume`` can continue once the cause is fixed.
+
+Example:
+    >>> DistRL.name
+    'distrl'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evolve_envs.train.algorithm import TrainContext, UpdateResult
+
+__all__ = ["DistRL"]
+
+
+class DistRL:
+    """Asynchronous actor-learner training with prioritized replay and A-RIDE (see the module
+    docstring); the learning rule is :class:`~evolve_envs.train.distrl.learner.Learner`'s."""
+
+    name = "distrl"
+
+    def setup(self, ctx: TrainContext) -> None:
+        from evolve_envs.train.distrl.learner import Learner
+
+        self.ctx = ctx
+        self.cfg = ctx.cfg
+        self.learner = Learner(
+            ctx.policy, ctx.cfg.learner, ctx.spaces["action_space"], seed=ctx.cfg.run.seed
+        )
+        self.runs: list[Any] = []
+        self.ratio_spent = 0  # samples counted against max_sample_ratio (see update)
+
+    def _publish(self) -> None:
+        import ray
+
+        version, sd = self.learner.publish()
+        self.ctx.registry.publish.remote(version, [ray.put(sd)])
+
+    def start(self) -> None:
+        self._publish()
+        self.runs = [w.run.remote() for w in self.ctx.workers]
+
+    def collect(self) -> list[Any]:
+        n = self.ctx.queue.qsize()
+        return self.ctx.queue.get_nowait_batch(n) if n else []
+
+    def update(self, trajectories: list[Any], budget_fraction: float) -> UpdateResult:
+        learner, c = self.learner, self.cfg.learner
+        learner.ingest(trajectories)
+        ratio = c.max_sample_ratio
+        if ratio is not None:
+            allowed = ratio * max(1, learner.trajectories_in)
+            # allowance unused while the learner was the slower side does not pile up: a stall
+            # of the intake later (workers restarting, a slow reward service) buys at most one
+            # batch's worth of extra updates on the same buffer
+            self.ratio_spent = max(self.ratio_spent, allowed - ratio * c.batch_size)
+            if self.ratio_spent >= allowed:
+                return UpdateResult()
+        if not learner.ready():
+            return UpdateResult()
+        stats = learner.update(budget_fraction)
+        if stats.get("skipped"):  # a non-finite step: nothing learned, nothing to publish
+            return UpdateResult()
+        self.ratio_spent += c.batch_size
+        if learner.updates % c.publish_every == 0:
+            self._publish()
+        return UpdateResult(updates=1, samples=c.batch_size, stats=stats)
+
+    def counters(self) -> dict[str, int]:
+        return self.learner.counters()
+
+    def metrics(self) -> dict[str, Any]:
+        learner = self.learner
+        row: dict[str, Any] = {
+            "queue_depth": self.ctx.queue.qsize(),
+            "buffer_fill": learner.replay.live / learner.cfg.capacity,
+            "priority_spread": learner.priority_spread(),
+            "trajectories_in": learner.trajectories_in,
+            "env_steps_in": learner.env_steps_in,
+            "retired": learner.replay.total_retired,
+            "skipped_updates": learner.finite.skipped,
+        }
+        keys = (
+            *("loss", "policy_loss", "value_loss", "entropy", "beta", "grad_norm", "approx_kl"),
+            *("clip_frac", "sample_lag_mean", "sample_lag_max", "entropy_coef_now", "value_scale"),
+        )
+        # every column from the first row on (the CSV header is fixed by it): NaN until the
+        # first update
+        row.update({k: learner.last_stats.get(k, float("nan")) for k in keys})
+        return row
+
+    def running_calls(self) -> list[Any]:
+        return self.runs
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.learner.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.learner.load_state_dict(state)
+
+    def stop(self) -> None:
+        import ray
+
+        self.ctx.registry.stop.remote()
+        if self.runs:
+            ray.wait(self.runs, num_returns=len(self.runs), timeout=30)

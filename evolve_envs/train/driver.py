@@ -1,0 +1,340 @@
+"""``evolve-envs train``: DistRL (asynchronous) or GRPO (synchronous) on Ray.
+
+:func:`run_train` loads and validates the config, prepares the run directory, starts Ray
+(``ray.init(address=...)`` with ``--address``, else a local instance with ``ray.num_cpus``), starts
+the reward service once in this process when the config says ``endpoint: embedded`` (the workers
+get its URL, so every worker shares one service), and runs
+the algorithm (:class:`~evolve_envs.train.distrl.algorithm.DistRL` or
+:class:`~evolve_envs.train.grpo.algorithm.GRPO`) in the shared loop
+:func:`evolve_envs.train.loop.run_loop` until the time budget (``run.minutes`` or
+``--minutes``) or ``run.max_updates`` is spent. It writes into the run directory
+
+* ``config.yaml`` — the effective config,
+* ``metrics.csv`` and ``tensorboard/`` — one row per ``run.log_every_s``,
+* ``checkpoint.pt`` — policy, optimizer, counters, replay metadata, config (atomic),
+* ``summary.json`` — the final counters and the last metrics row.
+
+``--resume DIR`` reads ``DIR/checkpoint.pt`` and its config (``--config`` files and overrides are
+layered on it) and continues the counters, the policy version and the weights, in ``DIR``.
+
+Example::
+
+    evolve-envs train --algo distrl --config evolve_envs/configs/distrl/reach_place.yaml --minutes 2
+    evolve-envs train --algo grpo --config reach_place grpo.group_size=4
+    evolve-envs train --resume runs/train-distrl-20261122-220000 --minutes 5
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+from evolve_envs.stack.config import load_config
+from evolve_envs.stack.reward_model import shared_service
+from evolve_envs.train.checkpoint import load_checkpoint
+from evolve_envs.train.config import TrainConfig, load_train_config
+from evolve_envs.train.head_watch import ClusterLostError, HeadWatch, gcs_address
+from evolve_envs.train.placement import check_placeable
+
+__all__ = [
+    "LearnerLostError",
+    "TrainOptions",
+    "TrainResult",
+    "ray_session",
+    "reward_service_for",
+    "run_loop_on_cluster",
+    "run_train",
+]
+
+
+@dataclass
+class TrainOptions:
+    """What ``evolve-envs train`` was asked (the CLI's arguments).
+
+    Example:
+        >>> TrainOptions(config=["reach_place"], minutes=1.0).algo is None
+        True
+    """
+
+    config: Sequence[Any] = ()
+    algo: str | None = None
+    address: str | None = None
+    resume: str | Path | None = None
+    run_dir: str | Path | None = None
+    minutes: float | None = None
+    overrides: Sequence[str] = ()
+    progress_bar: bool = True
+    log: Any = field(default=None, repr=False)  # a text stream for the per-interval lines
+
+
+@dataclass
+class TrainResult:
+    """Where the run wrote and how far it got."""
+
+    run_dir: Path
+    algo: str
+    counters: dict[str, int]
+    last_metrics: dict[str, Any]
+    wall_s: float
+
+
+def _effective_config(opts: TrainOptions) -> tuple[TrainConfig, dict[str, Any] | None]:
+    state = None
+    sources: list[Any] = []
+    if opts.resume is not None:
+        state = load_checkpoint(opts.resume)
+        sources.append(state["config"])
+    sources.extend(opts.config)
+    if not sources:
+        raise ValueError("evolve-envs train: give --config (a YAML path or a shipped name)")
+    overrides = list(opts.overrides)
+    if opts.algo is not None:
+        overrides.append(f"algo={opts.algo}")
+    if opts.minutes is not None:
+        overrides.append(f"run.minutes={opts.minutes}")
+    cfg = load_train_config(*sources, overrides=overrides)
+    from evolve_envs.train.algorithm import make_algorithm
+
+    name = make_algorithm(cfg.algo).name  # an import path names its class; checkpoints the name
+    if state is not None and state.get("algo", name) != name:
+        raise ValueError(
+            f"--resume {opts.resume}: the checkpoint is a {state.get('algo')} run, not {cfg.algo}"
+        )
+    return cfg, state
+
+
+@contextlib.contextmanager
+def ray_session(cfg: TrainConfig, address: str | None) -> Iterator[bool]:
+    """Ray for the run: joins the cluster at ``address`` when given (``auto``, ``HOST:PORT``,
+    ``ray://HOST:10001``; no local Ray is started), else uses a Ray already initialised here,
+    else starts a local instance sized by ``cfg.ray``. Yields whether the run joined a cluster
+    at ``address``. On leaving it disconnects what it connected and stops only a Ray it started
+    (``ray.shutdown`` in a driver that joined a cluster leaves the cluster running)."""
+    import ray
+
+    connected = joined = False
+    if not ray.is_initialized():
+        if address:
+            ray.init(address=address, log_to_driver=True)
+            joined = True
+        else:
+            ray.init(
+                address="local",  # a new local Ray, never a cluster left running here
+                num_cpus=cfg.ray.num_cpus,
+                include_dashboard=cfg.ray.include_dashboard,
+                object_store_memory=cfg.ray.object_store_mb * 1024**2,
+                log_to_driver=True,
+            )
+        connected = True
+    try:
+        yield joined
+    finally:
+        if connected:
+            ray.shutdown()
+
+
+class LearnerLostError(RuntimeError):
+    """The learner's Ray task died with its node or process (``learner.placement: cluster``)."""
+
+
+def _resume_hint(run_dir: Path) -> str:
+    return (
+        f"the last checkpoint is in {run_dir}: evolve-envs train --resume {run_dir} "
+        "--address <cluster> continues it"
+    )
+
+
+def _head_lost(address: str, run_dir: Path, seconds: float | None = None) -> str:
+    silent = "does not answer" if seconds is None else f"has not answered for {seconds:g} s"
+    return (
+        f"lost the Ray cluster's head node (its GCS at {address} {silent}); "
+        f"{_resume_hint(run_dir)} on a new cluster"
+    )
+
+
+def _watch_head(cfg: TrainConfig, run_dir: Path, log: TextIO) -> HeadWatch | None:
+    """A :class:`HeadWatch` on the joined cluster's GCS (None for a Ray Client connection)."""
+    address = gcs_address()
+    if address is None:
+        return None
+    message = "evolve-envs train: error: " + _head_lost(address, run_dir, cfg.run.head_timeout_s)
+    return HeadWatch(address, timeout_s=cfg.run.head_timeout_s, message=message, stream=log)
+
+
+class _LineQueue:
+    """A text stream whose lines go into a Ray queue (the learner task's log, printed by the
+    driver)."""
+
+    def __init__(self, queue: Any) -> None:
+        self.queue = queue
+        self.buffer = ""
+
+    def write(self, text: str) -> int:
+        self.buffer += text
+        *lines, self.buffer = self.buffer.split("\n")
+        for line in lines:
+            with contextlib.suppress(Exception):  # a full queue drops a log line, never the run
+                self.queue.put_nowait(line)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def _learner_task(
+    algo_name: str,
+    worker_cfg: dict[str, Any],
+    cfg: dict[str, Any],
+    run_dir: str,
+    state: dict[str, Any] | None,
+    lines: Any,
+) -> tuple[dict[str, int], dict[str, Any]]:
+    """The shared loop as a Ray task (``learner.placement: cluster``)."""
+    from evolve_envs.train.algorithm import make_algorithm
+    from evolve_envs.train.loop import run_loop
+
+    return run_loop(
+        make_algorithm(algo_name),
+        TrainConfig.model_validate(worker_cfg),
+        TrainConfig.model_validate(cfg),
+        Path(run_dir),
+        state,
+        _LineQueue(lines),  # type: ignore[arg-type]
+        False,
+    )
+
+
+def run_loop_on_cluster(
+    worker_cfg: TrainConfig,
+    cfg: TrainConfig,
+    run_dir: Path,
+    state: dict[str, Any] | None,
+    log: TextIO,
+) -> tuple[dict[str, int], dict[str, Any]]:
+    """Run the shared loop as a Ray task placed by ``learner.num_cpus``, ``num_gpus`` and
+    ``resources``; its metrics lines come back to ``log``. ``run_dir`` must be a path the
+    learner's node can write (the same disk on one machine; shared storage on a cluster)."""
+    import ray
+    from ray.util.queue import Empty, Queue
+
+    from evolve_envs.train.placement import learner_request, on_this_node
+
+    request = learner_request(cfg)
+    lines = Queue(
+        maxsize=10_000, actor_options={"num_cpus": 0, "scheduling_strategy": on_this_node()}
+    )
+    options: dict[str, Any] = {
+        "num_cpus": request.pop("CPU", 0.0),
+        "num_gpus": request.pop("GPU", 0.0),
+        "max_retries": 0,  # a lost learner stops the run; --resume continues from its checkpoint
+    }
+    if request:
+        options["resources"] = request
+    ref = (
+        ray.remote(_learner_task)
+        .options(**options)
+        .remote(
+            cfg.algo,
+            worker_cfg.model_dump(),
+            cfg.model_dump(),
+            str(run_dir.resolve()),
+            state,
+            lines,
+        )
+    )
+
+    def drain() -> None:
+        while True:
+            try:
+                print(lines.get_nowait(), file=log, flush=True)
+            except Empty:
+                return
+
+    try:
+        while not ray.wait([ref], timeout=0.5)[0]:
+            drain()
+        drain()
+        return ray.get(ref)
+    except (ray.exceptions.NodeDiedError, ray.exceptions.WorkerCrashedError) as exc:
+        raise LearnerLostError(
+            f"the learner was lost ({type(exc).__name__}: its node or process died); "
+            + _resume_hint(run_dir)
+        ) from exc
+    except KeyboardInterrupt:
+        ray.cancel(ref)  # the task's loop stops its workers on the way out
+        raise
+    finally:
+        lines.shutdown()
+
+
+@contextlib.contextmanager
+def reward_service_for(cfg: TrainConfig) -> Iterator[TrainConfig]:
+    """With ``reward_model.endpoint: embedded`` (and the reward model on), start one service
+    here and yield a config whose workers use its URL; otherwise yield ``cfg`` unchanged."""
+    rm = load_config({"env": cfg.env, "reward_model": cfg.reward_model}).reward_model
+    with shared_service(rm) as url:
+        if url is None:
+            yield cfg
+        else:
+            yield cfg.model_copy(update={"reward_model": {**cfg.reward_model, "endpoint": url}})
+
+
+def _run_dir(opts: TrainOptions, cfg: TrainConfig) -> Path:
+    if opts.resume is not None:
+        return Path(opts.resume)
+    if opts.run_dir is not None:
+        return Path(opts.run_dir)
+    return Path(f"runs/train-{cfg.algo}-{time.strftime('%Y%m%d-%H%M%S')}")
+
+
+def run_train(opts: TrainOptions) -> TrainResult:
+    """Run one training job (see the module docstring)."""
+    cfg, state = _effective_config(opts)
+    run_dir = _run_dir(opts, cfg)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.model_dump(), sort_keys=False))
+    log = opts.log if opts.log is not None else sys.stderr
+    interactive = opts.progress_bar and hasattr(log, "isatty") and log.isatty()
+    t0 = time.monotonic()
+    from evolve_envs.train.algorithm import make_algorithm
+    from evolve_envs.train.loop import run_loop
+
+    with ray_session(cfg, opts.address) as joined, reward_service_for(cfg) as worker_cfg:
+        check_placeable(cfg)
+        watch = _watch_head(cfg, run_dir, log) if joined else None
+        if watch is not None:
+            watch.start()
+        try:
+            if cfg.learner.placement == "cluster":
+                counters, last = run_loop_on_cluster(worker_cfg, cfg, run_dir, state, log)
+            else:
+                algo = make_algorithm(cfg.algo)
+                counters, last = run_loop(algo, worker_cfg, cfg, run_dir, state, log, interactive)
+        except Exception as exc:
+            if watch is not None and not watch.reachable():  # the head went: say that
+                raise ClusterLostError(_head_lost(f"{watch.host}:{watch.port}", run_dir)) from exc
+            raise
+        finally:
+            if watch is not None:
+                watch.stop()
+    wall = time.monotonic() - t0
+    result = TrainResult(run_dir, cfg.algo, counters, last, wall)
+    summary: dict[str, Any] = {
+        "algo": cfg.algo,
+        "wall_s": round(wall, 2),
+        "counters": counters,
+        "last": last,
+    }
+    placement = run_dir / "placement.json"
+    if placement.is_file():
+        summary["placement"] = json.loads(placement.read_text())
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    return result

@@ -1,0 +1,208 @@
+"""The synchronous GRPO baseline on the same workers, policy and reward service (an
+:class:`~evolve_envs.train.algorithm.Algorithm` run by :func:`~evolve_envs.train.loop.run_loop`,
+like DistRL: same budget, checkpoints, resume, worker health and logging).
+
+Each round (:meth:`GRPO.collect` then :meth:`GRPO.update`):
+
+1. draw ``groups_per_round`` reset seeds and repeat each ``group_size`` times
+   (:func:`evolve_envs.train.grpo.advantages.group_seeds`): the episodes of a group start from one
+   initial state;
+2. broadcast the current weights once (``ray.put``) and hand the seeds to the workers in chunks of
+   ``num_envs`` (:meth:`~evolve_envs.train.worker.RolloutWorker.collect_episodes`, one whole
+   episode per env), then **wait for all of them** (the barrier DistRL does without);
+3. score each episode (reward sum) and normalise within its group
+   (:func:`evolve_envs.train.grpo.advantages.grpo_advantages`, ``layout="batch_major"``);
+4. ``epochs`` passes of PPO-clip (:func:`~evolve_envs.train.grpo.loss.ppo_clip_loss`) over every
+   step in minibatches of ``minibatch_steps``, the behaviour log-probs as the old ones;
+5. bump the policy version.
+
+Example:
+    >>> GRPO.name
+    'grpo'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from evolve_envs.train.algorithm import TrainContext, UpdateResult, get_from_workers
+from evolve_envs.train.finite import FiniteSteps
+
+__all__ = ["GRPO", "grpo_batch"]
+
+
+def grpo_batch(trajectories: list[Any], group_size: int) -> dict[str, Any]:
+    """Flatten one round's episodes (in group order) into PPO inputs with GRPO advantages.
+
+    Returns ``inputs`` (policy inputs of every acting step), ``actions``, ``old_logp``,
+    ``advantages`` (each step carries its episode's group-normalised score) and ``scores``.
+
+    Example:
+        >>> import numpy as np
+        >>> from evolve_envs.train.trajectory import Trajectory
+        >>> def ep(r):
+        ...     return Trajectory({"s": np.zeros((3, 1), np.float32)}, np.zeros((2, 1), np.float32),
+        ...         np.zeros(2, np.float32), np.array([0.0, r], np.float32),
+        ...         np.array([False, True]), 0)
+        >>> b = grpo_batch([ep(1.0), ep(0.0)], group_size=2)
+        >>> b["scores"].tolist(), b["advantages"].astype(float).round(3).tolist()
+        ([1.0, 0.0], [0.707, 0.707, -0.707, -0.707])
+    """
+    from evolve_envs.train.grpo.advantages import grpo_advantages
+
+    lengths = [len(t) for t in trajectories]
+    rewards = np.zeros((len(trajectories), max(lengths)), dtype=np.float64)
+    dones = np.zeros_like(rewards, dtype=bool)
+    for b, t in enumerate(trajectories):
+        rewards[b, : len(t)] = t.rewards
+        dones[b, len(t) - 1] = True  # the episode ended there (terminated or truncated)
+    res = grpo_advantages(rewards, dones, group_size, layout="batch_major")
+    adv = np.concatenate(
+        [
+            np.full(n, a, dtype=np.float32)
+            for n, a in zip(lengths, res.group_advantages, strict=True)
+        ]
+    )
+    keys = list(trajectories[0].obs)
+    inputs = {k: np.concatenate([t.obs[k][:-1] for t in trajectories]) for k in keys}
+    return {
+        "inputs": inputs,
+        "actions": np.concatenate([t.actions for t in trajectories]).astype(np.float32),
+        "old_logp": np.concatenate([t.behaviour_logp for t in trajectories]).astype(np.float32),
+        "advantages": adv,
+        "scores": np.asarray(res.scores, dtype=np.float64),
+    }
+
+
+class GRPO:
+    """Synchronous group-relative policy optimisation with PPO-clip (see the module docstring).
+
+    Counters: ``updates`` (optimizer steps), ``version`` (rounds' weights), ``rounds``,
+    ``episodes``, ``env_steps_in``.
+    """
+
+    name = "grpo"
+
+    def setup(self, ctx: TrainContext) -> None:
+        import torch
+
+        self.ctx = ctx
+        self.cfg = ctx.cfg
+        self.policy = ctx.policy
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=ctx.cfg.grpo.lr)
+        self._counters = {"updates": 0, "version": 0, "rounds": 0, "episodes": 0,
+                          "env_steps_in": 0}  # fmt: skip
+        self.rng = np.random.default_rng([ctx.cfg.run.seed, 0])
+        self.last_stats: dict[str, float] = {}
+        self.finite = FiniteSteps(who="GRPO's learner")
+
+    def start(self) -> None:
+        pass
+
+    def collect(self) -> list[Any]:
+        """One round: every worker plays whole episodes from its share of the round's group
+        seeds with the current weights; waits for all of them (the barrier)."""
+        import ray
+
+        from evolve_envs.train.grpo.advantages import group_seeds
+
+        g, w = self.cfg.grpo, self.cfg.workers
+        groups = g.groups_per_round or max(1, w.num_workers * w.num_envs // g.group_size)
+        seeds = group_seeds(groups * g.group_size, g.group_size, self.rng)
+        sd = {k: v.detach().cpu().clone() for k, v in self.policy.state_dict().items()}
+        weights = ray.put(sd)
+        calls, owners = [], []
+        for c, start in enumerate(range(0, len(seeds), w.num_envs)):
+            owner = c % len(self.ctx.workers)
+            chunk = seeds[start : start + w.num_envs]
+            worker = self.ctx.workers[owner]
+            calls.append(worker.collect_episodes.remote(chunk, [weights], self.version))
+            owners.append(owner)
+        return [t for chunk in get_from_workers(calls, owners) for t in chunk]
+
+    @property
+    def version(self) -> int:
+        return self._counters["version"]
+
+    def update(self, trajectories: list[Any], budget_fraction: float) -> UpdateResult:
+        """``epochs`` passes of PPO-clip over the round's steps, then the next version."""
+        import torch
+
+        from evolve_envs.train.grpo.loss import ppo_clip_loss
+
+        if not trajectories:
+            return UpdateResult()
+        g = self.cfg.grpo
+        batch = grpo_batch(trajectories, g.group_size)
+        self.policy.eval()  # as the workers act (dropout off): the ratio is 1 before a step
+        n_steps = len(batch["actions"])
+        done = samples = 0
+        for _ in range(g.epochs):
+            order = self.rng.permutation(n_steps)
+            for start in range(0, n_steps, g.minibatch_steps):
+                idx = order[start : start + g.minibatch_steps]
+                inputs = self.policy.to_inputs({k: v[idx] for k, v in batch["inputs"].items()})
+                out = ppo_clip_loss(
+                    self.policy,
+                    inputs,
+                    torch.as_tensor(batch["actions"][idx]),
+                    torch.as_tensor(batch["old_logp"][idx]),
+                    torch.as_tensor(batch["advantages"][idx]),
+                    clip=g.clip,
+                    entropy_coef=g.entropy_coef,
+                )
+                self.optimizer.zero_grad(set_to_none=True)
+                out.loss.backward()
+                norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), g.max_grad_norm)
+                if not self.finite.ok(out.loss.detach(), norm):  # skip it: weights untouched
+                    self.optimizer.zero_grad(set_to_none=True)
+                    continue
+                self.optimizer.step()
+                done += 1
+                samples += len(idx)
+                self.last_stats = {"loss": float(out.loss.detach())}
+                self.last_stats.update({k: float(v) for k, v in dict(out.stats).items()})
+        c = self._counters
+        c["updates"] += done
+        c["version"] += 1
+        c["rounds"] += 1
+        c["episodes"] += len(trajectories)
+        c["env_steps_in"] += n_steps
+        return UpdateResult(updates=done, samples=samples, stats=dict(self.last_stats))
+
+    def counters(self) -> dict[str, int]:
+        return {**self._counters, "skipped_updates": self.finite.skipped}
+
+    def metrics(self) -> dict[str, Any]:
+        c = self._counters
+        return {"rounds": c["rounds"], "env_steps_in": c["env_steps_in"],
+                "skipped_updates": self.finite.skipped, **self.last_stats}  # fmt: skip
+
+    def running_calls(self) -> list[Any]:
+        return []  # every call is waited for inside collect()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "counters": self.counters(),
+            "rng": self.rng.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.policy.load_state_dict(state["policy"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        for group in self.optimizer.param_groups:  # the config's rate, not the saved one
+            group["lr"] = float(self.cfg.grpo.lr)
+        counters = {k: int(v) for k, v in state["counters"].items()}
+        self.finite.skipped = counters.pop("skipped_updates", 0)
+        self._counters.update(counters)
+        if "rng" in state:
+            self.rng.bit_generator.state = state["rng"]
+        else:  # checkpoints written before the RNG was saved
+            self.rng = np.random.default_rng([self.cfg.run.seed, self._counters["rounds"]])
+
+    def stop(self) -> None:
+        pass

@@ -1,0 +1,322 @@
+"""The one training loop every algorithm runs in: budget, logging, checkpoints, worker health.
+
+An algorithm is a small object with the :class:`~evolve_envs.train.algorithm.Algorithm` methods;
+:func:`run_loop` owns
+everything around it, the same for all of them:
+
+* **Ray lifecycle** — it starts a :class:`~evolve_envs.train.worker.WeightRegistry`, a bounded
+  trajectory queue and the restartable rollout workers, builds the policy for their spaces, and
+  kills all of them at the end, whatever happens;
+* **budget** — ``run.minutes`` of wall-clock (from the first collection, after every worker has
+  built its envs) and ``run.max_updates``;
+* **checkpoints** — every ``run.checkpoint_every_s`` seconds *or* ``run.checkpoint_every_updates``
+  updates, and at the end, atomically (``checkpoint.pt``: the algorithm's ``state_dict`` plus the
+  config and the algorithm's name); ``--resume`` hands that state to ``load_state_dict``;
+* **worker health** — every second it looks at the workers' running calls (a collection loop that
+  raised stops the run with a checkpoint and :class:`WorkerFailedError`; a dead process is
+  restarted by Ray and counted in ``worker_restarts``), and an error inside ``collect`` is
+  reported the same way;
+* **logging** — a metrics row every ``run.log_every_s`` (CSV, TensorBoard, a progress bar on a
+  terminal or one line per row otherwise), the shared columns plus the algorithm's own;
+* **policy snapshots** — with ``run.snapshot_every_s`` a copy of the policy weights with the time
+  and env steps goes to ``snapshots/`` (for held-out learning curves, ``bench/d3``).
+
+The loop never names an algorithm: it takes an :class:`~evolve_envs.train.algorithm.Algorithm`
+(see :mod:`evolve_envs.train.algorithm` for the protocol and how one is registered).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from evolve_envs.train.algorithm import (
+    Algorithm,
+    Budget,
+    TrainContext,
+    WorkerFailedError,
+    check_worker_calls,
+)
+from evolve_envs.train.checkpoint import save_checkpoint
+from evolve_envs.train.config import TrainConfig
+from evolve_envs.train.finite import NonFiniteError, nonfinite_tensors
+from evolve_envs.train.placement import on_this_node
+from evolve_envs.train.run_log import IntervalStats, TrainLog, format_row
+
+__all__ = [
+    "learner_device",
+    "reserve_learner_gpus",
+    "resumed_worker_config",
+    "run_loop",
+]
+
+
+def reserve_learner_gpus(cfg: TrainConfig, timeout_s: float = 60.0) -> Any:
+    """A Ray placement group holding ``learner.num_gpus`` GPUs for the learner (the driver
+    process, which Ray does not schedule), so that workers asking for GPUs leave its share free;
+    None when ``num_gpus`` is 0. Remove it with ``ray.util.remove_placement_group``."""
+    import ray
+    from ray.util.placement_group import placement_group
+
+    if cfg.learner.num_gpus <= 0 or cfg.learner.placement == "cluster":
+        return None  # with placement: cluster the learner's own task holds its GPUs
+    pg = placement_group([{"GPU": float(cfg.learner.num_gpus)}], name="distrl-learner")
+    ready, _ = ray.wait([pg.ready()], timeout=timeout_s)
+    if not ready:
+        ray.util.remove_placement_group(pg)
+        raise RuntimeError(
+            f"learner.num_gpus={cfg.learner.num_gpus}: the Ray cluster cannot provide it "
+            f"(GPUs: {ray.cluster_resources().get('GPU', 0)})"
+        )
+    return pg
+
+
+def learner_device(cfg: TrainConfig) -> Any:
+    """The learner's torch device: CUDA when ``learner.num_gpus > 0`` and a GPU is visible."""
+    import torch
+
+    if cfg.learner.num_gpus > 0 and torch.cuda.is_available():
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
+def resumed_worker_config(worker_cfg: TrainConfig, updates: int) -> TrainConfig:
+    """The workers' config for a run resumed at ``updates``: their seed mixes in ``updates``, so
+    the resumed workers draw new reset seeds instead of replaying the first run's scenes (the
+    learner and the checkpoint keep ``run.seed``).
+
+    Example:
+        >>> from evolve_envs.train.config import load_train_config
+        >>> cfg = load_train_config({"run": {"seed": 3}})
+        >>> a, b = (resumed_worker_config(cfg, n).run.seed for n in (100, 200))
+        >>> a != b and 3 not in (a, b), resumed_worker_config(cfg, 100).run.seed == a
+        (True, True)
+    """
+    import numpy as np
+
+    seed = int(np.random.SeedSequence([worker_cfg.run.seed, updates]).generate_state(1)[0])
+    run = worker_cfg.run.model_copy(update={"seed": seed})
+    return worker_cfg.model_copy(update={"run": run})
+
+
+def run_loop(
+    algo: Algorithm,
+    worker_cfg: TrainConfig,
+    cfg: TrainConfig,
+    run_dir: Path,
+    state: dict[str, Any] | None,
+    log: TextIO,
+    interactive: bool,
+) -> tuple[dict[str, int], dict[str, Any]]:
+    """Run ``algo`` until the budget is spent; ``worker_cfg`` is what workers build envs from
+    (the embedded service's URL filled in), ``cfg`` what checkpoints record. Returns (counters,
+    last metrics row)."""
+    import ray
+    import torch
+    from ray.util.queue import Queue
+    from tqdm.auto import tqdm
+
+    from evolve_envs.train.worker import WeightRegistry, policy_from_config, start_workers
+
+    torch.manual_seed(cfg.run.seed)
+    torch.set_num_threads(1)
+    if state is not None:
+        worker_cfg = resumed_worker_config(worker_cfg, int(state["counters"]["updates"]))
+    # the registry and the queue live on the learner's node: losing another node never loses them
+    here = on_this_node()
+    registry = ray.remote(WeightRegistry).options(num_cpus=0, scheduling_strategy=here).remote()
+    queue = Queue(
+        maxsize=cfg.learner.queue_size,
+        actor_options={"num_cpus": 0, "scheduling_strategy": here},
+    )
+    workers: list[Any] = []
+    tlog = TrainLog(run_dir, tensorboard=cfg.run.tensorboard)
+    bar = None
+    learner_pg = None
+    try:
+        learner_pg = reserve_learner_gpus(cfg)
+        workers = start_workers(worker_cfg, registry, queue)
+        spaces = ray.get(workers[0].ready.remote())
+        device = learner_device(cfg)
+        policy = policy_from_config(cfg.policy, spaces["observation_space"], spaces["action_space"])
+        policy.to(device)
+        algo.setup(TrainContext(cfg, workers, registry, queue, policy, spaces, device))
+        if state is not None:
+            algo.load_state_dict(state)
+
+        def checkpoint() -> None:
+            payload = {**algo.state_dict(), "config": cfg.model_dump(), "algo": algo.name}
+            bad = nonfinite_tensors(payload.get("policy", {}))
+            if bad:  # keep the last good checkpoint for --resume
+                raise NonFiniteError(
+                    f"not writing a checkpoint: the policy's weights hold NaN or inf "
+                    f"({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''}); the last "
+                    f"checkpoint in {run_dir} is kept"
+                )
+            save_checkpoint(run_dir, payload)
+
+        def updates() -> int:
+            return int(algo.counters()["updates"])
+
+        budget = Budget(cfg.run.minutes, cfg.run.max_updates, updates())
+        snapshots = _Snapshots(run_dir, cfg.run.snapshot_every_s, policy, budget)
+        algo.start()
+        stats = IntervalStats()
+        last_log = last_ckpt = last_check = time.monotonic()
+        ckpt_updates = updates()
+        last: dict[str, Any] = {}
+        bar = tqdm(
+            total=round(budget.seconds),
+            unit="s",
+            desc=algo.name,
+            disable=not interactive,
+            file=log,
+        )
+
+        placement = _Placement(run_dir, registry, str(device))
+        placement.write()
+
+        def write_row(now: float) -> dict[str, Any]:
+            row = _row(algo, stats, registry, budget, now - last_log, cfg.workers.num_envs)
+            tlog.add(updates(), row)
+            placement.write()
+            if interactive:
+                bar.n = min(bar.total, round(budget.elapsed()))
+                bar.set_postfix(updates=updates(), ret=row["return"])
+            else:
+                print(format_row(row), file=log, flush=True)
+            return row
+
+        snapshots.maybe(algo.counters())
+        while not budget.done(updates()):
+            try:
+                trajs = algo.collect()
+            except WorkerFailedError:
+                checkpoint()
+                raise
+            version = int(algo.counters()["version"])
+            for t in trajs:
+                stats.trajectory(t, version)
+            try:
+                res = algo.update(trajs, budget.fraction(updates()))
+            except NonFiniteError:  # skipped steps left the last finite weights: keep them
+                checkpoint()
+                raise
+            stats.updates += res.updates
+            stats.samples += res.samples
+            if not res.updates and not trajs:
+                time.sleep(0.02)
+            now = time.monotonic()
+            if now - last_check >= 1.0:
+                last_check = now
+                try:
+                    check_worker_calls(algo.running_calls())
+                except WorkerFailedError:
+                    checkpoint()
+                    raise
+            snapshots.maybe(algo.counters())
+            if now - last_log >= cfg.run.log_every_s:
+                last = write_row(now)
+                stats, last_log = IntervalStats(), now
+            every = cfg.run.checkpoint_every_updates
+            if now - last_ckpt >= cfg.run.checkpoint_every_s or (
+                every and updates() - ckpt_updates >= every
+            ):
+                checkpoint()
+                last_ckpt, ckpt_updates = now, updates()
+        algo.stop()
+        if stats.trajectories or stats.updates or not last:
+            last = write_row(time.monotonic())
+        placement.write()
+        snapshots.maybe(algo.counters(), force=True)
+        checkpoint()
+        return algo.counters(), last
+    finally:
+        if bar is not None:
+            bar.close()
+        tlog.close()
+        for w in workers:
+            ray.kill(w, no_restart=True)
+        ray.kill(registry)
+        queue.shutdown()
+        if learner_pg is not None:
+            ray.util.remove_placement_group(learner_pg)
+
+
+class _Placement:
+    """``placement.json`` in the run directory: the learner's node and device, and for every
+    worker the node (and reward transport) of each incarnation; rewritten with every metrics
+    row, so a restart on another node shows while the run goes on."""
+
+    def __init__(self, run_dir: Path, registry: Any, device: str) -> None:
+        import ray
+
+        self.path = run_dir / "placement.json"
+        self.registry = registry
+        self.learner = {"node_id": ray.get_runtime_context().get_node_id(), "device": device}
+
+    def write(self) -> None:
+        import json
+
+        import ray
+
+        workers = ray.get(self.registry.placements.remote(), timeout=30)
+        data = {"learner": self.learner, "workers": {str(k): v for k, v in workers.items()}}
+        tmp = self.path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(data, indent=2))
+        tmp.replace(self.path)
+
+
+class _Snapshots:
+    """Policy weights every ``every_s`` seconds under ``run_dir/snapshots/`` (None: off)."""
+
+    def __init__(self, run_dir: Path, every_s: float | None, policy: Any, budget: Budget) -> None:
+        self.dir = run_dir / "snapshots"
+        self.every_s = every_s
+        self.policy = policy
+        self.budget = budget
+        self.next_s = 0.0
+
+    def maybe(self, counters: dict[str, int], force: bool = False) -> None:
+        import torch
+
+        if self.every_s is None:
+            return
+        t = self.budget.elapsed()
+        if not force and t < self.next_s:
+            return
+        self.next_s = t + self.every_s
+        self.dir.mkdir(parents=True, exist_ok=True)
+        sd = {k: v.detach().cpu().clone() for k, v in self.policy.state_dict().items()}
+        payload = {"policy": sd, "time_s": t, "counters": dict(counters)}
+        torch.save(payload, self.dir / f"{int(counters['updates']):08d}-{t:08.1f}.pt")
+
+
+def _row(
+    algo: Algorithm,
+    stats: IntervalStats,
+    registry: Any,
+    budget: Budget,
+    elapsed: float,
+    num_envs: int,
+) -> dict[str, Any]:
+    import ray
+
+    per_worker = ray.get(registry.workers.remote(), timeout=30)
+    counters = algo.counters()
+    row: dict[str, Any] = {
+        "time_s": round(budget.elapsed(), 2),
+        "updates_total": counters["updates"],
+        "version": counters["version"],
+        **stats.row(elapsed),
+        "dropped": sum(w.get("dropped", 0) for w in per_worker.values()),
+        "worker_restarts": sum(max(0, w.get("incarnations", 1) - 1) for w in per_worker.values()),
+    }
+    # every env of a worker always has an episode under way: a restart loses one per env (the
+    # trajectory queue takes whole trajectories only, so none of them reaches the learner)
+    row["lost_episodes"] = row["worker_restarts"] * num_envs
+    row.update(algo.metrics())
+    row.setdefault("queue_depth", 0)
+    row.setdefault("buffer_fill", float("nan"))
+    return row

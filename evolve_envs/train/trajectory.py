@@ -1,0 +1,165 @@
+"""One segment of experience collected by one worker with one policy version.
+
+A :class:`Trajectory` holds ``T`` steps. Observations carry one extra row: ``obs[k][T]`` is the
+observation after the last step, which the learner uses to bootstrap a segment that did not end in
+a termination. Observations are the compact policy inputs produced by
+:meth:`evolve_envs.train.policies.base.Policy.encode_obs`, not raw environment observations.
+
+``dones[t]`` is True when the episode *terminated* after step ``t``: the Retrace trace is cut there
+and nothing is bootstrapped past it. A truncated episode (time limit) simply ends the segment with
+``dones[-1] = False`` and is bootstrapped from ``obs[T]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Trajectory", "stack_obs"]
+
+
+@dataclass
+class Trajectory:
+    """``T`` steps of one worker under one policy version.
+
+    Attributes:
+        obs: policy inputs, each array ``[T + 1, ...]`` (row ``T`` is the observation after the
+            last step, for bootstrapping).
+        actions: ``[T, A]`` float32, sampled actions *before* clipping to the action space.
+        behaviour_logp: ``[T]`` float32, ``log mu(a_t | s_t)`` under the acting policy version.
+        rewards: ``[T]`` float32.
+        dones: ``[T]`` bool, the episode terminated after step ``t``.
+        policy_version: version of the weights that acted.
+        worker_id: id of the worker that collected the segment.
+        episode_stats: one dict per episode that ended in this segment (return, success, ...).
+
+    >>> import numpy as np
+    >>> tr = Trajectory(
+    ...     obs={"state": np.zeros((4, 2), np.float32)},
+    ...     actions=np.zeros((3, 1), np.float32),
+    ...     behaviour_logp=np.zeros(3, np.float32),
+    ...     rewards=np.ones(3, np.float32),
+    ...     dones=np.array([False, False, True]),
+    ...     policy_version=7,
+    ... )
+    >>> tr.validate()
+    >>> len(tr), tr.action_dim
+    (3, 1)
+    """
+
+    obs: dict[str, np.ndarray]
+    actions: np.ndarray
+    behaviour_logp: np.ndarray
+    rewards: np.ndarray
+    dones: np.ndarray
+    policy_version: int
+    worker_id: int = 0
+    episode_stats: list[dict[str, float | str | bool]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return int(np.asarray(self.rewards).shape[0])
+
+    @property
+    def action_dim(self) -> int:
+        """Size ``A`` of one action."""
+        return int(np.asarray(self.actions).shape[-1])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the arrays of this segment (observations included)."""
+        arrays = [self.actions, self.behaviour_logp, self.rewards, self.dones, *self.obs.values()]
+        return int(sum(np.asarray(a).nbytes for a in arrays))
+
+    @property
+    def terminated(self) -> bool:
+        """True when the segment's last step ended its episode by termination."""
+        return bool(len(self) > 0 and np.asarray(self.dones)[-1])
+
+    def validate(self) -> None:
+        """Check shapes, dtypes and finiteness; raise ``ValueError`` naming the offending field.
+
+        >>> import numpy as np
+        >>> bad = Trajectory(obs={"state": np.zeros((3, 2))}, actions=np.zeros((3, 1), np.float32),
+        ...     behaviour_logp=np.zeros(3, np.float32), rewards=np.zeros(3, np.float32),
+        ...     dones=np.zeros(3, bool), policy_version=0)
+        >>> bad.validate()
+        Traceback (most recent call last):
+        ...
+        ValueError: Trajectory.obs['state']: leading dimension 3, expected T + 1 = 4
+        """
+        for name in ("actions", "behaviour_logp", "rewards", "dones"):
+            if not isinstance(getattr(self, name), np.ndarray):
+                raise ValueError(
+                    f"Trajectory.{name}: expected a NumPy array, got "
+                    f"{type(getattr(self, name)).__name__}"
+                )
+        if self.rewards.ndim != 1:
+            raise ValueError(f"Trajectory.rewards: expected shape [T], got {self.rewards.shape}")
+        t = self.rewards.shape[0]
+        if t < 1:
+            raise ValueError("Trajectory.rewards: a trajectory needs at least one step")
+        if self.actions.ndim != 2 or self.actions.shape[0] != t:
+            raise ValueError(
+                f"Trajectory.actions: expected shape [T={t}, A], got {self.actions.shape}"
+            )
+        for name in ("behaviour_logp", "dones"):
+            arr = getattr(self, name)
+            if arr.shape != (t,):
+                raise ValueError(f"Trajectory.{name}: expected shape ({t},), got {arr.shape}")
+        for name in ("actions", "behaviour_logp", "rewards"):
+            arr = getattr(self, name)
+            if not np.issubdtype(arr.dtype, np.floating):
+                raise ValueError(f"Trajectory.{name}: expected a float dtype, got {arr.dtype}")
+            if not np.all(np.isfinite(arr)):
+                raise ValueError(f"Trajectory.{name}: contains non-finite values")
+        if self.dones.dtype != np.bool_:
+            raise ValueError(f"Trajectory.dones: expected dtype bool, got {self.dones.dtype}")
+        if not isinstance(self.obs, dict) or not self.obs:
+            raise ValueError("Trajectory.obs: expected a non-empty dict of arrays")
+        for key, arr in self.obs.items():
+            if not isinstance(arr, np.ndarray):
+                raise ValueError(f"Trajectory.obs[{key!r}]: expected a NumPy array")
+            if arr.ndim < 1 or arr.shape[0] != t + 1:
+                lead = arr.shape[0] if arr.ndim else None
+                raise ValueError(
+                    f"Trajectory.obs[{key!r}]: leading dimension {lead}, expected T + 1 = {t + 1}"
+                )
+            if np.issubdtype(arr.dtype, np.floating) and not np.all(np.isfinite(arr)):
+                raise ValueError(f"Trajectory.obs[{key!r}]: contains non-finite values")
+        if not isinstance(self.policy_version, int | np.integer) or self.policy_version < 0:
+            raise ValueError(
+                "Trajectory.policy_version: expected a non-negative int, "
+                f"got {self.policy_version!r}"
+            )
+
+    def step_obs(self) -> dict[str, np.ndarray]:
+        """Observations of the ``T`` acting steps (rows ``0 .. T-1``)."""
+        return {k: v[:-1] for k, v in self.obs.items()}
+
+
+def stack_obs(trajs: Sequence[Trajectory], *, include_last: bool = True) -> dict[str, np.ndarray]:
+    """Concatenate the observations of several trajectories along the leading axis.
+
+    With ``include_last`` every trajectory contributes ``T_i + 1`` rows (its bootstrap row too),
+    otherwise ``T_i`` rows. All trajectories must have the same observation keys.
+
+    >>> import numpy as np
+    >>> a = Trajectory({"s": np.zeros((3, 2))}, np.zeros((2, 1), np.float32),
+    ...     np.zeros(2, np.float32), np.zeros(2, np.float32), np.zeros(2, bool), 0)
+    >>> stack_obs([a, a])["s"].shape, stack_obs([a, a], include_last=False)["s"].shape
+    ((6, 2), (4, 2))
+    """
+    if not trajs:
+        raise ValueError("stack_obs: no trajectories")
+    keys = list(trajs[0].obs)
+    out: dict[str, np.ndarray] = {}
+    for k in keys:
+        parts = []
+        for tr in trajs:
+            if set(tr.obs) != set(keys):
+                raise ValueError(f"stack_obs: observation keys differ: {sorted(tr.obs)} vs {keys}")
+            parts.append(tr.obs[k] if include_last else tr.obs[k][:-1])
+        out[k] = np.concatenate(parts, axis=0)
+    return out

@@ -1,0 +1,690 @@
+"""Rollout workers: Ray actors that step environments with the newest policy they have.
+
+A :class:`RolloutWorker` builds ``num_envs`` environments with
+:func:`evolve_envs.stack.factory.make_env`
+from the training config's ``env`` + ``reward_model`` blocks (any Gymnasium ID through
+``env.id``, or LIBERO with the reward stack), and one policy replica. It works in two modes:
+
+* **asynchronous** (DistRL): :meth:`RolloutWorker.run` loops until the :class:`WeightRegistry` says
+  stop. Between steps it checks — without blocking — whether the learner published newer weights
+  (a version number plus an object-store reference) and loads them; it pushes every finished
+  episode (or every ``segment_length`` steps) as one validated
+  :class:`~evolve_envs.train.trajectory.Trajectory` into the trajectory queue with
+  ``put_nowait``, without waiting for the queue actor's answer (it is counted ``pushed`` or
+  ``dropped`` when it arrives, a few steps later). Nobody waits for anybody: a slow worker only
+  pushes less often. When the queue is full the trajectory is dropped and counted (``dropped``),
+  never half-pushed.
+* **synchronous** (GRPO): :meth:`RolloutWorker.collect_episodes` plays one whole episode per env
+  from the given reset seeds with the given weights and returns them.
+
+The actor is created with ``max_restarts`` and ``max_task_retries=-1`` (:func:`start_workers`):
+when its process dies, Ray starts a new one (the constructor rebuilds the envs and the policy)
+and re-submits the interrupted :meth:`~RolloutWorker.run` call, so collection continues; the
+registry counts the worker's incarnations.
+
+A reward service that is down when a worker starts fails its constructor
+(``ServiceUnavailableError`` from the stack's start-up check); :func:`start_workers` raises it at
+once with the worker's index. Fallback rewards during a run are counted per episode
+(``episode_stats[i]["fallbacks"]``).
+
+Example:
+    >>> import ray, gymnasium as gym
+    >>> from evolve_envs.train.worker import WeightRegistry
+    >>> reg = WeightRegistry()           # the plain class; start_workers uses the actor
+    >>> reg.publish(3, [None]); reg.poll(0, -1)["version"]
+    3
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from evolve_envs.progress.episode_summary import model_done
+
+__all__ = [
+    "RolloutWorker",
+    "WorkerStartError",
+    "WeightRegistry",
+    "policy_from_config",
+    "start_workers",
+    "batch_obs",
+    "make_worker_env",
+    "remote_error",
+    "resolve_node_endpoint",
+    "reward_transport",
+]
+
+
+def batch_obs(observations: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+    """Stack single-env observation dicts into one batched dict (leading axis = env)."""
+    return {k: np.stack([np.asarray(o[k]) for o in observations]) for k in observations[0]}
+
+
+#: Key under which workers add the env's ``info["task_description"]`` to a dict observation, so a
+#: policy that conditions on the instruction (a VLA) finds it in :meth:`Policy.encode_obs`.
+TASK_KEY = "task_description"
+
+
+def _with_task(obs: Any, info: Mapping[str, Any]) -> Any:
+    """``obs`` plus ``{TASK_KEY: info["task_description"]}`` for dict observations that lack it."""
+    text = info.get("task_description")
+    if text is None or not isinstance(obs, Mapping) or TASK_KEY in obs:
+        return obs
+    return {**obs, TASK_KEY: str(text)}
+
+
+def _slice(inputs: Mapping[str, np.ndarray], i: int) -> dict[str, np.ndarray]:
+    return {k: v[i] for k, v in inputs.items()}
+
+
+def _worker_device() -> Any:
+    """CUDA when Ray assigned this actor a GPU (``workers.num_gpus > 0``) and torch sees one,
+    else the CPU."""
+    import ray
+    import torch
+
+    if ray.is_initialized() and ray.get_gpu_ids() and torch.cuda.is_available():
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
+def _node_id() -> str:
+    """The Ray node this process runs on ("" outside Ray)."""
+    import ray
+
+    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
+
+
+#: Placeholder in a ``reward_model.endpoint`` URL that a worker replaces with its node's IP
+#: address: ``http://{node_ip}:8111`` reaches the Ray Serve proxy of the worker's own node.
+NODE_IP = "{node_ip}"
+
+
+def _node_ip() -> str:
+    import ray
+
+    return ray.util.get_node_ip_address()
+
+
+def resolve_node_endpoint(endpoint: Any, node_ip: str | None = None) -> Any:
+    """``endpoint`` with ``{node_ip}`` replaced by this node's IP address (lists item by item).
+
+    Example:
+        >>> resolve_node_endpoint("http://{node_ip}:8111", node_ip="10.0.0.7")
+        'http://10.0.0.7:8111'
+        >>> resolve_node_endpoint("ray://reward")
+        'ray://reward'
+    """
+    if isinstance(endpoint, (list, tuple)):
+        return [resolve_node_endpoint(e, node_ip) for e in endpoint]
+    if isinstance(endpoint, str) and NODE_IP in endpoint:
+        return endpoint.replace(NODE_IP, node_ip or _node_ip())
+    return endpoint
+
+
+def reward_transport(config: Any, worker_index: int = 0) -> str:
+    """How worker ``worker_index`` reaches the reward service: ``handle:<app>`` (a Ray Serve
+    ``DeploymentHandle``, no HTTP), the URL it posts to, ``embedded`` or ``off``.
+
+    Example:
+        >>> from evolve_envs.train.config import TrainConfig
+        >>> reward_transport(TrainConfig(reward_model={"enable": True, "endpoint": "ray://reward"}))
+        'handle:reward'
+    """
+    from evolve_envs.reward.clients.ray_handle_pool import RAY_SCHEME, is_ray_endpoint
+
+    rm = config.stack(worker_index)["reward_model"]
+    if not rm.get("enable", False):
+        return "off"
+    endpoint = rm.get("endpoint", "embedded")
+    if is_ray_endpoint(endpoint):
+        one = endpoint[0] if isinstance(endpoint, (list, tuple)) else endpoint
+        return "handle:" + one[len(RAY_SCHEME) :].strip("/")
+    endpoint = resolve_node_endpoint(endpoint)
+    return ",".join(endpoint) if isinstance(endpoint, list) else str(endpoint)
+
+
+_EXCEPTION_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*(?:Error|Exception)): (.+)$")
+
+
+def remote_error(exc: BaseException) -> str:
+    """``Name: message`` of the exception a Ray actor or task raised, without the remote
+    traceback Ray puts into the message (one line for the user).
+
+    Example:
+        >>> remote_error(ValueError("bad key"))
+        'ValueError: bad key'
+        >>> lines = ["The actor died ...", "Traceback ...", "pkg.ServiceUnavailableError: down"]
+        >>> wrapped = RuntimeError(chr(10).join(lines))
+        >>> remote_error(wrapped)
+        'ServiceUnavailableError: down'
+    """
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException) and cause is not exc:
+        return remote_error(cause)
+    text = str(exc)
+    matches = [m for line in text.splitlines() if (m := _EXCEPTION_LINE.match(line))]
+    if matches:
+        name, message = matches[-1].groups()
+        return f"{name}: {message.strip()}"
+    return f"{type(exc).__name__}: {text.strip().splitlines()[0] if text.strip() else ''}"
+
+
+class WorkerStartError(RuntimeError):
+    """A rollout worker could not start (a dead reward service, a bad env key, ...)."""
+
+
+def make_worker_env(config: Any, worker_index: int = 0) -> Any:
+    """One env as worker ``worker_index`` builds it: :func:`~evolve_envs.stack.factory.make_env` on
+    the
+    config's stack blocks (with the worker's ``env_overrides``; ``env.id`` is resolved there, as
+    for every other path). The rewards are the stack's own (the success bonus among them), so
+    ``gym.make``, ``make_vec``, ``rollout`` and the RLinf adapter pay the same for the same YAML.
+
+    Example:
+        >>> from evolve_envs.train.config import TrainConfig
+        >>> cfg = TrainConfig(env={"id": "evolve_envs/ReachPlace-v0"},
+        ...                   reward_model={"enable": False})
+        >>> env = make_worker_env(cfg)
+        >>> env.action_space.shape
+        (2,)
+        >>> env.close()
+    """
+    from evolve_envs.stack.factory import make_env
+
+    stack = config.stack(worker_index)
+    rm = stack["reward_model"]
+    if "endpoint" in rm:  # http://{node_ip}:PORT: the Serve proxy of this worker's node
+        rm["endpoint"] = resolve_node_endpoint(rm["endpoint"])
+    return make_env(stack)
+
+
+def policy_from_config(policy_cfg: Any, obs_space: Any, act_space: Any) -> Any:
+    """The policy for these spaces, from a :class:`~evolve_envs.train.config.PolicyConfig`.
+
+    Without ``policy.target`` it is the CPU
+    :class:`~evolve_envs.train.policies.base.CNNGaussianPolicy`
+    (the other keys are its arguments). With ``target: "package.module:ClassName"`` that class
+    (a :class:`~evolve_envs.train.policies.base.Policy` subclass) is built by its ``from_spaces(
+    observation_space, action_space, **policy.kwargs)`` classmethod if it has one, else by
+    ``ClassName(**policy.kwargs)``: the way a VLA plugs in without editing this package.
+    """
+    import importlib
+
+    from evolve_envs.train.policies.base import CNNGaussianPolicy, Policy
+
+    kwargs = policy_cfg.model_dump() if hasattr(policy_cfg, "model_dump") else dict(policy_cfg)
+    target = kwargs.pop("target", None)
+    extra = dict(kwargs.pop("kwargs", None) or {})
+    if target is None:
+        return CNNGaussianPolicy.from_spaces(obs_space, act_space, **kwargs, **extra)
+    module_name, _, attr = str(target).partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ValueError(f"policy.target: cannot import {target!r} ({exc})") from exc
+    if not (isinstance(cls, type) and issubclass(cls, Policy)):
+        raise ValueError(f"policy.target: {target!r} is not a subclass of Policy")
+    if hasattr(cls, "from_spaces"):
+        return cls.from_spaces(obs_space, act_space, **extra)
+    return cls(**extra)
+
+
+class WeightRegistry:
+    """The small actor through which the learner broadcasts weights and workers report.
+
+    Holds the newest ``(version, [ObjectRef of the state_dict])`` (the reference travels inside a
+    list so Ray does not resolve it), a stop flag, and per-worker counters (incarnations, pushed
+    trajectories, dropped ones, env steps).
+
+    Example:
+        >>> reg = WeightRegistry()
+        >>> reg.poll(0, -1)["version"], reg.hello(0)
+        (-1, 1)
+    """
+
+    def __init__(self) -> None:
+        self._version = -1
+        self._ref: list[Any] = [None]
+        self._stop = False
+        self._workers: dict[int, dict[str, int]] = {}
+        self._where: dict[int, list[dict[str, Any]]] = {}
+
+    def publish(self, version: int, ref: list[Any]) -> None:
+        """Make ``ref[0]`` (an ObjectRef of a state_dict) the newest weights, as ``version``."""
+        self._version, self._ref = int(version), list(ref)
+
+    def poll(self, worker_id: int, have: int) -> dict[str, Any]:
+        """What a worker holding version ``have`` needs: the newest version, its reference when
+        newer (else None), and whether to stop."""
+        newer = self._version > have
+        return {"version": self._version, "ref": self._ref if newer else None, "stop": self._stop}
+
+    def hello(self, worker_id: int, pid: int = 0, where: Mapping[str, Any] | None = None) -> int:
+        """A worker (re)started in process ``pid``: count and return its incarnation, and keep
+        ``where`` it runs (node id, reward transport) for :meth:`placements`."""
+        w = self._workers.setdefault(worker_id, {"incarnations": 0})
+        w["incarnations"] += 1
+        w["pid"] = int(pid)
+        self._where.setdefault(worker_id, []).append(dict(where or {}))
+        return w["incarnations"]
+
+    def placements(self) -> dict[int, list[dict[str, Any]]]:
+        """Per worker, where each incarnation ran (oldest first)."""
+        return {k: [dict(x) for x in v] for k, v in self._where.items()}
+
+    def report(self, worker_id: int, counts: Mapping[str, int]) -> None:
+        """Add a worker's counters (``pushed``, ``dropped``, ``env_steps``, ...)."""
+        w = self._workers.setdefault(worker_id, {"incarnations": 0})
+        for k, v in counts.items():
+            if k != "pid":
+                w[k] = w.get(k, 0) + int(v)
+
+    def stop(self) -> None:
+        """Ask every worker's :meth:`RolloutWorker.run` loop to return."""
+        self._stop = True
+
+    def workers(self) -> dict[int, dict[str, int]]:
+        """Per-worker counters."""
+        return {k: dict(v) for k, v in self._workers.items()}
+
+
+class _EnvSlot:
+    """One env's running episode and the unpushed part of it."""
+
+    def __init__(self) -> None:
+        self.inputs: list[dict[str, np.ndarray]] = []
+        self.actions: list[np.ndarray] = []
+        self.logp: list[float] = []
+        self.rewards: list[float] = []
+        self.dones: list[bool] = []
+        self.versions: list[int] = []
+        self.episode_stats: list[dict[str, Any]] = []
+        self.ep_return = 0.0
+        self.ep_len = 0
+        self.ep_fallbacks = 0
+
+    def reset_segment(self) -> None:
+        self.inputs, self.actions, self.logp = [], [], []
+        self.rewards, self.dones, self.versions = [], [], []
+        self.episode_stats = []
+
+
+class RolloutWorker:
+    """Steps ``num_envs`` envs with a policy replica; see the module docstring.
+
+    Args:
+        config: a :class:`~evolve_envs.train.config.TrainConfig` or its ``model_dump()``.
+        worker_id: index of this worker (picks its ``workers.env_overrides`` entry).
+        registry: the :class:`WeightRegistry` actor handle (None in :meth:`collect_episodes`-only
+            use).
+        queue: a ``ray.util.queue.Queue`` (or anything with ``put_nowait``) for trajectories.
+
+    Example (the plain class, in this process; :func:`start_workers` makes Ray actors of it):
+        >>> from evolve_envs.train.config import TrainConfig
+        >>> cfg = TrainConfig(env={"id": "evolve_envs/ReachPlace-v0", "max_episode_steps": 5},
+        ...                   reward_model={"enable": False})
+        >>> worker = RolloutWorker(cfg, worker_id=0)
+        >>> [traj] = worker.collect_episodes([7], None, version=0)  # one episode, reset seed 7
+        >>> len(traj), traj.actions.shape, sorted(traj.obs)
+        (5, (5, 2), ['image', 'state'])
+        >>> worker.close()
+    """
+
+    def __init__(
+        self,
+        config: Any,
+        worker_id: int,
+        registry: Any = None,
+        queue: Any = None,
+    ) -> None:
+        from evolve_envs.train.config import TrainConfig
+
+        self.cfg = config if isinstance(config, TrainConfig) else TrainConfig.model_validate(config)
+        self.worker_id = int(worker_id)
+        self.registry = registry
+        self.queue = queue
+        self.incarnation = 1
+        if registry is not None:
+            import ray
+
+            where = {"node_id": _node_id(), "reward": reward_transport(self.cfg, self.worker_id)}
+            self.incarnation = ray.get(registry.hello.remote(self.worker_id, os.getpid(), where))
+        self.rng = np.random.default_rng([self.cfg.run.seed, self.worker_id, self.incarnation])
+        self.envs: list[Any] = []
+        with contextlib.ExitStack() as undo:  # a failure closes the envs built so far
+            undo.callback(self.close)
+            for _ in range(self.cfg.workers.num_envs):
+                self.envs.append(make_worker_env(self.cfg, self.worker_id))
+            undo.pop_all()
+        import torch
+
+        torch.set_num_threads(1)
+        self.policy = policy_from_config(
+            self.cfg.policy, self.envs[0].observation_space, self.envs[0].action_space
+        )
+        self.device = _worker_device()
+        self.policy.to(self.device)
+        self.policy.eval()
+        self.version = -1
+        self.counts = {"pushed": 0, "dropped": 0, "env_steps": 0, "episodes": 0}
+        self._reported = dict.fromkeys(self.counts, 0)  # the part of counts the registry has
+
+    # ------------------------------------------------------------------ helpers
+
+    def ready(self) -> dict[str, Any]:
+        """Start-up handshake: pid, incarnation and the env's spaces."""
+        env = self.envs[0]
+        return {
+            "pid": os.getpid(),
+            "worker_id": self.worker_id,
+            "incarnation": self.incarnation,
+            "observation_space": env.observation_space,
+            "action_space": env.action_space,
+        }
+
+    def placement(self) -> dict[str, Any]:
+        """Where this worker runs: the Ray resources assigned to it and the policy's device.
+
+        Example (the plain class outside Ray: no resources, CPU):
+            >>> from evolve_envs.train.config import TrainConfig
+            >>> cfg = TrainConfig(env={"id": "evolve_envs/ReachPlace-v0"},
+            ...                   reward_model={"enable": False})
+            >>> w = RolloutWorker(cfg, 0); w.placement()["device"]; w.close()
+            'cpu'
+        """
+        import ray
+
+        resources: dict[str, float] = {}
+        context = ray.get_runtime_context() if ray.is_initialized() else None
+        if context is not None and context.get_actor_id() is not None:  # inside a Ray actor
+            resources = dict(context.get_assigned_resources())
+        return {
+            "resources": resources,
+            "device": str(self.device),
+            "node_id": _node_id(),
+            "reward": reward_transport(self.cfg, self.worker_id),
+        }
+
+    def _load(self, state_dict: Mapping[str, Any], version: int) -> None:
+        self.policy.load_state_dict(state_dict)
+        self.version = int(version)
+
+    def _seed(self) -> int:
+        return int(self.rng.integers(2**31 - 1))
+
+    def _act(self, obs: list[Mapping[str, Any]]) -> tuple[dict[str, np.ndarray], Any, Any]:
+        import torch
+
+        inputs = self.policy.encode_obs(batch_obs(obs))
+        with torch.inference_mode():  # no autograd bookkeeping: the worker never trains
+            actions, logp = self.policy.act(inputs)
+        return inputs, np.asarray(actions, dtype=np.float32), np.asarray(logp, dtype=np.float32)
+
+    def _encode_one(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        return _slice(self.policy.encode_obs(batch_obs([obs])), 0)
+
+    def _trajectory(self, slot: _EnvSlot, last_inputs: Mapping[str, np.ndarray]) -> Any:
+        from evolve_envs.train.trajectory import Trajectory
+
+        steps = [*slot.inputs, dict(last_inputs)]
+        obs = {k: np.stack([s[k] for s in steps]) for k in steps[0]}
+        traj = Trajectory(
+            obs=obs,
+            actions=np.stack(slot.actions).astype(np.float32),
+            behaviour_logp=np.asarray(slot.logp, dtype=np.float32),
+            rewards=np.asarray(slot.rewards, dtype=np.float32),
+            dones=np.asarray(slot.dones, dtype=bool),
+            policy_version=int(min(slot.versions)),
+            worker_id=self.worker_id,
+            episode_stats=list(slot.episode_stats),
+        )
+        traj.validate()
+        return traj
+
+    @staticmethod
+    def _episode_stats(slot: _EnvSlot, info: Mapping[str, Any], terminated: bool) -> dict:
+        """One finished episode's numbers for the learner's metrics: return, length, env
+        success, final model progress, fallbacks and, where the stack reports them, whether the
+        model ended the episode (and whether the env had succeeded then) and the alarm."""
+        progress = info.get("progress")
+        stats: dict[str, Any] = {
+            "return": slot.ep_return,
+            "length": slot.ep_len,
+            "success": float(bool(info.get("is_success", False))),
+            "progress": float(progress) if progress is not None else float("nan"),
+            "terminated": float(terminated),
+            "fallbacks": slot.ep_fallbacks,
+        }
+        summary = info.get("episode_reward_model")
+        if isinstance(summary, Mapping) and "model_terminated" in summary:
+            stats.update({k: float(v) for k, v in model_done(summary).items()})
+        alarm = info.get("reward_alarm")
+        if isinstance(alarm, Mapping):
+            stats["alarm_firing"] = float(bool(alarm.get("firing", False)))
+        return stats
+
+    def _record_step(
+        self,
+        slot: _EnvSlot,
+        inputs: Mapping[str, np.ndarray],
+        action: np.ndarray,
+        logp: float,
+        step: tuple[Any, Any, Any, Any, Any],
+    ) -> bool:
+        """Append one env step to ``slot``; returns whether the episode ended (its stats are
+        then appended too)."""
+        _, reward, terminated, truncated, info = step
+        self.counts["env_steps"] += 1
+        slot.inputs.append(dict(inputs))
+        slot.actions.append(action)
+        slot.logp.append(float(logp))
+        slot.rewards.append(float(reward))
+        slot.dones.append(bool(terminated))
+        slot.versions.append(self.version)
+        slot.ep_return += float(reward)
+        slot.ep_len += 1
+        slot.ep_fallbacks += int(bool(info.get("reward_model_fallback", False)))
+        ended = bool(terminated or truncated)
+        if ended:
+            slot.episode_stats.append(self._episode_stats(slot, info, bool(terminated)))
+            self.counts["episodes"] += 1
+        return ended
+
+    # ------------------------------------------------------------------ asynchronous mode
+
+    def run(self, max_seconds: float | None = None) -> dict[str, int]:
+        """Collect until the registry says stop (or ``max_seconds``); returns this
+        incarnation's counters. Never blocks on the learner."""
+        import ray
+
+        seg_len = self.cfg.workers.segment_length
+        poll_every = self.cfg.workers.poll_every
+        deadline = None if max_seconds is None else time.monotonic() + max_seconds
+        slots = [_EnvSlot() for _ in self.envs]
+        obs = [_with_task(*env.reset(seed=self._seed())) for env in self.envs]
+        pending = self.registry.poll.remote(self.worker_id, self.version)
+        puts: list[Any] = []  # queue puts not yet answered
+        step = 0
+        stop = False
+        while not stop:
+            # weights / stop: look at the last poll's answer only if it has arrived
+            if step % poll_every == 0:
+                done_refs, _ = ray.wait([pending], timeout=0)
+                if done_refs:
+                    answer = ray.get(pending)
+                    stop = answer["stop"]
+                    if answer["ref"] is not None and answer["ref"][0] is not None:
+                        self._load(ray.get(answer["ref"][0]), answer["version"])
+                    pending = self.registry.poll.remote(self.worker_id, self.version)
+            if self.version < 0:  # nothing published yet: wait for the first weights
+                ready, _ = ray.wait([pending], timeout=1.0)
+                if not ready and deadline is not None and time.monotonic() > deadline:
+                    break
+                continue
+            inputs, actions, logp = self._act(obs)
+            for i, env in enumerate(self.envs):
+                slot = slots[i]
+                result = env.step(actions[i])
+                nxt = _with_task(result[0], result[4])
+                ended = self._record_step(slot, _slice(inputs, i), actions[i], logp[i], result)
+                if ended or (seg_len is not None and len(slot.actions) >= seg_len):
+                    self._push(self._trajectory(slot, self._encode_one(nxt)), puts)
+                    slot.reset_segment()
+                if ended:
+                    slot.ep_return, slot.ep_len, slot.ep_fallbacks = 0.0, 0, 0
+                    nxt = _with_task(*env.reset(seed=self._seed()))
+                obs[i] = nxt
+            if puts:
+                self._settle(puts)
+            step += 1
+            if step % 20 == 0:
+                self._report()
+            if deadline is not None and time.monotonic() > deadline:
+                break
+        self._settle(puts, wait=True)
+        self._report()
+        return dict(self.counts)
+
+    #: Queue puts in flight at most. One: a put is sent only once the previous one was answered
+    #: (normally long before: an episode or segment later), so trajectories reach the queue in
+    #: the order they were made (the queue's actor is asynchronous: two puts in flight together,
+    #: each waiting for its large argument, may be run in either order).
+    MAX_PUTS_IN_FLIGHT = 1
+
+    def _push(self, traj: Any, puts: list[Any]) -> None:
+        """Put ``traj`` into the queue without waiting for the queue's answer when it is a
+        ``ray.util.queue.Queue`` (the call goes to its actor; :meth:`_settle` counts it pushed or
+        dropped when the answer arrives, in submission order on the queue's side); any other
+        queue is called and counted at once."""
+        from ray.util.queue import Full
+
+        actor = getattr(self.queue, "actor", None)
+        if actor is None:
+            try:
+                self.queue.put_nowait(traj)
+                self.counts["pushed"] += 1
+            except Full:
+                self.counts["dropped"] += 1
+            return
+        if len(puts) >= self.MAX_PUTS_IN_FLIGHT:
+            self._settle(puts, wait=True, keep=self.MAX_PUTS_IN_FLIGHT - 1)
+        puts.append(actor.put_nowait.remote(traj))
+
+    def _settle(self, puts: list[Any], wait: bool = False, keep: int = 0) -> None:
+        """Count the answered puts of ``puts`` as pushed or dropped (a full queue) and remove
+        them; with ``wait``, first wait until at most ``keep`` are unanswered."""
+        import asyncio
+
+        import ray
+
+        if not puts:
+            return
+        if wait:
+            ray.wait(puts, num_returns=len(puts) - keep)
+        done, _ = ray.wait(puts, num_returns=len(puts), timeout=0)
+        for ref in done:
+            puts.remove(ref)
+            try:
+                ray.get(ref)
+                self.counts["pushed"] += 1
+            except asyncio.QueueFull:  # the queue actor's error, re-raised here
+                self.counts["dropped"] += 1
+
+    def _report(self) -> None:
+        """Send the registry what was counted since the last report (each count once, however
+        many :meth:`run` calls this incarnation makes)."""
+        delta = {k: v - self._reported[k] for k, v in self.counts.items()}
+        if any(delta.values()):
+            self.registry.report.remote(self.worker_id, delta)  # fire and forget
+            self._reported.update(self.counts)
+
+    # ------------------------------------------------------------------ synchronous mode
+
+    def collect_episodes(
+        self, seeds: Sequence[int], weights: list[Any] | None, version: int
+    ) -> list[Any]:
+        """Play one whole episode per seed (``len(seeds) <= num_envs``, env ``i`` reset with
+        ``seeds[i]``) with ``weights[0]`` (a state_dict or its ObjectRef; None keeps the
+        current ones, which are then counted as ``version``) and return them as trajectories,
+        in seed order."""
+        import ray
+
+        if len(seeds) > len(self.envs):
+            raise ValueError(f"{len(seeds)} seeds for {len(self.envs)} envs")
+        if weights is not None and weights[0] is not None:
+            sd = weights[0]
+            self._load(ray.get(sd) if isinstance(sd, ray.ObjectRef) else sd, version)
+        self.version = int(version)  # the version of the weights it holds, by the caller's count
+        envs = self.envs[: len(seeds)]
+        slots = [_EnvSlot() for _ in envs]
+        obs = [_with_task(*env.reset(seed=int(s))) for env, s in zip(envs, seeds, strict=True)]
+        out: list[Any] = [None] * len(envs)
+        live = list(range(len(envs)))
+        while live:
+            inputs, actions, logp = self._act([obs[i] for i in live])
+            still = []
+            for j, i in enumerate(live):
+                slot = slots[i]
+                result = envs[i].step(actions[j])
+                nxt = _with_task(result[0], result[4])
+                if self._record_step(slot, _slice(inputs, j), actions[j], logp[j], result):
+                    out[i] = self._trajectory(slot, self._encode_one(nxt))
+                else:
+                    obs[i] = nxt
+                    still.append(i)
+            live = still
+        return out
+
+    def close(self) -> None:
+        """Close the envs (releasing an embedded reward service they hold)."""
+        for env in self.envs:
+            try:
+                env.close()
+            except Exception:  # noqa: BLE001 - best effort
+                pass
+        self.envs = []
+
+
+def start_workers(
+    config: Any,
+    registry: Any,
+    queue: Any,
+    *,
+    num_workers: int | None = None,
+    timeout_s: float = 600.0,
+) -> list[Any]:
+    """Create the worker actors (restartable) and wait until each has built its envs.
+
+    Raises the first worker's start-up error (a dead reward service, a bad env key) as a
+    :class:`WorkerStartError` naming the worker, after killing the ones that did start.
+    """
+    import ray
+
+    cfg = config
+    n = num_workers if num_workers is not None else cfg.workers.num_workers
+    from evolve_envs.train.placement import worker_actor_options
+
+    actor_cls = ray.remote(RolloutWorker).options(**worker_actor_options(cfg))
+    dumped = cfg.model_dump()
+    workers = [actor_cls.remote(dumped, i, registry, queue) for i in range(n)]
+    ready = [w.ready.remote() for w in workers]
+    with contextlib.ExitStack() as undo:  # a worker that fails to start stops them all
+        for w in workers:
+            undo.callback(ray.kill, w, no_restart=True)
+        for i, ref in enumerate(ready):
+            try:
+                ray.get(ref, timeout=timeout_s)
+            except Exception as exc:  # noqa: BLE001 - re-raised with the worker named
+                raise WorkerStartError(
+                    f"rollout worker {i} failed to start: {remote_error(exc)}"
+                ) from exc
+        undo.pop_all()
+    return workers

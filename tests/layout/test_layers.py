@@ -1,0 +1,59 @@
+"""The package's layers hold: no import runs up a layer, no import circle, a small package root."""
+
+from __future__ import annotations
+
+from tests.layout import import_graph as ig
+
+
+def test_no_import_runs_up_a_layer() -> None:
+    assert ig.violations(ig.graph()) == []
+
+
+def test_no_import_circles() -> None:
+    assert ig.cycles(ig.graph()) == []
+
+
+def test_every_module_has_a_layer() -> None:
+    unlayered = [
+        m for m in ig.modules() if ig.layer_of(m) is None and m not in {"evolve_envs"}
+        and not m.startswith("evolve_envs.configs")
+    ]  # fmt: skip
+    assert unlayered == []
+
+
+def test_the_check_catches_an_upward_import(tmp_path) -> None:
+    """The layer check fails on an upward import added to a copy of the package."""
+    import shutil
+
+    copy = tmp_path / "evolve_envs"
+    shutil.copytree(ig.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert ig.violations(ig.graph(copy)) == []
+    target = copy / "progress" / "done_rules.py"
+    late = "\n\ndef _late():\n    from evolve_envs.stack import factory\n"
+    target.write_text(target.read_text() + late)
+    lines = ig.violations(ig.graph(copy))
+    assert lines == [
+        "evolve_envs.progress.done_rules imports evolve_envs.stack.factory, a higher layer"
+    ]
+
+
+def test_the_check_catches_a_circle(tmp_path) -> None:
+    deps = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert ig.cycles(deps) == [["a", "b", "c"]]
+
+
+def test_the_loop_never_names_an_algorithm(tmp_path) -> None:
+    import shutil
+
+    copy = tmp_path / "evolve_envs"
+    shutil.copytree(ig.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    loop = copy / "train" / "loop.py"
+    loop.write_text(loop.read_text() + "\nfrom evolve_envs.train.grpo.algorithm import GRPO\n")
+    assert any(
+        "must not know evolve_envs.train.grpo" in line for line in ig.violations(ig.graph(copy))
+    )
+
+
+def test_package_root_is_small() -> None:
+    root = [p.name for p in ig.PACKAGE.glob("*.py") if p.name != "__init__.py"]
+    assert len(root) <= 6, root
