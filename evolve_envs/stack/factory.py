@@ -175,21 +175,12 @@ def _reward_wrapper(
         )
         wrapper: gym.Env
         if isinstance(rm, ProgressModelConfig):
-            client, camera, own_client = model.client, rm.camera, False
-            if rm.average_cameras:  # one judgement per camera, averaged
-                from evolve_envs.reward.clients.camera_average import CameraAverageClient
-
-                camera = tuple(rm.average_cameras)
-                client = CameraAverageClient(model.client, len(camera), close_inner=False)
-                own_client = True
+            # several cameras: the model's client averages one judgement per camera
+            camera = tuple(rm.average_cameras) if rm.average_cameras else rm.camera
             wrapper = ProgressReward(
                 env,
-                client,
-                model.settings,
+                model,
                 camera=camera,
-                close_client=own_client,
-                capabilities=model.capabilities if model.capabilities is not None else False,
-                reward_model=model,
                 reward_weight=rm.reward_weight,
                 env_reward_weight=rm.env_reward_weight,
             )
@@ -205,14 +196,13 @@ def _reward_wrapper(
             )
             wrapper = EpisodeScoreReward(
                 cache,
-                model.client,
+                model,
                 binary_reward=rm.binary_reward,
                 success_threshold=rm.success_threshold,
                 reward_coef=rm.reward_coef,
                 use_rel_reward=rm.use_rel_reward,
                 ignore_terminations=rm.ignore_terminations,
                 last_frames=rm.last_frames,
-                reward_model=model,
                 reward_weight=rm.reward_weight,
                 env_reward_weight=rm.env_reward_weight,
             )

@@ -38,7 +38,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from evolve_envs.progress.done_rules import TerminationAudit
 from evolve_envs.progress.tracker import ProgressTracker
@@ -149,12 +149,17 @@ def _client(rm: RewardModelConfig, pool: Any, max_workers: int) -> Any:
     if isinstance(rm, ProgressModelConfig):
         from evolve_envs.reward.clients.progress_client import ProgressClient
 
-        return ProgressClient(
+        client = ProgressClient(
             pool,
             jpeg_quality=rm.jpeg_quality,
             fail_on_request_error=rm.fail_on_request_error,
             max_workers=max_workers,
         )
+        if rm.average_cameras:  # one judgement per camera, averaged
+            from evolve_envs.reward.clients.camera_average import CameraAverageClient
+
+            return CameraAverageClient(client, len(rm.average_cameras), close_inner=True)
+        return client
     if isinstance(rm, VideoScoreConfig):
         from evolve_envs.reward.clients.video_score_client import VideoScoreClient
 
@@ -194,6 +199,9 @@ class RewardModel:
 
     The module docstring has a runnable example.
     """
+
+    #: what the reward wrappers look for to tell an open model (theirs to close) from a client
+    is_reward_model: ClassVar[bool] = True
 
     def __init__(
         self,

@@ -37,12 +37,13 @@ Example: CartPole with a flat grey camera picture (level 204, which the local mo
     >>> picture = lambda _: np.full(grey.shape, 204, np.uint8)
     >>> env = gym.wrappers.TransformObservation(
     ...     gym.make("CartPole-v1", max_episode_steps=3), picture, grey)
-    >>> env = EpisodeScoreReward(FrameCache(env, camera=None), PickleScorerClient(svc.url),
-    ...                          task="balance the pole", binary_reward=False, close_client=True)
+    >>> client = PickleScorerClient(svc.url)
+    >>> env = EpisodeScoreReward(FrameCache(env, camera=None), client,
+    ...                          task="balance the pole", binary_reward=False)
     >>> _ = env.reset(seed=0)
     >>> [env.step(0)[1] for _ in range(3)]           # paid on the last step
     [0.0, 0.0, 0.8]
-    >>> env.close(); svc.stop()
+    >>> env.close(); client.close(); svc.stop()
 """
 
 from __future__ import annotations
@@ -57,7 +58,6 @@ from gymnasium.core import ActType, ObsType
 from evolve_envs.progress.episode_summary import EpisodeSummary
 from evolve_envs.progress.task_text import task_text
 from evolve_envs.wrappers.frame_cache import FrameStore, find_frame_store
-from evolve_envs.wrappers.ownership import close_owned
 
 __all__ = ["EpisodeScoreReward"]
 
@@ -73,7 +73,9 @@ class EpisodeScoreReward(
 
     Args:
         env: an env with a :class:`~evolve_envs.wrappers.frame_cache.FrameCache` in its stack.
-        client: a ``VideoScoreClient`` or a ``PickleScorerClient``.
+        client: an open :class:`~evolve_envs.stack.reward_model.RewardModel` of a ``video_score``
+            or ``pickle_scorer`` block (owned, closed after the env), or a bare
+            ``VideoScoreClient`` / ``PickleScorerClient`` (the caller's).
         kind: ``"video_score"`` or ``"pickle_scorer"``; inferred from the client if omitted.
         task: task text; default ``info["task_description"]`` at reset.
         binary_reward, success_threshold, reward_coef, use_rel_reward, ignore_terminations:
@@ -81,12 +83,6 @@ class EpisodeScoreReward(
         last_frames: frames sent to a pickle scorer.
         reward_weight, env_reward_weight: mix of model and env rewards.
         success_key: ``info`` key of the env's success flag.
-        close_client: close the client with the wrapper.
-        service: a started reward service this wrapper owns (e.g. the
-            :class:`~evolve_envs.reward.service.embedded.EmbeddedService` ``make_env`` starts for
-            ``endpoint: embedded``); stopped in :meth:`close`, after the client.
-        reward_model: the open :class:`~evolve_envs.stack.reward_model.RewardModel` this wrapper
-            owns (``make_env`` opens it and hands it over); closed last in :meth:`close`.
 
     The module docstring has a runnable example.
     """
@@ -107,9 +103,6 @@ class EpisodeScoreReward(
         reward_weight: float = 1.0,
         env_reward_weight: float = 0.0,
         success_key: str = "is_success",
-        close_client: bool = False,
-        service: Any = None,
-        reward_model: Any = None,
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
             self,
@@ -126,6 +119,10 @@ class EpisodeScoreReward(
             success_key=success_key,
         )
         gym.Wrapper.__init__(self, env)
+        # an open RewardModel: its client; the wrapper owns it (closed after the env)
+        self.reward_model = client if getattr(type(client), "is_reward_model", False) else None
+        if self.reward_model is not None:
+            client = self.reward_model.client
         if kind is None:
             kind = "video_score" if hasattr(client, "nframes") else "pickle_scorer"
         if kind not in ("video_score", "pickle_scorer"):
@@ -151,9 +148,6 @@ class EpisodeScoreReward(
         self.reward_weight = float(reward_weight)
         self.env_reward_weight = float(env_reward_weight)
         self.success_key = success_key
-        self._close_client = close_client
-        self.service = service
-        self.reward_model = reward_model
         self._task_text = ""
         self._scored: dict[str, Any] | None = None
         self._errors = 0
@@ -244,6 +238,10 @@ class EpisodeScoreReward(
         return obs, reward, bool(terminated), bool(truncated), info
 
     def close(self) -> None:
-        service, self.service = self.service, None
+        """Close the env, then the reward model this wrapper was handed (if any)."""
         model, self.reward_model = self.reward_model, None
-        close_owned(super().close, self.client, self._close_client, service, model)
+        try:
+            super().close()
+        finally:
+            if model is not None:
+                model.close()

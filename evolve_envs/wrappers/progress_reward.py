@@ -14,12 +14,13 @@ settlement); read its module docstring for the semantics. This wrapper
   ``reward_model_fallback``, ``done_by_progress``, ``is_success``, ``env_reward``,
   ``reward_model_reward`` and, on the last step, ``episode_reward_model``.
 
-It asks the service for its capabilities once, at construction, and refuses settings the backend
-cannot serve (e.g. ``mode="pairwise"`` on a progress-only backend) with
-:class:`~evolve_envs.progress.settings.ConfigError`. A service that cannot be reached, refuses
-the token (401/403) or does not speak the protocol raises
-:class:`~evolve_envs.reward.clients.service_check.ServiceUnavailableError` there, unless
-``require_service=False`` (then a warning, and rewards fall back until it answers).
+The reward model comes from :func:`evolve_envs.open_reward_model`, the one way to open one: it
+starts an embedded service when asked, opens the endpoint pool and the client, and checks the
+service (a dead, refusing or foreign service fails there, in one line). Handed the open model, the
+wrapper takes its client, its progress settings and the service's capabilities (settings the
+backend cannot serve, e.g. ``mode="pairwise"`` on a progress-only backend, are refused with
+:class:`~evolve_envs.progress.settings.ConfigError`) and closes the model after the env. A bare
+progress client (a test double, a trainer's own client) also works; it stays the caller's.
 
 Put the time limit *below* this wrapper so truncation reaches it and the episode is settled.
 
@@ -41,9 +42,11 @@ service whose *intensity* rule reads a flat grey frame of level ``g`` as progres
     ...         return self._obs(), 0.0, False, False, {}
     ...     def _obs(self):
     ...         return {"agentview_image": np.full((32, 32, 3), min(64 * self.t, 255), np.uint8)}
+    >>> from evolve_envs import open_reward_model
     >>> svc = EmbeddedService("mock", {"rule": "intensity"}).start()
-    >>> env = ProgressReward(gym.wrappers.TimeLimit(Brighter(), 8), svc.url,
-    ...                      start_step=2, call_every=2, milestone_every=2)
+    >>> model = open_reward_model({"enable": True, "endpoint": svc.url, "start_step": 2,
+    ...                            "call_every": 2, "milestone_every": 2})
+    >>> env = ProgressReward(gym.wrappers.TimeLimit(Brighter(), 8), model)
     >>> obs, info = env.reset(seed=0)
     >>> info["progress"], info["task_description"]
     (0.0, 'light up the scene')
@@ -53,12 +56,11 @@ service whose *intensity* rule reads a flat grey frame of level ``g`` as progres
     >>> _, _, terminated, truncated, info = steps[-1]  # done: progress >= 95
     >>> terminated, truncated, info["progress_calls"], info["episode_reward_model"]["progress"]
     (True, False, 2, 100.0)
-    >>> env.close(); svc.stop()
+    >>> env.close(); svc.stop()  # closes the model, then the service is stopped
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -69,11 +71,9 @@ from gymnasium.core import ActType, ObsType
 
 from evolve_envs.progress.task_text import task_text
 from evolve_envs.progress.tracker import (
-    ProgressService,
     ProgressTracker,
     TrackerSettings,
 )
-from evolve_envs.wrappers.ownership import close_owned
 
 __all__ = ["ProgressReward"]
 
@@ -87,10 +87,11 @@ class ProgressReward(
 
     Args:
         env: the env (with its time limit inside).
-        client: a progress client (``evolve_envs.reward.clients.progress_client.ProgressClient``) or
-            the service URL(s) to build one from (then owned and closed with the wrapper).
+        client: an open :class:`~evolve_envs.stack.reward_model.RewardModel` (from
+            :func:`evolve_envs.open_reward_model`; owned, closed after the env), or a bare progress
+            client (``evolve_envs.reward.clients.progress_client.ProgressClient``; the caller's).
         settings: :class:`~evolve_envs.progress.tracker.TrackerSettings` or a
-            mapping of them.
+            mapping of them (default: the reward model's, else the defaults).
         camera: observation key of the frames sent to the reward model (``None``: the
             observation is the image); a tuple of keys sends them stacked (``K x H x W x 3``),
             for a client that averages over cameras
@@ -98,26 +99,19 @@ class ProgressReward(
         task: task text; default ``info["task_description"]`` at reset.
         reward_weight: weight of the model reward.
         env_reward_weight: weight of the wrapped env's reward.
-        capabilities: the service's capabilities if already known (skips the request);
-            ``False`` skips the check.
-        close_client: close ``client`` with the wrapper (always true for a URL).
-        require_service: fail at construction when the service cannot be used (see above).
-        service: a started reward service this wrapper owns (e.g. the
-            :class:`~evolve_envs.reward.service.embedded.EmbeddedService` ``make_env`` starts for
-            ``endpoint: embedded``); stopped in :meth:`close`, after the client.
-        reward_model: the open :class:`~evolve_envs.stack.reward_model.RewardModel` this wrapper
-            owns (``make_env`` opens it and hands it over); closed last in :meth:`close`.
+        capabilities: the service's capabilities, to check the settings against (default: the
+            reward model's; None for a bare client: not checked).
         **setting_overrides: individual :class:`TrackerSettings` fields, e.g. ``start_step=8``.
 
     The module docstring has a runnable example. Settings can also be given one by one:
-    ``ProgressReward(env, url, mode="trajectory", calls="async", max_lag_steps=8,
+    ``ProgressReward(env, client, mode="trajectory", calls="async", max_lag_steps=8,
     reward_mode="sparse")``.
     """
 
     def __init__(
         self,
         env: gym.Env[ObsType, ActType],
-        client: ProgressService | str | Sequence[str],
+        client: Any,
         settings: TrackerSettings | Mapping[str, Any] | None = None,
         *,
         camera: str | tuple[str, ...] | None = "agentview_image",
@@ -125,10 +119,6 @@ class ProgressReward(
         reward_weight: float = 1.0,
         env_reward_weight: float = 0.0,
         capabilities: Any = None,
-        close_client: bool = False,
-        service: Any = None,
-        reward_model: Any = None,
-        require_service: bool = True,
         **setting_overrides: Any,
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
@@ -138,40 +128,41 @@ class ProgressReward(
             task=task,
             reward_weight=reward_weight,
             env_reward_weight=env_reward_weight,
-            require_service=require_service,
             **setting_overrides,
         )
         gym.Wrapper.__init__(self, env)
+        if isinstance(client, str | Sequence):
+            raise TypeError(
+                "ProgressReward: open the reward model first, e.g. "
+                "ProgressReward(env, evolve_envs.open_reward_model({'enable': True, "
+                "'endpoint': URL}))"
+            )
+        # an open RewardModel: its client, settings and capabilities; the wrapper owns it
+        self.reward_model = client if getattr(type(client), "is_reward_model", False) else None
+        if self.reward_model is not None:
+            client = self.reward_model.client
+            if settings is None:
+                settings = self.reward_model.settings
+            if capabilities is None:
+                capabilities = self.reward_model.capabilities
         if settings is None:
             settings = TrackerSettings()
         elif isinstance(settings, Mapping):
             settings = TrackerSettings.from_mapping(settings)
         if setting_overrides:
             settings = settings.replace(**setting_overrides)
-        if isinstance(client, str) or (
-            isinstance(client, Sequence) and not hasattr(client, "submit_pairwise_critic")
-        ):
-            from evolve_envs.reward.clients.progress_client import ProgressClient
-
-            client = ProgressClient(client)
-            close_client = True
         self.client = client
-        self._close_client = close_client
-        self.service = service
-        self.reward_model = reward_model
         self.camera = camera
         self.task = task
         self.reward_weight = float(reward_weight)
         self.env_reward_weight = float(env_reward_weight)
-        self.require_service = bool(require_service)
-        with contextlib.ExitStack() as undo:  # a refused construction closes an owned client
-            if close_client and hasattr(client, "close"):
-                undo.callback(client.close)
-            self.capabilities = self._read_capabilities(capabilities)
-            # the tracker refuses settings the backend cannot serve (e.g. pairwise on
-            # progress-only)
-            self.tracker = ProgressTracker(client, settings, capabilities=self.capabilities)
-            undo.pop_all()
+        self.capabilities = capabilities
+        try:  # the tracker refuses settings the backend cannot serve (pairwise on progress-only)
+            self.tracker = ProgressTracker(client, settings, capabilities=capabilities)
+        except BaseException:
+            if self.reward_model is not None:  # a refused construction closes what it was handed
+                self.reward_model.close()
+            raise
         self.episode_step = 0
         self._warned_after_end = False
         self._last_info: dict[str, Any] = {}
@@ -179,32 +170,6 @@ class ProgressReward(
     @property
     def settings(self) -> TrackerSettings:
         return self.tracker.settings
-
-    def _read_capabilities(self, capabilities: Any) -> Any:
-        """``capabilities`` as given, else the service's answer; None: not checked."""
-        if capabilities is False:
-            return None
-        if capabilities is None:
-            from evolve_envs.reward.clients.endpoint_pool import EndpointPool
-
-            pool = getattr(self.client, "pool", None)
-            if isinstance(pool, EndpointPool):
-                from evolve_envs.reward.clients.service_check import check_service
-
-                return check_service(pool, require=self.require_service)
-            ask = getattr(self.client, "capabilities", None)
-            if ask is None:
-                return None
-            result = ask()  # raises RewardServiceError for a fail-fast client
-            if not getattr(result, "ok", False) or result.value is None:
-                logger.warning(
-                    "could not read the reward service's capabilities (%s); the configuration "
-                    "is not checked against the backend",
-                    getattr(result, "error", "no answer"),
-                )
-                return None
-            capabilities = result.value
-        return capabilities
 
     def _frame(self, obs: Any) -> np.ndarray:
         if self.camera is None:
@@ -260,6 +225,10 @@ class ProgressReward(
         return obs, reward, bool(terminated or out.terminate), bool(truncated), info
 
     def close(self) -> None:
-        service, self.service = self.service, None
+        """Close the env, then the reward model this wrapper was handed (if any)."""
         model, self.reward_model = self.reward_model, None
-        close_owned(super().close, self.client, self._close_client, service, model)
+        try:
+            super().close()
+        finally:
+            if model is not None:
+                model.close()

@@ -165,7 +165,7 @@ def run(url: str, done_by: Any) -> tuple[TerminationAudit, list[dict[str, Any]]]
     env = gym.wrappers.TimeLimit(env, STEPS)
     env = FrameCache(env, "agentview_image")
     client = ProgressClient(url, max_workers=2)
-    env = ProgressReward(env, client, {**SCHEDULE, "done_by": done_by}, close_client=True)
+    env = ProgressReward(env, client, {**SCHEDULE, "done_by": done_by})
     tracker = env.tracker
     summaries = []
     try:
@@ -178,6 +178,7 @@ def run(url: str, done_by: Any) -> tuple[TerminationAudit, list[dict[str, Any]]]
                     break
     finally:
         env.close()
+        client.close()
     return tracker.audit, summaries
 
 

@@ -273,13 +273,14 @@ def test_async_termination_within_lag(slow_service) -> None:
 
 def test_capabilities_refuse_impossible_configs(progress_only_service) -> None:
     with ProgressClient(progress_only_service.url) as client:
+        caps = client.capabilities().value  # a bare client: the caller hands the capabilities
         with pytest.raises(ConfigError, match="trajectory"):
-            make(client, DIP, mode="pairwise")
+            make(client, DIP, mode="pairwise", capabilities=caps)
         with pytest.raises(ConfigError, match="incremental"):
-            make(client, DIP, mode="incremental")
+            make(client, DIP, mode="incremental", capabilities=caps)
         with pytest.raises(ConfigError, match="done"):
-            make(client, DIP, mode="trajectory", done_by="backend")
-        env = make(client, DIP, mode="trajectory")
+            make(client, DIP, mode="trajectory", done_by="backend", capabilities=caps)
+        env = make(client, DIP, mode="trajectory", capabilities=caps)
         rewards, _, _ = run_episode(env)
         assert sum(rewards) == pytest.approx(0.9)
         env.close()

@@ -19,6 +19,7 @@ from evolve_envs.reward.clients.errors import ErrorKind, RewardServiceError
 from evolve_envs.reward.clients.service_check import ServiceUnavailableError
 from evolve_envs.reward.service.embedded import EmbeddedService
 from evolve_envs.stack.factory import make_env
+from evolve_envs.stack.reward_model import open_reward_model
 from evolve_envs.wrappers.frame_cache import FrameCache
 from evolve_envs.wrappers.progress_reward import ProgressReward
 from tests.helpers.synthetic_env import SyntheticProgressEnv
@@ -262,15 +263,17 @@ def test_rlinf_stack_opt_out_warns(caplog) -> None:
                for r in caplog.records)  # fmt: skip
 
 
-def test_progress_reward_built_by_hand_checks_too(caplog) -> None:
+def test_progress_reward_built_by_hand_opens_its_model_the_one_way(caplog) -> None:
     url = dead_url()
+    env = FrameCache(SyntheticProgressEnv(), "agentview_image")
+    with pytest.raises(TypeError, match="open_reward_model"):  # a URL is not a reward model
+        ProgressReward(env, url)
     with pytest.raises(ServiceUnavailableError, match="unreachable"):
-        ProgressReward(FrameCache(SyntheticProgressEnv(), "agentview_image"), url)
+        ProgressReward(env, open_reward_model({"enable": True, "endpoint": url}))
     caplog.set_level(logging.WARNING)
-    env = ProgressReward(
-        FrameCache(SyntheticProgressEnv(), "agentview_image"), url, require_service=False
-    )
-    env.close()
+    block = {"enable": True, "endpoint": url, "require_service": False, "max_retries": 0}
+    wrapped = ProgressReward(env, open_reward_model(block))
+    wrapped.close()
     assert any("require_service is false" in r.getMessage() for r in caplog.records)
 
 
