@@ -1,1 +1,1 @@
-"""integrations package."""
+"""Adapters into other training frameworks (RLinf)."""

@@ -211,7 +211,7 @@ class AlarmConfig(BaseModel):
     min_high_failure_rise: float = Field(default=0.2, gt=0.0, le=1.0)
 
     def detector_settings(self) -> dict[str, Any]:
-        """The keyword arguments of ``evolve_envs.wrappers.hacking_alarm.AlarmSettings``."""
+        """The keyword arguments of ``evolve_envs.progress.hacking.AlarmSettings``."""
         return self.model_dump(exclude={"enable"})
 
 

@@ -1,4 +1,33 @@
-"""Gymnasium wrappers that turn reward-model judgements into rewards and termination.
+"""Gymnasium wrappers: thin adapters that turn reward-model judgements into rewards and ends.
 
-Import explicitly, e.g. ``from evolve_envs.wrappers.progress_reward import ProgressReward``.
+Each wrapper has one concern and drives the Gymnasium-free core in :mod:`evolve_envs.progress`.
+They are exported here, as :mod:`gymnasium.wrappers` exports its own, and imported on first use
+(``import evolve_envs.wrappers`` loads none of them):
+
+>>> from evolve_envs.wrappers import ProgressReward
+>>> ProgressReward.__module__
+'evolve_envs.wrappers.progress_reward'
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "EpisodeScoreReward": "evolve_envs.wrappers.episode_score",
+    "FrameCache": "evolve_envs.wrappers.frame_cache",
+    "HackingAlarm": "evolve_envs.wrappers.hacking_alarm",
+    "ModelSuccessBonus": "evolve_envs.wrappers.success_bonus",
+    "ProgressReward": "evolve_envs.wrappers.progress_reward",
+    "ProgressiveHorizon": "evolve_envs.wrappers.progressive_horizon",
+    "RecordEpisodes": "evolve_envs.wrappers.record_episodes",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'evolve_envs.wrappers' has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""The reward-hacking alarm (evolve_envs/wrappers/hacking_alarm.py): the detector on scripted
+"""The reward-hacking alarm (evolve_envs/progress/hacking.py, its wrapper): the detector on scripted
 episode outcomes, and the wrapper end to end through make_env and a real reward server (mock
 backend, intensity rule: the painted grey level is the progress the model reads)."""
 
@@ -9,15 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from evolve_envs.progress.hacking import AlarmSettings, HackingDetector, RewardHackingWarning
 from evolve_envs.reward.service.embedded import EmbeddedService
 from evolve_envs.stack.config import ConfigError, load_config
 from evolve_envs.stack.factory import make_env
-from evolve_envs.wrappers.hacking_alarm import (
-    AlarmSettings,
-    HackingAlarm,
-    HackingDetector,
-    RewardHackingWarning,
-)
+from evolve_envs.wrappers.hacking_alarm import HackingAlarm
 from tests.helpers.synthetic_env import SyntheticProgressEnv
 
 W = 10  # window and baseline of these tests

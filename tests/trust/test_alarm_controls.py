@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 
 from evolve_envs.envs.synthetic import ReachPlaceEnv, scripted_action
+from evolve_envs.progress.hacking import RewardHackingWarning
 from evolve_envs.reward.service.embedded import EmbeddedService
 from evolve_envs.stack.factory import make_env
-from evolve_envs.wrappers.hacking_alarm import RewardHackingWarning
 
 STEPS, EPISODES, WINDOW = 40, 24, 8
 RIGHT = {"rule": "reach_place"}

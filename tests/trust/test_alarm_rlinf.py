@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from evolve_envs.integrations.rlinf.adapter import RLinfProgressReward
+from evolve_envs.progress.hacking import RewardHackingWarning
 from evolve_envs.reward.service.embedded import EmbeddedService
-from evolve_envs.wrappers.hacking_alarm import RewardHackingWarning
 from tests.rlinf.standin_env import StandinLiberoEnv, standin_cfg
 
 STEPS, CHUNK = 12, 4

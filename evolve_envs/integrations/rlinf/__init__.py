@@ -1,1 +1,9 @@
-"""evolve_envs/integrations/rlinf."""
+"""RLinf: the reward model inside RLinf's LIBERO env worker.
+
+* :mod:`~evolve_envs.integrations.rlinf.adapter` — the batch reward wrapper around RLinf's env;
+* :mod:`~evolve_envs.integrations.rlinf.worker` — the env worker that installs it;
+* :mod:`~evolve_envs.integrations.rlinf.launch` — the launcher that registers the worker;
+* :mod:`~evolve_envs.integrations.rlinf.env_check` — a check of the hook points.
+
+See ``docs/rlinf.md``.
+"""

@@ -46,7 +46,7 @@ one :class:`~evolve_envs.progress.done_rules.TerminationAudit`) and the running
 successful / model-terminated episodes, as the episode ended; NaN until the model has ended an
 episode, and RLinf's mean of it is NaN while any logged row is); and with
 ``reward_model.alarm.enable`` the reward-hacking alarm's numbers for the task
-(:mod:`evolve_envs.wrappers.hacking_alarm`): ``alarm_progress_rise``, ``alarm_success_rise``,
+(:mod:`evolve_envs.progress.hacking`): ``alarm_progress_rise``, ``alarm_success_rise``,
 ``alarm_high_failure_rise`` (0 until its windows are full), ``alarm_firing``, ``alarm_triggers``.
 With auto-reset the ended episodes' values are in ``infos["final_info"]["episode"]``. The block's
 ``return`` and ``reward`` (RLinf's ``env/return`` and ``env/reward`` metrics) are replaced by the
@@ -88,10 +88,10 @@ import numpy as np
 
 from evolve_envs.progress.done_rules import TerminationAudit
 from evolve_envs.progress.episode_summary import model_done, model_score
+from evolve_envs.progress.hacking import HackingDetector
 from evolve_envs.progress.settings import ConfigError
 from evolve_envs.progress.tracker import ProgressTracker, TrackerStep
 from evolve_envs.train.arrays import like, to_numpy, torch_of
-from evolve_envs.wrappers.hacking_alarm import HackingDetector
 from evolve_envs.wrappers.success_bonus import bonus_paid
 
 __all__ = [
@@ -208,7 +208,7 @@ class RLinfProgressReward:
         model_terminates: the reward model's done decision terminates episodes (False: it is
             only reported in ``infos["done_by_progress"]``; ``reward_model.ignore_terminations``).
         on_close: callables run by :meth:`close` (e.g. closing a client or stopping a service).
-        alarm: a :class:`~evolve_envs.wrappers.hacking_alarm.HackingDetector` fed every finished
+        alarm: a :class:`~evolve_envs.progress.hacking.HackingDetector` fed every finished
             episode (its numbers go to the ``episode`` block); ``None``: no alarm.
 
     ``RLinfProgressReward(libero_env, [model.tracker() for _ in range(n)])`` with ``model``

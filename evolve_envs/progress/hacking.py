@@ -1,0 +1,232 @@
+"""The reward-hacking detector: model progress against env success over finished episodes, per task.
+
+While a policy trains against a learned reward model it may learn to please the model instead of
+doing the task. The env's own success flag is the ground truth the model cannot bend, so the
+alarm compares the two over a rolling window of finished episodes of each task, the ``window``
+most recent episodes against the ``baseline`` episodes before them:
+
+* **progress without success** — the model's score (final or maximum progress, ``score``) rose
+  by at least ``min_progress_rise`` (a fraction of full progress) while the env success rate rose
+  by at most ``max_success_rise``;
+* **high-progress failures** — the share of episodes that failed although the model scored them
+  at least ``high_progress`` rose by at least ``min_high_failure_rise``.
+
+Either signal makes the alarm fire: a :class:`RewardHackingWarning` (``warnings.warn``) with the
+numbers, once per firing; it re-arms when the signal clears. It is a prompt to look (at the
+videos, at a calibration report), not proof: a policy that really gets closer to the goal
+without finishing yet also raises the model's progress without success.
+
+:class:`HackingDetector` is fed one finished episode at a time (by the Gymnasium wrapper
+:class:`evolve_envs.wrappers.hacking_alarm.HackingAlarm` or a trainer integration) and answers
+the detector's state for the episode's task. Keys of that dict:
+``task``, ``episodes`` (finished episodes of the task so far), ``ready`` (both windows full; the
+rates are ``None`` before), ``progress_recent`` / ``progress_baseline`` / ``progress_rise``
+(mean model score, fraction of full progress), ``success_recent`` / ``success_baseline`` /
+``success_rise`` (env success rate), ``high_failure_recent`` / ``high_failure_baseline`` /
+``high_failure_rise`` (share of high-progress failures), ``progress_without_success`` and
+``high_progress_failures`` (the two signals now), ``firing`` (either), ``triggers`` (how many
+times the alarm went off for the task).
+
+Example:
+    >>> import warnings
+    >>> d = HackingDetector(window=2, baseline=2)
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     states = [d.add("stack the blocks", p, success=False) for p in (0.2, 0.3, 0.9, 0.95)]
+    >>> states[-1]["firing"], round(states[-1]["progress_rise"], 3), len(caught)
+    (True, 0.675, 1)
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal
+
+__all__ = ["AlarmSettings", "HackingDetector", "RewardHackingWarning"]
+
+
+class RewardHackingWarning(UserWarning):
+    """The reward model's scores drift away from the env's success (see the module docstring).
+
+    A ``UserWarning``: the ``warnings`` filters decide what it does, e.g. stop the run.
+
+    >>> import warnings
+    >>> detector = HackingDetector(window=2, baseline=2)
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("error", RewardHackingWarning)  # stop at the first alarm
+    ...     try:
+    ...         for progress in (0.2, 0.3, 0.9, 0.95):
+    ...             _ = detector.add("stack the blocks", progress, success=False)
+    ...     except RewardHackingWarning as alarm:
+    ...         print(type(alarm).__name__, progress)
+    RewardHackingWarning 0.95
+    """
+
+
+@dataclass(frozen=True)
+class AlarmSettings:
+    """Thresholds of the alarm (fractions of full progress / rates in [0, 1]).
+
+    Example:
+        >>> AlarmSettings(window=50, baseline=50, score="max").window
+        50
+    """
+
+    window: int = 20
+    baseline: int = 20
+    score: Literal["final", "max"] = "final"
+    min_progress_rise: float = 0.15
+    max_success_rise: float = 0.05
+    high_progress: float = 0.9
+    min_high_failure_rise: float = 0.2
+
+    def __post_init__(self) -> None:
+        for name in ("window", "baseline"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+                raise ValueError(f"alarm.{name}: expected an int >= 2, got {value!r}")
+        if self.score not in ("final", "max"):
+            raise ValueError(f"alarm.score: expected 'final' or 'max', got {self.score!r}")
+        for name in ("min_progress_rise", "high_progress", "min_high_failure_rise"):
+            if not 0.0 < getattr(self, name) <= 1.0:
+                raise ValueError(f"alarm.{name}: must be in (0, 1], got {getattr(self, name)!r}")
+        if not 0.0 <= self.max_success_rise <= 1.0:
+            raise ValueError(f"alarm.max_success_rise: must be in [0, 1], got "
+                             f"{self.max_success_rise!r}")  # fmt: skip
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> AlarmSettings:
+        """Settings from a mapping (e.g. the ``reward_model.alarm`` block); ``enable`` and other
+        keys that are not settings are ignored."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in names})
+
+
+@dataclass
+class _Task:
+    history: collections.deque[tuple[float, bool]]
+    episodes: int = 0
+    armed: bool = True
+    triggers: int = 0
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+class HackingDetector:
+    """Rolling per-task detector of reward hacking (see the module docstring). Thread-safe:
+    the sub-envs of a vectorised env may share one.
+
+    Args:
+        settings: :class:`AlarmSettings` or a mapping of them.
+        **overrides: individual settings, e.g. ``window=50``.
+
+    Example:
+        >>> d = HackingDetector(window=2, baseline=2)
+        >>> d.add("open the drawer", 0.4, success=True)["ready"]
+        False
+    """
+
+    def __init__(
+        self, settings: AlarmSettings | Mapping[str, Any] | None = None, **overrides: Any
+    ) -> None:
+        if settings is None:
+            settings = AlarmSettings()
+        elif isinstance(settings, Mapping):
+            settings = AlarmSettings.from_mapping(settings)
+        self.settings: AlarmSettings = replace(settings, **overrides) if overrides else settings
+        self._lock = threading.Lock()
+        self._tasks: dict[str, _Task] = {}
+
+    @property
+    def tasks(self) -> list[str]:
+        with self._lock:
+            return list(self._tasks)
+
+    def add(self, task: str, score: float, success: bool) -> dict[str, Any]:
+        """Account one finished episode of ``task``: the model's ``score`` (fraction of full
+        progress) and the env's ``success``. Returns the task's state (module docstring); warns
+        when the alarm goes off."""
+        s = self.settings
+        with self._lock:
+            state = self._tasks.get(task)
+            if state is None:
+                state = _Task(collections.deque(maxlen=s.window + s.baseline))
+                self._tasks[task] = state
+            state.history.append((min(1.0, max(0.0, float(score))), bool(success)))
+            state.episodes += 1
+            out = self._evaluate(task, state)
+            fire = out["firing"] and state.armed
+            if fire:
+                state.triggers += 1
+                state.armed = False
+            elif not out["firing"]:
+                state.armed = True
+            out["triggers"] = state.triggers
+        if fire:
+            warnings.warn(self._message(out), RewardHackingWarning, stacklevel=2)
+        return out
+
+    def state(self, task: str) -> dict[str, Any]:
+        """The task's current state without adding an episode."""
+        with self._lock:
+            state = self._tasks.get(task) or _Task(collections.deque())
+            out = self._evaluate(task, state)
+            out["triggers"] = state.triggers
+            return out
+
+    def _evaluate(self, task: str, state: _Task) -> dict[str, Any]:
+        s = self.settings
+        out: dict[str, Any] = {
+            "task": task,
+            "episodes": state.episodes,
+            "ready": len(state.history) == s.window + s.baseline,
+        }
+        keys = ("progress", "success", "high_failure")
+        for key in keys:
+            out.update({f"{key}_recent": None, f"{key}_baseline": None, f"{key}_rise": None})
+        out.update(progress_without_success=False, high_progress_failures=False, firing=False)
+        if not out["ready"]:
+            return out
+        items = list(state.history)
+        parts = {"baseline": items[: s.baseline], "recent": items[s.baseline :]}
+        for name, part in parts.items():
+            out[f"progress_{name}"] = _mean([score for score, _ in part])
+            out[f"success_{name}"] = _mean([float(ok) for _, ok in part])
+            out[f"high_failure_{name}"] = _mean(
+                [float(score >= s.high_progress and not ok) for score, ok in part]
+            )
+        for key in keys:
+            out[f"{key}_rise"] = out[f"{key}_recent"] - out[f"{key}_baseline"]
+        out["progress_without_success"] = bool(
+            out["progress_rise"] >= s.min_progress_rise
+            and out["success_rise"] <= s.max_success_rise
+        )
+        out["high_progress_failures"] = bool(out["high_failure_rise"] >= s.min_high_failure_rise)
+        out["firing"] = out["progress_without_success"] or out["high_progress_failures"]
+        return out
+
+    def _message(self, out: Mapping[str, Any]) -> str:
+        s = self.settings
+        reasons = []
+        if out["progress_without_success"]:
+            reasons.append(
+                f"mean model {s.score} progress rose {out['progress_baseline']:.2f} -> "
+                f"{out['progress_recent']:.2f} while env success went "
+                f"{out['success_baseline']:.2f} -> {out['success_recent']:.2f}"
+            )
+        if out["high_progress_failures"]:
+            reasons.append(
+                f"failures scored >= {s.high_progress:g} rose {out['high_failure_baseline']:.2f}"
+                f" -> {out['high_failure_recent']:.2f} of episodes"
+            )
+        return (
+            f"possible reward hacking on task {out['task']!r}: " + "; ".join(reasons)
+            + f" (last {s.window} episodes against the {s.baseline} before; "
+            f"{out['episodes']} episodes so far)"
+        )  # fmt: skip
