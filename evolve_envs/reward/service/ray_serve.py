@@ -41,6 +41,7 @@ from evolve_envs.reward.service.auth import (
     TOKEN_FILE_ENV,
     check_exposure,
     expand_env_refs,
+    is_loopback_host,
     resolve_token,
 )
 from evolve_envs.reward.service.limits import APP_LIMITS, ServiceLimits
@@ -157,6 +158,12 @@ def replica_token(app_kwargs: dict[str, Any], host: str | None) -> str | None:
     )
     insecure = bool(app_kwargs.pop("insecure_no_token", False))
     check_exposure(host, token, insecure, what="the Serve HTTP proxy", fix=SERVE_TOKEN_FIX)
+    if token is None and not (host is not None and is_loopback_host(host)):
+        log.warning(
+            "serving the proxy at %s without a bearer token (insecure_no_token): anyone who "
+            "can reach it can use the model",
+            host,
+        )
     return token
 
 
