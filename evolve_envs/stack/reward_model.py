@@ -92,8 +92,9 @@ def endpoint_pool(rm: RewardModelConfig, urls: list[str]) -> Any:
 
     if is_ray_endpoint(urls):
         return RayHandlePool(
-            urls[0], timeout=rm.timeout, max_retries=rm.max_retries, total_timeout=rm.call_budget_s
-        )
+            urls[0], timeout=rm.timeout, max_retries=rm.max_retries,
+            total_timeout=rm.call_budget_s, token=rm.token_value,
+        )  # fmt: skip
     return EndpointPool(
         urls,
         timeout=rm.timeout,

@@ -13,7 +13,9 @@ the drill scripts — exactly as a user runs them against a cluster. Node deaths
 about 1.5 s (health checks every 0.5 s, 3 misses).
 
 The shipped Serve config ``evolve_envs/configs/serve/cluster.yaml`` is deployed once with
-``serve deploy`` (its HTTP port moved to a free one; nothing else changed).
+``serve deploy`` (its HTTP port moved to a free one, and ``insecure_no_token: true``: the
+replicas refuse a public proxy without a token, and these tests are about placement, not
+access; tests/serving covers the token on a public proxy).
 """
 
 from __future__ import annotations
@@ -174,6 +176,8 @@ def deploy_serve_yaml(rc: RayTestCluster, path: Path) -> int:
     config = yaml.safe_load(path.read_text())
     port = free_port()
     config["http_options"]["port"] = port
+    for app in config["applications"]:  # a one-machine test cluster: no token (see above)
+        app.setdefault("args", {})["insecure_no_token"] = True
     copy = Path(os.environ.get("TMPDIR", "/tmp")) / f"serve-{port}.yaml"
     copy.write_text(yaml.safe_dump(config))
     run = subprocess.run(

@@ -16,6 +16,11 @@
   ``learner.resources``, CPUs, GPUs, RAM for ``num_envs`` simulators each) and what the Serve app
   asks for (``resources``, GPUs, CPUs per replica, up to its maximum replica count); ``num-gpus``
   equals the container's ``nvidia.com/gpu`` limit; the model weights are on a mounted volume.
+* Closed by default: no shipped YAML (manifests, Serve configs, training configs) holds a literal
+  token; every Ray cluster has a NetworkPolicy that admits its own pods, the trainer pods to the
+  reward service port only and the KubeRay operator (and a RayJob's submitter) to the dashboard
+  only; the dashboard and the Ray client port are behind Ray's token authentication and declared
+  nowhere else; the reward replicas and their clients read the bearer token from a Secret.
 
 Each check also runs on a broken copy of a manifest and must reject it.
 """
@@ -158,9 +163,16 @@ class WorkerGroupSpec(_Strict):
         return self
 
 
+class AuthOptions(_Strict):
+    mode: Literal["disabled", "token"] | None = None
+    secretName: str | None = None
+    enableK8sTokenAuth: bool | None = None
+
+
 class RayClusterSpec(_Strict):
     suspend: bool | None = None
     managedBy: str | None = None
+    authOptions: AuthOptions | None = None
     autoscalerOptions: AutoscalerOptions | None = None
     headServiceAnnotations: dict[str, str] | None = None
     enableInTreeAutoscaling: bool | None = None
@@ -738,3 +750,432 @@ def test_a_broken_reward_cluster_is_rejected(rayservice: dict, breakage) -> None
     assert serve_problems(cluster, config) == []
     breakage(cluster, config)
     assert serve_problems(cluster, config), "the broken copy passed"
+
+
+# -------------------------------------------------------------------------------------------
+# (e) closed by default: no literal token, a NetworkPolicy, the dashboard behind Ray's token
+
+
+#: the Secret that holds the reward service's bearer token (key `token`)
+SECRET_NAME, SECRET_KEY = "evolve-reward-token", "token"
+SERVE_PORT, DASHBOARD_PORT, RAY_CLIENT_PORT = 8111, 8265, 10001
+#: the label every pod of one Ray cluster carries (its value names the cluster)
+CLUSTER_LABEL = "evolve-envs/ray-cluster"
+#: the pods the reward service admits (the trainer pods)
+CLIENT_LABELS = {"evolve-envs/reward-client": "true"}
+#: the KubeRay operator's pods (its Helm chart's fixed component label)
+OPERATOR_LABELS = {"app.kubernetes.io/component": "kuberay-operator"}
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+#: a mapping key or an environment variable name that holds a secret ...
+SECRET_NAME_RE = re.compile(r"token|api[_-]?key|apikey|password|passwd|secret|credential", re.I)
+#: ... unless it only names where the secret is (a file, a path, a Secret, a variable) or a mode
+REFERENCE_NAME_RE = re.compile(r"(file|path|name|ref|mode|env)$", re.I)
+LITERAL_IN_TEXT = [
+    re.compile(r"--token(?:=|\s+)(?!-)\S"),  # `--token VALUE` on a command line (ps shows it)
+    re.compile(r"\bBearer\s+[^\s<$]"),  # an Authorization header written out
+]
+ENV_REF = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
+
+
+class _AnyTagLoader(yaml.SafeLoader):
+    """Safe loading that reads custom tags (`!!python/name:...` in mkdocs configs) as None."""
+
+
+_AnyTagLoader.add_multi_constructor("", lambda loader, suffix, node: None)
+
+
+def shipped_yaml_files() -> list[Path]:
+    """Every YAML file the project ships: the manifests, the Serve and training configs, ..."""
+    skip = {"tests", "site", "build", "dist", "node_modules", "__pycache__"}
+    return sorted(
+        p
+        for p in ROOT.rglob("*.y*ml")
+        if p.suffix in (".yaml", ".yml")
+        and not any(part.startswith(".") or part in skip for part in p.relative_to(ROOT).parts)
+    )
+
+
+def literal_token_problems(value: Any, where: str = "") -> list[str]:
+    """Secrets written out in a parsed YAML document: a key named like a token, key or password
+    with a string value (other than a `${NAME}` reference), an environment variable of such a
+    name with a `value`, a `--token VALUE` or `Bearer VALUE` in a string, a Secret with data.
+    YAML held in strings (a Serve config, a ConfigMap's files) is read too."""
+    problems: list[str] = []
+    if isinstance(value, dict):
+        if value.get("kind") == "Secret" and (value.get("data") or value.get("stringData")):
+            problems.append(f"{where}: a Secret with its data written out")
+        name = value.get("name")
+        if (
+            isinstance(name, str) and "value" in value and SECRET_NAME_RE.search(name)
+            and not REFERENCE_NAME_RE.search(name) and value["value"]
+        ):  # fmt: skip
+            problems.append(f"{where}: environment variable {name} holds a literal value")
+        for key, item in value.items():
+            here = f"{where}.{key}" if where else str(key)
+            if (
+                isinstance(key, str) and isinstance(item, str) and item.strip()
+                and SECRET_NAME_RE.search(key) and not REFERENCE_NAME_RE.search(key)
+                and not ENV_REF.fullmatch(item.strip())
+            ):  # fmt: skip
+                problems.append(f"{here}: a literal secret")
+            problems += literal_token_problems(item, here)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            problems += literal_token_problems(item, f"{where}[{i}]")
+    elif isinstance(value, str):
+        problems += [
+            f"{where}: {rx.pattern} in {value!r}" for rx in LITERAL_IN_TEXT if rx.search(value)
+        ]
+        if "\n" in value:
+            try:
+                inner = yaml.load(value, Loader=_AnyTagLoader)  # noqa: S506 - a safe loader
+            except yaml.YAMLError:
+                inner = None
+            if isinstance(inner, (dict, list)):
+                problems += literal_token_problems(inner, where + "(yaml)")
+    return problems
+
+
+def _labels(group: dict) -> dict[str, str]:
+    return (group["template"].get("metadata") or {}).get("labels") or {}
+
+
+def _selects(selector: dict | None, labels: dict[str, str]) -> bool:
+    """Whether a label selector (matchLabels only; anything else counts as no match) selects."""
+    if selector is None:
+        return False
+    if set(selector) - {"matchLabels"}:
+        return False
+    return all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items())
+
+
+def _policies(docs: list[dict], labels: dict[str, str]) -> list[dict]:
+    """The ingress NetworkPolicies of ``docs`` that select a pod with ``labels``."""
+    return [
+        d
+        for d in docs
+        if d.get("kind") == "NetworkPolicy"
+        and "Ingress" in (d["spec"].get("policyTypes") or ["Ingress"])
+        and _selects(d["spec"].get("podSelector"), labels)
+    ]
+
+
+def _peer_kind(peer: dict, own: dict[str, str], job: str | None) -> str:
+    """``own`` (this cluster's pods), ``clients``, ``operator``, ``submitter`` or ``other``."""
+    pods = peer.get("podSelector")
+    namespaces = peer.get("namespaceSelector")
+    if "ipBlock" in peer or pods is None or not (pods.get("matchLabels") or {}):
+        return "other"  # addresses, or every pod of some namespaces
+    match = pods["matchLabels"]
+    if set(pods) - {"matchLabels"}:
+        return "other"
+    if namespaces is None and all(own.get(k) == v for k, v in match.items()):
+        return "own"
+    if namespaces is None and match == CLIENT_LABELS:
+        return "clients"
+    if match == OPERATOR_LABELS:
+        return "operator"
+    if namespaces is None and job is not None and match == {"job-name": job}:
+        return "submitter"
+    return "other"
+
+
+#: the ports each kind of peer may reach (None: any)
+PEER_PORTS: dict[str, set[int] | None] = {
+    "own": None,
+    "clients": {SERVE_PORT},
+    "operator": {DASHBOARD_PORT},
+    "submitter": {DASHBOARD_PORT},
+    "other": set(),
+}
+
+
+def admitted(resource: dict, docs: list[dict]) -> dict[str, list[tuple[str, set[int] | None]]]:
+    """For each group of a KubeRay resource, who its NetworkPolicies admit: ``(peer kind,
+    ports)`` per peer (``None`` ports: every port). No policy: ``[("other", None)]``."""
+    job = resource["metadata"]["name"] if resource["kind"] == "RayJob" else None
+    out: dict[str, list[tuple[str, set[int] | None]]] = {}
+    for name, group in _groups(_cluster_spec(resource)):
+        labels = _labels(group)
+        own = {CLUSTER_LABEL: labels[CLUSTER_LABEL]} if CLUSTER_LABEL in labels else {}
+        policies = _policies(docs, labels)
+        if not policies:
+            out[name] = [("other", None)]  # no policy: every pod of the cluster may connect
+            continue
+        peers: list[tuple[str, set[int] | None]] = []
+        for policy in policies:
+            for rule in policy["spec"].get("ingress") or []:
+                ports = (
+                    None if not rule.get("ports")
+                    else {int(p["port"]) for p in rule["ports"] if "port" in p}
+                )  # fmt: skip
+                sources = rule.get("from") or [{}]  # no `from`: every source
+                peers += [(_peer_kind(peer, own, job), ports) for peer in sources]
+        out[name] = peers
+    return out
+
+
+def access_problems(resource: dict, docs: list[dict]) -> list[str]:
+    """The pods' labels and NetworkPolicies: each group carries the cluster label, a policy
+    selects it, and every peer reaches only the ports its kind may (own pods: any; trainer pods:
+    the reward service; the operator and a RayJob's submitter: the dashboard)."""
+    problems = []
+    values = {name: _labels(g).get(CLUSTER_LABEL) for name, g in _groups(_cluster_spec(resource))}
+    if None in values.values() or len(set(values.values())) != 1:
+        problems.append(f"the groups do not share one {CLUSTER_LABEL} label: {values}")
+    for name, peers in admitted(resource, docs).items():
+        if peers == [("other", None)]:
+            problems.append(f"{name}: no NetworkPolicy selects its pods")
+            continue
+        for kind, ports in peers:
+            allowed = PEER_PORTS[kind]
+            if allowed is None:
+                continue
+            if ports is None or not ports <= allowed:
+                shown = "every port" if ports is None else sorted(ports)
+                problems.append(f"{name}: {kind} peers admitted to {shown}")
+    if resource["kind"] == "RayService":
+        clients = [
+            kind for peers in admitted(resource, docs).values() for kind, ports in peers
+            if kind == "clients" and ports is not None and SERVE_PORT in ports
+        ]  # fmt: skip
+        if not clients:
+            problems.append(f"the trainer pods ({CLIENT_LABELS}) may not reach port {SERVE_PORT}")
+    return problems
+
+
+def dashboard_problems(resource: dict, docs: list[dict]) -> list[str]:
+    """The Ray head: a dashboard/Jobs API on a non-loopback address needs Ray's token auth and
+    may be reached only by the cluster's pods, the operator and a submitter; no Ray client port
+    is declared or admitted from outside; no Ingress, NodePort or LoadBalancer for the head."""
+    problems = []
+    cluster = _cluster_spec(resource)
+    head = cluster["headGroupSpec"]
+    host = head.get("rayStartParams", {}).get("dashboard-host", "0.0.0.0")  # KubeRay's default
+    auth = (cluster.get("authOptions") or {}).get("mode")
+    public = host not in LOOPBACK
+    if public and auth != "token":
+        problems.append(f"dashboard on {host} without Ray token auth (authOptions.mode: token)")
+    for name, peers in admitted(resource, docs).items():
+        for kind, ports in peers:
+            reaches = ports is None or DASHBOARD_PORT in ports or RAY_CLIENT_PORT in ports
+            if public and reaches and kind in ("clients", "other"):
+                problems.append(f"{name}: {kind} peers reach the dashboard or the Ray client port")
+    declared = {p.get("containerPort") for p in _container(head).get("ports", [])}
+    if RAY_CLIENT_PORT in declared:
+        problems.append(f"the head declares the Ray client port {RAY_CLIENT_PORT}")
+    if head.get("enableIngress") or head.get("serviceType") in ("NodePort", "LoadBalancer"):
+        problems.append("the head is exposed outside the cluster (Ingress, NodePort, LoadBalancer)")
+    return problems
+
+
+def _from_secret(container: dict, names: tuple[str, ...]) -> set[str]:
+    """The Secrets the container reads one of the environment variables ``names`` from."""
+    return {
+        e["valueFrom"]["secretKeyRef"]["name"]
+        for e in container.get("env", [])
+        if e.get("name") in names and "secretKeyRef" in (e.get("valueFrom") or {})
+    }
+
+
+def _secret_files(group: dict) -> dict[str, str]:
+    """Mount path -> Secret name of the Secret volumes the group's Ray container mounts."""
+    spec = group["template"]["spec"]
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    return {
+        m["mountPath"].rstrip("/") + "/": volumes[m["name"]]["secret"]["secretName"]
+        for m in _container(group).get("volumeMounts", [])
+        if "secret" in volumes.get(m["name"], {})
+    }
+
+
+def service_token_problems(cluster: dict, serve_config: dict) -> list[str]:
+    """A Serve app on a non-loopback proxy: no `insecure_no_token`, no literal token, and every
+    group that may hold a replica reads the token from the Secret (a mounted file named by
+    `token_file`, or EVOLVE_REWARD_TOKEN(_FILE) from a secretKeyRef)."""
+    problems = []
+    host = (serve_config.get("http_options") or {}).get("host", "127.0.0.1")
+    if host in LOOPBACK:
+        return problems
+    for app in serve_config["applications"]:
+        args = app.get("args", {})
+        if args.get("insecure_no_token"):
+            problems.append(f"app {app['name']}: insecure_no_token on proxy {host}")
+        if args.get("token"):
+            problems.append(f"app {app['name']}: a literal token in its args")
+        ask = _ask(args.get("num_cpus", 1.0), args.get("num_gpus", 0.0), args.get("resources"))
+        for name, group in _groups(cluster):
+            if not _fits(node_resources(group), ask):
+                continue
+            path = str(args.get("token_file") or "")
+            secrets = {s for m, s in _secret_files(group).items() if path.startswith(m)}
+            secrets |= _from_secret(
+                _container(group), ("EVOLVE_REWARD_TOKEN", "EVOLVE_REWARD_TOKEN_FILE")
+            )
+            if SECRET_NAME not in secrets:
+                problems.append(f"{name}: replicas of {app['name']} get no token from the Secret")
+    return problems
+
+
+def client_token_problems(rayjob: dict) -> list[str]:
+    """The trainer's pods that call the reward service (the head: the driver; the `sim` group:
+    the rollout workers) read EVOLVE_REWARD_TOKEN from the Secret."""
+    groups = dict(_groups(_cluster_spec(rayjob)))
+    return [
+        f"{name}: EVOLVE_REWARD_TOKEN does not come from the Secret {SECRET_NAME}"
+        for name in ("head", "sim")
+        if SECRET_NAME not in _from_secret(_container(groups[name]), ("EVOLVE_REWARD_TOKEN",))
+    ]
+
+
+def test_the_shipped_yaml_files_are_all_read() -> None:
+    names = {str(p.relative_to(ROOT)) for p in shipped_yaml_files()}
+    expected = {
+        "deploy/kuberay/reward-rayservice.yaml", "deploy/kuberay/train-rayjob.yaml",
+        "evolve_envs/configs/serve/cluster.yaml", "evolve_envs/configs/serve/vlm.yaml",
+        "mkdocs.yml",
+    }  # fmt: skip
+    assert expected <= names
+    assert not any(n.startswith("tests/") for n in names)
+
+
+@pytest.mark.parametrize("path", shipped_yaml_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_shipped_yaml_holds_a_literal_token(path: Path) -> None:
+    docs = list(yaml.load_all(path.read_text(), Loader=_AnyTagLoader))  # noqa: S506
+    assert literal_token_problems(docs, str(path.relative_to(ROOT))) == []
+
+
+def test_the_clusters_are_closed(rayjob: dict, rayjob_docs: list[dict], rayservice: dict) -> None:
+    service_docs = _documents("reward-rayservice.yaml")
+    for resource, docs in ((rayjob, rayjob_docs), (rayservice, service_docs)):
+        assert access_problems(resource, docs) == []
+        assert dashboard_problems(resource, docs) == []
+    config = yaml.safe_load(rayservice["spec"]["serveConfigV2"])
+    assert service_token_problems(_cluster_spec(rayservice), config) == []
+    job_config = serve_deployed_by(rayjob, rayjob_docs)
+    assert service_token_problems(_cluster_spec(rayjob), job_config) == []
+    assert client_token_problems(rayjob) == []
+    # the replicas' token file is the Secret's key, where it is mounted
+    path = config["applications"][0]["args"]["token_file"]
+    reward = dict(_groups(_cluster_spec(rayservice)))["reward"]
+    (mount,) = [m for m in _secret_files(reward) if path.startswith(m)]
+    volume = next(
+        v for v in reward["template"]["spec"]["volumes"] if v.get("secret", {}).get("secretName")
+    )
+    assert volume["secret"]["items"] == [{"key": SECRET_KEY, "path": path.removeprefix(mount)}]
+
+
+def _head(resource: dict) -> dict:
+    return _cluster_spec(resource)["headGroupSpec"]
+
+
+def _app_args(resource: dict) -> dict:
+    return resource["_serve"]["applications"][0]["args"]
+
+
+def _policy(docs: list[dict]) -> dict:
+    return next(d for d in docs if d.get("kind") == "NetworkPolicy")
+
+
+#: broken copies of the RayService and its documents: (resource, docs) -> None
+CLOSED_BREAKAGES = {
+    "literal-token-in-serve-args": lambda r, d: _app_args(r).update(token="s3cret"),
+    "literal-token-env": lambda r, d: _container(dict(_groups(_cluster_spec(r)))["reward"])[
+        "env"
+    ].append({"name": "EVOLVE_REWARD_TOKEN", "value": "s3cret"}),
+    "shipped-secret-with-data": lambda r, d: d.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": SECRET_NAME},
+            "stringData": {"token": "s3cret"},
+        }
+    ),
+    "no-network-policy": lambda r, d: d.remove(_policy(d)),
+    "policy-admits-everyone": lambda r, d: _policy(d)["spec"]["ingress"].append({}),
+    "policy-admits-an-address-block": lambda r, d: _policy(d)["spec"]["ingress"].append(
+        {"from": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]}
+    ),
+    "clients-reach-every-port": lambda r, d: _policy(d)["spec"]["ingress"][1].pop("ports"),
+    "public-dashboard-without-ray-auth": lambda r, d: _cluster_spec(r).pop("authOptions"),
+    "dashboard-open-to-the-namespace": lambda r, d: _policy(d)["spec"]["ingress"].append(
+        {"from": [{"namespaceSelector": {}}], "ports": [{"protocol": "TCP", "port": 8265}]}
+    ),
+    "ray-client-port-declared": lambda r, d: _container(_head(r))["ports"].append(
+        {"containerPort": RAY_CLIENT_PORT, "name": "client"}
+    ),
+    "head-load-balancer": lambda r, d: _head(r).update(serviceType="LoadBalancer"),
+    "insecure-no-token": lambda r, d: _app_args(r).update(insecure_no_token=True),
+    "replicas-without-the-secret": lambda r, d: _app_args(r).pop("token_file"),
+    "pods-without-the-cluster-label": lambda r, d: _head(r)["template"].pop("metadata"),
+}
+
+
+def closed_problems(resource: dict, docs: list[dict]) -> list[str]:
+    """Every closed-by-default check of a RayService and its documents."""
+    config = resource.get("_serve") or yaml.safe_load(resource["spec"]["serveConfigV2"])
+    clean = {k: v for k, v in resource.items() if k != "_serve"}
+    clean["spec"] = {**resource["spec"], "serveConfigV2": yaml.safe_dump(config)}
+    return (
+        literal_token_problems([clean, *[x for x in docs if x.get("kind") != "RayService"]])
+        + access_problems(resource, docs)
+        + dashboard_problems(resource, docs)
+        + service_token_problems(_cluster_spec(resource), config)
+    )
+
+
+@pytest.mark.parametrize("breakage", list(CLOSED_BREAKAGES.values()), ids=list(CLOSED_BREAKAGES))
+def test_an_open_cluster_is_rejected(breakage) -> None:
+    docs = copy.deepcopy(_documents("reward-rayservice.yaml"))
+    resource = _find(docs, "RayService")
+    resource["_serve"] = yaml.safe_load(resource["spec"]["serveConfigV2"])
+    assert closed_problems(resource, docs) == []  # the shipped manifest passes
+    breakage(resource, docs)
+    assert closed_problems(resource, docs), "the broken copy passed"
+
+
+@pytest.mark.parametrize(
+    "breakage",
+    [
+        pytest.param(lambda g: _container(g["head"])["env"].pop(), id="driver-without-token"),
+        pytest.param(lambda g: _container(g["sim"])["env"][-1]["valueFrom"]["secretKeyRef"].update(
+            name="other"), id="workers-read-another-secret"),
+        pytest.param(lambda g: _container(g["sim"])["env"][-1].update(
+            value="s3cret", valueFrom=None), id="workers-with-a-literal"),
+    ],
+)  # fmt: skip
+def test_trainer_pods_without_the_secret_are_rejected(rayjob: dict, breakage) -> None:
+    broken = copy.deepcopy(rayjob)
+    assert client_token_problems(broken) == []
+    breakage(dict(_groups(_cluster_spec(broken))))
+    assert client_token_problems(broken) or literal_token_problems(broken)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "args: {token: change-me}",
+        "env: [{name: OPENAI_API_KEY, value: sk-123}]",
+        "entrypoint: evolve-reward-server --host 0.0.0.0 --token s3cret",
+        "headers: {Authorization: Bearer s3cret}",
+        "serveConfigV2: |\n  applications:\n    - args: {token: s3cret}\n",
+        "backend_kwargs: {api_key: sk-123}",
+    ],
+)
+def test_a_literal_token_anywhere_is_found(text: str) -> None:
+    assert literal_token_problems(yaml.safe_load(text)), text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "args: {token_file: /var/run/secrets/evolve-reward/token, insecure_no_token: false}",
+        "env: [{name: EVOLVE_REWARD_TOKEN, valueFrom: {secretKeyRef: {name: s, key: token}}}]",
+        "env: [{name: EVOLVE_REWARD_TOKEN_FILE, value: /run/secrets/token}]",
+        "backend_kwargs: {api_key: '${JUDGE_API_KEY}'}",
+        "entrypoint: evolve-reward-server --token-file /run/secrets/token",
+        "authOptions: {mode: token}",
+    ],
+)
+def test_references_to_a_secret_are_not_literals(text: str) -> None:
+    assert literal_token_problems(yaml.safe_load(text)) == [], text

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from evolve_envs.reward.service.auth import TOKEN_ENV, TOKEN_FILE_ENV
 from tests.service.svc_helpers import free_port, painted_b64
 
 
@@ -155,3 +156,50 @@ def test_launcher_rejects_bad_gpu_ids() -> None:
         timeout=60,
     )
     assert proc.returncode == 2 and "duplicates" in proc.stderr
+
+
+def _env_without_token() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in (TOKEN_ENV, TOKEN_FILE_ENV)}
+
+
+def test_launcher_refuses_a_public_host_without_a_token_before_starting_servers() -> None:
+    base = _base_port()
+    proc = subprocess.run(
+        [sys.executable, "-m", "evolve_envs.reward.service.launcher", "--backend", "mock",
+         "--host", "0.0.0.0", "--base-port", str(base), "--gpu-ids", "0,1"],
+        capture_output=True, text=True, timeout=60, env=_env_without_token(),
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("evolve-reward-launch: error: --host 0.0.0.0")
+    assert "--insecure-no-token" in lines[0] and "--token-file" in lines[0]
+    assert proc.stdout == ""  # no endpoints: no server was started
+
+
+def test_launcher_token_file_reaches_the_servers_off_their_command_lines(tmp_path: Path) -> None:
+    token = "launch-secret-0123456789"
+    token_file = tmp_path / "token"
+    token_file.write_text(token + "\n")
+    base = _base_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evolve_envs.reward.service.launcher", "--backend", "mock",
+         "--base-port", str(base), "--gpu-ids", "0", "--token-file", str(token_file),
+         "--log-dir", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env_without_token(),
+    )  # fmt: skip
+    try:
+        exports = _read_exports(proc)
+        url = exports["VLAC_SERVICE_URL"]
+        auth = {"Authorization": f"Bearer {token}"}
+        assert httpx.get(url + "/health", trust_env=False).status_code == 401
+        metrics = httpx.get(url + "/metrics", headers=auth, trust_env=False).json()
+        server_pid = metrics["process"]["pid"]
+        for pid in (proc.pid, server_pid):
+            assert token.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert token not in (tmp_path / f"server-{base}.log").read_text()

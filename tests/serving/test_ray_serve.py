@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 from pathlib import Path
@@ -177,6 +178,88 @@ def test_shipped_serve_configs_are_valid(name: str) -> None:
     assert app.import_path == "evolve_envs.reward.service.ray_serve:build_app"
     built = build_app(app.args)
     assert type(built).__name__ == "Application"
+
+
+#: run in a Ray of its own: Serve's proxy on every interface (the session's listens on loopback)
+PUBLIC_PROXY_SCRIPT = """
+import json, os, socket, sys
+import httpx, ray
+from ray import serve
+from evolve_envs.reward.clients.errors import RewardServiceError
+from evolve_envs.reward.clients.ray_handle_pool import RayHandlePool
+from evolve_envs.reward.service.ray_serve import build_app
+
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+serve.start(http_options={"host": "0.0.0.0", "port": port})
+out = {}
+try:
+    serve.run(build_app({"backend": "mock", "num_cpus": 0.25}), name="open", route_prefix="/open")
+    out["open"] = "started"
+except RuntimeError:
+    status = serve.status().applications["open"]
+    out["open"] = str(status.status)
+    out["open_message"] = status.deployments["RewardDeployment"].message.strip().splitlines()[-1]
+app = build_app({"backend": "mock", "num_cpus": 0.25, "token_file": sys.argv[1]})
+serve.run(app, name="closed", route_prefix="/closed")
+url = f"http://127.0.0.1:{port}/closed/health"  # bound on every interface, asked on loopback
+auth = {"Authorization": "Bearer " + sys.argv[2]}
+out["http"] = [httpx.get(url, headers=h, trust_env=False).status_code for h in ({}, auth)]
+out["handle"] = []
+for token in ("", sys.argv[2]):
+    try:
+        RayHandlePool("ray://closed", token=token, max_retries=0).request("GET", "/health")
+        out["handle"].append(200)
+    except RewardServiceError as exc:
+        out["handle"].append(exc.status_code)
+os.environ["EVOLVE_REWARD_TOKEN"] = sys.argv[2]  # the pool's default, as EndpointPool's
+out["handle_env"] = RayHandlePool("ray://closed").request("GET", "/health").response.status_code
+serve.shutdown()
+ray.shutdown()
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_a_public_serve_proxy_needs_a_token_and_handles_carry_it(tmp_path: Path) -> None:
+    """The Serve app applies the server's rule: on a proxy bound to 0.0.0.0 a replica without a
+    token refuses to start (one line, in `serve status`); with a token file it serves, and HTTP
+    requests and handle calls need the token alike."""
+    import os
+    import subprocess
+
+    token = "serve-secret-0123456789"
+    token_file = tmp_path / "token"
+    token_file.write_text(token + "\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVOLVE_REWARD_TOKEN")}
+    run = subprocess.run(
+        [sys.executable, "-c", PUBLIC_PROXY_SCRIPT, str(token_file), token],
+        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    lines = [ln for ln in run.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert run.returncode == 0 and lines, (run.stdout + run.stderr)[-4000:]
+    out = json.loads(lines[-1].removeprefix("RESULT "))
+    assert out["open"] == "ApplicationStatus.DEPLOY_FAILED", out
+    assert out["open_message"].startswith(
+        "evolve_envs.reward.service.auth.TokenError: the Serve HTTP proxy 0.0.0.0 is not a "
+        "loopback address and no bearer token is set"
+    ), out
+    assert "insecure_no_token: true" in out["open_message"]
+    assert out["http"] == [401, 200]
+    assert out["handle"] == [401, 200] and out["handle_env"] == 200
+
+
+def test_build_app_takes_token_sources_not_two_at_once() -> None:
+    from evolve_envs.reward.service.ray_serve import build_app
+
+    assert type(build_app({"backend": "mock", "token_file": "/run/secrets/t"})).__name__ == (
+        "Application"
+    )  # read by the replicas, where the file is: not here
+    with pytest.raises(ValueError, match="both token and token_file"):
+        build_app({"backend": "mock", "token": "a", "token_file": "/run/secrets/t"})
+    with pytest.raises(ValueError, match="insecure_no_token must be true or false"):
+        build_app({"backend": "mock", "insecure_no_token": "yes"})
 
 
 def test_build_app_rejects_unknown_arguments() -> None:

@@ -7,6 +7,9 @@ The replica runs it through the same FastAPI app, so routes, validation and erro
 of HTTP, and the clients return the same `CallResult`s. Needs `ray` in the calling process,
 connected to the cluster (`ray.init(address=...)`), or running inside one of its actors.
 
+Handle calls pass the service's bearer-token check exactly as HTTP requests do, so the pool
+sends `Authorization: Bearer <token>` with each call (`token`, default `$EVOLVE_REWARD_TOKEN`).
+
 Example:
     >>> pool = RayHandlePool("ray://reward", timeout=60)  # doctest: +SKIP
     >>> ProgressClient(pool).pairwise_critic("open the drawer", a, b).value  # doctest: +SKIP
@@ -15,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -22,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from evolve_envs.reward.clients.endpoint_pool import PoolResponse, describe_http_error
+from evolve_envs.reward.clients.endpoint_pool import ENV_TOKEN, PoolResponse, describe_http_error
 from evolve_envs.reward.clients.errors import ErrorKind, RewardServiceError
 
 __all__ = ["RayHandlePool", "RAY_SCHEME", "is_ray_endpoint"]
@@ -50,6 +54,13 @@ class RayHandlePool:
         backoff_s: pause before a retry (doubles each time).
         total_timeout: the most one request may take, retries and backoff included (None: no
             limit beyond ``timeout`` per attempt).
+        token: bearer token sent as ``Authorization: Bearer <token>`` with every call;
+            ``None``: ``$EVOLVE_REWARD_TOKEN`` if set (as `EndpointPool`), ``""``: no token.
+
+    Example:
+        >>> pool = RayHandlePool("ray://reward", timeout=30, token="s3cret")
+        >>> pool.url, pool  # the token is never shown
+        ('ray://reward', RayHandlePool('ray://reward', timeout=30.0))
     """
 
     is_reward_transport = True
@@ -62,6 +73,7 @@ class RayHandlePool:
         max_retries: int = 2,
         backoff_s: float = 0.1,
         total_timeout: float | None = None,
+        token: str | None = None,
     ) -> None:
         if not is_ray_endpoint(endpoint):
             raise ValueError(f"endpoint {endpoint!r} is not of the form 'ray://<app_name>'")
@@ -73,6 +85,9 @@ class RayHandlePool:
         self.max_retries = int(max_retries)
         self.backoff_s = float(backoff_s)
         self.total_timeout = None if total_timeout is None else float(total_timeout)
+        if token is None:
+            token = os.environ.get(ENV_TOKEN) or ""
+        self._auth = {"authorization": f"Bearer {token}"} if token else {}
         self._handle: Any = None
         self._lock = threading.Lock()
         self._closed = False
@@ -138,7 +153,7 @@ class RayHandlePool:
             attempts += 1
             retryable = True
             try:
-                call = (method, route, json, content, dict(headers) if headers else None)
+                call = (method, route, json, content, self._headers(headers))
                 status, resp_headers, body = (
                     self._get_handle().call.remote(call).result(timeout_s=limit)
                 )
@@ -166,6 +181,13 @@ class RayHandlePool:
             if deadline is not None and time.monotonic() + pause >= deadline:
                 raise error  # no time left for another attempt
             time.sleep(pause)
+
+    def _headers(self, headers: Mapping[str, str] | None) -> dict[str, str] | None:
+        """The call's headers with the bearer token added (a caller's own Authorization wins)."""
+        out = dict(self._auth)
+        for name, value in (headers or {}).items():
+            out[name.lower() if name.lower() == "authorization" else name] = value
+        return out or None
 
     def probe(self) -> dict[str, bool]:
         """`GET /health` through the handle: `{url: ok}`."""

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from evolve_envs.reward.service.server import TOKEN_ENV
+from evolve_envs.reward.service.server import TOKEN_ENV, TOKEN_FILE_ENV
 
 __all__ = ["EmbeddedService", "EmbeddedServiceError"]
 
@@ -182,6 +182,7 @@ class EmbeddedService:
             [package_root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
         )
         env["PYTHONUNBUFFERED"] = "1"
+        env.pop(TOKEN_FILE_ENV, None)  # the token goes by value, or not at all
         if self.token:
             env[TOKEN_ENV] = self.token
         else:

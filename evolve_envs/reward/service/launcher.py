@@ -12,6 +12,13 @@ waits until every server answers `GET /health`, prints the endpoints and the
 SIGTERM stops all servers (SIGTERM, then SIGKILL after a grace period). A server that dies is
 reported; the launcher exits with status 1 once none is left. Servers also exit if the launcher
 itself is killed. Arguments after `--` go to every `evolve-reward-server`.
+
+The bearer token comes from `--token-file PATH`, `$EVOLVE_REWARD_TOKEN`,
+`$EVOLVE_REWARD_TOKEN_FILE` or `--token` (which `ps` shows to every user) and reaches the servers
+through their environment, never their command lines. Closed by default: a non-loopback `--host`
+without a token is refused in one line (exit status 2) before any server starts, unless
+`--insecure-no-token` says so. `--backend-kwargs-file` passes a JSON file of backend arguments
+(an API key) by its path.
 """
 
 from __future__ import annotations
@@ -28,8 +35,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from evolve_envs.reward.service.auth import (
+    TOKEN_ENV,
+    TOKEN_FILE_ENV,
+    TokenError,
+    check_exposure,
+    resolve_token,
+)
 from evolve_envs.reward.service.backends import BACKENDS
-from evolve_envs.reward.service.server import TOKEN_ENV
 
 __all__ = ["main", "build_parser", "ServerProcess"]
 
@@ -57,8 +70,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu-ids", default="0", help="comma-separated GPU ids, one server each")
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     p.add_argument("--ckpt-path", default=None, help="model path (default $VLAC_CKPT_PATH)")
-    p.add_argument("--backend-kwargs", default="{}", help="JSON backend arguments")
-    p.add_argument("--token", default=None, help="bearer token (default $EVOLVE_REWARD_TOKEN)")
+    p.add_argument(
+        "--backend-kwargs",
+        default="{}",
+        help="JSON backend arguments ('${NAME}' values: the environment variable NAME)",
+    )
+    p.add_argument(
+        "--backend-kwargs-file",
+        default=None,
+        metavar="PATH",
+        help="JSON file of backend arguments (e.g. an API key), passed to the servers by path",
+    )
+    p.add_argument(
+        "--token",
+        default=None,
+        help=f"bearer token; visible to every user in `ps`: prefer --token-file or ${TOKEN_ENV}",
+    )
+    p.add_argument(
+        "--token-file",
+        default=None,
+        metavar="PATH",
+        help=f"file holding the bearer token (default ${TOKEN_FILE_ENV})",
+    )
+    p.add_argument(
+        "--insecure-no-token",
+        action="store_true",
+        help="serve a non-loopback --host without a bearer token (refused otherwise)",
+    )
     p.add_argument(
         "--startup-timeout", type=float, default=900.0, help="seconds to wait for all servers"
     )
@@ -109,10 +147,17 @@ def _start(args: argparse.Namespace, gpu_ids: list[str]) -> list[ServerProcess]:
         ]
         if args.ckpt_path:
             cmd += ["--ckpt-path", args.ckpt_path]
+        if args.backend_kwargs_file:
+            cmd += ["--backend-kwargs-file", args.backend_kwargs_file]
+        if args.insecure_no_token:
+            cmd.append("--insecure-no-token")
         cmd += list(args.server_args)
         env = dict(os.environ, CUDA_VISIBLE_DEVICES=gpu_id, PYTHONUNBUFFERED="1")
+        env.pop(TOKEN_FILE_ENV, None)  # the token goes by value, in the environment only
         if args.token:
             env[TOKEN_ENV] = args.token
+        else:
+            env.pop(TOKEN_ENV, None)
         log_path = None
         out: IO[bytes] | None = None
         if log_dir is not None:
@@ -193,7 +238,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc))
     if not 0 < args.base_port <= 65535 - len(gpu_ids) + 1:
         parser.error(f"--base-port {args.base_port} leaves no room for {len(gpu_ids)} ports")
-    token = args.token or os.environ.get(TOKEN_ENV)
+    try:
+        token = resolve_token(args.token, args.token_file)
+        check_exposure(args.host, token, args.insecure_no_token)
+    except TokenError as exc:  # one line, before any server starts
+        print(f"evolve-reward-launch: error: {exc}", file=sys.stderr, flush=True)
+        return 2
     args.token = token
 
     received: list[int] = []

@@ -11,6 +11,15 @@ Start it with `evolve-reward-server --engine ray --replicas N ...`, with `serve_
 Python, or with `serve deploy evolve_envs/configs/serve/mock.yaml` (its `import_path` is
 `build_app`).
 
+Closed by default, as `evolve-reward-server` is: each replica reads its bearer token where it
+runs (the `token_file` argument, e.g. a Kubernetes Secret mounted in the replica's pod, else
+`$EVOLVE_REWARD_TOKEN`, else `$EVOLVE_REWARD_TOKEN_FILE`; a literal `token` argument works too,
+but anyone who can read the Serve config sees it), and refuses to start when Serve's HTTP proxy
+listens on a non-loopback address and there is no token, unless `insecure_no_token: true`. HTTP
+requests and handle calls go through the same app, so both need the token
+(`RayHandlePool(token=...)` sends it). A backend argument written `${NAME}` is the replica's
+environment variable NAME (an API key from a Secret).
+
 Example:
     >>> app = build_app({"backend": "mock", "replicas": 2})  # doctest: +SKIP
     >>> serve.run(app, name="reward", route_prefix="/")  # doctest: +SKIP
@@ -19,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,11 +36,30 @@ import httpx
 from ray import serve
 from ray.serve import Application
 
+from evolve_envs.reward.service.auth import (
+    TOKEN_ENV,
+    TOKEN_FILE_ENV,
+    check_exposure,
+    expand_env_refs,
+    is_loopback_host,
+    resolve_token,
+)
 from evolve_envs.reward.service.limits import APP_LIMITS, ServiceLimits
 
 __all__ = ["RewardDeployment", "build_app", "deployment_options", "DEFAULT_APP_NAME"]
 
 DEFAULT_APP_NAME = "reward"
+
+log = logging.getLogger("evolve_envs.reward.service.ray_serve")
+
+#: Serve application arguments that say where the token comes from, read by each replica
+TOKEN_KEYS = ("token_file", "insecure_no_token")
+#: what a replica without a token on a public proxy says to do
+SERVE_TOKEN_FIX = (
+    f"set token_file in the application's args (a file on the replica's node, e.g. a mounted "
+    f"Kubernetes Secret) or {TOKEN_ENV} / {TOKEN_FILE_ENV} in the replicas' environment, or "
+    "insecure_no_token: true on a network you trust"
+)
 
 #: keyword arguments of `create_app` that the Serve config may set (besides the backend).
 APP_KEYS = (
@@ -64,9 +93,10 @@ class RewardDeployment:
     ) -> None:
         from evolve_envs.reward.service.app import create_app
 
-        self._app = create_app(
-            backend, backend_kwargs=dict(backend_kwargs or {}), **(app_kwargs or {})
-        )
+        app_kwargs = dict(app_kwargs or {})
+        app_kwargs["token"] = replica_token(app_kwargs, proxy_host())
+        backend_kwargs = expand_env_refs(dict(backend_kwargs or {}))
+        self._app = create_app(backend, backend_kwargs=backend_kwargs, **app_kwargs)
         self._client: httpx.AsyncClient | None = None
 
     def __serve_build_asgi_app__(self) -> Any:
@@ -92,6 +122,49 @@ class RewardDeployment:
         """Answer `(method, route, json_body, content, headers)` calls with
         `(status, headers, body bytes)`."""
         return list(await asyncio.gather(*(self._one(c) for c in calls)))
+
+
+def proxy_host() -> str | None:
+    """The address Serve's HTTP proxies listen on (`http_options.host`), asked of the Serve
+    controller; ``None`` when it cannot be read (then it counts as public)."""
+    try:
+        from ray.serve.context import _get_global_client
+
+        client = _get_global_client(raise_if_no_controller_running=False)
+        return None if client is None else str(client.http_config.host)
+    except Exception:  # noqa: BLE001 - Ray's client API is internal; unknown counts as public
+        log.warning("cannot read the Serve proxy's address; treating it as public")
+        return None
+
+
+def replica_token(app_kwargs: dict[str, Any], host: str | None) -> str | None:
+    """Pop the token arguments from ``app_kwargs`` and return the replica's bearer token: the
+    ``token`` argument, else ``token_file``, else ``$EVOLVE_REWARD_TOKEN``, else
+    ``$EVOLVE_REWARD_TOKEN_FILE`` (all read on the replica's node). Raises
+    :class:`~evolve_envs.reward.service.auth.TokenError` (one line) when the proxy at ``host``
+    is not loopback and there is none, unless ``insecure_no_token``.
+
+    Example:
+        >>> replica_token({"token_file": None, "insecure_no_token": False}, "127.0.0.1")
+        >>> replica_token({"insecure_no_token": False}, "0.0.0.0")
+        Traceback (most recent call last):
+        ...
+        evolve_envs.reward.service.auth.TokenError: the Serve HTTP proxy 0.0.0.0 is not ...
+    """
+    token = resolve_token(
+        app_kwargs.pop("token", None),
+        app_kwargs.pop("token_file", None),
+        names=("token", "token_file"),
+    )
+    insecure = bool(app_kwargs.pop("insecure_no_token", False))
+    check_exposure(host, token, insecure, what="the Serve HTTP proxy", fix=SERVE_TOKEN_FIX)
+    if token is None and not (host is not None and is_loopback_host(host)):
+        log.warning(
+            "serving the proxy at %s without a bearer token (insecure_no_token): anyone who "
+            "can reach it can use the model",
+            host,
+        )
+    return token
 
 
 def deployment_options(
@@ -134,14 +207,20 @@ def build_app(args: Mapping[str, Any]) -> Application:
 
     `args`: `backend` (required), `backend_kwargs`, `replicas`, `num_gpus`, `num_cpus`,
     `resources` (custom Ray resources per replica), `autoscaling` (Serve's autoscaling_config),
-    `max_ongoing_requests`, and any of `APP_KEYS`.
+    `max_ongoing_requests`, any of `APP_KEYS`, and `token_file` / `insecure_no_token`
+    (`TOKEN_KEYS`; the replicas read the token and apply the closed-by-default rule, since the
+    token lives where they run).
     """
     args = dict(args)
     if "backend" not in args:
         raise ValueError("the Serve application needs a 'backend' argument")
     backend = args.pop("backend")
     backend_kwargs = args.pop("backend_kwargs", None) or {}
-    app_kwargs = {k: args.pop(k) for k in APP_KEYS if k in args}
+    app_kwargs = {k: args.pop(k) for k in (*APP_KEYS, *TOKEN_KEYS) if k in args}
+    if app_kwargs.get("token") and app_kwargs.get("token_file"):
+        raise ValueError("both token and token_file are given; give one of them")
+    if not isinstance(app_kwargs.get("insecure_no_token", False), bool):
+        raise ValueError("insecure_no_token must be true or false")
     limits = {k: app_kwargs.pop(k) for k in APP_LIMITS if k in app_kwargs}
     # the limits: the arguments, else EVOLVE_REWARD_<NAME> where the app is built, else defaults
     app_kwargs.update(ServiceLimits.from_env(**limits).app_kwargs())

@@ -12,20 +12,24 @@ bind is one line, exit status 2), the port is bound (taken: one line, exit statu
 backend loads, and the ready line is printed once the server accepts requests (`--debug` or
 `EVOLVE_ENVS_DEBUG=1` adds tracebacks to start-up failures).
 
-Binds 127.0.0.1 unless `--host` says otherwise; `--token` (or `EVOLVE_REWARD_TOKEN`) requires
-`Authorization: Bearer <token>` on every request. `--ckpt-path` (or `VLAC_CKPT_PATH`) names the
-model directory of the `vlm` and `vlac` backends. `--backend mock` uses the *change* rule (the
-rule of the shipped configs' embedded service, `MOCK_DEFAULTS`) unless `--backend-kwargs` names
-one. The ready line on stderr names the backend, its settings and the URL. `--engine ray`
-serves the same app from `--replicas` Ray Serve replicas (`evolve_envs.reward.service.ray_serve`) on
-a local Ray instance, or on the cluster at `--address`, as the Serve application `--app-name` (Ray
-actors reach it by handle).
+Binds 127.0.0.1 unless `--host` says otherwise. A bearer token (`--token-file PATH`,
+`EVOLVE_REWARD_TOKEN`, `EVOLVE_REWARD_TOKEN_FILE`, or `--token`, which `ps` shows to every user)
+requires `Authorization: Bearer <token>` on every request. Closed by default: a non-loopback
+`--host` without a token refuses to start (one line, exit status 2) unless `--insecure-no-token`
+says so. `--ckpt-path` (or `VLAC_CKPT_PATH`) names the model directory of the `vlm` and `vlac`
+backends. `--backend-kwargs-file PATH` reads backend arguments from a JSON file and a string
+argument written `${NAME}` is the environment variable NAME, so an API key need not be on the
+command line either. `--backend mock` uses the *change* rule (the rule of the shipped configs'
+embedded service, `MOCK_DEFAULTS`) unless `--backend-kwargs` names one. The ready line on
+stderr names the backend, its settings and the URL. `--engine ray` serves the same app from
+`--replicas` Ray Serve replicas (`evolve_envs.reward.service.ray_serve`) on a local Ray instance,
+or on the cluster at `--address`, as the Serve application `--app-name` (Ray actors reach it by
+handle).
 """
 
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import json
 import logging
 import os
@@ -36,6 +40,15 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from evolve_envs.reward.service.auth import (
+    TOKEN_ENV,
+    TOKEN_FILE_ENV,
+    TokenError,
+    check_exposure,
+    expand_env_refs,
+    is_loopback_host,
+    resolve_token,
+)
 from evolve_envs.reward.service.backends import BACKENDS
 from evolve_envs.reward.service.backends.base import CKPT_ENV
 from evolve_envs.reward.service.batching import MAX_WINDOW_S
@@ -45,9 +58,7 @@ from evolve_envs.reward.service.limits import (
     limits_from_args,
 )
 
-__all__ = ["main", "build_parser", "TOKEN_ENV", "MOCK_DEFAULTS"]
-
-TOKEN_ENV = "EVOLVE_REWARD_TOKEN"
+__all__ = ["main", "build_parser", "TOKEN_ENV", "TOKEN_FILE_ENV", "MOCK_DEFAULTS"]
 
 #: Backend kwargs `--backend mock` starts with unless `--backend-kwargs` sets them: the same rule
 #: as `reward_model.endpoint: embedded` (`embedded_backend_kwargs`), which scores how far camera
@@ -72,10 +83,37 @@ def build_parser() -> argparse.ArgumentParser:
         help="GPU ids this server may use, exported as CUDA_VISIBLE_DEVICES (e.g. 0)",
     )
     p.add_argument(
-        "--backend-kwargs", default="{}", help="JSON object of backend constructor arguments"
+        "--backend-kwargs",
+        default="{}",
+        help="JSON object of backend constructor arguments; a string value '${NAME}' is the "
+        "environment variable NAME (keep API keys off the command line)",
+    )
+    p.add_argument(
+        "--backend-kwargs-file",
+        default=None,
+        metavar="PATH",
+        help="JSON object file of backend arguments (e.g. a mounted secret holding an API key); "
+        "--backend-kwargs overrides its keys",
     )
     p.add_argument("--ckpt-path", default=None, help=f"model path (default ${CKPT_ENV})")
-    p.add_argument("--token", default=None, help=f"bearer token (default ${TOKEN_ENV})")
+    p.add_argument(
+        "--token",
+        default=None,
+        help=f"bearer token; visible to every user in `ps`: prefer --token-file or ${TOKEN_ENV}",
+    )
+    p.add_argument(
+        "--token-file",
+        default=None,
+        metavar="PATH",
+        help=f"file holding the bearer token, e.g. a mounted Kubernetes Secret "
+        f"(default ${TOKEN_FILE_ENV}; ${TOKEN_ENV} holds the token itself)",
+    )
+    p.add_argument(
+        "--insecure-no-token",
+        action="store_true",
+        help="serve a non-loopback --host without a bearer token (refused otherwise): anyone "
+        "who can reach the port can use the model",
+    )
     p.add_argument(
         "--video-dir",
         action="append",
@@ -154,15 +192,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
@@ -171,12 +200,13 @@ def _allowed_hosts(args: argparse.Namespace) -> list[str]:
     if args.allowed_hosts:
         return [h.strip() for h in args.allowed_hosts.split(",") if h.strip()]
     hosts = list(LOOPBACK_HOSTS)
-    if args.host not in ("0.0.0.0", "::", "") and not _is_loopback(args.host):
+    if args.host not in ("0.0.0.0", "::", "") and not is_loopback_host(args.host):
         hosts.append(args.host)
     elif args.host in ("0.0.0.0", "::"):
         log.warning(
-            "binding %s: only requests naming a loopback host are served until --allowed-hosts "
-            "lists the names or addresses clients use",
+            "binding %s: requests whose Host header is not a loopback name answer 421 until "
+            "--allowed-hosts lists the names or addresses clients use (this is no access "
+            "control: remote callers choose their Host header; the bearer token is)",
             args.host,
         )
     return hosts
@@ -196,13 +226,49 @@ def _watch_stdin_then_exit() -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
+def backend_kwargs_file(path: str) -> dict[str, Any]:
+    """The JSON object a `--backend-kwargs-file` holds; anything else is one line
+    (:class:`~evolve_envs.cli_errors.CliError`, status 2)."""
+    from evolve_envs.cli_errors import CliError, ExitStatus
+
+    try:
+        with open(path, "rb") as f:
+            text = f.read(1 << 20)  # arguments, not data: 1 MiB is plenty
+    except OSError as exc:
+        raise CliError(
+            f"--backend-kwargs-file {path!r}: cannot read it ({exc.strerror or exc})",
+            ExitStatus.USAGE,
+        ) from None
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CliError(
+            f"--backend-kwargs-file {path!r} is not valid JSON ({exc}); write one JSON object",
+            ExitStatus.USAGE,
+        ) from None
+    if not isinstance(value, dict):
+        raise CliError(
+            f'--backend-kwargs-file {path!r} must hold a JSON object, e.g. {{"api_key": "..."}}',
+            ExitStatus.USAGE,
+        )
+    return value
+
+
 def _backend_kwargs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[str, Any]:
+    from evolve_envs.cli_errors import CliError, ExitStatus
+
     try:
         kwargs = json.loads(args.backend_kwargs)
     except json.JSONDecodeError as exc:
         parser.error(f"--backend-kwargs is not valid JSON: {exc}")
     if not isinstance(kwargs, dict):
         parser.error("--backend-kwargs must be a JSON object")
+    if args.backend_kwargs_file:
+        kwargs = {**backend_kwargs_file(args.backend_kwargs_file), **kwargs}
+    try:
+        kwargs = expand_env_refs(kwargs)
+    except TokenError as exc:
+        raise CliError(str(exc), ExitStatus.USAGE) from None
     if args.backend == "mock":
         kwargs = {**MOCK_DEFAULTS, **kwargs}
     if args.ckpt_path and args.backend != "mock":  # else the backend reads $VLAC_CKPT_PATH
@@ -305,22 +371,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_command("evolve-reward-server", lambda: _run(args, parser), debug=args.debug)
 
 
+def server_token(args: argparse.Namespace) -> str | None:
+    """The bearer token of `--token`, `--token-file` or the environment, after the
+    closed-by-default rule: a non-loopback `--host` without one raises
+    :class:`~evolve_envs.cli_errors.CliError` (one line, status 2) unless `--insecure-no-token`.
+    """
+    from evolve_envs.cli_errors import CliError, ExitStatus
+
+    try:
+        token = resolve_token(args.token, args.token_file)
+        check_exposure(args.host, token, args.insecure_no_token)
+    except TokenError as exc:
+        raise CliError(str(exc), ExitStatus.USAGE) from None
+    if token is None and args.insecure_no_token and not is_loopback_host(args.host):
+        log.warning(
+            "serving %s without a bearer token (--insecure-no-token): anyone who can reach "
+            "this port can use the model",
+            args.host,
+        )
+    return token
+
+
 def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     _check_bind_args(args)
+    token = server_token(args)  # before anything binds or loads
     if args.gpu_ids is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = args.gpu_ids
     kwargs = _backend_kwargs(args, parser)
-    token = args.token or os.environ.get(TOKEN_ENV) or None
-    if not _is_loopback(args.host) and not token:
-        log.warning(
-            "binding %s without a bearer token: anyone who can reach this port can use the "
-            "model; set --token or %s",
-            args.host,
-            TOKEN_ENV,
-        )
     if args.exit_on_stdin_eof:
         _watch_stdin_then_exit()
 
@@ -448,6 +528,7 @@ def _serve_on_ray(
         "resources": resources,
         "autoscaling": autoscaling,
         **_app_kwargs(args, token),
+        "insecure_no_token": args.insecure_no_token,  # the replicas apply the same rule
     }
     try:
         app = build_app(app_args)
