@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from evolve_envs.cli_errors import CliError, ExitStatus
+from evolve_envs.cli.errors import CliError, ExitStatus
 from evolve_envs.reward.service.auth import TOKEN_ENV, TOKEN_FILE_ENV
 from evolve_envs.reward.service.server import build_parser, server_token
 from tests.service.svc_helpers import free_port

@@ -228,8 +228,8 @@ def _watch_stdin_then_exit() -> None:
 
 def backend_kwargs_file(path: str) -> dict[str, Any]:
     """The JSON object a `--backend-kwargs-file` holds; anything else is one line
-    (:class:`~evolve_envs.cli_errors.CliError`, status 2)."""
-    from evolve_envs.cli_errors import CliError, ExitStatus
+    (:class:`~evolve_envs.cli.errors.CliError`, status 2)."""
+    from evolve_envs.cli.errors import CliError, ExitStatus
 
     try:
         with open(path, "rb") as f:
@@ -255,7 +255,7 @@ def backend_kwargs_file(path: str) -> dict[str, Any]:
 
 
 def _backend_kwargs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[str, Any]:
-    from evolve_envs.cli_errors import CliError, ExitStatus
+    from evolve_envs.cli.errors import CliError, ExitStatus
 
     try:
         kwargs = json.loads(args.backend_kwargs)
@@ -374,9 +374,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def server_token(args: argparse.Namespace) -> str | None:
     """The bearer token of `--token`, `--token-file` or the environment, after the
     closed-by-default rule: a non-loopback `--host` without one raises
-    :class:`~evolve_envs.cli_errors.CliError` (one line, status 2) unless `--insecure-no-token`.
+    :class:`~evolve_envs.cli.errors.CliError` (one line, status 2) unless `--insecure-no-token`.
     """
-    from evolve_envs.cli_errors import CliError, ExitStatus
+    from evolve_envs.cli.errors import CliError, ExitStatus
 
     try:
         token = resolve_token(args.token, args.token_file)
