@@ -83,7 +83,7 @@ def start_server(log: Path, port: int, *extra: str) -> subprocess.Popen[bytes]:
     import httpx
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "evolve_envs.reward.service.server", "--backend", "mock",
+        [sys.executable, "-m", "evolve_envs.cli.serve", "--backend", "mock",
          "--backend-kwargs", '{"rule": "reach_place"}', "--port", str(port), *extra],
         stdout=log.open("wb"), stderr=subprocess.STDOUT, cwd=ROOT,
     )  # fmt: skip
@@ -288,7 +288,7 @@ def test_ctrl_c_is_a_stop_reason(tmp_path: Path) -> None:
 
 def test_server_refuses_bad_port_and_host_in_one_line() -> None:
     prog = "evolve-reward-server"
-    mod = "evolve_envs.reward.service.server"
+    mod = "evolve_envs.cli.serve"
     for args, words in [
         (["--port", "99999"], "--port 99999 is not a TCP port"),
         (["--host", "no-such-host.invalid"], "--host 'no-such-host.invalid'"),
@@ -306,7 +306,7 @@ def test_server_port_taken_fails_before_loading_the_backend() -> None:
         # a backend that cannot load: the port is checked first, so the port is what is reported
         proc = run_cli(
             ["--backend", "vlm", "--ckpt-path", "/nonexistent/model", "--port", str(port)],
-            module="evolve_envs.reward.service.server",
+            module="evolve_envs.cli.serve",
         )
     assert proc.returncode == SERVICE, proc.stderr[-2000:]
     assert_one_line(proc, "evolve-reward-server", f"port {port} on 127.0.0.1 is taken")
@@ -318,7 +318,7 @@ def test_server_ready_line_means_it_serves(tmp_path: Path) -> None:
 
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "evolve_envs.reward.service.server", "--backend", "mock",
+        [sys.executable, "-m", "evolve_envs.cli.serve", "--backend", "mock",
          "--port", str(port)],
         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=ROOT,
     )  # fmt: skip

@@ -304,7 +304,7 @@ def test_unknown_backend_in_create_app() -> None:
 
 def test_unknown_backend_on_command_line() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "evolve_envs.reward.service.server", "--backend", "nope"],
+        [sys.executable, "-m", "evolve_envs.cli.serve", "--backend", "nope"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -318,7 +318,7 @@ def test_bad_backend_kwargs_on_command_line() -> None:
         [
             sys.executable,
             "-m",
-            "evolve_envs.reward.service.server",
+            "evolve_envs.cli.serve",
             "--backend",
             "mock",
             "--backend-kwargs",

@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from evolve_envs.cli.errors import CliError, ExitStatus
+from evolve_envs.cli.serve_options import build_parser, server_token
 from evolve_envs.reward.service.auth import TOKEN_ENV, TOKEN_FILE_ENV
-from evolve_envs.reward.service.server import build_parser, server_token
 from tests.service.svc_helpers import free_port
 
 ROUTES = {
@@ -42,7 +42,7 @@ def _script() -> list[str]:
     if exe.exists():
         return [str(exe)]
     found = shutil.which("evolve-reward-server")
-    return [found] if found else [sys.executable, "-m", "evolve_envs.reward.service.server"]
+    return [found] if found else [sys.executable, "-m", "evolve_envs.cli.serve"]
 
 
 def test_console_script_serves_openapi_with_every_route(tmp_path: Path) -> None:
@@ -96,7 +96,7 @@ def _env_without_token(**extra: str) -> dict[str, str]:
 
 
 def _server(*args: str) -> list[str]:
-    return [sys.executable, "-m", "evolve_envs.reward.service.server", "--backend", "mock", *args]
+    return [sys.executable, "-m", "evolve_envs.cli.serve", "--backend", "mock", *args]
 
 
 @pytest.mark.parametrize("engine", ["uvicorn", "ray"])
@@ -211,7 +211,7 @@ def test_a_bad_token_source_is_one_line(
 @pytest.mark.parametrize("flag", ["--help"])
 def test_module_entry_point_help(flag: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "evolve_envs.reward.service.server", flag],
+        [sys.executable, "-m", "evolve_envs.cli.serve", flag],
         capture_output=True,
         text=True,
         timeout=60,

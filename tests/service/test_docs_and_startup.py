@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from evolve_envs.reward.service.server import MOCK_DEFAULTS
+from evolve_envs.cli.serve_options import MOCK_DEFAULTS
 from evolve_envs.stack.config import RewardModelConfig
 from tests.service.svc_helpers import free_port
 
@@ -36,7 +36,7 @@ def test_standalone_mock_uses_the_embedded_rule_and_says_so(tmp_path: Path) -> N
     log = tmp_path / "server.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "evolve_envs.reward.service.server", "--backend", "mock",
+            [sys.executable, "-m", "evolve_envs.cli.serve", "--backend", "mock",
              "--port", str(port)],
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -52,7 +52,7 @@ def test_launcher_two_servers_pinned_and_stopped(tmp_path: Path, stop_signal: in
         [
             sys.executable,
             "-m",
-            "evolve_envs.reward.service.launcher",
+            "evolve_envs.cli.launch",
             "--backend",
             "mock",
             "--base-port",
@@ -114,7 +114,7 @@ def test_launcher_reports_a_server_that_cannot_start(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "evolve_envs.reward.service.launcher",
+            "evolve_envs.cli.launch",
             "--backend",
             "mock",
             "--base-port",
@@ -145,7 +145,7 @@ def test_launcher_rejects_bad_gpu_ids() -> None:
         [
             sys.executable,
             "-m",
-            "evolve_envs.reward.service.launcher",
+            "evolve_envs.cli.launch",
             "--backend",
             "mock",
             "--gpu-ids",
@@ -165,7 +165,7 @@ def _env_without_token() -> dict[str, str]:
 def test_launcher_refuses_a_public_host_without_a_token_before_starting_servers() -> None:
     base = _base_port()
     proc = subprocess.run(
-        [sys.executable, "-m", "evolve_envs.reward.service.launcher", "--backend", "mock",
+        [sys.executable, "-m", "evolve_envs.cli.launch", "--backend", "mock",
          "--host", "0.0.0.0", "--base-port", str(base), "--gpu-ids", "0,1"],
         capture_output=True, text=True, timeout=60, env=_env_without_token(),
     )  # fmt: skip
@@ -182,7 +182,7 @@ def test_launcher_token_file_reaches_the_servers_off_their_command_lines(tmp_pat
     token_file.write_text(token + "\n")
     base = _base_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "evolve_envs.reward.service.launcher", "--backend", "mock",
+        [sys.executable, "-m", "evolve_envs.cli.launch", "--backend", "mock",
          "--base-port", str(base), "--gpu-ids", "0", "--token-file", str(token_file),
          "--log-dir", str(tmp_path)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env_without_token(),

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from evolve_envs.cli.serve_options import build_parser
 from evolve_envs.reward.service.limits import (
     APP_LIMITS,
     DEFAULT_LIMITS,
@@ -20,7 +21,6 @@ from evolve_envs.reward.service.limits import (
     limits_from_args,
     markdown_table,
 )
-from evolve_envs.reward.service.server import build_parser
 from evolve_envs.reward.service.service_state import RequestLimits
 from tests.service.svc_helpers import free_port, painted_b64, wait_until_serving
 
@@ -68,7 +68,7 @@ def test_the_real_server_reads_the_environment(tmp_path: Path) -> None:
     env = {**os.environ, "EVOLVE_REWARD_MAX_FRAMES": "2"}
     log = (tmp_path / "server.log").open("wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "evolve_envs.reward.service.server", "--backend", "mock",
+        [sys.executable, "-m", "evolve_envs.cli.serve", "--backend", "mock",
          "--port", str(port)],
         env=env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip

@@ -26,7 +26,7 @@ def test_server_reports_missing_vlac_package() -> None:
         [
             sys.executable,
             "-m",
-            "evolve_envs.reward.service.server",
+            "evolve_envs.cli.serve",
             "--backend",
             "vlac",
             "--ckpt-path",

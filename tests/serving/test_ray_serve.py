@@ -290,7 +290,7 @@ def test_server_cli_engine_ray_deploys_on_a_cluster(serve_service, client, tmp_p
     cmd = [
         sys.executable,
         "-m",
-        "evolve_envs.reward.service.server",
+        "evolve_envs.cli.serve",
         "--engine",
         "ray",
         "--backend",

@@ -134,7 +134,7 @@ def _start(args: argparse.Namespace, gpu_ids: list[str]) -> list[ServerProcess]:
         cmd = [
             sys.executable,
             "-m",
-            "evolve_envs.reward.service.server",
+            "evolve_envs.cli.serve",
             "--backend",
             args.backend,
             "--host",
