@@ -67,12 +67,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.core import ActType, ObsType
 
+from evolve_envs.progress.settings import TrackerSettings
 from evolve_envs.progress.task_text import task_text
-from evolve_envs.progress.tracker import (
-    ProgressService,
-    ProgressTracker,
-    TrackerSettings,
-)
+from evolve_envs.progress.tracker import ProgressService, ProgressTracker
 from evolve_envs.wrappers.ownership import close_owned
 
 __all__ = ["ProgressReward"]
@@ -89,7 +86,7 @@ class ProgressReward(
         env: the env (with its time limit inside).
         client: a progress client (``evolve_envs.reward.clients.progress_client.ProgressClient``) or
             the service URL(s) to build one from (then owned and closed with the wrapper).
-        settings: :class:`~evolve_envs.progress.tracker.TrackerSettings` or a
+        settings: :class:`~evolve_envs.progress.settings.TrackerSettings` or a
             mapping of them.
         camera: observation key of the frames sent to the reward model (``None``: the
             observation is the image); a tuple of keys sends them stacked (``K x H x W x 3``),
