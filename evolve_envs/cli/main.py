@@ -313,7 +313,8 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
 def _calibrate(args: argparse.Namespace) -> int:
     import time
 
-    from evolve_envs.cli.calibrate import calibrate, check_services, summary_line, write_report
+    from evolve_envs.cli.calibrate import calibrate, check_services
+    from evolve_envs.cli.calibrate_report import summary_line, write_report
 
     out = Path(args.out or f"runs/calibrate-{time.strftime('%Y%m%d-%H%M%S')}")
     if args.threshold is None:  # the config's, else the recorded run's, else 0.95

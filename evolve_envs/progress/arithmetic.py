@@ -59,6 +59,7 @@ __all__ = [
     "check_steps",
     "is_milestone",
     "reached",
+    "as_fraction",
     "dense_rewards",
 ]
 
@@ -113,6 +114,16 @@ def reached(value: float, threshold: float, comparison: Comparison = ">=") -> bo
     if comparison == ">":
         return value > threshold
     raise ValueError(f"comparison must be one of {COMPARISONS}, got {comparison!r}")
+
+
+def as_fraction(progress: float) -> float:
+    """Progress (percent) as a fraction, rounded to 9 decimals so that float noise of the
+    accumulation (95.00000000000001) cannot flip a threshold comparison.
+
+    >>> as_fraction(95.00000000000001), reached(as_fraction(95.00000000000001), 0.95, ">")
+    (0.95, False)
+    """
+    return round(progress / 100.0, 9)
 
 
 def dense_rewards(values: Iterable[float], start: float = 0.0) -> list[float]:

@@ -6,6 +6,14 @@ reward modes and the end-of-episode settlement — so that the Gymnasium wrapper
 (:class:`evolve_envs.wrappers.progress_reward.ProgressReward`) and trainer integrations that step
 many envs at once (one tracker per sub-env) share one implementation.
 
+This module holds the lifecycle (reset, observe, finish) and sends the checks; each other job
+has a module of its own, so each can be read and tested alone:
+:mod:`~evolve_envs.progress.check_schedule` (when checks are sent and waited for),
+:mod:`~evolve_envs.progress.request_modes` (what a check asks, how its answer becomes progress),
+:mod:`~evolve_envs.progress.settlement` (applying answers: progress, done, model reward),
+:mod:`~evolve_envs.progress.tracker_info` (the info keys and the summary), and
+:mod:`~evolve_envs.progress.episode_state` (the records they share).
+
 Protocol of use (one episode)::
 
     tracker.reset(task, first_frame)                  # frame 0, progress 0
@@ -49,7 +57,8 @@ of the latency over the median step, is the answer latency *in steps*, ``L``. Tw
   steps after it was sent (``4·call_every`` until a first answer is measured), so the env waits
   only on answers that are late for this service, never on answers that are on time.
 * ``last_check="before_limit"`` with a known time limit ``T`` (``time_limit``, or
-  ``reset(..., time_limit=T)``; :func:`episode_limit` reads it off a ``TimeLimit`` or
+  ``reset(..., time_limit=T)``; :func:`~evolve_envs.progress.check_schedule.episode_limit`
+  reads it off a ``TimeLimit`` or
   ``ProgressiveHorizon``): checks whose answer is expected after the limit (sent after
   ``T − ceil(L) − 1``) are not sent on the grid; instead the last check is sent at the first
   step past that cutoff (skipped if the previous check is less than half an interval before),
@@ -116,55 +125,27 @@ level ``g`` as progress ``round(100 * g / 255)``)::
 
 from __future__ import annotations
 
-import collections
 import logging
-import math
-import sys
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
-from evolve_envs.progress.arithmetic import (
-    accumulate,
-    clamp_progress,
-    is_check_step,
-    is_milestone,
-    reached,
-)
+from evolve_envs.progress.check_schedule import AnswerTiming, answer_deadline, check_now
 from evolve_envs.progress.done_rules import TerminationAudit
-from evolve_envs.progress.frames import uniform_indices
-from evolve_envs.progress.settings import (
-    CallMode,
-    ConfigError,
-    DoneBy,
-    ProgressMode,
-    RewardMode,
-    TrackerSettings,
-    check_capabilities,
-)
+from evolve_envs.progress.episode_state import EpisodeState, Frame, FrameHolder, PendingCheck
+from evolve_envs.progress.request_modes import REQUEST_MODES, RequestMode
+from evolve_envs.progress.settings import TrackerSettings, check_capabilities
+from evolve_envs.progress.settlement import AnswerSettlement
+from evolve_envs.progress.tracker_info import episode_summary, step_info
 from evolve_envs.reward.clients.errors import RewardServiceError
 
-__all__ = [
-    "ProgressMode",
-    "RewardMode",
-    "CallMode",
-    "DoneBy",
-    "TrackerSettings",
-    "TrackerStep",
-    "ProgressService",
-    "ProgressTracker",
-    "check_capabilities",
-    "ConfigError",
-    "episode_limit",
-]
+__all__ = ["ProgressService", "ProgressTracker", "TrackerStep"]
 
 logger = logging.getLogger(__name__)
-
-Frame = np.ndarray | Callable[[], np.ndarray]
 
 
 class ProgressService(Protocol):
@@ -213,58 +194,6 @@ class TrackerStep:
     summary: dict[str, Any] | None = None
 
 
-@dataclass
-class _Pending:
-    step: int
-    base_step: int
-    milestone: bool
-    critic: Future[Any]
-    done: Future[Any] | None = None
-    deadline: int = 0  # the step at which the answer is waited for (async)
-    sent_at: float = 0.0  # clock time of the request (async)
-    answered_at: list[float] = field(default_factory=list)  # clock times of its answers
-
-    def ready(self) -> bool:
-        return self.critic.done() and (self.done is None or self.done.done())
-
-
-@dataclass
-class _Episode:
-    task: str = ""
-    first_frame: np.ndarray | None = None
-    step: int = 0
-    progress: float = 0.0
-    max_progress: float = 0.0
-    values: dict[int, float] = field(default_factory=lambda: {0: 0.0})
-    frames: dict[int, np.ndarray] = field(default_factory=dict)
-    check_frames: list[tuple[int, np.ndarray]] = field(default_factory=list)
-    milestone_step: int = 0
-    prev_check_step: int = 0
-    last_sent_step: int = 0
-    pending: collections.deque[_Pending] = field(default_factory=collections.deque)
-    level_paid: float = 0.0
-    calls: int = 0
-    answers: int = 0
-    errors: int = 0
-    fallbacks: int = 0
-    latency_total_s: float = 0.0
-    latency_max_s: float = 0.0
-    last_latency_s: float = 0.0
-    last_error: str | None = None
-    limit: int | None = None
-    final_sent: bool = False
-    left_at: float | None = None
-    lag_waits: int = 0
-    end_waits: int = 0
-    done: bool = False
-    done_step: int | None = None
-    done_env_success: bool | None = None
-    env_success: bool | None = None
-    model_reward: float = 0.0
-    finished: bool = False
-    summary: dict[str, Any] | None = None
-
-
 class ProgressTracker:
     """Per-episode progress state machine (see the module docstring for the full contract).
 
@@ -273,12 +202,14 @@ class ProgressTracker:
             ``evolve_envs.reward.clients.progress_client.ProgressClient``.
         settings: :class:`TrackerSettings` (or a mapping of them).
         capabilities: the service's ``/capabilities`` answer; when given, the settings are
-            checked against it (:func:`check_capabilities`). Ask the service once and share it.
+            checked against it (:func:`~evolve_envs.progress.settings.check_capabilities`).
+            Ask the service once and share it.
         audit: the :class:`~evolve_envs.progress.done_rules.TerminationAudit` that counts this
             tracker's episodes (share one between the trackers of a vectorised env); default a new
             one.
         time_limit: the episodes' time limit in steps, or a zero-argument callable read at
-            every :meth:`reset` (e.g. ``lambda: episode_limit(env)``); used by
+            every :meth:`reset` (e.g. ``lambda: episode_limit(env)``, with
+            :func:`~evolve_envs.progress.check_schedule.episode_limit`); used by
             ``last_check="before_limit"``. Settable later as the attribute ``time_limit``.
         clock: seconds, monotonic (the async timing's clock; tests pass a fake one).
 
@@ -304,13 +235,14 @@ class ProgressTracker:
         if capabilities is not None:
             check_capabilities(settings, capabilities)
         self.client = client
-        self._mode: _Mode = _MODES[settings.mode](settings)
-        self._ep = _Episode(finished=True)
+        self._mode: RequestMode = REQUEST_MODES[settings.mode](settings)
+        self._ep = EpisodeState(finished=True)
         self.episodes = 0
         self.audit = audit if audit is not None else TerminationAudit()
         self._judge = settings.rule.judge()
         self.time_limit = time_limit
-        self._timing = _Timing(clock)
+        self._timing = AnswerTiming(clock)
+        self._answers = AnswerSettlement(settings, self._mode, self._judge, self._timing)
 
     # ------------------------------------------------------------------ episode lifecycle
     @property
@@ -352,6 +284,11 @@ class ProgressTracker:
         """The last settled episode's summary (``None`` while an episode runs)."""
         return self._ep.summary
 
+    def step_info(self, checked: bool = False, fallback: bool = False) -> dict[str, Any]:
+        """The per-step ``info`` keys for the episode's current state (after ``reset``: zeros);
+        see :func:`evolve_envs.progress.tracker_info.step_info`."""
+        return step_info(self._ep, checked, fallback)
+
     def latency_steps(self) -> float | None:
         """The answer latency in env steps the async schedule works with (95th percentile of
         the recent latencies over the median step time); ``None`` before both are measured."""
@@ -366,7 +303,7 @@ class ProgressTracker:
         if not isinstance(task, str) or not task.strip():
             raise ValueError(f"task must be a non-empty string, got {task!r}")
         first = np.array(first_frame, copy=True)
-        ep = _Episode(task=task, first_frame=first)
+        ep = EpisodeState(task=task, first_frame=first)
         ep.frames[0] = first
         ep.check_frames.append((0, first))
         ep.limit = time_limit if time_limit is not None else self._read_limit()
@@ -400,14 +337,14 @@ class ProgressTracker:
         ep.step = int(step)
         if env_success is not None:
             ep.env_success = bool(env_success)
-        holder = _FrameHolder(frame)
+        holder = FrameHolder(frame)
         reward = 0.0
         fallback_now = False
         applied = 0
 
-        if self._check_now(step):
+        if check_now(s, ep, self._timing, step):
             self._send(step, holder)
-        r, n, fb = self._apply_due(step)
+        r, n, fb = self._answers.apply_due(ep, step)
         reward, applied, fallback_now = reward + r, applied + n, fallback_now or fb
 
         terminate = ep.done and s.terminate_on_done
@@ -419,7 +356,7 @@ class ProgressTracker:
             reward, applied, fallback_now = reward + r, applied + n, fallback_now or fb
             terminate = ep.done and s.terminate_on_done
 
-        info = self.step_info(applied > 0, fallback_now)
+        info = step_info(ep, applied > 0, fallback_now)
         if over:
             info["episode_reward_model"] = ep.summary
         elif timed:
@@ -450,41 +387,8 @@ class ProgressTracker:
         limit = self.time_limit() if callable(self.time_limit) else self.time_limit
         return int(limit) if limit is not None else None
 
-    def _check_now(self, step: int) -> bool:
-        """Whether a check is sent at ``step``: the grid's, unless ``last_check="before_limit"``
-        moves the late end of it (see the module docstring)."""
-        s, ep = self.settings, self._ep
-        grid = is_check_step(step, start_step=s.start_step, call_every=s.call_every)
-        limit = ep.limit
-        if s.last_check == "grid" or s.calls == "sync" or limit is None or step > limit:
-            return grid
-        if ep.final_sent or step < s.start_step:
-            return False
-        upcoming = step + (s.start_step - step) % s.call_every  # the next grid check >= step
-        if upcoming > limit:
-            return False
-        lead = self._timing.lead_steps()
-        if lead is None or step <= limit - lead:
-            return grid
-        # past the cutoff with a grid check still ahead: its answer would come after the limit,
-        # so the last check is sent now, unless the previous one is recent enough to be it
-        ep.final_sent = True
-        return ep.last_sent_step == 0 or 2 * (step - ep.last_sent_step) >= s.call_every
-
-    def _deadline(self, step: int) -> int:
-        """The step at which the answer to the check sent at ``step`` is waited for."""
-        s = self.settings
-        if s.calls == "sync":
-            return step
-        if s.max_lag_steps != "auto":
-            return step + s.max_lag_steps
-        latency = self._timing.latency_steps()
-        if latency is None:
-            return step + 4 * s.call_every
-        return step + _ceil(1.25 * latency) + 2
-
     # ------------------------------------------------------------------ requests
-    def _send(self, step: int, holder: _FrameHolder) -> None:
+    def _send(self, step: int, holder: FrameHolder) -> None:
         ep, s = self._ep, self.settings
         frame = holder.get()
         base, milestone, future = self._mode.send(self._call, ep, step, frame)
@@ -494,7 +398,8 @@ class ProgressTracker:
             prev = ep.frames.get(base, ep.first_frame)
             done_future = self._call("done", ep.task, ep.first_frame, prev, frame)
         ep.calls += 1 + (done_future is not None)
-        pending = _Pending(step, base, milestone, future, done_future, self._deadline(step))
+        deadline = answer_deadline(s, self._timing, step)
+        pending = PendingCheck(step, base, milestone, future, done_future, deadline)
         if s.calls == "async":
             self._timing.track(pending)
         ep.pending.append(pending)
@@ -515,124 +420,9 @@ class ProgressTracker:
             future.set_exception(exc)
         return future
 
-    def _apply_due(self, step: int) -> tuple[float, int, bool]:
-        """Apply answers in send order: those back, and those that reached the max lag."""
-        ep, s = self._ep, self.settings
-        reward, applied, fallback = 0.0, 0, False
-        while ep.pending:
-            head = ep.pending[0]
-            if not head.ready():
-                if s.calls == "sync" or step < head.deadline:
-                    break
-                ep.lag_waits += 1
-            r, fb = self._apply(ep.pending.popleft())
-            reward, applied, fallback = reward + r, applied + 1, fallback or fb
-        return reward, applied, fallback
-
-    def _apply(self, p: _Pending) -> tuple[float, bool]:
-        ep = self._ep
-        answered = False
-        try:
-            result = p.critic.result()  # raises RewardServiceError in fail-fast mode
-            done_result = p.done.result() if p.done is not None else None
-            answered = True
-        finally:
-            self._timing.answered(p)
-            if not answered:  # whatever raised (an interrupt too): hold the progress
-                self._hold_failed(p, sys.exc_info()[1])
-        fallback = False
-        for res in (result, done_result):
-            if res is None:
-                continue
-            ep.answers += 1
-            latency = float(getattr(res, "latency_s", 0.0) or 0.0)
-            ep.latency_total_s += latency
-            ep.latency_max_s = max(ep.latency_max_s, latency)
-            ep.last_latency_s = latency
-            if not getattr(res, "ok", True):
-                ep.errors += 1
-                ep.last_error = getattr(res, "error", None)
-                if getattr(res, "fallback", False):
-                    ep.fallbacks += 1
-                    fallback = True
-
-        # a failed answer holds progress
-        value = self._mode.value(ep, p, result.value) if result.ok else ep.progress
-        self._commit(p, value)
-
-        reward = self._reward_for(value)
-        ep.progress = value
-        ep.max_progress = max(ep.max_progress, value)
-        if self._decide_done(value, result, done_result) and not ep.done:
-            ep.done = True
-            ep.done_step = ep.step
-            ep.done_env_success = ep.env_success
-        return reward, fallback
-
-    def _decide_done(self, value: float, result: Any, done_result: Any) -> bool:
-        """The done decision for one applied answer: the progress threshold (a failed answer
-        has no vote) and the backend's ``/done`` go to the done rule's judge
-        (:mod:`evolve_envs.progress.done_rules`), which decides."""
-        s = self.settings
-        above = (
-            reached(_fraction(value), s.done_threshold, s.done_comparison) if result.ok else None
-        )
-        by_backend = (
-            bool(done_result.value.done)
-            if done_result is not None and done_result.ok and done_result.value is not None
-            else None
-        )
-        return self._judge.update(above=above, backend=by_backend)
-
-    def _commit(self, p: _Pending, value: float) -> None:
-        """Record ``value`` as the progress of the check's frame when the mode keeps it as a
-        base for later checks, and forget values no later check can use."""
-        ep = self._ep
-        if self._mode.commits(p):
-            ep.values[p.step] = value
-            for old in [k for k in ep.values if 0 < k < p.base_step]:
-                del ep.values[old]
-
-    def _hold_failed(self, p: _Pending, exc: BaseException | None) -> None:
-        """Account a check whose request raised (fail-fast mode) like a failed answer: the
-        progress is held and becomes the value of the check's frame, so later checks that use
-        that frame as their base find a value."""
-        ep = self._ep
-        ep.answers += 1
-        ep.errors += 1
-        ep.last_error = str(exc) if exc is not None else "the request did not complete"
-        self._commit(p, ep.progress)
-
-    def _level(self, value: float) -> float:
-        s = self.settings
-        if s.reward_mode == "binary":
-            return s.reward_coef * float(_fraction(value) >= s.success_threshold)
-        return s.reward_coef * value / 100.0
-
-    def _reward_for(self, value: float) -> float:
-        """Model reward owed when progress moves from the current value to ``value``."""
-        ep, s = self._ep, self.settings
-        if s.reward_mode == "dense":
-            r = s.reward_coef * (value - ep.progress) / 100.0
-        elif s.use_rel_reward:
-            level = self._level(value)
-            r, ep.level_paid = level - ep.level_paid, level
-        else:
-            r = 0.0
-        ep.model_reward += r
-        return r
-
     def _settle(self) -> tuple[float, int, bool]:
-        ep, s = self._ep, self.settings
-        reward, applied, fallback = 0.0, 0, False
-        ep.end_waits += sum(1 for p in ep.pending if s.calls == "async" and not p.ready())
-        while ep.pending:
-            r, fb = self._apply(ep.pending.popleft())
-            reward, applied, fallback = reward + r, applied + 1, fallback or fb
-        if s.reward_mode != "dense" and not s.use_rel_reward:
-            final = self._level(ep.progress)
-            reward += final
-            ep.model_reward += final
+        ep = self._ep
+        reward, applied, fallback = self._answers.settle(ep)
         ep.finished = True
         self.audit.record(
             ep.task,
@@ -640,7 +430,7 @@ class ProgressTracker:
             success_at_done=ep.done_env_success,
             env_success=ep.env_success,
         )
-        ep.summary = self._summary()
+        ep.summary = episode_summary(ep, self.settings, self.audit)
         self._warn_if_failing()
         return reward, applied, fallback
 
@@ -657,247 +447,3 @@ class ProgressTracker:
                 self.settings.failure_warn_fraction,
                 ep.last_error,
             )
-
-    # ------------------------------------------------------------------ reporting
-    def step_info(self, checked: bool = False, fallback: bool = False) -> dict[str, Any]:
-        """The per-step ``info`` keys for the episode's current state (after ``reset``: zeros)."""
-        ep = self._ep
-        return {
-            "progress": ep.progress,
-            "progress_checked": checked,
-            "progress_calls": ep.calls,
-            "progress_pending": len(ep.pending),
-            "reward_model_latency_s": ep.last_latency_s,
-            "reward_model_errors": ep.errors,
-            "reward_model_fallback": fallback,
-            "done_by_progress": ep.done,
-        }
-
-    def _summary(self) -> dict[str, Any]:
-        ep, s = self._ep, self.settings
-        judged_done = reached(_fraction(ep.progress), s.done_threshold, s.done_comparison)
-        success = ep.env_success
-        return {
-            "progress": ep.progress,
-            "max_progress": ep.max_progress,
-            "steps": ep.step,
-            "progress_calls": ep.calls,
-            "answers": ep.answers,
-            "reward_model_errors": ep.errors,
-            "reward_model_fallbacks": ep.fallbacks,
-            "last_error": ep.last_error,
-            "latency_mean_s": ep.latency_total_s / ep.answers if ep.answers else 0.0,
-            "latency_max_s": ep.latency_max_s,
-            "lag_waits": ep.lag_waits,
-            "end_waits": ep.end_waits,
-            "done_by_progress": ep.done,
-            "done_step": ep.done_step,
-            "model_reward": ep.model_reward,
-            "is_success": success,
-            "high_progress_on_failure": None if success is None else (judged_done and not success),
-            "success_at_low_progress": None if success is None else (success and not judged_done),
-            "task": ep.task,
-            "done_rule": s.rule.describe(),
-            "model_terminated": ep.done and s.terminate_on_done,
-            "done_env_success": ep.done_env_success,
-            "termination_audit": self.audit.counts(ep.task),
-        }
-
-
-def _fraction(progress: float) -> float:
-    """Progress as a fraction, rounded to 9 decimals so that float noise of the accumulation
-    (95.00000000000001) cannot flip a threshold comparison."""
-    return round(progress / 100.0, 9)
-
-
-def _ceil(steps: float) -> int:
-    """``ceil`` that ignores float noise (36.0000000001 steps are 36)."""
-    return math.ceil(round(steps, 6))
-
-
-def episode_limit(env: Any) -> int | None:
-    """The current time limit of a time-limit wrapper, read without importing Gymnasium: a
-    ``ProgressiveHorizon``'s ``max_episode_steps`` (its current stage) or a ``TimeLimit``'s
-    ``_max_episode_steps``; ``None`` for anything else.
-
-    >>> import gymnasium as gym
-    >>> episode_limit(gym.wrappers.TimeLimit(gym.make("CartPole-v1").unwrapped, 7))
-    7
-    """
-    for name in ("max_episode_steps", "_max_episode_steps"):
-        value = getattr(env, name, None)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return None
-
-
-class _Timing:
-    """Async timing kept across episodes: the latencies of the last answers (seconds from the
-    request to its last answer) and the last env step times (seconds between ``observe``
-    calls). Answer times are written by the futures' callbacks (one float each); everything
-    else happens on the tracker's thread."""
-
-    def __init__(self, clock: Callable[[], float], latencies: int = 32, steps: int = 64) -> None:
-        self.clock = clock
-        self.latencies: collections.deque[float] = collections.deque(maxlen=latencies)
-        self.steps: collections.deque[float] = collections.deque(maxlen=steps)
-        self._cache: tuple[int, float | None] = (-1, None)
-        self._version = 0
-
-    def record_step(self, seconds: float) -> None:
-        self.steps.append(seconds)
-        self._version += 1
-
-    def track(self, p: _Pending) -> None:
-        p.sent_at = self.clock()
-        for future in (p.critic, p.done):
-            if future is not None:
-                future.add_done_callback(lambda _f: p.answered_at.append(self.clock()))
-
-    def answered(self, p: _Pending) -> None:
-        """Record the latency of ``p`` (applied now; its callbacks may not have run yet)."""
-        if not p.sent_at:
-            return
-        expected = 1 + (p.done is not None)
-        at = max(p.answered_at) if len(p.answered_at) >= expected else self.clock()
-        self.latencies.append(max(0.0, at - p.sent_at))
-        self._version += 1
-
-    def latency_steps(self) -> float | None:
-        if self._cache[0] == self._version:
-            return self._cache[1]
-        value = None
-        if self.latencies and self.steps:
-            lat = sorted(self.latencies)
-            p95 = lat[max(0, math.ceil(0.95 * len(lat)) - 1)]
-            step = sorted(self.steps)[len(self.steps) // 2]
-            value = p95 / max(step, 1e-9)
-        self._cache = (self._version, value)
-        return value
-
-    def lead_steps(self) -> int | None:
-        """Steps before the limit after which a check's answer is expected too late."""
-        latency = self.latency_steps()
-        return None if latency is None else _ceil(latency) + 1
-
-
-class _FrameHolder:
-    """Materialise a frame (array or callable) at most once."""
-
-    __slots__ = ("_source", "_frame")
-
-    def __init__(self, source: Frame) -> None:
-        self._source = source
-        self._frame: np.ndarray | None = None
-
-    def get(self) -> np.ndarray:
-        if self._frame is None:
-            src = self._source
-            self._frame = np.asarray(src() if callable(src) else src)
-        return self._frame
-
-
-# ---------------------------------------------------------------------- request modes
-
-
-_Call = Callable[..., "Future[Any]"]
-
-
-class _Mode:
-    """One request mode: what a check asks, which frames it keeps, how an answer becomes
-    progress. Chosen once per tracker from ``TrackerSettings.mode``."""
-
-    def __init__(self, settings: TrackerSettings) -> None:
-        self.settings = settings
-
-    def send(
-        self, call: _Call, ep: _Episode, step: int, frame: np.ndarray
-    ) -> tuple[int, bool, Future[Any]]:
-        """Send the check at ``step`` with ``call(method, *args)``: ``(base step, milestone,
-        future)``."""
-        raise NotImplementedError
-
-    def keep(self, ep: _Episode, step: int, frame: np.ndarray, milestone: bool) -> None:
-        """Keep (a copy of) the frames later checks need."""
-        raise NotImplementedError
-
-    def value(self, ep: _Episode, p: _Pending, answer: Any) -> float:
-        """Progress after the (successful) answer to ``p``."""
-        return accumulate(ep.values[p.base_step], answer, self.settings.negative_rule)
-
-    def commits(self, p: _Pending) -> bool:
-        """The check's value is kept as the base of later checks."""
-        return True
-
-    @staticmethod
-    def _replace_base(ep: _Episode, step: int, frame: np.ndarray) -> None:
-        if ep.prev_check_step != 0:
-            ep.frames.pop(ep.prev_check_step, None)
-        ep.frames[step] = np.array(frame, copy=True)
-        ep.prev_check_step = step
-
-
-class _Pairwise(_Mode):
-    """Critic between the last milestone frame and the current one; milestones commit."""
-
-    def send(
-        self, call: _Call, ep: _Episode, step: int, frame: np.ndarray
-    ) -> tuple[int, bool, Future[Any]]:
-        base = ep.milestone_step
-        future = call("pairwise_critic", ep.task, ep.frames[base], frame)
-        return base, is_milestone(step, ep.milestone_step, self.settings.milestone_every), future
-
-    def keep(self, ep: _Episode, step: int, frame: np.ndarray, milestone: bool) -> None:
-        if milestone:
-            if ep.milestone_step != 0:
-                ep.frames.pop(ep.milestone_step, None)
-            ep.frames[step] = np.array(frame, copy=True)
-            ep.milestone_step = step
-
-    def commits(self, p: _Pending) -> bool:
-        return p.milestone
-
-
-class _Incremental(_Mode):
-    """Critic between the previous check frame and the current one, accumulated."""
-
-    def send(
-        self, call: _Call, ep: _Episode, step: int, frame: np.ndarray
-    ) -> tuple[int, bool, Future[Any]]:
-        base = ep.prev_check_step
-        return base, True, call("pairwise_critic", ep.task, ep.frames[base], frame)
-
-    def keep(self, ep: _Episode, step: int, frame: np.ndarray, milestone: bool) -> None:
-        self._replace_base(ep, step, frame)
-
-
-class _Trajectory(_Mode):
-    """``/trajectory-critic`` over the check frames (at most ``trajectory_max_frames``)."""
-
-    def send(
-        self, call: _Call, ep: _Episode, step: int, frame: np.ndarray
-    ) -> tuple[int, bool, Future[Any]]:
-        kept = ep.check_frames + [(step, frame)]
-        idx = uniform_indices(len(kept), self.settings.trajectory_max_frames)
-        future = call("trajectory_values", ep.task, [kept[i][1] for i in idx], skip=1)
-        return ep.prev_check_step, False, future
-
-    def keep(self, ep: _Episode, step: int, frame: np.ndarray, milestone: bool) -> None:
-        self._replace_base(ep, step, frame)
-        ep.check_frames.append((step, ep.frames[step]))
-        limit = self.settings.trajectory_max_frames
-        if len(ep.check_frames) > 4 * limit:
-            idx = uniform_indices(len(ep.check_frames), 2 * limit)
-            ep.check_frames = [ep.check_frames[i] for i in idx]
-
-    def value(self, ep: _Episode, p: _Pending, answer: Any) -> float:
-        if answer is not None and len(answer.value_list) > 0:
-            return clamp_progress(answer.value_list[-1])
-        return ep.progress
-
-
-_MODES: dict[str, type[_Mode]] = {
-    "pairwise": _Pairwise,
-    "incremental": _Incremental,
-    "trajectory": _Trajectory,
-}

@@ -64,7 +64,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
 
-from evolve_envs.progress.tracker import episode_limit
+from evolve_envs.progress.check_schedule import episode_limit
 from evolve_envs.stack.config import (
     ConfigError,
     PickleScorerConfig,

@@ -69,11 +69,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.core import ActType, ObsType
 
+from evolve_envs.progress.settings import TrackerSettings
 from evolve_envs.progress.task_text import task_text
-from evolve_envs.progress.tracker import (
-    ProgressTracker,
-    TrackerSettings,
-)
+from evolve_envs.progress.tracker import ProgressTracker
 
 __all__ = ["ProgressReward"]
 
@@ -90,7 +88,7 @@ class ProgressReward(
         client: an open :class:`~evolve_envs.stack.reward_model.RewardModel` (from
             :func:`evolve_envs.open_reward_model`; owned, closed after the env), or a bare progress
             client (``evolve_envs.reward.clients.progress_client.ProgressClient``; the caller's).
-        settings: :class:`~evolve_envs.progress.tracker.TrackerSettings` or a
+        settings: :class:`~evolve_envs.progress.settings.TrackerSettings` or a
             mapping of them (default: the reward model's, else the defaults).
         camera: observation key of the frames sent to the reward model (``None``: the
             observation is the image); a tuple of keys sends them stacked (``K x H x W x 3``),

@@ -20,7 +20,8 @@ from evolve_envs.integrations.rlinf.adapter import (
     build_progress_stack,
     wrap_env_from_config,
 )
-from evolve_envs.progress.tracker import ProgressTracker, TrackerSettings
+from evolve_envs.progress.settings import TrackerSettings
+from evolve_envs.progress.tracker import ProgressTracker
 from evolve_envs.reward.clients.progress_client import ProgressClient
 from evolve_envs.stack.config import ConfigError, load_config
 from tests.rlinf.standin_env import StandinLiberoEnv, grey, standin_cfg

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evolve_envs.cli import calibrate, rollout
+from evolve_envs.cli import calibrate_report, rollout, rollout_report
 
 
 def _without(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:
@@ -20,9 +20,9 @@ def test_rollout_plot_without_matplotlib_names_the_report_extra(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     _without(monkeypatch, "matplotlib")
-    rec = rollout.EpisodeRecord(index=0, env_index=0, steps=1, rewards=[0.0], progress=[0.0])
+    rec = rollout_report.EpisodeRecord(index=0, env_index=0, steps=1, rewards=[0.0], progress=[0.0])
     with pytest.raises(ImportError, match=r"pip install 'evolve-envs\[report\]'"):
-        rollout._write_plot(tmp_path / "p.png", rec, None)
+        rollout_report._write_plot(tmp_path / "p.png", rec, None)
     assert not (tmp_path / "p.png").exists()
 
 
@@ -30,9 +30,9 @@ def test_rollout_video_without_imageio_names_the_video_extra(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     _without(monkeypatch, "imageio", "imageio.v2")
-    rec = rollout.EpisodeRecord(index=0, env_index=0, frames=[np.zeros((8, 8, 3), np.uint8)])
+    rec = rollout_report.EpisodeRecord(index=0, env_index=0, frames=[np.zeros((8, 8, 3), np.uint8)])
     with pytest.raises(ImportError, match=r"pip install 'evolve-envs\[video\]'"):
-        rollout._write_video(tmp_path / "e.mp4", rec, None)
+        rollout_report._write_video(tmp_path / "e.mp4", rec, None)
     assert not (tmp_path / "e.mp4").exists()
 
 
@@ -49,5 +49,5 @@ def test_calibration_plots_without_matplotlib_name_the_report_extra(
 ) -> None:
     _without(monkeypatch, "matplotlib")
     with pytest.raises(ImportError, match=r"pip install 'evolve-envs\[report\]'"):
-        calibrate._plots({"services": {}}, tmp_path)
+        calibrate_report._plots({"services": {}}, tmp_path)
     assert list(tmp_path.iterdir()) == []

@@ -14,10 +14,7 @@ import gymnasium as gym
 import pytest
 
 from evolve_envs.progress.done_rules import DoneRule, TerminationAudit
-from evolve_envs.progress.tracker import (
-    TrackerSettings,
-    check_capabilities,
-)
+from evolve_envs.progress.settings import TrackerSettings, check_capabilities
 from evolve_envs.reward.clients.progress_client import ProgressClient
 from evolve_envs.reward.service.embedded import EmbeddedService
 from evolve_envs.stack.config import ConfigError, load_config

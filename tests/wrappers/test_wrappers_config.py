@@ -233,7 +233,7 @@ def test_embedded_endpoint_starts_and_stops_a_shared_service() -> None:
 )
 def test_tracker_settings_carry_every_key(dense: bool, binary: bool, reward_mode: str) -> None:
     """Each tracker setting comes from the block key of the same name (non-default values)."""
-    from evolve_envs.progress.tracker import TrackerSettings
+    from evolve_envs.progress.settings import TrackerSettings
 
     block = {
         "mode": "trajectory", "start_step": 3, "call_every": 7, "milestone_every": 21,

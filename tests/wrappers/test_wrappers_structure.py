@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from evolve_envs.progress.settings import ConfigError as WrappersConfigError
-from evolve_envs.progress.tracker import ProgressTracker, TrackerSettings
+from evolve_envs.progress.settings import TrackerSettings
+from evolve_envs.progress.tracker import ProgressTracker
 from evolve_envs.reward.clients.progress_client import ProgressClient
 from evolve_envs.stack.config import (
     ConfigError,

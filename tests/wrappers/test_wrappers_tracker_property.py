@@ -16,7 +16,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from evolve_envs.progress import arithmetic as pm
-from evolve_envs.progress.tracker import ProgressTracker, TrackerSettings
+from evolve_envs.progress.settings import TrackerSettings
+from evolve_envs.progress.tracker import ProgressTracker
 from evolve_envs.reward.clients.results import CallResult
 
 

@@ -19,7 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evolve_envs.progress import arithmetic as pm
-from evolve_envs.progress.tracker import ProgressTracker, TrackerSettings, episode_limit
+from evolve_envs.progress.check_schedule import episode_limit
+from evolve_envs.progress.settings import TrackerSettings
+from evolve_envs.progress.tracker import ProgressTracker
 from evolve_envs.reward.clients.results import CallResult
 from evolve_envs.wrappers.progressive_horizon import ProgressiveHorizon
 
