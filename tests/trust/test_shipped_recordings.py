@@ -46,7 +46,7 @@ def test_setup_cfg_installs_every_shipped_file() -> None:
     globs = [
         g.strip() for g in cfg["options.package_data"]["evolve_envs.recording.shipped"].split(",")
     ]
-    package = ROOT / "evolve_envs" / "recordings"
+    package = ROOT / "evolve_envs" / "recording" / "shipped"
     for name in SHIPPED:
         shipped = [p for p in (package / name).rglob("*") if p.is_file()]
         assert len(shipped) == 2 + sum(BEHAVIOURS.values())
