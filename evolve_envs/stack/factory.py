@@ -72,10 +72,8 @@ from evolve_envs.stack.config import (
     RewardModelConfig,
     StackConfig,
     VideoScoreConfig,
-    env_key_error,
-    load_config,
-    reward_model_source,
 )
+from evolve_envs.stack.loading import env_key_error, load_config, reward_model_source
 from evolve_envs.stack.reward_model import open_reward_model
 from evolve_envs.wrappers.episode_score import EpisodeScoreReward
 from evolve_envs.wrappers.frame_cache import FrameCache

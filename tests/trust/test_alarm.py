@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from evolve_envs.reward.service.embedded import EmbeddedService
-from evolve_envs.stack.config import ConfigError, load_config
+from evolve_envs.stack.config import ConfigError
 from evolve_envs.stack.factory import make_env
+from evolve_envs.stack.loading import load_config
 from evolve_envs.wrappers.hacking_alarm import (
     AlarmSettings,
     HackingAlarm,
