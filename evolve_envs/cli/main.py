@@ -270,7 +270,7 @@ def _check_train_service(cfg: object) -> None:
     from evolve_envs.reward.clients.ray_handle_pool import is_ray_endpoint
     from evolve_envs.stack.loading import load_config
     from evolve_envs.stack.reward_model import check_reward_service, endpoint_pool, reward_endpoints
-    from evolve_envs.train.worker import NODE_IP
+    from evolve_envs.train.worker_env import NODE_IP
 
     rm = load_config(cfg.stack()).reward_model  # type: ignore[attr-defined]
     if not rm.enable or rm.embedded or is_ray_endpoint(rm.endpoint) or NODE_IP in str(rm.endpoint):
