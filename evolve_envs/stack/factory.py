@@ -148,7 +148,7 @@ def _gym_id_factory(env_kwargs: dict[str, Any]) -> tuple[Callable[..., gym.Env] 
 def _default_max_steps(env_cfg: Mapping[str, Any], custom_factory: bool) -> int | None:
     if custom_factory:
         return None
-    from evolve_envs.envs.libero import default_max_episode_steps
+    from evolve_envs.envs.libero_tasks import default_max_episode_steps
 
     return default_max_episode_steps(env_cfg.get("suite", "libero_10"))
 
