@@ -66,7 +66,9 @@ def measure(cfg: Any, window: float, repeats: int, ideal: float) -> tuple[list[l
     import ray
     from ray.util.queue import Queue
 
-    from evolve_envs.train.worker import WeightRegistry, policy_from_config, start_workers
+    from evolve_envs.train.weight_registry import WeightRegistry
+    from evolve_envs.train.worker import start_workers
+    from evolve_envs.train.worker_env import policy_from_config
 
     registry = ray.remote(WeightRegistry).options(num_cpus=0).remote()
     queue = Queue(maxsize=1024, actor_options={"num_cpus": 0})

@@ -75,7 +75,7 @@ def run_policy(run_dir: Path) -> tuple[Any, Any, list[Path]]:
     """A run's config, a fresh policy built from it and its snapshots in time order."""
     from evolve_envs.train.config import load_train_config
     from evolve_envs.train.evaluation import make_eval_env
-    from evolve_envs.train.worker import policy_from_config
+    from evolve_envs.train.worker_env import policy_from_config
 
     cfg = load_train_config(run_dir / "config.yaml")
     env = make_eval_env(cfg)

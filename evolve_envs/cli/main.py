@@ -268,9 +268,9 @@ def _check_train_service(cfg: object) -> None:
     """Ask a reward service given by URL for its capabilities before the run starts (an
     embedded one is started by the run; a Ray Serve app is reached from the workers)."""
     from evolve_envs.reward.clients.ray_handle_pool import is_ray_endpoint
-    from evolve_envs.stack.config import load_config
+    from evolve_envs.stack.loading import load_config
     from evolve_envs.stack.reward_model import check_reward_service, endpoint_pool, reward_endpoints
-    from evolve_envs.train.worker import NODE_IP
+    from evolve_envs.train.worker_env import NODE_IP
 
     rm = load_config(cfg.stack()).reward_model  # type: ignore[attr-defined]
     if not rm.enable or rm.embedded or is_ray_endpoint(rm.endpoint) or NODE_IP in str(rm.endpoint):
@@ -320,7 +320,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     if args.threshold is None:  # the config's, else the recorded run's, else 0.95
         args.threshold = 0.95
         if args.config:
-            from evolve_envs.stack.config import load_config
+            from evolve_envs.stack.loading import load_config
 
             args.threshold = float(load_config(*args.config).reward_model.done_threshold)
         else:

@@ -44,7 +44,8 @@ from evolve_envs.cli.rollout_report import (
     callable_name,
 )
 from evolve_envs.recording.metrics_log import import_wandb
-from evolve_envs.stack.config import StackConfig, load_config
+from evolve_envs.stack.config import StackConfig
+from evolve_envs.stack.loading import load_config
 
 PolicyFn = Callable[[Any], Any]
 """A policy: one env's observation (a dict of arrays) -> that env's action."""
@@ -178,7 +179,7 @@ def run_rollout(opts: RolloutOptions) -> RolloutReport:
     if opts.max_steps is not None:
         env_kwargs["max_episode_steps"] = opts.max_steps
     if opts.overrides:
-        from evolve_envs.stack.config import merge, parse_override
+        from evolve_envs.stack.loading import merge, parse_override
 
         sources.append(merge(*(parse_override(text) for text in opts.overrides)))
     if opts.record is not None:

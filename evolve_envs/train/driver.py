@@ -37,7 +37,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from evolve_envs.stack.config import load_config
+from evolve_envs.stack.loading import load_config
 from evolve_envs.stack.reward_model import shared_service
 from evolve_envs.train.checkpoint import load_checkpoint
 from evolve_envs.train.config import TrainConfig, load_train_config

@@ -11,7 +11,7 @@ where its mean is near zero), and comparing the two says so.
 
 Example:
     >>> from evolve_envs.train.config import TrainConfig
-    >>> from evolve_envs.train.worker import policy_from_config
+    >>> from evolve_envs.train.worker_env import policy_from_config
     >>> cfg = TrainConfig(env={"id": "evolve_envs/ReachPlace-v0", "max_episode_steps": 5},
     ...                   reward_model={"enable": False})
     >>> env = make_eval_env(cfg)
@@ -62,7 +62,7 @@ class EvalResult:
 def make_eval_env(cfg: Any, worker_index: int = 0) -> Any:
     """The config's env without the reward model (success comes from the env)."""
     from evolve_envs.train.config import TrainConfig
-    from evolve_envs.train.worker import make_worker_env
+    from evolve_envs.train.worker_env import make_worker_env
 
     plain = TrainConfig.model_validate(
         {**cfg.model_dump(), "reward_model": {"enable": False}, "record": None}
@@ -94,7 +94,7 @@ def _play(cfg: Any, policy: Any, seeds: list[int], num_envs: int, *, determinist
           ) -> EvalResult:  # fmt: skip
     import torch
 
-    from evolve_envs.train.worker import _with_task, batch_obs
+    from evolve_envs.train.worker_env import batch_obs, with_task
 
     envs = [make_eval_env(cfg) for _ in range(min(num_envs, len(seeds)))]
     result = EvalResult()
@@ -102,7 +102,7 @@ def _play(cfg: Any, policy: Any, seeds: list[int], num_envs: int, *, determinist
     try:
         for start in range(0, len(seeds), len(envs)):
             chunk = seeds[start : start + len(envs)]
-            obs = [_with_task(*env.reset(seed=int(s))) for env, s in zip(envs, chunk, strict=False)]
+            obs = [with_task(*env.reset(seed=int(s))) for env, s in zip(envs, chunk, strict=False)]
             live = list(range(len(chunk)))
             success = [False] * len(chunk)
             lengths = [0] * len(chunk)
@@ -117,7 +117,7 @@ def _play(cfg: Any, policy: Any, seeds: list[int], num_envs: int, *, determinist
                     if terminated or truncated:
                         success[i] = bool(info.get("is_success", False))
                     else:
-                        obs[i] = _with_task(o, info)
+                        obs[i] = with_task(o, info)
                         still.append(i)
                 live = still
             result.success.extend(success)

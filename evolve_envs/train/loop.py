@@ -4,9 +4,10 @@ An algorithm is a small object with the :class:`~evolve_envs.train.algorithm.Alg
 :func:`run_loop` owns
 everything around it, the same for all of them:
 
-* **Ray lifecycle** — it starts a :class:`~evolve_envs.train.worker.WeightRegistry`, a bounded
-  trajectory queue and the restartable rollout workers, builds the policy for their spaces, and
-  kills all of them at the end, whatever happens;
+* **Ray lifecycle** — it starts a
+  :class:`~evolve_envs.train.weight_registry.WeightRegistry`, a bounded trajectory queue and
+  the restartable rollout workers, builds the policy for their spaces, and kills all of them at
+  the end, whatever happens;
 * **budget** — ``run.minutes`` of wall-clock (from the first collection, after every worker has
   built its envs) and ``run.max_updates``;
 * **checkpoints** — every ``run.checkpoint_every_s`` seconds *or* ``run.checkpoint_every_updates``
@@ -117,7 +118,9 @@ def run_loop(
     from ray.util.queue import Queue
     from tqdm.auto import tqdm
 
-    from evolve_envs.train.worker import WeightRegistry, policy_from_config, start_workers
+    from evolve_envs.train.weight_registry import WeightRegistry
+    from evolve_envs.train.worker import start_workers
+    from evolve_envs.train.worker_env import policy_from_config
 
     torch.manual_seed(cfg.run.seed)
     torch.set_num_threads(1)

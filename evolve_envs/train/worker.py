@@ -1,11 +1,12 @@
 """Rollout workers: Ray actors that step environments with the newest policy they have.
 
 A :class:`RolloutWorker` builds ``num_envs`` environments with
-:func:`evolve_envs.stack.factory.make_env`
+:func:`evolve_envs.stack.factory.make_env` (:mod:`evolve_envs.train.worker_env` holds the builders)
 from the training config's ``env`` + ``reward_model`` blocks (any Gymnasium ID through
 ``env.id``, or LIBERO with the reward stack), and one policy replica. It works in two modes:
 
-* **asynchronous** (DistRL): :meth:`RolloutWorker.run` loops until the :class:`WeightRegistry` says
+* **asynchronous** (DistRL): :meth:`RolloutWorker.run` loops until the
+  :class:`~evolve_envs.train.weight_registry.WeightRegistry` says
   stop. Between steps it checks — without blocking — whether the learner published newer weights
   (a version number plus an object-store reference) and loads them; it pushes every finished
   episode (or every ``segment_length`` steps) as one validated
@@ -29,7 +30,7 @@ once with the worker's index. Fallback rewards during a run are counted per epis
 
 Example:
     >>> import ray, gymnasium as gym
-    >>> from evolve_envs.train.worker import WeightRegistry
+    >>> from evolve_envs.train.weight_registry import WeightRegistry
     >>> reg = WeightRegistry()           # the plain class; start_workers uses the actor
     >>> reg.publish(3, [None]); reg.poll(0, -1)["version"]
     3
@@ -39,7 +40,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -47,37 +47,20 @@ from typing import Any
 import numpy as np
 
 from evolve_envs.progress.episode_summary import model_done
+from evolve_envs.train.remote_errors import remote_error
+from evolve_envs.train.worker_env import (
+    batch_obs,
+    make_worker_env,
+    policy_from_config,
+    reward_transport,
+    with_task,
+)
 
 __all__ = [
     "RolloutWorker",
     "WorkerStartError",
-    "WeightRegistry",
-    "policy_from_config",
     "start_workers",
-    "batch_obs",
-    "make_worker_env",
-    "remote_error",
-    "resolve_node_endpoint",
-    "reward_transport",
 ]
-
-
-def batch_obs(observations: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
-    """Stack single-env observation dicts into one batched dict (leading axis = env)."""
-    return {k: np.stack([np.asarray(o[k]) for o in observations]) for k in observations[0]}
-
-
-#: Key under which workers add the env's ``info["task_description"]`` to a dict observation, so a
-#: policy that conditions on the instruction (a VLA) finds it in :meth:`Policy.encode_obs`.
-TASK_KEY = "task_description"
-
-
-def _with_task(obs: Any, info: Mapping[str, Any]) -> Any:
-    """``obs`` plus ``{TASK_KEY: info["task_description"]}`` for dict observations that lack it."""
-    text = info.get("task_description")
-    if text is None or not isinstance(obs, Mapping) or TASK_KEY in obs:
-        return obs
-    return {**obs, TASK_KEY: str(text)}
 
 
 def _slice(inputs: Mapping[str, np.ndarray], i: int) -> dict[str, np.ndarray]:
@@ -102,198 +85,8 @@ def _node_id() -> str:
     return ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
 
 
-#: Placeholder in a ``reward_model.endpoint`` URL that a worker replaces with its node's IP
-#: address: ``http://{node_ip}:8111`` reaches the Ray Serve proxy of the worker's own node.
-NODE_IP = "{node_ip}"
-
-
-def _node_ip() -> str:
-    import ray
-
-    return ray.util.get_node_ip_address()
-
-
-def resolve_node_endpoint(endpoint: Any, node_ip: str | None = None) -> Any:
-    """``endpoint`` with ``{node_ip}`` replaced by this node's IP address (lists item by item).
-
-    Example:
-        >>> resolve_node_endpoint("http://{node_ip}:8111", node_ip="10.0.0.7")
-        'http://10.0.0.7:8111'
-        >>> resolve_node_endpoint("ray://reward")
-        'ray://reward'
-    """
-    if isinstance(endpoint, (list, tuple)):
-        return [resolve_node_endpoint(e, node_ip) for e in endpoint]
-    if isinstance(endpoint, str) and NODE_IP in endpoint:
-        return endpoint.replace(NODE_IP, node_ip or _node_ip())
-    return endpoint
-
-
-def reward_transport(config: Any, worker_index: int = 0) -> str:
-    """How worker ``worker_index`` reaches the reward service: ``handle:<app>`` (a Ray Serve
-    ``DeploymentHandle``, no HTTP), the URL it posts to, ``embedded`` or ``off``.
-
-    Example:
-        >>> from evolve_envs.train.config import TrainConfig
-        >>> reward_transport(TrainConfig(reward_model={"enable": True, "endpoint": "ray://reward"}))
-        'handle:reward'
-    """
-    from evolve_envs.reward.clients.ray_handle_pool import RAY_SCHEME, is_ray_endpoint
-
-    rm = config.stack(worker_index)["reward_model"]
-    if not rm.get("enable", False):
-        return "off"
-    endpoint = rm.get("endpoint", "embedded")
-    if is_ray_endpoint(endpoint):
-        one = endpoint[0] if isinstance(endpoint, (list, tuple)) else endpoint
-        return "handle:" + one[len(RAY_SCHEME) :].strip("/")
-    endpoint = resolve_node_endpoint(endpoint)
-    return ",".join(endpoint) if isinstance(endpoint, list) else str(endpoint)
-
-
-_EXCEPTION_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*(?:Error|Exception)): (.+)$")
-
-
-def remote_error(exc: BaseException) -> str:
-    """``Name: message`` of the exception a Ray actor or task raised, without the remote
-    traceback Ray puts into the message (one line for the user).
-
-    Example:
-        >>> remote_error(ValueError("bad key"))
-        'ValueError: bad key'
-        >>> lines = ["The actor died ...", "Traceback ...", "pkg.ServiceUnavailableError: down"]
-        >>> wrapped = RuntimeError(chr(10).join(lines))
-        >>> remote_error(wrapped)
-        'ServiceUnavailableError: down'
-    """
-    cause = getattr(exc, "cause", None)
-    if isinstance(cause, BaseException) and cause is not exc:
-        return remote_error(cause)
-    text = str(exc)
-    matches = [m for line in text.splitlines() if (m := _EXCEPTION_LINE.match(line))]
-    if matches:
-        name, message = matches[-1].groups()
-        return f"{name}: {message.strip()}"
-    return f"{type(exc).__name__}: {text.strip().splitlines()[0] if text.strip() else ''}"
-
-
 class WorkerStartError(RuntimeError):
     """A rollout worker could not start (a dead reward service, a bad env key, ...)."""
-
-
-def make_worker_env(config: Any, worker_index: int = 0) -> Any:
-    """One env as worker ``worker_index`` builds it: :func:`~evolve_envs.stack.factory.make_env` on
-    the
-    config's stack blocks (with the worker's ``env_overrides``; ``env.id`` is resolved there, as
-    for every other path). The rewards are the stack's own (the success bonus among them), so
-    ``gym.make``, ``make_vec``, ``rollout`` and the RLinf adapter pay the same for the same YAML.
-
-    Example:
-        >>> from evolve_envs.train.config import TrainConfig
-        >>> cfg = TrainConfig(env={"id": "evolve_envs/ReachPlace-v0"},
-        ...                   reward_model={"enable": False})
-        >>> env = make_worker_env(cfg)
-        >>> env.action_space.shape
-        (2,)
-        >>> env.close()
-    """
-    from evolve_envs.stack.factory import make_env
-
-    stack = config.stack(worker_index)
-    rm = stack["reward_model"]
-    if "endpoint" in rm:  # http://{node_ip}:PORT: the Serve proxy of this worker's node
-        rm["endpoint"] = resolve_node_endpoint(rm["endpoint"])
-    return make_env(stack)
-
-
-def policy_from_config(policy_cfg: Any, obs_space: Any, act_space: Any) -> Any:
-    """The policy for these spaces, from a :class:`~evolve_envs.train.config.PolicyConfig`.
-
-    Without ``policy.target`` it is the CPU
-    :class:`~evolve_envs.train.policies.base.CNNGaussianPolicy`
-    (the other keys are its arguments). With ``target: "package.module:ClassName"`` that class
-    (a :class:`~evolve_envs.train.policies.base.Policy` subclass) is built by its ``from_spaces(
-    observation_space, action_space, **policy.kwargs)`` classmethod if it has one, else by
-    ``ClassName(**policy.kwargs)``: the way a VLA plugs in without editing this package.
-    """
-    import importlib
-
-    from evolve_envs.train.policies.base import CNNGaussianPolicy, Policy
-
-    kwargs = policy_cfg.model_dump() if hasattr(policy_cfg, "model_dump") else dict(policy_cfg)
-    target = kwargs.pop("target", None)
-    extra = dict(kwargs.pop("kwargs", None) or {})
-    if target is None:
-        return CNNGaussianPolicy.from_spaces(obs_space, act_space, **kwargs, **extra)
-    module_name, _, attr = str(target).partition(":")
-    try:
-        cls = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise ValueError(f"policy.target: cannot import {target!r} ({exc})") from exc
-    if not (isinstance(cls, type) and issubclass(cls, Policy)):
-        raise ValueError(f"policy.target: {target!r} is not a subclass of Policy")
-    if hasattr(cls, "from_spaces"):
-        return cls.from_spaces(obs_space, act_space, **extra)
-    return cls(**extra)
-
-
-class WeightRegistry:
-    """The small actor through which the learner broadcasts weights and workers report.
-
-    Holds the newest ``(version, [ObjectRef of the state_dict])`` (the reference travels inside a
-    list so Ray does not resolve it), a stop flag, and per-worker counters (incarnations, pushed
-    trajectories, dropped ones, env steps).
-
-    Example:
-        >>> reg = WeightRegistry()
-        >>> reg.poll(0, -1)["version"], reg.hello(0)
-        (-1, 1)
-    """
-
-    def __init__(self) -> None:
-        self._version = -1
-        self._ref: list[Any] = [None]
-        self._stop = False
-        self._workers: dict[int, dict[str, int]] = {}
-        self._where: dict[int, list[dict[str, Any]]] = {}
-
-    def publish(self, version: int, ref: list[Any]) -> None:
-        """Make ``ref[0]`` (an ObjectRef of a state_dict) the newest weights, as ``version``."""
-        self._version, self._ref = int(version), list(ref)
-
-    def poll(self, worker_id: int, have: int) -> dict[str, Any]:
-        """What a worker holding version ``have`` needs: the newest version, its reference when
-        newer (else None), and whether to stop."""
-        newer = self._version > have
-        return {"version": self._version, "ref": self._ref if newer else None, "stop": self._stop}
-
-    def hello(self, worker_id: int, pid: int = 0, where: Mapping[str, Any] | None = None) -> int:
-        """A worker (re)started in process ``pid``: count and return its incarnation, and keep
-        ``where`` it runs (node id, reward transport) for :meth:`placements`."""
-        w = self._workers.setdefault(worker_id, {"incarnations": 0})
-        w["incarnations"] += 1
-        w["pid"] = int(pid)
-        self._where.setdefault(worker_id, []).append(dict(where or {}))
-        return w["incarnations"]
-
-    def placements(self) -> dict[int, list[dict[str, Any]]]:
-        """Per worker, where each incarnation ran (oldest first)."""
-        return {k: [dict(x) for x in v] for k, v in self._where.items()}
-
-    def report(self, worker_id: int, counts: Mapping[str, int]) -> None:
-        """Add a worker's counters (``pushed``, ``dropped``, ``env_steps``, ...)."""
-        w = self._workers.setdefault(worker_id, {"incarnations": 0})
-        for k, v in counts.items():
-            if k != "pid":
-                w[k] = w.get(k, 0) + int(v)
-
-    def stop(self) -> None:
-        """Ask every worker's :meth:`RolloutWorker.run` loop to return."""
-        self._stop = True
-
-    def workers(self) -> dict[int, dict[str, int]]:
-        """Per-worker counters."""
-        return {k: dict(v) for k, v in self._workers.items()}
 
 
 class _EnvSlot:
@@ -323,8 +116,8 @@ class RolloutWorker:
     Args:
         config: a :class:`~evolve_envs.train.config.TrainConfig` or its ``model_dump()``.
         worker_id: index of this worker (picks its ``workers.env_overrides`` entry).
-        registry: the :class:`WeightRegistry` actor handle (None in :meth:`collect_episodes`-only
-            use).
+        registry: the :class:`~evolve_envs.train.weight_registry.WeightRegistry` actor handle
+            (None in :meth:`collect_episodes`-only use).
         queue: a ``ray.util.queue.Queue`` (or anything with ``put_nowait``) for trajectories.
 
     Example (the plain class, in this process; :func:`start_workers` makes Ray actors of it):
@@ -509,7 +302,7 @@ class RolloutWorker:
         poll_every = self.cfg.workers.poll_every
         deadline = None if max_seconds is None else time.monotonic() + max_seconds
         slots = [_EnvSlot() for _ in self.envs]
-        obs = [_with_task(*env.reset(seed=self._seed())) for env in self.envs]
+        obs = [with_task(*env.reset(seed=self._seed())) for env in self.envs]
         pending = self.registry.poll.remote(self.worker_id, self.version)
         puts: list[Any] = []  # queue puts not yet answered
         step = 0
@@ -533,14 +326,14 @@ class RolloutWorker:
             for i, env in enumerate(self.envs):
                 slot = slots[i]
                 result = env.step(actions[i])
-                nxt = _with_task(result[0], result[4])
+                nxt = with_task(result[0], result[4])
                 ended = self._record_step(slot, _slice(inputs, i), actions[i], logp[i], result)
                 if ended or (seg_len is not None and len(slot.actions) >= seg_len):
                     self._push(self._trajectory(slot, self._encode_one(nxt)), puts)
                     slot.reset_segment()
                 if ended:
                     slot.ep_return, slot.ep_len, slot.ep_fallbacks = 0.0, 0, 0
-                    nxt = _with_task(*env.reset(seed=self._seed()))
+                    nxt = with_task(*env.reset(seed=self._seed()))
                 obs[i] = nxt
             if puts:
                 self._settle(puts)
@@ -625,7 +418,7 @@ class RolloutWorker:
         self.version = int(version)  # the version of the weights it holds, by the caller's count
         envs = self.envs[: len(seeds)]
         slots = [_EnvSlot() for _ in envs]
-        obs = [_with_task(*env.reset(seed=int(s))) for env, s in zip(envs, seeds, strict=True)]
+        obs = [with_task(*env.reset(seed=int(s))) for env, s in zip(envs, seeds, strict=True)]
         out: list[Any] = [None] * len(envs)
         live = list(range(len(envs)))
         while live:
@@ -634,7 +427,7 @@ class RolloutWorker:
             for j, i in enumerate(live):
                 slot = slots[i]
                 result = envs[i].step(actions[j])
-                nxt = _with_task(result[0], result[4])
+                nxt = with_task(result[0], result[4])
                 if self._record_step(slot, _slice(inputs, j), actions[j], logp[j], result):
                     out[i] = self._trajectory(slot, self._encode_one(nxt))
                 else:

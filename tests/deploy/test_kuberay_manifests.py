@@ -427,7 +427,7 @@ def mounted_file(rayjob: dict, docs: list[dict], path: str) -> str:
 def train_config(rayjob: dict, docs: list[dict]) -> dict[str, Any]:
     """The training config the RayJob runs: its ``--config`` file and ``KEY=VALUE`` overrides."""
     from evolve_envs.cli.main import _build_parser
-    from evolve_envs.stack.config import merge, parse_override
+    from evolve_envs.stack.loading import merge, parse_override
 
     args = _build_parser().parse_args(train_invocation(rayjob))
     assert args.address == "auto", "the driver must join the cluster (--address auto)"

@@ -133,7 +133,7 @@ def test_a_bad_policy_target_is_named(target, message):
     from gymnasium import spaces as sp
 
     from evolve_envs.train.config import PolicyConfig
-    from evolve_envs.train.worker import policy_from_config
+    from evolve_envs.train.worker_env import policy_from_config
 
     with pytest.raises(ValueError, match=message):
         policy_from_config(PolicyConfig(target=target), sp.Box(-1, 1, (2,)), sp.Box(-1, 1, (2,)))

@@ -10,6 +10,8 @@ import pytest
 MODULES = [
     "evolve_envs.train.config",
     "evolve_envs.train.worker",
+    "evolve_envs.train.worker_env",
+    "evolve_envs.train.weight_registry",
     "evolve_envs.train.distrl.learner",
     "evolve_envs.train.run_log",
     "evolve_envs.train.checkpoint",

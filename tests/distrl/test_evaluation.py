@@ -13,7 +13,7 @@ from evolve_envs.train.evaluation import (
     make_eval_env,
 )
 from evolve_envs.train.grpo.advantages import group_seeds
-from evolve_envs.train.worker import policy_from_config
+from evolve_envs.train.worker_env import policy_from_config
 
 
 def test_held_out_scenes_are_never_training_scenes_and_evaluation_is_deterministic():

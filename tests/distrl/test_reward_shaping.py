@@ -9,7 +9,7 @@ import pytest
 from evolve_envs.envs.synthetic import scripted_action
 from evolve_envs.train.config import load_train_config
 from evolve_envs.train.driver import reward_service_for
-from evolve_envs.train.worker import make_worker_env
+from evolve_envs.train.worker_env import make_worker_env
 
 
 def _park_action(base, aim_block: np.ndarray) -> np.ndarray:

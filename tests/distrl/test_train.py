@@ -15,7 +15,7 @@ from evolve_envs.train.checkpoint import load_checkpoint
 from evolve_envs.train.config import load_train_config
 from evolve_envs.train.distrl.learner import Learner
 from evolve_envs.train.driver import TrainOptions, run_train
-from evolve_envs.train.worker import policy_from_config
+from evolve_envs.train.worker_env import policy_from_config
 from tests.distrl.toy_env import ENV_ID, ToyEnv
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from evolve_envs.envs.libero import MAX_EPISODE_STEPS, SUITES, LiberoEnv
+from evolve_envs.envs.libero import LiberoEnv
+from evolve_envs.envs.libero_tasks import MAX_EPISODE_STEPS, SUITES
 
 pytestmark = pytest.mark.libero
 

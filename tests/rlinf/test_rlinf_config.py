@@ -47,7 +47,7 @@ def test_composed_config_passes_rlinf_validation(composed):
     pytest.importorskip("rlinf.config")
     from rlinf.config import validate_cfg
 
-    from evolve_envs.integrations.rlinf.adapter import reward_model_block
+    from evolve_envs.integrations.rlinf.stack import reward_model_block
 
     cfg = validate_cfg(composed)
     assert cfg.runner.task_type == "embodied"
@@ -109,7 +109,7 @@ def test_reward_model_options_shown_commented_out_are_valid():
 
     import yaml
 
-    from evolve_envs.stack.config import load_config
+    from evolve_envs.stack.loading import load_config
 
     lines = (
         (REPO / "evolve_envs" / "configs" / "rlinf" / "libero_10_grpo_openvlaoft.yaml")

@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from evolve_envs.stack.config import ConfigError, load_config, resolve_config, shipped_configs
+from evolve_envs.stack.config import ConfigError
+from evolve_envs.stack.loading import load_config, resolve_config, shipped_configs
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = (
-    "import json; from evolve_envs.stack.config import load_config, resolve_config; "
+    "import json; from evolve_envs.stack.loading import load_config, resolve_config; "
     "cfg = load_config('libero_10', 'fast_dev'); "
     "print(json.dumps([str(resolve_config('libero_10')), cfg.env['suite'], "
     "cfg.reward_model.call_every]))"

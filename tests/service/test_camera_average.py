@@ -13,7 +13,7 @@ from evolve_envs.reward.clients.camera_average import CameraAverageClient
 from evolve_envs.reward.clients.progress_client import ProgressClient
 from evolve_envs.reward.protocol.progress import critic_between, value_list
 from evolve_envs.reward.service.embedded import EmbeddedService
-from evolve_envs.stack.config import load_config
+from evolve_envs.stack.loading import load_config
 from evolve_envs.wrappers.progress_reward import ProgressReward
 from tests.service.svc_helpers import painted
 

@@ -17,7 +17,8 @@ from evolve_envs.progress.done_rules import DoneRule, TerminationAudit
 from evolve_envs.progress.settings import TrackerSettings, check_capabilities
 from evolve_envs.reward.clients.progress_client import ProgressClient
 from evolve_envs.reward.service.embedded import EmbeddedService
-from evolve_envs.stack.config import ConfigError, load_config
+from evolve_envs.stack.config import ConfigError
+from evolve_envs.stack.loading import load_config
 from evolve_envs.wrappers.frame_cache import FrameCache
 from evolve_envs.wrappers.progress_reward import ProgressReward
 from tests.helpers.synthetic_env import SyntheticProgressEnv

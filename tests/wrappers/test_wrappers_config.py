@@ -8,8 +8,9 @@ import gymnasium as gym
 import pytest
 
 from evolve_envs.reward.service.embedded import EmbeddedService
-from evolve_envs.stack.config import CONFIG_DIR, ConfigError, env_overrides, load_config
+from evolve_envs.stack.config import ConfigError
 from evolve_envs.stack.factory import make_env
+from evolve_envs.stack.loading import CONFIG_DIR, env_overrides, load_config
 from evolve_envs.wrappers.episode_score import EpisodeScoreReward
 from evolve_envs.wrappers.progress_reward import ProgressReward
 from evolve_envs.wrappers.progressive_horizon import ProgressiveHorizon

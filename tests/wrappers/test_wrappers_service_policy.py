@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from evolve_envs.integrations.rlinf.adapter import build_progress_stack
+from evolve_envs.integrations.rlinf.stack import build_progress_stack
 from evolve_envs.reward.clients.endpoint_pool import EndpointPool
 from evolve_envs.reward.clients.errors import ErrorKind, RewardServiceError
 from evolve_envs.reward.clients.service_check import ServiceUnavailableError
@@ -191,7 +191,8 @@ def test_missing_or_wrong_token_fails_at_construction(token_service, kind, token
 
 
 def test_token_never_printed_by_the_config(token_service) -> None:
-    from evolve_envs.stack.config import ConfigError, load_config
+    from evolve_envs.stack.config import ConfigError
+    from evolve_envs.stack.loading import load_config
 
     cfg = load_config({"reward_model": {"token": TOKEN}}, environ={})
     assert TOKEN not in repr(cfg) and TOKEN not in str(cfg.model_dump(mode="json"))

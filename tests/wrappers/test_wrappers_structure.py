@@ -17,9 +17,9 @@ from evolve_envs.stack.config import (
     PickleScorerConfig,
     ProgressModelConfig,
     VideoScoreConfig,
-    load_config,
 )
 from evolve_envs.stack.factory import make_env
+from evolve_envs.stack.loading import load_config
 from tests.helpers.synthetic_env import SyntheticProgressEnv, paint
 
 

@@ -32,27 +32,12 @@ The attributes RLinf reads from its env are forwarded to the wrapped env by name
 (RLinf's ``get_env_attr``), which walks down the wrapper stack as Gymnasium's does, so the
 wrapper can sit anywhere in RLinf's wrapper stack.
 
-Info keys added to every ``infos`` dict of the chunk (tensors ``[N]``): ``progress`` (0–100),
-``reward_model_reward``, ``env_reward``, ``done_by_progress``; and, when the env keeps an
-``infos["episode"]`` block of running episode statistics (RLinf's LIBERO does; RLinf logs its keys
-as ``env/<key>`` metrics), ``progress``, ``max_progress``, ``done_by_progress``,
-``reward_model_return``, ``reward_model_calls`` and ``reward_model_errors`` for the current (or,
-after an episode ends, the last) episode; the audit of model termination: ``model_done`` and
-``model_done_success`` (this episode: the model judged it done; and the env had succeeded then —
-the ratio of their means is the precision of model termination over a logging interval), the
-running ``model_done_total`` / ``model_done_success_total`` of the episode's task (trackers share
-one :class:`~evolve_envs.progress.done_rules.TerminationAudit`) and the running
-``model_done_precision`` over all tasks of this env (model-terminated episodes the env judged
-successful / model-terminated episodes, as the episode ended; NaN until the model has ended an
-episode, and RLinf's mean of it is NaN while any logged row is); and with
-``reward_model.alarm.enable`` the reward-hacking alarm's numbers for the task
-(:mod:`evolve_envs.progress.hacking`): ``alarm_progress_rise``, ``alarm_success_rise``,
-``alarm_high_failure_rise`` (0 until its windows are full), ``alarm_firing``, ``alarm_triggers``.
-With auto-reset the ended episodes' values are in ``infos["final_info"]["episode"]``. The block's
-``return`` and ``reward`` (RLinf's ``env/return`` and ``env/reward`` metrics) are replaced by the
-episode's sum and per-step mean of the rewards this wrapper returns, i.e. the reward RLinf trains
-on, up to and including the step that ended the episode; the env's own values move to ``env_return``
-and ``env_reward_mean``.
+Info keys added to every ``infos`` dict of the chunk (``progress``, ``reward_model_reward``,
+``env_reward``, ``done_by_progress``) and to RLinf's ``episode`` blocks (the episode's progress,
+model return and calls, the audit of model termination, the alarm's numbers, and ``return`` /
+``reward`` of the rewards this wrapper returns) are listed in
+:mod:`evolve_envs.integrations.rlinf.env_state`, which keeps each sub-env's episode state.
+:mod:`evolve_envs.integrations.rlinf.stack` builds the trackers from a ``reward_model`` block.
 
 In a YAML run the wrapper is installed by :mod:`evolve_envs.integrations.rlinf.worker` from the
 ``env.train.reward_model`` block; see the README, "Using with RLinf". This module imports
@@ -75,32 +60,33 @@ stand-in env)::
 
 from __future__ import annotations
 
-import contextlib
-import copy
-import inspect
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from evolve_envs.progress.done_rules import TerminationAudit
-from evolve_envs.progress.episode_summary import model_done, model_score
+from evolve_envs.integrations.rlinf.env_state import (
+    SubEnvEpisodes,
+    annotate,
+    frame_getter,
+    task_of,
+    write_episode_block,
+)
+from evolve_envs.integrations.rlinf.resets import (
+    check_resets_sub_envs,
+    env_success_flags,
+    final_mask,
+    reset_ended,
+)
+from evolve_envs.integrations.rlinf.stack import build_progress_stack, reward_model_block
 from evolve_envs.progress.hacking import HackingDetector
-from evolve_envs.progress.settings import ConfigError
 from evolve_envs.progress.tracker import ProgressTracker, TrackerStep
 from evolve_envs.train.arrays import like, to_numpy, torch_of
 from evolve_envs.wrappers.success_bonus import bonus_paid
 
-__all__ = [
-    "RLinfProgressReward",
-    "ProgressStack",
-    "build_progress_stack",
-    "reward_model_block",
-    "wrap_env_from_config",
-]
+__all__ = ["RLinfProgressReward", "wrap_env_from_config"]
 
 logger = logging.getLogger(__name__)
 
@@ -108,12 +94,6 @@ TrackerFactory = Callable[[int], ProgressTracker]
 
 
 # ---------------------------------------------------------------------------- small helpers
-
-
-def _torch():
-    import torch
-
-    return torch
 
 
 def _as_index_list(env_idx: Any, num_envs: int) -> list[int]:
@@ -125,37 +105,6 @@ def _as_index_list(env_idx: Any, num_envs: int) -> list[int]:
     return [int(i) for i in np.atleast_1d(arr)]
 
 
-def _final_mask(infos: Mapping[str, Any], n: int) -> np.ndarray:
-    """Which sub-envs were auto-reset in this step (``infos["_final_observation"]``), shape (n,)."""
-    mask = to_numpy(infos.get("_final_observation", np.zeros(n, dtype=bool)), bool)
-    return mask.any(axis=-1) if mask.ndim > 1 else mask
-
-
-def _frame_getter(images: Any, i: int) -> Callable[[], np.ndarray]:
-    """A zero-argument callable returning sub-env ``i``'s frame as a NumPy uint8 array."""
-
-    def get() -> np.ndarray:
-        return to_numpy(images[i])
-
-    return get
-
-
-def _task_of(obs: Mapping[str, Any], key: str, i: int, fallback: Any) -> str:
-    tasks = obs.get(key) if isinstance(obs, Mapping) else None
-    if tasks is None:
-        tasks = fallback
-    try:
-        task = tasks[i]
-    except (TypeError, IndexError, KeyError):
-        task = None
-    if not isinstance(task, str) or not task.strip():
-        raise ValueError(
-            f"sub-env {i} has no task description (observation key {key!r}); the progress "
-            "reward model needs the instruction text"
-        )
-    return task
-
-
 def _forwarded(name: str) -> property:
     """A read-only attribute that reads ``name`` from the wrapped env (absent when it is)."""
 
@@ -163,29 +112,6 @@ def _forwarded(name: str) -> property:
         return getattr(self.env, name)
 
     return property(get, doc=f"The wrapped env's ``{name}``.")
-
-
-def _check_resets_sub_envs(env: Any) -> None:
-    """Refuse an auto-resetting env whose sub-envs the reward model could end but not reset:
-    one without ``reset(env_idx=..., reset_state_ids=...)``, or an evaluation env (``is_eval``:
-    its resets follow an ordered pool of evaluation states that only the env itself draws)."""
-    fix = "set reward_model.terminate_on_done: false or env auto_reset: false"
-    if bool(getattr(env, "is_eval", False)):
-        raise ConfigError(
-            f"{type(env).__name__} is an evaluation env (is_eval) that auto-resets: a sub-env "
-            f"the reward model ends mid-chunk would not be reset from the evaluation states; {fix}"
-        )
-    reset = getattr(env, "reset", None)
-    try:
-        params = inspect.signature(reset).parameters if callable(reset) else {}
-    except (TypeError, ValueError):  # no signature to read: trust the documented shape
-        return
-    kinds = {p.kind for p in params.values()}
-    if "env_idx" not in params and inspect.Parameter.VAR_KEYWORD not in kinds:
-        raise ConfigError(
-            f"{type(env).__name__} auto-resets but has no reset(env_idx=..., reset_state_ids=...), "
-            f"so a sub-env the reward model ends mid-chunk cannot be reset; {fix}"
-        )
 
 
 # ---------------------------------------------------------------------------- the wrapper
@@ -285,9 +211,7 @@ class RLinfProgressReward:
         self.env_reward_weight = float(env_reward_weight)
         self.image_key = image_key
         self.task_key = task_key
-        self._steps = np.zeros(self._n, dtype=np.int64)
-        self._returns = np.zeros(self._n, dtype=np.float64)  # the rewards this wrapper returned
-        self._ended = [self._episode_end_stats() for _ in range(self._n)]
+        self.episodes = SubEnvEpisodes(self.trackers, alarm)
         workers = max_workers if max_workers is not None else min(self._n, 64)
         sync = any(t.settings.calls == "sync" for t in self.trackers)
         self._pool = (
@@ -303,7 +227,7 @@ class RLinfProgressReward:
             and any(t.settings.terminate_on_done for t in self.trackers)
             and not bool(getattr(env, "ignore_terminations", False))
         ):
-            _check_resets_sub_envs(env)
+            check_resets_sub_envs(env)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -438,38 +362,12 @@ class RLinfProgressReward:
         self.close()
 
     # ------------------------------------------------------------------ internals
-    #: Episode-block keys that run across episodes (kept when a sub-env restarts).
-    _RUNNING = ("model_done_total", "model_done_success_total", "model_done_precision",
-                "alarm_progress_rise", "alarm_success_rise", "alarm_high_failure_rise",
-                "alarm_firing", "alarm_triggers")  # fmt: skip
-
-    def _episode_end_stats(self, previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The episode-block keys set when an episode ends (the termination audit and the
-        alarm), as they stand before it ends; running keys carry over from ``previous``."""
-        stats: dict[str, Any] = {
-            "model_done": False,
-            "model_done_success": False,
-            "model_done_total": 0,
-            "model_done_success_total": 0,
-            "model_done_precision": float("nan"),
-        }
-        if self.alarm is not None:
-            stats.update(alarm_progress_rise=0.0, alarm_success_rise=0.0,
-                         alarm_high_failure_rise=0.0, alarm_firing=False,
-                         alarm_triggers=0)  # fmt: skip
-        if previous is not None:
-            stats.update({k: previous[k] for k in self._RUNNING if k in previous and k in stats})
-        return stats
-
     def _start_episodes(self, obs: Mapping[str, Any], idx: list[int]) -> None:
         images = obs[self.image_key]
         fallback_tasks = getattr(self.env, "task_descriptions", None)
         for i in idx:
-            task = _task_of(obs, self.task_key, i, fallback_tasks)
-            self.trackers[i].reset(task, _frame_getter(images, i)())
-            self._steps[i] = 0
-            self._returns[i] = 0.0
-            self._ended[i] = self._episode_end_stats(self._ended[i])
+            task = task_of(obs, self.task_key, i, fallback_tasks)
+            self.episodes.start(i, task, frame_getter(images, i)())
 
     def _observe_all(self, calls: list[tuple[int, dict[str, Any]]]) -> dict[int, TrackerStep]:
         def run(item: tuple[int, dict[str, Any]]) -> tuple[int, TrackerStep]:
@@ -479,23 +377,6 @@ class RLinfProgressReward:
         if len(calls) <= 1 or self._pool is None:
             return dict(map(run, calls))
         return dict(self._pool.map(run, calls))
-
-    def _record_end(self, i: int, summary: Mapping[str, Any]) -> None:
-        """An episode of sub-env ``i`` ended: its termination audit and the alarm's numbers."""
-        stats = self._ended[i]
-        audit = summary.get("termination_audit") or {}
-        # this adapter decides termination itself: count the model's "done", ended or not
-        stats.update(model_done(summary, terminated_only=False))
-        stats["model_done_total"] = int(audit.get("model_done", 0))
-        stats["model_done_success_total"] = int(audit.get("model_done_success", 0))
-        stats["model_done_precision"] = self._model_done_precision()
-        score = model_score(summary, self.alarm.settings.score) if self.alarm else None
-        if self.alarm is not None and score is not None:
-            state = self.alarm.add(summary["task"], score, bool(summary.get("is_success")))
-            for key in ("progress_rise", "success_rise", "high_failure_rise"):
-                stats[f"alarm_{key}"] = float(state[key] or 0.0)
-            stats["alarm_firing"] = bool(state["firing"])
-            stats["alarm_triggers"] = int(state["triggers"])
 
     def _process(
         self,
@@ -519,7 +400,7 @@ class RLinfProgressReward:
         ignore_terms = self.ignore_terminations or not self.model_terminates
         last_infos = infos_list[-1] if isinstance(infos_list[-1], Mapping) else {}
         final_obs = last_infos.get("final_observation") if resets_done else None
-        env_success = self._env_success(infos_list)
+        env_success = env_success_flags(infos_list, n)
         env_r = to_numpy(env_rewards, np.float64)
 
         model_r = np.zeros((n, c), dtype=np.float64)
@@ -532,7 +413,7 @@ class RLinfProgressReward:
         for t in range(c):
             images = obs_list[t][self.image_key]
             if t == c - 1 and final_obs is not None:
-                mask = _final_mask(last_infos, n)
+                mask = final_mask(last_infos, n)
                 final_images = final_obs[self.image_key]
             else:
                 mask, final_images = None, None
@@ -541,13 +422,13 @@ class RLinfProgressReward:
                 if self.trackers[i].episode_over:
                     continue
                 src = final_images if mask is not None and mask[i] else images
-                self._steps[i] += 1
+                self.episodes.steps[i] += 1
                 calls.append(
                     (
                         i,
                         {
-                            "step": int(self._steps[i]),
-                            "frame": _frame_getter(src, i),
+                            "step": int(self.episodes.steps[i]),
+                            "frame": frame_getter(src, i),
                             "env_terminated": bool(term_np[i, t]),
                             "env_truncated": bool(trunc_np[i, t]),
                             "env_success": (
@@ -559,19 +440,19 @@ class RLinfProgressReward:
             for i, out in self._observe_all(calls).items():
                 model_r[i, t] = out.reward
                 if out.summary is not None:
-                    self._record_end(i, out.summary)
+                    self.episodes.record_end(i, out.summary)
                     if self.success_bonus > 0:
                         bonus_r[i, t] = bonus_paid(
                             out.summary, self.success_bonus, self.success_threshold
                         )
-                self._returns[i] += (
+                self.episodes.returns[i] += (
                     self.env_reward_weight * env_r[i, t]
                     + self.reward_weight * out.reward
                     + bonus_r[i, t]
                 )
                 if out.terminate and not ignore_terms:
                     model_term[i, t] = True
-            snapshots.append(self._stats_arrays())
+            snapshots.append(self.episodes.stats_arrays())
             progress[:, t] = snapshots[-1]["progress"]
             done_flag[:, t] = snapshots[-1]["done_by_progress"]
 
@@ -587,206 +468,23 @@ class RLinfProgressReward:
         if resets_done:
             need_reset = model_term.any(axis=1) & ~env_done_at_end
             if need_reset.any():
-                obs_list[-1], infos_list[-1] = self._reset_ended(
-                    need_reset, obs_list[-1], infos_list[-1]
+                obs_list[-1], infos_list[-1] = reset_ended(
+                    self.env, need_reset, obs_list[-1], infos_list[-1]
                 )
             restart = [i for i in range(n) if env_done_at_end[i] or need_reset[i]]
             if restart:
                 final_info = infos_list[-1].get("final_info")
                 if isinstance(final_info, dict) and isinstance(final_info.get("episode"), dict):
-                    self._write_episode_block(final_info["episode"], snapshots[-1])
+                    write_episode_block(final_info["episode"], snapshots[-1])
                 self._start_episodes(obs_list[-1], restart)
 
-        self._annotate(infos_list, env_r, model_r, progress, done_flag, snapshots)
+        annotate(infos_list, env_r, model_r, progress, done_flag, snapshots)
 
         mixed = self.env_reward_weight * env_r + self.reward_weight * model_r + bonus_r
         rewards_t, terms_t = torch_of(env_rewards), torch_of(terms)
         rewards_out = like(mixed, env_rewards, rewards_t) if rewards_t else mixed.astype(np.float32)
         terms_out = like(out_terms, terms, terms_t, is_bool=True)
         return obs_list, rewards_out, terms_out, truncs, infos_list
-
-    def _env_success(self, infos_list: list[Any]) -> list[np.ndarray | None]:
-        """Per-step env success flags from RLinf's ``infos["episode"]["success_once"]`` (or the
-        ``final_info`` copy of it after an auto-reset); ``None`` where the env keeps none."""
-        out: list[np.ndarray | None] = []
-        for infos in infos_list:
-            flags = None
-            if isinstance(infos, Mapping):
-                for holder in (infos, infos.get("final_info")):
-                    ep = holder.get("episode") if isinstance(holder, Mapping) else None
-                    if isinstance(ep, Mapping) and "success_once" in ep:
-                        flags = to_numpy(ep["success_once"], bool).reshape(-1)
-                        break
-            out.append(flags if flags is not None and flags.shape == (self._n,) else None)
-        return out
-
-    def _reset_ended(self, mask: np.ndarray, last_obs: Any, last_infos: Any) -> tuple[Any, Any]:
-        """Reset the sub-envs the reward model ended (auto-reset mode) as RLinf's LIBERO env
-        resets its own: ``reset(env_idx, reset_state_ids)`` with fresh reset state ids when the
-        env uses fixed ones, and the ended sub-envs' last observation and infos put into
-        ``final_observation`` / ``final_info`` (next to those of sub-envs the env itself reset
-        in this chunk); returns the chunk's new last observation and infos."""
-        last_infos = dict(last_infos) if isinstance(last_infos, Mapping) else {}
-        prior = _final_mask(last_infos, self._n)
-        had_final = "final_observation" in last_infos
-        ended_obs = copy.deepcopy(last_obs)
-        ended_info = last_infos["final_info"] if had_final else copy.deepcopy(last_infos)
-        env_idx = np.flatnonzero(mask)
-        reset_ids = None
-        if bool(getattr(self.env, "use_fixed_reset_state_ids", False)):
-            self.env.update_reset_state_ids()
-            reset_ids = np.asarray(self.env.reset_state_ids)[env_idx]
-        obs, reset_infos = self.env.reset(env_idx=env_idx, reset_state_ids=reset_ids)
-        new_infos = dict(reset_infos)
-        if had_final:
-            # Keep the terminal observations of sub-envs the env itself reset in this chunk.
-            final_obs = copy.copy(last_infos["final_observation"])
-            for key, value in ended_obs.items():
-                if key in final_obs and hasattr(value, "__getitem__") and hasattr(value, "shape"):
-                    final_obs[key][env_idx] = value[env_idx]
-        else:
-            final_obs = ended_obs
-        new_infos["final_observation"] = final_obs
-        new_infos["final_info"] = ended_info
-        both = prior | mask
-        new_infos["_final_observation"] = both
-        new_infos["_final_info"] = both
-        new_infos["_elapsed_steps"] = both
-        return obs, new_infos
-
-    def _model_done_precision(self) -> float:
-        """Model-terminated episodes the env judged successful / model-terminated episodes,
-        over all tasks and every audit the trackers count in; NaN before the first."""
-        audits = {id(t.audit): t.audit for t in self.trackers}.values()
-        counts = [a.counts() for a in audits]
-        done = sum(c["model_done"] for c in counts)
-        return sum(c["model_done_success"] for c in counts) / done if done else float("nan")
-
-    def _stats_arrays(self) -> dict[str, np.ndarray]:
-        """Each sub-env's episode statistics: the tracker's totals, and the return / mean
-        reward of the rewards this wrapper returned."""
-        totals = [t.totals() for t in self.trackers]
-
-        def col(key: str, dtype: Any) -> np.ndarray:
-            return np.array([tot[key] for tot in totals], dtype=dtype)
-
-        ended = {
-            key: np.array([e[key] for e in self._ended], dtype=_dtype_of(default))
-            for key, default in self._ended[0].items()
-        }
-        return {
-            "progress": col("progress", np.float32),
-            "max_progress": col("max_progress", np.float32),
-            "done_by_progress": col("done_by_progress", bool),
-            "reward_model_return": col("model_reward", np.float32),
-            "reward_model_calls": col("progress_calls", np.int64),
-            "reward_model_errors": col("reward_model_errors", np.int64),
-            "return": self._returns.astype(np.float32),
-            "reward": (self._returns / np.maximum(self._steps, 1)).astype(np.float32),
-            **ended,
-        }
-
-    @staticmethod
-    def _write_episode_block(block: dict[str, Any], stats: dict[str, np.ndarray]) -> None:
-        """Put the episode statistics into the env's ``episode`` block; the env's own
-        ``return`` / ``reward`` (its reward only) move to ``env_return`` / ``env_reward_mean``."""
-        torch = _torch()
-        for key, moved in (("return", "env_return"), ("reward", "env_reward_mean")):
-            if key in block and moved not in block:
-                block[moved] = block[key]
-        for key, values in stats.items():
-            block[key] = torch.from_numpy(values.copy())
-
-    def _annotate(
-        self,
-        infos_list: list[Any],
-        env_r: np.ndarray,
-        model_r: np.ndarray,
-        progress: np.ndarray,
-        done_flag: np.ndarray,
-        snapshots: list[dict[str, np.ndarray]],
-    ) -> None:
-        torch = _torch()
-        for t, infos in enumerate(infos_list):
-            if not isinstance(infos, dict):
-                continue
-            infos["progress"] = torch.from_numpy(progress[:, t].copy())
-            infos["reward_model_reward"] = torch.from_numpy(model_r[:, t].astype(np.float32))
-            infos["env_reward"] = torch.from_numpy(env_r[:, t].astype(np.float32))
-            infos["done_by_progress"] = torch.from_numpy(done_flag[:, t].copy())
-            if isinstance(infos.get("episode"), dict):
-                self._write_episode_block(infos["episode"], snapshots[t])
-
-
-def _dtype_of(value: Any) -> Any:
-    if isinstance(value, bool):
-        return bool
-    return np.int64 if isinstance(value, int) else np.float32
-
-
-# ---------------------------------------------------------------------------- from config
-
-
-@dataclass
-class ProgressStack:
-    """Trackers and weights built from a ``reward_model`` block (:func:`build_progress_stack`).
-
-    >>> stack = ProgressStack(trackers=[], reward_weight=1.0, env_reward_weight=0.0,
-    ...                       on_close=[], config=None)
-    >>> stack.reward_weight, stack.alarm
-    (1.0, None)
-    """
-
-    trackers: list[ProgressTracker]
-    reward_weight: float
-    env_reward_weight: float
-    on_close: list[Callable[[], Any]]
-    config: Any
-    alarm: HackingDetector | None = None
-
-
-def reward_model_block(env_cfg: Any) -> Any | None:
-    """The ``reward_model`` block of an RLinf env config (``env.train`` / ``env.eval``), or None."""
-    if env_cfg is None:
-        return None
-    getter = getattr(env_cfg, "get", None)
-    block = getter("reward_model", None) if callable(getter) else None
-    return block
-
-
-def build_progress_stack(
-    reward_model: Any, num_envs: int, *, environ: Mapping[str, str] | None = None
-) -> ProgressStack:
-    """Validate a ``reward_model`` block and build one tracker per sub-env.
-
-    The block is validated by :func:`evolve_envs.stack.config.load_config` (unknown keys and wrong
-    types are errors naming the key; the ``VLAC_*`` environment variables override it).
-    The reward model is opened by :func:`evolve_envs.stack.reward_model.open_reward_model`, the
-    builder
-    ``make_env`` uses: one client serves all trackers, the service's capabilities are asked once
-    and impossible settings are refused here, and a dead, refusing or foreign service fails here
-    exactly as in ``make_env`` (``reward_model.require_service``). ``endpoint: embedded`` starts
-    a local service (``embedded_backend``) owned by this stack (stopped by its ``on_close``).
-    """
-    from evolve_envs.stack.config import ProgressModelConfig, load_config, reward_model_source
-    from evolve_envs.stack.reward_model import open_reward_model
-
-    cfg = load_config(reward_model_source(reward_model), environ=environ).reward_model
-    if not cfg.enable:
-        raise ConfigError("reward_model.enable: is false; nothing to install")
-    if not isinstance(cfg, ProgressModelConfig):
-        raise ConfigError(
-            f"reward_model.kind: the RLinf integration supports 'progress', got {cfg.kind!r}"
-        )
-    with contextlib.ExitStack() as undo:  # a failure here closes the model again
-        model = undo.enter_context(open_reward_model(cfg, max_workers=max(1, min(num_envs, 64))))
-        audit = TerminationAudit()  # one run-wide count per task for all sub-envs
-        trackers = [model.tracker(audit=audit) for _ in range(num_envs)]
-        undo.pop_all()  # the stack owns the model now: closed by its on_close
-    alarm = HackingDetector(cfg.alarm.detector_settings()) if cfg.alarm.enable else None
-    return ProgressStack(
-        trackers, cfg.reward_weight, cfg.env_reward_weight, [model.close], cfg, alarm=alarm
-    )
 
 
 def wrap_env_from_config(env: Any, env_cfg: Any) -> Any:

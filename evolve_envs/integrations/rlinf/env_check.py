@@ -149,7 +149,7 @@ def run_env_check(hydra_args: Sequence[str]) -> EnvCheckReport:
     from rlinf.scheduler import Cluster
     from rlinf.utils.placement import HybridComponentPlacement
 
-    from evolve_envs.integrations.rlinf.adapter import reward_model_block
+    from evolve_envs.integrations.rlinf.stack import reward_model_block
     from evolve_envs.integrations.rlinf.worker import ProgressEnvWorker
 
     stage = ["composing the config"]

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from evolve_envs.integrations.rlinf.adapter import RLinfProgressReward, reward_model_block
+from evolve_envs.integrations.rlinf.adapter import RLinfProgressReward
+from evolve_envs.integrations.rlinf.stack import reward_model_block
 
 try:
     from rlinf.workers.env.env_worker import EnvWorker as _RLinfEnvWorker

@@ -1,0 +1,72 @@
+"""The weight registry: how the learner broadcasts weights to rollout workers, and they report.
+
+:class:`WeightRegistry` runs as a small Ray actor (:func:`evolve_envs.train.loop.run_loop` starts
+it); workers poll it between steps without blocking, and it counts their incarnations and
+trajectories.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["WeightRegistry"]
+
+
+class WeightRegistry:
+    """The small actor through which the learner broadcasts weights and workers report.
+
+    Holds the newest ``(version, [ObjectRef of the state_dict])`` (the reference travels inside a
+    list so Ray does not resolve it), a stop flag, and per-worker counters (incarnations, pushed
+    trajectories, dropped ones, env steps).
+
+    Example:
+        >>> reg = WeightRegistry()
+        >>> reg.poll(0, -1)["version"], reg.hello(0)
+        (-1, 1)
+    """
+
+    def __init__(self) -> None:
+        self._version = -1
+        self._ref: list[Any] = [None]
+        self._stop = False
+        self._workers: dict[int, dict[str, int]] = {}
+        self._where: dict[int, list[dict[str, Any]]] = {}
+
+    def publish(self, version: int, ref: list[Any]) -> None:
+        """Make ``ref[0]`` (an ObjectRef of a state_dict) the newest weights, as ``version``."""
+        self._version, self._ref = int(version), list(ref)
+
+    def poll(self, worker_id: int, have: int) -> dict[str, Any]:
+        """What a worker holding version ``have`` needs: the newest version, its reference when
+        newer (else None), and whether to stop."""
+        newer = self._version > have
+        return {"version": self._version, "ref": self._ref if newer else None, "stop": self._stop}
+
+    def hello(self, worker_id: int, pid: int = 0, where: Mapping[str, Any] | None = None) -> int:
+        """A worker (re)started in process ``pid``: count and return its incarnation, and keep
+        ``where`` it runs (node id, reward transport) for :meth:`placements`."""
+        w = self._workers.setdefault(worker_id, {"incarnations": 0})
+        w["incarnations"] += 1
+        w["pid"] = int(pid)
+        self._where.setdefault(worker_id, []).append(dict(where or {}))
+        return w["incarnations"]
+
+    def placements(self) -> dict[int, list[dict[str, Any]]]:
+        """Per worker, where each incarnation ran (oldest first)."""
+        return {k: [dict(x) for x in v] for k, v in self._where.items()}
+
+    def report(self, worker_id: int, counts: Mapping[str, int]) -> None:
+        """Add a worker's counters (``pushed``, ``dropped``, ``env_steps``, ...)."""
+        w = self._workers.setdefault(worker_id, {"incarnations": 0})
+        for k, v in counts.items():
+            if k != "pid":
+                w[k] = w.get(k, 0) + int(v)
+
+    def stop(self) -> None:
+        """Ask every worker's :meth:`RolloutWorker.run` loop to return."""
+        self._stop = True
+
+    def workers(self) -> dict[int, dict[str, int]]:
+        """Per-worker counters."""
+        return {k: dict(v) for k, v in self._workers.items()}
