@@ -19,7 +19,7 @@ from evolve_envs.integrations.rlinf.adapter import RLinfProgressReward
 from evolve_envs.reward.service.embedded import EmbeddedService
 from evolve_envs.stack.vector import make_vec
 from evolve_envs.train.config import load_train_config
-from evolve_envs.train.worker import make_worker_env
+from evolve_envs.train.worker_env import make_worker_env
 
 SEED = 3
 STEPS = 40
