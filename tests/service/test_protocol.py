@@ -289,7 +289,7 @@ def test_build_on_anything_but_a_fresh_dtype_or_array_is_refused(
         ((3, "|", None, None, {"a": 1}, 8, 1, 0), "field names or fields"),
         ((3, "|", None, None, None, 65536, 1, 0), r"does not match \|S8 \(itemsize 65536"),
         ((3, "|", None, None, None, 8, 16, 0), "alignment 16"),
-        ((3, "|", None, None, None, 8, 1, 16), "flags 16"),
+        ((3, "|", None, None, None, 8, 1, 1 << 20), "flags 1048576"),
         ((4, "|", None, None, None, 8, 1, 0), "must be numpy's own"),
         ((3, "?", None, None, None, 8, 1, 0), "must be numpy's own"),
         ((3, "|", None, None, None, 8, 1), "must be numpy's own"),

@@ -116,7 +116,7 @@ class _DTypePlaceholder:
 
     Its one `BUILD` may carry only numpy's standard state for that dtype,
     `(3, byte order, None, None, None, itemsize or -1, alignment or -1, flags)`: it may change
-    the byte order, nothing else (no subarray, fields, item size or flags).
+    the byte order, nothing else (no subarray, fields or item size; the flags are not used).
     """
 
     __slots__ = ("descr", "_built")
@@ -149,10 +149,12 @@ class _DTypePlaceholder:
                 "plain numeric, bool and str dtypes are accepted"
             )
         elsize, alignment, flags = state[5:]
+        # the flags (numpy's flag byte, which numpy versions set differently) are never
+        # applied: the dtype is rebuilt from its name and byte order
         if (
             elsize not in (-1, base.itemsize)
             or alignment not in (-1, base.alignment)
-            or flags != base.flags
+            or not 0 <= flags < 256
         ):
             raise UnsafePickleError(
                 f"numpy dtype state does not match {base.str} (itemsize {elsize}, alignment "
