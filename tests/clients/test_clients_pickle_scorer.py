@@ -129,3 +129,55 @@ def test_bad_inputs_raise_in_the_caller(client, images, prompts, metadata, words
     with pytest.raises((ValueError, TypeError), match=words):
         client.score(images, prompts, metadata)
     assert client.stats.snapshot()["calls"] == 0
+
+
+_CHILD = """
+import sys
+from evolve_envs.reward.clients.endpoint_pool import EndpointPool
+from evolve_envs.reward.clients.errors import BadResponseError
+from evolve_envs.reward.clients.pickle_scorer_client import PickleScorerClient
+
+url = sys.argv[1]
+jpeg = bytes.fromhex(sys.argv[2])
+strict = PickleScorerClient(EndpointPool(url, max_retries=0), fail_on_request_error=True)
+try:
+    strict.score([jpeg], ["p"])
+except BadResponseError as exc:
+    print("refused:", exc)
+soft = PickleScorerClient(EndpointPool(url, max_retries=0), fallback_score=-1.0)
+result = soft.score([jpeg], ["p"])
+print("fallback:", result.value, result.fallback, soft.stats.errors)
+"""
+
+
+def test_a_hostile_scorer_answer_cannot_crash_the_training_process() -> None:
+    """F2 on the client: a scorer (a real HTTP server on 127.0.0.1) answers the 141-byte
+    pickle that made `np.frombuffer` build a 64 MB view over 8 bytes. The training process
+    (a child here, so a crash shows as its exit code, -11 for SIGSEGV) gets a typed error in
+    fail-fast mode and the fallback score in fail-soft mode, and exits normally."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.clients.client_helpers import Answer, HostileHTTPServer
+    from tests.fuzz.hostile import DTYPE_SUBARRAY_CRASH
+
+    jpeg = simplejpeg.encode_jpeg(paint(30), quality=90)
+    with HostileHTTPServer() as scorer:
+        scorer.answers["/"] = Answer(200, {"content-type": "application/octet-stream"},
+                                     DTYPE_SUBARRAY_CRASH)  # fmt: skip
+        root = str(Path(__file__).resolve().parents[2])  # this checkout, first on the path
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]),
+        }
+        child = subprocess.run(
+            [sys.executable, "-c", _CHILD, scorer.url, jpeg.hex()],
+            capture_output=True, text=True, timeout=120, env=env,
+        )  # fmt: skip
+    assert child.returncode == 0, (child.returncode, child.stderr[-2000:])
+    assert "refused: " in child.stdout and "subarray" in child.stdout, child.stdout
+    assert "body is not a safe pickle" in child.stdout
+    assert "fallback: [-1.0] True 1" in child.stdout, child.stdout
+    assert scorer.requests == ["/", "/"]

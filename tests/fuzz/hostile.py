@@ -28,7 +28,7 @@ from PIL import Image
 
 from tests.fuzz.harness import JSON, PICKLE, Case
 
-__all__ = ["HOSTILE", "png_bytes", "tiny_mp4"]
+__all__ = ["DTYPE_SUBARRAY_CRASH", "HOSTILE", "png_bytes", "tiny_mp4"]
 
 Built = tuple[Case, tuple[int, ...]]
 
@@ -196,6 +196,28 @@ def stalled_headers() -> Built:
     return Case("STALL", "/", None, raw), (408,)
 
 
+# ------------------------------------------------------------------------------ pickle codec
+
+#: F2 (issue 31): `pickle.dumps({"a": s}, protocol=4)` where `s` reduces to
+#: `numpy._core.multiarray.scalar(d, b"AAAAAAAA")` and `d` to `numpy.dtype("S8", False, True)`
+#: with the state `(3, "|", (numpy.dtype("S65536"), (1000,)), None, None, 8, 1, 0)`: numpy's
+#: `dtype.__setstate__` gives the 8-byte dtype a 1,000 x 64 KiB subarray, so `np.frombuffer`
+#: of 8 bytes made a 64 MB view and reading it killed the process (SIGSEGV), server or client.
+DTYPE_SUBARRAY_CRASH = (
+    b"\x80\x04\x95\x82\x00\x00\x00\x00\x00\x00\x00}\x94\x8c\x01a\x94\x8c\x16numpy._core.multiarray"
+    b"\x94\x8c\x06scalar\x94\x93\x94\x8c\x05numpy\x94\x8c\x05dtype\x94\x93\x94\x8c\x02S8\x94\x89"
+    b"\x88\x87\x94R\x94(K\x03\x8c\x01|\x94h\x07\x8c\x06S65536\x94\x89\x88\x87\x94R\x94M\xe8\x03"
+    b"\x85\x94\x86\x94NNK\x08K\x01K\x00t\x94bC\x08AAAAAAAA\x94\x86\x94R\x94s."
+)
+
+
+def dtype_subarray_pickle() -> Built:
+    """141 bytes: a numpy dtype rebuilt (BUILD) with a subarray 8,000 times its size, then a
+    scalar of it (it crashed the process before the codec built numpy values from checked
+    parts only)."""
+    return Case("POST", "/pickle", PICKLE, DTYPE_SUBARRAY_CRASH), (400,)
+
+
 HOSTILE: dict[str, Callable[[], Built]] = {
     "aliased metadata pickle (10^40 paths, 2 KB)": aliased_metadata_pickle,
     "recursive prompts pickle": recursive_prompts_pickle,
@@ -212,4 +234,5 @@ HOSTILE: dict[str, Callable[[], Built]] = {
     "gadget pickle (os.system)": gadget_pickle,
     "oversized body (65 MiB)": oversized_body,
     "stalled headers (slow client)": stalled_headers,
+    "numpy dtype BUILD with a subarray (141 bytes)": dtype_subarray_pickle,
 }

@@ -2,6 +2,9 @@
 
 Each strategy draws a `Case` (`tests.fuzz.harness`): a request some route will decode.
 
+* `numpy_state_cases`: `/pickle` bodies with numpy values written opcode by opcode: dtypes
+  rebuilt (BUILD) with hostile states (subarrays, fields, lying sizes and flags), scalars and
+  arrays whose bytes do not match their dtype and shape, BUILD on the stand-ins themselves.
 * `pickle_cases`: `/pickle` bodies built from request-shaped dicts whose fields hold aliased
   containers (one list reached from many places), deep nesting, cycles, numpy arrays, images of
   every kind below; pickled with a random protocol, then perhaps truncated, a byte flipped,
@@ -25,6 +28,7 @@ import functools
 import io
 import json
 import pickle
+import pickletools
 import struct
 import zlib
 from typing import Any
@@ -36,7 +40,14 @@ from PIL import Image
 from tests.fuzz.harness import JSON, PICKLE, Case
 from tests.fuzz.hostile import tiny_mp4
 
-__all__ = ["http_cases", "image_cases", "json_cases", "pickle_cases", "video_cases"]
+__all__ = [
+    "http_cases",
+    "image_cases",
+    "json_cases",
+    "numpy_state_cases",
+    "pickle_cases",
+    "video_cases",
+]
 
 JSON_ROUTES = ("/trajectory-critic", "/pairwise-critic", "/done", "/score")
 
@@ -216,6 +227,106 @@ def pickle_cases(draw: st.DrawFn) -> Case:
         data[-1:] = lie + b"."
     content_type = draw(st.sampled_from([PICKLE, PICKLE, None, "text/plain", "application/json"]))
     return Case("POST", draw(st.sampled_from(["/pickle", "/"])), content_type, bytes(data))
+
+
+# ------------------------------------------------------------------- numpy values, opcode by opcode
+
+
+def _ops(value: Any) -> bytes:
+    """The opcodes of a plain value, without PROTO, memo or STOP (to splice into a pickle)."""
+    return pickletools.optimize(pickle.dumps(value, protocol=3))[2:-1]
+
+
+_DTYPE_NAMES = ["S8", "f8", "i4", "u1", "b1", "c16", "U4", "S65536", "<f4", ">i2"]
+_DTYPE_NAMES += ["O", "V8", "M8[s]", "(2,)f8", "f8,i4", "S0", "U2147483647", "S99999999999"]
+_NUMPY_MODULES = ["numpy._core.multiarray", "numpy.core.multiarray"]
+
+
+def _itemsize(name: str) -> int:
+    try:
+        return np.dtype(name).itemsize
+    except (TypeError, ValueError):
+        return 8
+
+
+@st.composite
+def _dtype_ops(draw: st.DrawFn, depth: int = 0) -> tuple[bytes, int]:
+    """`numpy.dtype(name, False, True)`, then perhaps a BUILD with a state numpy's own
+    `__setstate__` would take: a subarray (of another dtype), field names, fields, an item
+    size, alignment or flags that lie, a byte order, a wrong version or length. Also the item
+    size the value claims (what a matching scalar's data length is drawn from)."""
+    name = draw(st.sampled_from(_DTYPE_NAMES))
+    size = _itemsize(name)
+    ops = b"cnumpy\ndtype\n" + _ops(name) + _ops(False) + _ops(True) + b"\x87R"
+    mode = draw(st.sampled_from(["plain", "state", "subarray"]))
+    if mode == "plain":
+        return ops, size
+    if mode == "subarray" and depth == 0:  # numpy's own state but for a (large) subarray: F2
+        inner = draw(st.sampled_from(["S65536", "f8", "U4", "u1"]))
+        shape = draw(st.sampled_from([(1000,), (65536,), (64, 1024), (2**31 - 1,), (1,)]))
+        sub = b"cnumpy\ndtype\n" + _ops(inner) + _ops(False) + _ops(True) + b"\x87R"
+        state = b"(" + _ops(3) + _ops(draw(st.sampled_from(["|", "<"]))) + sub + _ops(shape)
+        state += b"\x86NN" + _ops(size) + _ops(draw(st.sampled_from([1, 4, 8]))) + _ops(0)
+        return ops + state + b"tb", size
+    big = st.sampled_from([size, size, -1, 0, 1, 8, 65536, 2**31 - 1, 2**40])
+    subarray = b"N"
+    if depth < 2 and draw(st.booleans()):  # (dtype, shape): the F2 crash's subarray
+        shape = draw(st.lists(st.sampled_from([1, 2, 1000, 65536, 2**31 - 1]), max_size=3))
+        subarray = draw(_dtype_ops(depth + 1))[0] + _ops(tuple(shape)) + b"\x86"
+    names = _ops(draw(st.sampled_from([None, None, None, ("a",), ("a", "b")])))
+    fields = _ops(draw(st.sampled_from([None, None, None, {"a": 1}, {}])))
+    version = draw(st.sampled_from([3, 3, 3, 4, 2]))
+    order = draw(st.sampled_from(["|", "<", ">", "="]))
+    elsize, alignment = draw(big), draw(st.sampled_from([1, -1, 4, 8, 16]))
+    flags = draw(st.sampled_from([0, 0, 1, 8, 16, 63, -1]))
+    state = b"(" + _ops(version) + _ops(order) + subarray + names + fields
+    state += _ops(elsize) + _ops(alignment) + _ops(flags)
+    if draw(st.integers(0, 5)) == 0:  # a state of the wrong length
+        state += _ops(None)
+    return ops + state + b"tb", elsize if elsize > 0 else size
+
+
+@st.composite
+def _numpy_value_ops(draw: st.DrawFn) -> bytes:
+    """A numpy scalar or array (or a bare BUILD on a stand-in) built opcode by opcode, its
+    data most often as long as its dtype claims."""
+    kind = draw(st.sampled_from(["scalar", "scalar", "array", "frombuffer", "build_stand_in"]))
+    module = draw(st.sampled_from(_NUMPY_MODULES))
+    if kind == "build_stand_in":
+        name = draw(st.sampled_from(["numpy dtype", "numpy ndarray", f"{module} scalar"]))
+        state = draw(st.sampled_from([None, {"__call__": 1}, (None, {"__doc__": "x"}), (3,)]))
+        return b"c" + name.replace(" ", "\n").encode() + b"\n" + _ops(state) + b"b"
+    dtype, size = draw(_dtype_ops())
+    shape = tuple(draw(st.lists(st.sampled_from([0, 1, 2, 3, 1000, 2**31, 2**40, -1]), max_size=3)))
+    count = 1
+    for n in shape:
+        count *= max(n, 0)
+    claimed = size if kind == "scalar" else size * count
+    nbytes = draw(st.sampled_from([claimed, claimed, 0, 1, 7, 8, 16]))
+    raw = _ops(bytes(min(nbytes, 1 << 16)))
+    if kind == "scalar":
+        return f"c{module}\nscalar\n".encode() + dtype + raw + b"\x86R"
+    if kind == "frombuffer":
+        order = _ops(draw(st.sampled_from(["C", "F", "K", "X"])))
+        return b"cnumpy._core.numeric\n_frombuffer\n(" + raw + dtype + _ops(shape) + order + b"tR"
+    head = f"c{module}\n_reconstruct\ncnumpy\nndarray\n".encode() + _ops((0,)) + _ops(b"b")
+    state = b"(" + _ops(1) + _ops(shape) + dtype + _ops(draw(st.booleans())) + raw
+    builds = draw(st.sampled_from([1, 1, 1, 0, 2]))  # none, or twice
+    return head + b"\x87R" + (state + b"tb") * builds
+
+
+@st.composite
+def numpy_state_cases(draw: st.DrawFn) -> Case:
+    """`/pickle` bodies whose `metadata` (or `images`) holds numpy values written opcode by
+    opcode: dtypes rebuilt (BUILD) with hostile states, scalars and arrays whose data does not
+    match their dtype and shape, BUILD on the stand-ins themselves. Before the codec built
+    numpy values from checked parts only, the dtype states crashed the server (F2)."""
+    values = draw(st.lists(_numpy_value_ops(), min_size=1, max_size=3))
+    field = _ops(draw(st.sampled_from(["metadata", "images", "prompts"])))
+    inner = b"}" + b"".join(_ops(f"x{i}") + v + b"s" for i, v in enumerate(values))
+    body = b"\x80\x04}" + _ops("images") + _ops([_image("PNG", "RGB", 8, 8)]) + b"s"
+    body += field + inner + b"s."
+    return Case("POST", draw(st.sampled_from(["/pickle", "/"])), PICKLE, body)
 
 
 # ------------------------------------------------------------------------------------- video

@@ -56,6 +56,12 @@ def test_fuzz_pickle_codec(server: FuzzServer, case: Case) -> None:
     server.check(case, server.send(case), "pickle")
 
 
+@_budget(200)
+@given(case=strategies.numpy_state_cases())
+def test_fuzz_numpy_states(server: FuzzServer, case: Case) -> None:
+    server.check(case, server.send(case), "numpy")
+
+
 @_budget(220)
 @given(case=strategies.image_cases())
 def test_fuzz_image_decoding(server: FuzzServer, case: Case) -> None:

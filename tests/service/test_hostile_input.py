@@ -69,3 +69,19 @@ def test_hostile_input_is_refused_within_the_memory_limit(server: FuzzServer, na
     assert server.healthy()
     for valid in _valid_cases()[:2]:
         assert server.send(valid).status == 200
+
+
+def test_the_141_byte_dtype_pickle_is_a_4xx_and_the_server_lives(server: FuzzServer) -> None:
+    """F2 on the server route: the pickle that killed `evolve-reward-server` (SIGSEGV) is a
+    400 naming the cause within 1 s; the same child process then serves valid requests. A
+    BUILD that would set attributes on a stand-in (for every later request) is refused too."""
+    pid = server.pid
+    case, _ = HOSTILE["numpy dtype BUILD with a subarray (141 bytes)"]()
+    assert len(case.body) == 141
+    outcome = server.send(case)
+    assert outcome.alive and outcome.status == 400 and outcome.seconds < 1.0, outcome
+    stand_in = b"\x80\x04cnumpy\ndtype\n}\x8c\x07__add__K\x01sb."
+    assert server.send(Case("POST", "/pickle", PICKLE, stand_in)).status == 400
+    assert server.service.is_running() and server.pid == pid  # the same process
+    for valid in _valid_cases():
+        assert server.send(valid).status == 200

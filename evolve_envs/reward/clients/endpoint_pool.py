@@ -14,7 +14,10 @@ per request:
   has failed the call; any other 4xx is the caller's fault and is *not* retried. stamina logs
   each scheduled retry on the ``stamina`` logger and counts it in Prometheus when
   ``prometheus_client`` is installed;
-* fail-fast when every endpoint is down (no hammering, no waiting) until a probe succeeds.
+* fail-fast when every endpoint is down (no hammering, no waiting) until a probe succeeds;
+* bounded answers: a call ends by its budget (``total_timeout``) however slowly an endpoint
+  sends, and an answer over ``max_response_bytes`` once decompressed (16 MiB by default) is
+  dropped unread as an invalid response (:mod:`evolve_envs.reward.clients.bounded_read`).
 
 Failures raise :class:`~evolve_envs.reward.clients.errors.RewardServiceError` naming endpoint, route
 and cause; the clients turn that into a fallback value or re-raise it, per their failure policy.
@@ -50,9 +53,11 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import stamina
 
+from evolve_envs.reward.clients.bounded_read import DEFAULT_MAX_RESPONSE_BYTES, ResponseRefused
 from evolve_envs.reward.clients.errors import ErrorKind, RewardServiceError
 from evolve_envs.reward.clients.failover_transport import (
     AVOID,
+    DEADLINE,
     ENDPOINT,
     FailoverTransport,
     NoEndpointAvailable,
@@ -299,6 +304,8 @@ class _Call:
         """
         if not isinstance(exc, RewardServiceError) or not _retryable(exc):
             return False
+        if time.monotonic() >= self.deadline:
+            return False  # the call budget is spent: no further attempt, on any endpoint
         pool = self.pool
         if not pool.healthy_urls():
             return False  # nothing left to try: fail now instead of sleeping
@@ -325,10 +332,15 @@ class EndpointPool:
             (doubles each time, with jitter, capped by ``max_backoff_s``; a ``Retry-After``
             header lengthens it up to that cap). Moving to a different, untried endpoint
             happens without waiting.
-        total_timeout: upper bound on one request, retries and backoff included (each attempt's
-            timeouts are cut to what is left of it). ``None`` means ``(timeout + connect_timeout)
-            * (max_retries + 1) + max_backoff_s * max_retries`` (385 s with the defaults);
-            ``make_env`` passes ``reward_model.call_budget_s``.
+        total_timeout: upper bound on one request, retries and backoff included: a total
+            deadline, not a per-read timeout (every connect, write and read of an attempt is cut
+            to what is left of it, so a server that answers a byte at a time cannot stretch a
+            call past it). ``None`` means ``(timeout + connect_timeout) * (max_retries + 1) +
+            max_backoff_s * max_retries`` (385 s with the defaults); ``make_env`` passes
+            ``reward_model.call_budget_s``.
+        max_response_bytes: the most bytes one answer may have once decoded (gzip/deflate are
+            decompressed by the client, within this limit; 16 MiB by default). A larger answer
+            is dropped unread and fails the call as an invalid response (not retried).
         token: bearer token sent as ``Authorization: Bearer <token>`` on every request and probe;
             ``None``: ``$EVOLVE_REWARD_TOKEN`` if set (the variable the server reads too), ``""``:
             no token.
@@ -377,6 +389,7 @@ class EndpointPool:
         max_connections: int = 64,
         trust_env: bool = False,
         transport: httpx.BaseTransport | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         urls = expand_endpoints(endpoints)
         for name, value in (
@@ -416,6 +429,7 @@ class EndpointPool:
                 max_connections=max_connections, max_keepalive_connections=max_connections
             ),
             trust_env=trust_env,
+            max_response_bytes=max_response_bytes,
         )
         #: the model identity each endpoint reported; a change mid-run is logged and counted
         self.model_watch = ModelWatch()
@@ -546,7 +560,7 @@ class EndpointPool:
         request = self._client.build_request(
             call.method, call.route, **call.body,
             timeout=httpx.Timeout(per_try, connect=min(self.connect_timeout, remaining)),
-            extensions={AVOID: frozenset(call.tried)},
+            extensions={AVOID: frozenset(call.tried), DEADLINE: call.deadline},
         )  # fmt: skip
         try:
             response = self._client.send(request)
@@ -556,8 +570,17 @@ class EndpointPool:
                 attempts=num - 1,
             ) from None  # fmt: skip
         except httpx.TimeoutException as exc:
-            cause = f"timeout after {per_try:.3g} s ({type(exc).__name__})"
+            if time.monotonic() >= call.deadline:
+                cause = (
+                    f"call budget of {call.budget:.3g} s spent ({type(exc).__name__}; "
+                    "reward_model.call_budget_s / total_timeout)"
+                )
+            else:
+                cause = f"timeout after {per_try:.3g} s ({type(exc).__name__})"
             raise call.failed(request, cause, ErrorKind.TIMEOUT, num) from None
+        except ResponseRefused as exc:
+            cause = f"{exc}; the endpoint is broken or not a reward service"
+            raise call.failed(request, cause, ErrorKind.INVALID_RESPONSE, num) from None
         except httpx.TransportError as exc:
             raise call.failed(request, exc, ErrorKind.CONNECT, num) from None
         except RuntimeError as exc:  # httpx: "client has been closed"

@@ -8,12 +8,19 @@ rotates (``"round_robin"``), and avoids the replicas named in the request's ``"r
 extension (those that already failed this call) while another one is up. The replica it chose is
 written to the request's ``"reward_endpoint"`` extension.
 
+Every answer (and every health probe's) is read here, once, through
+:func:`~evolve_envs.reward.clients.bounded_read.read_bounded`: at most ``max_response_bytes``
+decoded bytes (a larger or undecodable answer raises
+:class:`~evolve_envs.reward.clients.bounded_read.ResponseRefused`), and nothing past the deadline
+a request carries in its ``"reward_deadline"`` extension (the pool's call budget): the default
+inner transport's sockets never wait past it, whatever the server sends and how slowly.
+
 A replica is marked *down* when it refuses a connection, or after ``failures_to_down``
-consecutive failures (429/5xx, timeouts, resets); a down replica gets no traffic, and a
-background thread re-probes it every ``probe_interval_s`` (``health_route`` first, then
-``GET /health``, then ``POST /healthcheck``: a 2xx is healthy; when every one is missing
-(404/405/501), any answer below 500 counts as alive). With every replica down a request raises
-:class:`NoEndpointAvailable` at once. Retries are not the transport's job:
+consecutive failures (429/5xx, timeouts, resets, refused answers); a down replica gets no
+traffic, and a background thread re-probes it every ``probe_interval_s`` (``health_route``
+first, then ``GET /health``, then ``POST /healthcheck``: a 2xx is healthy; when every one is
+missing (404/405/501), any answer below 500 counts as alive). With every replica down a request
+raises :class:`NoEndpointAvailable` at once. Retries are not the transport's job:
 :class:`~evolve_envs.reward.clients.endpoint_pool.EndpointPool` retries around it.
 
 Example: the first replica refuses connections, so the second answers and the first is down:
@@ -42,7 +49,24 @@ from typing import Any, Literal
 
 import httpx
 
-__all__ = ["FailoverTransport", "NoEndpointAvailable", "describe_http_error", "AVOID", "ENDPOINT"]
+from evolve_envs.reward.clients.bounded_read import (
+    ACCEPT_ENCODING,
+    DEADLINE,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DeadlineHTTPTransport,
+    ResponseRefused,
+    call_deadline,
+    read_bounded,
+)
+
+__all__ = [
+    "FailoverTransport",
+    "NoEndpointAvailable",
+    "describe_http_error",
+    "AVOID",
+    "DEADLINE",
+    "ENDPOINT",
+]
 
 Selection = Literal["least_in_flight", "round_robin"]
 
@@ -133,6 +157,8 @@ class FailoverTransport(httpx.BaseTransport):
         probe_headers: headers sent with every probe (e.g. the bearer token).
         limits: connection limits of the default inner transport.
         trust_env: let the default inner transport read SSL settings from the environment.
+        max_response_bytes: the most bytes one answer may have once decoded (16 MiB by default,
+            :data:`~evolve_envs.reward.clients.bounded_read.DEFAULT_MAX_RESPONSE_BYTES`).
 
     The module docstring has a runnable example.
     """
@@ -150,6 +176,7 @@ class FailoverTransport(httpx.BaseTransport):
         probe_headers: Mapping[str, str] | None = None,
         limits: httpx.Limits | None = None,
         trust_env: bool = False,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         if not urls:
             raise ValueError("FailoverTransport needs at least one endpoint")
@@ -160,9 +187,12 @@ class FailoverTransport(httpx.BaseTransport):
         self.probe_interval_s = float(probe_interval_s)
         self.probe_timeout_s = float(probe_timeout_s)
         self.health_route = health_route if health_route.startswith("/") else "/" + health_route
-        self._probe_headers = dict(probe_headers or {})
+        if not max_response_bytes >= 1:
+            raise ValueError(f"max_response_bytes must be >= 1, got {max_response_bytes!r}")
+        self.max_response_bytes = int(max_response_bytes)
+        self._probe_headers = {"Accept-Encoding": ACCEPT_ENCODING, **(probe_headers or {})}
         if transport is None:
-            transport = httpx.HTTPTransport(limits=limits or httpx.Limits(), trust_env=trust_env)
+            transport = DeadlineHTTPTransport(limits=limits, trust_env=trust_env)
         self._inner = transport
         self._endpoints = [_Endpoint(url) for url in urls]
         self._lock = threading.Lock()
@@ -219,8 +249,9 @@ class FailoverTransport(httpx.BaseTransport):
     # ------------------------------------------------------------------ requests
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        """Send ``request`` to the chosen replica; the response body is read before the
-        replica's in-flight count drops."""
+        """Send ``request`` to the chosen replica; the response body is read (within
+        ``max_response_bytes`` and the request's deadline) before the replica's in-flight count
+        drops."""
         ep = self._acquire(request.extensions.get(AVOID, ()))
         if ep is None:
             raise NoEndpointAvailable(
@@ -229,14 +260,18 @@ class FailoverTransport(httpx.BaseTransport):
         request.extensions[ENDPOINT] = ep.url
         request.url = httpx.URL(ep.url + request.url.raw_path.decode("ascii"))
         request.headers["Host"] = request.url.netloc.decode("ascii")
+        request.headers["Accept-Encoding"] = ACCEPT_ENCODING
+        deadline = request.extensions.get(DEADLINE)
         released: bool | None = False
         try:
-            response = self._inner.handle_request(request)
-            response.read()
+            with call_deadline(deadline):
+                response = self._inner.handle_request(request)
+                response = read_bounded(response, request, self.max_response_bytes, deadline)
             released = None  # answered: judged below
-        except httpx.TransportError as exc:
-            # Refused connections mark the replica down at once; a reset, a dropped response or
-            # a timeout counts towards failures_to_down (a healthy server can drop one).
+        except (httpx.TransportError, ResponseRefused) as exc:
+            # Refused connections mark the replica down at once; a reset, a dropped response,
+            # a timeout or an answer too large to read counts towards failures_to_down (a
+            # healthy server can drop one).
             refused = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
             released = True
             self._release(ep, ok=False, mark_down=refused, error=_describe(exc))
@@ -343,12 +378,11 @@ class FailoverTransport(httpx.BaseTransport):
             request = httpx.Request(
                 method, url + route, headers=self._probe_headers, extensions={"timeout": timeout}
             )
+            deadline = time.monotonic() + self.probe_timeout_s
             try:
-                response = self._inner.handle_request(request)
-                try:
-                    response.read()
-                finally:
-                    response.close()
+                with call_deadline(deadline):
+                    response = self._inner.handle_request(request)
+                    response = read_bounded(response, request, self.max_response_bytes, deadline)
             except (httpx.HTTPError, RuntimeError) as exc:
                 return False, f"health probe failed: {type(exc).__name__}: {exc}"
             if response.status_code < 300:

@@ -8,7 +8,7 @@ still becomes tens of millions of Python objects. `BodyBudget` bounds what the s
 a body, for pickle and JSON alike:
 
 * `max_nodes`: values, keys and containers, counted *through* aliases (a list reached from ten
-  places counts ten times), numpy arrays by their element count (they become lists);
+  places counts ten times), numpy arrays by the elements and lists they become (`tolist`);
 * `max_bytes`: characters of str and bytes values (and numpy array bytes), counted likewise;
 * `max_depth`: containers nested in one another.
 
@@ -106,8 +106,18 @@ def _leaf_size(item: Any) -> TreeSize | None:
         return TreeSize(1, (item.bit_length() + 7) // 8, 0)
     np = sys.modules.get("numpy")
     if np is not None and isinstance(item, np.ndarray):
-        return TreeSize(max(1, int(item.size)), int(item.nbytes), item.ndim)
+        return TreeSize(_tolist_nodes(item.shape), int(item.nbytes), item.ndim)
     return TreeSize(1, 0, 0)
+
+
+def _tolist_nodes(shape: tuple[int, ...]) -> int:
+    """The Python objects `ndarray.tolist()` makes for an array of `shape`: its elements and
+    every (nested) list, so `(2**40, 0)` counts its 2^40 empty lists, not its 0 elements."""
+    nodes, rows = 0, 1
+    for n in shape:
+        nodes += rows  # the lists at this level
+        rows *= n
+    return nodes + rows
 
 
 def _children(item: Any) -> Any:
