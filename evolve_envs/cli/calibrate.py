@@ -22,7 +22,15 @@ success flag:
 
 Services are URLs, ``mock:<rule>`` for a local mock service (e.g. ``mock:reach_place``), or
 ``recorded``: no service, the progress the reward model reported at its checks while the episodes
-were recorded (``model_progress``), judged the same way (no critics, no latency).
+were recorded (``model_progress``), judged the same way (no critics, no latency);
+``recorded:<label>`` reads a LeRobot dataset's ``reward_model.<label>.*`` columns (a model's
+judgement added by ``evolve-envs relabel``).
+
+A recording is a folder written by ``rollout --record`` or a LeRobotDataset v3 folder
+(:mod:`evolve_envs.recording.lerobot_read`): ``camera`` picks the camera scored, and
+``orientation`` says how a LeRobot dataset's LIBERO frames are turned from MuJoCo's render when
+the dataset does not (``rot180`` for ``lerobot/libero``). Episodes of a LeRobot dataset without
+``next.success`` count as successful demonstrations (the report says how many).
 
 Example:
     >>> import numpy as np
@@ -53,6 +61,7 @@ __all__ = [
     "EpisodeScore",
     "calibrate",
     "check_services",
+    "open_episodes",
     "pr_metrics",
     "spearman",
     "service_metrics",
@@ -203,18 +212,24 @@ def _frame_indices(length: int, max_frames: int) -> list[int]:
 
 
 def score_episode(
-    client: Any, episode: RecordedEpisode, max_frames: int, *, ask_done: bool = False
+    client: Any,
+    episode: RecordedEpisode,
+    max_frames: int,
+    *,
+    ask_done: bool = False,
+    camera: str | None = None,
 ) -> EpisodeScore:
     """Score one recorded episode with a
     :class:`~evolve_envs.reward.clients.progress_client.ProgressClient`.
 
     With ``ask_done`` the service's ``/done`` is also asked about the last two scored frames
-    (first frame as the reference), its verdict kept as ``backend_done``.
+    (first frame as the reference), its verdict kept as ``backend_done``; ``camera`` picks a
+    recorded camera other than the reward camera.
     """
     indices = _frame_indices(len(episode), max_frames)
     task = str(episode.meta.get("task") or "complete the task")
     try:
-        frames = list(episode.frames(indices))
+        frames = list(episode.frames(indices, camera=camera))
     except Exception as exc:  # a missing or damaged file costs that episode, not the report
         return EpisodeScore(
             task=task, success=bool(episode.meta.get("success", False)), values=[], critics=[],
@@ -244,7 +259,8 @@ def score_episode(
 
 
 def recorded_score(episode: RecordedEpisode) -> EpisodeScore:
-    """The episode as the reward model judged it during the run: its recorded check values."""
+    """The episode as the reward model judged it during the run (or, for a LeRobot dataset,
+    as its ``reward_model.<label>.*`` columns say): its recorded check values."""
     task = str(episode.meta.get("task") or "complete the task")
     meta = {k: episode.meta.get(k) for k in _META_KEYS}
     success = bool(episode.meta.get("success", False))
@@ -277,7 +293,7 @@ def check_services(services: Sequence[str], *, token: str | None = None) -> None
     if not services:
         raise ValueError("give at least one service (a URL, mock:<rule> or recorded)")
     for spec in services:
-        if spec == "recorded" or spec.startswith("mock:"):
+        if _is_recorded(spec) or spec.startswith("mock:"):
             continue
         if not spec.startswith(("http://", "https://")):
             raise ValueError(
@@ -288,6 +304,38 @@ def check_services(services: Sequence[str], *, token: str | None = None) -> None
             check_service(pool, what=f"calibration service {spec}")
         finally:
             pool.close()
+
+
+def _is_recorded(spec: str) -> bool:
+    return spec == "recorded" or spec.startswith("recorded:")
+
+
+def open_episodes(
+    recordings: Sequence[str | os.PathLike[str]],
+    *,
+    camera: str | None = None,
+    orientation: str | None = None,
+    label: str | None = None,
+) -> list[Any]:
+    """The episodes of recordings and LeRobot datasets, opened for scoring ``camera``
+    (``orientation`` and ``label`` apply to LeRobot datasets)."""
+    out = []
+    for root in recordings:
+        path = resolve_recording(root)
+        lerobot = (path / "meta" / "info.json").is_file()
+        options = {"camera": camera, "stored_orientation": orientation, "label": label}
+        if lerobot:
+            out.extend(open_recording(path, **{k: v for k, v in options.items() if v}))
+            continue
+        if orientation is not None:
+            raise ValueError(f"--orientation applies to LeRobot datasets; {root} is a recording")
+        episodes = list(open_recording(path))
+        if camera is not None and episodes and camera not in episodes[0].cameras:
+            raise ValueError(
+                f"{root} has no camera {camera!r} (cameras: {', '.join(episodes[0].cameras)})"
+            )
+        out.extend(episodes)
+    return out
 
 
 @contextlib.contextmanager
@@ -316,11 +364,13 @@ def calibrate(
     threshold: float = 95.0,
     max_frames: int = 32,
     token: str | None = None,
+    camera: str | None = None,
+    orientation: str | None = None,
 ) -> dict[str, Any]:
     """Score every recorded episode with every service; the report as a dict (see module doc).
 
-    A recording is a folder, or ``shipped`` / ``shipped:<name>`` for the package's own
-    (:mod:`evolve_envs.recording.shipped`).
+    A recording is a folder (ours or a LeRobotDataset v3), or ``shipped`` / ``shipped:<name>``
+    for the package's own (:mod:`evolve_envs.recording.shipped`).
 
     ``threshold`` is in percent (0..100), like the values.
     """
@@ -330,7 +380,8 @@ def calibrate(
     if not 0 <= threshold <= 100:
         raise ValueError(f"threshold is in percent (0..100), got {threshold}")
     check_services(services, token=token)
-    episodes = [ep for root in recordings for ep in open_recording(resolve_recording(root))]
+    episodes = open_episodes(recordings, camera=camera, orientation=orientation)
+    ours_camera = camera if not any(hasattr(ep, "dataset") for ep in episodes) else None
     if not episodes:
         raise ValueError(f"no recorded episodes in {', '.join(map(str, recordings))}")
     report: dict[str, Any] = {
@@ -338,12 +389,18 @@ def calibrate(
         "episodes": len(episodes),
         "threshold": threshold,
         "max_frames": max_frames,
+        "assumed_successes": sum(1 for ep in episodes if ep.meta.get("success_known") is False),
         "services": {},
     }
     per_service_scores: dict[str, list[EpisodeScore]] = {}
     for spec in services:
-        if spec == "recorded":
-            per_service_scores[spec] = scores = [recorded_score(ep) for ep in episodes]
+        if _is_recorded(spec):
+            label = spec.partition(":")[2] or None
+            judged = (
+                episodes if label is None
+                else open_episodes(recordings, camera=camera, orientation=orientation, label=label)
+            )  # fmt: skip
+            per_service_scores[spec] = scores = [recorded_score(ep) for ep in judged]
             report["services"][spec] = _service_report(scores, threshold)
             continue
         with _service_url(spec) as url:
@@ -353,7 +410,8 @@ def calibrate(
                 caps = client.capabilities().value
                 ask_done = bool(caps is not None and caps.done)
                 scores = [
-                    score_episode(client, ep, max_frames, ask_done=ask_done) for ep in episodes
+                    score_episode(client, ep, max_frames, ask_done=ask_done, camera=ours_camera)
+                    for ep in episodes
                 ]
             finally:
                 client.close()

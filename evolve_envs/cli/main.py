@@ -8,9 +8,12 @@ Subcommands (one ``_add_<name>`` parser builder and one ``_<name>`` runner each,
   ``episode_<ep>.mp4``) as episodes finish; see :mod:`evolve_envs.cli.rollout`.
 * ``tasks`` — list a suite's task ids, names and instructions.
 * ``train`` — DistRL or GRPO on Ray; see :mod:`evolve_envs.train.driver`.
-* ``calibrate`` — re-score recorded episodes with reward services and report how right they are
-  (done precision/recall, value-order correlation, failure modes); see
+* ``calibrate`` — re-score recorded episodes (or a LeRobotDataset v3) with reward services and
+  report how right they are (done precision/recall, value-order correlation, failure modes); see
   :mod:`evolve_envs.cli.calibrate`.
+* ``export`` — a recording as a LeRobotDataset v3 folder; see :mod:`evolve_envs.cli.export`.
+* ``relabel`` — a reward model's judgement of every episode of a dataset, as new columns of a
+  new dataset; see :mod:`evolve_envs.cli.relabel`.
 
 ``--config`` takes a YAML path or the name of a shipped config (``libero_10``, ``fast_dev``,
 see ``docs/PRESETS.md``); repeat it to layer a preset on a suite config.
@@ -23,6 +26,8 @@ Usage (shell)::
     evolve-envs tasks libero_goal
     evolve-envs rollout --config reach_place --episodes 20 --record runs/rec
     evolve-envs calibrate runs/rec --service mock:reach_place --service http://gpu-1:8111
+    evolve-envs export runs/rec --format lerobot --out runs/rec-lerobot
+    evolve-envs relabel runs/rec-lerobot --service http://gpu-1:8111 --every-frame
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from evolve_envs.cli import export, relabel
 from evolve_envs.cli.errors import (
     CliError,
     ExitStatus,
@@ -286,13 +292,22 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
     ca = sub.add_parser("calibrate", help="how right is a reward model on recorded episodes?")
     ca.add_argument(
         "recordings", nargs="*",
-        help="recording folders (rollout --record DIR), or 'shipped' for the package's "
-        "ReachPlace controls (4 successes, 6 failures; a folder named so: ./shipped)",
+        help="recording folders (rollout --record DIR), LeRobotDataset v3 folders, or 'shipped' "
+        "for the package's ReachPlace controls (4 successes, 6 failures; a folder named so: "
+        "./shipped)",
     )  # fmt: skip
     ca.add_argument(
-        "--service", action="append", default=[], metavar="URL|mock:RULE|recorded",
+        "--service", action="append", default=[], metavar="URL|mock:RULE|recorded[:LABEL]",
         help="a reward service to score with (repeat to compare services side by side); "
-        "'recorded': the progress the model reported while the episodes were recorded",
+        "'recorded': the progress the model reported while the episodes were recorded; "
+        "'recorded:LABEL': a LeRobot dataset's reward_model.LABEL.* columns (relabel)",
+    )  # fmt: skip
+    ca.add_argument("--camera", default=None, help="the camera to score (default: the reward "
+                    "camera, or the dataset's observation.images.image)")  # fmt: skip
+    ca.add_argument(
+        "--orientation", choices=("rot180", "upright", "raw"), default=None,
+        help="how a LeRobot dataset's LIBERO frames are turned from MuJoCo's render when it does "
+        "not say (lerobot/libero: rot180); they are scored upright",
     )  # fmt: skip
     ca.add_argument("--out", default=None, help="report folder (default: runs/calibrate-<time>)")
     ca.add_argument(
@@ -356,8 +371,12 @@ def _calibrate(args: argparse.Namespace) -> int:
         )  # fmt: skip
         recordings = [str(rec)]
     report = calibrate(
-        recordings, args.service, threshold=100 * args.threshold, max_frames=args.max_frames
-    )
+        recordings, args.service, threshold=100 * args.threshold, max_frames=args.max_frames,
+        camera=args.camera, orientation=args.orientation,
+    )  # fmt: skip
+    if report["assumed_successes"]:
+        print(f"{report['assumed_successes']} episode(s) without next.success count as "
+              "successful demonstrations")  # fmt: skip
     write_report(report, out)
     for name, svc in report["services"].items():
         print(summary_line(name, svc["overall"], args.threshold))
@@ -375,6 +394,8 @@ COMMANDS: dict[
     "tasks": (_add_tasks, _tasks),
     "train": (_add_train, _train),
     "calibrate": (_add_calibrate, _calibrate),
+    "export": (export.add_parser, export.run),
+    "relabel": (relabel.add_parser, relabel.run),
 }
 
 

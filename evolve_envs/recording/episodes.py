@@ -2,7 +2,7 @@
 
 A recording is a directory (schema in ``docs/RECORDING.md``)::
 
-    meta.json                     {"format": "evolve-envs-episodes", "version": 1, ...}
+    meta.json                     {"format": "evolve-envs-episodes", "version": 2, ...}
     episodes.jsonl                one JSON line per finished episode (its metadata + file name)
     episodes/<episode_id>.parquet one row per frame: step 0 is the reset frame
 
@@ -12,9 +12,14 @@ leaves a half-written one in the index. Several processes (vector-env workers) m
 directory: episode ids carry the time, the writer's process id, a random token and a counter.
 
 Step columns: ``step`` (int32), ``frame`` (JPEG bytes of the reward camera), ``action``
-(list<float32>, null at step 0), ``reward`` (the stack's reward), ``env_reward``,
-``model_progress`` (the reward model's progress in percent at a check step, else null),
-``is_check``, ``terminated``, ``truncated``, ``is_success``.
+(list<float64>, null at step 0), ``state`` (list<float64>, the robot state; null where the env
+has none), ``reward`` (the stack's reward), ``env_reward``, ``model_progress`` (the reward model's
+progress in percent at a check step, else null), ``is_check``, ``terminated``, ``truncated``,
+``is_success``; and ``frame.<key>`` (JPEG bytes) for every other camera the episode names in
+``cameras``. Version 1 recordings (one camera, float32 actions, no state) read the same way.
+
+:func:`open_recording` also opens a LeRobotDataset v3 folder
+(:mod:`evolve_envs.recording.lerobot_read`), with the same episode interface.
 
 Example:
     >>> import tempfile, numpy as np
@@ -30,6 +35,11 @@ Example:
     >>> rec = open_recording(d)
     >>> len(rec), rec[0].meta["task"], rec[0].frames().shape, rec[0].column("model_progress")
     (1, 'reach', (3, 8, 8, 3), [None, 40.0, 40.0])
+    >>> wrist = [np.full((8, 8, 3), 255, np.uint8)] * 3
+    >>> meta = w.write(frames, steps, {"task": "reach", "camera": "image"},
+    ...                camera_frames={"wrist_image": wrist})
+    >>> open_recording(d)[1].cameras, int(open_recording(d)[1].frames(camera="wrist_image").min())
+    (['image', 'wrist_image'], 255)
 """
 
 from __future__ import annotations
@@ -47,6 +57,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "CAMERA_COLUMN",
     "FORMAT",
     "VERSION",
     "EpisodeWriter",
@@ -57,11 +68,12 @@ __all__ = [
 ]
 
 FORMAT = "evolve-envs-episodes"
-VERSION = 1
+VERSION = 2
 STEP_COLUMNS = (
     "step",
     "frame",
     "action",
+    "state",
     "reward",
     "env_reward",
     "model_progress",
@@ -83,13 +95,18 @@ def _pa() -> Any:
     return pa, pq
 
 
-def _schema() -> Any:
+#: the column of a camera other than the reward camera (whose frames are in ``frame``)
+CAMERA_COLUMN = "frame.{}"
+
+
+def _schema(cameras: Sequence[str] = ()) -> Any:
     pa, _ = _pa()
     return pa.schema(
         [
             ("step", pa.int32()),
             ("frame", pa.binary()),
-            ("action", pa.list_(pa.float32())),
+            ("action", pa.list_(pa.float64())),
+            ("state", pa.list_(pa.float64())),
             ("reward", pa.float32()),
             ("env_reward", pa.float32()),
             ("model_progress", pa.float32()),
@@ -97,6 +114,7 @@ def _schema() -> Any:
             ("terminated", pa.bool_()),
             ("truncated", pa.bool_()),
             ("is_success", pa.bool_()),
+            *[(CAMERA_COLUMN.format(key), pa.binary()) for key in cameras],
         ]
     )
 
@@ -162,15 +180,24 @@ class EpisodeWriter:
         frames: Sequence[np.ndarray | bytes],
         steps: Sequence[Mapping[str, Any]],
         meta: Mapping[str, Any],
+        *,
+        camera_frames: Mapping[str, Sequence[np.ndarray | bytes]] | None = None,
     ) -> dict[str, Any]:
         """Write one episode: ``frames[k]`` and ``steps[k]`` describe step ``k`` (0 = reset).
 
-        A frame is an ``HxWx3`` uint8 array or JPEG bytes from :meth:`encode`.
+        A frame is an ``HxWx3`` uint8 array or JPEG bytes from :meth:`encode`. ``frames`` are the
+        reward camera's (``meta["camera"]``); ``camera_frames`` maps every other camera's
+        observation key to its frames, one per step like ``frames``.
 
-        Returns the episode's index line (``meta`` plus ``episode_id``, ``file``, ``length``).
+        Returns the episode's index line (``meta`` plus ``episode_id``, ``file``, ``length``,
+        and ``cameras``: the reward camera first, then the others).
         """
+        others = dict(camera_frames or {})
         if len(frames) != len(steps):
             raise ValueError(f"{len(frames)} frames for {len(steps)} step rows")
+        for key, column in others.items():
+            if len(column) != len(steps):
+                raise ValueError(f"{len(column)} frames of {key!r} for {len(steps)} step rows")
         pa, pq = _pa()
         with self._lock:
             self._count += 1
@@ -179,21 +206,27 @@ class EpisodeWriter:
         for k, (frame, row) in enumerate(zip(frames, steps, strict=True)):
             columns["step"].append(k)
             columns["frame"].append(_jpeg(frame, self.jpeg_quality))
-            action = row.get("action")
-            columns["action"].append(
-                None if action is None else [float(a) for a in np.ravel(action)]
-            )
+            for key in ("action", "state"):
+                value = row.get(key)
+                columns[key].append(
+                    None if value is None else np.ravel(value).astype(np.float64).tolist()
+                )
             for key in ("reward", "env_reward", "model_progress"):
                 value = row.get(key)
                 columns[key].append(None if value is None else float(value))
             for key in ("is_check", "terminated", "truncated", "is_success"):
                 columns[key].append(bool(row.get(key, False)))
-        table = pa.Table.from_pydict(columns, schema=_schema())
+        for key, column in others.items():
+            columns[CAMERA_COLUMN.format(key)] = [_jpeg(f, self.jpeg_quality) for f in column]
+        table = pa.Table.from_pydict(columns, schema=_schema(list(others)))
         rel = f"episodes/{episode_id}.parquet"
         tmp = self.root / f"{rel}.tmp"
         pq.write_table(table, tmp)
         os.replace(tmp, self.root / rel)
         line = {**dict(meta), "episode_id": episode_id, "file": rel, "length": len(steps) - 1}
+        camera = meta.get("camera")
+        if camera is not None or others:
+            line["cameras"] = [str(camera or "frame"), *others]
         with self._lock, open(self.root / "episodes.jsonl", "a") as f:
             f.write(json.dumps(line, default=_plain) + "\n")
         return line
@@ -241,14 +274,36 @@ class RecordedEpisode:
         return self._table
 
     def column(self, name: str) -> list[Any]:
-        """One step column as a Python list (see ``STEP_COLUMNS``)."""
-        return self.table().column(name).to_pylist()
+        """One step column as a Python list (see ``STEP_COLUMNS``); a column that a version 1
+        recording lacks (``state``) reads as nulls."""
+        table = self.table()
+        if name == "state" and name not in table.column_names:
+            return [None] * table.num_rows
+        return table.column(name).to_pylist()
 
-    def frames(self, indices: Sequence[int] | None = None) -> np.ndarray:
-        """Decoded frames ``[N, H, W, 3]`` (all, or the given step indices)."""
+    @property
+    def cameras(self) -> list[str]:
+        """The observation keys of the recorded cameras, the reward camera first."""
+        found = self.meta.get("cameras")
+        if found:
+            return [str(c) for c in found]
+        return [str(self.meta.get("camera") or "frame")]
+
+    def frames(
+        self, indices: Sequence[int] | None = None, *, camera: str | None = None
+    ) -> np.ndarray:
+        """Decoded frames ``[N, H, W, 3]`` (all, or the given step indices) of ``camera`` (default:
+        the reward camera)."""
         import simplejpeg
 
-        raw = self.table().column("frame")
+        cameras = self.cameras
+        if camera is not None and camera not in cameras:
+            raise ValueError(
+                f"episode {self.meta.get('episode_id')!r} has no camera {camera!r} "
+                f"(recorded: {', '.join(cameras)})"
+            )
+        name = "frame" if camera in (None, cameras[0]) else CAMERA_COLUMN.format(camera)
+        raw = self.table().column(name)
         picks = range(len(raw)) if indices is None else indices
         return np.stack([simplejpeg.decode_jpeg(raw[i].as_py()) for i in picks])
 
@@ -311,6 +366,15 @@ class Recording(Sequence[RecordedEpisode]):
         return iter(self.episodes)
 
 
-def open_recording(root: str | os.PathLike[str]) -> Recording:
-    """Open a recording directory written by :class:`EpisodeWriter`."""
+def open_recording(root: str | os.PathLike[str], **options: Any) -> Any:
+    """Open a recording directory written by :class:`EpisodeWriter`, or a LeRobotDataset v3
+    folder (``meta/info.json``; ``options`` go to
+    :class:`~evolve_envs.recording.lerobot_read.LeRobotRecording`). Both give episodes with
+    ``meta``, ``len()``, ``frames()``, ``column()`` and ``cameras``."""
+    if (Path(root) / "meta" / "info.json").is_file():
+        from evolve_envs.recording.lerobot_read import LeRobotRecording
+
+        return LeRobotRecording(root, **options)
+    if options:
+        raise TypeError(f"options {sorted(options)} apply to LeRobot datasets only")
     return Recording(root)

@@ -381,6 +381,7 @@ class RecordConfig(BaseModel):
 
     dir: str
     camera: str | None = None  # default: reward_model.camera
+    cameras: list[str] | None = None  # cameras kept besides it; default: every camera
     jpeg_quality: int = Field(default=90, ge=1, le=100)
     reward_model: str | None = None  # stored with each episode; default: from reward_model
 

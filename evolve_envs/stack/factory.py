@@ -249,7 +249,7 @@ def build_stack(
             undo.callback(env.close)
             recorded = RecordEpisodes(
                 env, cfg.record.dir, camera=cfg.record.camera or rm.camera,
-                jpeg_quality=cfg.record.jpeg_quality,
+                cameras=cfg.record.cameras, jpeg_quality=cfg.record.jpeg_quality,
                 reward_model=cfg.record.reward_model or describe_reward_model(rm),
                 # the threshold the run used: calibrate's default for this recording
                 meta={"done_threshold": rm.done_threshold} if rm.enable else None,

@@ -7,9 +7,14 @@ simulating again. An episode cut short by ``close()`` or a new ``reset()`` is dr
 half-written. Frames are JPEG-encoded as they arrive, so an episode held until its end costs a few
 KB per step.
 
-Per step it keeps the camera frame, the action, the stack's reward, ``info["env_reward"]``
+Per step it keeps the frame of every camera (the reward camera's in ``frame``, every other
+``HxWx3`` uint8 observation key in ``frame.<key>``), the action and the robot state
+(``observation["state"]``) at full precision (float64), the stack's reward, ``info["env_reward"]``
 (or the reward where the stack has none), the model's ``info["progress"]`` on check steps
-(``info["progress_checked"]``), and the flags. Per episode: ``task`` (the reset's
+(``info["progress_checked"]``), and the flags. Per episode: ``cameras`` (the reward camera first),
+``orientation`` (per camera: the base env's ``image_orientation``, LIBERO's ``upright``,
+``rot180`` or ``raw`` relative to MuJoCo's render, else ``as_rendered``), ``fps`` (the base env's
+``render_fps``), ``task`` (the reset's
 ``info["task_description"]``), ``seed``, ``init_state_id``, ``env_id``/``suite``/``task_id`` where
 the base env has them, ``init_sim_state`` (the base env's flattened simulator state right after
 the reset, from its ``get_sim_state()`` where it has one: LIBERO's MuJoCo state, else null),
@@ -35,7 +40,7 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
@@ -44,7 +49,7 @@ from gymnasium.core import ActType, ObsType
 
 from evolve_envs.recording.episodes import EpisodeWriter
 
-__all__ = ["RecordEpisodes", "wrap_recording"]
+__all__ = ["RecordEpisodes", "image_keys", "wrap_recording"]
 
 
 class RecordEpisodes(
@@ -55,7 +60,10 @@ class RecordEpisodes(
     Args:
         env: the env (with its reward wrappers) to record.
         root: the recording directory.
-        camera: the observation key of the frames to keep.
+        camera: the observation key of the reward camera (its frames go in ``frame``).
+        cameras: the observation keys of every camera to keep (default: every ``HxWx3`` uint8
+            key of the observation space; the reward camera is always kept).
+        state_key: the observation key of the robot state (kept where the observation has it).
         jpeg_quality: JPEG quality of the stored frames.
         reward_model: a description of the reward model stored with each episode.
         meta: extra fields for the recording's ``meta.json`` (e.g. the config).
@@ -82,30 +90,44 @@ class RecordEpisodes(
         root: str | os.PathLike[str],
         *,
         camera: str = "agentview_image",
+        cameras: Sequence[str] | None = None,
+        state_key: str = "state",
         jpeg_quality: int = 90,
         reward_model: str | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
-            self, root=str(root), camera=camera, jpeg_quality=jpeg_quality,
-            reward_model=reward_model,
+            self, root=str(root), camera=camera, cameras=cameras, state_key=state_key,
+            jpeg_quality=jpeg_quality, reward_model=reward_model,
         )  # fmt: skip
         gym.Wrapper.__init__(self, env)
         space = env.observation_space
-        if isinstance(space, gym.spaces.Dict) and camera not in space.spaces:
-            raise ValueError(
-                f"camera {camera!r} is not an observation key (available: {', '.join(space)})"
-            )
+        keys = list(space.spaces) if isinstance(space, gym.spaces.Dict) else []
+        for key in [camera, *(cameras or ())]:
+            if keys and key not in keys:
+                raise ValueError(
+                    f"camera {key!r} is not an observation key (available: {', '.join(keys)})"
+                )
         self.camera = camera
+        wanted = image_keys(env) if cameras is None else list(cameras)
+        self.cameras = [camera, *(k for k in dict.fromkeys(wanted) if k != camera)]
+        self.state_key = state_key if state_key in keys else None
         self.reward_model = reward_model
         self.writer = EpisodeWriter(root, jpeg_quality=jpeg_quality, meta=meta)
-        self._frames: list[bytes] = []  # JPEG: an episode in memory costs KB per step, not raw
+        self._frames: dict[str, list[bytes]] = {}  # JPEG: KB per step in memory, not raw
         self._steps: list[dict[str, Any]] = []
         self._episode: dict[str, Any] = {}
 
-    def _frame(self, obs: Any) -> bytes:
-        frame = obs[self.camera] if isinstance(obs, Mapping) else obs
-        return self.writer.encode(np.asarray(frame, dtype=np.uint8))
+    def _add_frames(self, obs: Any) -> None:
+        """Append the JPEG of every camera's frame in ``obs``."""
+        for key in self.cameras:
+            frame = obs[key] if isinstance(obs, Mapping) else obs
+            self._frames[key].append(self.writer.encode(np.asarray(frame, dtype=np.uint8)))
+
+    def _state(self, obs: Any) -> np.ndarray | None:
+        if self.state_key is None or not isinstance(obs, Mapping):
+            return None
+        return np.asarray(obs[self.state_key], dtype=np.float64).ravel()
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -133,12 +155,15 @@ class RecordEpisodes(
             "suite": getattr(base, "suite", None),
             "task_id": getattr(base, "task_id", None),
             "camera": self.camera,
+            "orientation": {key: _orientation(base) for key in self.cameras},
+            "fps": _fps(base),
             "reward_model": self.reward_model,
         }
-        self._frames = [self._frame(obs)]
+        self._frames = {key: [] for key in self.cameras}
+        self._add_frames(obs)
         self._steps = [
-            {"action": None, "reward": None, "env_reward": None, "model_progress": None,
-             "is_check": False, "terminated": False, "truncated": False,
+            {"action": None, "state": self._state(obs), "reward": None, "env_reward": None,
+             "model_progress": None, "is_check": False, "terminated": False, "truncated": False,
              "is_success": bool(info.get("is_success", False))}
         ]  # fmt: skip
         return obs, info
@@ -149,10 +174,11 @@ class RecordEpisodes(
             return obs, reward, terminated, truncated, info
         checked = bool(info.get("progress_checked", False))
         progress = info.get("progress") if checked else None
-        self._frames.append(self._frame(obs))
+        self._add_frames(obs)
         self._steps.append(
             {
-                "action": np.asarray(action, dtype=np.float32).ravel(),
+                "action": np.asarray(action, dtype=np.float64).ravel(),
+                "state": self._state(obs),
                 "reward": float(reward),
                 "env_reward": float(info.get("env_reward", reward)),
                 "model_progress": None if progress is None else float(progress),
@@ -181,24 +207,43 @@ class RecordEpisodes(
             "final_progress": summary.get("progress"),
             "max_progress": summary.get("max_progress"),
         }
-        line = self.writer.write(self._frames, self._steps, meta)
-        self._frames, self._steps = [], []
+        others = {key: self._frames[key] for key in self.cameras[1:]}
+        line = self.writer.write(self._frames[self.camera], self._steps, meta, camera_frames=others)
+        self._frames, self._steps = {}, []
         return line
 
     def close(self) -> None:
-        self._frames, self._steps = [], []
+        self._frames, self._steps = {}, []
         super().close()
+
+
+def _orientation(base: Any) -> str:
+    """How the base env's frames are oriented (its ``image_orientation``, else as rendered)."""
+    return str(getattr(base, "image_orientation", None) or "as_rendered")
+
+
+def _fps(base: Any) -> float | None:
+    fps = (getattr(base, "metadata", None) or {}).get("render_fps")
+    return None if fps is None else float(fps)
+
+
+def image_keys(env: gym.Env) -> list[str]:
+    """The observation keys of ``env`` that hold ``HxWx3`` uint8 frames (its cameras)."""
+    space = env.observation_space
+    if not isinstance(space, gym.spaces.Dict):
+        return []
+    return [
+        key for key, sub in space.spaces.items()
+        if isinstance(sub, gym.spaces.Box) and sub.dtype == np.uint8 and len(sub.shape) == 3
+        and sub.shape[-1] == 3
+    ]  # fmt: skip
 
 
 def _guess_camera(env: gym.Env) -> str:
     space = env.observation_space
     if not isinstance(space, gym.spaces.Dict):
         return "image"  # not read: a non-dict observation is the frame itself
-    images = [
-        key for key, sub in space.spaces.items()
-        if isinstance(sub, gym.spaces.Box) and sub.dtype == np.uint8 and len(sub.shape) == 3
-        and sub.shape[-1] == 3
-    ]  # fmt: skip
+    images = image_keys(env)
     for preferred in ("agentview_image", "image"):
         if preferred in images:
             return preferred
@@ -226,6 +271,7 @@ def wrap_recording(
     root: str | os.PathLike[str],
     *,
     camera: str | None = None,
+    cameras: Sequence[str] | None = None,
     jpeg_quality: int = 90,
     reward_model: str | None = None,
     meta: Mapping[str, Any] | None = None,
@@ -249,6 +295,7 @@ def wrap_recording(
         env,
         root,
         camera=camera or _guess_camera(env),
+        cameras=cameras,
         jpeg_quality=jpeg_quality,
         reward_model=reward_model if reward_model is not None else _describe_reward_wrapper(env),
         meta=meta,
