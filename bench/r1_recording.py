@@ -9,15 +9,25 @@ disk (the Parquet files / frames; every frame distinct); and the memory the reco
 running episode (its JPEG frames, measured at the episode's last step) against the raw frames it
 would hold without encoding.
 
+``--libero``: the same question on a real LIBERO rollout, with the LeRobot export counted in.
+One ``LiberoEnv`` (LIBERO-10 task 0, agentview + wrist at 256x256, as ``libero_10.yaml``), random
+actions; episodes alternate between recording off and ``RecordEpisodes`` on (both cameras, the
+state, the actions), resets not timed. Then the whole recording is exported to a LeRobotDataset
+v3 (``export_lerobot``: AV1 as LeRobot encodes, and H.264), and the export's wall time is spread
+over the recorded steps. "added" = recorded + export - off, per step, and as a share of the off
+rollout's wall time (the R1 goal: <= 5 %).
+
 Run::
 
     .venv/bin/python bench/r1_recording.py            # ~1 min
     .venv/bin/python bench/r1_recording.py --quick    # a few seconds
+    MUJOCO_GL=egl .venv/bin/python bench/r1_recording.py --libero   # ~3 min: 3 rounds x 60 steps
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import tempfile
 import time
@@ -25,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-from _common import BenchEnv, Rounds, machine_note, print_table
+import numpy as np
+from _common import BenchEnv, Rounds, machine_note, median, print_table
 
 from evolve_envs.wrappers.record_episodes import RecordEpisodes
 
@@ -39,15 +50,94 @@ def run_episode(env: gym.Env, steps: int) -> tuple[float, int]:
     env.reset(seed=0)
     for t in range(steps):
         if t == steps - 1 and isinstance(env, RecordEpisodes):
-            held = sum(len(f) for f in env._frames)  # before the step that writes the episode
+            # before the step that writes the episode
+            held = sum(len(f) for frames in env._frames.values() for f in frames)
         env.step(env.action_space.sample())
     return time.perf_counter() - t0, held
+
+
+def libero_episode(env: gym.Env, steps: int, seed: int) -> float:
+    """Seconds for the steps of one LIBERO episode (the reset is not timed)."""
+    rng = np.random.default_rng(seed)
+    env.reset(seed=seed)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        *_, terminated, truncated, _ = env.step(rng.uniform(-1, 1, 7))
+        if terminated or truncated:
+            break
+    return time.perf_counter() - t0
+
+
+def libero_main(steps: int, repeats: int) -> None:
+    from evolve_envs.envs.libero import LiberoEnv
+    from evolve_envs.recording.lerobot_export import export_lerobot
+
+    work = Path(tempfile.mkdtemp())
+    loads = [os.getloadavg()[0]]
+    base = LiberoEnv("libero_10", task_id=0, image_size=256, init_state=0)
+    off = gym.wrappers.TimeLimit(base, steps)
+    codecs = ("av1", "h264")
+    per_round: list[dict[str, float]] = []
+    try:
+        libero_episode(off, 5, seed=99)  # warm-up: the simulator
+        export_lerobot  # noqa: B018 - imported before the timing
+        for r in range(repeats):  # each round: off, recorded, then that episode exported
+            rec = RecordEpisodes(
+                gym.wrappers.TimeLimit(base, steps), work / f"rec{r}", camera="agentview_image"
+            )
+            row: dict[str, float] = {}
+            for name in ("off", "recorded") if r % 2 == 0 else ("recorded", "off"):
+                row[name] = libero_episode(off if name == "off" else rec, steps, seed=r)
+            for codec in codecs:
+                t0 = time.perf_counter()
+                export_lerobot(work / f"rec{r}", work / f"ds{r}-{codec}", codec=codec)
+                row[codec] = time.perf_counter() - t0
+            per_round.append(row)
+            loads.append(os.getloadavg()[0])
+        disk = {
+            c: sum(f.stat().st_size for f in (work / f"ds0-{c}").rglob("*") if f.is_file())
+            for c in codecs
+        }
+    finally:
+        base.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+    def med(key: str) -> float:
+        return median([row[key] for row in per_round])
+
+    def share(*keys: str) -> float:  # median over rounds of (sum of keys - off) / off
+        return median([100 * (sum(row[k] for k in keys) - row["off"]) / row["off"]
+                       for row in per_round])  # fmt: skip
+
+    ms = 1000 / steps
+    rows = [
+        ["recording off", med("off") * ms, 0.0, 0.0],
+        ["recorded (rollout --record)", med("recorded") * ms, 0.0, share("recorded")],
+    ]
+    for codec in codecs:
+        rows.append([f"recorded + export ({codec})", med("recorded") * ms, med(codec) * ms,
+                     share("recorded", codec)])  # fmt: skip
+    load = "load avg " + " -> ".join(f"{x:.1f}" for x in loads)
+    print_table(
+        f"R1 (LIBERO) — {steps}-step episodes, agentview + wrist 256x256, median of {repeats} "
+        f"rounds ({machine_note(load)})",
+        ["config", "rollout ms / step", "export ms / step", "added % of off (per round)"],
+        rows,
+    )
+    size = ", ".join(f"{c} {disk[c] / (steps + 1) / 1024:.1f} KiB" for c in codecs)
+    print(f"dataset size per frame (2 cameras): {size}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--libero", action="store_true", help="a real LIBERO rollout + the export")
+    ap.add_argument("--steps", type=int, default=60, help="--libero: steps per episode")
+    ap.add_argument("--rounds", type=int, default=3, help="--libero: rounds")
     args = ap.parse_args()
+    if args.libero:
+        libero_main(*((20, 1) if args.quick else (args.steps, args.rounds)))
+        return
     steps, repeats = (40, 2) if args.quick else (200, 5)
     work = Path(tempfile.mkdtemp())
     envs: dict[str, Any] = {}

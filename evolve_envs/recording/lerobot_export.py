@@ -86,7 +86,7 @@ PREFIX = "reward_model.run."
 
 
 def reorient(frames: np.ndarray, src: str, dst: str) -> np.ndarray:
-    """``[..., H, W, 3]`` frames in MuJoCo orientation ``src`` turned to ``dst``.
+    """``[..., H, W, 3]`` frames in MuJoCo orientation ``src`` turned to ``dst`` (a view).
 
     >>> raw = np.arange(4).reshape(1, 2, 2, 1)
     >>> reorient(raw, "raw", "rot180")[0, :, :, 0].tolist()
@@ -100,7 +100,7 @@ def reorient(frames: np.ndarray, src: str, dst: str) -> np.ndarray:
         out = out[..., ::-1, :, :]
     if cols_a != cols_b:
         out = out[..., :, ::-1, :]
-    return np.ascontiguousarray(out)
+    return out
 
 
 def feature_key(observation_key: str, libero: bool) -> str:

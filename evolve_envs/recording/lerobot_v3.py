@@ -126,17 +126,41 @@ def feature_stats(values: np.ndarray) -> dict[str, np.ndarray]:
 
 def image_stats(frames: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
     """Per-channel statistics of ``HxWx3`` uint8 frames, in [0, 1], shaped ``(3, 1, 1)``: on an
-    evenly spaced sample of the frames, each downsampled below 300 pixels, as LeRobot does."""
+    evenly spaced sample of the frames as LeRobot draws it, each downsampled to at most 96
+    pixels a side (the statistics of a whole scene's colours, not of its details)."""
     picks = np.round(np.linspace(0, len(frames) - 1, _estimate_samples(len(frames)))).astype(int)
-    sample = np.stack([np.asarray(frames[i]) for i in picks])
-    side = max(sample.shape[1], sample.shape[2])
-    if side >= 300:
-        step = side // 150
-        sample = sample[:, ::step, ::step]
-    pixels = sample.reshape(-1, 3).astype(np.float64) / 255.0
-    stats = feature_stats(pixels)
-    out = {k: v.reshape(3, 1, 1) for k, v in stats.items() if k != "count"}
+    side = max(np.asarray(frames[0]).shape[:2])
+    step = -(-side // 96)  # every step-th pixel: at most 96 a side (LeRobot: ~150 above 300)
+    sample = np.stack([np.asarray(frames[i], np.uint8)[::step, ::step] for i in picks])
+    # uint8 pixels: every statistic, quantiles included, is exact from a 256-bin histogram
+    counts = np.bincount((sample.reshape(-1, 3) + np.array([0, 256, 512], np.uint16)).ravel(),
+                         minlength=768)  # fmt: skip
+    per_channel = [_histogram_stats(counts[256 * c : 256 * (c + 1)]) for c in range(3)]
+    out = {k: np.array([s[k] for s in per_channel]).reshape(3, 1, 1) for k in per_channel[0]}
     out["count"] = np.array([len(sample)])
+    return out
+
+
+def _histogram_stats(hist: np.ndarray) -> dict[str, float]:
+    """min, max, mean, std and quantiles (numpy's linear interpolation) of pixel values / 255
+    counted in ``hist`` (``hist[v]`` pixels of value ``v``)."""
+    values = np.arange(len(hist)) / 255.0
+    n = int(hist.sum())
+    mean = float((hist * values).sum() / n)
+    var = float((hist * values**2).sum() / n - mean**2)
+    seen = np.flatnonzero(hist)
+    ends = np.cumsum(hist)
+
+    def order(k: int) -> float:  # the k-th smallest value (0-based)
+        return float(values[np.searchsorted(ends, k, side="right")])
+
+    out = {"min": float(values[seen[0]]), "max": float(values[seen[-1]]), "mean": mean,
+           "std": float(np.sqrt(max(var, 0.0)))}  # fmt: skip
+    for q in QUANTILES:
+        pos = q * (n - 1)
+        lo = int(np.floor(pos))
+        a, b = order(lo), order(min(lo + 1, n - 1))
+        out[f"q{round(q * 100):02d}"] = a + (pos - lo) * (b - a)
     return out
 
 
