@@ -199,7 +199,7 @@ def export_lerobot(
             )
         fps = int(round(float(rates.pop())))
     libero = first.meta.get("suite") is not None
-    with_state = all(s is not None for s in first.column("state"))
+    with_state = all(s is not None for ep in episodes for s in ep.column("state"))
     with_model = any(ep.meta.get("reward_model") or any(ep.column("is_check")) for ep in episodes)
     state_dim = len(first.column("state")[0]) if with_state else 0
     action_dim = len(first.column("action")[1])
