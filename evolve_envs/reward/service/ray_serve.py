@@ -36,14 +36,8 @@ import httpx
 from ray import serve
 from ray.serve import Application
 
-from evolve_envs.reward.service.auth import (
-    TOKEN_ENV,
-    TOKEN_FILE_ENV,
-    check_exposure,
-    expand_env_refs,
-    is_loopback_host,
-    resolve_token,
-)
+from evolve_envs.reward.protocol.token import TOKEN_ENV, TOKEN_FILE_ENV, resolve_token
+from evolve_envs.reward.service.auth import check_exposure, expand_env_refs, is_loopback_host
 from evolve_envs.reward.service.limits import APP_LIMITS, ServiceLimits
 
 __all__ = ["RewardDeployment", "build_app", "deployment_options", "DEFAULT_APP_NAME"]
