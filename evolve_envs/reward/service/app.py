@@ -130,6 +130,9 @@ def create_app(
     max_body_nodes: int = DEFAULT_LIMITS["max_body_nodes"],
     max_body_depth: int = DEFAULT_LIMITS["max_body_depth"],
     max_image_decode_bytes: int = DEFAULT_LIMITS["max_image_decode_bytes"],
+    max_image_tokens: int = DEFAULT_LIMITS["max_image_tokens"],
+    max_new_tokens: int = DEFAULT_LIMITS["max_new_tokens"],
+    max_form_parts: int = DEFAULT_LIMITS["max_form_parts"],
     max_concurrent_requests: int = DEFAULT_LIMITS["max_concurrent_requests"],
     batch_window_ms: float = 5.0,
     max_batch_window_ms: float = MAX_WINDOW_S * 1000.0,
@@ -147,7 +150,8 @@ def create_app(
         max_body_bytes: this and the other `max_*` keywords (`max_frames`, `max_image_side`,
             `max_video_frames`, `max_request_pixels`, `max_nframes`, `max_video_pixels`,
             `max_video_decode_pixels`, `max_text_chars`, `max_body_nodes`, `max_body_depth`,
-            `max_image_decode_bytes`) are the request limits, each >= 1 (`RequestLimits` says
+            `max_image_decode_bytes`, `max_image_tokens`, `max_new_tokens`, `max_form_parts`)
+            are the request limits, each >= 1 (`RequestLimits` says
             what each bounds and how it answers).
         video_dirs: directories `/score` may read `video_path` files from (resolved; symlinks
             out of them are refused). Empty (the default): path mode is off (403).
@@ -170,7 +174,8 @@ def create_app(
     limits = RequestLimits(
         max_body_bytes, max_frames, max_image_side, max_video_frames, max_request_pixels,
         max_nframes, max_video_pixels, max_video_decode_pixels, max_text_chars,
-        max_body_nodes, max_body_depth, max_image_decode_bytes,
+        max_body_nodes, max_body_depth, max_image_decode_bytes, max_image_tokens,
+        max_new_tokens, max_form_parts,
     )  # fmt: skip
     state = ServiceState.build(
         backend, limits, video_dirs, batch_window_ms, max_batch_window_ms, max_batch
