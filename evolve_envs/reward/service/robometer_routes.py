@@ -53,6 +53,7 @@ import email.policy
 import io
 import json
 import math
+import tokenize
 from collections.abc import Iterator, Sequence
 from email.message import Message
 from typing import Any
@@ -184,10 +185,12 @@ def _npy_array(data: memoryview, name: str) -> np.ndarray:
             shape, fortran, dtype = fmt.read_array_header_2_0(stream)
         else:
             raise ValueError(f"unsupported .npy version {version}")
-    except (ValueError, OSError, EOFError, SyntaxError) as exc:
+    except (ValueError, OSError, EOFError, SyntaxError, tokenize.TokenError) as exc:
         raise ApiError(422, f"{what}: {exc}") from None
     if dtype.hasobject:
         raise ApiError(422, f"{what}: object arrays are refused (they would need a pickle)")
+    if not all(type(n) is int and n >= 0 for n in shape) or dtype.itemsize == 0:
+        raise ApiError(422, f"{what}: shape {shape!r:.80} of {dtype} is not an array's")
     offset = stream.tell()
     count = math.prod(shape)
     if count * dtype.itemsize > len(data) - offset:
