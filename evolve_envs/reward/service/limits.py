@@ -70,6 +70,12 @@ class ServiceLimits(BaseModel):
     max_body_bytes: int = _limit(
         64 * MIB, "request body (413)", flag="--max-body-mb", scale=MIB, unit="MiB"
     )
+    max_inflight_body_bytes: int = _limit(
+        1024 * MIB,
+        "request bodies held at once, summed over the requests in flight (from `Content-Length`;"
+        " then 503 with `Retry-After`; a request alone always fits)",
+        flag="--max-inflight-body-mb", scale=MIB, unit="MiB",
+    )  # fmt: skip
     max_body_nodes: int = _limit(
         100_000,
         "decoded body (pickle or JSON): values, keys and containers, shared references counted "
