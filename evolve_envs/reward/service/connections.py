@@ -401,7 +401,12 @@ class BodyLimitMiddleware:
 
 
 class InflightBodiesError(HTTPException):
-    """The bodies of the requests in flight already hold the most bytes allowed (503)."""
+    """The bodies of the requests in flight already hold the most bytes allowed (503).
+
+    Example:
+        >>> InflightBodiesError(2**30).headers
+        {'retry-after': '1'}
+    """
 
     def __init__(self, limit: int) -> None:
         super().__init__(

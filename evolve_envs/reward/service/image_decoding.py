@@ -368,7 +368,12 @@ def decode_image_bytes(
 
 class ImageHeader(NamedTuple):
     """What an image's first bytes say: its format, size and (PNG) Pillow mode, and the most
-    bytes a file of that format and size can take (`max_file_bytes`)."""
+    bytes a file of that format and size can take (`max_file_bytes`).
+
+    Example:
+        >>> ImageHeader("png", 8, 8, "RGB", 1 << 20).width
+        8
+    """
 
     kind: str
     width: int

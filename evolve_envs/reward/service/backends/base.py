@@ -90,7 +90,13 @@ class MalformedAnswerError(BackendError):
 
 
 class OutOfRangeError(BackendError):
-    """A backend's answer is not finite or outside its documented range (`RESULT_RANGES`)."""
+    """A backend's answer is not finite or outside its documented range (`RESULT_RANGES`).
+
+    Example:
+        >>> isinstance(OutOfRangeError("critic answer 1e+308 is outside [-100.0, 100.0]"),
+        ...            BackendError)
+        True
+    """
 
 
 #: The documented range of each kind of answer: `critic` (pairwise critics), `done` (done
