@@ -3,14 +3,14 @@ router per protocol, the shared state, the error handlers and the middlewares.
 
 Routes (docs/PROTOCOLS.md):
 
-* service (`evolve_envs.reward.service.routes_service`): `GET /health`, `GET /capabilities`, `GET
+* service (`evolve_envs.reward.service.routes.service`): `GET /health`, `GET /capabilities`, `GET
   /metrics` (Prometheus text when `Accept` asks for it, JSON otherwise);
-* progress, VLAC-compatible (`evolve_envs.reward.service.routes_progress`): `POST
+* progress, VLAC-compatible (`evolve_envs.reward.service.routes.progress`): `POST
   /trajectory-critic`, `POST /pairwise-critic`, `POST /done`, `POST /healthcheck`;
-* episode video score, RLinf-compatible (`evolve_envs.reward.service.routes_video`): `POST /score`;
+* episode video score, RLinf-compatible (`evolve_envs.reward.service.routes.video`): `POST /score`;
 * pickle scorer, deepgen_rl / VeRL-Omni / flow_grpo-compatible
-  (`evolve_envs.reward.service.routes_pickle`): `POST /` and `POST /pickle` (`pickle_at_root=False`
-  drops `/`);
+  (`evolve_envs.reward.service.routes.pickle_scorer`): `POST /` and `POST /pickle`
+  (`pickle_at_root=False` drops `/`);
 * with `enable_faults=True` also the fault-injection admin routes
   (`evolve_envs.reward.service.faults`, imported only then: production apps carry none of it).
 
@@ -47,13 +47,6 @@ from typing import Any
 from fastapi import FastAPI
 
 from evolve_envs.reward.protocol.wire import ErrorResponse
-from evolve_envs.reward.service import (
-    robometer_routes,
-    routes_pickle,
-    routes_progress,
-    routes_service,
-    routes_video,
-)
 from evolve_envs.reward.service.auth import add_bearer_auth
 from evolve_envs.reward.service.backends import make_backend
 from evolve_envs.reward.service.backends.base import Backend
@@ -64,6 +57,11 @@ from evolve_envs.reward.service.host_allowlist import DEFAULT_ALLOWED_HOSTS, Hos
 from evolve_envs.reward.service.limits import DEFAULT_LIMITS
 from evolve_envs.reward.service.metrics import MetricsMiddleware
 from evolve_envs.reward.service.model_headers import ModelHeadersMiddleware, model_headers
+from evolve_envs.reward.service.routes import pickle_scorer as pickle_routes
+from evolve_envs.reward.service.routes import progress as progress_routes
+from evolve_envs.reward.service.routes import robometer as robometer_routes
+from evolve_envs.reward.service.routes import service as service_routes
+from evolve_envs.reward.service.routes import video as video_routes
 from evolve_envs.reward.service.service_state import RequestLimits, ServiceState
 from evolve_envs.reward.service.swagger_assets import add_local_docs
 
@@ -186,9 +184,9 @@ def create_app(
     app = _new_app(backend.name, enable_faults)
     app.state.service, app.state.backend, app.state.metrics = state, backend, state.metrics
     app.state.batcher, app.state.faults = state.batcher, None
-    install_error_handlers(app, routes_pickle.pickle_paths(pickle_at_root))
-    pickle_router = routes_pickle.build_router(pickle_at_root)
-    routers = (routes_service.router, routes_progress.router, routes_video.router, pickle_router)
+    install_error_handlers(app, pickle_routes.pickle_paths(pickle_at_root))
+    pickle_router = pickle_routes.build_router(pickle_at_root)
+    routers = (service_routes.router, progress_routes.router, video_routes.router, pickle_router)
     routers += (robometer_routes.router,)  # Robometer's /evaluate_batch(_npy) clients
     for router in routers:
         app.include_router(router)

@@ -285,7 +285,7 @@ class VLMBackend(Backend):
         self.preset = preset
         if preset is not None:
             from evolve_envs.reward.service.backends.judge_presets import make_preset
-            from evolve_envs.reward.service.backends.preset_judge import PresetJudge
+            from evolve_envs.reward.service.backends.judge_runner import PresetJudge
 
             self.judge = PresetJudge(make_preset(preset, **(options or {})))
 

@@ -21,7 +21,7 @@ from evolve_envs.reward.protocol.wire import (
     TrajectoryCriticResponse,
 )
 from evolve_envs.reward.service.backends.base import CriticItem, DoneItem
-from evolve_envs.reward.service.json_budget_route import (
+from evolve_envs.reward.service.routes.json_budget import (
     BudgetedJSONRoute,
     json_body_doc,
     parse_json_model,

@@ -21,12 +21,12 @@ from evolve_envs.reward.protocol.wire import ScoreRequest, ScoreResponse
 from evolve_envs.reward.service.backends.base import VideoItem
 from evolve_envs.reward.service.errors import ApiError, client_input
 from evolve_envs.reward.service.image_decoding import b64_head, b64_to_bytes
-from evolve_envs.reward.service.json_budget_route import (
+from evolve_envs.reward.service.limits import PIXELS_PER_IMAGE_TOKEN
+from evolve_envs.reward.service.routes.json_budget import (
     BudgetedJSONRoute,
     json_body_doc,
     parse_json_model,
 )
-from evolve_envs.reward.service.limits import PIXELS_PER_IMAGE_TOKEN
 from evolve_envs.reward.service.service_state import RequestLimits, ServiceState, State
 from evolve_envs.reward.service.video_decoding import (
     VideoDecodeError,
