@@ -244,7 +244,7 @@ def _cell(text: str) -> str:
 def markdown_table() -> str:
     """The table: each class, the request, its route, the answer and where it is refused."""
     lines = [
-        "| hostile request | what is sent | route | answer | refused by | issue 31 |",
+        "| hostile request | what is sent | route | answer | refused by | finding |",
         "|---|---|---|---|---|---|",
     ]
     for name, row in ROWS.items():
@@ -253,7 +253,7 @@ def markdown_table() -> str:
         doc = (row.build.__doc__ or "").strip().split("\n\n")[0]
         what = " ".join(doc.split())
         answer = " or ".join(str(s) for s in statuses)
-        cells = (name, what, route, answer, row.refused_by, row.finding or "earlier")
+        cells = (name, what, route, answer, row.refused_by, row.finding or "—")
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -266,10 +266,11 @@ the answer it gets and the check that gives it. `tests/service/test_hostile_inpu
 each row against a real server (`evolve-reward-server --backend mock` at the default limits,
 under an address-space cap) and requires that answer, a peak RSS growth of the server of at
 most 64 MB (the kernel's high-water mark, reset before the request), a server that keeps
-serving, and, for the decoded-body rows and every row of issue 31, an answer within 1 s;
+serving, and, for the decoded-body rows and every row of a finding, an answer within 1 s;
 `bench/p7_hostile_input.py` measures the same rows and reports the numbers. This page is
 generated from the test's rows (`python -m tests.service.hostile_cases --write`), and a test
-fails when it differs from them.
+fails when it differs from them. The last column names the finding of the security review
+(F2–F8, [Security](security.md)) a row answers; "—" marks a class refused since before it.
 
 The last row is not a request a caller sends: it is a backend (a mock standing in for a broken
 or hostile model) that answers 1e308. The service holds every answer to its documented range
