@@ -8,6 +8,8 @@ Routes (docs/PROTOCOLS.md):
 * progress, VLAC-compatible (`evolve_envs.reward.service.routes_progress`): `POST
   /trajectory-critic`, `POST /pairwise-critic`, `POST /done`, `POST /healthcheck`;
 * episode video score, RLinf-compatible (`evolve_envs.reward.service.routes_video`): `POST /score`;
+* OpenAI-compatible chat, for RLinf's API reward worker (`evolve_envs.reward.service.routes_chat`):
+  `POST /v1/chat/completions`;
 * pickle scorer, deepgen_rl / VeRL-Omni / flow_grpo-compatible
   (`evolve_envs.reward.service.routes_pickle`): `POST /` and `POST /pickle` (`pickle_at_root=False`
   drops `/`);
@@ -49,6 +51,7 @@ from fastapi import FastAPI
 from evolve_envs.reward.protocol.wire import ErrorResponse
 from evolve_envs.reward.service import (
     robometer_routes,
+    routes_chat,
     routes_pickle,
     routes_progress,
     routes_service,
@@ -182,6 +185,7 @@ def create_app(
     pickle_router = routes_pickle.build_router(pickle_at_root)
     routers = (routes_service.router, routes_progress.router, routes_video.router, pickle_router)
     routers += (robometer_routes.router,)  # Robometer's /evaluate_batch(_npy) clients
+    routers += (routes_chat.router,)  # OpenAI-style chat: RLinf's API reward worker
     for router in routers:
         app.include_router(router)
     # Middlewares, innermost first: faults, body limit, auth, hosts, concurrency, metrics.
