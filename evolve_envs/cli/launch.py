@@ -35,13 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from evolve_envs.reward.service.auth import (
-    TOKEN_ENV,
-    TOKEN_FILE_ENV,
-    TokenError,
-    check_exposure,
-    resolve_token,
-)
+from evolve_envs.reward.protocol.token import TOKEN_ENV, TOKEN_FILE_ENV, TokenError, resolve_token
+from evolve_envs.reward.service.auth import check_exposure
 from evolve_envs.reward.service.backends import BACKENDS
 
 __all__ = ["main", "build_parser", "ServerProcess"]

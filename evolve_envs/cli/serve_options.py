@@ -13,15 +13,8 @@ import logging
 import socket
 from typing import Any
 
-from evolve_envs.reward.service.auth import (
-    TOKEN_ENV,
-    TOKEN_FILE_ENV,
-    TokenError,
-    check_exposure,
-    expand_env_refs,
-    is_loopback_host,
-    resolve_token,
-)
+from evolve_envs.reward.protocol.token import TOKEN_ENV, TOKEN_FILE_ENV, TokenError, resolve_token
+from evolve_envs.reward.service.auth import check_exposure, expand_env_refs, is_loopback_host
 from evolve_envs.reward.service.backends import BACKENDS
 from evolve_envs.reward.service.backends.base import CKPT_ENV
 from evolve_envs.reward.service.batching import MAX_WINDOW_S

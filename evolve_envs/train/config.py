@@ -276,6 +276,19 @@ class TrainConfig(BaseModel):
             )
         return self
 
+    def stored(self) -> dict[str, Any]:
+        """The config as a run stores it (``config.yaml``, checkpoints): without the bearer token,
+        which a run never writes down; a resumed run reads it again from ``reward_model.token``
+        of the ``--config`` given, ``reward_model.token_file`` or the environment.
+
+        >>> cfg = TrainConfig(reward_model={"enable": True, "token": "s3cret"})
+        >>> cfg.stored()["reward_model"]
+        {'enable': True}
+        """
+        out = self.model_dump()
+        out["reward_model"] = {k: v for k, v in out["reward_model"].items() if k != "token"}
+        return out
+
     def stack(self, worker_index: int | None = None) -> dict[str, Any]:
         """The stack blocks (``env``, ``reward_model``, ``record``) that
         :func:`~evolve_envs.stack.factory.make_env` takes, with worker ``worker_index``'s

@@ -133,7 +133,11 @@ def create_app(
     max_body_nodes: int = DEFAULT_LIMITS["max_body_nodes"],
     max_body_depth: int = DEFAULT_LIMITS["max_body_depth"],
     max_image_decode_bytes: int = DEFAULT_LIMITS["max_image_decode_bytes"],
+    max_image_tokens: int = DEFAULT_LIMITS["max_image_tokens"],
+    max_new_tokens: int = DEFAULT_LIMITS["max_new_tokens"],
+    max_form_parts: int = DEFAULT_LIMITS["max_form_parts"],
     max_concurrent_requests: int = DEFAULT_LIMITS["max_concurrent_requests"],
+    max_inflight_body_bytes: int = DEFAULT_LIMITS["max_inflight_body_bytes"],
     batch_window_ms: float = 5.0,
     max_batch_window_ms: float = MAX_WINDOW_S * 1000.0,
     max_batch: int = MAX_BATCH,
@@ -150,11 +154,14 @@ def create_app(
         max_body_bytes: this and the other `max_*` keywords (`max_frames`, `max_image_side`,
             `max_video_frames`, `max_request_pixels`, `max_nframes`, `max_video_pixels`,
             `max_video_decode_pixels`, `max_text_chars`, `max_body_nodes`, `max_body_depth`,
-            `max_image_decode_bytes`) are the request limits, each >= 1 (`RequestLimits` says
+            `max_image_decode_bytes`, `max_image_tokens`, `max_new_tokens`, `max_form_parts`)
+            are the request limits, each >= 1 (`RequestLimits` says
             what each bounds and how it answers).
         video_dirs: directories `/score` may read `video_path` files from (resolved; symlinks
             out of them are refused). Empty (the default): path mode is off (403).
         max_concurrent_requests: requests handled at once; more answer 503 with Retry-After.
+        max_inflight_body_bytes: bytes of request bodies held at once (from Content-Length),
+            summed over the requests in flight; more answer 503 with Retry-After.
         batch_window_ms: how long a backend batch waits for more items from other requests.
         max_batch_window_ms: the adaptive window's cap, after a batch's first item, while
             recent bursts were bigger (`evolve_envs.reward.service.batching`); <= `batch_window_ms`:
@@ -173,7 +180,8 @@ def create_app(
     limits = RequestLimits(
         max_body_bytes, max_frames, max_image_side, max_video_frames, max_request_pixels,
         max_nframes, max_video_pixels, max_video_decode_pixels, max_text_chars,
-        max_body_nodes, max_body_depth, max_image_decode_bytes,
+        max_body_nodes, max_body_depth, max_image_decode_bytes, max_image_tokens,
+        max_new_tokens, max_form_parts,
     )  # fmt: skip
     state = ServiceState.build(
         backend, limits, video_dirs, batch_window_ms, max_batch_window_ms, max_batch
@@ -195,7 +203,11 @@ def create_app(
         faults.install(app)  # admin routes + the innermost middleware
     routes = [*app.routes, *(route for router in routers for route in router.routes)]
     known_routes = {route.path for route in routes if hasattr(route, "path")}
-    app.add_middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_body_bytes=max_body_bytes,
+        max_inflight_bytes=max_inflight_body_bytes,
+    )
     if token:
         add_bearer_auth(app, token)
     app.add_middleware(HostAllowListMiddleware, allowed_hosts=tuple(allowed_hosts))
