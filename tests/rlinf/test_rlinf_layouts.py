@@ -261,7 +261,10 @@ def test_both_reward_switches_on_is_refused_in_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 1 and proc.stdout == "", proc.stderr[-3000:]
     (line,) = proc.stderr.strip().splitlines()
     assert "reward.use_reward_model" in line and "env.train.reward_model.enable" in line
-    assert "both true" in line
+    text = (REPO / "docs" / "rlinf.md").read_text()
+    section = text[text.index("**One reward switch at a time.**") :]
+    documented = re.search(r"```text\n(.*?)\n```", section, re.S).group(1)
+    assert line == documented  # the page shows the line the launcher prints
 
 
 def test_launcher_help_names_the_compose_step_and_the_switch() -> None:

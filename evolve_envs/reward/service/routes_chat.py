@@ -23,9 +23,10 @@ upright) and `trend_threshold` (percent, default 1). Sampling fields (`temperatu
 prompt (`performing the task: <task>.`), its base prompt (`Task: <task>`), else the whole text.
 
 Image URLs must be `data:image/...;base64,` URLs (422 otherwise: the service never fetches a URL).
-The body is held to the decoded-body budget before it is parsed and parsed off the event loop
-when large; frames count against `max_frames`, each image against the side, pixel and decode
-limits, the text against `max_text_chars`, as on every other route.
+The body is held to the decoded-body budget (off the event loop when large) before pydantic's
+JSON parser reads it straight from the bytes; frames count against `max_frames`, each image
+against the side, pixel and decode limits, the text against `max_text_chars`, as on every other
+route.
 
 Example:
     >>> [route.path for route in router.routes]
@@ -36,7 +37,6 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import time
@@ -45,13 +45,16 @@ from typing import Annotated, Literal
 
 import numpy as np
 from fastapi import APIRouter, Request
-from fastapi.exceptions import RequestValidationError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from evolve_envs.reward.protocol.progress import value_list
 from evolve_envs.reward.service.backends.base import CriticItem
 from evolve_envs.reward.service.errors import ApiError
-from evolve_envs.reward.service.json_budget_route import BudgetedJSONRoute
+from evolve_envs.reward.service.json_budget_route import (
+    BudgetedJSONRoute,
+    json_body_doc,
+    parse_json_model,
+)
 from evolve_envs.reward.service.service_state import ServiceState, State
 
 __all__ = ["ChatRequest", "ChatResponse", "router", "task_of_prompt", "trend_of"]
@@ -60,8 +63,6 @@ router = APIRouter(tags=["chat"], route_class=BudgetedJSONRoute)
 
 #: The answers this route gives, by the request's `model` field.
 ANSWERS = ("trend", "progress")
-# Bodies larger than this are parsed off the event loop.
-_THREAD_PARSE_BYTES = 1 << 20
 _TASK_PATTERNS = (
     re.compile(r"performing the task:\s*(.+?)\.?\s+You are given", re.S),  # RLinf's trend prompt
     re.compile(r"^\s*Task:\s*(.+?)\s*$", re.M),  # RLinf's base VLM prompt
@@ -166,17 +167,6 @@ def trend_of(progress: float, threshold: float) -> str:
     return "unclear"
 
 
-async def _parse(request: Request) -> ChatRequest:
-    body = await request.body()
-    try:
-        if len(body) > _THREAD_PARSE_BYTES:
-            return await asyncio.to_thread(ChatRequest.model_validate_json, body)
-        return ChatRequest.model_validate_json(body)
-    except ValidationError as exc:
-        errors = [{**err, "loc": ("body", *err.get("loc", ()))} for err in exc.errors()]
-        raise RequestValidationError(errors) from None
-
-
 def _frames_and_text(req: ChatRequest) -> tuple[list[str], str]:
     """The user messages' image URLs (checked to be data URLs) and their text, in order."""
     urls: list[str] = []
@@ -227,16 +217,11 @@ def _fingerprint(state: ServiceState) -> str:
 @router.post(
     "/v1/chat/completions",
     response_model=ChatResponse,
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": ChatRequest.model_json_schema()}},
-        }
-    },
+    openapi_extra=json_body_doc(ChatRequest),
 )
 async def chat_completions(request: Request, state: State) -> ChatResponse:
     """Progress over the window of frames in the messages, as a trend or a number (module docs)."""
-    req = await _parse(request)
+    req = await parse_json_model(request, ChatRequest)
     if req.model not in ANSWERS:
         raise ApiError(
             422,
