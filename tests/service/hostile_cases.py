@@ -222,6 +222,16 @@ EARLIER_REFUSED_BY: dict[str, str] = {
     "gadget pickle (os.system)": "restricted unpickler: no global is resolved",
     "oversized body (65 MiB)": "body size, from `Content-Length` (`max_body_bytes`)",
     "stalled headers (slow client)": "header deadline (`header_timeout_s`), then 408 and close",
+    "deep JSON messages (100k levels, /v1/chat/completions)": "decoded-body budget "
+    "(`max_body_depth`)",
+    "wide JSON (2M values in an ignored chat field)": "decoded-body budget on the JSON text, "
+    "ignored fields included (`max_body_nodes`)",
+    "16 PNG data URLs 4096x4096 (/v1/chat/completions)": "decoding memory from the PNG header "
+    "(`max_image_decode_bytes`)",
+    "lying JPEG data URLs x16 (/v1/chat/completions)": "strict decoding: data that does not fill "
+    "the declared size",
+    "remote image URL (/v1/chat/completions, never fetched)": "only `data:image/...;base64,` "
+    "URLs are read; nothing is fetched",
 }
 
 

@@ -43,6 +43,8 @@ FAST = {
     "wide JSON (2M values in backend_kwargs)",
     "deep JSON frames (100k levels, /trajectory-critic)",
     "deep JSON image_a (100k levels, /pairwise-critic)",
+    "deep JSON messages (100k levels, /v1/chat/completions)",
+    "wide JSON (2M values in an ignored chat field)",
 }
 
 

@@ -8,6 +8,8 @@ Routes (docs/PROTOCOLS.md):
 * progress, VLAC-compatible (`evolve_envs.reward.service.routes.progress`): `POST
   /trajectory-critic`, `POST /pairwise-critic`, `POST /done`, `POST /healthcheck`;
 * episode video score, RLinf-compatible (`evolve_envs.reward.service.routes.video`): `POST /score`;
+* OpenAI-compatible chat, for RLinf's API reward worker (`evolve_envs.reward.service.routes.chat`):
+  `POST /v1/chat/completions`;
 * pickle scorer, deepgen_rl / VeRL-Omni / flow_grpo-compatible
   (`evolve_envs.reward.service.routes.pickle_scorer`): `POST /` and `POST /pickle`
   (`pickle_at_root=False` drops `/`);
@@ -57,6 +59,7 @@ from evolve_envs.reward.service.host_allowlist import DEFAULT_ALLOWED_HOSTS, Hos
 from evolve_envs.reward.service.limits import DEFAULT_LIMITS
 from evolve_envs.reward.service.metrics import MetricsMiddleware
 from evolve_envs.reward.service.model_headers import ModelHeadersMiddleware, model_headers
+from evolve_envs.reward.service.routes import chat as chat_routes
 from evolve_envs.reward.service.routes import pickle_scorer as pickle_routes
 from evolve_envs.reward.service.routes import progress as progress_routes
 from evolve_envs.reward.service.routes import robometer as robometer_routes
@@ -188,6 +191,7 @@ def create_app(
     pickle_router = pickle_routes.build_router(pickle_at_root)
     routers = (service_routes.router, progress_routes.router, video_routes.router, pickle_router)
     routers += (robometer_routes.router,)  # Robometer's /evaluate_batch(_npy) clients
+    routers += (chat_routes.router,)  # OpenAI-style chat: RLinf's API reward worker
     for router in routers:
         app.include_router(router)
     # Middlewares, innermost first: faults, body limit, auth, hosts, concurrency, metrics.
