@@ -50,6 +50,9 @@ __all__ = [
     "make_switch",
     "LoadResult",
     "closed_loop",
+    "LoadLog",
+    "load_samples",
+    "load_summary",
 ]
 
 TASK = "put the black bowl on the plate"
@@ -292,6 +295,57 @@ def machine_note(load: str | None = None) -> str:
 
 
 # ---------------------------------------------------------------------------- load
+
+
+class LoadLog:
+    """Appends ``HH:MM:SS load1 load5 load15`` to ``path`` every ``every_s`` while the bench runs,
+    so the report can say what load the runs shared the machine with (:func:`load_samples`,
+    :func:`load_summary` read it back).
+
+    Example::
+
+        with LoadLog(out / "load.log"):
+            run_the_experiment()
+        load_summary(out / "load.log")   # 'load avg (1 min, every minute) 1.2-3.4, mean ...'
+    """
+
+    def __init__(self, path: Path, every_s: float = 60.0):
+        self.path, self.every_s = path, every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while True:
+            with self.path.open("a") as fh:
+                fh.write(time.strftime("%H:%M:%S ", time.gmtime())
+                         + " ".join(f"{x:.2f}" for x in os.getloadavg()) + "\n")  # fmt: skip
+            if self._stop.wait(self.every_s):
+                return
+
+    def __enter__(self) -> LoadLog:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def load_samples(path: Path) -> list[float]:
+    """The 1-minute load averages a :class:`LoadLog` wrote to ``path`` ([] when none)."""
+    if not path.is_file():
+        return []
+    return [float(line.split()[1]) for line in path.read_text().splitlines() if line.strip()]
+
+
+def load_summary(path: Path) -> str | None:
+    """``load avg (1 min) LO-HI, mean M over N samples`` from a :class:`LoadLog` file (None
+    when there is none)."""
+    ones = load_samples(path)
+    if not ones:
+        return None
+    return (f"load avg (1 min, every minute) {min(ones):.1f}-{max(ones):.1f}, "
+            f"mean {np.mean(ones):.1f} over {len(ones)} samples")  # fmt: skip
 
 
 @dataclass

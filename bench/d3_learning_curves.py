@@ -32,15 +32,13 @@ import argparse
 import io
 import json
 import math
-import os
-import threading
 import time
 import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import ROOT, machine_note, print_table
+from _common import ROOT, LoadLog, load_summary, machine_note, print_table
 from _distrl_env import ray_env
 
 ALGOS = {
@@ -85,14 +83,15 @@ def run_policy(run_dir: Path) -> tuple[Any, Any, list[Path]]:
     return cfg, policy, snaps
 
 
-def evaluate_run(run_dir: Path, episodes: int) -> list[dict[str, float]]:
-    """Held-out success of every snapshot of a run, in time order."""
+def evaluate_run(run_dir: Path, episodes: int, offset: int = 0) -> list[dict[str, float]]:
+    """Held-out success of every snapshot of a run, in time order (scenes
+    ``held_out_seeds(episodes, offset)``)."""
     import torch
 
     from evolve_envs.train.evaluation import evaluate_policy, held_out_seeds
 
     cfg, policy, snaps = run_policy(run_dir)
-    seeds = held_out_seeds(episodes)
+    seeds = held_out_seeds(episodes, offset)
     curve = []
     for path in snaps:
         snap = torch.load(path, map_location="cpu", weights_only=False)
@@ -110,7 +109,7 @@ def evaluate_run(run_dir: Path, episodes: int) -> list[dict[str, float]]:
     return curve
 
 
-def final_sampled(run_dir: Path, episodes: int, seed: int) -> float:
+def final_sampled(run_dir: Path, episodes: int, seed: int, offset: int = 0) -> float:
     """Held-out success of a run's last snapshot with *sampled* actions (as the workers act; a
     torch RNG seeded with ``seed``), beside the protocol's mean-action number."""
     import torch
@@ -121,7 +120,7 @@ def final_sampled(run_dir: Path, episodes: int, seed: int) -> float:
     if not snaps:
         return math.nan
     policy.load_state_dict(torch.load(snaps[-1], map_location="cpu", weights_only=False)["policy"])
-    res = evaluate_policy(cfg, policy, held_out_seeds(episodes), deterministic=False,
+    res = evaluate_policy(cfg, policy, held_out_seeds(episodes, offset), deterministic=False,
                           sample_seed=seed)  # fmt: skip
     return res.success_rate
 
@@ -170,44 +169,6 @@ def auc(curve: list[dict[str, float]], seconds: float) -> float:
     grid = np.linspace(0, seconds, 200)
     return float(np.mean([at(curve, "time_s", g) if g >= curve[0]["time_s"] else 0.0
                           for g in grid]))  # fmt: skip
-
-
-class LoadLog:
-    """Appends ``HH:MM:SS load1 load5 load15`` to ``path`` every ``every_s`` while the bench runs,
-    so the report can say what load the runs shared the machine with."""
-
-    def __init__(self, path: Path, every_s: float = 60.0):
-        self.path, self.every_s = path, every_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while True:
-            with self.path.open("a") as fh:
-                fh.write(time.strftime("%H:%M:%S ", time.gmtime())
-                         + " ".join(f"{x:.2f}" for x in os.getloadavg()) + "\n")  # fmt: skip
-            if self._stop.wait(self.every_s):
-                return
-
-    def __enter__(self) -> LoadLog:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
-def load_summary(path: Path) -> str | None:
-    """``load avg (1 min) LO-HI, mean M over N samples`` from a :class:`LoadLog` file (None
-    when there is none)."""
-    if not path.is_file():
-        return None
-    ones = [float(line.split()[1]) for line in path.read_text().splitlines() if line.strip()]
-    if not ones:
-        return None
-    return (f"load avg (1 min, every minute) {min(ones):.1f}-{max(ones):.1f}, "
-            f"mean {np.mean(ones):.1f} over {len(ones)} samples")  # fmt: skip
 
 
 def paired_differences(records: dict[str, dict[int, dict[str, float]]]) -> list[list[str]]:

@@ -6,13 +6,16 @@ inline) and a 1,024-frame trajectory (`skip=1`). Before each request the kernel'
 of the server is reset (`/proc/PID/clear_refs` <- 5); after it, `VmHWM - VmRSS(before)` is the
 growth. Goal: <= 64 MB per request.
 
-Part 1b — one request of each hostile class (`tests/fuzz/hostile.py`: pickles that expand
-through shared references or refer to themselves and their JSON equivalents, numpy arrays that
-become millions of values, 16 PNG frames of 4096x4096, a 4608x4608 video, a decompression bomb,
-lying JPEGs, a gadget pickle, a 65 MiB body, a slow client) against a second server at the
-default limits under an address-space cap (`tests/fuzz/harness.py`): its status against the
-expected one(s), the peak RSS growth as above, and the slowest answer. Goal: the expected 4xx,
-<= 64 MB, decoded-body cases answered within 1 s.
+Part 1b — one request of each hostile class (the rows of `docs/hostile-input.md`:
+`tests/fuzz/hostile.py`, pickles that expand through shared references or refer to themselves
+and their JSON equivalents, numpy arrays that become millions of values, 16 PNG frames of
+4096x4096, a 4608x4608 video, a decompression bomb, lying JPEGs, a gadget pickle, a 65 MiB body,
+a slow client; and `tests/service/hostile_cases.py`, issue 31's Robometer JSON bomb, multipart
+part flood, base64 zeros image, padded PNG, resolution-switching video, over-budget VLM
+requests and a backend answering 1e308) against a second server at the default limits under an
+address-space cap (`tests/fuzz/harness.py`; a third whose mock answers 1e308 for the last row):
+its status against the expected one(s), the peak RSS growth as above, and the slowest answer.
+Goal: the expected answer, <= 64 MB, decoded-body and issue-31 cases answered within 1 s.
 
 Part 2 — fairness: p50/p99 latency of small `/pairwise-critic` requests on an idle server and
 while 1,024-frame trajectories run back to back beside them (mock backend, 20 ms per batch to
@@ -39,7 +42,8 @@ from PIL import Image
 
 from evolve_envs.reward.service.embedded import EmbeddedService
 from tests.fuzz.harness import JSON, FuzzServer, peak_rss_mb, reset_peak_rss, rss_mb
-from tests.fuzz.hostile import HOSTILE, png_bytes, tiny_mp4
+from tests.fuzz.hostile import png_bytes, tiny_mp4
+from tests.service.hostile_cases import BROKEN_MODEL_KWARGS, ROWS
 
 MB = 1024 * 1024
 
@@ -148,13 +152,18 @@ def hostile_part(quick: bool) -> list[dict]:
         Case("POST", "/score", JSON, json.dumps({"task_text": "t", "video_b64": video}).encode()),
     ]  # fmt: skip
     rows = []
-    srv = FuzzServer().start()
+    servers = {
+        "default": FuzzServer().start(),
+        "broken": FuzzServer(extra_args=("--backend-kwargs", json.dumps(BROKEN_MODEL_KWARGS))),
+    }
+    servers["broken"].start()
     try:
         for _ in range(2):  # lazy imports (PyAV), allocator pools
             for case in warm:
-                assert srv.send(case).status == 200
-        for name, build in HOSTILE.items():
-            case, expected = build()
+                assert servers["default"].send(case).status == 200
+        for name, row in ROWS.items():
+            srv = servers[row.server]
+            case, expected = row.build()
             runs = [srv.send(case) for _ in range(1 if quick or case.method == "STALL" else 3)]
             statuses = {run.status for run in runs}
             growth = max(run.growth_mb for run in runs)
@@ -171,7 +180,8 @@ def hostile_part(quick: bool) -> list[dict]:
                 }
             )
     finally:
-        srv.stop()
+        for srv in servers.values():
+            srv.stop()
     return rows
 
 

@@ -299,7 +299,7 @@ def check_services(services: Sequence[str], *, token: str | None = None) -> None
             raise ValueError(
                 f"service {spec!r}: expected a URL, mock:<rule> (e.g. mock:reach_place) or recorded"
             )
-        pool = EndpointPool([spec], token=token or os.environ.get("EVOLVE_REWARD_TOKEN"))
+        pool = EndpointPool([spec], token=token)
         try:
             check_service(pool, what=f"calibration service {spec}")
         finally:
@@ -404,7 +404,7 @@ def calibrate(
             report["services"][spec] = _service_report(scores, threshold)
             continue
         with _service_url(spec) as url:
-            pool = EndpointPool([url], token=token or os.environ.get("EVOLVE_REWARD_TOKEN"))
+            pool = EndpointPool([url], token=token)
             client = ProgressClient(pool, max_workers=1)
             try:
                 caps = client.capabilities().value

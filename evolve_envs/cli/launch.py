@@ -35,13 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from evolve_envs.reward.service.auth import (
-    TOKEN_ENV,
-    TOKEN_FILE_ENV,
-    TokenError,
-    check_exposure,
-    resolve_token,
-)
+from evolve_envs.cli.serve_options import add_token_arguments
+from evolve_envs.reward.protocol.token import TOKEN_ENV, TOKEN_FILE_ENV, TokenError, resolve_token
+from evolve_envs.reward.service.auth import check_exposure
 from evolve_envs.reward.service.backends import BACKENDS
 
 __all__ = ["main", "build_parser", "ServerProcess"]
@@ -81,22 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="JSON file of backend arguments (e.g. an API key), passed to the servers by path",
     )
-    p.add_argument(
-        "--token",
-        default=None,
-        help=f"bearer token; visible to every user in `ps`: prefer --token-file or ${TOKEN_ENV}",
-    )
-    p.add_argument(
-        "--token-file",
-        default=None,
-        metavar="PATH",
-        help=f"file holding the bearer token (default ${TOKEN_FILE_ENV})",
-    )
-    p.add_argument(
-        "--insecure-no-token",
-        action="store_true",
-        help="serve a non-loopback --host without a bearer token (refused otherwise)",
-    )
+    add_token_arguments(p)
     p.add_argument(
         "--startup-timeout", type=float, default=900.0, help="seconds to wait for all servers"
     )

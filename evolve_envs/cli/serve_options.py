@@ -13,15 +13,8 @@ import logging
 import socket
 from typing import Any
 
-from evolve_envs.reward.service.auth import (
-    TOKEN_ENV,
-    TOKEN_FILE_ENV,
-    TokenError,
-    check_exposure,
-    expand_env_refs,
-    is_loopback_host,
-    resolve_token,
-)
+from evolve_envs.reward.protocol.token import TOKEN_ENV, TOKEN_FILE_ENV, TokenError, resolve_token
+from evolve_envs.reward.service.auth import check_exposure, expand_env_refs, is_loopback_host
 from evolve_envs.reward.service.backends import BACKENDS
 from evolve_envs.reward.service.backends.base import CKPT_ENV
 from evolve_envs.reward.service.batching import MAX_WINDOW_S
@@ -33,6 +26,7 @@ from evolve_envs.reward.service.limits import (
 
 __all__ = [
     "LOOPBACK_HOSTS",
+    "add_token_arguments",
     "MOCK_DEFAULTS",
     "allowed_hosts",
     "app_kwargs",
@@ -50,6 +44,28 @@ __all__ = [
 MOCK_DEFAULTS: dict[str, Any] = {"rule": "change"}
 
 log = logging.getLogger("evolve_envs.cli.serve")
+
+
+def add_token_arguments(p: argparse.ArgumentParser) -> None:
+    """``--token``, ``--token-file``, ``--insecure-no-token``: the server's and the launcher's."""
+    p.add_argument(
+        "--token",
+        default=None,
+        help=f"bearer token; visible to every user in `ps`: prefer --token-file or ${TOKEN_ENV}",
+    )
+    p.add_argument(
+        "--token-file",
+        default=None,
+        metavar="PATH",
+        help=f"file holding the bearer token, e.g. a mounted Kubernetes Secret "
+        f"(default ${TOKEN_FILE_ENV}; ${TOKEN_ENV} holds the token itself)",
+    )
+    p.add_argument(
+        "--insecure-no-token",
+        action="store_true",
+        help="serve a non-loopback --host without a bearer token (refused otherwise): anyone "
+        "who can reach the port can use the model",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,24 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--backend-kwargs overrides its keys",
     )
     p.add_argument("--ckpt-path", default=None, help=f"model path (default ${CKPT_ENV})")
-    p.add_argument(
-        "--token",
-        default=None,
-        help=f"bearer token; visible to every user in `ps`: prefer --token-file or ${TOKEN_ENV}",
-    )
-    p.add_argument(
-        "--token-file",
-        default=None,
-        metavar="PATH",
-        help=f"file holding the bearer token, e.g. a mounted Kubernetes Secret "
-        f"(default ${TOKEN_FILE_ENV}; ${TOKEN_ENV} holds the token itself)",
-    )
-    p.add_argument(
-        "--insecure-no-token",
-        action="store_true",
-        help="serve a non-loopback --host without a bearer token (refused otherwise): anyone "
-        "who can reach the port can use the model",
-    )
+    add_token_arguments(p)
     p.add_argument(
         "--video-dir",
         action="append",

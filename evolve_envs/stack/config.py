@@ -208,6 +208,7 @@ class RewardModelConfig(BaseModel):
     max_retries: int = Field(default=2, ge=0)
     call_budget_s: float = Field(default=150.0, gt=0)
     token: SecretStr | None = None
+    token_file: str | None = None
     require_service: bool = True
     fail_on_request_error: bool = False
     health_route: str = "/health"
@@ -272,8 +273,18 @@ class RewardModelConfig(BaseModel):
 
     @property
     def token_value(self) -> str | None:
-        """The bearer token in clear (``None`` when unset); the config itself never prints it."""
-        return self.token.get_secret_value() if self.token is not None else None
+        """The bearer token in clear, from ``token``, ``token_file``, ``$EVOLVE_REWARD_TOKEN`` or
+        ``$EVOLVE_REWARD_TOKEN_FILE`` (the first that is set; ``None`` when none is); the config
+        itself never prints it. A source that cannot be used raises :class:`ConfigError`."""
+        from evolve_envs.reward.protocol.token import TokenError, resolve_token
+
+        value = self.token.get_secret_value() if self.token is not None else None
+        try:
+            return resolve_token(
+                value, self.token_file, names=("reward_model.token", "reward_model.token_file")
+            )
+        except TokenError as exc:
+            raise ConfigError(str(exc)) from None
 
 
 class ProgressModelConfig(RewardModelConfig, ProgressKeys):
@@ -399,3 +410,19 @@ class StackConfig(BaseModel):
     env: dict[str, Any] = Field(default_factory=dict)
     reward_model: RewardModelBlock = Field(default_factory=ProgressModelConfig)
     record: RecordConfig | None = None
+
+    def handoff(self) -> dict[str, Any]:
+        """The config as plain data for the next hop (a sub-env, another process, an env spec):
+        JSON types throughout, except the bearer token, which stays a :class:`SecretStr` (masked
+        wherever it is printed or dumped to JSON, its value kept for the service).
+
+        >>> cfg = StackConfig.model_validate({"reward_model": {"token": "s3cret"}})
+        >>> hop = cfg.handoff()
+        >>> hop["reward_model"]["token"], hop["reward_model"]["token"].get_secret_value()
+        (SecretStr('**********'), 's3cret')
+        >>> cfg.model_dump(mode="json")["reward_model"]["token"]  # what a summary writes
+        '**********'
+        """
+        out = self.model_dump(mode="json")
+        out["reward_model"]["token"] = self.reward_model.token
+        return out

@@ -364,7 +364,7 @@ def _stack_spec(cfg: StackConfig, env_factory: Callable[..., gym.Env] | None) ->
     return EnvSpec(
         id=str(env_id).rpartition(":")[2],
         entry_point="evolve_envs.stack.factory:make_env",
-        kwargs={"config": cfg.model_dump(mode="json")},
+        kwargs={"config": cfg.handoff()},  # re-made from its spec, it reaches the same service
         max_episode_steps=None,  # the limit sits inside the stack, see the module docstring
     )
 

@@ -107,7 +107,7 @@ def make_vec(
     rm = cfg.reward_model
     with contextlib.ExitStack() as resources:
         service = None
-        stack = cfg.model_dump(mode="json")
+        stack = cfg.handoff()  # the token survives the hop to every sub-env
         if rm.enable and rm.embedded:
             service = resources.enter_context(start_embedded_service(rm))
             stack["reward_model"] = {**stack["reward_model"], "endpoint": service.url}

@@ -14,6 +14,13 @@ with the key's path (``learner.batch_size: input should be greater than or equal
     learner: {batch_size: 8, lr: 3.0e-4, alpha: 0.6}
     run: {minutes: 15}
 
+Workers of mixed speed: ``workers.step_delay_s: [0.02, 0.02, 0.06]`` makes worker ``i`` sleep
+``step_delay_s[i]`` seconds after every env step it takes (in DistRL's collection loop and in
+GRPO's episodes alike), so three workers run at 1x/1x/3x a 20 ms simulator step whatever the
+env's own step time; one entry per worker (``[]``, the default, adds none). A slow reward model
+is the reward service's business (the mock backend's ``latency_ms``:
+``reward_model.embedded_backend_kwargs: {rule: reach_place, latency_ms: 500}``).
+
 Example:
     >>> cfg = load_train_config({"workers": {"num_workers": 3}}, overrides=["learner.lr=1e-3"])
     >>> cfg.workers.num_workers, cfg.learner.lr
@@ -28,7 +35,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from evolve_envs.stack.config import ConfigError
 from evolve_envs.stack.loading import (
@@ -70,6 +85,11 @@ class WorkersConfig(BaseModel):
         description="per-worker `env` keys layered on the shared env block (worker i takes "
         "entry i): heterogeneous workers (other tasks, slower simulators)",
     )
+    step_delay_s: list[float] = Field(
+        default_factory=list,
+        description="per-worker seconds of sleep after every env step (worker i takes entry i; "
+        "one entry per worker): workers of mixed speed, e.g. [0.02, 0.02, 0.06]; [] adds none",
+    )
     max_restarts: int = Field(default=-1, ge=-1, description="Ray actor restarts (-1: forever)")
     num_cpus: float = Field(default=0.5, gt=0, description="Ray CPUs reserved per worker")
     num_gpus: float = Field(
@@ -89,6 +109,19 @@ class WorkersConfig(BaseModel):
         description="'spread': Ray's SPREAD strategy places the workers across nodes; "
         "'default': Ray packs them where resources are free",
     )
+
+    @field_validator("step_delay_s")
+    @classmethod
+    def _one_delay_per_worker(cls, value: list[float], info: ValidationInfo) -> list[float]:
+        n = info.data.get("num_workers")
+        if value and n is not None and len(value) != n:
+            raise ValueError(
+                f"{len(value)} entries for {n} workers: give one per worker (or [] for none)"
+            )
+        bad = [x for x in value if not 0 <= x < float("inf")]
+        if bad:
+            raise ValueError(f"delays must be finite seconds >= 0, not {bad[0]}")
+        return value
 
 
 class PolicyConfig(BaseModel):
@@ -200,13 +233,36 @@ class GrpoConfig(BaseModel):
 
     group_size: int = Field(default=4, ge=2)
     groups_per_round: int | None = Field(
-        default=None, ge=1, description="None: as many as the workers' envs hold"
+        default=None,
+        ge=1,
+        description="None: enough groups for episodes_per_env episodes per env of the workers "
+        "(rounded up to whole groups)",
+    )
+    episodes_per_env: int = Field(
+        default=1,
+        ge=1,
+        description="with groups_per_round None, episodes each env plays per round: the round's "
+        "batch scales with the workers",
     )
     clip: float = Field(default=0.2, gt=0)
     epochs: int = Field(default=2, ge=1)
     minibatch_steps: int = Field(default=256, ge=1)
     lr: float = Field(default=3e-4, gt=0)
     entropy_coef: float = Field(default=1e-3, ge=0)
+    entropy_target: float | None = Field(
+        default=None,
+        description="entropy floor, as learner.entropy_target: the coefficient grows while "
+        "the policy's entropy is below it (None: fixed coefficient)",
+    )
+    entropy_adapt_rate: float = Field(
+        default=0.05, gt=0, description="log-step of the entropy coefficient per optimizer step"
+    )
+    invalid_coef: float = Field(
+        default=0.0,
+        ge=0,
+        description="penalty on the probability of an action outside the action space, as "
+        "learner.invalid_coef (0: off)",
+    )
     max_grad_norm: float = Field(default=1.0, gt=0)
 
 
@@ -275,6 +331,19 @@ class TrainConfig(BaseModel):
                 f"{self.workers.num_workers} workers"
             )
         return self
+
+    def stored(self) -> dict[str, Any]:
+        """The config as a run stores it (``config.yaml``, checkpoints): without the bearer token,
+        which a run never writes down; a resumed run reads it again from ``reward_model.token``
+        of the ``--config`` given, ``reward_model.token_file`` or the environment.
+
+        >>> cfg = TrainConfig(reward_model={"enable": True, "token": "s3cret"})
+        >>> cfg.stored()["reward_model"]
+        {'enable': True}
+        """
+        out = self.model_dump()
+        out["reward_model"] = {k: v for k, v in out["reward_model"].items() if k != "token"}
+        return out
 
     def stack(self, worker_index: int | None = None) -> dict[str, Any]:
         """The stack blocks (``env``, ``reward_model``, ``record``) that

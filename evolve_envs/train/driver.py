@@ -300,7 +300,7 @@ def run_train(opts: TrainOptions) -> TrainResult:
     cfg, state = _effective_config(opts)
     run_dir = _run_dir(opts, cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.model_dump(), sort_keys=False))
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.stored(), sort_keys=False))
     log = opts.log if opts.log is not None else sys.stderr
     interactive = opts.progress_bar and hasattr(log, "isatty") and log.isatty()
     t0 = time.monotonic()

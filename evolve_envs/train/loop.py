@@ -149,7 +149,7 @@ def run_loop(
             algo.load_state_dict(state)
 
         def checkpoint() -> None:
-            payload = {**algo.state_dict(), "config": cfg.model_dump(), "algo": algo.name}
+            payload = {**algo.state_dict(), "config": cfg.stored(), "algo": algo.name}
             bad = nonfinite_tensors(payload.get("policy", {}))
             if bad:  # keep the last good checkpoint for --resume
                 raise NonFiniteError(

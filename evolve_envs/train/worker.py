@@ -13,8 +13,9 @@ from the training config's ``env`` + ``reward_model`` blocks (any Gymnasium ID t
   :class:`~evolve_envs.train.trajectory.Trajectory` into the trajectory queue with
   ``put_nowait``, without waiting for the queue actor's answer (it is counted ``pushed`` or
   ``dropped`` when it arrives, a few steps later). Nobody waits for anybody: a slow worker only
-  pushes less often. When the queue is full the trajectory is dropped and counted (``dropped``),
-  never half-pushed.
+  pushes less often (``workers.step_delay_s`` slows chosen workers down: a sleep after each of
+  their env steps, in both modes). When the queue is full the trajectory is dropped and counted
+  (``dropped``), never half-pushed.
 * **synchronous** (GRPO): :meth:`RolloutWorker.collect_episodes` plays one whole episode per env
   from the given reset seeds with the given weights and returns them.
 
@@ -166,6 +167,8 @@ class RolloutWorker:
         self.device = _worker_device()
         self.policy.to(self.device)
         self.policy.eval()
+        delays = self.cfg.workers.step_delay_s
+        self.step_delay_s = float(delays[self.worker_id]) if delays else 0.0
         self.version = -1
         self.counts = {"pushed": 0, "dropped": 0, "env_steps": 0, "episodes": 0}
         self._reported = dict.fromkeys(self.counts, 0)  # the part of counts the registry has
@@ -220,6 +223,13 @@ class RolloutWorker:
         with torch.inference_mode():  # no autograd bookkeeping: the worker never trains
             actions, logp = self.policy.act(inputs)
         return inputs, np.asarray(actions, dtype=np.float32), np.asarray(logp, dtype=np.float32)
+
+    def _step(self, env: Any, action: np.ndarray) -> tuple[Any, Any, Any, Any, Any]:
+        """``env.step(action)``, then this worker's ``workers.step_delay_s`` of sleep."""
+        result = env.step(action)
+        if self.step_delay_s > 0:
+            time.sleep(self.step_delay_s)
+        return result
 
     def _encode_one(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         return _slice(self.policy.encode_obs(batch_obs([obs])), 0)
@@ -325,7 +335,7 @@ class RolloutWorker:
             inputs, actions, logp = self._act(obs)
             for i, env in enumerate(self.envs):
                 slot = slots[i]
-                result = env.step(actions[i])
+                result = self._step(env, actions[i])
                 nxt = with_task(result[0], result[4])
                 ended = self._record_step(slot, _slice(inputs, i), actions[i], logp[i], result)
                 if ended or (seg_len is not None and len(slot.actions) >= seg_len):
@@ -426,7 +436,7 @@ class RolloutWorker:
             still = []
             for j, i in enumerate(live):
                 slot = slots[i]
-                result = envs[i].step(actions[j])
+                result = self._step(envs[i], actions[j])
                 nxt = with_task(result[0], result[4])
                 if self._record_step(slot, _slice(inputs, j), actions[j], logp[j], result):
                     out[i] = self._trajectory(slot, self._encode_one(nxt))

@@ -270,14 +270,13 @@ def test_the_env_wrapper_falls_back_and_counts_the_errors(hostile) -> None:
             return {"agentview_image": paint(10)}, 0.0, False, False, {}
 
     client = ProgressClient(_pool(hostile), close_pool=True, warn_interval_s=3600)
-    env = ProgressReward(
-        gym.wrappers.TimeLimit(Still(), 6), client, close_client=True, start_step=2, call_every=2
-    )
+    env = ProgressReward(gym.wrappers.TimeLimit(Still(), 6), client, start_step=2, call_every=2)
     try:
         env.reset(seed=0)
         infos = [within_guard(lambda: env.step(0))[4] for _ in range(6)]
     finally:
         env.close()
+        client.close()
     assert infos[-1]["reward_model_errors"] >= 2, infos[-1]
     assert client.stats.errors >= 2 and client.stats.fallbacks == client.stats.errors
     assert "over the client's limit" in (client.stats.last_error or "")

@@ -22,6 +22,7 @@ MODULES = [
     "evolve_envs.wrappers.success_bonus",
     "evolve_envs.train.evaluation",
     "evolve_envs.train.policies.transformer",
+    "evolve_envs.train.entropy_floor",
 ]
 
 

@@ -218,6 +218,49 @@ def dtype_subarray_pickle() -> Built:
     return Case("POST", "/pickle", PICKLE, DTYPE_SUBARRAY_CRASH), (400,)
 
 
+# ------------------------------------------------------------- OpenAI-style chat (RLinf API)
+
+
+def _chat(urls: list[str], **extra: object) -> bytes:
+    """A `/v1/chat/completions` body shaped as RLinf's API reward worker sends it."""
+    content: list[dict] = [{"type": "image_url", "image_url": {"url": u}} for u in urls]
+    content.append({"type": "text", "text": "Task: put the bowl on the plate"})
+    doc = {"model": "trend", "messages": [{"role": "user", "content": content}], **extra}
+    return json.dumps(doc).encode()
+
+
+def deep_json_chat(levels: int = 100_000) -> Built:
+    """`messages` nested `levels` deep (the chat route's body budget)."""
+    body = b'{"model": "trend", "messages": ' + b"[" * levels + b"]" * levels + b"}"
+    return Case("POST", "/v1/chat/completions", JSON, body), (413,)
+
+
+def wide_json_chat() -> Built:
+    """2 million values in a field the chat route ignores (`temperature`)."""
+    body = b'{"model": "trend", "messages": [], "temperature": [' + b"0," * 2_000_000 + b"0]}"
+    return Case("POST", "/v1/chat/completions", JSON, body), (413,)
+
+
+def chat_png_frames_4096(count: int = 16) -> Built:
+    """Sixteen 4096x4096 PNG data URLs (65 MB each once decoded)."""
+    urls = ["data:image/png;base64," + _b64(_png_4096())] * count
+    return Case("POST", "/v1/chat/completions", JSON, _chat(urls)), (413,)
+
+
+def chat_lying_jpeg() -> Built:
+    """Sixteen 64x64 JPEG data URLs whose headers declare 4096x4096."""
+    case, _ = lying_jpeg()
+    frames = json.loads(case.body)["frames"]
+    urls = ["data:image/jpeg;base64," + f for f in frames]
+    return Case("POST", "/v1/chat/completions", JSON, _chat(urls)), (413, 422)
+
+
+def chat_remote_url() -> Built:
+    """An `image_url` pointing at a cloud metadata address (must be refused, never fetched)."""
+    body = _chat(["http://169.254.169.254/latest/meta-data/"])
+    return Case("POST", "/v1/chat/completions", JSON, body), (422,)
+
+
 HOSTILE: dict[str, Callable[[], Built]] = {
     "aliased metadata pickle (10^40 paths, 2 KB)": aliased_metadata_pickle,
     "recursive prompts pickle": recursive_prompts_pickle,
@@ -235,4 +278,9 @@ HOSTILE: dict[str, Callable[[], Built]] = {
     "oversized body (65 MiB)": oversized_body,
     "stalled headers (slow client)": stalled_headers,
     "numpy dtype BUILD with a subarray (141 bytes)": dtype_subarray_pickle,
+    "deep JSON messages (100k levels, /v1/chat/completions)": deep_json_chat,
+    "wide JSON (2M values in an ignored chat field)": wide_json_chat,
+    "16 PNG data URLs 4096x4096 (/v1/chat/completions)": chat_png_frames_4096,
+    "lying JPEG data URLs x16 (/v1/chat/completions)": chat_lying_jpeg,
+    "remote image URL (/v1/chat/completions, never fetched)": chat_remote_url,
 }

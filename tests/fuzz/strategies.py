@@ -17,6 +17,9 @@ Each strategy draws a `Case` (`tests.fuzz.harness`): a request some route will d
   truncated or flipped, sent to `/score`.
 * `json_cases`: bodies for every JSON route: fields of the wrong type, deep or wide values,
   numbers past any range, invalid UTF-8, truncated documents.
+* `chat_cases`: `/v1/chat/completions` bodies shaped as RLinf's API reward worker sends them,
+  with hostile parts: damaged images as data URLs, URLs that are not data URLs, wrong part
+  types, odd `views` / `frame_orientation` / `model` values, text past the limit.
 * `http_cases`: raw HTTP requests: huge or many header lines, lying or malformed
   `Content-Length`, broken chunked encoding, browser form content types.
 """
@@ -41,6 +44,7 @@ from tests.fuzz.harness import JSON, PICKLE, Case
 from tests.fuzz.hostile import tiny_mp4
 
 __all__ = [
+    "chat_cases",
     "http_cases",
     "image_cases",
     "json_cases",
@@ -49,7 +53,7 @@ __all__ = [
     "video_cases",
 ]
 
-JSON_ROUTES = ("/trajectory-critic", "/pairwise-critic", "/done", "/score")
+JSON_ROUTES = ("/trajectory-critic", "/pairwise-critic", "/done", "/score", "/v1/chat/completions")
 
 # ------------------------------------------------------------------------------------ images
 
@@ -116,11 +120,15 @@ def image_bytes(draw: st.DrawFn) -> bytes:
 def image_cases(draw: st.DrawFn) -> Case:
     """Damaged or lying images through the JSON routes (base64) or `/pickle` (bytes)."""
     images = draw(st.lists(image_bytes(), min_size=1, max_size=4))
-    route = draw(st.sampled_from(["/pickle", "/trajectory-critic", "/pairwise-critic", "/done"]))
+    route = draw(st.sampled_from(
+        ["/pickle", "/trajectory-critic", "/pairwise-critic", "/done", "/v1/chat/completions"]
+    ))  # fmt: skip
     if route == "/pickle":
         body = pickle.dumps({"images": images, "prompts": ["p"] * len(images)}, protocol=4)
         return Case("POST", route, PICKLE, body)
     b64 = [base64.b64encode(image).decode() for image in images]
+    if route == "/v1/chat/completions":
+        return Case("POST", route, JSON, _chat_body([f"data:image/png;base64,{b}" for b in b64]))
     if route == "/trajectory-critic":
         doc: dict[str, Any] = {"task": "t", "frames": b64, "skip": 1}
     elif route == "/pairwise-critic":
@@ -401,6 +409,14 @@ _FIELDS = {
     "/pairwise-critic": ["task", "image_a", "image_b"],
     "/done": ["task", "first_frame", "prev_frame", "curr_frame", "reference"],
     "/score": ["task_text", "video_b64", "video_path", "nframes", "max_pixels", "backend_kwargs"],
+    "/v1/chat/completions": [
+        "model",
+        "messages",
+        "views",
+        "frame_orientation",
+        "trend_threshold",
+        "stream",
+    ],
 }
 
 
@@ -425,6 +441,57 @@ def json_cases(draw: st.DrawFn) -> Case:
     elif shape == "truncate":
         text = text[: draw(st.integers(0, len(text)))]
     return Case("POST", route, draw(st.sampled_from([JSON, JSON, None, "text/plain"])), text)
+
+
+# ---------------------------------------------------------------------------------- chat
+
+
+def _chat_body(urls: list[str], text: str = "Task: open the drawer", **extra: Any) -> bytes:
+    content: list[Any] = [{"type": "image_url", "image_url": {"url": u}} for u in urls]
+    content.append({"type": "text", "text": text})
+    doc = {"model": "trend", "messages": [{"role": "user", "content": content}], **extra}
+    return json.dumps(doc).encode()
+
+
+_hostile_part = st.one_of(
+    st.fixed_dictionaries({"type": st.sampled_from(["image_url", "input_audio", "video_url"]),
+                           "image_url": _json_value}),
+    st.fixed_dictionaries({"type": st.just("image_url"), "image_url": st.fixed_dictionaries(
+        {"url": st.sampled_from([
+            "http://127.0.0.1:1/x.jpg", "file:///etc/passwd", "data:image/png;base64,", "data:,",
+            "data:image/jpeg;base64,!!!!", "data:text/html;base64,PGI+", "data:image/png,AAAA",
+        ])})}),
+    st.fixed_dictionaries({"type": st.just("text"), "text": _json_value}),
+    _json_value,
+)  # fmt: skip
+
+
+@st.composite
+def chat_cases(draw: st.DrawFn) -> Case:
+    """RLinf-shaped chat requests with one or more hostile pieces (see the module docstring)."""
+    images = draw(st.lists(image_bytes(), min_size=0, max_size=4))
+    urls = [f"data:image/{draw(st.sampled_from(['png', 'jpeg']))};base64,"
+            + base64.b64encode(image).decode() for image in images]  # fmt: skip
+    text = draw(st.sampled_from(["Task: open the drawer", "", "x" * 9000, "\ud800 task"]))
+    extra = {
+        name: draw(value)
+        for name, value in {
+            "views": st.one_of(st.integers(-2, 40), _json_value),
+            "frame_orientation": st.sampled_from(["upright", "rot180", "raw", "sideways", 3]),
+            "trend_threshold": st.one_of(st.floats(allow_nan=False), _json_value),
+            "model": st.sampled_from(["trend", "progress", "gpt-4o", "", 7]),
+            "stream": st.sampled_from([True, False, "yes"]),
+        }.items()
+        if draw(st.booleans())
+    }
+    doc = json.loads(_chat_body(urls, text, **extra))
+    parts = doc["messages"][0]["content"]
+    for _ in range(draw(st.integers(0, 3))):
+        parts.insert(draw(st.integers(0, len(parts))), draw(_hostile_part))
+    if draw(st.integers(0, 4)) == 0:
+        doc["messages"].insert(0, {"role": draw(st.sampled_from(["system", 5, None])),
+                                   "content": draw(_json_value)})  # fmt: skip
+    return Case("POST", "/v1/chat/completions", JSON, json.dumps(doc).encode())
 
 
 # -------------------------------------------------------------------------------------- HTTP

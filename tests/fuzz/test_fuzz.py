@@ -80,6 +80,12 @@ def test_fuzz_json_wire_models(server: FuzzServer, case: Case) -> None:
     server.check(case, server.send(case), "json")
 
 
+@_budget(120)
+@given(case=strategies.chat_cases())
+def test_fuzz_chat_completions(server: FuzzServer, case: Case) -> None:
+    server.check(case, server.send(case), "chat")
+
+
 @_budget(180)
 @given(case=strategies.http_cases())
 def test_fuzz_http_framing(server: FuzzServer, case: Case) -> None:

@@ -57,3 +57,13 @@ def test_the_loop_never_names_an_algorithm(tmp_path) -> None:
 def test_package_root_is_small() -> None:
     root = [p.name for p in ig.PACKAGE.glob("*.py") if p.name != "__init__.py"]
     assert len(root) <= 6, root
+
+
+def test_no_module_is_over_500_lines() -> None:
+    """Files of one job each: a module past 500 lines is split along its jobs."""
+    long = {
+        name: n
+        for name, path in ig.modules().items()
+        if (n := len(path.read_text().splitlines())) > 500
+    }
+    assert long == {}

@@ -53,6 +53,7 @@ def test_routers_serve_every_protocol(client: TestClient) -> None:
         "/",
         "/evaluate_batch",
         "/evaluate_batch_npy",
+        "/v1/chat/completions",
     }
     state = client.app.state.service
     assert isinstance(state, ServiceState) and state.backend is client.app.state.backend

@@ -58,8 +58,10 @@ def test_builtin_backends_come_from_the_entry_points() -> None:
     declared = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
     if not declared:
         pytest.skip("this checkout's package metadata predates the entry points (reinstall)")
-    for name in ("mock", "vlm", "vlac", "openai", "roboreward", "robodopamine", "topreward"):
+    for name in ("mock", "vlm", "vlac", "openai"):
         assert declared[name] == BACKENDS[name]
+    for name in ("roboreward", "robodopamine", "topreward"):  # presets: registry entries
+        assert name not in declared and BACKENDS[name] == declared["openai"]
 
 
 def test_plugin_is_listed_without_importing_backends(plugin_path: Path) -> None:

@@ -18,7 +18,7 @@ import pytest
 
 from evolve_envs.cli.errors import CliError, ExitStatus
 from evolve_envs.cli.serve_options import build_parser, server_token
-from evolve_envs.reward.service.auth import TOKEN_ENV, TOKEN_FILE_ENV
+from evolve_envs.reward.protocol.token import TOKEN_ENV, TOKEN_FILE_ENV
 from tests.service.svc_helpers import free_port
 
 ROUTES = {

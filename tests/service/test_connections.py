@@ -167,3 +167,36 @@ def test_malformed_http_gets_a_json_400(strict_service: EmbeddedService) -> None
     sock = _connect(strict_service, b"NOT HTTP AT ALL\r\n\r\n")
     with sock:
         assert "malformed HTTP" in _json_error(_read_all(sock), 400)["error"]
+
+
+def test_bodies_in_flight_are_held_to_their_total() -> None:
+    """A body the other requests in flight leave no room for is 503 with `Retry-After` before
+    it is read; a request without a body still passes, and the room returns once the request
+    holding it is answered."""
+    args = ["--max-inflight-body-mb", "1", "--read-timeout-s", "30"]
+    with EmbeddedService("mock", extra_args=args) as svc:
+
+        def post_head(length: int) -> socket.socket:
+            head = (
+                b"POST /pairwise-critic HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % length
+            )
+            return _connect(svc, head)
+
+        holder = post_head(800_000)  # headers only: its body is on the way
+        holder.sendall(b'{"task": "t", "image_a": "')
+        time.sleep(0.3)  # the server has read the headers and holds the room
+        with post_head(300_000) as second:
+            error = _json_error(_read_response(second), 503)["error"]
+        assert "bytes of bodies" in error
+        raw = _get_health(svc)
+        assert raw.startswith(b"HTTP/1.1 200"), raw[:100]
+        holder.close()
+        image = painted_b64(10)
+        body = {"task": "t", "image_a": image, "image_b": image + " " * 300_000}
+        for _ in range(50):  # the server notices the closed holder
+            resp = httpx.post(svc.url + "/pairwise-critic", json=body, trust_env=False)
+            if resp.status_code != 503:
+                break
+            time.sleep(0.1)
+        assert resp.status_code == 200, resp.text[:200]

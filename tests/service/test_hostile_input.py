@@ -4,21 +4,36 @@ replayed against one real server, each answered 4xx within the per-request memor
 The classes (`tests.fuzz.hostile`): pickles that expand through shared references or refer to
 themselves and their JSON equivalents (wide, deep), numpy arrays that become millions of values,
 PNG frames and a video whose decoding would take more memory than allowed, decompression bombs
-and lying headers, gadget pickles, oversized bodies and slow clients. For each, the server's
-peak RSS growth (`/proc/PID/status` VmHWM after resetting it) must stay within 64 MB, the
-decoded-body cases must be answered within 1 s, and the server must keep serving.
+and lying headers, gadget pickles, oversized bodies and slow clients; and those of issue 31
+(`tests.service.hostile_cases`): a Robometer JSON bomb and a multipart part flood, a base64
+image of zeros and a padded PNG, a video that switches resolution mid-stream, `/score` requests
+over the model-work limits, and a backend answering 1e308. For each, the server's peak RSS
+growth (`/proc/PID/status` VmHWM after resetting it) must stay within 64 MB, the decoded-body
+cases and every case of issue 31 must be answered within 1 s, and the server must keep serving.
+The table of these rows is `docs/hostile-input.md`, generated from them.
 """
 
 from __future__ import annotations
 
 import base64
+import json
+import threading
+import time
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from evolve_envs.reward.protocol.pickle_codec import safe_pickle_dumps
 from tests.fuzz.harness import JSON, MEMORY_LIMIT_MB, PICKLE, Case, FuzzServer
 from tests.fuzz.hostile import HOSTILE, png_bytes, tiny_mp4
+from tests.service.hostile_cases import (
+    BROKEN_MODEL_KWARGS,
+    PAGE,
+    SERVER_HOSTILE,
+    page,
+    robometer_json_bomb,
+)
 
 # Decoded-body cases must be refused quickly (their cost is in parsing, not in decoding).
 FAST = {
@@ -28,6 +43,8 @@ FAST = {
     "wide JSON (2M values in backend_kwargs)",
     "deep JSON frames (100k levels, /trajectory-critic)",
     "deep JSON image_a (100k levels, /pairwise-critic)",
+    "deep JSON messages (100k levels, /v1/chat/completions)",
+    "wide JSON (2M values in an ignored chat field)",
 }
 
 
@@ -85,3 +102,56 @@ def test_the_141_byte_dtype_pickle_is_a_4xx_and_the_server_lives(server: FuzzSer
     assert server.service.is_running() and server.pid == pid  # the same process
     for valid in _valid_cases():
         assert server.send(valid).status == 200
+
+
+@pytest.fixture(scope="module")
+def broken_server() -> Iterator[FuzzServer]:
+    """A server whose mock backend answers 1e308 to everything (a broken or hostile model)."""
+    srv = FuzzServer(extra_args=("--backend-kwargs", json.dumps(BROKEN_MODEL_KWARGS))).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.mark.parametrize("name", list(SERVER_HOSTILE))
+def test_issue_31_hostile_input_is_refused_fast_within_the_memory_limit(
+    request: pytest.FixtureRequest, name: str
+) -> None:
+    row = SERVER_HOSTILE[name]
+    srv: FuzzServer = request.getfixturevalue(
+        "server" if row.server == "default" else "broken_server"
+    )
+    case, statuses = row.build()
+    outcome = srv.send(case)
+    assert outcome.alive, srv.service.log_tail()
+    assert outcome.status in statuses, (outcome, srv.service.log_tail())
+    assert outcome.growth_mb <= MEMORY_LIMIT_MB, outcome
+    assert outcome.seconds < 1.0, outcome
+    assert srv.healthy()
+    if row.server == "default":
+        for valid in _valid_cases():
+            assert srv.send(valid).status == 200
+
+
+def test_health_answers_within_1s_while_a_robometer_bomb_is_refused(server: FuzzServer) -> None:
+    """The Robometer body is parsed off the event loop: `/health` is not held up by it."""
+    case, statuses = robometer_json_bomb()
+    outcome: list = []
+    sender = threading.Thread(target=lambda: outcome.append(server.send(case)))
+    latencies = []
+    with httpx.Client(base_url=server.service.url, timeout=5.0, trust_env=False) as http:
+        sender.start()
+        while sender.is_alive() or not latencies:
+            start = time.perf_counter()
+            assert http.get("/health").status_code == 200
+            latencies.append(time.perf_counter() - start)
+            time.sleep(0.01)
+    sender.join()
+    (done,) = outcome
+    assert done.status in statuses and done.growth_mb <= MEMORY_LIMIT_MB, done
+    assert max(latencies) < 1.0, latencies
+
+
+def test_the_hostile_input_page_is_generated_from_these_rows() -> None:
+    assert PAGE.read_text() == page(), (
+        "docs/hostile-input.md differs from the rows: python -m tests.service.hostile_cases --write"
+    )

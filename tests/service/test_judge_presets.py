@@ -15,7 +15,7 @@ from evolve_envs.reward.service.backends.judge_presets import (
     make_preset,
     true_probability,
 )
-from evolve_envs.reward.service.backends.preset_judge import PresetJudge
+from evolve_envs.reward.service.backends.judge_runner import PresetJudge
 
 FRAME = np.zeros((8, 8, 3), np.uint8)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from evolve_envs.reward.service.auth import TOKEN_ENV, TOKEN_FILE_ENV
+from evolve_envs.reward.protocol.token import TOKEN_ENV, TOKEN_FILE_ENV
 from tests.service.svc_helpers import free_port, painted_b64
 
 

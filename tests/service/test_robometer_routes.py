@@ -14,6 +14,7 @@ import json
 
 import httpx
 import numpy as np
+import pytest
 
 from evolve_envs.reward.service.embedded import EmbeddedService
 from tests.service.svc_helpers import painted
@@ -95,3 +96,79 @@ def test_npy_files_are_never_unpickled(mock_service: EmbeddedService) -> None:
         trust_env=False,
     )
     assert resp.status_code == 422 and "npy" in resp.json()["error"]
+
+
+def _npy(array: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, array)
+    return buf.getvalue()
+
+
+def _post_form(url: str, data: dict, files: dict) -> httpx.Response:
+    return httpx.post(url + "/evaluate_batch_npy", files=files, data=data, trust_env=False)
+
+
+def test_json_frames_are_held_to_the_decoded_body_budget(mock_service: EmbeddedService) -> None:
+    """Nested-list frames become one Python object per value: more values than the budget
+    (100,000) are refused before parsing, and the error says to send `.npy` parts instead."""
+    frames = np.zeros((4, 100, 100, 3), np.uint8)  # 120,000 values
+    sample = {"sample_type": "progress", "trajectory": {"task": "t", "frames": frames.tolist()}}
+    resp = httpx.post(mock_service.url + "/evaluate_batch", json=[sample], trust_env=False)
+    error = resp.json()["error"]
+    assert resp.status_code == 413 and "100000 values" in error and "/evaluate_batch_npy" in error
+    sample["trajectory"]["frames"] = frames
+    files, data = _npy_payload([sample])
+    assert _post_form(mock_service.url, data, files).status_code == 200  # the same, as .npy
+
+
+def test_multipart_parts_are_capped_before_any_is_read(mock_service: EmbeddedService) -> None:
+    files, data = _npy_payload([_sample()])
+    data.update({f"extra_{i}": "x" for i in range(600)})  # 602 parts, over the 512 default
+    resp = _post_form(mock_service.url, data, files)
+    assert resp.status_code == 413 and "more than 512 parts" in resp.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "status", "words"),
+    [
+        (b"--B\r\nContent-Disposition: form-data; name=\"sample_0\"\r\n\r\n{}", "B", 400,
+         "without a closing boundary"),
+        (b"no boundary at all", "B", 400, "no opening boundary"),
+        (b"--B--\r\n", "", 400, "boundary parameter"),
+        (b"--B\r\nContent-Disposition: form-data; name=\"sample_0\"\r\n\r\n[1]\r\n--B--\r\n",
+         "B", 422, "sample objects"),
+        (b"--B\r\nContent-Disposition: form-data; name=\"sample_0\"\r\n\r\n"
+         + b"x" * (1 << 20 | 1) + b"\r\n--B--\r\n", "B", 413, "send arrays as .npy"),
+    ],
+)  # fmt: skip
+def test_malformed_multipart_bodies_are_4xx(
+    mock_service: EmbeddedService, body: bytes, content_type: str, status: int, words: str
+) -> None:
+    ctype = "multipart/form-data" + (f"; boundary={content_type}" if content_type else "")
+    resp = httpx.post(
+        mock_service.url + "/evaluate_batch_npy",
+        content=body,
+        headers={"content-type": ctype},
+        trust_env=False,
+    )
+    assert resp.status_code == status and words in resp.json()["error"], resp.text
+    assert httpx.get(mock_service.url + "/health", trust_env=False).status_code == 200
+
+
+def test_npy_parts_in_any_layout_are_read_and_broken_ones_refused(
+    mock_service: EmbeddedService,
+) -> None:
+    frames = _frames()
+    sample = {
+        "sample_type": "progress",
+        "trajectory": {"task": "t", "frames": {"__numpy_file__": "f"}},
+    }
+    data = {"sample_0": json.dumps(sample)}
+    expected = [[p / 100 for p in LEVELS]]
+    for array in (frames, np.asfortranarray(frames), frames.astype(">i4")):
+        resp = _post_form(mock_service.url, data, {"f": ("f.npy", _npy(array), "x/y")})
+        assert resp.status_code == 200, resp.text
+        assert resp.json()["outputs_progress"]["progress_pred"] == expected
+    truncated = _npy(frames)[:-10]
+    resp = _post_form(mock_service.url, data, {"f": ("f.npy", truncated, "x/y")})
+    assert resp.status_code == 422 and "fewer bytes than its shape" in resp.json()["error"]

@@ -105,3 +105,51 @@ def test_decoding_work_is_bounded_from_the_container_header(tmp_path: Path) -> N
         read_video_bytes(path.read_bytes(), max_decode_pixels=12 * 64 * 64 - 1)
     assert info.value.status_code == 413
     assert len(read_video_bytes(path.read_bytes(), nframes=4, max_decode_pixels=12 * 64 * 64)) == 4
+
+
+def test_a_stream_switching_to_larger_frames_is_refused_at_the_switch() -> None:
+    """The container declares 64x64; the stream switches to 4096x2730: 413 at that frame,
+    before the decoder allocates it (the 64x64 frames alone would be within every limit)."""
+    from evolve_envs.reward.service.video_decoding import VideoTooLargeError, read_video_bytes
+    from tests.service.hostile_cases import resolution_switch_mp4
+
+    data = resolution_switch_mp4()
+    with pytest.raises(VideoTooLargeError, match="64x64 .* to 4096x2730") as info:
+        read_video_bytes(data, nframes=16)
+    assert info.value.status_code == 413
+
+
+def test_decoded_pixels_are_counted_whatever_the_container_declared() -> None:
+    """48x48 declared (8 frames: 18,432 pixels), four frames then 64x64 (within FFmpeg's
+    alignment of the declared size): decoding stops once the pixels decoded pass the limit."""
+    from evolve_envs.reward.service.video_decoding import VideoTooLargeError, read_video_bytes
+    from tests.service.hostile_cases import resolution_switch_mp4
+
+    data = resolution_switch_mp4((48, 48, 4), (64, 64, 4))
+    assert len(read_video_bytes(data, nframes=8)) == 8  # within the default limits
+    with pytest.raises(VideoTooLargeError, match="reached 21504 pixels at frame 6") as info:
+        read_video_bytes(data, nframes=8, max_decode_pixels=8 * 48 * 48)
+    assert info.value.status_code == 413
+
+
+def test_a_base64_non_video_is_refused_from_its_first_bytes(mock_service: EmbeddedService) -> None:
+    """A 6 MB base64 string of zeros: 422 from its first decoded bytes, never decoded whole."""
+    resp = _post(mock_service.url, {"task_text": "t", "video_b64": "A" * 6_000_000})
+    assert "not an MP4" in assert_json_error(resp, 422)["error"]
+
+
+def test_model_work_per_call_is_capped(mock_service: EmbeddedService, tmp_path: Path) -> None:
+    """`nframes` x `max_pixels` as image tokens (413 over `max_image_tokens`, 32,768 by
+    default) and the new tokens a caller asks for (422 over `max_new_tokens`)."""
+    path = tmp_path / "small.mp4"
+    write_video(str(path), [10, 20, 30])
+    body = {"task_text": "t", "video_b64": base64.b64encode(path.read_bytes()).decode()}
+    over = _post(mock_service.url, {**body, "nframes": 128, "max_pixels": 4 * 448 * 448})
+    error = assert_json_error(over, 413)
+    assert "131072 image tokens" in error["error"] and error["limit"] == 32768
+    at_cap = _post(mock_service.url, {**body, "nframes": 128, "max_pixels": 448 * 448})
+    assert at_cap.status_code == 200  # 128 x 256 tokens: the cap itself
+    many = _post(mock_service.url, {**body, "backend_kwargs": {"max_new_tokens": 1025}})
+    assert "max_new_tokens is 1025" in assert_json_error(many, 422)["error"]
+    fine = _post(mock_service.url, {**body, "backend_kwargs": {"max_new_tokens": 1024}})
+    assert fine.status_code == 200

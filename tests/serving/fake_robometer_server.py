@@ -1,7 +1,7 @@
 """A stand-in Robometer evaluation server (FastAPI), run as its own process by the tests.
 
 Written from Robometer's published request and answer shapes (see
-``evolve_envs/reward/service/robometer_routes.py``), not from its code, and sharing none of this
+``evolve_envs/reward/service/routes/robometer.py``), not from its code, and sharing none of this
 package's server code:
 
 * ``POST /evaluate_batch``: JSON ``{"samples": [...]}`` or a bare list of samples;

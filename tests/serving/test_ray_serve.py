@@ -242,7 +242,7 @@ def test_a_public_serve_proxy_needs_a_token_and_handles_carry_it(tmp_path: Path)
     out = json.loads(lines[-1].removeprefix("RESULT "))
     assert out["open"] == "ApplicationStatus.DEPLOY_FAILED", out
     assert out["open_message"].startswith(
-        "evolve_envs.reward.service.auth.TokenError: the Serve HTTP proxy 0.0.0.0 is not a "
+        "evolve_envs.reward.protocol.token.TokenError: the Serve HTTP proxy 0.0.0.0 is not a "
         "loopback address and no bearer token is set"
     ), out
     assert "insecure_no_token: true" in out["open_message"]

@@ -12,7 +12,8 @@ shapes and types with
   the model reward replaces the env's),
 * ``terminations`` OR-ed with the reward model's done decision (``terminate_on_done``),
 
-and keeps RLinf's semantics:
+hands the reward model upright frames whatever the env emits (RLinf's LIBERO env emits them
+turned 180°: :mod:`evolve_envs.integrations.rlinf.frames`), and keeps RLinf's semantics:
 
 * **auto-reset** (``env.auto_reset``): RLinf marks an episode's end on the chunk's last action and
   resets the sub-env after the chunk; the tracker ends there too (the terminal frame comes from
@@ -27,10 +28,9 @@ and keeps RLinf's semantics:
   the rollout epoch's reset; those steps get the env's reward part only (GRPO masks them anyway).
 
 The attributes RLinf reads from its env are forwarded to the wrapped env by name
-(``is_start``, ``update_reset_state_ids``, ``flush_video``, ``seed``, ``task_descriptions``,
-``reset_state_ids``, …); anything else, such as ``offload``, is found by ``get_wrapper_attr``
-(RLinf's ``get_env_attr``), which walks down the wrapper stack as Gymnasium's does, so the
-wrapper can sit anywhere in RLinf's wrapper stack.
+(``is_start``, ``update_reset_state_ids``, ``flush_video``, ``seed``, …); anything else, such
+as ``offload``, is found by ``get_wrapper_attr`` (RLinf's ``get_env_attr``), which walks down
+the wrapper stack as Gymnasium's does.
 
 Info keys added to every ``infos`` dict of the chunk (``progress``, ``reward_model_reward``,
 ``env_reward``, ``done_by_progress``) and to RLinf's ``episode`` blocks (the episode's progress,
@@ -74,13 +74,14 @@ from evolve_envs.integrations.rlinf.env_state import (
     task_of,
     write_episode_block,
 )
+from evolve_envs.integrations.rlinf.frames import resolve as resolve_orientation
 from evolve_envs.integrations.rlinf.resets import (
     check_resets_sub_envs,
     env_success_flags,
     final_mask,
     reset_ended,
 )
-from evolve_envs.integrations.rlinf.stack import build_progress_stack, reward_model_block
+from evolve_envs.integrations.rlinf.stack import build_progress_stack, enabled_block
 from evolve_envs.progress.hacking import HackingDetector
 from evolve_envs.progress.tracker import ProgressTracker, TrackerStep
 from evolve_envs.train.arrays import like, to_numpy, torch_of
@@ -127,6 +128,8 @@ class RLinfProgressReward:
         reward_weight: weight of the reward model's reward.
         env_reward_weight: weight of the wrapped env's reward.
         image_key: observation key of the frames sent to the reward model.
+        frame_orientation: how the env's frames are turned (``auto``: from the env; see
+            :mod:`~evolve_envs.integrations.rlinf.frames`); the reward model gets them upright.
         task_key: observation key of the per-sub-env instruction texts.
         max_workers: threads that step sync-mode trackers in parallel (their requests overlap,
             and the service batches them); default ``min(num_envs, 64)``. Async-mode trackers
@@ -137,10 +140,8 @@ class RLinfProgressReward:
         alarm: a :class:`~evolve_envs.progress.hacking.HackingDetector` fed every finished
             episode (its numbers go to the ``episode`` block); ``None``: no alarm.
 
-    ``RLinfProgressReward(libero_env, [model.tracker() for _ in range(n)])`` with ``model``
-    from :func:`evolve_envs.stack.reward_model.open_reward_model`; the module docstring shows the
-    usual
-    way, :meth:`from_config`.
+    ``RLinfProgressReward(libero_env, [model.tracker() for _ in range(n)])`` with ``model`` from
+    :func:`evolve_envs.stack.reward_model.open_reward_model`; usually :meth:`from_config`.
 
     Example (two sub-envs whose frames get 64 grey levels brighter each step, against a local
     mock service whose *intensity* rule reads grey level ``g`` as progress ``100 g/255``)::
@@ -192,8 +193,10 @@ class RLinfProgressReward:
         alarm: HackingDetector | None = None,
         success_bonus: float = 0.0,
         success_threshold: float = 0.95,
+        frame_orientation: str = "auto",
     ) -> None:
         self.env = env
+        self.frame_orientation = resolve_orientation(frame_orientation, env)
         self.success_bonus = float(success_bonus)
         self.success_threshold = float(success_threshold)
         self.alarm = alarm
@@ -367,7 +370,7 @@ class RLinfProgressReward:
         fallback_tasks = getattr(self.env, "task_descriptions", None)
         for i in idx:
             task = task_of(obs, self.task_key, i, fallback_tasks)
-            self.episodes.start(i, task, frame_getter(images, i)())
+            self.episodes.start(i, task, frame_getter(images, i, self.frame_orientation)())
 
     def _observe_all(self, calls: list[tuple[int, dict[str, Any]]]) -> dict[int, TrackerStep]:
         def run(item: tuple[int, dict[str, Any]]) -> tuple[int, TrackerStep]:
@@ -428,7 +431,7 @@ class RLinfProgressReward:
                         i,
                         {
                             "step": int(self.episodes.steps[i]),
-                            "frame": frame_getter(src, i),
+                            "frame": frame_getter(src, i, self.frame_orientation),
                             "env_terminated": bool(term_np[i, t]),
                             "env_truncated": bool(trunc_np[i, t]),
                             "env_success": (
@@ -491,9 +494,7 @@ def wrap_env_from_config(env: Any, env_cfg: Any) -> Any:
     """Wrap ``env`` with :class:`RLinfProgressReward` if ``env_cfg.reward_model.enable`` is true.
 
     ``env_cfg`` is RLinf's ``env.train`` (or ``env.eval``) node. Returns ``env`` unchanged when
-    the block is missing or disabled.
+    the block is missing, disabled or RLinf's own (``stack.reward_model_block``).
     """
-    block = reward_model_block(env_cfg)
-    if block is None or not bool(block.get("enable", False)):
-        return env
-    return RLinfProgressReward.from_config(env, block)
+    block = enabled_block(env_cfg)
+    return env if block is None else RLinfProgressReward.from_config(env, block)

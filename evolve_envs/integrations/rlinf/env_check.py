@@ -8,8 +8,9 @@ actor and rollout workers load the policy's weights from ``actor.model.model_pat
 CUDA GPUs; the env workers need neither. On a machine without CUDA, :func:`run_env_check` does
 what the launch does up to and including the env workers, with RLinf's own code:
 
-1. compose the Hydra config (``--config-path``, ``--config-name``, overrides) and run RLinf's
-   ``validate_cfg``;
+1. compose the Hydra config (``--config-path``, ``--config-name``, overrides, and the
+   installed RLinf's layout: :mod:`~evolve_envs.integrations.rlinf.layout`), refuse RLinf's
+   reward worker and ours on together, and run RLinf's ``validate_cfg``;
 2. start RLinf's ``Cluster`` (Ray) and its ``HybridComponentPlacement``;
 3. launch the ``ProgressEnvWorker`` group with the env placement and run ``init_worker``: each
    worker builds its envs (e.g. LIBERO) wrapped in the progress reward, which checks the reward
@@ -24,14 +25,13 @@ saying so.
 
 Example (starts RLinf's env workers, so not run as a doctest; tests/rlinf does)::
 
-    >>> report = run_env_check(["--config-path", "configs/rlinf",
+    >>> report = run_env_check(["--config-path", "evolve_envs/configs/rlinf",
     ...                         "--config-name", "my_config"])  # doctest: +SKIP
     >>> print(report.message())  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-import os
 import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -127,13 +127,6 @@ def parse_hydra_args(args: Sequence[str]) -> tuple[str | None, str | None, list[
     return path, name, overrides
 
 
-def _compose(config_path: str, config_name: str, overrides: list[str]) -> Any:
-    from hydra import compose, initialize_config_dir
-
-    with initialize_config_dir(config_dir=os.path.abspath(config_path), version_base="1.1"):
-        return compose(config_name=config_name, overrides=overrides)
-
-
 def run_env_check(hydra_args: Sequence[str]) -> EnvCheckReport:
     """Compose, validate, start the cluster and the ``ProgressEnvWorker`` group, then stop.
 
@@ -149,7 +142,8 @@ def run_env_check(hydra_args: Sequence[str]) -> EnvCheckReport:
     from rlinf.scheduler import Cluster
     from rlinf.utils.placement import HybridComponentPlacement
 
-    from evolve_envs.integrations.rlinf.stack import reward_model_block
+    from evolve_envs.integrations.rlinf.layout import compose, with_layout
+    from evolve_envs.integrations.rlinf.stack import check_reward_switches, enabled_block
     from evolve_envs.integrations.rlinf.worker import ProgressEnvWorker
 
     stage = ["composing the config"]
@@ -160,7 +154,9 @@ def run_env_check(hydra_args: Sequence[str]) -> EnvCheckReport:
         raise EnvCheckError(f"an env worker failed while {stage[0]} (its error is printed above)")
 
     try:
-        cfg = _compose(config_path, config_name, overrides)
+        overrides = with_layout(overrides, config_path=config_path, config_name=config_name)
+        cfg = compose(config_path, config_name, overrides)
+        check_reward_switches(cfg)
         stage[0] = "validating the config (RLinf's validate_cfg)"
         cfg = validate_cfg(cfg)  # RLinf's validation may already start Ray
         stage[0] = "starting RLinf's cluster"
@@ -187,8 +183,8 @@ def run_env_check(hydra_args: Sequence[str]) -> EnvCheckReport:
         raise EnvCheckError(f"failed while {stage[0]}: {type(exc).__name__}: {exc}") from exc
     finally:
         ray.shutdown()
-    block = reward_model_block(cfg.env.train)
-    endpoints = block.get("endpoint") if block and block.get("enable") else None
+    block = enabled_block(cfg.env.train)
+    endpoints = block.get("endpoint") if block is not None else None
     if isinstance(endpoints, str):
         endpoints = [endpoints]
     return EnvCheckReport(

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from evolve_envs.integrations.rlinf.frames import to_upright
 from evolve_envs.progress.episode_summary import model_done, model_score
 from evolve_envs.progress.hacking import HackingDetector
 from evolve_envs.progress.tracker import ProgressTracker
@@ -50,15 +51,21 @@ def _torch():
     return torch
 
 
-def frame_getter(images: Any, i: int) -> Callable[[], np.ndarray]:
-    """A zero-argument callable returning sub-env ``i``'s frame as a NumPy uint8 array.
+def frame_getter(images: Any, i: int, orientation: str = "upright") -> Callable[[], np.ndarray]:
+    """A zero-argument callable returning sub-env ``i``'s frame as a NumPy uint8 array, turned
+    upright from ``orientation`` (:func:`evolve_envs.integrations.rlinf.frames.to_upright`).
 
     >>> frame_getter(np.zeros((2, 4, 4, 3), dtype=np.uint8), 1)().shape
     (4, 4, 3)
+    >>> frame_getter(np.arange(4).reshape(1, 1, 4, 1), 0, "rot180")()[0, :, 0].tolist()
+    [3, 2, 1, 0]
     """
 
     def get() -> np.ndarray:
-        return to_numpy(images[i])
+        frame = to_numpy(images[i])
+        if orientation == "upright":
+            return frame
+        return np.ascontiguousarray(to_upright(frame, orientation))
 
     return get
 

@@ -7,7 +7,9 @@ subclass hands RLinf a constructor that builds the env and wraps it in
 is true, then lets RLinf add its own wrappers (video recording, data collection) around it as
 usual, so recorded videos show the progress rewards. ``env.train`` and ``env.eval`` are handled
 independently (a block under ``env.eval`` is honoured too, but evaluation normally reports the
-simulator's success).
+simulator's success). A ``reward_model`` block that is RLinf's own (its world-model envs' reward
+network) is left alone, and a config that also turns on RLinf's reward worker
+(``reward.use_reward_model``) is refused (:mod:`evolve_envs.integrations.rlinf.stack`).
 
 Importing this module needs RLinf (``pip install 'evolve-envs[rlinf]'`` or RLinf's own install);
 without it the ImportError says so. Use it through
@@ -24,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from evolve_envs.integrations.rlinf.adapter import RLinfProgressReward
-from evolve_envs.integrations.rlinf.stack import reward_model_block
+from evolve_envs.integrations.rlinf.stack import check_reward_switches, enabled_block
 
 try:
     from rlinf.workers.env.env_worker import EnvWorker as _RLinfEnvWorker
@@ -38,13 +40,13 @@ except ImportError as exc:  # pragma: no cover - exercised only without RLinf
 __all__ = ["ProgressEnvWorker", "with_progress_reward"]
 
 
-def with_progress_reward(env_cls: Any, env_cfg: Any) -> Any:
+def with_progress_reward(env_cls: Any, env_cfg: Any, where: str = "env.train") -> Any:
     """A drop-in for RLinf's ``env_cls`` that wraps each built env per ``env_cfg.reward_model``.
 
-    Returns ``env_cls`` itself when the block is absent or disabled.
+    Returns ``env_cls`` itself when the block is absent, disabled or RLinf's own.
     """
-    block = reward_model_block(env_cfg)
-    if block is None or not bool(block.get("enable", False)):
+    block = enabled_block(env_cfg, where)
+    if block is None:
         return env_cls
 
     def build(*args: Any, **kwargs: Any) -> Any:
@@ -64,8 +66,10 @@ class ProgressEnvWorker(_RLinfEnvWorker):
     """
 
     def _setup_env_and_wrappers(self, env_cls, env_cfg, num_envs_per_stage: int):  # noqa: ANN001
+        check_reward_switches(self.cfg)
+        where = "env.eval" if bool(env_cfg.get("is_eval", False)) else "env.train"
         return super()._setup_env_and_wrappers(
-            env_cls=with_progress_reward(env_cls, env_cfg),
+            env_cls=with_progress_reward(env_cls, env_cfg, where),
             env_cfg=env_cfg,
             num_envs_per_stage=num_envs_per_stage,
         )

@@ -65,6 +65,7 @@ from evolve_envs.reward.clients.failover_transport import (
     describe_http_error,
 )
 from evolve_envs.reward.clients.model_watch import ModelWatch
+from evolve_envs.reward.protocol.token import resolve_token
 
 __all__ = [
     "EndpointPool",
@@ -413,8 +414,8 @@ class EndpointPool:
         self.max_backoff_s = float(max_backoff_s)
         self.total_timeout = total_timeout
         self._closed = False
-        if token is None:
-            token = os.environ.get(ENV_TOKEN) or None
+        if token is None:  # $EVOLVE_REWARD_TOKEN, else the file $EVOLVE_REWARD_TOKEN_FILE names
+            token = resolve_token()
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._failover = FailoverTransport(
             urls,

@@ -44,14 +44,19 @@ from typing import Any
 import httpx
 import numpy as np
 
-from evolve_envs.reward.clients.client_base import ClientBase, invalid_response, validate_model
+from evolve_envs.reward.clients.client_base import (
+    ClientBase,
+    check_finite,
+    invalid_response,
+    validate_model,
+)
 from evolve_envs.reward.clients.endpoint_pool import EndpointPool, PoolResponse, describe_http_error
 from evolve_envs.reward.clients.frame_encoding import (
     DEFAULT_JPEG_QUALITY,
     encode_jpeg,
     validate_frame,
 )
-from evolve_envs.reward.clients.results import CallResult, ClientStats
+from evolve_envs.reward.clients.results import SCORE_RANGE, CallResult, ClientStats
 from evolve_envs.reward.protocol.pickle_codec import safe_pickle_dumps, safe_pickle_loads, to_plain
 from evolve_envs.reward.protocol.wire import PickleScoreResponse
 
@@ -227,4 +232,4 @@ def _parse_scores(reply: PoolResponse, route: str, count: int) -> list[float]:
         raise invalid_response(
             reply, route, f"expected {count} scores (one per image), got {len(parsed.scores)}"
         )
-    return [float(v) for v in parsed.scores]
+    return check_finite(reply, route, "scores", parsed.scores, *SCORE_RANGE)

@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -26,8 +25,9 @@ from typing import Any
 
 import httpx
 
-from evolve_envs.reward.clients.endpoint_pool import ENV_TOKEN, PoolResponse, describe_http_error
+from evolve_envs.reward.clients.endpoint_pool import PoolResponse, describe_http_error
 from evolve_envs.reward.clients.errors import ErrorKind, RewardServiceError
+from evolve_envs.reward.protocol.token import resolve_token
 
 __all__ = ["RayHandlePool", "RAY_SCHEME", "is_ray_endpoint"]
 
@@ -85,8 +85,8 @@ class RayHandlePool:
         self.max_retries = int(max_retries)
         self.backoff_s = float(backoff_s)
         self.total_timeout = None if total_timeout is None else float(total_timeout)
-        if token is None:
-            token = os.environ.get(ENV_TOKEN) or ""
+        if token is None:  # $EVOLVE_REWARD_TOKEN, else the file $EVOLVE_REWARD_TOKEN_FILE names
+            token = resolve_token() or ""
         self._auth = {"authorization": f"Bearer {token}"} if token else {}
         self._handle: Any = None
         self._lock = threading.Lock()

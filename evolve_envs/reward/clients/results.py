@@ -27,7 +27,13 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-__all__ = ["CallResult", "ClientStats"]
+__all__ = ["CallResult", "ClientStats", "SCORE_RANGE"]
+
+#: The range a reward service's score may take (`/score` scores and pickle scores): unit scores,
+#: percentages, critics and the published image scorers' scales all lie within it. A client
+#: refuses a score outside it, or not finite, as an invalid response: a hostile or broken
+#: service answering 1e308 would overflow the advantage normalisation of a training step.
+SCORE_RANGE: tuple[float, float] = (-100.0, 100.0)
 
 T = TypeVar("T")
 

@@ -52,7 +52,7 @@ from evolve_envs.reward.clients.client_base import ClientBase, check_finite, par
 from evolve_envs.reward.clients.endpoint_pool import EndpointPool
 from evolve_envs.reward.clients.errors import ErrorKind, RewardServiceError
 from evolve_envs.reward.clients.frame_encoding import b64encode_bytes, validate_frame
-from evolve_envs.reward.clients.results import CallResult, ClientStats
+from evolve_envs.reward.clients.results import SCORE_RANGE, CallResult, ClientStats
 from evolve_envs.reward.protocol.wire import ScoreRequest, ScoreResponse, sample_indices
 
 __all__ = ["VideoScoreClient", "sample_indices", "write_mp4", "MAX_NFRAMES"]
@@ -264,7 +264,7 @@ class VideoScoreClient(ClientBase):
             finally:
                 path.unlink(missing_ok=True)
             parsed = parse_json_model(reply, ROUTE_SCORE, ScoreResponse)
-            (value,) = check_finite(reply, ROUTE_SCORE, "score", [parsed.score])
+            (value,) = check_finite(reply, ROUTE_SCORE, "score", [parsed.score], *SCORE_RANGE)
             return value, reply.endpoint, reply.attempts
 
         return self._run(ROUTE_SCORE, call, self.fallback_score)

@@ -3,14 +3,16 @@ router per protocol, the shared state, the error handlers and the middlewares.
 
 Routes (docs/PROTOCOLS.md):
 
-* service (`evolve_envs.reward.service.routes_service`): `GET /health`, `GET /capabilities`, `GET
+* service (`evolve_envs.reward.service.routes.service`): `GET /health`, `GET /capabilities`, `GET
   /metrics` (Prometheus text when `Accept` asks for it, JSON otherwise);
-* progress, VLAC-compatible (`evolve_envs.reward.service.routes_progress`): `POST
+* progress, VLAC-compatible (`evolve_envs.reward.service.routes.progress`): `POST
   /trajectory-critic`, `POST /pairwise-critic`, `POST /done`, `POST /healthcheck`;
-* episode video score, RLinf-compatible (`evolve_envs.reward.service.routes_video`): `POST /score`;
+* episode video score, RLinf-compatible (`evolve_envs.reward.service.routes.video`): `POST /score`;
+* OpenAI-compatible chat, for RLinf's API reward worker (`evolve_envs.reward.service.routes.chat`):
+  `POST /v1/chat/completions`;
 * pickle scorer, deepgen_rl / VeRL-Omni / flow_grpo-compatible
-  (`evolve_envs.reward.service.routes_pickle`): `POST /` and `POST /pickle` (`pickle_at_root=False`
-  drops `/`);
+  (`evolve_envs.reward.service.routes.pickle_scorer`): `POST /` and `POST /pickle`
+  (`pickle_at_root=False` drops `/`);
 * with `enable_faults=True` also the fault-injection admin routes
   (`evolve_envs.reward.service.faults`, imported only then: production apps carry none of it).
 
@@ -47,13 +49,6 @@ from typing import Any
 from fastapi import FastAPI
 
 from evolve_envs.reward.protocol.wire import ErrorResponse
-from evolve_envs.reward.service import (
-    robometer_routes,
-    routes_pickle,
-    routes_progress,
-    routes_service,
-    routes_video,
-)
 from evolve_envs.reward.service.auth import add_bearer_auth
 from evolve_envs.reward.service.backends import make_backend
 from evolve_envs.reward.service.backends.base import Backend
@@ -64,6 +59,12 @@ from evolve_envs.reward.service.host_allowlist import DEFAULT_ALLOWED_HOSTS, Hos
 from evolve_envs.reward.service.limits import DEFAULT_LIMITS
 from evolve_envs.reward.service.metrics import MetricsMiddleware
 from evolve_envs.reward.service.model_headers import ModelHeadersMiddleware, model_headers
+from evolve_envs.reward.service.routes import chat as chat_routes
+from evolve_envs.reward.service.routes import pickle_scorer as pickle_routes
+from evolve_envs.reward.service.routes import progress as progress_routes
+from evolve_envs.reward.service.routes import robometer as robometer_routes
+from evolve_envs.reward.service.routes import service as service_routes
+from evolve_envs.reward.service.routes import video as video_routes
 from evolve_envs.reward.service.service_state import RequestLimits, ServiceState
 from evolve_envs.reward.service.swagger_assets import add_local_docs
 
@@ -130,7 +131,11 @@ def create_app(
     max_body_nodes: int = DEFAULT_LIMITS["max_body_nodes"],
     max_body_depth: int = DEFAULT_LIMITS["max_body_depth"],
     max_image_decode_bytes: int = DEFAULT_LIMITS["max_image_decode_bytes"],
+    max_image_tokens: int = DEFAULT_LIMITS["max_image_tokens"],
+    max_new_tokens: int = DEFAULT_LIMITS["max_new_tokens"],
+    max_form_parts: int = DEFAULT_LIMITS["max_form_parts"],
     max_concurrent_requests: int = DEFAULT_LIMITS["max_concurrent_requests"],
+    max_inflight_body_bytes: int = DEFAULT_LIMITS["max_inflight_body_bytes"],
     batch_window_ms: float = 5.0,
     max_batch_window_ms: float = MAX_WINDOW_S * 1000.0,
     max_batch: int = MAX_BATCH,
@@ -147,11 +152,14 @@ def create_app(
         max_body_bytes: this and the other `max_*` keywords (`max_frames`, `max_image_side`,
             `max_video_frames`, `max_request_pixels`, `max_nframes`, `max_video_pixels`,
             `max_video_decode_pixels`, `max_text_chars`, `max_body_nodes`, `max_body_depth`,
-            `max_image_decode_bytes`) are the request limits, each >= 1 (`RequestLimits` says
+            `max_image_decode_bytes`, `max_image_tokens`, `max_new_tokens`, `max_form_parts`)
+            are the request limits, each >= 1 (`RequestLimits` says
             what each bounds and how it answers).
         video_dirs: directories `/score` may read `video_path` files from (resolved; symlinks
             out of them are refused). Empty (the default): path mode is off (403).
         max_concurrent_requests: requests handled at once; more answer 503 with Retry-After.
+        max_inflight_body_bytes: bytes of request bodies held at once (from Content-Length),
+            summed over the requests in flight; more answer 503 with Retry-After.
         batch_window_ms: how long a backend batch waits for more items from other requests.
         max_batch_window_ms: the adaptive window's cap, after a batch's first item, while
             recent bursts were bigger (`evolve_envs.reward.service.batching`); <= `batch_window_ms`:
@@ -170,7 +178,8 @@ def create_app(
     limits = RequestLimits(
         max_body_bytes, max_frames, max_image_side, max_video_frames, max_request_pixels,
         max_nframes, max_video_pixels, max_video_decode_pixels, max_text_chars,
-        max_body_nodes, max_body_depth, max_image_decode_bytes,
+        max_body_nodes, max_body_depth, max_image_decode_bytes, max_image_tokens,
+        max_new_tokens, max_form_parts,
     )  # fmt: skip
     state = ServiceState.build(
         backend, limits, video_dirs, batch_window_ms, max_batch_window_ms, max_batch
@@ -178,10 +187,11 @@ def create_app(
     app = _new_app(backend.name, enable_faults)
     app.state.service, app.state.backend, app.state.metrics = state, backend, state.metrics
     app.state.batcher, app.state.faults = state.batcher, None
-    install_error_handlers(app, routes_pickle.pickle_paths(pickle_at_root))
-    pickle_router = routes_pickle.build_router(pickle_at_root)
-    routers = (routes_service.router, routes_progress.router, routes_video.router, pickle_router)
+    install_error_handlers(app, pickle_routes.pickle_paths(pickle_at_root))
+    pickle_router = pickle_routes.build_router(pickle_at_root)
+    routers = (service_routes.router, progress_routes.router, video_routes.router, pickle_router)
     routers += (robometer_routes.router,)  # Robometer's /evaluate_batch(_npy) clients
+    routers += (chat_routes.router,)  # OpenAI-style chat: RLinf's API reward worker
     for router in routers:
         app.include_router(router)
     # Middlewares, innermost first: faults, body limit, auth, hosts, concurrency, metrics.
@@ -191,7 +201,11 @@ def create_app(
         faults.install(app)  # admin routes + the innermost middleware
     routes = [*app.routes, *(route for router in routers for route in router.routes)]
     known_routes = {route.path for route in routes if hasattr(route, "path")}
-    app.add_middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_body_bytes=max_body_bytes,
+        max_inflight_bytes=max_inflight_body_bytes,
+    )
     if token:
         add_bearer_auth(app, token)
     app.add_middleware(HostAllowListMiddleware, allowed_hosts=tuple(allowed_hosts))

@@ -29,7 +29,6 @@ import hmac
 import os
 import re
 from collections.abc import Mapping
-from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.authentication import (
@@ -42,40 +41,23 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection
 from starlette.responses import Response
 
+from evolve_envs.reward.protocol.token import (
+    TOKEN_ENV,
+    TOKEN_FILE_ENV,
+    TokenError,
+)
 from evolve_envs.reward.service.errors import json_error
 
 __all__ = [
     "BearerTokenBackend",
     "add_bearer_auth",
-    "TOKEN_ENV",
-    "TOKEN_FILE_ENV",
-    "TokenError",
-    "read_token_file",
-    "resolve_token",
     "is_loopback_host",
     "check_exposure",
     "expand_env_refs",
 ]
 
-#: the environment variable that holds the bearer token (server, launcher, Serve replicas, clients)
-TOKEN_ENV = "EVOLVE_REWARD_TOKEN"
-#: the environment variable that names a file holding the bearer token (server, launcher, Serve)
-TOKEN_FILE_ENV = "EVOLVE_REWARD_TOKEN_FILE"
-#: the most a token file may hold: a token, not a document
-MAX_TOKEN_FILE_BYTES = 4096
-#: what a token may be made of: visible ASCII, no spaces (it travels in an HTTP header)
-_TOKEN_CHARS = re.compile(r"[\x21-\x7e]+")
 #: a backend argument that is a whole `${NAME}` reference to an environment variable
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-class TokenError(ValueError):
-    """A token source that cannot be used, or a public address without a token; the message is
-    one line naming the cause and the fix.
-
-    >>> str(TokenError("token file 'x' is empty; write the token into it"))
-    "token file 'x' is empty; write the token into it"
-    """
 
 
 class BearerTokenBackend(AuthenticationBackend):
@@ -112,82 +94,6 @@ def add_bearer_auth(app: Starlette, token: str) -> None:
     app.add_middleware(
         AuthenticationMiddleware, backend=BearerTokenBackend(token), on_error=_unauthorized
     )
-
-
-def _checked(token: str, source: str) -> str:
-    if not _TOKEN_CHARS.fullmatch(token):
-        raise TokenError(
-            f"the bearer token from {source} holds spaces, control or non-ASCII characters; "
-            "use visible ASCII only (e.g. `python -c 'import secrets; "
-            "print(secrets.token_urlsafe(32))'`)"
-        )
-    return token
-
-
-def read_token_file(path: str | os.PathLike[str], *, source: str = "--token-file") -> str:
-    """The token a file holds (surrounding whitespace and a final newline dropped).
-
-    An unreadable, empty, over-long (> 4 KiB) or multi-word file raises `TokenError`.
-
-    Example:
-        >>> import tempfile
-        >>> with tempfile.NamedTemporaryFile("w", suffix=".token", delete=False) as f:
-        ...     _ = f.write("s3cret\\n")
-        >>> read_token_file(f.name)
-        's3cret'
-    """
-    where = f"{source} {str(path)!r}"
-    try:
-        with Path(path).open("rb") as f:
-            raw = f.read(MAX_TOKEN_FILE_BYTES + 1)
-    except OSError as exc:
-        raise TokenError(
-            f"{where}: cannot read it ({exc.strerror or exc}); give a readable file that holds "
-            "the token"
-        ) from None
-    if len(raw) > MAX_TOKEN_FILE_BYTES:
-        raise TokenError(
-            f"{where} holds more than {MAX_TOKEN_FILE_BYTES} bytes; a token file holds the "
-            "token alone"
-        )
-    token = raw.decode("ascii", errors="replace").strip()
-    if not token:
-        raise TokenError(f"{where} is empty; write the token into it")
-    return _checked(token, where)
-
-
-def resolve_token(
-    token: str | None = None,
-    token_file: str | os.PathLike[str] | None = None,
-    *,
-    environ: Mapping[str, str] | None = None,
-    names: tuple[str, str] = ("--token", "--token-file"),
-) -> str | None:
-    """The bearer token, from the first source that is set: ``token`` (a value), ``token_file``
-    (a file holding it), ``$EVOLVE_REWARD_TOKEN``, ``$EVOLVE_REWARD_TOKEN_FILE``; ``None`` when
-    none is. ``names`` are the option names errors use (``token``/``token_file`` in a Serve
-    config). Both ``token`` and ``token_file`` given is an error (`TokenError`).
-
-    Example:
-        >>> resolve_token(environ={"EVOLVE_REWARD_TOKEN": "s3cret"})
-        's3cret'
-        >>> resolve_token("abc", environ={"EVOLVE_REWARD_TOKEN": "s3cret"})
-        'abc'
-        >>> resolve_token(environ={}) is None
-        True
-    """
-    env = os.environ if environ is None else environ
-    if token and token_file:
-        raise TokenError(f"both {names[0]} and {names[1]} are given; give one of them")
-    if token:
-        return _checked(token, names[0])
-    if token_file:
-        return read_token_file(token_file, source=names[1])
-    if env.get(TOKEN_ENV):
-        return _checked(env[TOKEN_ENV], f"${TOKEN_ENV}")
-    if env.get(TOKEN_FILE_ENV):
-        return read_token_file(env[TOKEN_FILE_ENV], source=f"${TOKEN_FILE_ENV}")
-    return None
 
 
 def is_loopback_host(host: str) -> bool:

@@ -21,7 +21,8 @@ waits beyond `window_s`; a burst that is complete is sent as soon as its last it
 `max_window_s <= window_s` turns the adaptive wait off.
 
 If a batch that mixes several requests fails, each request's items are retried on their own, so
-one bad request cannot fail its neighbours.
+one bad request cannot fail its neighbours. Every answer is held to its documented range
+(`backends.base.check_range`): one outside it fails its own request (502), not the batch.
 
 Example (inside a running event loop):
     >>> batcher = Batcher(MockBackend(), Metrics(), max_batch=8, window_s=0.005)  # doctest: +SKIP
@@ -41,7 +42,12 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from evolve_envs.reward.service.backends.base import Backend, BackendError
+from evolve_envs.reward.service.backends.base import (
+    Backend,
+    BackendError,
+    OutOfRangeError,
+    check_range,
+)
 from evolve_envs.reward.service.image_decoding import resize_square
 from evolve_envs.reward.service.metrics import Metrics
 
@@ -170,11 +176,12 @@ class Batcher:
         return list(await asyncio.gather(*futures))
 
     async def call(self, kind: str, fn: Callable[..., T], *args: Any) -> T:
-        """Run one backend call (e.g. a video score) in the backend thread, counted as a batch."""
+        """Run one backend call (e.g. a video score) in the backend thread, counted as a batch;
+        its answer is held to the range of `kind` (see `checked_answer`)."""
         loop = asyncio.get_running_loop()
         result = await loop.run_in_executor(self._executor, fn, *args)
         self.metrics.record_batch(kind, 1)
-        return result
+        return checked_answer(kind, result)
 
     async def aclose(self) -> None:
         """Stop the consumers, fail what is still queued and release the backend thread."""
@@ -272,6 +279,13 @@ class Batcher:
             )
         failed = 0
         for entry, result in zip(batch, results, strict=True):
+            if not isinstance(result, BaseException):
+                try:
+                    result = checked_answer(kind, result)
+                except OutOfRangeError as exc:  # that item alone fails
+                    if not entry.future.done():
+                        entry.future.set_exception(exc)
+                    continue
             if isinstance(result, BaseException):  # that item alone failed (a malformed answer)
                 failed += 1
                 result.counted = True  # type: ignore[attr-defined]
@@ -281,6 +295,22 @@ class Batcher:
                 entry.future.set_result(result)
         if failed:
             self.metrics.record_malformed(kind, failed)
+
+
+def checked_answer(kind: str, result: Any) -> Any:
+    """A backend's answer for one item of `kind`, its number held to the documented range
+    (`check_range`): a critic, `(done, prob)`, an image score, `(video score, raw text)`.
+
+    Example:
+        >>> checked_answer("done", (True, 0.97)), checked_answer("video", (0.5, "ok"))
+        ((True, 0.97), (0.5, 'ok'))
+    """
+    if kind in ("done", "video"):
+        first, second = result
+        if kind == "done":
+            return bool(first), check_range(kind, second)
+        return check_range(kind, first), second
+    return check_range(kind, result)
 
 
 def _group_by_request(batch: list[_Entry]) -> list[list[_Entry]]:

@@ -21,7 +21,9 @@ the kernel's `EMFILE`, decides.
 
 In the application, `ConcurrencyLimitMiddleware` caps concurrent requests (`503` JSON with
 `Retry-After`, which clients retry) and `BodyLimitMiddleware` request bodies (`413` JSON, from
-`Content-Length` before reading, or once the bytes read pass the limit).
+`Content-Length` before reading, or once the bytes read pass the limit) and the bytes of all the
+bodies in flight together (`503` with `Retry-After` past `max_inflight_body_bytes`), so the
+concurrent requests cannot each bring a body of the largest size.
 
 Example:
     >>> protocol = bounded_h11_protocol(read_timeout_s=30.0, max_connections=512)
@@ -52,6 +54,7 @@ __all__ = [
     "BodyLimitMiddleware",
     "BodyTooLargeError",
     "ConcurrencyLimitMiddleware",
+    "InflightBodiesError",
     "raw_json_response",
 ]
 
@@ -314,34 +317,49 @@ class BodyTooLargeError(HTTPException):
 
 
 class BodyLimitMiddleware:
-    """ASGI middleware: request bodies over `max_body_bytes` answer 413 JSON.
+    """ASGI middleware: request bodies over `max_body_bytes` answer 413 JSON, and bodies that
+    would take the bytes of all requests in flight past `max_inflight_bytes` answer 503 JSON
+    with `Retry-After` (a request alone is always let in, whatever its size within the limit).
 
     A `Content-Length` over the limit is answered before the body is read; a body that grows
-    past it while read (chunked) raises `BodyTooLargeError` in the reading route.
+    past it while read (chunked) raises `BodyTooLargeError` in the reading route. A body's
+    bytes count against the in-flight total from its `Content-Length` (as they arrive when it
+    has none) until its request is answered.
 
     Example:
         >>> BodyLimitMiddleware(app=None, max_body_bytes=1024).limit
         1024
     """
 
-    def __init__(self, app: Any, max_body_bytes: int) -> None:
+    def __init__(
+        self, app: Any, max_body_bytes: int, max_inflight_bytes: int | None = None
+    ) -> None:
         self.app = app
         self.limit = max_body_bytes
+        self.max_inflight = max_inflight_bytes
+        self.inflight = 0
+
+    def _room_for(self, nbytes: int, held: int) -> bool:
+        """Whether `nbytes` more may be held (a request holding `held` already)."""
+        if self.max_inflight is None or self.inflight == held:
+            return True  # nobody else holds anything: always let a lone request in
+        return self.inflight + nbytes <= self.max_inflight
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         length = dict(scope["headers"]).get(b"content-length")
+        declared = 0
         if length is not None:
             try:
-                too_big = int(length) > self.limit
+                declared = max(0, int(length))
             except ValueError:
-                too_big = False
-            if too_big:
+                declared = 0
+            if declared > self.limit:
                 response = JSONResponse(
                     {
-                        "error": f"request body of {int(length)} bytes is larger than the "
+                        "error": f"request body of {declared} bytes is larger than the "
                         f"limit of {self.limit} bytes",
                         "limit": self.limit,
                     },
@@ -349,15 +367,50 @@ class BodyLimitMiddleware:
                 )
                 await response(scope, receive, send)
                 return
+        if not self._room_for(declared, 0):
+            await self._busy(scope, receive, send)
+            return
+        held = declared
+        self.inflight += held
         received = 0
 
         async def limited_receive() -> dict[str, Any]:
-            nonlocal received
+            nonlocal received, held
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.limit:
                     raise BodyTooLargeError(self.limit)
+                if received > held:  # no (or a short) Content-Length: count as it arrives
+                    more = received - held
+                    if not self._room_for(more, held):
+                        raise InflightBodiesError(self.max_inflight or 0)
+                    self.inflight += more
+                    held = received
             return message
 
-        await self.app(scope, limited_receive, send)
+        try:
+            await self.app(scope, limited_receive, send)
+        finally:
+            self.inflight -= held
+
+    async def _busy(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        error = InflightBodiesError(self.max_inflight or 0)
+        response = JSONResponse({"error": error.detail}, status_code=503, headers=error.headers)
+        await response(scope, receive, send)
+
+
+class InflightBodiesError(HTTPException):
+    """The bodies of the requests in flight already hold the most bytes allowed (503).
+
+    Example:
+        >>> InflightBodiesError(2**30).headers
+        {'retry-after': '1'}
+    """
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            503,
+            f"the requests in flight already hold {limit} bytes of bodies (the limit); retry later",
+            headers={"retry-after": "1"},
+        )

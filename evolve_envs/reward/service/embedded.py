@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from evolve_envs.reward.service.auth import TOKEN_ENV, TOKEN_FILE_ENV
+from evolve_envs.reward.protocol.token import TOKEN_ENV, TOKEN_FILE_ENV
 
 __all__ = ["EmbeddedService", "EmbeddedServiceError"]
 

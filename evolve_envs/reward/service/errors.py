@@ -169,7 +169,7 @@ class _Handlers:
     @staticmethod
     async def unexpected(request: Request, exc: Exception) -> Response:
         log.exception("unhandled error on %s", request.url.path)
-        return json_error(500, f"internal server error: {type(exc).__name__}: {exc}")
+        return json_error(500, "internal server error (details in the server log)")
 
 
 def install_error_handlers(app: FastAPI, pickle_paths: Collection[str]) -> None:

@@ -23,6 +23,8 @@ Modes (what a matching request sees):
 * ``nan`` / ``inf``: the real answer with every number of the answer (`value_list`,
   `critic_list`, `critic`, `prob`, `score`, pickle `scores`) replaced by NaN / +Infinity,
   serialised as the bare JSON tokens `NaN` / `Infinity` as a buggy server would.
+* ``huge``: the real answer with every number of the answer replaced by 1e308 (finite, but far
+  outside every score's range: what a broken or hostile service might send).
 * ``reset``: the connection is aborted (TCP reset) without any response.
 
 Example:
@@ -75,7 +77,7 @@ class FaultSpec(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    mode: Literal["status", "delay", "invalid_json", "wrong_length", "nan", "inf", "reset"]
+    mode: Literal["status", "delay", "invalid_json", "wrong_length", "nan", "inf", "huge", "reset"]
     status: int = Field(default=503, ge=100, le=599)
     delay_s: float = Field(default=2.0, ge=0.0, le=600.0)
     count: int | None = Field(default=None, ge=1)
@@ -171,6 +173,8 @@ def _rewrite_body(body: bytes, content_type: str, mode: str) -> bytes:
         obj = _mangle_numbers(obj, math.nan)
     elif mode == "inf":
         obj = _mangle_numbers(obj, math.inf)
+    elif mode == "huge":
+        obj = _mangle_numbers(obj, 1e308)
     if is_pickle:
         import pickle
 

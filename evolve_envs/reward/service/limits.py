@@ -40,6 +40,7 @@ __all__ = [
     "ServiceLimits",
     "DEFAULT_LIMITS",
     "ENV_PREFIX",
+    "PIXELS_PER_IMAGE_TOKEN",
     "APP_LIMITS",
     "CONNECTION_LIMITS",
     "add_limit_arguments",
@@ -49,6 +50,8 @@ __all__ = [
 
 ENV_PREFIX = "EVOLVE_REWARD_"
 MIB = 2**20
+#: Pixels one image token of a VLM covers (Qwen2-VL / Qwen2.5-VL: 14x14 patches merged 2x2).
+PIXELS_PER_IMAGE_TOKEN = 28 * 28
 
 
 def _limit(default: float, what: str, *, flag: str | None = None, scale: float = 1, unit: str = ""):
@@ -67,6 +70,12 @@ class ServiceLimits(BaseModel):
     max_body_bytes: int = _limit(
         64 * MIB, "request body (413)", flag="--max-body-mb", scale=MIB, unit="MiB"
     )
+    max_inflight_body_bytes: int = _limit(
+        1024 * MIB,
+        "request bodies held at once, summed over the requests in flight (from `Content-Length`;"
+        " then 503 with `Retry-After`; a request alone always fits)",
+        flag="--max-inflight-body-mb", scale=MIB, unit="MiB",
+    )  # fmt: skip
     max_body_nodes: int = _limit(
         100_000,
         "decoded body (pickle or JSON): values, keys and containers, shared references counted "
@@ -99,6 +108,18 @@ class ServiceLimits(BaseModel):
         "of 720p) (413)",
         flag="--max-video-decode-mpix", scale=1e6, unit="M",
     )  # fmt: skip
+    max_image_tokens: int = _limit(
+        32_768,
+        "model work per call: image tokens one `/score` request may ask for, `nframes` x "
+        "`max_pixels` / 784 (a token per 28x28 pixels, as Qwen2.5-VL counts them); e.g. 128 "
+        "frames at 448x448 (413)",
+    )
+    max_new_tokens: int = _limit(
+        1024, "tokens a caller may ask a model to generate (`/score` `max_new_tokens`) (422)"
+    )
+    max_form_parts: int = _limit(
+        512, "parts of a `multipart/form-data` body (`/evaluate_batch_npy`) (413)"
+    )
     max_text_chars: int = _limit(8192, "task or prompt length, characters (valid Unicode) (422)")
     header_timeout_s: float = _limit(
         10,

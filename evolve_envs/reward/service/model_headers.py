@@ -1,13 +1,15 @@
 """Every answer says who gave it: `X-Reward-Model` headers on each response.
 
-`ModelHeadersMiddleware` adds, to every HTTP response of the service:
+`ModelHeadersMiddleware` adds, to every successful (2xx) HTTP response of the service:
 
 * ``X-Reward-Backend``: the backend name (``vlm``, ``roboreward``, ...);
 * ``X-Reward-Model``: the model id (checkpoint name or served model name);
 * ``X-Reward-Model-Revision``: the model's revision or weight fingerprint, when known;
 * ``X-Reward-Config-Hash``: the hash of the backend's configuration, when known.
 
-The same values are in `GET /capabilities`. Clients compare them with what they saw at start-up
+Error answers carry none of them: a caller without the token (401), at a `Host` not served
+(421) or with a bad request (4xx) learns nothing about the model. The same values are in
+`GET /capabilities`. Clients compare them with what they saw at start-up
 (`evolve_envs.reward.clients.model_watch`) and report a model that changed mid-run.
 
 Example:
@@ -53,7 +55,7 @@ def model_headers(backend: Any) -> list[tuple[bytes, bytes]]:
 
 
 class ModelHeadersMiddleware:
-    """ASGI middleware adding fixed identity headers to every HTTP response.
+    """ASGI middleware adding fixed identity headers to every successful (2xx) HTTP response.
 
     Args:
         app: the wrapped ASGI application.
@@ -70,7 +72,7 @@ class ModelHeadersMiddleware:
             return
 
         async def send_with_headers(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start":
+            if message["type"] == "http.response.start" and 200 <= message["status"] < 300:
                 message = {**message, "headers": [*message.get("headers", []), *self.headers]}
             await send(message)
 

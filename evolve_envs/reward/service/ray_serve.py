@@ -7,6 +7,12 @@ json_body, headers)` through a `DeploymentHandle`; `@serve.batch` collects the c
 and runs them through the app together, so the app's batcher turns them into one backend batch
 (`evolve_envs.reward.clients.ray_handle_pool.RayHandlePool` is the client side).
 
+Each replica takes at most `max_ongoing_requests` requests at once (64 by default), and each
+caller (Serve's HTTP proxy, a `DeploymentHandle`) queues at most `max_queued_requests` more
+(by default the service's `max_concurrent_requests`, 256): past that the proxy answers 503 and a
+handle raises `BackPressureError`, instead of holding every body that arrives. Inside a replica
+the app's own concurrency cap applies as on a single server.
+
 Start it with `evolve-reward-server --engine ray --replicas N ...`, with `serve_app(...)` from
 Python, or with `serve deploy evolve_envs/configs/serve/mock.yaml` (its `import_path` is
 `build_app`).
@@ -36,15 +42,9 @@ import httpx
 from ray import serve
 from ray.serve import Application
 
-from evolve_envs.reward.service.auth import (
-    TOKEN_ENV,
-    TOKEN_FILE_ENV,
-    check_exposure,
-    expand_env_refs,
-    is_loopback_host,
-    resolve_token,
-)
-from evolve_envs.reward.service.limits import APP_LIMITS, ServiceLimits
+from evolve_envs.reward.protocol.token import TOKEN_ENV, TOKEN_FILE_ENV, resolve_token
+from evolve_envs.reward.service.auth import check_exposure, expand_env_refs, is_loopback_host
+from evolve_envs.reward.service.limits import APP_LIMITS, DEFAULT_LIMITS, ServiceLimits
 
 __all__ = ["RewardDeployment", "build_app", "deployment_options", "DEFAULT_APP_NAME"]
 
@@ -174,23 +174,33 @@ def deployment_options(
     num_cpus: float = 1.0,
     autoscaling: Mapping[str, Any] | None = None,
     max_ongoing_requests: int = 64,
+    max_queued_requests: int = DEFAULT_LIMITS["max_concurrent_requests"],
     resources: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """`Deployment.options(...)` for `replicas` fixed replicas or an `autoscaling` config.
+
+    `max_ongoing_requests` caps the requests one replica runs at once, `max_queued_requests`
+    those each caller queues beyond that (then 503 / `BackPressureError`); both >= 1.
 
     `resources` are custom Ray resources each replica asks for (e.g. `{"reward": 1}`): replicas
     then run only on nodes started with them (`ray start --resources '{"reward": 1}'`).
 
     Example:
-        >>> deployment_options(replicas=2, resources={"reward": 1})["ray_actor_options"]
-        {'num_gpus': 0.0, 'num_cpus': 1.0, 'resources': {'reward': 1.0}}
+        >>> opts = deployment_options(replicas=2, resources={"reward": 1})
+        >>> opts["ray_actor_options"], opts["max_ongoing_requests"], opts["max_queued_requests"]
+        ({'num_gpus': 0.0, 'num_cpus': 1.0, 'resources': {'reward': 1.0}}, 64, 256)
     """
+    for name, cap in (("max_ongoing_requests", max_ongoing_requests),
+                      ("max_queued_requests", max_queued_requests)):  # fmt: skip
+        if int(cap) < 1:
+            raise ValueError(f"{name} must be >= 1, got {cap}")
     actor: dict[str, Any] = {"num_gpus": float(num_gpus), "num_cpus": float(num_cpus)}
     if resources:
         actor["resources"] = {str(k): float(v) for k, v in resources.items()}
     opts: dict[str, Any] = {
         "ray_actor_options": actor,
         "max_ongoing_requests": int(max_ongoing_requests),
+        "max_queued_requests": int(max_queued_requests),
     }
     if autoscaling:
         opts["autoscaling_config"] = dict(autoscaling)
@@ -207,9 +217,9 @@ def build_app(args: Mapping[str, Any]) -> Application:
 
     `args`: `backend` (required), `backend_kwargs`, `replicas`, `num_gpus`, `num_cpus`,
     `resources` (custom Ray resources per replica), `autoscaling` (Serve's autoscaling_config),
-    `max_ongoing_requests`, any of `APP_KEYS`, and `token_file` / `insecure_no_token`
-    (`TOKEN_KEYS`; the replicas read the token and apply the closed-by-default rule, since the
-    token lives where they run).
+    `max_ongoing_requests`, `max_queued_requests` (default: the limits' `max_concurrent_requests`),
+    any of `APP_KEYS`, and `token_file` / `insecure_no_token` (`TOKEN_KEYS`; the replicas read the
+    token and apply the closed-by-default rule, since the token lives where they run).
     """
     args = dict(args)
     if "backend" not in args:
@@ -223,13 +233,15 @@ def build_app(args: Mapping[str, Any]) -> Application:
         raise ValueError("insecure_no_token must be true or false")
     limits = {k: app_kwargs.pop(k) for k in APP_LIMITS if k in app_kwargs}
     # the limits: the arguments, else EVOLVE_REWARD_<NAME> where the app is built, else defaults
-    app_kwargs.update(ServiceLimits.from_env(**limits).app_kwargs())
+    settings = ServiceLimits.from_env(**limits)
+    app_kwargs.update(settings.app_kwargs())
     opts = deployment_options(
         replicas=args.pop("replicas", 1),
         num_gpus=args.pop("num_gpus", 0.0),
         num_cpus=args.pop("num_cpus", 1.0),
         autoscaling=args.pop("autoscaling", None),
         max_ongoing_requests=args.pop("max_ongoing_requests", 64),
+        max_queued_requests=args.pop("max_queued_requests", settings.max_concurrent_requests),
         resources=args.pop("resources", None),
     )
     if args:

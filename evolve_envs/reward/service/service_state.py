@@ -30,6 +30,7 @@ from evolve_envs.reward.service.backends.base import (
     Backend,
     MalformedAnswerError,
     NotSupportedError,
+    OutOfRangeError,
 )
 from evolve_envs.reward.service.batching import MAX_BATCH, MAX_WINDOW_S, Batcher, prepare_frame
 from evolve_envs.reward.service.errors import ApiError, client_input
@@ -65,6 +66,10 @@ class RequestLimits:
     * `max_video_pixels`: most `max_pixels` per sampled frame a `/score` caller may ask (422);
     * `max_video_decode_pixels`: most frames x width x height a `/score` video may need decoded,
       read from the container before decoding (413);
+    * `max_image_tokens`: most image tokens one `/score` request may ask a model for,
+      `nframes` x `max_pixels` / `PIXELS_PER_IMAGE_TOKEN` (413 above);
+    * `max_new_tokens`: most tokens a caller may ask a model to generate (422 above);
+    * `max_form_parts`: most parts of a `multipart/form-data` body (413 above);
     * `max_text_chars`: most characters in a task or prompt (422 above);
     * `max_body_nodes`, `max_body_depth`: most values (keys and containers included) and
       nesting levels of a decoded pickle or JSON body, shared references counted each time they
@@ -92,6 +97,9 @@ class RequestLimits:
     max_body_nodes: int = DEFAULT_LIMITS["max_body_nodes"]
     max_body_depth: int = DEFAULT_LIMITS["max_body_depth"]
     max_image_decode_bytes: int = DEFAULT_LIMITS["max_image_decode_bytes"]
+    max_image_tokens: int = DEFAULT_LIMITS["max_image_tokens"]
+    max_new_tokens: int = DEFAULT_LIMITS["max_new_tokens"]
+    max_form_parts: int = DEFAULT_LIMITS["max_form_parts"]
 
     def __post_init__(self) -> None:
         for field in fields(self):
@@ -221,7 +229,12 @@ class ServiceState:
         )
 
     async def guarded(self, call: Callable[[], Awaitable[Any]]) -> Any:
-        """Run backend work; backend failures become 500/501 ApiErrors naming the backend."""
+        """Run backend work; backend failures become 5xx/501 ApiErrors naming the backend.
+
+        A 5xx body says only which backend failed and how (500 failed, 502 an answer that
+        breaks its format or range): what it raised (a judge's URL, a CUDA out-of-memory
+        message, the model's answer) goes to the server log, never to the caller.
+        """
         name = self.backend.name
         try:
             return await call()
@@ -232,13 +245,26 @@ class ServiceState:
         except MalformedAnswerError as exc:  # the model broke its answer format: not a score
             if not getattr(exc, "counted", False):
                 self.metrics.record_malformed("video", 1)
+            log.warning("backend %s: malformed answer: %s", name, exc)
             raise ApiError(
-                502, f"backend {name!r}: {exc}", backend=name, malformed_answer=True
+                502,
+                f"backend {name!r} gave an answer that breaks its format (details in the server "
+                "log)",
+                backend=name,
+                malformed_answer=True,
+            ) from exc
+        except OutOfRangeError as exc:
+            log.error("backend %s: %s", name, exc)
+            raise ApiError(
+                502,
+                f"backend {name!r} gave a value outside its documented range (details in the "
+                "server log)",
+                backend=name,
             ) from exc
         except Exception as exc:  # noqa: BLE001 - any backend failure is answered, not raised
             log.exception("backend %s failed", name)
             raise ApiError(
-                500, f"backend {name!r} failed: {type(exc).__name__}: {exc}", backend=name
+                500, f"backend {name!r} failed (details in the server log)", backend=name
             ) from exc
 
     async def run_in_chunks(

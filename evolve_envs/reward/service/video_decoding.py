@@ -11,6 +11,12 @@ the probe refuses to decode an oversized one. Frames are decoded in order and on
 are converted, directly at their reduced size, so memory holds `nframes` small frames, never the
 whole video.
 
+What the container declares is not trusted while decoding: the decoder may not allocate a frame
+larger than the declared size (FFmpeg's `max_pixels` again, now at that size), so a stream that
+switches to larger frames mid-way is refused (413) at its first larger frame, before the frame is
+decoded; and the pixels actually decoded are counted frame by frame against
+`max_decode_pixels` (413 once over), whatever the container said.
+
 Path mode (`video_path`) reads only files inside the directories the operator allows
 (`allowed_dirs`, resolved, symlinks included); with none allowed it is off. Error messages name
 no file system path and carry no decoder output.
@@ -88,6 +94,13 @@ def _target_size(width: int, height: int, max_pixels: int) -> tuple[int, int]:
     return max(1, int(width * scale)), max(1, int(height * scale))
 
 
+def _declared_pixels(width: int, height: int) -> int:
+    """The most pixels FFmpeg may allocate for a frame declared `width` x `height`: it checks
+    the width aligned up to its stride alignment (at most 64) and codecs round heights up to
+    their block size (16; 64 for some), so the bound leaves that much room."""
+    return (-(-width // 64) * 64) * (-(-height // 64) * 64)
+
+
 def _decode_sampled(
     source: io.BufferedIOBase | io.BytesIO,
     fmt: str,
@@ -126,10 +139,19 @@ def _decode_sampled(
         out_w, out_h = _target_size(width, height, max_pixels)
         keep: dict[int, np.ndarray] = {}
         want = set(wanted)
+        # The decoder opens at the first decode: from then on no frame larger than declared.
+        stream.codec_context.options = {"max_pixels": str(_declared_pixels(width, height))}
+        decoded = 0
         try:
             for index, frame in enumerate(container.decode(stream)):
                 if index >= total or len(keep) == len(want):
                     break
+                decoded += frame.width * frame.height
+                if decoded > max_decode_pixels:
+                    raise VideoTooLargeError(
+                        f"video decoding reached {decoded} pixels at frame {index}, over the "
+                        f"limit of {max_decode_pixels} decoded pixels per request"
+                    )
                 if max(frame.width, frame.height) > max_side:
                     raise VideoTooLargeError(f"a video frame is over {max_side} pixels per side")
                 if index in want:
@@ -137,6 +159,12 @@ def _decode_sampled(
         except VideoDecodeError:
             raise
         except (av.FFmpegError, ValueError, OSError) as exc:
+            now = stream.codec_context
+            if now.width * now.height > width * height:  # refused by the decoder's max_pixels
+                raise VideoTooLargeError(
+                    f"video switches mid-stream from the {width}x{height} frames its container "
+                    f"declares to {now.width}x{now.height}"
+                ) from None
             if not keep:
                 raise VideoDecodeError(f"video cannot be decoded ({type(exc).__name__})") from None
     if not keep:

@@ -28,7 +28,8 @@ Off-policy control:
   scales (EMAs of the batch's mean ``|δ|`` and ``|−log π|``) and ``ρ`` is clipped at ``rho_bar``;
 * **entropy floor** — with ``entropy_target`` the entropy coefficient is multiplied by
   ``exp(entropy_adapt_rate · (target − H))`` after each update, never below ``entropy_coef``
-  (``entropy_coef_now`` in the statistics).
+  (``entropy_coef_now`` in the statistics; :mod:`evolve_envs.train.entropy_floor`, which GRPO
+  shares).
 
 :meth:`Learner.state_dict` / :meth:`Learner.load_state_dict` carry the policy, the optimizer,
 the counters (updates, policy version, trajectories and env steps taken in) and the replay's
@@ -49,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from evolve_envs.train.entropy_floor import next_entropy_coef
 from evolve_envs.train.finite import FiniteSteps
 
 __all__ = ["Learner"]
@@ -230,9 +232,13 @@ class Learner:
         if c.normalize_priorities:
             self._track_scale("td", stats["mean_abs_td"], 1e-6)
             self._track_scale("neg_logp", abs(stats["mean_neg_logp"]), 0.1)
-        if c.entropy_target is not None and math.isfinite(stats["entropy"]):
-            step = c.entropy_adapt_rate * (c.entropy_target - stats["entropy"])
-            self.entropy_coef = min(1.0, max(c.entropy_coef, self.entropy_coef * math.exp(step)))
+        self.entropy_coef = next_entropy_coef(
+            self.entropy_coef,
+            base=c.entropy_coef,
+            target=c.entropy_target,
+            entropy=stats["entropy"],
+            rate=c.entropy_adapt_rate,
+        )
         self.last_stats = stats
         return stats
 

@@ -4,7 +4,8 @@ like DistRL: same budget, checkpoints, resume, worker health and logging).
 
 Each round (:meth:`GRPO.collect` then :meth:`GRPO.update`):
 
-1. draw ``groups_per_round`` reset seeds and repeat each ``group_size`` times
+1. draw ``groups_per_round`` reset seeds (by default enough groups for ``episodes_per_env``
+   episodes per env of the workers) and repeat each ``group_size`` times
    (:func:`evolve_envs.train.grpo.advantages.group_seeds`): the episodes of a group start from one
    initial state;
 2. broadcast the current weights once (``ray.put``) and hand the seeds to the workers in chunks of
@@ -13,7 +14,11 @@ Each round (:meth:`GRPO.collect` then :meth:`GRPO.update`):
 3. score each episode (reward sum) and normalise within its group
    (:func:`evolve_envs.train.grpo.advantages.grpo_advantages`, ``layout="batch_major"``);
 4. ``epochs`` passes of PPO-clip (:func:`~evolve_envs.train.grpo.loss.ppo_clip_loss`) over every
-   step in minibatches of ``minibatch_steps``, the behaviour log-probs as the old ones;
+   step in minibatches of ``minibatch_steps``, the behaviour log-probs as the old ones, with the
+   same control knobs as DistRL's learner: an entropy bonus whose coefficient can have a floor
+   (``entropy_target``, :mod:`evolve_envs.train.entropy_floor`; ``entropy_coef_now`` in the
+   metrics) and a penalty on the probability of actions outside the action space
+   (``invalid_coef``, the default validator's; ``invalid_rate`` in the metrics);
 5. bump the policy version.
 
 Example:
@@ -28,9 +33,30 @@ from typing import Any
 import numpy as np
 
 from evolve_envs.train.algorithm import TrainContext, UpdateResult, get_from_workers
+from evolve_envs.train.entropy_floor import next_entropy_coef
 from evolve_envs.train.finite import FiniteSteps
 
-__all__ = ["GRPO", "grpo_batch"]
+__all__ = ["GRPO", "grpo_batch", "round_groups"]
+
+
+def round_groups(cfg: Any) -> int:
+    """Groups per round: ``grpo.groups_per_round``, or else enough whole groups for every env of
+    the workers to play ``grpo.episodes_per_env`` episodes (rounded up).
+
+    Example:
+        >>> from evolve_envs.train.config import TrainConfig
+        >>> cfg = TrainConfig(workers={"num_workers": 3, "num_envs": 4}, grpo={"group_size": 8})
+        >>> round_groups(cfg)                   # 12 envs: 2 groups of 8 (16 episodes)
+        2
+        >>> round_groups(cfg.model_copy(update={"grpo": cfg.grpo.model_copy(
+        ...     update={"episodes_per_env": 2})}))   # 24 episodes: 3 groups
+        3
+    """
+    g, w = cfg.grpo, cfg.workers
+    if g.groups_per_round is not None:
+        return int(g.groups_per_round)
+    envs = w.num_workers * w.num_envs * g.episodes_per_env
+    return max(1, -(-envs // g.group_size))
 
 
 def grpo_batch(trajectories: list[Any], group_size: int) -> dict[str, Any]:
@@ -97,6 +123,11 @@ class GRPO:
         self.rng = np.random.default_rng([ctx.cfg.run.seed, 0])
         self.last_stats: dict[str, float] = {}
         self.finite = FiniteSteps(who="GRPO's learner")
+        from evolve_envs.train.validators import default_validator
+
+        self.action_space = ctx.spaces["action_space"]
+        self.validator = default_validator(self.action_space)
+        self.entropy_coef = float(ctx.cfg.grpo.entropy_coef)
 
     def start(self) -> None:
         pass
@@ -109,8 +140,7 @@ class GRPO:
         from evolve_envs.train.grpo.advantages import group_seeds
 
         g, w = self.cfg.grpo, self.cfg.workers
-        groups = g.groups_per_round or max(1, w.num_workers * w.num_envs // g.group_size)
-        seeds = group_seeds(groups * g.group_size, g.group_size, self.rng)
+        seeds = group_seeds(round_groups(self.cfg) * g.group_size, g.group_size, self.rng)
         sd = {k: v.detach().cpu().clone() for k, v in self.policy.state_dict().items()}
         weights = ray.put(sd)
         calls, owners = [], []
@@ -151,7 +181,10 @@ class GRPO:
                     torch.as_tensor(batch["old_logp"][idx]),
                     torch.as_tensor(batch["advantages"][idx]),
                     clip=g.clip,
-                    entropy_coef=g.entropy_coef,
+                    entropy_coef=self.entropy_coef,
+                    invalid_coef=g.invalid_coef,
+                    action_space=self.action_space,
+                    validator=self.validator,
                 )
                 self.optimizer.zero_grad(set_to_none=True)
                 out.loss.backward()
@@ -164,6 +197,14 @@ class GRPO:
                 samples += len(idx)
                 self.last_stats = {"loss": float(out.loss.detach())}
                 self.last_stats.update({k: float(v) for k, v in dict(out.stats).items()})
+                self.last_stats["entropy_coef_now"] = self.entropy_coef
+                self.entropy_coef = next_entropy_coef(
+                    self.entropy_coef,
+                    base=g.entropy_coef,
+                    target=g.entropy_target,
+                    entropy=self.last_stats["entropy"],
+                    rate=g.entropy_adapt_rate,
+                )
         c = self._counters
         c["updates"] += done
         c["version"] += 1
@@ -189,6 +230,7 @@ class GRPO:
             "optimizer": self.optimizer.state_dict(),
             "counters": self.counters(),
             "rng": self.rng.bit_generator.state,
+            "entropy_coef": self.entropy_coef,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -199,6 +241,7 @@ class GRPO:
         counters = {k: int(v) for k, v in state["counters"].items()}
         self.finite.skipped = counters.pop("skipped_updates", 0)
         self._counters.update(counters)
+        self.entropy_coef = float(state.get("entropy_coef", self.cfg.grpo.entropy_coef))
         if "rng" in state:
             self.rng.bit_generator.state = state["rng"]
         else:  # checkpoints written before the RNG was saved

@@ -15,6 +15,13 @@ Only the chosen backend's module is imported (the `vlm` and `vlac` backends pull
 torch/transformers, `mock` does not). When this package runs from a source tree whose metadata
 was not reinstalled, the built-in names still resolve (``BUILTIN_BACKENDS``).
 
+A *preset* is a registry entry that names another backend with some arguments fixed: the
+published judges RoboReward, Robo-Dopamine and TOPReward are the `openai` backend with their
+``preset`` (``PRESETS``), so that one YAML line selects the model (``embedded_backend:
+roboreward``) and its kwargs are the `openai` backend's (``base_url``, ``model``, ...) plus
+``preset_options``. For TOPReward on a local transformers checkpoint, use the `vlm` backend with
+``preset: topreward``.
+
 `make_backend("mock", latency_ms=5)` builds a backend and stamps it with a hash of its
 configuration (`config_hash`), which `/capabilities` reports.
 
@@ -22,8 +29,10 @@ Example:
     >>> backend = make_backend("mock", rule="intensity")
     >>> backend.name
     'mock'
-    >>> "mock" in BACKENDS and "openai" in BACKENDS
+    >>> "mock" in BACKENDS and "openai" in BACKENDS and "roboreward" in BACKENDS
     True
+    >>> make_backend("roboreward", base_url="http://127.0.0.1:9/v1", model="m").name
+    'roboreward'
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ from typing import Any
 __all__ = [
     "BACKENDS",
     "BUILTIN_BACKENDS",
+    "PRESETS",
     "ENTRY_POINT_GROUP",
     "UnknownBackendError",
     "make_backend",
@@ -59,10 +69,16 @@ BUILTIN_BACKENDS: dict[str, str] = {
     "vlm": f"{_PKG}.vlm:VLMBackend",
     "vlac": f"{_PKG}.vlac:VLACBackend",
     "openai": f"{_PKG}.openai_compat:OpenAICompatBackend",
-    "roboreward": f"{_PKG}.judge_backends:RoboRewardBackend",
-    "robodopamine": f"{_PKG}.judge_backends:RoboDopamineBackend",
-    "topreward": f"{_PKG}.judge_backends:TopRewardBackend",
     "robometer_remote": f"{_PKG}.robometer_remote:RobometerRemoteBackend",
+}
+
+
+#: Backends that are another backend with arguments fixed: name -> (the backend, the arguments
+#: it fixes, defaults it changes). The published judges' own prompts carry their system prompt.
+PRESETS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
+    "roboreward": ("openai", {"preset": "roboreward"}, {"system_prompt": None}),
+    "robodopamine": ("openai", {"preset": "robodopamine"}, {"system_prompt": None}),
+    "topreward": ("openai", {"preset": "topreward"}, {"system_prompt": None}),
 }
 
 
@@ -87,6 +103,9 @@ class _Registry(Mapping[str, str]):
                 table[ep.name] = ep.value
             for name, target in BUILTIN_BACKENDS.items():
                 table.setdefault(name, target)
+            for name, (base, _, _) in PRESETS.items():
+                if base in table:
+                    table.setdefault(name, table[base])
             self._table = table
         return self._table
 
@@ -145,12 +164,22 @@ def config_hash(name: str, kwargs: Mapping[str, Any]) -> str:
 
 
 def make_backend(name: str, **kwargs: Any) -> Any:
-    """Build the backend registered as `name` with `kwargs` (its constructor arguments)."""
+    """Build the backend registered as `name` with `kwargs` (its constructor arguments); a preset
+    (``PRESETS``) is its backend with the preset's arguments, named after the preset."""
     cls = backend_class(name)
+    args = dict(kwargs)
+    if name in PRESETS and BACKENDS[name] == BACKENDS[PRESETS[name][0]]:
+        _, fixed, defaults = PRESETS[name]
+        for key, value in fixed.items():
+            if args.setdefault(key, value) != value:
+                raise ValueError(f"the {name} backend's {key} is {value!r}, got {args[key]!r}")
+        args = {**defaults, **args}
     try:
-        backend = cls(**kwargs)
+        backend = cls(**args)
     except TypeError as exc:
         raise ValueError(f"bad kwargs for backend {name!r}: {exc}") from exc
+    if name in PRESETS:
+        backend.name = name  # what /capabilities and the identity headers report
     try:
         backend.config_hash = config_hash(name, kwargs)
     except AttributeError:  # a backend with __slots__ or a read-only attribute: no hash

@@ -5,6 +5,10 @@ the progress and image routes) in batches assembled by `evolve_envs.reward.servi
 answers synchronously. The server runs every backend call in one dedicated worker thread, so a
 backend needs no locking and may block (GPU inference) without stalling the server's I/O.
 
+Answers are held to their documented range (`RESULT_RANGES`): a critic in [-100, 100], a done
+probability in [0, 1], a video or image score within [-100, 100] (the bundled backends answer
+[0, 1]); a value outside it, or not finite, fails that request (502), never reaches a client.
+
 Capabilities: `progress` (`critic_batch`, serving `/trajectory-critic`) is required; `pairwise`
 (`/pairwise-critic`, also through `critic_batch`), `done` (`done_batch`), `video`
 (`score_video`, serving `/score`) and `image_score` (`score_images`, serving the pickle scorer)
@@ -21,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +44,9 @@ __all__ = [
     "BackendError",
     "NotSupportedError",
     "MalformedAnswerError",
+    "OutOfRangeError",
+    "RESULT_RANGES",
+    "check_range",
     "CriticItem",
     "DoneItem",
     "ImageScoreItem",
@@ -79,6 +87,48 @@ class MalformedAnswerError(BackendError):
         )
         self.preset = preset
         self.answer = answer
+
+
+class OutOfRangeError(BackendError):
+    """A backend's answer is not finite or outside its documented range (`RESULT_RANGES`).
+
+    Example:
+        >>> isinstance(OutOfRangeError("critic answer 1e+308 is outside [-100.0, 100.0]"),
+        ...            BackendError)
+        True
+    """
+
+
+#: The documented range of each kind of answer: `critic` (pairwise critics), `done` (done
+#: probabilities), `video` (`/score`) and `image` (pickle scores).
+RESULT_RANGES: dict[str, tuple[float, float]] = {
+    "critic": (-100.0, 100.0),
+    "done": (0.0, 1.0),
+    "video": (-100.0, 100.0),
+    "image": (-100.0, 100.0),
+}
+
+
+def check_range(kind: str, value: Any) -> float:
+    """`value` as a float within the range of `kind` (a rounding error past an end is clipped);
+    raises `OutOfRangeError` when it is not a finite number in that range.
+
+    Example:
+        >>> check_range("done", 0.25), check_range("critic", 100.0 + 1e-12)
+        (0.25, 100.0)
+        >>> check_range("video", 1e308)
+        Traceback (most recent call last):
+        ...
+        evolve_envs.reward.service.backends.base.OutOfRangeError: video answer 1e+308 is outside [-100.0, 100.0]
+    """  # noqa: E501
+    low, high = RESULT_RANGES[kind]
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise OutOfRangeError(f"{kind} answer {value!r:.40} is not a number") from None
+    if not math.isfinite(number) or not low - 1e-6 <= number <= high + 1e-6:
+        raise OutOfRangeError(f"{kind} answer {number!r} is outside [{low}, {high}]")
+    return min(max(number, low), high)
 
 
 @dataclass(frozen=True)

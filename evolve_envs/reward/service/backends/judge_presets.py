@@ -17,6 +17,10 @@ and reads its answer into our numbers. Three presets, each selected by name (`ma
   and progress is the probability of the answer "True", read from the next-token probabilities,
   never from generated text. Done is that probability >= `done_threshold` (0.5 by default).
 
+The caller's task text has its chat-template tokens (and ``<image>`` marks, which would move
+the images of a prompt that places them) neutralised before it goes into a prompt
+(:func:`~evolve_envs.reward.service.backends.prompt_text.template_safe`).
+
 Strictness: an answer that does not follow the format (no ``ANSWER:``, a 6, two answers, a hop of
 150 %, no True/False among the top tokens) raises :class:`MalformedAnswerError`: the request
 fails (HTTP 502 from the service) and the client's failure policy decides, and the backend
@@ -46,6 +50,7 @@ import numpy as np
 
 from evolve_envs.reward.service.backends.answer_parsing import strip_think
 from evolve_envs.reward.service.backends.base import CriticItem, MalformedAnswerError
+from evolve_envs.reward.service.backends.prompt_text import template_safe
 
 __all__ = [
     "PRESETS",
@@ -139,7 +144,7 @@ class RoboRewardPreset(JudgePreset):
         self.prompt = prompt
 
     def progress_request(self, task: str, frames: Sequence[np.ndarray]) -> Request:
-        return self.prompt.format(task=task), list(frames)
+        return self.prompt.format(task=template_safe(task)), list(frames)
 
     @staticmethod
     def read_score(answer: str) -> int:
@@ -205,7 +210,8 @@ class RoboDopaminePreset(JudgePreset):
         after: np.ndarray,
         end: np.ndarray | None,
     ) -> Request:
-        text = self.prompt.format(task=task, end_line=_END_LINE if end is not None else "")
+        end_line = _END_LINE if end is not None else ""
+        text = self.prompt.format(task=template_safe(task), end_line=end_line)
         images = [start] + ([end] if end is not None else []) + [before, after]
         return text, images
 
@@ -303,7 +309,7 @@ class TopRewardPreset(JudgePreset):
         self.prompt = prompt
 
     def progress_request(self, task: str, frames: Sequence[np.ndarray]) -> Request:
-        return self.prompt.format(task=task), list(frames)
+        return self.prompt.format(task=template_safe(task)), list(frames)
 
     def read_token_probabilities(self, top: Mapping[str, float]) -> float:
         return true_probability(top, normalize=self.normalize)

@@ -22,8 +22,10 @@ Answers derived from `p` (`pa`, `pb` for frames a and b):
 Knobs (backend kwargs): `rule`, `region` (fractions `[top, left, bottom, right]`), `change_scale`
 (grey levels, default 64), `latency_ms` (sleep per backend batch, emulating GPU inference),
 `done_threshold` (default 95), `disabled` (optional capabilities to switch off, e.g.
-`["pairwise", "done", "video", "image_score"]` to emulate a progress-only model) and
-`fail_marker` (a task/prompt containing this string makes the batch fail: a backend error).
+`["pairwise", "done", "video", "image_score"]` to emulate a progress-only model),
+`fail_marker` (a task/prompt containing this string makes the batch fail: a backend error) and
+`answer_override` (every critic, done probability and score is this number instead: a broken
+model, for the service's range checks; e.g. `1e308`).
 
 Example:
     >>> import numpy as np
@@ -132,6 +134,7 @@ class MockBackend(Backend):
         fail_marker: str | None = None,
         seed: int = 0,
         model_id: str | None = None,
+        answer_override: float | None = None,
     ) -> None:
         super().__init__(disabled=disabled)
         if rule not in RULES:
@@ -158,6 +161,7 @@ class MockBackend(Backend):
         self.seed = int(seed)
         self.model_id = model_id or f"mock-{rule}"
         self.model_revision = f"seed-{self.seed}"
+        self.answer_override = None if answer_override is None else float(answer_override)
 
     # --- helpers --------------------------------------------------------------------------------
     def progress(self, frame: np.ndarray, first: np.ndarray | None = None) -> int:
@@ -188,6 +192,8 @@ class MockBackend(Backend):
     # --- capabilities ---------------------------------------------------------------------------
     def critic_batch(self, items: Sequence[CriticItem]) -> list[float]:
         self._emulate_inference(item.task for item in items)
+        if self.answer_override is not None:
+            return [self.answer_override for _ in items]
         return [
             mock_critic(self.progress(it.image_a, it.first), self.progress(it.image_b, it.first))
             for it in items
@@ -198,7 +204,8 @@ class MockBackend(Backend):
         out = []
         for it in items:
             p = self.progress(it.curr, it.first)
-            out.append((p >= self.done_threshold, p / 100.0))
+            prob = p / 100.0 if self.answer_override is None else self.answer_override
+            out.append((p >= self.done_threshold, prob))
         return out
 
     def score_video(self, item: VideoItem) -> tuple[float, str | None]:
@@ -206,10 +213,12 @@ class MockBackend(Backend):
         if not item.frames:
             raise BackendError("video has no frames")
         p = self.progress(item.frames[-1], item.frames[0])
-        return p / 100.0, None
+        return (p / 100.0 if self.answer_override is None else self.answer_override), None
 
     def score_images(self, items: Sequence[ImageScoreItem]) -> list[float]:
         self._emulate_inference(item.prompt for item in items)
+        if self.answer_override is not None:
+            return [self.answer_override for _ in items]
         if self.rule in _SCENE_RULES:
             return [self._scene_progress(it.image) / 100.0 for it in items]
         return [intensity_progress(it.image, self.region) / 100.0 for it in items]

@@ -54,6 +54,7 @@ from evolve_envs.reward.service.backends.base import (
     CriticItem,
     DoneItem,
 )
+from evolve_envs.reward.service.backends.prompt_text import template_safe
 
 __all__ = ["VLACBackend", "VLAC_PACKAGE"]
 
@@ -184,7 +185,7 @@ class VLACBackend(Backend):
         frames = [head.image_a] + [it.image_b for it in run]
         ref = self._reference(head.reference)
         critic_list, value_list = self._critic.get_trajectory_critic(
-            task=head.task,
+            task=template_safe(head.task),
             image_list=[self._pil(f) for f in frames],
             ref_image_list=ref,
             batch_num=self.batch_num,
@@ -213,7 +214,8 @@ class VLACBackend(Backend):
         return out
 
     def _done_one(self, it: DoneItem) -> float:
-        kwargs: dict[str, Any] = {"task": it.task, "batch_num": self.batch_num, "rich": self.rich}
+        task = template_safe(it.task)
+        kwargs: dict[str, Any] = {"task": task, "batch_num": self.batch_num, "rich": self.rich}
         if it.reference and len(it.reference) >= 2:
             frames = [it.first, it.curr] if it.prev is it.first else [it.first, it.prev, it.curr]
             kwargs["image_list"] = [self._pil(f) for f in frames]

@@ -14,8 +14,11 @@ the model as its sampled frames, in order. Four prompts, each overridable by a k
 * `image_prompt` (image-prompt agreement, pickle scorer).
 
 Prompts are `str.format` templates with `{task}` (and `{n}`, the number of frames, for the
-video prompt). Answers are parsed by `answer_parsing`; an answer without a number gives the
-fallback value (`fallback_critic`, `fallback_score`) and is logged.
+video prompt). The caller's task text has its chat-template tokens neutralised first
+(`prompt_text.template_safe`, with the tokenizer's own special and added tokens), so it cannot
+close the user's turn, open a system turn or add or move image slots. Answers are parsed by
+`answer_parsing`; an answer without a number gives the fallback value (`fallback_critic`,
+`fallback_score`) and is logged.
 
 Example:
     >>> backend = VLMBackend("/models/Qwen2.5-VL-7B-Instruct", device="cuda")  # doctest: +SKIP
@@ -47,6 +50,7 @@ from evolve_envs.reward.service.backends.base import (
     ImageScoreItem,
     VideoItem,
 )
+from evolve_envs.reward.service.backends.prompt_text import template_safe, token_pattern
 
 __all__ = ["VLMBackend", "DEFAULT_PROMPTS", "IMAGE_MARK"]
 
@@ -225,9 +229,17 @@ class VLMBackend(Backend):
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
+        self._template_tokens = token_pattern(
+            [*self.tokenizer.all_special_tokens, *self.tokenizer.get_added_vocab()]
+        )
         log.info("vlm backend: %s (%s) on %s, %s", path, model_class, device, torch_dtype)
 
     # --- generation -----------------------------------------------------------------------------
+    def task_text(self, text: str) -> str:
+        """The caller's `text` safe to format into a prompt (`prompt_text.template_safe`)."""
+        pattern = getattr(self, "_template_tokens", None)
+        return template_safe(text) if pattern is None else template_safe(text, pattern)
+
     def _chat_text(self, n_images: int, text: str) -> str:
         system = (
             f"<|im_start|>system\n{self.system_prompt}<|im_end|>\n" if self.system_prompt else ""
@@ -273,7 +285,7 @@ class VLMBackend(Backend):
         self.preset = preset
         if preset is not None:
             from evolve_envs.reward.service.backends.judge_presets import make_preset
-            from evolve_envs.reward.service.backends.preset_judge import PresetJudge
+            from evolve_envs.reward.service.backends.judge_runner import PresetJudge
 
             self.judge = PresetJudge(make_preset(preset, **(options or {})))
 
@@ -387,7 +399,10 @@ class VLMBackend(Backend):
             return self.judge.critic_batch(self, items)
         answers = self.generate(
             [
-                (self.prompts["pairwise"].format(task=it.task), [it.image_a, it.image_b])
+                (
+                    self.prompts["pairwise"].format(task=self.task_text(it.task)),
+                    [it.image_a, it.image_b],
+                )
                 for it in items
             ],
             self.max_new_tokens,
@@ -404,7 +419,10 @@ class VLMBackend(Backend):
         if self.judge is not None:
             return self.judge.done_batch(self, items)
         answers = self.generate(
-            [(self.prompts["progress"].format(task=it.task), [it.first, it.curr]) for it in items],
+            [
+                (self.prompts["progress"].format(task=self.task_text(it.task)), [it.first, it.curr])
+                for it in items
+            ],
             self.max_new_tokens,
         )
         out = []
@@ -442,7 +460,9 @@ class VLMBackend(Backend):
         mode = kwargs.get("score_mode", self.score_mode)
         if mode not in SCORE_MODES:
             raise ValueError(f"score_mode must be one of {SCORE_MODES}, got {mode!r}")
-        prompt = self.prompts["video"].format(task=item.task_text, n=len(item.frames))
+        prompt = self.prompts["video"].format(
+            task=self.task_text(item.task_text), n=len(item.frames)
+        )
         max_new = int(kwargs.get("max_new_tokens", self.video_max_new_tokens))
         (answer,) = self.generate(
             [(prompt, list(item.frames))], max_new, stop=item.options.get("stop_event")
@@ -456,7 +476,10 @@ class VLMBackend(Backend):
         if self.judge is not None:
             return self.judge.score_images(self, items)
         answers = self.generate(
-            [(self.prompts["image"].format(task=it.prompt), [it.image]) for it in items],
+            [
+                (self.prompts["image"].format(task=self.task_text(it.prompt)), [it.image])
+                for it in items
+            ],
             self.max_new_tokens,
         )
         out = []

@@ -2,8 +2,9 @@
 and, by default, `POST /`.
 
 The body is `pickle.dumps({"images": [bytes], "prompts": [str], "metadata": {}})`, unpickled
-without resolving any global; the answer `pickle.dumps({"scores": [float]})` (JSON when `Accept`
-asks for it). Browser-sendable content types are refused (415), so a web page cannot post one.
+off the event loop without resolving any global; the answer `pickle.dumps({"scores":
+[float]})` (JSON when `Accept` asks for it). Browser-sendable content types are refused (415),
+so a web page cannot post one.
 
 Example:
     >>> [route.path for route in build_router(at_root=True).routes]
@@ -14,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -108,7 +110,8 @@ async def pickle_score(request: Request, state: State) -> Response:
             415, f"a pickle body must not be sent as {content_type}; use {PICKLE_CONTENT_TYPE}"
         )
     state.require("image_score")
-    req, flow_grpo = _parse(await request.body(), state.limits.body_budget)
+    body = await request.body()
+    req, flow_grpo = await asyncio.to_thread(_parse, body, state.limits.body_budget)
     state.check_count("images", req.images)
     for i, prompt in enumerate(req.prompts or []):
         state.check_text(f"prompts[{i}]", prompt)

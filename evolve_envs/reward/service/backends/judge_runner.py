@@ -50,7 +50,7 @@ from evolve_envs.reward.service.backends.judge_presets import (
 
 __all__ = ["PresetJudge"]
 
-log = logging.getLogger("evolve_envs.reward.service.preset_judge")
+log = logging.getLogger("evolve_envs.reward.service.judge_runner")
 
 
 class PresetJudge:

@@ -20,25 +20,57 @@ from fastapi import APIRouter, Request
 from evolve_envs.reward.protocol.wire import ScoreRequest, ScoreResponse
 from evolve_envs.reward.service.backends.base import VideoItem
 from evolve_envs.reward.service.errors import ApiError, client_input
-from evolve_envs.reward.service.image_decoding import b64_to_bytes
-from evolve_envs.reward.service.json_budget_route import BudgetedJSONRoute
-from evolve_envs.reward.service.service_state import ServiceState, State
-from evolve_envs.reward.service.video_decoding import read_video_bytes, read_video_file
+from evolve_envs.reward.service.image_decoding import b64_head, b64_to_bytes
+from evolve_envs.reward.service.limits import PIXELS_PER_IMAGE_TOKEN
+from evolve_envs.reward.service.routes.json_budget import (
+    BudgetedJSONRoute,
+    json_body_doc,
+    parse_json_model,
+)
+from evolve_envs.reward.service.service_state import RequestLimits, ServiceState, State
+from evolve_envs.reward.service.video_decoding import (
+    VideoDecodeError,
+    container_format,
+    read_video_bytes,
+    read_video_file,
+)
 
 __all__ = ["router"]
 
 router = APIRouter(tags=["video score"], route_class=BudgetedJSONRoute)
 
 
-async def _read_frames(req: ScoreRequest, state: ServiceState) -> list[np.ndarray]:
-    """The request's sampled frames, within the limits (422 for over-limit caller knobs)."""
-    limits = state.limits
+def _check_model_work(req: ScoreRequest, limits: RequestLimits) -> None:
+    """The caller's knobs within the limits: `nframes` and `max_pixels` (422), the image
+    tokens they ask one model call for (413), `backend_kwargs.max_new_tokens` (422)."""
     if req.nframes > limits.max_nframes:
         raise ApiError(422, f"nframes is {req.nframes}, over the limit of {limits.max_nframes}")
     if req.max_pixels > limits.max_video_pixels:
         raise ApiError(
             422, f"max_pixels is {req.max_pixels}, over the limit of {limits.max_video_pixels}"
         )
+    tokens = req.nframes * -(-req.max_pixels // PIXELS_PER_IMAGE_TOKEN)
+    if tokens > limits.max_image_tokens:
+        raise ApiError(
+            413,
+            f"nframes x max_pixels asks one model call for up to {tokens} image tokens (one per "
+            f"{PIXELS_PER_IMAGE_TOKEN} pixels), over the limit of {limits.max_image_tokens}; "
+            "lower nframes or max_pixels",
+            limit=limits.max_image_tokens,
+        )
+    new_tokens = (req.backend_kwargs or {}).get("max_new_tokens")
+    if isinstance(new_tokens, int) and new_tokens > limits.max_new_tokens:
+        raise ApiError(
+            422,
+            f"backend_kwargs.max_new_tokens is {new_tokens}, over the limit of "
+            f"{limits.max_new_tokens}",
+        )
+
+
+async def _read_frames(req: ScoreRequest, state: ServiceState) -> list[np.ndarray]:
+    """The request's sampled frames, within the limits (see `_check_model_work`)."""
+    limits = state.limits
+    _check_model_work(req, limits)
     kwargs = {
         "nframes": req.nframes,
         "max_pixels": req.max_pixels,
@@ -52,6 +84,9 @@ async def _read_frames(req: ScoreRequest, state: ServiceState) -> list[np.ndarra
 
         def read_inline() -> list[np.ndarray]:
             with client_input("video_b64", status=422):
+                # the container's magic bytes first: no need to decode the rest of a non-video
+                if container_format(b64_head(video_b64, 16, what="video_b64")) is None:
+                    raise VideoDecodeError("video is not an MP4, MOV, Matroska/WebM or AVI file")
                 return read_video_bytes(b64_to_bytes(video_b64, what="video_b64"), **kwargs)
 
         return await asyncio.to_thread(read_inline)
@@ -64,9 +99,10 @@ async def _read_frames(req: ScoreRequest, state: ServiceState) -> list[np.ndarra
     return await asyncio.to_thread(read_file)
 
 
-@router.post("/score", response_model=ScoreResponse)
-async def score(req: ScoreRequest, request: Request, state: State) -> ScoreResponse:
+@router.post("/score", response_model=ScoreResponse, openapi_extra=json_body_doc(ScoreRequest))
+async def score(request: Request, state: State) -> ScoreResponse:
     """Score an episode video (path on a shared filesystem, or inline base64 bytes)."""
+    req = await parse_json_model(request, ScoreRequest)
     state.require("video")
     frames = await _read_frames(req, state)
     state.check_text("task_text", req.task_text)

@@ -1,0 +1,130 @@
+"""RLinf's two config layouts, and composing our RLinf configs against either.
+
+Our RLinf configs (``evolve_envs/configs/rlinf``) take RLinf's config groups from its example
+tree (``EMBODIED_PATH/config``). One of those groups changed its name: RLinf 0.3.x, the release
+on PyPI, keeps the FSDP settings in ``training_backend/fsdp.yaml``; RLinf's ``main`` branch
+(0.4.0, unreleased) renamed the group to ``hybrid_engines/``. Our configs name the group through
+their own ``rlinf_layout`` group, whose two options pull in the one or the other:
+
+* ``rlinf_layout=training_backend``: RLinf 0.3.x (the configs' default);
+* ``rlinf_layout=hybrid_engines``: RLinf ``main`` / 0.4.
+
+:func:`with_layout` picks the option from the installed RLinf (:func:`installed_layout`) unless
+the command line names one; ``python -m evolve_envs.integrations.rlinf.launch`` applies it, so
+the same command composes against either tree. ``rlinf_layout=...`` on the command line is the
+switch that overrides it (also for launch scripts of your own). :func:`compose` composes a
+config as RLinf's launch script does, and says which option to use when the tree at
+``EMBODIED_PATH`` has the other layout.
+
+Example:
+    >>> installed_layout("0.3.0"), installed_layout("0.4.0"), installed_layout("0.4.0.dev2")
+    ('training_backend', 'hybrid_engines', 'hybrid_engines')
+    >>> with_layout(["a=1", "rlinf_layout=hybrid_engines"], "0.3.0")
+    ['a=1', 'rlinf_layout=hybrid_engines']
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as package_version
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "LAYOUTS",
+    "SWITCH",
+    "compose",
+    "config_uses_layout",
+    "installed_layout",
+    "with_layout",
+]
+
+#: The Hydra group of our configs that chooses RLinf's layout (the documented switch).
+SWITCH = "rlinf_layout"
+#: Its options: the RLinf group that holds the FSDP settings, and the RLinf versions that use it.
+LAYOUTS = {
+    "training_backend": "RLinf 0.3.x (PyPI)",
+    "hybrid_engines": "RLinf main (0.4)",
+}
+
+
+def installed_layout(version: str | None = None) -> str:
+    """The layout of RLinf ``version`` (default: the installed one; 0.3's without RLinf)."""
+    if version is None:
+        try:
+            version = package_version("rlinf")
+        except PackageNotFoundError:
+            return "training_backend"
+    match = re.match(r"(\d+)\.(\d+)", version)
+    major, minor = (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+    return "hybrid_engines" if (major, minor) >= (0, 4) else "training_backend"
+
+
+def config_uses_layout(config_path: str | None, config_name: str | None) -> bool:
+    """Whether the primary config ``config_path/config_name.yaml`` selects ``rlinf_layout``
+    (ours do; RLinf's own configs and copies of them do not).
+
+    >>> config_uses_layout(None, "x")
+    False
+    """
+    if not config_path or not config_name:
+        return False
+    path = Path(config_path) / f"{config_name.removesuffix('.yaml')}.yaml"
+    try:
+        text = path.read_text()
+    except OSError:
+        return False
+    return re.search(rf"^\s*-\s*{SWITCH}\s*:", text, re.MULTILINE) is not None
+
+
+def with_layout(
+    overrides: list[str],
+    version: str | None = None,
+    *,
+    config_path: str | None = None,
+    config_name: str | None = None,
+) -> list[str]:
+    """``overrides`` plus ``rlinf_layout=<installed layout>`` unless they name one already.
+
+    With ``config_path`` and ``config_name``, only when that config selects ``rlinf_layout``.
+    """
+    if any(o.lstrip("+~").startswith(SWITCH + "=") for o in overrides):
+        return list(overrides)
+    if config_name is not None and not config_uses_layout(config_path, config_name):
+        return list(overrides)
+    return [*overrides, f"{SWITCH}={installed_layout(version)}"]
+
+
+def compose(config_path: str, config_name: str, overrides: list[str]) -> Any:
+    """Compose ``config_name`` from ``config_path`` with Hydra, as RLinf's launch script does
+    (``version_base="1.1"``). A group of the other RLinf layout is reported with the switch
+    that selects this tree's layout (``ValueError``)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.errors import MissingConfigException
+
+    with warnings.catch_warnings():
+        # RLinf composes with Hydra 1.1's behaviour; newer Hydras warn about it on every call
+        warnings.filterwarnings("ignore", message=r"\s*version_base=\"1\.1\" selects")
+        with initialize_config_dir(config_dir=os.path.abspath(config_path), version_base="1.1"):
+            try:
+                return hydra_compose(config_name=config_name, overrides=overrides)
+            except MissingConfigException as exc:
+                raise _layout_error(exc) from None
+
+
+def _layout_error(exc: Exception) -> Exception:
+    """``exc``, or a ValueError naming the switch when a group of one layout is missing."""
+    message = str(exc).splitlines()[0].rstrip(".")
+    for wanted, other in (("training_backend", "hybrid_engines"),
+                          ("hybrid_engines", "training_backend")):  # fmt: skip
+        if f"'{wanted}/" in message:
+            return ValueError(
+                f"{message}: the RLinf config tree on Hydra's search path (EMBODIED_PATH) has "
+                f"no '{wanted}/' group; if it is {LAYOUTS[other]}'s, add {SWITCH}={other} to "
+                "the command line"
+            )
+    return exc

@@ -1,0 +1,259 @@
+"""An OpenAI-compatible `POST /v1/chat/completions` answered by any progress backend, for reward
+workers that speak the chat API (RLinf's `EmbodiedAPIRewardWorker`, `reward.worker_type: api`).
+
+RLinf's API reward worker sends, per env, one chat request whose single user message holds a
+window of frames (`image_url` parts with base64 JPEG data URLs, one camera view after the other)
+and a text part with the task, then reads the reply's text with its trend parser (a JSON object
+with a `"trend"` key, else the last of the words positive / negative / unclear). This route reads
+the frames and the task from the messages, asks the backend for the progress made over the
+window (its critics between consecutive frames, accumulated as `/trajectory-critic` does), and
+answers as a chat completion whose message text is chosen by the request's `model` field:
+
+* `"trend"`: `{"trend": "positive" | "negative" | "unclear", "progress": p}` where `p` is the
+  window's progress in percent (VLAC's accumulation from the window's first frame) and the
+  trend is positive when `p >= trend_threshold`, negative when `p <= -trend_threshold`;
+* `"progress"`: `p / 100` as a plain number (e.g. `0.25`), for other OpenAI-API reward clients.
+
+Fields besides `model` and `messages` (RLinf passes `reward.api.sampling_params` through as
+body fields): `views` (camera views in the frames, default 1: the frames split into that many
+equal runs and the first is scored), `frame_orientation` (`upright`, the default, `rot180`: turned
+180 degrees, as RLinf's LIBERO env emits them, or `raw`: as MuJoCo renders; the backend gets them
+upright) and `trend_threshold` (percent, default 1). Sampling fields (`temperature`, `max_tokens`,
+...) are accepted and ignored; `stream: true` is refused. The task is taken from RLinf's trend
+prompt (`performing the task: <task>.`), its base prompt (`Task: <task>`), else the whole text.
+
+Image URLs must be `data:image/...;base64,` URLs (422 otherwise: the service never fetches a URL).
+The body is held to the decoded-body budget (off the event loop when large) before pydantic's
+JSON parser reads it straight from the bytes; frames count against `max_frames`, each image
+against the side, pixel and decode limits, the text against `max_text_chars`, as on every other
+route.
+
+Example:
+    >>> [route.path for route in router.routes]
+    ['/v1/chat/completions']
+    >>> task_of_prompt("You are currently performing the task: open the drawer. You are given")
+    'open the drawer'
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from typing import Annotated, Literal
+
+import numpy as np
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from evolve_envs.reward.protocol.progress import value_list
+from evolve_envs.reward.service.backends.base import CriticItem
+from evolve_envs.reward.service.errors import ApiError
+from evolve_envs.reward.service.routes.json_budget import (
+    BudgetedJSONRoute,
+    json_body_doc,
+    parse_json_model,
+)
+from evolve_envs.reward.service.service_state import ServiceState, State
+
+__all__ = ["ChatRequest", "ChatResponse", "router", "task_of_prompt", "trend_of"]
+
+router = APIRouter(tags=["chat"], route_class=BudgetedJSONRoute)
+
+#: The answers this route gives, by the request's `model` field.
+ANSWERS = ("trend", "progress")
+_TASK_PATTERNS = (
+    re.compile(r"performing the task:\s*(.+?)\.?\s+You are given", re.S),  # RLinf's trend prompt
+    re.compile(r"^\s*Task:\s*(.+?)\s*$", re.M),  # RLinf's base VLM prompt
+)
+
+
+class _Loose(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class ImageURL(_Loose):
+    """An `image_url` part's target: a `data:image/...;base64,` URL."""
+
+    url: str
+    detail: str | None = None
+
+
+class ImagePart(_Loose):
+    type: Literal["image_url"]
+    image_url: ImageURL
+
+
+class TextPart(_Loose):
+    type: Literal["text"]
+    text: str
+
+
+Part = Annotated[ImagePart | TextPart, Field(discriminator="type")]
+
+
+class ChatMessage(_Loose):
+    role: str
+    content: str | list[Part] | None = None
+
+
+class ChatRequest(_Loose):
+    """The fields of an OpenAI chat request this route reads (others are ignored).
+
+    >>> ChatRequest.model_validate({"model": "trend", "messages": [
+    ...     {"role": "user", "content": "Task: stack the cups"}], "temperature": 0}).views
+    1
+    """
+
+    model: str
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    views: int = Field(default=1, ge=1, le=16)
+    frame_orientation: Literal["upright", "rot180", "raw"] = "upright"
+    trend_threshold: float = Field(default=1.0, ge=0.0, le=100.0)
+
+
+class AnswerMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+class Choice(BaseModel):
+    index: int = 0
+    message: AnswerMessage
+    finish_reason: Literal["stop"] = "stop"
+    logprobs: None = None
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
+class ChatResponse(BaseModel):
+    """A chat completion (OpenAI's `chat.completion` object); `system_fingerprint` names the
+    backend and its model (`<backend>:<model_id>@<revision>`)."""
+
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    system_fingerprint: str
+    choices: list[Choice]
+    usage: Usage = Field(default_factory=Usage)
+
+
+def task_of_prompt(text: str) -> str:
+    """The task in a reward prompt: RLinf's trend or base prompt's, else the whole text."""
+    for pattern in _TASK_PATTERNS:
+        match = pattern.search(text)
+        if match and match.group(1).strip():
+            return match.group(1).strip()
+    return text.strip()
+
+
+def trend_of(progress: float, threshold: float) -> str:
+    """`positive` / `negative` / `unclear` for a window's progress (percent).
+
+    >>> trend_of(25.0, 1.0), trend_of(-3.0, 1.0), trend_of(0.5, 1.0)
+    ('positive', 'negative', 'unclear')
+    """
+    if progress >= threshold and progress > 0:
+        return "positive"
+    if progress <= -threshold and progress < 0:
+        return "negative"
+    return "unclear"
+
+
+def _frames_and_text(req: ChatRequest) -> tuple[list[str], str]:
+    """The user messages' image URLs (checked to be data URLs) and their text, in order."""
+    urls: list[str] = []
+    texts: list[str] = []
+    for message in req.messages:
+        if message.role != "user" or message.content is None:
+            continue
+        parts = (
+            [TextPart(type="text", text=message.content)]
+            if isinstance(message.content, str)
+            else message.content
+        )
+        for part in parts:
+            if isinstance(part, TextPart):
+                texts.append(part.text)
+                continue
+            url = part.image_url.url
+            head = url[:64].lower()
+            if not (head.startswith("data:image/") and ";base64," in url[:128].lower()):
+                raise ApiError(
+                    422,
+                    f"messages: image {len(urls)} is not a data:image/...;base64, URL; the "
+                    "service reads base64 JPEG/PNG data URLs and never fetches a URL",
+                )
+            urls.append(url)
+    return urls, "\n".join(texts)
+
+
+async def _window_progress(
+    state: ServiceState, request: Request, task: str, frames: list[np.ndarray]
+) -> float:
+    """The progress (percent) over `frames`: the backend's critics between consecutive frames,
+    accumulated from the first (VLAC's `critic_to_value_simple`)."""
+    first = frames[0]
+
+    async def make_chunk(lo: int, hi: int) -> list[CriticItem]:
+        return [CriticItem(task, frames[i], frames[i + 1], first) for i in range(lo, hi)]
+
+    critics = await state.run_in_chunks("critic", len(frames) - 1, make_chunk, request)
+    return float(value_list([float(c) for c in critics])[-1])
+
+
+def _fingerprint(state: ServiceState) -> str:
+    model_id, revision = state.backend.model_identity()
+    return f"{state.backend.name}:{model_id or 'unknown'}@{revision or 'unknown'}"
+
+
+@router.post(
+    "/v1/chat/completions",
+    response_model=ChatResponse,
+    openapi_extra=json_body_doc(ChatRequest),
+)
+async def chat_completions(request: Request, state: State) -> ChatResponse:
+    """Progress over the window of frames in the messages, as a trend or a number (module docs)."""
+    req = await parse_json_model(request, ChatRequest)
+    if req.model not in ANSWERS:
+        raise ApiError(
+            422,
+            f"model: {req.model[:80]!r} is not an answer this service gives; use model 'trend' "
+            "(RLinf's trend parser: {\"trend\": ...}) or 'progress' (a number)",
+        )
+    if req.stream:
+        raise ApiError(422, "stream: streamed answers are not served; send stream: false")
+    urls, text = _frames_and_text(req)
+    state.check_text("prompt", text)
+    task = task_of_prompt(text)
+    if not task:
+        raise ApiError(422, "messages: no task text in the user messages")
+    state.check_count("frames", urls)
+    if len(urls) % req.views:
+        raise ApiError(422, f"views: {len(urls)} frames do not split into {req.views} views")
+    window = len(urls) // req.views
+    frames = await state.decode(urls, "frames", state.pixel_budget(), keep=range(window))
+    if req.frame_orientation != "upright":
+        cols = slice(None, None, -1) if req.frame_orientation == "rot180" else slice(None)
+        rows = slice(None, None, -1) if req.frame_orientation == "raw" else slice(None)
+        frames = [np.ascontiguousarray(f[rows, cols]) for f in frames]
+    progress = await _window_progress(state, request, task, frames) if window > 1 else 0.0
+    if req.model == "trend":
+        label = trend_of(progress, req.trend_threshold)
+        content = json.dumps({"trend": label, "progress": round(progress, 4)})
+    else:
+        content = repr(round(progress / 100.0, 6))
+    return ChatResponse(
+        id=f"chatcmpl-{uuid.uuid4().hex}",
+        created=int(time.time()),
+        model=req.model,
+        system_fingerprint=_fingerprint(state),
+        choices=[Choice(message=AnswerMessage(content=content))],
+    )
