@@ -60,47 +60,20 @@ import numpy as np
 
 from evolve_envs.recording.episodes import RecordedEpisode, Recording
 from evolve_envs.recording.lerobot_v3 import LeRobotWriter
+from evolve_envs.recording.orientation import (
+    LEROBOT_LIBERO_ORIENTATION,
+    MUJOCO_ORIENTATIONS,
+    reorient,
+)
 
-__all__ = [
-    "LIBERO_CAMERAS",
-    "LEROBOT_LIBERO_ORIENTATION",
-    "MUJOCO_ORIENTATIONS",
-    "export_lerobot",
-    "feature_key",
-    "reorient",
-]
+__all__ = ["LIBERO_CAMERAS", "export_lerobot", "feature_key"]
 
 #: LIBERO's observation keys -> LeRobot's camera names (``lerobot/libero``, LeRobot's LIBERO env)
 LIBERO_CAMERAS = {"agentview_image": "image", "wrist_image": "image2"}
-#: orientations relative to MuJoCo's raw render: (rows flipped, columns flipped)
-MUJOCO_ORIENTATIONS: dict[str, tuple[bool, bool]] = {
-    "raw": (False, False),
-    "upright": (True, False),
-    "rot180": (True, True),
-}
-LEROBOT_LIBERO_ORIENTATION = "rot180"
 LIBERO_STATE_NAMES = ["eef_x", "eef_y", "eef_z", "eef_axis_angle_x", "eef_axis_angle_y",
                       "eef_axis_angle_z", "gripper_qpos_0", "gripper_qpos_1"]  # fmt: skip
 LIBERO_ACTION_NAMES = ["x", "y", "z", "roll", "pitch", "yaw", "gripper"]
 PREFIX = "reward_model.run."
-
-
-def reorient(frames: np.ndarray, src: str, dst: str) -> np.ndarray:
-    """``[..., H, W, 3]`` frames in MuJoCo orientation ``src`` turned to ``dst`` (a view).
-
-    >>> raw = np.arange(4).reshape(1, 2, 2, 1)
-    >>> reorient(raw, "raw", "rot180")[0, :, :, 0].tolist()
-    [[3, 2], [1, 0]]
-    >>> bool((reorient(reorient(raw, "upright", "rot180"), "rot180", "upright") == raw).all())
-    True
-    """
-    (rows_a, cols_a), (rows_b, cols_b) = MUJOCO_ORIENTATIONS[src], MUJOCO_ORIENTATIONS[dst]
-    out = frames
-    if rows_a != rows_b:
-        out = out[..., ::-1, :, :]
-    if cols_a != cols_b:
-        out = out[..., :, ::-1, :]
-    return out
 
 
 def feature_key(observation_key: str, libero: bool) -> str:

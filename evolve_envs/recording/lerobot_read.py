@@ -51,8 +51,8 @@ from typing import Any
 
 import numpy as np
 
-from evolve_envs.recording.lerobot_export import MUJOCO_ORIENTATIONS, reorient
 from evolve_envs.recording.lerobot_video import decode_frames
+from evolve_envs.recording.orientation import MUJOCO_ORIENTATIONS, reorient
 
 __all__ = ["LeRobotEpisode", "LeRobotRecording", "model_labels"]
 

@@ -80,9 +80,14 @@ _NUMPY = {"float32": np.float32, "float64": np.float64, "int64": np.int64, "int3
 
 
 def _pa() -> tuple[Any, Any]:
-    from evolve_envs.recording.episodes import _pa as load
-
-    return load()
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as exc:  # pragma: no cover - pyarrow comes with the record extra
+        raise ImportError(
+            "LeRobot datasets need pyarrow: pip install 'evolve-envs[record]'"
+        ) from exc
+    return pa, pq
 
 
 def arrow_type(feature: Mapping[str, Any]) -> Any:

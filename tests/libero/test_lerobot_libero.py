@@ -21,13 +21,16 @@ import pytest
 from evolve_envs.cli.main import main as cli_main
 from evolve_envs.envs.libero import LiberoEnv
 from evolve_envs.recording.episodes import open_recording
-from evolve_envs.recording.lerobot_export import reorient
+from evolve_envs.recording.orientation import reorient
 from evolve_envs.wrappers.record_episodes import RecordEpisodes
 from tests.helpers.lerobot_checks import doctor, episode_video, failures, psnr
 
 pytestmark = pytest.mark.libero
 
-CAMERAS = {"agentview_image": "observation.images.image", "wrist_image": "observation.images.image2"}
+CAMERAS = {
+    "agentview_image": "observation.images.image",
+    "wrist_image": "observation.images.image2",
+}
 RAW_KEYS = {"agentview_image": "agentview_image", "wrist_image": "robot0_eye_in_hand_image"}
 STEPS = 12
 
