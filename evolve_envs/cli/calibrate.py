@@ -23,8 +23,8 @@ success flag:
 Services are URLs, ``mock:<rule>`` for a local mock service (e.g. ``mock:reach_place``), or
 ``recorded``: no service, the progress the reward model reported at its checks while the episodes
 were recorded (``model_progress``), judged the same way (no critics, no latency);
-``recorded:<label>`` reads a LeRobot dataset's ``reward_model.<label>.*`` columns (a model's
-judgement added by ``evolve-envs relabel``).
+``recorded:<label>`` reads the ``reward_model.<label>.*`` columns of a LeRobot dataset or a
+recording (a model's judgement added by ``evolve-envs relabel``).
 
 A recording is a folder written by ``rollout --record`` or a LeRobotDataset v3 folder
 (:mod:`evolve_envs.recording.lerobot_read`): ``camera`` picks the camera scored, and
@@ -329,7 +329,7 @@ def open_episodes(
             continue
         if orientation is not None:
             raise ValueError(f"--orientation applies to LeRobot datasets; {root} is a recording")
-        episodes = list(open_recording(path))
+        episodes = list(open_recording(path, **({"label": label} if label else {})))
         if camera is not None and episodes and camera not in episodes[0].cameras:
             raise ValueError(
                 f"{root} has no camera {camera!r} (cameras: {', '.join(episodes[0].cameras)})"

@@ -255,9 +255,10 @@ class RecordedEpisode:
     (1, [False, True], (1, 8, 8, 3))
     """
 
-    def __init__(self, root: Path, meta: dict[str, Any]) -> None:
+    def __init__(self, root: Path, meta: dict[str, Any], label: str | None = None) -> None:
         self.root = root
         self.meta = meta
+        self.label = label
         self._table: Any = None
 
     def table(self) -> Any:
@@ -275,10 +276,21 @@ class RecordedEpisode:
 
     def column(self, name: str) -> list[Any]:
         """One step column as a Python list (see ``STEP_COLUMNS``); a column that a version 1
-        recording lacks (``state``) reads as nulls."""
+        recording lacks (``state``) reads as nulls. With a ``label`` (a relabelled model's
+        columns, ``evolve-envs relabel``), ``model_progress`` and ``is_check`` are that model's."""
         table = self.table()
         if name == "state" and name not in table.column_names:
             return [None] * table.num_rows
+        if self.label is not None and name in ("model_progress", "is_check"):
+            prefix = f"reward_model.{self.label}."
+            if prefix + "progress" not in table.column_names:
+                episode = self.meta.get("episode_id")
+                raise ValueError(f"episode {episode!r} has no {prefix}* columns")
+            checks = table.column(prefix + "is_check").to_pylist()
+            if name == "is_check":
+                return checks
+            values = table.column(prefix + "progress").to_pylist()
+            return [v if c else None for v, c in zip(values, checks, strict=True)]
         return table.column(name).to_pylist()
 
     @property
@@ -324,7 +336,7 @@ class Recording(Sequence[RecordedEpisode]):
     (['reach', 'place'], 'libero_10')
     """
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, label: str | None = None) -> None:
         self.root = Path(root)
         meta_path = self.root / "meta.json"
         if not meta_path.is_file():
@@ -354,7 +366,7 @@ class Recording(Sequence[RecordedEpisode]):
                     )
                     break
                 raise ValueError(f"{index}:{n}: not a JSON line") from None
-            self.episodes.append(RecordedEpisode(self.root, entry))
+            self.episodes.append(RecordedEpisode(self.root, entry, label))
 
     def __getitem__(self, i: int) -> RecordedEpisode:  # type: ignore[override]
         return self.episodes[i]
@@ -375,6 +387,7 @@ def open_recording(root: str | os.PathLike[str], **options: Any) -> Any:
         from evolve_envs.recording.lerobot_read import LeRobotRecording
 
         return LeRobotRecording(root, **options)
-    if options:
-        raise TypeError(f"options {sorted(options)} apply to LeRobot datasets only")
-    return Recording(root)
+    unknown = sorted(set(options) - {"label"})
+    if unknown:
+        raise TypeError(f"options {unknown} apply to LeRobot datasets only")
+    return Recording(root, **options)

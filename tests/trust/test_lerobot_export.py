@@ -175,6 +175,32 @@ def test_export_refuses_an_existing_folder_and_a_non_recording(
     assert not (tmp_path / "x").exists()
 
 
+def test_relabel_a_recording_into_a_copy(recording, tmp_path: Path) -> None:  # noqa: ANN001
+    import hashlib
+
+    from evolve_envs.cli.calibrate import calibrate
+
+    root = recording[0]
+
+    def hashes() -> dict[str, str]:
+        return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in sorted(root.rglob("*")) if p.is_file()}  # fmt: skip
+
+    before = hashes()
+    out = tmp_path / "rec-mock"
+    argv = ["relabel", str(root), "--service", "mock:reach_place", "--every-frame"]
+    assert cli_main([*argv, "--out", str(out)]) == 0
+    assert hashes() == before
+    ep = open_recording(out)[0]
+    assert ep.column("reward_model.mock.is_check") == [False] + [True] * len(ep)
+    assert ep.column("reward_model.mock.backend")[0] == "mock"
+    assert open_recording(out).meta["added_columns"][0] == "reward_model.mock.progress"
+    report = calibrate([out], ["recorded:mock", "recorded"])
+    judged = report["services"]["recorded:mock"]
+    assert judged["overall"]["scored"] == 2
+    assert judged["episodes"][0]["indices"] == list(range(1, len(ep) + 1))  # every frame
+
+
 def test_lerobots_own_reader_loads_the_dataset(exported: dict) -> None:
     lerobot = pytest.importorskip(
         "lerobot.datasets.lerobot_dataset",
