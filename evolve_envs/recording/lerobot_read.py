@@ -81,6 +81,8 @@ class LeRobotRecording(Sequence["LeRobotEpisode"]):
         camera: the camera whose frames ``frames()`` returns by default.
         stored_orientation: the MuJoCo orientation of frames whose feature does not state one.
         label: whose ``reward_model.<label>.*`` columns stand for ``model_progress``.
+
+    The module docstring has a runnable example.
     """
 
     def __init__(
@@ -188,7 +190,8 @@ class LeRobotRecording(Sequence["LeRobotEpisode"]):
 
 
 class LeRobotEpisode:
-    """One episode of a :class:`LeRobotRecording`; ``len()`` is its frames after the first."""
+    """One episode of a :class:`LeRobotRecording`; ``len()`` is its frames after the first.
+    The module docstring has a runnable example."""
 
     def __init__(self, dataset: LeRobotRecording, row: dict[str, Any]) -> None:
         self.dataset = dataset

@@ -99,7 +99,8 @@ class VideoFile:
 
     The file is written under a temporary name and renamed by :meth:`close`, so a crash never
     leaves a truncated MP4 under the final name. ``frames`` counts the frames added; ``size``
-    is the bytes written so far (to decide when to start the next file).
+    is the bytes written so far (to decide when to start the next file). The module docstring
+    has a runnable example.
     """
 
     def __init__(self, path: str | os.PathLike[str], codec: Codec, fps: int) -> None:
