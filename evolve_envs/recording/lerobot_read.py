@@ -161,11 +161,19 @@ class LeRobotRecording(Sequence["LeRobotEpisode"]):
         return "observation.images.image" if "observation.images.image" in self.cameras else (
             self.cameras[0])  # fmt: skip
 
+    def path(self, template: str, **fields: Any) -> Path:
+        """A file of the dataset from one of ``info.json``'s path templates; one that would lie
+        outside the dataset's folder is refused."""
+        path = (self.root / str(self.info[template]).format(**fields)).resolve()
+        if self.root.resolve() not in path.parents:
+            raise ValueError(f"{self.root}: {template} points outside the dataset ({path})")
+        return path
+
     def data_table(self, chunk: int, file: int) -> Any:
         """One data file as a ``pyarrow.Table`` (the last two read are kept)."""
         import pyarrow.parquet as pq
 
-        path = self.root / self.info["data_path"].format(chunk_index=chunk, file_index=file)
+        path = self.path("data_path", chunk_index=chunk, file_index=file)
         if path not in self._tables:
             if len(self._tables) >= 2:
                 self._tables.pop(next(iter(self._tables)))
@@ -289,8 +297,8 @@ class LeRobotEpisode:
             raise IndexError(f"episode {self.index} has {count} frames; no frame {bad[0]}")
         feature = self.dataset.features[key]
         if feature["dtype"] == "video":
-            path = self.dataset.root / self.dataset.info["video_path"].format(
-                video_key=key, chunk_index=int(self.row[f"videos/{key}/chunk_index"]),
+            path = self.dataset.path(
+                "video_path", video_key=key, chunk_index=int(self.row[f"videos/{key}/chunk_index"]),
                 file_index=int(self.row[f"videos/{key}/file_index"]),
             )  # fmt: skip
             frames = decode_frames(
@@ -313,7 +321,10 @@ class LeRobotEpisode:
             cell = cells[i].as_py()
             raw = cell["bytes"] if isinstance(cell, dict) else cell
             if raw is None:
-                raw = (self.dataset.root / str(cell["path"])).read_bytes()
+                path = (self.dataset.root / str(cell["path"])).resolve()
+                if self.dataset.root.resolve() not in path.parents:
+                    raise ValueError(f"{self.dataset.root}: image {path} is outside the dataset")
+                raw = path.read_bytes()
             out.append(np.asarray(Image.open(io.BytesIO(raw)).convert("RGB")))
         return np.stack(out)
 
