@@ -1,5 +1,4 @@
-"""The NumPy placeholders of the pickle codec: the stand-ins a pickled NumPy value names, the
-inert placeholders they return while unpickling, and the final rebuild into fresh arrays.
+"""The pickle codec's NumPy stand-ins, their inert placeholders and the final rebuild.
 
 The names a pickled NumPy value refers to (`numpy.dtype`, `numpy.ndarray`,
 `numpy._core.multiarray._reconstruct` and `.scalar`, and protocol 5's
