@@ -66,7 +66,7 @@ logger = logging.getLogger(__name__)
 
 def reward_endpoints(rm: RewardModelConfig, url: str | None = None) -> list[str]:
     """The service URLs of a ``reward_model`` block (``url`` replaces an ``embedded`` one)."""
-    from evolve_envs.reward.clients.endpoint_pool import expand_endpoints
+    from evolve_envs.reward.clients.endpoint_urls import expand_endpoints
 
     if url is not None:
         return [url]

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from evolve_envs.reward.clients.endpoint_pool import (
-    EndpointPool,
-    endpoints_from_env,
-    expand_endpoints,
-)
+from evolve_envs.reward.clients.endpoint_pool import EndpointPool
+from evolve_envs.reward.clients.endpoint_urls import endpoints_from_env, expand_endpoints
 from evolve_envs.reward.clients.progress_client import ProgressClient
 
 

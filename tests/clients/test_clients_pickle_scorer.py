@@ -99,8 +99,8 @@ def test_faults_fall_back_or_raise(mode, words, server_a, make_pool):
 
 def test_a_response_pickle_that_names_a_global_is_refused(server_a, make_pool):
     """A hostile answer must not execute: the restricted unpickler refuses any global."""
-    from evolve_envs.reward.clients.endpoint_pool import PoolResponse
     from evolve_envs.reward.clients.pickle_scorer_client import _parse_scores
+    from evolve_envs.reward.clients.pool_call import PoolResponse
 
     class Evil:
         def __reduce__(self):

@@ -94,8 +94,8 @@ def test_policy_fallback_factory_and_strict_raise():
 def test_retry_after_header_parsing():
     import httpx
 
-    from evolve_envs.reward.clients.endpoint_pool import _retry_after_s
+    from evolve_envs.reward.clients.pool_call import retry_after_s
 
-    assert _retry_after_s(httpx.Response(429, headers={"Retry-After": "1.5"})) == 1.5
-    assert _retry_after_s(httpx.Response(503, headers={"Retry-After": "Wed, 21 Oct 2015"})) == 0
-    assert _retry_after_s(httpx.Response(503)) == 0.0
+    assert retry_after_s(httpx.Response(429, headers={"Retry-After": "1.5"})) == 1.5
+    assert retry_after_s(httpx.Response(503, headers={"Retry-After": "Wed, 21 Oct 2015"})) == 0
+    assert retry_after_s(httpx.Response(503)) == 0.0

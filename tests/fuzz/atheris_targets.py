@@ -58,11 +58,8 @@ def _targets() -> dict[str, Callable[[bytes], None]]:
         include=["evolve_envs.reward.protocol", "evolve_envs.reward.service"]
     ):
         from evolve_envs.reward.protocol.body_budget import BodyBudgetError, check_json_body
-        from evolve_envs.reward.protocol.pickle_codec import (
-            UnsafePickleError,
-            safe_pickle_loads,
-            to_plain,
-        )
+        from evolve_envs.reward.protocol.pickle_codec import safe_pickle_loads, to_plain
+        from evolve_envs.reward.protocol.pickle_types import UnsafePickleError
         from evolve_envs.reward.protocol.wire import PickleScoreRequest, TrajectoryCriticRequest
         from evolve_envs.reward.service.image_decoding import ImageDecodeError, decode_image_bytes
         from evolve_envs.reward.service.service_state import RequestLimits

@@ -19,7 +19,8 @@ import pytest
 from evolve_envs.reward.clients.endpoint_pool import EndpointPool
 from evolve_envs.reward.clients.pickle_scorer_client import PickleScorerClient
 from evolve_envs.reward.clients.video_score_client import VideoScoreClient
-from evolve_envs.reward.protocol.pickle_codec import UnsafePickleError, safe_pickle_loads
+from evolve_envs.reward.protocol.pickle_codec import safe_pickle_loads
+from evolve_envs.reward.protocol.pickle_types import UnsafePickleError
 from evolve_envs.reward.service.embedded import EmbeddedService
 from evolve_envs.stack.config import RewardModelConfig
 from tests.service.compat_servers import pickle_scorer_server, rlaif_video_server

@@ -13,13 +13,13 @@ import pydantic
 import pytest
 
 from evolve_envs.reward.protocol.body_budget import BodyBudgetError
+from evolve_envs.reward.protocol.numpy_placeholders import NUMPY_GLOBALS
 from evolve_envs.reward.protocol.pickle_codec import (
-    _NUMPY_GLOBALS,
-    UnsafePickleError,
     _NoGlobalsUnpickler,
     safe_pickle_dumps,
     safe_pickle_loads,
 )
+from evolve_envs.reward.protocol.pickle_types import UnsafePickleError
 from evolve_envs.reward.protocol.wire import (
     Capabilities,
     PickleScoreRequest,
@@ -257,7 +257,7 @@ def test_build_on_a_stand_in_is_refused(name: str, state: object) -> None:
         safe_pickle_loads(payload)
     with pytest.raises(UnsafePickleError, match="sets the (state|attribute)"):
         _NoGlobalsUnpickler(io.BytesIO(payload)).load()  # without the scan
-    stand_in = _NUMPY_GLOBALS[(module, qualname)]
+    stand_in = NUMPY_GLOBALS[(module, qualname)]
     assert not hasattr(stand_in, "__dict__")
     with pytest.raises(UnsafePickleError):
         stand_in.anything = 1

@@ -18,11 +18,8 @@ Example (``httpx.MockTransport`` stands in for a service that reads any pair as 
     12.5
 """
 
-from evolve_envs.reward.clients.endpoint_pool import (
-    EndpointPool,
-    endpoints_from_env,
-    expand_endpoints,
-)
+from evolve_envs.reward.clients.endpoint_pool import EndpointPool
+from evolve_envs.reward.clients.endpoint_urls import endpoints_from_env, expand_endpoints
 from evolve_envs.reward.clients.errors import (
     BadResponseError,
     ErrorKind,

@@ -17,9 +17,10 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from evolve_envs.reward.clients.endpoint_pool import EndpointPool, PoolResponse
+from evolve_envs.reward.clients.endpoint_pool import EndpointPool
 from evolve_envs.reward.clients.errors import ErrorKind, RewardServiceError
 from evolve_envs.reward.clients.failure_policy import FailurePolicy
+from evolve_envs.reward.clients.pool_call import PoolResponse
 from evolve_envs.reward.clients.results import CallResult, ClientStats
 
 __all__ = ["ClientBase", "invalid_response", "parse_json_model", "check_finite"]

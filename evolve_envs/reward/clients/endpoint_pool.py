@@ -23,7 +23,9 @@ Failures raise :class:`~evolve_envs.reward.clients.errors.RewardServiceError` na
 and cause; the clients turn that into a fallback value or re-raise it, per their failure policy.
 
 ``VLAC_SERVICE_URL`` + ``VLAC_SERVICE_NUM`` expand to consecutive ports (see
-:func:`expand_endpoints` and :func:`endpoints_from_env`).
+:func:`~evolve_envs.reward.clients.endpoint_urls.expand_endpoints` and
+:func:`~evolve_envs.reward.clients.endpoint_urls.endpoints_from_env`); one call's retries,
+deadline and backoff are :class:`~evolve_envs.reward.clients.pool_call.PoolCall`.
 
 Example: two replicas behind a stand-in transport; the first refuses connections, so the call
 moves to the second and the first is marked down:
@@ -43,17 +45,19 @@ moves to the second and the first is marked down:
 from __future__ import annotations
 
 import os
-import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import stamina
 
 from evolve_envs.reward.clients.bounded_read import DEFAULT_MAX_RESPONSE_BYTES, ResponseRefused
+from evolve_envs.reward.clients.endpoint_urls import (
+    ENV_SERVICE_NUM,
+    ENV_SERVICE_URL,
+    expand_endpoints,
+)
 from evolve_envs.reward.clients.errors import ErrorKind, RewardServiceError
 from evolve_envs.reward.clients.failover_transport import (
     AVOID,
@@ -65,259 +69,13 @@ from evolve_envs.reward.clients.failover_transport import (
     describe_http_error,
 )
 from evolve_envs.reward.clients.model_watch import ModelWatch
+from evolve_envs.reward.clients.pool_call import PoolCall, PoolResponse, retry_after_s
 from evolve_envs.reward.protocol.token import resolve_token
 
-__all__ = [
-    "EndpointPool",
-    "PoolResponse",
-    "expand_endpoints",
-    "endpoints_from_env",
-    "describe_http_error",
-]
+__all__ = ["EndpointPool", "describe_http_error"]
 
-ENV_SERVICE_URL = "VLAC_SERVICE_URL"
-ENV_SERVICE_NUM = "VLAC_SERVICE_NUM"
 ENV_TOKEN = "EVOLVE_REWARD_TOKEN"
 _PLACEHOLDER = "http://reward-service"  # base URL of requests before the transport picks one
-
-
-# --------------------------------------------------------------------------- endpoint lists
-
-
-def _normalize_url(url: str) -> str:
-    if not isinstance(url, str) or not url.strip():
-        raise ValueError(f"endpoint must be a non-empty URL string, got {url!r}")
-    text = url.strip()
-    if "://" not in text:
-        raise ValueError(f"endpoint {text!r} needs a scheme, e.g. 'http://{text}'")
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https"):
-        raise ValueError(f"endpoint {text!r}: scheme must be http or https")
-    if not parts.hostname:
-        raise ValueError(f"endpoint {text!r} has no host")
-    try:
-        parts.port  # noqa: B018 - validates the port
-    except ValueError as exc:
-        raise ValueError(f"endpoint {text!r}: {exc}") from None
-    return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
-
-
-def _consecutive_ports(base_url: str, count: int) -> list[str]:
-    base = _normalize_url(base_url)
-    if count < 1:
-        raise ValueError(f"service count must be >= 1, got {count}")
-    if count == 1:
-        return [base]
-    parts = urlsplit(base)
-    if parts.port is None:
-        raise ValueError(f"{base!r}: expanding to {count} services needs an explicit port")
-    host = parts.hostname or ""
-    if ":" in host:  # IPv6 literal
-        host = f"[{host}]"
-    userinfo = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
-    urls = []
-    for offset in range(count):
-        port = parts.port + offset
-        if port > 65535:
-            raise ValueError(f"{base!r} + {count} services runs past port 65535")
-        netloc = f"{userinfo}{host}:{port}"
-        urls.append(urlunsplit((parts.scheme, netloc, parts.path, "", "")))
-    return urls
-
-
-def expand_endpoints(
-    endpoint_or_list: str | Sequence[str] | None,
-    service_url: str | None = None,
-    service_num: int | str | None = None,
-) -> list[str]:
-    """Resolve the endpoint list of a deployment.
-
-    * ``service_url`` (``VLAC_SERVICE_URL``) given: it is the first of ``service_num``
-      (``VLAC_SERVICE_NUM``, default 1) services on consecutive ports, and ``endpoint_or_list``
-      is ignored: ``("…", "http://127.0.0.1:8111", 4)`` -> ports 8111, 8112, 8113, 8114.
-    * otherwise ``endpoint_or_list`` is one URL, a comma-separated string or a list of URLs;
-      ``service_num > 1`` with a single URL expands it the same way.
-
-    URLs are normalised (no trailing slash) and de-duplicated in order. Raises ``ValueError`` on a
-    malformed URL, a missing port when expanding, or nothing to resolve.
-
-    Example:
-        >>> expand_endpoints(None, "http://127.0.0.1:8111", 2)
-        ['http://127.0.0.1:8111', 'http://127.0.0.1:8112']
-        >>> expand_endpoints("http://a:1/, http://b:2, http://a:1")
-        ['http://a:1', 'http://b:2']
-    """
-    count = _parse_count(service_num)
-    if service_url:
-        urls = _consecutive_ports(service_url, count or 1)
-    else:
-        if endpoint_or_list is None:
-            raise ValueError("no reward service endpoint configured (endpoint or VLAC_SERVICE_URL)")
-        if isinstance(endpoint_or_list, str):
-            items = [item for item in (s.strip() for s in endpoint_or_list.split(",")) if item]
-        else:
-            items = [str(item).strip() for item in endpoint_or_list]
-        if not items:
-            raise ValueError("empty reward service endpoint list")
-        if count is not None and count > 1:
-            if len(items) != 1:
-                raise ValueError(
-                    f"service_num={count} expands one base URL, got {len(items)} endpoints"
-                )
-            urls = _consecutive_ports(items[0], count)
-        else:
-            urls = [_normalize_url(item) for item in items]
-    return list(dict.fromkeys(urls))
-
-
-def _parse_count(service_num: int | str | None) -> int | None:
-    if service_num is None or (isinstance(service_num, str) and not service_num.strip()):
-        return None
-    try:
-        count = int(service_num)
-    except (TypeError, ValueError):
-        raise ValueError(f"service count must be an integer, got {service_num!r}") from None
-    if count < 1:
-        raise ValueError(f"service count must be >= 1, got {count}")
-    return count
-
-
-def endpoints_from_env(
-    endpoint_or_list: str | Sequence[str] | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> list[str]:
-    """:func:`expand_endpoints` with ``VLAC_SERVICE_URL`` / ``VLAC_SERVICE_NUM`` read from the
-    environment (they override ``endpoint_or_list``, as environment variables override YAML).
-
-    Example:
-        >>> env = {"VLAC_SERVICE_URL": "http://127.0.0.1:8111", "VLAC_SERVICE_NUM": "3"}
-        >>> endpoints_from_env("http://127.0.0.1:9000", environ=env)
-        ['http://127.0.0.1:8111', 'http://127.0.0.1:8112', 'http://127.0.0.1:8113']
-        >>> endpoints_from_env("http://127.0.0.1:9000", environ={})
-        ['http://127.0.0.1:9000']
-    """
-    env = os.environ if environ is None else environ
-    return expand_endpoints(
-        endpoint_or_list, env.get(ENV_SERVICE_URL) or None, env.get(ENV_SERVICE_NUM) or None
-    )
-
-
-# --------------------------------------------------------------------------- pool
-
-
-def _retry_after_s(response: httpx.Response) -> float:
-    """Seconds from a numeric ``Retry-After`` header (0 when absent or not a number)."""
-    try:
-        return max(0.0, float(response.headers.get("retry-after", "0")))
-    except ValueError:
-        return 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class PoolResponse:
-    """A successful (2xx) reply: the httpx response, who answered, after how many attempts."""
-
-    response: httpx.Response
-    endpoint: str
-    attempts: int
-    latency_s: float
-
-
-def _retryable(error: RewardServiceError) -> bool:
-    """Worth another attempt: connect errors, resets, timeouts, HTTP 429 and 5xx."""
-    if error.kind in (ErrorKind.CONNECT, ErrorKind.TIMEOUT):
-        return True
-    status = error.status_code
-    return (
-        error.kind == ErrorKind.HTTP_STATUS
-        and status is not None
-        and (status == 429 or status >= 500)
-    )
-
-
-class _Call:
-    """One :meth:`EndpointPool.request`: the endpoints it tried, its deadline, the last
-    ``Retry-After``, and (:meth:`backoff`) stamina's decision to retry and how long to wait."""
-
-    __slots__ = (
-        "pool", "method", "route", "attempt_timeout", "budget", "deadline", "start",
-        "describe", "body", "tried", "retry_after", "last_error",
-    )  # fmt: skip
-
-    def __init__(
-        self,
-        pool: EndpointPool,
-        method: str,
-        route: str,
-        attempt_timeout: float,
-        budget: float,
-        describe: Callable[[httpx.Response], str],
-        body: dict[str, Any],
-    ) -> None:
-        self.pool = pool
-        self.method = method
-        self.route = route
-        self.attempt_timeout = attempt_timeout
-        self.budget = budget
-        self.start = time.monotonic()
-        self.deadline = self.start + budget
-        self.describe = describe
-        self.body = body
-        self.tried: set[str] = set()
-        self.retry_after = 0.0  # from a 429/503 answer's Retry-After header (seconds)
-        self.last_error: RewardServiceError | None = None
-
-    def attempt(self, num: int) -> PoolResponse:
-        """Attempt ``num`` (1-based), on an endpoint this call has not tried while one is up."""
-        pool = self.pool
-        if pool.closed:
-            raise RewardServiceError(
-                ", ".join(pool.urls), self.route, "endpoint pool is closed", kind=ErrorKind.CLOSED
-            )
-        return pool._send(self, num)
-
-    def failed(
-        self,
-        request: httpx.Request,
-        cause: str | BaseException,
-        kind: str,
-        num: int,
-        status_code: int | None = None,
-    ) -> RewardServiceError:
-        """The error of attempt ``num``, naming the endpoint the transport chose; remembered as
-        this call's last error, and the endpoint as tried."""
-        endpoint = request.extensions.get(ENDPOINT)
-        error = RewardServiceError(
-            endpoint, self.route, cause, kind=kind, status_code=status_code, attempts=num
-        )
-        if endpoint is not None:
-            self.tried.add(endpoint)
-        self.last_error = error
-        return error
-
-    def backoff(self, exc: Exception) -> bool | float:
-        """stamina's backoff hook: ``False`` to give up now, else the seconds to wait.
-
-        Moving to an untried endpoint happens at once; when every usable endpoint already failed
-        this call, the wait doubles from ``backoff_s`` (jittered to 50-100 %, capped by
-        ``max_backoff_s``) and a ``Retry-After`` lengthens it up to that cap. No endpoint up, or
-        a wait that would end past the call budget: fail now.
-        """
-        if not isinstance(exc, RewardServiceError) or not _retryable(exc):
-            return False
-        if time.monotonic() >= self.deadline:
-            return False  # the call budget is spent: no further attempt, on any endpoint
-        pool = self.pool
-        if not pool.healthy_urls():
-            return False  # nothing left to try: fail now instead of sleeping
-        if pool._failover.has_fresh(self.tried):
-            return 0.0
-        wait = min(pool.max_backoff_s, pool.backoff_s * 2 ** (exc.attempts - 1))
-        wait *= 0.5 + random.random() / 2
-        wait = max(wait, min(self.retry_after, pool.max_backoff_s))
-        if time.monotonic() + wait >= self.deadline:
-            return False  # no attempt may start after the call budget
-        return wait
 
 
 class EndpointPool:
@@ -325,7 +83,7 @@ class EndpointPool:
 
     Args:
         endpoints: one base URL, a comma-separated string, or a list (see
-            :func:`expand_endpoints`).
+            :func:`~evolve_envs.reward.clients.endpoint_urls.expand_endpoints`).
         timeout: per-attempt read/write timeout in seconds (VLAC's default is 120).
         connect_timeout: per-attempt connect timeout in seconds.
         max_retries: extra attempts after the first one for retryable failures.
@@ -529,17 +287,20 @@ class EndpointPool:
         budget is spent, or when no endpoint is up. ``timeout`` overrides the per-attempt timeout;
         ``describe_error`` turns an error response into the cause text (default: JSON/text body).
         Retries run under :func:`stamina.retry_context` (``max_retries + 1`` attempts within the
-        call budget); :meth:`_Call.backoff` decides whether and how long to wait.
+        call budget); :meth:`~evolve_envs.reward.clients.pool_call.PoolCall.backoff` decides
+        whether and how long to wait.
         """
         attempt_timeout = float(timeout) if timeout is not None else self.timeout
-        call = _Call(
-            self,
+        call = PoolCall(
             method,
             route if route.startswith("/") else "/" + route,
             attempt_timeout,
             self._default_budget(attempt_timeout),
             describe_error or describe_http_error,
             dict(json=json, content=content, headers=headers),
+            failover=self._failover,
+            backoff_s=self.backoff_s,
+            max_backoff_s=self.max_backoff_s,
         )
         for attempt in stamina.retry_context(
             on=call.backoff,
@@ -550,12 +311,17 @@ class EndpointPool:
             wait_jitter=0.0,
         ):
             with attempt:
-                return call.attempt(attempt.num)
+                return self._send(call, attempt.num)
         raise AssertionError("unreachable: stamina re-raises the last failure")
 
-    def _send(self, call: _Call, num: int) -> PoolResponse:
-        """One HTTP attempt through the failover transport; a failure raises a
-        :class:`RewardServiceError` naming the endpoint the transport chose."""
+    def _send(self, call: PoolCall, num: int) -> PoolResponse:
+        """Attempt ``num`` (1-based) through the failover transport, on an endpoint this call has
+        not tried while one is up; a failure raises a :class:`RewardServiceError` naming the
+        endpoint the transport chose."""
+        if self._closed:
+            raise RewardServiceError(
+                ", ".join(self.urls), call.route, "endpoint pool is closed", kind=ErrorKind.CLOSED
+            )
         remaining = max(0.001, call.deadline - time.monotonic())
         per_try = min(call.attempt_timeout, remaining)
         request = self._client.build_request(
@@ -591,7 +357,7 @@ class EndpointPool:
         status = response.status_code
         if status >= 400:
             if status == 429 or status >= 500:
-                call.retry_after = _retry_after_s(response)
+                call.retry_after = retry_after_s(response)
             raise call.failed(request, call.describe(response), ErrorKind.HTTP_STATUS, num, status)
         endpoint = request.extensions[ENDPOINT]
         self.model_watch.observe(endpoint, response.headers)

@@ -50,12 +50,13 @@ from evolve_envs.reward.clients.client_base import (
     invalid_response,
     validate_model,
 )
-from evolve_envs.reward.clients.endpoint_pool import EndpointPool, PoolResponse, describe_http_error
+from evolve_envs.reward.clients.endpoint_pool import EndpointPool, describe_http_error
 from evolve_envs.reward.clients.frame_encoding import (
     DEFAULT_JPEG_QUALITY,
     encode_jpeg,
     validate_frame,
 )
+from evolve_envs.reward.clients.pool_call import PoolResponse
 from evolve_envs.reward.clients.results import SCORE_RANGE, CallResult, ClientStats
 from evolve_envs.reward.protocol.pickle_codec import safe_pickle_dumps, safe_pickle_loads, to_plain
 from evolve_envs.reward.protocol.wire import PickleScoreResponse

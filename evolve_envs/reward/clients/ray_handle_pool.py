@@ -25,8 +25,9 @@ from typing import Any
 
 import httpx
 
-from evolve_envs.reward.clients.endpoint_pool import PoolResponse, describe_http_error
+from evolve_envs.reward.clients.endpoint_pool import describe_http_error
 from evolve_envs.reward.clients.errors import ErrorKind, RewardServiceError
+from evolve_envs.reward.clients.pool_call import PoolResponse
 from evolve_envs.reward.protocol.token import resolve_token
 
 __all__ = ["RayHandlePool", "RAY_SCHEME", "is_ray_endpoint"]

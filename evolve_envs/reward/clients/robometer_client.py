@@ -54,8 +54,9 @@ import httpx
 import numpy as np
 
 from evolve_envs.reward.clients.client_base import ClientBase, check_finite, invalid_response
-from evolve_envs.reward.clients.endpoint_pool import EndpointPool, PoolResponse
+from evolve_envs.reward.clients.endpoint_pool import EndpointPool
 from evolve_envs.reward.clients.frame_encoding import validate_frame
+from evolve_envs.reward.clients.pool_call import PoolResponse
 from evolve_envs.reward.clients.results import CallResult, ClientStats
 
 __all__ = ["RobometerClient", "RobometerCurve", "ROUTES", "even_indices", "parse_answer"]

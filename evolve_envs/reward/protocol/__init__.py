@@ -2,7 +2,9 @@
 
 * :mod:`evolve_envs.reward.protocol.wire` — pydantic models of every request and response
   (docs/PROTOCOLS.md);
-* :mod:`evolve_envs.reward.protocol.pickle_codec` — the pickle scorer's restricted codec;
+* :mod:`evolve_envs.reward.protocol.pickle_codec` — the pickle scorer's restricted codec (its
+  opcode scan in ``pickle_scan``, NumPy stand-ins in ``numpy_placeholders``, the accepted
+  types and ``UnsafePickleError`` in ``pickle_types``);
 * :mod:`evolve_envs.reward.protocol.progress` — the progress arithmetic (critic accumulation and its
   inverse).
 

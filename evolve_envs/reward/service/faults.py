@@ -48,7 +48,8 @@ from typing import Any, Literal
 from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field
 
-from evolve_envs.reward.protocol.pickle_codec import UnsafePickleError, safe_pickle_loads
+from evolve_envs.reward.protocol.pickle_codec import safe_pickle_loads
+from evolve_envs.reward.protocol.pickle_types import UnsafePickleError
 
 log = logging.getLogger("evolve_envs.reward.service")
 

@@ -32,13 +32,10 @@ from evolve_envs.reward.service.backends.base import (
     NotSupportedError,
     OutOfRangeError,
 )
+from evolve_envs.reward.service.base64_images import decode_image_b64
 from evolve_envs.reward.service.batching import MAX_BATCH, MAX_WINDOW_S, Batcher, prepare_frame
 from evolve_envs.reward.service.errors import ApiError, client_input
-from evolve_envs.reward.service.image_decoding import (
-    ImageDecodeError,
-    PixelBudget,
-    decode_image_b64,
-)
+from evolve_envs.reward.service.image_decoding import ImageDecodeError, PixelBudget
 from evolve_envs.reward.service.limits import DEFAULT_LIMITS
 from evolve_envs.reward.service.metrics import Metrics
 from evolve_envs.reward.service.video_decoding import VideoDecodeError

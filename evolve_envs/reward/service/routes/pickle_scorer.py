@@ -24,11 +24,11 @@ from pydantic import ValidationError
 
 from evolve_envs.reward.protocol.body_budget import BodyBudget, BodyBudgetError
 from evolve_envs.reward.protocol.pickle_codec import (
-    UnsafePickleError,
     safe_pickle_dumps,
     safe_pickle_loads,
     to_plain,
 )
+from evolve_envs.reward.protocol.pickle_types import UnsafePickleError
 from evolve_envs.reward.protocol.wire import PickleScoreRequest
 from evolve_envs.reward.service.backends.base import ImageScoreItem
 from evolve_envs.reward.service.errors import (

@@ -19,8 +19,8 @@ from fastapi import APIRouter, Request
 
 from evolve_envs.reward.protocol.wire import ScoreRequest, ScoreResponse
 from evolve_envs.reward.service.backends.base import VideoItem
+from evolve_envs.reward.service.base64_images import b64_head, b64_to_bytes
 from evolve_envs.reward.service.errors import ApiError, client_input
-from evolve_envs.reward.service.image_decoding import b64_head, b64_to_bytes
 from evolve_envs.reward.service.limits import PIXELS_PER_IMAGE_TOKEN
 from evolve_envs.reward.service.routes.json_budget import (
     BudgetedJSONRoute,
