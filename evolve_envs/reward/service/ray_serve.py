@@ -141,7 +141,7 @@ def replica_token(app_kwargs: dict[str, Any], host: str | None) -> str | None:
     """Pop the token arguments from ``app_kwargs`` and return the replica's bearer token: the
     ``token`` argument, else ``token_file``, else ``$EVOLVE_REWARD_TOKEN``, else
     ``$EVOLVE_REWARD_TOKEN_FILE`` (all read on the replica's node). Raises
-    :class:`~evolve_envs.reward.service.auth.TokenError` (one line) when the proxy at ``host``
+    :class:`~evolve_envs.reward.protocol.token.TokenError` (one line) when the proxy at ``host``
     is not loopback and there is none, unless ``insecure_no_token``.
 
     Example:
@@ -149,7 +149,7 @@ def replica_token(app_kwargs: dict[str, Any], host: str | None) -> str | None:
         >>> replica_token({"insecure_no_token": False}, "0.0.0.0")
         Traceback (most recent call last):
         ...
-        evolve_envs.reward.service.auth.TokenError: the Serve HTTP proxy 0.0.0.0 is not ...
+        evolve_envs.reward.protocol.token.TokenError: the Serve HTTP proxy 0.0.0.0 is not ...
     """
     token = resolve_token(
         app_kwargs.pop("token", None),
