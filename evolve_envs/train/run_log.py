@@ -27,18 +27,34 @@ __all__ = ["IntervalStats", "TrainLog", "format_row"]
 
 
 class TrainLog(EpisodeLog):
-    """Append interval rows to ``<out>/metrics.csv`` (first column ``updates``) and
-    ``<out>/tensorboard/`` (series ``train/<column>``): an
-    :class:`~evolve_envs.recording.metrics_log.
-    EpisodeLog` keyed by the learner's update count; a resumed run appends under its header.
+    """Append interval rows to ``<out>/metrics.csv`` (first column ``updates``),
+    ``<out>/tensorboard/`` (series ``train/<column>``) and, with ``wandb_project``, a W&B run:
+    an :class:`~evolve_envs.recording.metrics_log.EpisodeLog` keyed by the learner's update
+    count; a resumed run appends under its header.
 
     Args:
         out: the run directory.
         tensorboard: also write TensorBoard events (skipped when the package is missing).
+        wandb_project: also log to this W&B project (the run's files go to ``out/wandb``).
+        run_config: the W&B run's config (the training config, its token hidden).
     """
 
-    def __init__(self, out: str | Path, *, tensorboard: bool = True) -> None:
-        super().__init__(out, tensorboard=tensorboard, step_column="updates", tb_prefix="train")
+    def __init__(
+        self,
+        out: str | Path,
+        *,
+        tensorboard: bool = True,
+        wandb_project: str | None = None,
+        run_config: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(
+            out,
+            tensorboard=tensorboard,
+            wandb_project=wandb_project,
+            run_config=run_config,
+            step_column="updates",
+            tb_prefix="train",
+        )
 
 
 class IntervalStats:
