@@ -28,6 +28,7 @@ class EpisodeRecord(Protocol):
     check_steps: list[int]
     frames: list[np.ndarray]
 
+
 __all__ = ["REPORT_EXTRA", "write_plot", "write_video"]
 
 REPORT_EXTRA = "pip install 'evolve-envs[report]'"
