@@ -125,7 +125,14 @@ class IntervalStats:
 
 
 def format_row(row: Mapping[str, Any]) -> str:
-    """One metrics row as the line printed when not on a terminal."""
+    """One metrics row as the line printed when not on a terminal; the success is the env's
+    flag, the progress the reward model's, and the line says which.
+
+    >>> row = {"time_s": 20.0, "updates_total": 4, "version": 5, "return": 0.05, "success": 0.0,
+    ...        "model_progress": 4.7, "queue_depth": 1, "buffer_fill": 0.12}
+    >>> format_row(row).split(" stale")[0]
+    '[   20.0s] updates 4 v5 return 0.05 env-success 0 model-progress 4.7 queue 1 buffer 0.12'
+    """
 
     def f(key: str, fmt: str = ".3g") -> str:
         v = row.get(key)
@@ -133,7 +140,7 @@ def format_row(row: Mapping[str, Any]) -> str:
 
     return (
         f"[{row['time_s']:7.1f}s] updates {row['updates_total']} v{row['version']} "
-        f"return {f('return')} success {f('success')} progress {f('model_progress')} "
+        f"return {f('return')} env-success {f('success')} model-progress {f('model_progress')} "
         f"queue {row['queue_depth']} buffer {f('buffer_fill', '.2f')} "
         f"stale {f('staleness')} steps/s {f('env_steps_per_s', '.1f')} "
         f"samples/s {f('samples_per_s', '.1f')}"
