@@ -164,8 +164,9 @@ class HeldOutEvaluator:
         observation's ``video_key`` image, else its first camera image)."""
         import torch
 
-        if not deterministic:
-            with torch.random.fork_rng(devices=[]):
+        if not deterministic:  # the policy's CUDA RNG too when it samples there (a GPU learner)
+            cuda = sorted({p.device.index or 0 for p in policy.parameters() if p.is_cuda})
+            with torch.random.fork_rng(devices=cuda):
                 torch.manual_seed(sample_seed)
                 return self._play(policy, seeds, False, record, video_key)
         return self._play(policy, seeds, True, record, video_key)
