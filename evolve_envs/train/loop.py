@@ -46,7 +46,7 @@ from evolve_envs.train.checkpoint import save_checkpoint
 from evolve_envs.train.config import TrainConfig
 from evolve_envs.train.finite import NonFiniteError, nonfinite_tensors
 from evolve_envs.train.periodic_eval import PeriodicEval
-from evolve_envs.train.placement import on_this_node
+from evolve_envs.train.placement import PlacementError, on_this_node
 from evolve_envs.train.run_log import IntervalStats, TrainLog, format_row
 
 __all__ = [
@@ -69,11 +69,13 @@ def reserve_learner_gpus(cfg: TrainConfig, timeout_s: float = 60.0) -> Any:
         return None  # with placement: cluster the learner's own task holds its GPUs
     pg = placement_group([{"GPU": float(cfg.learner.num_gpus)}], name="distrl-learner")
     ready, _ = ray.wait([pg.ready()], timeout=timeout_s)
-    if not ready:
+    if not ready:  # the GPUs exist (check_placeable saw them) but others hold them
         ray.util.remove_placement_group(pg)
-        raise RuntimeError(
-            f"learner.num_gpus={cfg.learner.num_gpus}: the Ray cluster cannot provide it "
-            f"(GPUs: {ray.cluster_resources().get('GPU', 0)})"
+        raise PlacementError(
+            f"learner.num_gpus={cfg.learner.num_gpus:g}: no GPU share came free within "
+            f"{timeout_s:g} s (the Ray cluster has {ray.cluster_resources().get('GPU', 0):g} "
+            f"GPUs, {ray.available_resources().get('GPU', 0):g} free); stop what holds them or "
+            "lower learner.num_gpus"
         )
     return pg
 
