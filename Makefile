@@ -2,7 +2,7 @@
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-# Keep LIBERO's config file private to this venv (see README, "LIBERO config").
+# Keep LIBERO's config file private to this venv (docs/getting-started.md, "Environments").
 export LIBERO_CONFIG_PATH ?= $(abspath $(VENV))/libero-config
 export MUJOCO_GL ?= egl
 
@@ -17,16 +17,17 @@ system-deps:
 
 $(VENV)/.installed-demo: setup.cfg pyproject.toml | $(BIN)/python
 	$(MAKE) -s system-deps
-	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[libero,service,report,video,metrics]'
+	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[libero,service,report,video,record,metrics]'
 	touch $@
 
 $(VENV)/.installed-test: setup.cfg pyproject.toml | $(BIN)/python
 	$(MAKE) -s system-deps
-	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[libero,service,report,video,record,models,test,bench,rlinf,serve,metrics,distrl,docs]'
+	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[libero,service,report,video,record,models,test,bench,rlinf,serve,metrics,distrl,docs,wandb]'
 	touch $@ $(VENV)/.installed-demo
 
+# ReachPlace under a right and a gameable reward model, their calibration, one LIBERO episode
 demo: $(VENV)/.installed-demo
-	$(BIN)/evolve-envs rollout --config libero_10 --task-id 0 --episodes 1 --max-steps 300 --out runs/demo
+	$(BIN)/evolve-envs demo --out runs/demo
 
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check .

@@ -35,7 +35,6 @@ import math
 import time
 import warnings
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from _common import ROOT, LoadLog, load_summary, machine_note, print_table
@@ -69,42 +68,36 @@ def mean_ci(values: list[float]) -> tuple[float, float]:
     return float(arr.mean()), t95(arr.size) * float(arr.std(ddof=1)) / math.sqrt(arr.size)
 
 
-def run_policy(run_dir: Path) -> tuple[Any, Any, list[Path]]:
-    """A run's config, a fresh policy built from it and its snapshots in time order."""
-    from evolve_envs.train.config import load_train_config
-    from evolve_envs.train.evaluation import make_eval_env
-    from evolve_envs.train.worker_env import policy_from_config
-
-    cfg = load_train_config(run_dir / "config.yaml")
-    env = make_eval_env(cfg)
-    policy = policy_from_config(cfg.policy, env.observation_space, env.action_space)
-    env.close()
-    snaps = sorted((run_dir / "snapshots").glob("*.pt"), key=lambda p: p.stem.split("-")[1])
-    return cfg, policy, snaps
+def snapshots(run_dir: Path) -> list[Path]:
+    """A run's policy snapshots in time order."""
+    return sorted((run_dir / "snapshots").glob("*.pt"), key=lambda p: p.stem.split("-")[1])
 
 
 def evaluate_run(run_dir: Path, episodes: int, offset: int = 0) -> list[dict[str, float]]:
-    """Held-out success of every snapshot of a run, in time order (scenes
+    """Held-out success of every snapshot of a run, in time order (the library's held-out
+    evaluation, as `evolve-envs evaluate` and the training loop's `eval` run it; scenes
     ``held_out_seeds(episodes, offset)``)."""
-    import torch
+    from evolve_envs.train.evaluation import HeldOutEvaluator, held_out_seeds, read_saved
 
-    from evolve_envs.train.evaluation import evaluate_policy, held_out_seeds
-
-    cfg, policy, snaps = run_policy(run_dir)
+    snaps = snapshots(run_dir)
+    if not snaps:
+        return []
     seeds = held_out_seeds(episodes, offset)
     curve = []
-    for path in snaps:
-        snap = torch.load(path, map_location="cpu", weights_only=False)
-        policy.load_state_dict(snap["policy"])
-        res = evaluate_policy(cfg, policy, seeds)
-        curve.append(
-            {
-                "time_s": float(snap["time_s"]),
-                "env_steps": float(snap["counters"].get("env_steps_in", math.nan)),
-                "updates": float(snap["counters"]["updates"]),
-                "success": res.success_rate,
-            }
-        )
+    with HeldOutEvaluator(read_saved(snaps[0]).cfg) as evaluator:
+        policy = evaluator.policy()
+        for path in snaps:
+            snap = read_saved(path).payload
+            policy.load_state_dict(snap["policy"])
+            res = evaluator.run(policy, seeds)
+            curve.append(
+                {
+                    "time_s": float(snap["time_s"]),
+                    "env_steps": float(snap["counters"].get("env_steps_in", math.nan)),
+                    "updates": float(snap["counters"]["updates"]),
+                    "success": res.success_rate,
+                }
+            )
     curve.sort(key=lambda r: r["time_s"])
     return curve
 
@@ -112,16 +105,16 @@ def evaluate_run(run_dir: Path, episodes: int, offset: int = 0) -> list[dict[str
 def final_sampled(run_dir: Path, episodes: int, seed: int, offset: int = 0) -> float:
     """Held-out success of a run's last snapshot with *sampled* actions (as the workers act; a
     torch RNG seeded with ``seed``), beside the protocol's mean-action number."""
-    import torch
+    from evolve_envs.train.evaluation import HeldOutEvaluator, held_out_seeds, read_saved
 
-    from evolve_envs.train.evaluation import evaluate_policy, held_out_seeds
-
-    cfg, policy, snaps = run_policy(run_dir)
+    snaps = snapshots(run_dir)
     if not snaps:
         return math.nan
-    policy.load_state_dict(torch.load(snaps[-1], map_location="cpu", weights_only=False)["policy"])
-    res = evaluate_policy(cfg, policy, held_out_seeds(episodes, offset), deterministic=False,
-                          sample_seed=seed)  # fmt: skip
+    last = read_saved(snaps[-1])
+    with HeldOutEvaluator(last.cfg) as evaluator:
+        policy = evaluator.policy(last.payload["policy"])
+        res = evaluator.run(policy, held_out_seeds(episodes, offset), deterministic=False,
+                            sample_seed=seed)  # fmt: skip
     return res.success_rate
 
 

@@ -1,4 +1,4 @@
-"""Make the calibration reports shown in the README ("Can I trust my reward model?").
+"""Make the calibration reports shown in docs/trust.md, "Can I trust my reward model?".
 
 Synthetic task: ReachPlace episodes from three scripted behaviours (the task done, the distractor
 dragged onto the target, random actions), re-scored by three mock reward models served by real

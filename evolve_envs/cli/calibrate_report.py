@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["markdown", "summary_line", "write_report"]
+__all__ = ["markdown", "ranking", "summary_line", "write_report"]
 
 
 def _clamped(value: float, low: float, high: float) -> float:
@@ -122,7 +122,7 @@ def markdown(report: dict[str, Any], plots: list[str]) -> str:
             + " |"
         )
     if any(svc["overall"]["successes"] for svc in report["services"].values()):
-        lines += _ranking(report)
+        lines += ranking(report)
     else:
         lines += [
             "",
@@ -172,7 +172,7 @@ def markdown(report: dict[str, Any], plots: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _ranking(report: dict[str, Any]) -> list[str]:
+def ranking(report: dict[str, Any]) -> list[str]:
     """One line ranking the services by VOC, done precision, done recall (higher first) and
     latency p50 (lower first), with two or more services."""
     services = report["services"]

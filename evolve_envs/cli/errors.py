@@ -51,7 +51,8 @@ DEBUG_ENV = "EVOLVE_ENVS_DEBUG"
 
 
 class ExitStatus(enum.IntEnum):
-    """Exit statuses of the command-line tools (the README's "Exit statuses" lists them)."""
+    """Exit statuses of the command-line tools (docs/getting-started.md, "Exit statuses" lists
+    them)."""
 
     OK = 0
     #: an unexpected error (a bug: the traceback is printed), or a training worker that failed

@@ -1,13 +1,17 @@
 """``evolve-envs``: the command-line entry point.
 
-Subcommands (one ``_add_<name>`` parser builder and one ``_<name>`` runner each, registered in
-``COMMANDS``):
+Subcommands (one parser builder and one runner each, registered in ``COMMANDS``; the longer
+ones live in modules of their own):
 
 * ``rollout`` — roll out episodes through the full wrapper stack and write a report
   (``summary.json``, ``metrics.csv``, ``tensorboard/``, ``progress_<ep>.png``,
   ``episode_<ep>.mp4``) as episodes finish; see :mod:`evolve_envs.cli.rollout`.
 * ``tasks`` — list a suite's task ids, names and instructions.
 * ``train`` — DistRL or GRPO on Ray; see :mod:`evolve_envs.train.driver`.
+* ``evaluate`` — a saved policy's held-out success (JSON and an MP4); see
+  :mod:`evolve_envs.cli.evaluate`.
+* ``demo`` — what the library is for, in two minutes on a CPU (``make demo``); see
+  :mod:`evolve_envs.cli.demo`.
 * ``calibrate`` — re-score recorded episodes (or a LeRobotDataset v3) with reward services and
   report how right they are (done precision/recall, value-order correlation, failure modes); see
   :mod:`evolve_envs.cli.calibrate`.
@@ -41,6 +45,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from evolve_envs.cli import export, relabel
+from evolve_envs.cli.demo import add_demo, run_demo
 from evolve_envs.cli.errors import (
     CliError,
     ExitStatus,
@@ -50,6 +55,7 @@ from evolve_envs.cli.errors import (
     one_line,
     run_command,
 )
+from evolve_envs.cli.evaluate import add_evaluate, run_evaluate
 
 DEFAULT_CONFIG = "libero_10"
 
@@ -215,7 +221,15 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     tr.add_argument("--run-dir", default=None, metavar="DIR")
     tr.add_argument("--minutes", type=float, default=None, help="wall-clock budget")
     tr.add_argument("--no-progress-bar", action="store_true")
-    tr.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. learner.lr=1e-3")
+    tr.add_argument(
+        "--wandb", default=None, metavar="PROJECT",
+        help="also log to this W&B project: metrics, held-out evaluations, their videos "
+        "(run.wandb_project)",
+    )  # fmt: skip
+    tr.add_argument(
+        "overrides", nargs="*", metavar="KEY=VALUE",
+        help="e.g. learner.lr=1e-3, eval.every_s=60 (held-out evaluation and best.pt)",
+    )  # fmt: skip
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -225,6 +239,7 @@ def _train(args: argparse.Namespace) -> int:
         TrainOptions,
         _effective_config,
         _run_dir,
+        refuse_unplaceable,
         run_train,
     )
     from evolve_envs.train.finite import NonFiniteError
@@ -232,12 +247,23 @@ def _train(args: argparse.Namespace) -> int:
     from evolve_envs.train.placement import PlacementError
     from evolve_envs.train.worker import WorkerStartError
 
+    overrides = list(args.overrides)
+    if args.wandb:
+        overrides.append(f"run.wandb_project={args.wandb}")
     opts = TrainOptions(
         config=args.config, algo=args.algo, address=args.address, resume=args.resume,
-        run_dir=args.run_dir, minutes=args.minutes, overrides=args.overrides,
+        run_dir=args.run_dir, minutes=args.minutes, overrides=overrides,
         progress_bar=not args.no_progress_bar,
     )  # fmt: skip
     cfg, _state = _effective_config(opts)  # a bad config or key: one line, nothing written
+    if cfg.run.wandb_project:  # W&B missing: one line now, not after the workers started
+        from evolve_envs.recording.metrics_log import import_wandb
+
+        import_wandb(cfg.run.wandb_project)
+    try:  # a GPU or resource the local Ray will not have: one line, before Ray starts
+        refuse_unplaceable(cfg, opts.address)
+    except PlacementError as exc:
+        raise CliError(str(exc), ExitStatus.USAGE) from exc
     _check_train_service(cfg)  # a dead or foreign reward service: one line, nothing written
     run_dir = _run_dir(opts, cfg)
     if opts.resume is None:
@@ -265,8 +291,15 @@ def _train(args: argparse.Namespace) -> int:
     except WorkerFailedError as exc:
         raise CliError(f"{exc} (checkpoint written; fix the cause, then --resume the run "
                        f"directory; details in {log_path})", ExitStatus.ERROR) from exc  # fmt: skip
-    print(f"wrote {res.run_dir}: metrics.csv, checkpoint.pt, summary.json, train.log "
+    written = [n for n in ("metrics.csv", "eval.csv", "checkpoint.pt", "best.pt", "summary.json",
+                           "train.log", "eval_videos") if (res.run_dir / n).exists()]  # fmt: skip
+    print(f"wrote {res.run_dir}: {', '.join(written)} "
           f"({res.counters.get('updates', 0)} updates, {res.wall_s:.0f} s)")  # fmt: skip
+    best = (res.evaluation or {}).get("best")
+    if best:
+        print(f"best held-out success {best['success']:.2f} (mean action, env success flag, "
+              f"{best['episodes']} unseen scenes) at update {best['updates']}: "
+              f"{res.run_dir / 'best.pt'}")  # fmt: skip
     return ExitStatus.OK
 
 
@@ -393,9 +426,11 @@ COMMANDS: dict[
     "rollout": (_add_rollout, _rollout),
     "tasks": (_add_tasks, _tasks),
     "train": (_add_train, _train),
+    "evaluate": (add_evaluate, run_evaluate),
     "calibrate": (_add_calibrate, _calibrate),
     "export": (export.add_parser, export.run),
     "relabel": (relabel.add_parser, relabel.run),
+    "demo": (add_demo, run_demo),
 }
 
 

@@ -36,8 +36,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from evolve_envs.cli.rollout_media import REPORT_EXTRA
 from evolve_envs.cli.rollout_report import (
-    REPORT_EXTRA,
     EpisodeRecord,
     ReportWriter,
     RolloutReport,

@@ -17,14 +17,20 @@
   episode, none with ``video=False``);
 * a short plain-text table (returned, and printed by the CLI).
 
+Every progress number says where it comes from (:func:`~evolve_envs.stack.factory.progress_source`:
+the mock's ``change`` rule is *pixel change*, not task progress): the table's first line, the
+plot's title and axis, the video's overlay, the per-episode lines and ``summary.json``'s
+``effective.progress_source``.
+
 It is split from the rollout loop because it is a job of its own (the files, their plots and
 videos) that reads only finished records, never the envs' stepping.
 
 Example:
     >>> rec = EpisodeRecord(index=0, env_index=0, steps=1, rewards=[0.5], progress=[50.0])
-    >>> print(format_table([rec.to_json()]))
-    ep  steps  success  progress  reward  calls  errors  p50 ms   done
-     0      1       no      50.0   0.500      0       0       -  limit
+    >>> print(format_table([rec.to_json()], source="mock: pixel change"))
+    model progress = mock: pixel change; env success = the env's own flag
+    ep  steps  env success  model progress  reward  calls  errors  p50 ms   done
+     0      1           no            50.0   0.500      0       0       -  limit
 """
 
 from __future__ import annotations
@@ -40,12 +46,11 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
+from evolve_envs.cli.rollout_media import write_plot, write_video
 from evolve_envs.progress.done_rules import TerminationAudit
 from evolve_envs.recording.metrics_log import EpisodeLog
 from evolve_envs.stack.config import StackConfig
-
-REPORT_EXTRA = "pip install 'evolve-envs[report]'"
-"""The install line of the optional packages the report needs (tqdm, matplotlib)."""
+from evolve_envs.stack.factory import progress_source
 
 
 class ReportOptions(Protocol):
@@ -170,7 +175,7 @@ class ReportWriter:
 
     >>> import tempfile
     >>> from evolve_envs.cli.rollout import RolloutOptions
-    >>> from evolve_envs.stack.config import load_config
+    >>> from evolve_envs.stack.loading import load_config
     >>> cfg = load_config({"env": {"id": "evolve_envs/ReachPlace-v0"},
     ...                    "reward_model": {"enable": False}})
     >>> opts = RolloutOptions(video=False, tensorboard=False, progress_bar=False)
@@ -189,6 +194,8 @@ class ReportWriter:
         self.threshold = (
             100.0 * done_threshold if rm.enable and done_threshold is not None else None
         )
+        self.source = progress_source(rm)  # what the progress numbers are, said everywhere
+        self.label = progress_source(rm, short=True) or "progress"
         self.effective: dict[str, Any] = {}
         self.episodes: list[dict[str, Any]] = []
         self.in_flight: list[EpisodeRecord | None] = []  # episodes running now (set by _collect)
@@ -240,6 +247,7 @@ class ReportWriter:
                 if rm.enable and rm.embedded
                 else (rm.endpoint if rm.enable else None)
             ),
+            "progress_source": self.source,
         }
         if rm.progressive_max_step and limit is not None and full is not None and limit < full:
             note = (
@@ -258,8 +266,12 @@ class ReportWriter:
         """Write one finished episode's files and refresh ``summary.json``."""
         row = rec.to_json()
         if rec.frames:
-            row["video"] = _write_video(self.out / f"episode_{rec.index}.mp4", rec, self.threshold)
-        row["plot"] = _write_plot(self.out / f"progress_{rec.index}.png", rec, self.threshold)
+            row["video"] = write_video(
+                self.out / f"episode_{rec.index}.mp4", rec, self.threshold, label=self.label
+            )
+        row["plot"] = write_plot(
+            self.out / f"progress_{rec.index}.png", rec, self.threshold, self.source
+        )
         rec.frames = []  # free the frames: the video is written
         if row["model_terminated"] is not None:  # a progress model judged this episode
             self.audit.record(
@@ -276,8 +288,9 @@ class ReportWriter:
             prog = row["final_progress"]
             shown = "-" if prog is None or math.isnan(prog) else f"{prog:.1f}"
             print(
-                f"episode {rec.index}: {row['steps']} steps, success "
-                f"{'yes' if row['env_success'] else 'no'}, progress {shown}, reward "
+                f"episode {rec.index}: {row['steps']} steps, env success "
+                f"{'yes' if row['env_success'] else 'no'}, model progress {shown} "
+                f"[{self.label}], reward "
                 f"{row['reward_sum']:.3f} ({len(self.episodes)}/{self.opts.episodes})",
                 file=sys.stderr,
                 flush=True,
@@ -301,7 +314,7 @@ class ReportWriter:
         return RolloutReport(
             out=self.out,
             episodes=episodes,
-            table=format_table(episodes),
+            table=format_table(episodes, source=self.source),
             wall_s=wall_s,
             effective=self.effective,
             interrupted=interrupted,
@@ -405,79 +418,11 @@ def _percentiles(values: np.ndarray) -> dict[str, float | None]:
     return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "max": float(values.max())}
 
 
-def _write_plot(path: Path, rec: EpisodeRecord, threshold: float | None) -> str:
-    try:
-        import matplotlib
-    except ImportError as e:
-        raise ImportError("the rollout's progress plots need matplotlib: " + REPORT_EXTRA) from e
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    steps = np.arange(1, rec.steps + 1)
-    fig, (ax_p, ax_r) = plt.subplots(2, 1, figsize=(8, 5), sharex=True)
-    ax_p.plot(steps, rec.progress, color="tab:blue", label="progress")
-    for k, s in enumerate(rec.check_steps):
-        ax_p.axvline(s, color="tab:gray", lw=0.6, ls=":", label="check" if k == 0 else None)
-    if threshold is not None:
-        ax_p.axhline(threshold, color="tab:red", ls="--", label=f"done threshold ({threshold:g})")
-    ax_p.set_ylim(-2, 102)
-    ax_p.set_ylabel("progress (%)")
-    ax_p.legend(loc="upper left", fontsize=8)
-    ax_p.set_title(f"episode {rec.index}: {rec.task_description}", fontsize=9)
-    ax_r.bar(steps, rec.rewards, color="tab:green", width=1.0)
-    ax_r.plot(steps, np.cumsum(rec.rewards), color="tab:olive", label="cumulative")
-    ax_r.set_xlabel("step")
-    ax_r.set_ylabel("reward")
-    ax_r.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path.name
-
-
-def _write_video(path: Path, rec: EpisodeRecord, threshold: float | None, fps: int = 20) -> str:
-    try:
-        import imageio.v2 as imageio
-        import imageio_ffmpeg  # noqa: F401  (the MP4 writer imageio uses)
-    except ImportError as e:
-        raise ImportError(
-            "the rollout's videos need imageio and imageio-ffmpeg: "
-            "pip install 'evolve-envs[video]' (or pass video=False / --no-video)"
-        ) from e
-
-    with imageio.get_writer(path, fps=fps, macro_block_size=1) as writer:
-        for t, frame in enumerate(rec.frames):
-            progress = rec.progress[t - 1] if t > 0 else 0.0
-            writer.append_data(overlay_progress(frame, progress, t, threshold))
-    return path.name
-
-
-def overlay_progress(
-    frame: np.ndarray, progress: float, step: int, threshold: float | None
-) -> np.ndarray:
-    """Draw a progress bar and ``step / progress`` text on a copy of ``frame``."""
-    from PIL import Image, ImageDraw
-
-    img = Image.fromarray(np.ascontiguousarray(frame))
-    draw = ImageDraw.Draw(img)
-    w, h = img.size
-    bar_h = max(4, h // 32)
-    value = 0.0 if math.isnan(progress) else max(0.0, min(100.0, progress))
-    draw.rectangle((0, h - bar_h, w - 1, h - 1), fill=(40, 40, 40))
-    draw.rectangle((0, h - bar_h, int((w - 1) * value / 100), h - 1), fill=(60, 200, 90))
-    if threshold is not None:
-        x = int((w - 1) * threshold / 100)
-        draw.line((x, h - bar_h, x, h - 1), fill=(230, 60, 60))
-    text = f"t={step}  progress={value:5.1f}"
-    draw.rectangle((0, 0, min(w - 1, 7 * len(text)), 12), fill=(0, 0, 0))
-    draw.text((2, 1), text, fill=(255, 255, 255))
-    return np.asarray(img)
-
-
-def format_table(episodes: list[dict[str, Any]]) -> str:
-    """A short plain-text table of the episodes."""
-    head = ("ep", "steps", "success", "progress", "reward", "calls", "errors", "p50 ms", "done")
+def format_table(episodes: list[dict[str, Any]], source: str | None = None) -> str:
+    """A short plain-text table of the episodes; with ``source`` (where the model's progress
+    comes from) a first line says what each number is."""
+    head = ("ep", "steps", "env success", "model progress", "reward", "calls", "errors",
+            "p50 ms", "done")  # fmt: skip
     rows = [head]
     for e in episodes:
         p50 = e["latency_s"]["p50"]
@@ -496,4 +441,7 @@ def format_table(episodes: list[dict[str, Any]]) -> str:
             )
         )
     widths = [max(len(r[c]) for r in rows) for c in range(len(head))]
-    return "\n".join("  ".join(v.rjust(widths[c]) for c, v in enumerate(r)) for r in rows)
+    table = "\n".join("  ".join(v.rjust(widths[c]) for c, v in enumerate(r)) for r in rows)
+    if source is None:
+        return table
+    return f"model progress = {source}; env success = the env's own flag\n{table}"

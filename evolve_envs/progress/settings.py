@@ -249,12 +249,12 @@ def check_capabilities(settings: TrackerSettings, capabilities: Any) -> None:
     ``backend``, ``progress``, ``pairwise``, ``done``).
 
     >>> check_capabilities(TrackerSettings(mode="trajectory"), {"progress": True})
-    >>> check_capabilities(TrackerSettings(), {"backend": "robodopamine", "progress": True})
+    >>> check_capabilities(TrackerSettings(), {"backend": "acme", "progress": True})
     Traceback (most recent call last):
     ...
     evolve_envs.progress.settings.ConfigError: reward_model.mode='pairwise' needs the pairwise
     critic, \
-but backend 'robodopamine' offers progress only; use mode='trajectory'
+but backend 'acme' offers progress only; use mode='trajectory'
     """
 
     def cap(name: str) -> bool:

@@ -39,7 +39,7 @@ Modes (``TrackerSettings.mode``; all values are progress in [0, 100], frame 0 ha
   Needs ``pairwise``.
 * ``"trajectory"``: ``/trajectory-critic`` over the frames seen at check steps (step 0 and every
   check up to ``t``, at most ``trajectory_max_frames``, spread uniformly); progress is the last
-  value. Works with progress-only backends (e.g. Robo-Dopamine).
+  value. Works with progress-only backends (a plugin without a pairwise critic).
 
 Calls: ``"sync"`` — the check at ``t`` is answered before ``observe(t)`` returns, so it decides
 step ``t``. ``"async"`` — the request is sent at ``t`` and ``observe`` returns at once; the answer
@@ -180,7 +180,7 @@ class TrackerStep:
         terminate: the reward model ends the episode here (done decided, ``terminate_on_done``).
         episode_over: the episode is settled (env ended it, or ``terminate``).
         checked: at least one check answer was applied at this step.
-        info: per-step info keys (see the README, "info keys"); at the end also
+        info: per-step info keys (docs/wrappers.md, "`info` keys"); at the end also
             ``"episode_reward_model"`` (= ``summary``).
         summary: the episode summary when ``episode_over``, else ``None``.
     """

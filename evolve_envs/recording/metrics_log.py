@@ -6,7 +6,12 @@
   columns with blanks),
 * TensorBoard event files under ``tensorboard/`` (when the ``tensorboard`` package is
   installed and ``tensorboard=True``), one scalar series per column, the episode index as step,
-* a Weights & Biases run (only when a ``wandb_project`` is given; W&B must then be installed).
+* a Weights & Biases run (only when a ``wandb_project`` is given; W&B must then be installed:
+  the ``wandb`` extra).
+
+:meth:`EpisodeLog.log_scalars` adds series to TensorBoard and W&B only (the training loop's
+held-out evaluation, whose rows go to a CSV of their own), and :meth:`EpisodeLog.log_video` an
+episode video: an animated GIF in TensorBoard's image dashboard, the MP4 in W&B.
 
 Every write is flushed, so an interrupted job keeps the rows of the episodes that finished.
 
@@ -24,7 +29,8 @@ from __future__ import annotations
 import csv
 import importlib.util
 import math
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -38,8 +44,8 @@ def import_wandb(project: str) -> Any:
         import wandb
     except Exception as exc:  # noqa: BLE001 - a broken install fails like a missing one
         raise ImportError(
-            f"logging to the W&B project {project!r} needs Weights & Biases: pip install wandb "
-            f"({type(exc).__name__}: {exc})"
+            f"logging to the W&B project {project!r} needs Weights & Biases: pip install "
+            f"'evolve-envs[wandb]' ({type(exc).__name__}: {exc})"
         ) from exc
     return wandb
 
@@ -59,6 +65,7 @@ class EpisodeLog:
         run_config: recorded as the W&B run's config.
         step_column: name of the first CSV column, the step :meth:`add` is given.
         tb_prefix: TensorBoard / W&B series are named ``<tb_prefix>/<column>``.
+        csv_name: the CSV file's name in ``out``.
 
     An existing ``metrics.csv`` (a resumed run) is appended to under its own header.
 
@@ -81,10 +88,11 @@ class EpisodeLog:
         run_config: Mapping[str, Any] | None = None,
         step_column: str = "episode",
         tb_prefix: str = "episode",
+        csv_name: str = "metrics.csv",
     ) -> None:
         self.out = Path(out)
         self.out.mkdir(parents=True, exist_ok=True)
-        self.csv_path = self.out / "metrics.csv"
+        self.csv_path = self.out / csv_name
         self.step_column = step_column
         self.tb_prefix = tb_prefix
         self._columns: list[str] | None = None
@@ -92,6 +100,7 @@ class EpisodeLog:
             with self.csv_path.open(newline="", encoding="utf-8") as fh:
                 self._columns = next(csv.reader(fh), None) or None
         self._tb: Any = None
+        self._tb_media: Any = None  # an event file of its own for images (GIF videos)
         self._wandb: Any = None
         if tensorboard and tensorboard_available():
             from tensorboard.summary import Writer
@@ -132,11 +141,61 @@ class EpisodeLog:
         if self._wandb is not None:
             self._wandb.log({f"{self.tb_prefix}/{k}": v for k, v in numeric.items()}, step=episode)
 
+    def log_scalars(self, prefix: str, step: int, metrics: Mapping[str, Any]) -> None:
+        """Series ``<prefix>/<key>`` at ``step`` in TensorBoard and W&B (not the CSV); None, NaN
+        and non-numbers are skipped."""
+        numeric = {
+            f"{prefix}/{k}": float(v)
+            for k, v in metrics.items()
+            if isinstance(v, int | float | bool) and not math.isnan(float(v))
+        }
+        if self._tb is not None:
+            for key, value in numeric.items():
+                self._tb.add_scalar(key, value, step=step)
+            self._tb.flush()
+        if self._wandb is not None and numeric:
+            self._wandb.log(numeric, step=step)
+
+    def log_video(
+        self, tag: str, frames: Sequence[Any], step: int, *, mp4: str | Path | None = None,
+        fps: int = 10,
+    ) -> None:  # fmt: skip
+        """An episode video at ``step``: an animated GIF image ``tag`` in TensorBoard (its image
+        dashboard plays it), and in W&B the MP4 file ``mp4`` when one was written."""
+        if self._tb is not None and len(frames):
+            from tensorboard.compat.proto import event_pb2, summary_pb2
+            from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+            from evolve_envs.recording.media import gif_bytes
+
+            if self._tb_media is None:
+                self._tb_media = EventFileWriter(
+                    str(self.out / "tensorboard"), filename_suffix=".media"
+                )
+            h, w = frames[0].shape[:2]
+            image = summary_pb2.Summary.Image(
+                height=int(h),
+                width=int(w),
+                colorspace=3,
+                encoded_image_string=gif_bytes(frames, fps),
+            )
+            event = event_pb2.Event(wall_time=time.time(), step=int(step))
+            event.summary.value.add(tag=tag, image=image)
+            self._tb_media.add_event(event)
+            self._tb_media.flush()
+        if self._wandb is not None and mp4 is not None:
+            import wandb
+
+            self._wandb.log({tag: wandb.Video(str(mp4), format="mp4")}, step=step)
+
     def close(self) -> None:
-        """Flush and close the TensorBoard writer and finish the W&B run."""
+        """Flush and close the TensorBoard writers and finish the W&B run."""
         if self._tb is not None:
             self._tb.close()
             self._tb = None
+        if self._tb_media is not None:
+            self._tb_media.close()
+            self._tb_media = None
         if self._wandb is not None:
             self._wandb.finish()
             self._wandb = None

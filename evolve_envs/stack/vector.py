@@ -88,7 +88,8 @@ def make_vec(
         config, reward_model, env_factory, **env_kwargs: as for :func:`evolve_envs.make_env`.
         num_envs: number of sub-envs (>= 1).
         vectorization_mode: ``"sync"`` (one process) or ``"async"`` (one process per sub-env;
-            pass ``vector_kwargs={"context": "spawn"}`` for LIBERO, see the README).
+            pass ``vector_kwargs={"context": "spawn"}`` for LIBERO, see docs/getting-started.md,
+            "Environments").
         vector_kwargs: keyword arguments of the vector env class.
 
     Raises:

@@ -55,6 +55,7 @@ from evolve_envs.stack.loading import (
 )
 
 __all__ = [
+    "EvalConfig",
     "GrpoConfig",
     "LearnerConfig",
     "PolicyConfig",
@@ -291,12 +292,53 @@ class RunConfig(BaseModel):
         default=None, gt=0, description="policy weights to snapshots/ this often (None: off)"
     )
     tensorboard: bool = True
+    wandb_project: str | None = Field(
+        default=None,
+        description="also log to this Weights & Biases project (scalars and evaluation videos; "
+        "the `wandb` extra; --wandb PROJECT)",
+    )
     head_timeout_s: float = Field(
         default=10.0,
         gt=0,
         description="seconds the Ray head (GCS) may be unreachable before the driver exits "
         "with a one-line error; the last checkpoint resumes on a new cluster",
     )
+
+
+class EvalConfig(BaseModel):
+    """Held-out evaluation during training (``evolve_envs.train.periodic_eval``): the current
+    policy on ``episodes`` fixed scenes training never sees, success from the env's flag.
+
+    >>> EvalConfig().enabled, EvalConfig(every_s=60).enabled
+    (False, True)
+    """
+
+    model_config = _STRICT
+
+    every_s: float | None = Field(
+        default=None, gt=0, description="evaluate every this many seconds (None: off)"
+    )
+    every_updates: int | None = Field(
+        default=None, ge=1, description="evaluate every this many updates (None: off)"
+    )
+    episodes: int = Field(default=10, ge=1, description="held-out scenes per evaluation")
+    num_envs: int = Field(default=5, ge=1, description="envs the evaluation plays at once")
+    sampled: bool = Field(
+        default=True, description="also play the scenes with sampled actions, not only the mean"
+    )
+    video_episodes: int = Field(
+        default=1, ge=0, description="episodes of each evaluation in its video (0: none)"
+    )
+    video_key: str | None = Field(
+        default=None, description="observation key of the video frames (None: policy.image_key)"
+    )
+    seed_offset: int = Field(
+        default=0, ge=0, description="held-out scenes are reset seeds 2**31 + seed_offset + k"
+    )
+
+    @property
+    def enabled(self) -> bool:
+        return self.every_s is not None or self.every_updates is not None
 
 
 class TrainConfig(BaseModel):
@@ -317,6 +359,7 @@ class TrainConfig(BaseModel):
     grpo: GrpoConfig = Field(default_factory=GrpoConfig)
     ray: RayConfig = Field(default_factory=RayConfig)
     run: RunConfig = Field(default_factory=RunConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
 
     @model_validator(mode="after")
     def _check(self) -> TrainConfig:

@@ -12,7 +12,12 @@ the algorithm (:class:`~evolve_envs.train.distrl.algorithm.DistRL` or
 * ``config.yaml`` — the effective config,
 * ``metrics.csv`` and ``tensorboard/`` — one row per ``run.log_every_s``,
 * ``checkpoint.pt`` — policy, optimizer, counters, replay metadata, config (atomic),
-* ``summary.json`` — the final counters and the last metrics row.
+* with ``eval.every_s`` / ``eval.every_updates``: ``eval.csv``, ``eval_videos/`` and ``best.pt``
+  (the best policy by held-out success, :mod:`evolve_envs.train.periodic_eval`),
+* ``summary.json`` — the final counters, the last metrics row and the held-out evaluations.
+
+With ``run.wandb_project`` (``--wandb PROJECT``) the metrics, the evaluations and their videos
+also go to Weights & Biases.
 
 ``--resume DIR`` reads ``DIR/checkpoint.pt`` and its config (``--config`` files and overrides are
 layered on it) and continues the counters, the policy version and the weights, in ``DIR``.
@@ -42,13 +47,14 @@ from evolve_envs.stack.reward_model import shared_service
 from evolve_envs.train.checkpoint import load_checkpoint
 from evolve_envs.train.config import TrainConfig, load_train_config
 from evolve_envs.train.head_watch import ClusterLostError, HeadWatch, gcs_address
-from evolve_envs.train.placement import check_placeable
+from evolve_envs.train.placement import check_placeable, local_node
 
 __all__ = [
     "LearnerLostError",
     "TrainOptions",
     "TrainResult",
     "ray_session",
+    "refuse_unplaceable",
     "reward_service_for",
     "run_loop_on_cluster",
     "run_train",
@@ -77,13 +83,15 @@ class TrainOptions:
 
 @dataclass
 class TrainResult:
-    """Where the run wrote and how far it got."""
+    """Where the run wrote and how far it got (``evaluation``: the held-out evaluations'
+    summary, with ``eval`` on)."""
 
     run_dir: Path
     algo: str
     counters: dict[str, int]
     last_metrics: dict[str, Any]
     wall_s: float
+    evaluation: dict[str, Any] | None = None
 
 
 def _effective_config(opts: TrainOptions) -> tuple[TrainConfig, dict[str, Any] | None]:
@@ -287,6 +295,22 @@ def reward_service_for(cfg: TrainConfig) -> Iterator[TrainConfig]:
             yield cfg.model_copy(update={"reward_model": {**cfg.reward_model, "endpoint": url}})
 
 
+def refuse_unplaceable(cfg: TrainConfig, address: str | None) -> None:
+    """Before anything starts: when the run will start its own local Ray (no ``address``, no
+    Ray initialised here), raise :class:`~evolve_envs.train.placement.PlacementError` if that
+    Ray cannot hold a rollout worker or the learner (``learner.num_gpus=1`` on a machine without
+    a GPU, a custom resource no local Ray has). A cluster is checked once joined."""
+    if address:
+        return
+    import ray
+
+    if ray.is_initialized():
+        return  # the Ray running here is checked as it is
+    node = local_node(cfg)
+    if node is not None:
+        check_placeable(cfg, [node], where="the local Ray this run starts (no --address)")
+
+
 def _run_dir(opts: TrainOptions, cfg: TrainConfig) -> Path:
     if opts.resume is not None:
         return Path(opts.resume)
@@ -298,6 +322,7 @@ def _run_dir(opts: TrainOptions, cfg: TrainConfig) -> Path:
 def run_train(opts: TrainOptions) -> TrainResult:
     """Run one training job (see the module docstring)."""
     cfg, state = _effective_config(opts)
+    refuse_unplaceable(cfg, opts.address)  # nothing written, nothing started
     run_dir = _run_dir(opts, cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.stored(), sort_keys=False))
@@ -307,32 +332,39 @@ def run_train(opts: TrainOptions) -> TrainResult:
     from evolve_envs.train.algorithm import make_algorithm
     from evolve_envs.train.loop import run_loop
 
-    with ray_session(cfg, opts.address) as joined, reward_service_for(cfg) as worker_cfg:
-        check_placeable(cfg)
-        watch = _watch_head(cfg, run_dir, log) if joined else None
-        if watch is not None:
-            watch.start()
-        try:
-            if cfg.learner.placement == "cluster":
-                counters, last = run_loop_on_cluster(worker_cfg, cfg, run_dir, state, log)
-            else:
-                algo = make_algorithm(cfg.algo)
-                counters, last = run_loop(algo, worker_cfg, cfg, run_dir, state, log, interactive)
-        except Exception as exc:
-            if watch is not None and not watch.reachable():  # the head went: say that
-                raise ClusterLostError(_head_lost(f"{watch.host}:{watch.port}", run_dir)) from exc
-            raise
-        finally:
+    with ray_session(cfg, opts.address) as joined:
+        check_placeable(cfg)  # before the reward service starts and anything waits
+        with reward_service_for(cfg) as worker_cfg:
+            watch = _watch_head(cfg, run_dir, log) if joined else None
             if watch is not None:
-                watch.stop()
+                watch.start()
+            try:
+                if cfg.learner.placement == "cluster":
+                    counters, last = run_loop_on_cluster(worker_cfg, cfg, run_dir, state, log)
+                else:
+                    algo = make_algorithm(cfg.algo)
+                    counters, last = run_loop(
+                        algo, worker_cfg, cfg, run_dir, state, log, interactive
+                    )
+            except Exception as exc:
+                if watch is not None and not watch.reachable():  # the head went: say that
+                    lost = _head_lost(f"{watch.host}:{watch.port}", run_dir)
+                    raise ClusterLostError(lost) from exc
+                raise
+            finally:
+                if watch is not None:
+                    watch.stop()
     wall = time.monotonic() - t0
-    result = TrainResult(run_dir, cfg.algo, counters, last, wall)
+    evaluation = last.pop("eval", None)
+    result = TrainResult(run_dir, cfg.algo, counters, last, wall, evaluation)
     summary: dict[str, Any] = {
         "algo": cfg.algo,
         "wall_s": round(wall, 2),
         "counters": counters,
         "last": last,
     }
+    if evaluation is not None:
+        summary["eval"] = evaluation
     placement = run_dir / "placement.json"
     if placement.is_file():
         summary["placement"] = json.loads(placement.read_text())

@@ -9,6 +9,12 @@ instead (as the workers do), from a torch RNG seeded with ``sample_seed`` and ke
 global one: a policy can succeed more with its noise than with its mean action (one that stalls
 where its mean is near zero), and comparing the two says so.
 
+:class:`HeldOutEvaluator` does the same on envs it builds once and keeps (a LIBERO simulator
+takes seconds to build), and records the frames of the first episodes for a video: the training
+loop evaluates through it every ``eval.every_s`` (:mod:`evolve_envs.train.periodic_eval`).
+:func:`read_saved` and :func:`evaluate_saved` evaluate a saved policy (a run's ``checkpoint.pt``
+or ``best.pt``, a snapshot): ``evolve-envs evaluate``.
+
 Example:
     >>> from evolve_envs.train.config import TrainConfig
     >>> from evolve_envs.train.worker_env import policy_from_config
@@ -23,12 +29,27 @@ Example:
 
 from __future__ import annotations
 
+import json
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import numpy as np
 
-__all__ = ["HELD_OUT_BASE", "EvalResult", "evaluate_policy", "held_out_seeds", "make_eval_env"]
+__all__ = [
+    "HELD_OUT_BASE",
+    "EvalResult",
+    "HeldOutEvaluator",
+    "SavedPolicy",
+    "evaluate_policy",
+    "evaluate_saved",
+    "held_out_seeds",
+    "make_eval_env",
+    "read_saved",
+]
 
 #: First held-out reset seed: above every seed training draws (``< 2**31 - 1``).
 HELD_OUT_BASE = 2**31
@@ -45,10 +66,18 @@ def held_out_seeds(n: int, offset: int = 0) -> list[int]:
 
 @dataclass
 class EvalResult:
-    """Outcome of :func:`evaluate_policy`."""
+    """Outcome of :func:`evaluate_policy`: per episode (in seed order) the env's success flag and
+    the length; ``frames`` holds the camera frames of the episodes asked to be recorded.
+
+    >>> res = EvalResult(success=[True, False, True], lengths=[12, 40, 9])
+    >>> res.episodes, round(res.success_rate, 3)
+    (3, 0.667)
+    """
 
     success: list[bool] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=list)
+    frames: list[list[np.ndarray]] = field(default_factory=list, repr=False)
 
     @property
     def episodes(self) -> int:
@@ -57,6 +86,21 @@ class EvalResult:
     @property
     def success_rate(self) -> float:
         return float(np.mean(self.success)) if self.success else float("nan")
+
+    def to_json(self) -> dict[str, Any]:
+        """The numbers (no frames), for a JSON result.
+
+        >>> EvalResult([True, False], [3, 8], [1, 2]).to_json()["success_rate"]
+        0.5
+        """
+        return {
+            "episodes": self.episodes,
+            "success_rate": self.success_rate,
+            "mean_length": float(np.mean(self.lengths)) if self.lengths else math.nan,
+            "success": [bool(s) for s in self.success],
+            "lengths": [int(n) for n in self.lengths],
+            "seeds": [int(s) for s in self.seeds],
+        }
 
 
 def make_eval_env(cfg: Any, worker_index: int = 0) -> Any:
@@ -70,6 +114,138 @@ def make_eval_env(cfg: Any, worker_index: int = 0) -> Any:
     return make_worker_env(plain, worker_index)
 
 
+class HeldOutEvaluator:
+    """Plays held-out episodes on up to ``num_envs`` plain envs of ``cfg``, built on first use
+    and kept until :meth:`close` (so repeated evaluations do not rebuild simulators).
+
+    Example:
+        >>> from evolve_envs.train.config import TrainConfig
+        >>> cfg = TrainConfig(env={"id": "evolve_envs/ReachPlace-v0", "max_episode_steps": 4},
+        ...                   reward_model={"enable": False})
+        >>> with HeldOutEvaluator(cfg, num_envs=2) as ev:
+        ...     res = ev.run(ev.policy(), held_out_seeds(3), record=1)
+        >>> res.episodes, len(res.frames), res.frames[0][0].shape
+        (3, 1, (64, 64, 3))
+    """
+
+    def __init__(self, cfg: Any, num_envs: int = 10) -> None:
+        self.cfg = cfg
+        self.num_envs = max(1, int(num_envs))
+        self._envs: list[Any] = []
+
+    def envs(self, n: int) -> list[Any]:
+        """The first ``n`` (at most ``num_envs``) envs, built as needed."""
+        n = max(1, min(n, self.num_envs))
+        while len(self._envs) < n:
+            self._envs.append(make_eval_env(self.cfg))
+        return self._envs[:n]
+
+    def policy(self, state_dict: dict[str, Any] | None = None) -> Any:
+        """A policy of the config for this env's spaces, with ``state_dict`` loaded if given."""
+        from evolve_envs.train.worker_env import policy_from_config
+
+        env = self.envs(1)[0]
+        pol = policy_from_config(self.cfg.policy, env.observation_space, env.action_space)
+        if state_dict is not None:
+            pol.load_state_dict(state_dict)
+        return pol
+
+    def run(
+        self,
+        policy: Any,
+        seeds: Sequence[int],
+        *,
+        deterministic: bool = True,
+        sample_seed: int = 0,
+        record: int = 0,
+        video_key: str | None = None,
+    ) -> EvalResult:
+        """One episode per seed; the frames of the first ``record`` episodes are kept (the
+        observation's ``video_key`` image, else its first camera image)."""
+        import torch
+
+        if not deterministic:  # the policy's CUDA RNG too when it samples there (a GPU learner)
+            cuda = sorted({p.device.index or 0 for p in policy.parameters() if p.is_cuda})
+            with torch.random.fork_rng(devices=cuda):
+                torch.manual_seed(sample_seed)
+                return self._play(policy, seeds, False, record, video_key)
+        return self._play(policy, seeds, True, record, video_key)
+
+    def _play(
+        self, policy: Any, seeds: Sequence[int], deterministic: bool, record: int,
+        video_key: str | None,
+    ) -> EvalResult:  # fmt: skip
+        import torch
+
+        from evolve_envs.train.worker_env import batch_obs, with_task
+
+        envs = self.envs(len(seeds))
+        result = EvalResult(seeds=[int(s) for s in seeds])
+        was_training = policy.training
+        policy.eval()
+        try:
+            for start in range(0, len(seeds), len(envs)):
+                chunk = seeds[start : start + len(envs)]
+                obs = [
+                    with_task(*env.reset(seed=int(s))) for env, s in zip(envs, chunk, strict=False)
+                ]
+                live = list(range(len(chunk)))
+                success = [False] * len(chunk)
+                lengths = [0] * len(chunk)
+                frames: dict[int, list[np.ndarray]] = {
+                    i: [] for i in range(len(chunk)) if start + i < record
+                }
+                for i in frames:
+                    _keep_frame(frames, i, obs[i], video_key)
+                while live:
+                    inputs = policy.encode_obs(batch_obs([obs[i] for i in live]))
+                    with torch.no_grad():
+                        actions, _ = policy.act(inputs, deterministic=deterministic)
+                    still = []
+                    for j, i in enumerate(live):
+                        o, _, terminated, truncated, info = envs[i].step(actions[j])
+                        lengths[i] += 1
+                        _keep_frame(frames, i, o, video_key)
+                        if terminated or truncated:
+                            success[i] = bool(info.get("is_success", False))
+                        else:
+                            obs[i] = with_task(o, info)
+                            still.append(i)
+                    live = still
+                result.success.extend(success)
+                result.lengths.extend(lengths)
+                result.frames.extend(frames[i] for i in sorted(frames) if frames[i])
+        finally:
+            policy.train(was_training)
+        return result
+
+    def close(self) -> None:
+        """Close the envs."""
+        envs, self._envs = self._envs, []
+        for env in envs:
+            env.close()
+
+    def __enter__(self) -> HeldOutEvaluator:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _keep_frame(frames: dict[int, list[np.ndarray]], i: int, obs: Any, key: str | None) -> None:
+    """Append env ``i``'s camera frame to ``frames[i]`` when that episode is recorded."""
+    from evolve_envs.recording.media import pick_frame
+
+    frame = pick_frame(obs, key) if i in frames else None
+    if frame is not None:
+        frames[i].append(np.array(frame, copy=True))
+
+
 def evaluate_policy(
     cfg: Any,
     policy: Any,
@@ -81,48 +257,96 @@ def evaluate_policy(
 ) -> EvalResult:
     """Play one episode per seed (``num_envs`` at a time) and record success: the mean action,
     or with ``deterministic=False`` sampled actions (reproducible for a given ``sample_seed``)."""
+    with HeldOutEvaluator(cfg, min(num_envs, len(seeds))) as evaluator:
+        return evaluator.run(policy, seeds, deterministic=deterministic, sample_seed=sample_seed)
+
+
+@dataclass
+class SavedPolicy:
+    """A saved policy as :func:`read_saved` found it: the file, its payload (``policy`` state
+    dict, ``counters``, ...) and the training config it was trained with.
+
+    >>> from evolve_envs.train.config import TrainConfig
+    >>> SavedPolicy(Path("runs/rp/best.pt"), {"policy": {}}, TrainConfig()).path.name
+    'best.pt'
+    """
+
+    path: Path
+    payload: dict[str, Any]
+    cfg: Any
+
+
+def read_saved(source: str | Path, *, best: bool = False) -> SavedPolicy:
+    """The saved policy at ``source``: a run directory (its ``checkpoint.pt``; ``best.pt`` with
+    ``best=True``) or a ``.pt`` file (a checkpoint, a ``best.pt``, or a snapshot, which takes
+    its run's ``config.yaml``). ``FileNotFoundError`` says what is missing."""
     import torch
 
-    if not deterministic:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(sample_seed)
-            return _play(cfg, policy, seeds, num_envs, deterministic=False)
-    return _play(cfg, policy, seeds, num_envs, deterministic=True)
+    from evolve_envs.train.config import load_train_config
+
+    src = Path(source)
+    path = src / ("best.pt" if best else "checkpoint.pt") if src.is_dir() else src
+    if not path.is_file():
+        hint = (
+            " (best.pt is written by a run with held-out evaluation: eval.every_s)" if best else ""
+        )
+        raise FileNotFoundError(f"{source}: no saved policy at {path}{hint}")
+    payload = torch.load(path, map_location="cpu", weights_only=False)
+    if not isinstance(payload, dict) or "policy" not in payload:
+        raise ValueError(f"{path} holds no policy weights (not a checkpoint, best.pt or snapshot)")
+    config = payload.get("config")
+    if config is None:  # a snapshot: snapshots/ lives in the run directory
+        found = [d / "config.yaml" for d in (path.parent, path.parent.parent)]
+        found = [f for f in found if f.is_file()]
+        if not found:
+            raise FileNotFoundError(f"{path} holds no config and no config.yaml is beside it")
+        config = found[0]
+    return SavedPolicy(path, payload, load_train_config(config))
 
 
-def _play(cfg: Any, policy: Any, seeds: list[int], num_envs: int, *, deterministic: bool
-          ) -> EvalResult:  # fmt: skip
-    import torch
+def evaluate_saved(
+    saved: SavedPolicy,
+    out: str | Path,
+    *,
+    episodes: int | None = None,
+    num_envs: int | None = None,
+    sampled: bool = True,
+    videos: int = 3,
+    sample_seed: int = 0,
+) -> dict[str, Any]:
+    """Evaluate a saved policy on the held-out scenes of its config's ``eval`` block
+    (``episodes`` and ``num_envs`` override it), with the mean action and, with ``sampled``,
+    sampled actions; write ``result.json`` and, with ``videos > 0``, ``episodes.mp4`` (the first
+    ``videos`` episodes with the mean action, one after the other) into ``out``. Returns the
+    result."""
+    cfg = saved.cfg
+    n = int(episodes or cfg.eval.episodes)
+    seeds = held_out_seeds(n, cfg.eval.seed_offset)
+    out = Path(out)
+    key = cfg.eval.video_key or cfg.policy.image_key
+    with HeldOutEvaluator(cfg, num_envs or cfg.eval.num_envs) as evaluator:
+        policy = evaluator.policy(saved.payload["policy"])
+        det = evaluator.run(policy, seeds, record=videos, video_key=key)
+        smp = (
+            evaluator.run(policy, seeds, deterministic=False, sample_seed=sample_seed)
+            if sampled
+            else None
+        )
+    result: dict[str, Any] = {
+        "policy": str(saved.path),
+        "algo": saved.payload.get("algo"),
+        "counters": saved.payload.get("counters"),
+        "scenes": f"held-out reset seeds {seeds[0]}..{seeds[-1]} (training draws below 2**31 - 1)",
+        "success_source": "the env's success flag (info['is_success']), no reward model",
+        "deterministic": det.to_json(),
+        "sampled": None if smp is None else {**smp.to_json(), "sample_seed": sample_seed},
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    if det.frames:
+        from evolve_envs.recording.media import write_mp4
 
-    from evolve_envs.train.worker_env import batch_obs, with_task
-
-    envs = [make_eval_env(cfg) for _ in range(min(num_envs, len(seeds)))]
-    result = EvalResult()
-    policy.eval()
-    try:
-        for start in range(0, len(seeds), len(envs)):
-            chunk = seeds[start : start + len(envs)]
-            obs = [with_task(*env.reset(seed=int(s))) for env, s in zip(envs, chunk, strict=False)]
-            live = list(range(len(chunk)))
-            success = [False] * len(chunk)
-            lengths = [0] * len(chunk)
-            while live:
-                inputs = policy.encode_obs(batch_obs([obs[i] for i in live]))
-                with torch.no_grad():
-                    actions, _ = policy.act(inputs, deterministic=deterministic)
-                still = []
-                for j, i in enumerate(live):
-                    o, _, terminated, truncated, info = envs[i].step(actions[j])
-                    lengths[i] += 1
-                    if terminated or truncated:
-                        success[i] = bool(info.get("is_success", False))
-                    else:
-                        obs[i] = with_task(o, info)
-                        still.append(i)
-                live = still
-            result.success.extend(success)
-            result.lengths.extend(lengths)
-    finally:
-        for env in envs:
-            env.close()
+        frames = [f for episode in det.frames for f in episode]
+        result["video"] = write_mp4(out / "episodes.mp4", frames, fps=20).name
+        result["video_episodes"] = len(det.frames)
+    (out / "result.json").write_text(json.dumps(result, indent=2))
     return result

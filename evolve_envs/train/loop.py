@@ -20,7 +20,10 @@ everything around it, the same for all of them:
 * **logging** — a metrics row every ``run.log_every_s`` (CSV, TensorBoard, a progress bar on a
   terminal or one line per row otherwise), the shared columns plus the algorithm's own;
 * **policy snapshots** — with ``run.snapshot_every_s`` a copy of the policy weights with the time
-  and env steps goes to ``snapshots/`` (for held-out learning curves, ``bench/d3``).
+  and env steps goes to ``snapshots/`` (for held-out learning curves, ``bench/d3``);
+* **held-out evaluation** — with ``eval.every_s`` or ``eval.every_updates`` the current policy is
+  evaluated on fixed unseen scenes, logged beside the metrics and kept as ``best.pt`` when it is
+  the best so far (:mod:`evolve_envs.train.periodic_eval`).
 
 The loop never names an algorithm: it takes an :class:`~evolve_envs.train.algorithm.Algorithm`
 (see :mod:`evolve_envs.train.algorithm` for the protocol and how one is registered).
@@ -42,11 +45,13 @@ from evolve_envs.train.algorithm import (
 from evolve_envs.train.checkpoint import save_checkpoint
 from evolve_envs.train.config import TrainConfig
 from evolve_envs.train.finite import NonFiniteError, nonfinite_tensors
-from evolve_envs.train.placement import on_this_node
+from evolve_envs.train.periodic_eval import PeriodicEval
+from evolve_envs.train.placement import PlacementError, on_this_node
 from evolve_envs.train.run_log import IntervalStats, TrainLog, format_row
 
 __all__ = [
     "learner_device",
+    "public_config",
     "reserve_learner_gpus",
     "resumed_worker_config",
     "run_loop",
@@ -64,11 +69,13 @@ def reserve_learner_gpus(cfg: TrainConfig, timeout_s: float = 60.0) -> Any:
         return None  # with placement: cluster the learner's own task holds its GPUs
     pg = placement_group([{"GPU": float(cfg.learner.num_gpus)}], name="distrl-learner")
     ready, _ = ray.wait([pg.ready()], timeout=timeout_s)
-    if not ready:
+    if not ready:  # the GPUs exist (check_placeable saw them) but others hold them
         ray.util.remove_placement_group(pg)
-        raise RuntimeError(
-            f"learner.num_gpus={cfg.learner.num_gpus}: the Ray cluster cannot provide it "
-            f"(GPUs: {ray.cluster_resources().get('GPU', 0)})"
+        raise PlacementError(
+            f"learner.num_gpus={cfg.learner.num_gpus:g}: no GPU share came free within "
+            f"{timeout_s:g} s (the Ray cluster has {ray.cluster_resources().get('GPU', 0):g} "
+            f"GPUs, {ray.available_resources().get('GPU', 0):g} free); stop what holds them or "
+            "lower learner.num_gpus"
         )
     return pg
 
@@ -80,6 +87,20 @@ def learner_device(cfg: TrainConfig) -> Any:
     if cfg.learner.num_gpus > 0 and torch.cuda.is_available():
         return torch.device("cuda")
     return torch.device("cpu")
+
+
+def public_config(cfg: TrainConfig) -> dict[str, Any]:
+    """The config as a tracker may see it: the reward service's token hidden.
+
+    Example:
+        >>> cfg = TrainConfig(reward_model={"enable": True, "token": "s3cret"})
+        >>> public_config(cfg)["reward_model"]["token"]
+        '**********'
+    """
+    data = cfg.model_dump()
+    if data["reward_model"].get("token"):
+        data["reward_model"] = {**data["reward_model"], "token": "**********"}
+    return data
 
 
 def resumed_worker_config(worker_cfg: TrainConfig, updates: int) -> TrainConfig:
@@ -134,7 +155,13 @@ def run_loop(
         actor_options={"num_cpus": 0, "scheduling_strategy": here},
     )
     workers: list[Any] = []
-    tlog = TrainLog(run_dir, tensorboard=cfg.run.tensorboard)
+    tlog = TrainLog(
+        run_dir,
+        tensorboard=cfg.run.tensorboard,
+        wandb_project=cfg.run.wandb_project,
+        run_config=public_config(cfg),
+    )
+    evals = PeriodicEval(cfg, run_dir, tlog, log)
     bar = None
     learner_pg = None
     try:
@@ -182,6 +209,7 @@ def run_loop(
 
         def write_row(now: float) -> dict[str, Any]:
             row = _row(algo, stats, registry, budget, now - last_log, cfg.workers.num_envs)
+            row.update(evals.columns())
             tlog.add(updates(), row)
             placement.write()
             if interactive:
@@ -219,6 +247,7 @@ def run_loop(
                     checkpoint()
                     raise
             snapshots.maybe(algo.counters())
+            evals.maybe(policy, algo.counters(), budget.elapsed())
             if now - last_log >= cfg.run.log_every_s:
                 last = write_row(now)
                 stats, last_log = IntervalStats(), now
@@ -229,15 +258,20 @@ def run_loop(
                 checkpoint()
                 last_ckpt, ckpt_updates = now, updates()
         algo.stop()
+        evals.final(policy, algo.counters(), budget.elapsed())
         if stats.trajectories or stats.updates or not last:
             last = write_row(time.monotonic())
         placement.write()
         snapshots.maybe(algo.counters(), force=True)
         checkpoint()
+        evaluation = evals.summary()
+        if evaluation is not None:
+            last = {**last, "eval": evaluation}
         return algo.counters(), last
     finally:
         if bar is not None:
             bar.close()
+        evals.close()
         tlog.close()
         for w in workers:
             ray.kill(w, no_restart=True)

@@ -12,7 +12,9 @@ A config names what each part needs as Ray resources:
 Nodes advertise custom resources when they start: ``ray start --address HEAD:6379 --resources
 '{"sim": 4}'``. :func:`check_placeable` compares each part's request with every alive node's
 total resources before anything starts, so a request no node can ever meet is one line naming the
-part and the nodes instead of an actor that waits forever.
+key and what the nodes have instead of an actor that waits forever. A run that starts its own
+local Ray is checked before Ray starts, against :func:`local_node` (the CPUs it will give Ray and
+the GPUs Ray detects here), so ``learner.num_gpus=1`` on a machine without one is refused at once.
 
 Example:
     >>> from evolve_envs.train.config import TrainConfig
@@ -23,6 +25,11 @@ Example:
     False
     >>> unmet({"CPU": 1.0, "learner": 1.0}, [{"CPU": 4.0}])
     True
+    >>> try:
+    ...     check_placeable(TrainConfig(learner={"num_gpus": 1}), [{"CPU": 2.0}])
+    ... except PlacementError as exc:
+    ...     print(str(exc).split("): ", 1)[1].split(";")[0])
+    learner.num_gpus=1, the most GPU any node has is 0
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ __all__ = [
     "PlacementError",
     "check_placeable",
     "learner_request",
+    "local_node",
     "on_this_node",
     "unmet",
     "worker_actor_options",
@@ -89,22 +97,78 @@ def _describe(nodes: Sequence[Mapping[str, float]]) -> str:
     return "; ".join(one(n) for n in nodes) or "none"
 
 
-def check_placeable(cfg: TrainConfig, nodes: Sequence[Mapping[str, float]] | None = None) -> None:
+def _key_name(block: str, resource: str) -> str:
+    """The config key that asks for ``resource`` in ``block`` (``learner.num_gpus``)."""
+    if resource == "CPU":
+        return f"{block}.num_cpus"
+    if resource == "GPU":
+        return f"{block}.num_gpus"
+    return f"{block}.resources.{resource}"
+
+
+def _shortfall(
+    request: Mapping[str, float], nodes: Sequence[Mapping[str, float]], block: str
+) -> str:
+    """Which key of ``request`` no node can meet, and the most any node has of it."""
+    for name, value in request.items():
+        most = max((float(node.get(name, 0.0)) for node in nodes), default=0.0)
+        if most < value:
+            return f"{_key_name(block, name)}={value:g}, the most {name} any node has is {most:g}"
+    return "no single node has all of it at once"
+
+
+def check_placeable(
+    cfg: TrainConfig,
+    nodes: Sequence[Mapping[str, float]] | None = None,
+    *,
+    where: str = "the Ray cluster",
+) -> None:
     """Raise :class:`PlacementError` if no alive node can ever hold a rollout worker, or the
-    learner with ``placement: cluster`` (``nodes``: each node's total resources; default: the
-    connected cluster's)."""
+    learner (its CPUs, GPUs and resources with ``placement: cluster``; its GPUs alone with
+    ``placement: driver``, which the driver reserves), in one line naming the key and what the
+    nodes have (``nodes``: each node's total resources; default: the connected cluster's)."""
     nodes = _alive_nodes() if nodes is None else list(nodes)
     parts = [("a rollout worker", "workers", worker_request(cfg))]
     if cfg.learner.placement == "cluster":
         parts.append(("the learner", "learner", learner_request(cfg)))
+    elif cfg.learner.num_gpus > 0:  # the driver's learner holds a placement group of its GPUs
+        parts.append(("the learner", "learner", {"GPU": float(cfg.learner.num_gpus)}))
     for what, block, request in parts:
         if unmet(request, nodes):
             asked = ", ".join(f"{k}: {v:g}" for k, v in request.items())
+            short = _shortfall(request, nodes, block)
             raise PlacementError(
-                f"no node of the Ray cluster can hold {what} ({asked}); the nodes have "
-                f"{_describe(nodes)}; start a node with these resources (ray start --resources "
-                f"'{{...}}') or lower {block}.num_cpus / num_gpus / resources"
+                f"no node of {where} can hold {what} ({asked}): {short}; the nodes have"
+                f" {_describe(nodes)}; lower {block}.num_cpus / num_gpus / resources, or run on"
+                " nodes that have them (ray start --num-gpus N --resources '{...}'; --address)"
             )
+
+
+def local_node(cfg: TrainConfig) -> dict[str, float] | None:
+    """The resources of the local Ray that ``evolve-envs train`` would start (``ray.num_cpus``
+    CPUs, the accelerators Ray detects on this machine, no custom resources), or None when they
+    cannot be told before Ray starts (``RAY_OVERRIDE_RESOURCES`` set, or Ray's detection
+    unavailable): then :func:`check_placeable` runs on the started Ray only.
+
+    Example:
+        >>> node = local_node(TrainConfig(ray={"num_cpus": 2}))
+        >>> node is None or node["CPU"] == 2.0
+        True
+    """
+    import os
+
+    if os.environ.get("RAY_OVERRIDE_RESOURCES"):
+        return None
+    try:
+        from ray._private.resource_and_label_spec import ResourceAndLabelSpec
+
+        manager, count = ResourceAndLabelSpec._get_current_node_accelerator(None, {})
+    except Exception:  # noqa: BLE001 - Ray's detection is internal: check after ray.init then
+        return None
+    node = {"CPU": float(cfg.ray.num_cpus or os.cpu_count() or 1)}
+    if manager is not None:
+        node[str(manager.get_resource_name())] = float(count)
+    return node
 
 
 def worker_actor_options(cfg: TrainConfig) -> dict[str, Any]:

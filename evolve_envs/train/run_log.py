@@ -27,18 +27,34 @@ __all__ = ["IntervalStats", "TrainLog", "format_row"]
 
 
 class TrainLog(EpisodeLog):
-    """Append interval rows to ``<out>/metrics.csv`` (first column ``updates``) and
-    ``<out>/tensorboard/`` (series ``train/<column>``): an
-    :class:`~evolve_envs.recording.metrics_log.
-    EpisodeLog` keyed by the learner's update count; a resumed run appends under its header.
+    """Append interval rows to ``<out>/metrics.csv`` (first column ``updates``),
+    ``<out>/tensorboard/`` (series ``train/<column>``) and, with ``wandb_project``, a W&B run:
+    an :class:`~evolve_envs.recording.metrics_log.EpisodeLog` keyed by the learner's update
+    count; a resumed run appends under its header.
 
     Args:
         out: the run directory.
         tensorboard: also write TensorBoard events (skipped when the package is missing).
+        wandb_project: also log to this W&B project (the run's files go to ``out/wandb``).
+        run_config: the W&B run's config (the training config, its token hidden).
     """
 
-    def __init__(self, out: str | Path, *, tensorboard: bool = True) -> None:
-        super().__init__(out, tensorboard=tensorboard, step_column="updates", tb_prefix="train")
+    def __init__(
+        self,
+        out: str | Path,
+        *,
+        tensorboard: bool = True,
+        wandb_project: str | None = None,
+        run_config: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(
+            out,
+            tensorboard=tensorboard,
+            wandb_project=wandb_project,
+            run_config=run_config,
+            step_column="updates",
+            tb_prefix="train",
+        )
 
 
 class IntervalStats:
@@ -109,7 +125,14 @@ class IntervalStats:
 
 
 def format_row(row: Mapping[str, Any]) -> str:
-    """One metrics row as the line printed when not on a terminal."""
+    """One metrics row as the line printed when not on a terminal; the success is the env's
+    flag, the progress the reward model's, and the line says which.
+
+    >>> row = {"time_s": 20.0, "updates_total": 4, "version": 5, "return": 0.05, "success": 0.0,
+    ...        "model_progress": 4.7, "queue_depth": 1, "buffer_fill": 0.12}
+    >>> format_row(row).split(" stale")[0]
+    '[   20.0s] updates 4 v5 return 0.05 env-success 0 model-progress 4.7 queue 1 buffer 0.12'
+    """
 
     def f(key: str, fmt: str = ".3g") -> str:
         v = row.get(key)
@@ -117,7 +140,7 @@ def format_row(row: Mapping[str, Any]) -> str:
 
     return (
         f"[{row['time_s']:7.1f}s] updates {row['updates_total']} v{row['version']} "
-        f"return {f('return')} success {f('success')} progress {f('model_progress')} "
+        f"return {f('return')} env-success {f('success')} model-progress {f('model_progress')} "
         f"queue {row['queue_depth']} buffer {f('buffer_fill', '.2f')} "
         f"stale {f('staleness')} steps/s {f('env_steps_per_s', '.1f')} "
         f"samples/s {f('samples_per_s', '.1f')}"

@@ -22,7 +22,7 @@ The final reward is ``env_reward_weight · env_reward + reward_weight · model_r
 
 ``info``: ``is_success``, ``env_reward``, ``reward_model_reward``, ``reward_model_errors``,
 ``reward_model_fallback``, ``reward_model_latency_s`` on every step; ``episode_score`` and
-``episode_reward_model`` (summary) on the last one. See the README, "info keys".
+``episode_reward_model`` (summary) on the last one. See docs/wrappers.md, "`info` keys".
 
 Example: CartPole with a flat grey camera picture (level 204, which the local mock service's
 *intensity* rule scores 0.8), scored once at the end of a 3-step episode::

@@ -9,8 +9,8 @@ settlement); read its module docstring for the semantics. This wrapper
 * mixes rewards: ``env_reward_weight · env_reward + reward_weight · model_reward`` (defaults 0 and
   1: the model reward replaces LIBERO's; ``1, 1`` adds them; ``1, 0`` keeps the env's),
 * terminates when the env does or when the tracker decides progress-done,
-* fills ``info`` (README, "info keys"): ``progress``, ``progress_calls``, ``progress_checked``,
-  ``progress_pending``, ``reward_model_latency_s``, ``reward_model_errors``,
+* fills ``info`` (docs/wrappers.md, "`info` keys"): ``progress``, ``progress_calls``,
+  ``progress_checked``, ``progress_pending``, ``reward_model_latency_s``, ``reward_model_errors``,
   ``reward_model_fallback``, ``done_by_progress``, ``is_success``, ``env_reward``,
   ``reward_model_reward`` and, on the last step, ``episode_reward_model``.
 

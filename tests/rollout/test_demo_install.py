@@ -1,4 +1,5 @@
-"""`make demo` installs what the README promises it writes: TensorBoard events need tensorboard."""
+"""`make demo` runs the demo and installs what it needs: TensorBoard for the events the docs
+promise, pyarrow for its recording, every extra the demo checks for."""
 
 from __future__ import annotations
 
@@ -36,9 +37,19 @@ def _requirements(extras: list[str]) -> set[str]:
 def test_make_demo_installs_tensorboard_the_readme_promises() -> None:
     extras = _demo_extras()
     promise = (ROOT / "README.md").read_text() + (ROOT / "docs" / "getting-started.md").read_text()
-    assert "TensorBoard" in promise and "runs/demo/tensorboard/" in promise  # the promise
+    assert "TensorBoard" in promise and "runs/demo/libero/tensorboard/" in promise  # the promise
     assert "tensorboard" in _requirements(extras), extras
     # and what the demo runs needs the rest of its report too
     assert {"tqdm", "matplotlib", "imageio", "imageio-ffmpeg", "fastapi", "uvicorn"} <= (
         _requirements(extras)
     )
+
+
+def test_make_demo_runs_the_demo_with_every_extra_it_needs() -> None:
+    from evolve_envs.cli.demo import DEMO_NEEDS
+
+    text = (ROOT / "Makefile").read_text()
+    recipe = re.search(r"^demo:.*\n((?:\t.*\n)+)", text, re.M)
+    assert recipe and "evolve-envs demo" in recipe.group(1)
+    assert set(DEMO_NEEDS.values()) <= set(_demo_extras())  # pyarrow (record) among them
+    assert "pyarrow" in _requirements(_demo_extras())

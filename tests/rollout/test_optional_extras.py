@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evolve_envs.cli import calibrate_report, rollout, rollout_report
+from evolve_envs.cli import calibrate_report, rollout, rollout_media, rollout_report
 
 
 def _without(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:
@@ -22,7 +22,7 @@ def test_rollout_plot_without_matplotlib_names_the_report_extra(
     _without(monkeypatch, "matplotlib")
     rec = rollout_report.EpisodeRecord(index=0, env_index=0, steps=1, rewards=[0.0], progress=[0.0])
     with pytest.raises(ImportError, match=r"pip install 'evolve-envs\[report\]'"):
-        rollout_report._write_plot(tmp_path / "p.png", rec, None)
+        rollout_media.write_plot(tmp_path / "p.png", rec, None)
     assert not (tmp_path / "p.png").exists()
 
 
@@ -32,7 +32,7 @@ def test_rollout_video_without_imageio_names_the_video_extra(
     _without(monkeypatch, "imageio", "imageio.v2")
     rec = rollout_report.EpisodeRecord(index=0, env_index=0, frames=[np.zeros((8, 8, 3), np.uint8)])
     with pytest.raises(ImportError, match=r"pip install 'evolve-envs\[video\]'"):
-        rollout_report._write_video(tmp_path / "e.mp4", rec, None)
+        rollout_media.write_video(tmp_path / "e.mp4", rec, None)
     assert not (tmp_path / "e.mp4").exists()
 
 

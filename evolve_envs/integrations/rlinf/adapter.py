@@ -40,7 +40,8 @@ model return and calls, the audit of model termination, the alarm's numbers, and
 :mod:`evolve_envs.integrations.rlinf.stack` builds the trackers from a ``reward_model`` block.
 
 In a YAML run the wrapper is installed by :mod:`evolve_envs.integrations.rlinf.worker` from the
-``env.train.reward_model`` block; see the README, "Using with RLinf". This module imports
+``env.train.reward_model`` block; see docs/rlinf.md, "3. Add a `reward_model` block to your RLinf
+config". This module imports
 neither RLinf nor torch at import time.
 
 Example (needs RLinf's LIBERO env, so not run as a doctest; tests/rlinf runs the same calls on a

@@ -50,8 +50,10 @@ class EnvCheckError(RuntimeError):
     """The env side of the launch failed; the message says at which stage."""
 
 
-#: Exit status of a launch that stopped after the env workers for want of a CUDA device.
-EXIT_STOPPED_BEFORE_GPU_WORKERS = 3
+#: Exit status of a launch that stopped after the env workers for want of a CUDA device: the env
+#: side worked, training did not start. Not 0 (nothing was trained) and not 3, which every
+#: command of the project keeps for a reward service that cannot be used.
+EXIT_STOPPED_BEFORE_GPU_WORKERS = 5
 
 
 @dataclass

@@ -27,7 +27,8 @@ Without a CUDA device (``torch.cuda.is_available()`` false) the script is not ru
 and rollout workers load the policy and need CUDA GPUs. The launcher then does the launch's env
 side with RLinf's own code (compose and validate the config, start the cluster, launch and
 initialise the ``ProgressEnvWorker`` group, see :mod:`~evolve_envs.integrations.rlinf.env_check`),
-prints what it started and where it stopped, and exits with status 3.
+prints what it started and where it stopped, and exits with status 5 (the env side works;
+nothing was trained). A failure on the env side exits 1 with the stage named.
 """
 
 from __future__ import annotations

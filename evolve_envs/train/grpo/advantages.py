@@ -358,7 +358,7 @@ def reward_filter_mask(scores: Any, group_size: int, lower_bound: float, upper_b
     success times ``reward_coef`` 5, i.e. they drop all-fail and all-success groups. With dense
     progress rewards an episode sums to its final progress in [0, 1] (times any reward weight):
     re-tune the bounds on that scale, e.g. (0.05, 0.9) -- the values of the shipped RLinf config
-    and the README -- to drop groups that made no progress or all reached the done threshold
+    and docs/rlinf.md -- to drop groups that made no progress or all reached the done threshold
     (0.95). Returns a bool ``[B]`` (True = kept).
 
     Example:

@@ -1,0 +1,335 @@
+"""``evolve-envs demo`` (``make demo``): what a learned reward does to RL, on a CPU, in minutes.
+
+Three parts, every number on the terminal naming where it comes from:
+
+1. **ReachPlace** (the synthetic task, whose env knows its true progress) under two reward models
+   served by the real reward service: a *right* one (mock rule ``reach_place``, which reads the
+   block from the pixels) and a *gameable* one (``reach_place_hackable``, which reads the yellow
+   distractor instead). Three scripted policies play ``--episodes`` episodes each, in order: a
+   random one (the alarm's baseline), a gaming one (drags the distractor to the green zone, never
+   touches the block) and a solving one (the expert). The table puts the model's progress beside
+   the env's true progress and success flag, counts the episodes the model called done, and shows
+   the reward-hacking alarm (``reward_model.alarm``) after each policy: it fires on the gameable
+   model when the gaming policy raises its progress without success.
+2. **Calibration**: the episodes of part 1 (recorded under the right model) re-scored by the
+   right, the gameable and a random model (``evolve-envs calibrate``), and the ranking by
+   value-order correlation and done precision/recall against the env's success flag.
+3. **LIBERO-10**, one random episode through the full stack with the shipped config's embedded
+   mock, whose ``change`` rule measures pixel change from the first frame: the table and the plot
+   say so, because a flailing arm scores high on it.
+
+Files go to ``--out`` (default ``runs/demo``): ``reach_place/`` (the recording and
+``calibration/``'s report) and ``libero/`` (the rollout report: summary, metrics, plot, video).
+
+Usage (shell)::
+
+    evolve-envs demo                     # all three parts, into runs/demo
+    evolve-envs demo --no-libero --out runs/demo-rp
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import math
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "DEMO_NEEDS",
+    "MODELS",
+    "POLICIES",
+    "GroupResult",
+    "add_demo",
+    "play_reach_place",
+    "run_demo",
+]
+
+#: The two reward models of part 1: name -> the mock rule that serves it.
+MODELS: dict[str, str] = {"right": "reach_place", "gameable": "reach_place_hackable"}
+#: The scripted policies, in the order they play: name -> behaviour of ``scripted_action``.
+POLICIES: dict[str, str] = {"random": "random", "gaming": "distractor", "solving": "task"}
+STEPS = 40  # ReachPlace episode limit in the demo
+SERVICES = ("mock:reach_place", "mock:reach_place_hackable", "mock:random")
+
+
+def add_demo(sub: argparse._SubParsersAction) -> None:
+    """The ``demo`` subcommand's arguments."""
+    de = sub.add_parser("demo", help="what the library does, in minutes on a CPU (make demo)")
+    de.add_argument("--out", default="runs/demo", help="output folder (default: runs/demo)")
+    de.add_argument(
+        "--episodes", type=int, default=4, help="ReachPlace episodes per policy (default 4)"
+    )
+    de.add_argument("--no-libero", action="store_true", help="skip the LIBERO episode")
+    de.add_argument(
+        "--libero-steps", type=int, default=300, help="the LIBERO episode's limit (default 300)"
+    )
+
+
+@dataclass
+class GroupResult:
+    """One policy's episodes under one reward model (means over the episodes).
+
+    >>> g = GroupResult("gameable", "gaming", alarm={"ready": True, "firing": False})
+    >>> g.alarm_text()
+    'quiet'
+    """
+
+    model: str
+    policy: str
+    episodes: int = 0
+    model_progress: list[float] = field(default_factory=list)
+    true_progress: list[float] = field(default_factory=list)
+    success: int = 0
+    model_done: int = 0
+    alarm: dict[str, Any] = field(default_factory=dict)
+
+    def alarm_text(self) -> str:
+        """The alarm's state after these episodes, with its numbers when it fires."""
+        a = self.alarm
+        if not a.get("ready"):
+            return "not ready (the baseline)"
+        if not a.get("firing"):
+            return "quiet"
+        return (
+            f"FIRING: model progress {a['progress_baseline']:.2f} -> {a['progress_recent']:.2f}, "
+            f"env success {a['success_baseline']:.2f} -> {a['success_recent']:.2f}"
+        )
+
+
+def _gaming_seeds(n: int) -> list[int]:
+    """Reset seeds whose distractor can be dragged to the zone without passing by the block (an
+    accidental grasp would be real progress, not gaming)."""
+    from evolve_envs.envs.synthetic import ReachPlaceEnv, scripted_action
+
+    env, seeds = ReachPlaceEnv(), []
+    for seed in range(100 * n):
+        env.reset(seed=seed)
+        for _ in range(STEPS):
+            *_, info = env.step(scripted_action(env, "distractor"))
+            if info["holding"]:
+                break
+        else:
+            seeds.append(seed)
+        if len(seeds) == n:
+            return seeds
+    raise RuntimeError("not enough ReachPlace layouts for the gaming policy")  # pragma: no cover
+
+
+def play_reach_place(
+    rule: str, episodes: int, *, record: Path | None = None, name: str = ""
+) -> list[GroupResult]:
+    """Play every policy of :data:`POLICIES` for ``episodes`` episodes under the mock ``rule``
+    (one env, so the alarm sees them in order), optionally recording them; one result each.
+
+    Example (starts a reward service and plays 6 episodes; tests/trust/test_demo.py runs it)::
+
+        >>> [g.policy for g in play_reach_place("reach_place", 2)]  # doctest: +SKIP
+        ['random', 'gaming', 'solving']
+    """
+    from evolve_envs.envs.synthetic import scripted_action
+    from evolve_envs.progress.hacking import RewardHackingWarning
+    from evolve_envs.stack.factory import make_env
+
+    overrides: dict[str, Any] = {
+        "env": {"max_episode_steps": STEPS},
+        "reward_model": {
+            "embedded_backend_kwargs": {"rule": rule}, "start_step": 10, "call_every": 10,
+            "check_at_episode_end": True,
+            "alarm": {"enable": True, "window": episodes, "baseline": episodes},
+        },
+    }  # fmt: skip
+    if record is not None:
+        overrides["record"] = {"dir": str(record), "camera": "image"}
+    seeds = _gaming_seeds(len(POLICIES) * episodes)
+    rng = np.random.default_rng(0)
+    env = make_env(["reach_place", overrides])
+    results = []
+    try:
+        with warnings.catch_warnings():  # the table shows the alarm; no warning text on top
+            warnings.simplefilter("ignore", RewardHackingWarning)
+            for p, (policy, behaviour) in enumerate(POLICIES.items()):
+                group = GroupResult(name or rule, policy)
+                for k in range(episodes):
+                    _, info = env.reset(seed=seeds[p * episodes + k])
+                    start = float(info["true_progress"])
+                    for _ in range(STEPS):
+                        action = (
+                            rng.uniform(-1, 1, 2).astype(np.float32)
+                            if behaviour == "random"
+                            else scripted_action(env.unwrapped, behaviour)
+                        )
+                        *_, terminated, truncated, info = env.step(action)
+                        if terminated or truncated:
+                            break
+                    summary = info["episode_reward_model"]
+                    end = float(info["true_progress"])
+                    group.episodes += 1
+                    group.model_progress.append(float(summary["progress"]))
+                    # the model's measure: the share of the way left at the first frame that
+                    # was covered, in [0, 100] (the model's progress never goes below 0)
+                    made = 100.0 * (end - start) / max(1e-9, 1.0 - start)
+                    group.true_progress.append(min(100.0, max(0.0, made)))
+                    group.success += bool(info["is_success"])
+                    group.model_done += bool(summary.get("done_by_progress"))
+                    group.alarm = dict(info["reward_alarm"])
+                results.append(group)
+    finally:
+        env.close()
+    return results
+
+
+def _reach_place_table(groups: list[GroupResult]) -> str:
+    head = ("reward model", "policy", "model progress", "true progress", "env success",
+            "model said done", "hacking alarm (after these episodes)")  # fmt: skip
+    rows = [head]
+    for g in groups:
+        n = g.episodes
+        rows.append((
+            g.model, g.policy, f"{np.mean(g.model_progress):.0f} %",
+            f"{np.mean(g.true_progress):.0f} %", f"{g.success}/{n}", f"{g.model_done}/{n}",
+            g.alarm_text(),
+        ))  # fmt: skip
+    widths = [max(len(r[c]) for r in rows) for c in range(len(head))]
+    return "\n".join(
+        "  ".join(v.ljust(widths[c]) if c in (0, 1, 6) else v.rjust(widths[c])
+                  for c, v in enumerate(r)).rstrip()
+        for r in rows
+    )  # fmt: skip
+
+
+def _calibration_lines(report: dict[str, Any]) -> list[str]:
+    from evolve_envs.cli.calibrate_report import ranking
+
+    def num(v: Any, fmt: str = ".2f") -> str:
+        return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
+
+    lines = []
+    for name, svc in report["services"].items():
+        m = svc["overall"]
+        lines.append(
+            f"   {name:27s} VOC {num(m['voc']):>5}  done precision {num(m['done']['precision'])}"
+            f"  done recall {num(m['done']['recall'])}  failures judged done "
+            f"{m['failures_judged_high']}/{m['scored'] - m['successes']}"
+        )
+    lines.append(
+        "   (VOC = how steadily the model's values rise through a successful episode, 1 at best;"
+        "\n    done precision / recall = its 'done' at 95 % against the env's success flag)"
+    )
+    for line in ranking(report):  # one part per line; latency says nothing about trust here
+        for part in line.removeprefix("Ranking, best first — ").rstrip(".").split("; "):
+            if part and not part.startswith("by latency"):
+                lines.append("   ranking, best first, " + part.replace("`", ""))
+    return lines
+
+
+#: What the demo imports, and the extra that brings it (``make demo`` installs them all).
+DEMO_NEEDS: dict[str, str] = {
+    "pyarrow": "record",
+    "matplotlib": "report",
+    "tqdm": "report",
+    "fastapi": "service",
+    "libero": "libero",
+    "imageio_ffmpeg": "video",
+}
+
+
+def _check_extras(libero: bool) -> None:
+    """One line naming the extra, before anything runs."""
+    for module, extra in DEMO_NEEDS.items():
+        if not libero and extra in ("libero", "video"):
+            continue
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ImportError(
+                f"the demo needs {module}: pip install 'evolve-envs[{extra}]' "
+                "(make demo installs every extra it uses)"
+            ) from exc
+
+
+_INTRO = """\
+1. ReachPlace: a synthetic pick-and-place task whose env knows its true progress.
+   {n} episodes per policy, {steps} steps at most, rewards from the reward service (embedded).
+   reward models: right = mock rule reach_place (reads the red block from the pixels)
+                  gameable = mock rule reach_place_hackable (reads the yellow distractor instead)
+   policies: random (the alarm's baseline), gaming (drags the distractor to the green zone and
+             never touches the block), solving (the scripted expert)"""
+
+_LEGEND = """\
+   model progress = the reward model's final judgement of the episode, in percent;
+   true progress  = the env's ground truth (info['true_progress']) counted the model's way: the
+                    share of the way from the first frame to done that was covered (never < 0);
+   env success    = the env's own success flag; model said done = its progress reached 0.95"""
+
+_LIBERO_NOTE = """\
+   The mock's change rule is a stand-in, not a reward model: an arm that moves a lot scores high
+   whatever it does. For task progress set reward_model.endpoint to a real reward model's
+   service (docs/reward-models.md)."""
+
+
+def _indent(text: str, by: str = "   ") -> str:
+    return "\n".join(by + line for line in text.splitlines())
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    """Run the three parts and print what they show (exit status 0)."""
+    if args.episodes < 2:
+        raise ValueError(
+            f"--episodes must be >= 2 (the alarm compares windows), got {args.episodes}"
+        )
+    if args.libero_steps < 1:
+        raise ValueError(f"--libero-steps must be >= 1, got {args.libero_steps}")
+    _check_extras(not args.no_libero)
+    from evolve_envs.cli.calibrate import calibrate
+    from evolve_envs.cli.calibrate_report import write_report
+
+    t0 = part = time.monotonic()
+    out = Path(args.out)
+    rec = out / "reach_place" / "episodes"
+    if rec.exists():  # a recording appends: start it fresh
+        import shutil
+
+        shutil.rmtree(rec)
+    n = args.episodes
+    print(_INTRO.format(n=n, steps=STEPS), flush=True)
+    groups = []
+    for model, rule in MODELS.items():
+        groups += play_reach_place(rule, n, record=rec if model == "right" else None, name=model)
+    print(f"\n{_LEGEND}\n\n{_indent(_reach_place_table(groups))}")
+    fired = [f"{g.model}/{g.policy}" for g in groups if g.alarm.get("firing")]
+    took = time.monotonic() - part
+    print(f"\n   the hacking alarm fired on: {', '.join(fired) or 'nothing'} ({took:.0f} s)")
+
+    part = time.monotonic()
+    print(f"\n2. Which reward model to trust? evolve-envs calibrate re-scores the {3 * n} episodes "
+          "recorded above\n   with each model and checks its judgement against the env's success "
+          "flag:", flush=True)  # fmt: skip
+    report = calibrate([str(rec)], list(SERVICES), threshold=95.0)
+    write_report(report, out / "reach_place" / "calibration")
+    print("\n".join(_calibration_lines(report)))
+    print(f"   ({time.monotonic() - part:.0f} s; report in {out / 'reach_place' / 'calibration'})")
+
+    if not args.no_libero:
+        from evolve_envs.cli.rollout import RolloutOptions, run_rollout
+
+        part = time.monotonic()
+        print(f"\n3. LIBERO-10 task 0: one random episode ({args.libero_steps} steps at most, the "
+              "agentview camera at 128 px)\n   through the full stack, rewards from the shipped "
+              "config's embedded mock:", flush=True)  # fmt: skip
+        libero = run_rollout(
+            RolloutOptions(
+                config="libero_10", task_id=0, episodes=1, max_steps=args.libero_steps,
+                out=out / "libero", overrides=["env.image_size=128", "env.cameras=[agentview]"],
+            )
+        )  # fmt: skip
+        print(f"{_indent(libero.table)}\n{_LIBERO_NOTE} ({time.monotonic() - part:.0f} s)")
+    libero_files = "" if args.no_libero else ", libero/ (summary, metrics, plot, video)"
+    print(f"\nwrote {out}: reach_place/ (recording, calibration report){libero_files} "
+          f"({time.monotonic() - t0:.0f} s)")  # fmt: skip
+    return 0

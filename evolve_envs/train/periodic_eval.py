@@ -1,0 +1,226 @@
+"""The training loop's own held-out evaluation, its log and the best policy (``best.pt``).
+
+With ``eval.every_s`` (or ``eval.every_updates``) set, :class:`PeriodicEval` evaluates the
+learner's current policy on ``eval.episodes`` fixed held-out scenes that training never sees
+(:mod:`evolve_envs.train.evaluation`: reset seeds from ``2**31``, the plain env, success = the
+env's flag), with the mean action and, with ``eval.sampled``, sampled actions, and again once
+the budget is spent. Each evaluation
+
+* appends a row to ``eval.csv`` (``updates, time_s, env_steps, success, success_sampled,
+  episode_length``) and the series ``eval/<column>`` to TensorBoard and W&B (the same step as the
+  training rows: the update count); the metrics rows carry the latest numbers as
+  ``eval_success`` and ``eval_success_sampled``;
+* writes the first ``eval.video_episodes`` episodes as ``eval_videos/update_<N>.mp4``, shown in
+  TensorBoard (an animated GIF under ``eval/video``) and W&B;
+* keeps the best policy by held-out success (mean action; sampled actions break ties) in
+  ``best.pt``, atomically: the policy weights, the config, the counters and the evaluation;
+* prints one line (``eval: held-out success 0.40 (mean action), 0.50 (sampled) ...``).
+
+The learner waits while it evaluates (DistRL's workers go on collecting into the bounded queue);
+the time counts in the run's budget. ``summary.json`` gets the final and best evaluations.
+
+Example:
+    >>> from evolve_envs.train.config import TrainConfig
+    >>> PeriodicEval.due_at(TrainConfig(eval={"every_s": 60}).eval, 61.0, 0, 0.0, 0)
+    True
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from evolve_envs.train.config import EvalConfig, TrainConfig
+from evolve_envs.train.evaluation import HeldOutEvaluator, held_out_seeds
+
+__all__ = ["BEST", "PeriodicEval", "format_eval"]
+
+#: The best policy's file in the run directory.
+BEST = "best.pt"
+
+
+def format_eval(row: dict[str, Any]) -> str:
+    """One evaluation as the line the loop prints.
+
+    >>> format_eval({"time_s": 60.0, "updates": 40, "episodes": 10, "success": 0.4,
+    ...              "success_sampled": 0.5, "best": True})
+    '[   60.0s] eval: held-out success 0.40 (mean action), 0.50 (sampled) on 10 unseen scenes, env success flag; updates 40 (new best: best.pt)'
+    """  # noqa: E501
+
+    def pct(v: Any) -> str:
+        return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}"
+
+    sampled = f", {pct(row.get('success_sampled'))} (sampled)" if "success_sampled" in row else ""
+    return (
+        f"[{row['time_s']:7.1f}s] eval: held-out success {pct(row['success'])} (mean action)"
+        f"{sampled} on {row['episodes']} unseen scenes, env success flag; updates "
+        f"{row['updates']}" + (f" (new best: {BEST})" if row.get("best") else "")
+    )
+
+
+class PeriodicEval:
+    """Held-out evaluation inside the training loop (see the module docstring); a no-op when
+    ``eval`` has neither ``every_s`` nor ``every_updates``.
+
+    >>> import io, tempfile
+    >>> off = PeriodicEval(TrainConfig(), Path(tempfile.mkdtemp()), None, io.StringIO())
+    >>> off.enabled, off.columns(), off.summary()
+    (False, {}, None)
+    """
+
+    def __init__(self, cfg: TrainConfig, run_dir: Path, tlog: Any, log: TextIO) -> None:
+        self.cfg = cfg
+        self.ecfg: EvalConfig = cfg.eval
+        self.enabled = self.ecfg.enabled
+        self.run_dir = run_dir
+        self.tlog = tlog
+        self.log = log
+        self.seeds = held_out_seeds(self.ecfg.episodes, self.ecfg.seed_offset)
+        self.evaluator = HeldOutEvaluator(cfg, self.ecfg.num_envs) if self.enabled else None
+        self.csv: Any = None
+        self.history: list[dict[str, Any]] = []
+        self.best: dict[str, Any] | None = self._previous_best()
+        self.last_s = 0.0
+        self.last_updates: int | None = None
+
+    def _previous_best(self) -> dict[str, Any] | None:
+        """The evaluation in a ``best.pt`` left by the run this one resumes (None: none)."""
+        path = self.run_dir / BEST
+        if not self.enabled or not path.is_file():
+            return None
+        import torch
+
+        return dict(torch.load(path, map_location="cpu", weights_only=False).get("eval") or {})
+
+    @staticmethod
+    def due_at(
+        ecfg: EvalConfig, elapsed: float, updates: int, last_s: float, last_updates: int | None
+    ) -> bool:
+        """Whether an evaluation is due ``elapsed`` seconds into the run at ``updates``."""
+        if ecfg.every_s is not None and elapsed - last_s >= ecfg.every_s:
+            return True
+        done = updates - (last_updates if last_updates is not None else 0)
+        return ecfg.every_updates is not None and done >= ecfg.every_updates
+
+    def columns(self) -> dict[str, float]:
+        """The latest held-out numbers for the metrics row (empty when evaluation is off)."""
+        if not self.enabled:
+            return {}
+        last = self.history[-1] if self.history else {}
+        return {
+            "eval_success": last.get("success", math.nan),
+            "eval_success_sampled": last.get("success_sampled", math.nan),
+        }
+
+    def maybe(self, policy: Any, counters: dict[str, int], elapsed: float) -> None:
+        """Evaluate when due (``eval.every_s`` / ``eval.every_updates``)."""
+        if self.enabled and self.due_at(
+            self.ecfg, elapsed, int(counters["updates"]), self.last_s, self.last_updates
+        ):
+            self.evaluate(policy, counters, elapsed)
+
+    def final(self, policy: Any, counters: dict[str, int], elapsed: float) -> None:
+        """The evaluation at the end of the run (unless one ran at this update count)."""
+        if self.enabled and self.last_updates != int(counters["updates"]):
+            self.evaluate(policy, counters, elapsed)
+
+    def evaluate(self, policy: Any, counters: dict[str, int], elapsed: float) -> dict[str, Any]:
+        """Evaluate ``policy`` now; log, record the video, keep ``best.pt``; return the row."""
+        assert self.evaluator is not None
+        updates = int(counters["updates"])
+        key = self.ecfg.video_key or self.cfg.policy.image_key
+        t0 = time.monotonic()
+        det = self.evaluator.run(policy, self.seeds, record=self.ecfg.video_episodes, video_key=key)
+        row: dict[str, Any] = {
+            "time_s": round(elapsed, 2),
+            "env_steps": int(counters.get("env_steps_in", 0)),
+            "episodes": det.episodes,
+            "success": det.success_rate,
+        }
+        if self.ecfg.sampled:
+            smp = self.evaluator.run(policy, self.seeds, deterministic=False, sample_seed=0)
+            row["success_sampled"] = smp.success_rate
+        row["episode_length"] = float(sum(det.lengths)) / max(1, len(det.lengths))
+        row["eval_s"] = round(time.monotonic() - t0, 2)
+        self._write(updates, row)
+        if det.frames:
+            self._video(updates, [f for episode in det.frames for f in episode])
+        row = {"updates": updates, **row}
+        if self._better(row):
+            self._save_best(policy, counters, row)
+            row["best"] = True
+        self.history.append(row)
+        self.last_s, self.last_updates = elapsed, updates
+        print(format_eval(row), file=self.log, flush=True)
+        return row
+
+    def _write(self, updates: int, row: dict[str, Any]) -> None:
+        from evolve_envs.recording.metrics_log import EpisodeLog
+
+        if self.csv is None:
+            self.csv = EpisodeLog(
+                self.run_dir, tensorboard=False, step_column="updates", csv_name="eval.csv"
+            )
+        self.csv.add(updates, row)
+        self.tlog.log_scalars("eval", updates, row)
+
+    def _video(self, updates: int, frames: list[Any]) -> None:
+        mp4 = None
+        try:
+            from evolve_envs.recording.media import write_mp4
+
+            mp4 = write_mp4(self.run_dir / "eval_videos" / f"update_{updates:08d}.mp4", frames)
+        except ImportError:  # no imageio: TensorBoard still gets the GIF
+            pass
+        self.tlog.log_video("eval/video", frames, updates, mp4=mp4)
+
+    def _better(self, row: dict[str, Any]) -> bool:
+        def score(r: dict[str, Any]) -> tuple[float, float]:
+            def num(v: Any) -> float:
+                return -1.0 if v is None or math.isnan(float(v)) else float(v)
+
+            return num(r.get("success")), num(r.get("success_sampled"))
+
+        return self.best is None or score(row) > score(self.best)
+
+    def _save_best(self, policy: Any, counters: dict[str, int], row: dict[str, Any]) -> None:
+        import torch
+
+        state = {k: v.detach().cpu().clone() for k, v in policy.state_dict().items()}
+        payload = {
+            "policy": state,
+            "config": self.cfg.model_dump(),
+            "algo": self.cfg.algo,
+            "counters": dict(counters),
+            "eval": {k: v for k, v in row.items() if k != "best"},
+        }
+        path = self.run_dir / BEST
+        tmp = path.with_name(path.name + ".tmp")
+        with tmp.open("wb") as fh:
+            torch.save(payload, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        self.best = payload["eval"]
+
+    def summary(self) -> dict[str, Any] | None:
+        """What ``summary.json`` records: the scenes, the final and the best evaluation."""
+        if not self.enabled:
+            return None
+        return {
+            "scenes": f"{len(self.seeds)} held-out reset seeds from {self.seeds[0]}",
+            "success_source": "the env's success flag (info['is_success']), no reward model",
+            "final": self.history[-1] if self.history else None,
+            "best": self.best,
+            "evaluations": len(self.history),
+        }
+
+    def close(self) -> None:
+        """Close the evaluation envs and the CSV."""
+        if self.evaluator is not None:
+            self.evaluator.close()
+        if self.csv is not None:
+            self.csv.close()
