@@ -170,7 +170,7 @@ INFO_KEYS: dict[str, tuple[InfoKey, ...]] = {
             ("reward_alarm",),
             "dict",
             "last step",
-            "the alarm's state for the episode's task: `task`, `episodes`, `ready`, `progress_recent` / `_baseline` / `_rise`, `success_recent` / `_baseline` / `_rise`, `high_failure_recent` / `_baseline` / `_rise`, `progress_without_success`, `high_progress_failures`, `firing`, `triggers` (see \"Online alarm and audited termination\")",
+            "the alarm's state for the episode's task: `task`, `episodes`, `ready`, `progress_recent` / `_baseline` / `_rise`, `success_recent` / `_baseline` / `_rise`, `high_failure_recent` / `_baseline` / `_rise`, `progress_without_success`, `high_progress_failures`, `firing`, `triggers` (see [Online alarm and audited termination](trust.md#online-alarm-and-audited-termination))",
         ),
     ),
 }

@@ -5,8 +5,7 @@ and returns ``obs_list`` (``C`` observation dicts with ``main_images[N, H, W, 3]
 ``wrist_images``, ``states``, ``task_descriptions``), ``rewards[N, C]``, ``terminations[N, C]``,
 ``truncations[N, C]`` (torch tensors) and ``infos_list``. :class:`RLinfProgressReward` wraps such
 an env object and, after every (chunk) step, feeds each sub-env's ``main_images`` frame to that
-sub-env's :class:`~evolve_envs.progress.tracker.ProgressTracker`; it returns the same
-shapes and types with
+sub-env's :class:`~evolve_envs.progress.tracker.ProgressTracker`; it returns the same shapes with
 
 * ``rewards = env_reward_weight * env_reward + reward_weight * model_reward`` (defaults 0 and 1:
   the model reward replaces the env's),
