@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 export LIBERO_CONFIG_PATH ?= $(abspath $(VENV))/libero-config
 export MUJOCO_GL ?= egl
 
-.PHONY: demo test docs lint system-deps clean
+.PHONY: demo test bench-smoke docs lint system-deps clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ test: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest   # tests/docs builds the docs site too (--strict, offline)
+
+# the benchmark scripts end to end, each for seconds to a minute (minutes in all; not in `make test`)
+bench-smoke: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -m bench tests/bench
 
 # the docs site, built offline into site/; any warning (a broken link, a bad docstring) fails it
 docs: $(VENV)/.installed-test

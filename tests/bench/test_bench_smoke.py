@@ -62,6 +62,7 @@ def test_p1_overhead_quick() -> None:
     assert all(positive(r["ms"]) for r in rows)
 
 
+@pytest.mark.bench
 def test_p2_rollout_throughput_quick() -> None:
     rows = run_quick("p2_rollout_throughput")
     assert {(r["envs"], r["reward"]) for r in rows} >= {("1", "off"), ("1", "sync"), ("2", "off")}
@@ -98,6 +99,7 @@ def test_p5_endpoint_pool_quick() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_p5_ray_serve_quick() -> None:
     pytest.importorskip("ray")
     rows = run_quick("p5_ray_serve")
@@ -109,6 +111,7 @@ def test_p5_ray_serve_quick() -> None:
 
 
 @pytest.mark.libero
+@pytest.mark.bench
 def test_p6_libero_quick() -> None:
     pytest.importorskip("libero.libero")
     rows = run_quick("p6_libero", timeout=600)
@@ -134,6 +137,7 @@ def test_p8_fuzz_quick() -> None:
     assert num(targets["all"]["worst peak RSS growth MB"]) <= 64
 
 
+@pytest.mark.bench
 def test_d1_collection_quick() -> None:
     rows = run_quick("d1_collection")
     by_name = {r["collection"]: r for r in rows}
@@ -159,6 +163,7 @@ def tables(stdout: str) -> list[list[dict[str, str]]]:
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_multinode_quick() -> None:
     """P5 and D1 on a local Ray and on a multi-node ``ray.cluster_utils.Cluster``: the replicas
     and the workers land on as many nodes as asked for."""

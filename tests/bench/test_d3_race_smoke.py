@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--minutes", "0.05", "--eval-episodes", "2", "--snapshot-every-s", "1"]
 SMALL_ENV = ["env.max_episode_steps=10", "workers.num_envs=2"]
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.bench]
 
 
 def bench(script: str, *args: str | Path) -> str:
