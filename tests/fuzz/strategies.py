@@ -53,7 +53,14 @@ __all__ = [
     "video_cases",
 ]
 
-JSON_ROUTES = ("/trajectory-critic", "/pairwise-critic", "/done", "/score", "/v1/chat/completions")
+JSON_ROUTES = (
+    "/trajectory-critic",
+    "/pairwise-critic",
+    "/done",
+    "/score",
+    "/v1/chat/completions",
+    "/evaluate_batch",
+)
 
 # ------------------------------------------------------------------------------------ images
 
@@ -409,6 +416,7 @@ _FIELDS = {
     "/pairwise-critic": ["task", "image_a", "image_b"],
     "/done": ["task", "first_frame", "prev_frame", "curr_frame", "reference"],
     "/score": ["task_text", "video_b64", "video_path", "nframes", "max_pixels", "backend_kwargs"],
+    "/evaluate_batch": ["samples", "sample_type", "trajectory", "frames", "task", "frame_stride"],
     "/v1/chat/completions": [
         "model",
         "messages",
