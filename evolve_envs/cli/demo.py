@@ -102,25 +102,6 @@ class GroupResult:
         )
 
 
-def _gaming_seeds(n: int) -> list[int]:
-    """Reset seeds whose distractor can be dragged to the zone without passing by the block (an
-    accidental grasp would be real progress, not gaming)."""
-    from evolve_envs.envs.synthetic import ReachPlaceEnv, scripted_action
-
-    env, seeds = ReachPlaceEnv(), []
-    for seed in range(100 * n):
-        env.reset(seed=seed)
-        for _ in range(STEPS):
-            *_, info = env.step(scripted_action(env, "distractor"))
-            if info["holding"]:
-                break
-        else:
-            seeds.append(seed)
-        if len(seeds) == n:
-            return seeds
-    raise RuntimeError("not enough ReachPlace layouts for the gaming policy")  # pragma: no cover
-
-
 def play_reach_place(
     rule: str, episodes: int, *, record: Path | None = None, name: str = ""
 ) -> list[GroupResult]:
@@ -146,7 +127,10 @@ def play_reach_place(
     }  # fmt: skip
     if record is not None:
         overrides["record"] = {"dir": str(record), "camera": "image"}
-    seeds = _gaming_seeds(len(POLICIES) * episodes)
+    from evolve_envs.envs.synthetic import clean_gaming_seeds
+
+    n = len(POLICIES) * episodes
+    seeds = clean_gaming_seeds(n, STEPS, search=100 * n)
     rng = np.random.default_rng(0)
     env = make_env(["reach_place", overrides])
     results = []

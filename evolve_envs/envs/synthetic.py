@@ -44,7 +44,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-__all__ = ["ReachPlaceEnv", "COLORS", "scripted_action", "play_behaviours"]
+__all__ = ["ReachPlaceEnv", "COLORS", "scripted_action", "play_behaviours", "clean_gaming_seeds"]
 
 #: RGB colours of the scene (the mock backend's ``reach_place`` rule looks for the same ones).
 COLORS: dict[str, tuple[int, int, int]] = {
@@ -237,6 +237,28 @@ def scripted_action(env: ReachPlaceEnv, goal: str = "task") -> np.ndarray:
         aim = pos["target"] - env._grasp_offset
     step = (aim - pos["gripper"]) / env.speed
     return np.clip(step, -1.0, 1.0).astype(np.float32)
+
+
+def clean_gaming_seeds(n: int, steps: int, *, search: int) -> list[int]:
+    """The first ``n`` reset seeds (of ``range(search)``) whose distractor can be dragged to the
+    zone within ``steps`` steps without the gripper passing by the block: an accidental grasp
+    would be real progress, not gaming. Raises ``RuntimeError`` when fewer are found.
+
+    >>> len(clean_gaming_seeds(2, 40, search=100))
+    2
+    """
+    env, seeds = ReachPlaceEnv(), []
+    for seed in range(search):
+        env.reset(seed=seed)
+        for _ in range(steps):
+            *_, info = env.step(scripted_action(env, "distractor"))
+            if info["holding"]:
+                break
+        else:
+            seeds.append(seed)
+        if len(seeds) == n:
+            return seeds
+    raise RuntimeError(f"only {len(seeds)} of {search} ReachPlace layouts suit the gaming policy")
 
 
 def play_behaviours(env: gym.Env, counts: dict[str, int], *, seed: int = 0) -> int:

@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "import_pyarrow",
     "CAMERA_COLUMN",
     "FORMAT",
     "VERSION",
@@ -84,14 +85,14 @@ STEP_COLUMNS = (
 )
 
 
-def _pa() -> Any:
+def import_pyarrow(what: str = "recording or reading episodes") -> tuple[Any, Any]:
+    """``pyarrow`` and ``pyarrow.parquet``, or ``ImportError`` naming ``what`` needs them and the
+    ``record`` extra that brings them."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
-    except ImportError as exc:  # pragma: no cover - pyarrow is a dependency of recording
-        raise ImportError(
-            "recording or reading episodes needs pyarrow: pip install 'evolve-envs[record]'"
-        ) from exc
+    except ImportError as exc:  # pragma: no cover - pyarrow comes with the record extra
+        raise ImportError(f"{what} needs pyarrow: pip install 'evolve-envs[record]'") from exc
     return pa, pq
 
 
@@ -100,7 +101,7 @@ CAMERA_COLUMN = "frame.{}"
 
 
 def _schema(cameras: Sequence[str] = ()) -> Any:
-    pa, _ = _pa()
+    pa, _ = import_pyarrow()
     return pa.schema(
         [
             ("step", pa.int32()),
@@ -198,7 +199,7 @@ class EpisodeWriter:
         for key, column in others.items():
             if len(column) != len(steps):
                 raise ValueError(f"{len(column)} frames of {key!r} for {len(steps)} step rows")
-        pa, pq = _pa()
+        pa, pq = import_pyarrow()
         with self._lock:
             self._count += 1
             episode_id = f"{time.time_ns():x}-{os.getpid()}-{self._token}-{self._count}"
@@ -264,7 +265,7 @@ class RecordedEpisode:
     def table(self) -> Any:
         """The episode's steps as a ``pyarrow.Table`` (read once)."""
         if self._table is None:
-            _, pq = _pa()
+            _, pq = import_pyarrow()
             path = (self.root / str(self.meta["file"])).resolve()
             if self.root.resolve() / "episodes" not in path.parents:
                 raise ValueError(

@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CHECKPOINT", "checkpoint_path", "load_checkpoint", "save_checkpoint"]
+__all__ = ["CHECKPOINT", "checkpoint_path", "load_checkpoint", "save_atomic", "save_checkpoint"]
 
 CHECKPOINT = "checkpoint.pt"
 
@@ -31,9 +31,14 @@ def checkpoint_path(run_dir: str | os.PathLike[str]) -> Path:
 
 def save_checkpoint(run_dir: str | os.PathLike[str], payload: dict[str, Any]) -> Path:
     """Write ``payload`` atomically (tmp file, fsync, rename); returns the checkpoint's path."""
+    return save_atomic(checkpoint_path(run_dir), payload)
+
+
+def save_atomic(path: Path, payload: dict[str, Any]) -> Path:
+    """``torch.save`` of ``payload`` to ``path`` atomically (tmp file, fsync, rename): a crash
+    leaves the previous file whole; returns ``path``."""
     import torch
 
-    path = checkpoint_path(run_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("wb") as fh:

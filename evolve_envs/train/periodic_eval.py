@@ -28,11 +28,11 @@ Example:
 from __future__ import annotations
 
 import math
-import os
 import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from evolve_envs.train.checkpoint import save_atomic
 from evolve_envs.train.config import EvalConfig, TrainConfig
 from evolve_envs.train.evaluation import HeldOutEvaluator, held_out_seeds
 
@@ -187,23 +187,15 @@ class PeriodicEval:
         return self.best is None or score(row) > score(self.best)
 
     def _save_best(self, policy: Any, counters: dict[str, int], row: dict[str, Any]) -> None:
-        import torch
-
         state = {k: v.detach().cpu().clone() for k, v in policy.state_dict().items()}
         payload = {
             "policy": state,
-            "config": self.cfg.model_dump(),
+            "config": self.cfg.stored(),  # as checkpoint.pt: never the token
             "algo": self.cfg.algo,
             "counters": dict(counters),
             "eval": {k: v for k, v in row.items() if k != "best"},
         }
-        path = self.run_dir / BEST
-        tmp = path.with_name(path.name + ".tmp")
-        with tmp.open("wb") as fh:
-            torch.save(payload, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        save_atomic(self.run_dir / BEST, payload)
         self.best = payload["eval"]
 
     def summary(self) -> dict[str, Any] | None:

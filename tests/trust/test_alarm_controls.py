@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from evolve_envs.envs.synthetic import ReachPlaceEnv, scripted_action
+from evolve_envs.envs.synthetic import ReachPlaceEnv, clean_gaming_seeds, scripted_action
 from evolve_envs.progress.hacking import RewardHackingWarning
 from evolve_envs.reward.service.embedded import EmbeddedService
 from evolve_envs.stack.factory import make_env
@@ -55,18 +55,7 @@ def improving(env: ReachPlaceEnv, k: int, t: int, info: dict[str, Any], d0: floa
 def gaming_layouts() -> list[int]:
     """Seeds whose layout lets the distractor be dragged to the target without the gripper
     passing by the block (an accidental grasp would be real progress, not gaming)."""
-    env, seeds = ReachPlaceEnv(), []
-    for seed in range(10 * EPISODES):
-        env.reset(seed=seed)
-        for _ in range(STEPS):
-            *_, info = env.step(scripted_action(env, "distractor"))
-            if info["holding"]:
-                break
-        else:
-            seeds.append(seed)
-        if len(seeds) == EPISODES:
-            return seeds
-    raise AssertionError("not enough layouts")  # pragma: no cover
+    return clean_gaming_seeds(EPISODES, STEPS, search=10 * EPISODES)
 
 
 #: One embedded service per rule for the whole module, passed to every control's env.
