@@ -227,6 +227,16 @@ def write_tuned_config(path: Path, winners: dict[str, dict[str, Any] | None], no
     load_train_config(path)
 
 
+def domain_text(space: dict[str, tuple[Any, ...]], knob: str) -> str:
+    """``loguniform(0.0003, 0.003)`` or ``choice(4, 8, 16)``: the arm's domain of ``knob`` (``-``
+    if the arm has no such knob)."""
+    for key, (kind, *args) in space.items():
+        if key.split(".", 1)[1] == knob:
+            values = args[0] if kind == "choice" else args
+            return f"{kind}({', '.join(map(str, values))})"
+    return "-"
+
+
 def md_table(headers: list[str], rows: list[list[Any]]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     return "\n".join(lines + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows])
@@ -238,9 +248,8 @@ def report(args: argparse.Namespace) -> str:
     winners: dict[str, dict[str, Any] | None] = {}
     runs = [run for r in records for run in r.get("runs", [])]
     lines = [f"D3 tuning on ReachPlace, {machine_note(load_range(runs))}", ""]
-    space_rows = [[key.split(".", 1)[1], *[f"{SPACE[a][key][0]}{tuple(SPACE[a][key][1:])}"
-                   if key in SPACE[a] else "-" for a in ARMS]]
-                  for key in dict.fromkeys(k for a in ARMS for k in SPACE[a])]  # fmt: skip
+    knobs = dict.fromkeys(key.split(".", 1)[1] for a in ARMS for key in SPACE[a])
+    space_rows = [[knob, *[domain_text(SPACE[a], knob) for a in ARMS]] for knob in knobs]
     lines += [
         "Search space (trial 0 of each arm: its shipped block)",
         "",
@@ -252,16 +261,18 @@ def report(args: argparse.Namespace) -> str:
         ok = [r for r in mine if np.isfinite(r.get("auc", math.nan))]
         best = max(ok, key=lambda r: (r["auc"], -r["trial"])) if ok else None
         winners[arm] = best
-        headers = ["trial", "knobs", "tuning AUC", "final", "env steps (k)", "updates"]
+        headers = ["trial", "knobs", "tuning AUC", "final", "final (sampled)", "env steps (k)",
+                   "updates"]  # fmt: skip
         rows = []
         for r in mine:
             runs = r.get("runs", [])
             steps = np.mean([x["curve"][-1]["env_steps"] for x in runs]) / 1e3 if runs else math.nan
             ups = np.mean([x["counters"]["updates"] for x in runs]) if runs else math.nan
+            sampled = np.mean([x["final_sampled"] for x in runs]) if runs else math.nan
             knobs = ", ".join(f"{k.split('.')[1]} {v}" for k, v in r["knobs"].items())
             mark = " **(winner)**" if r is best else ""
             rows.append([f"{r['trial']}{mark}", knobs, f"{r.get('auc', math.nan):.3f}",
-                         f"{r.get('final', math.nan):.3f}", f"{steps:.1f}",
+                         f"{r.get('final', math.nan):.3f}", f"{sampled:.3f}", f"{steps:.1f}",
                          f"{ups:.0f}" if r.get("error") is None else r["error"][:60]])  # fmt: skip
         extra = {x for r in mine for x in r.get("extra", [])}
         title = (f"{ARMS[arm]}: {len(mine)} trial(s) of {mine[0]['minutes']:g} min on tuning "
