@@ -198,3 +198,23 @@ def test_a_reward_service_outage_mid_run_follows_the_fail_fast_policy(ray_local,
     assert rc == 1, err
     assert "rollout worker" in err and "stopped" in err and "--resume" in err, err
     assert (tmp_path / "out" / "checkpoint.pt").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["distrl", "grpo"])
+def test_the_tuned_config_trains_either_algorithm_by_name(ray_local, tmp_path, capsys, algo):
+    """``evolve-envs train --config reach_place_tuned --algo distrl|grpo`` as documented."""
+    from evolve_envs.cli.main import main
+
+    tuned = load_train_config("reach_place_tuned")
+    block = tuned.learner if algo == "distrl" else tuned.grpo
+    run_dir = tmp_path / algo
+    argv = ["train", "--config", "reach_place_tuned", "--algo", algo, "--run-dir", str(run_dir)]
+    short = [*SHORT_REACH_PLACE, "grpo.group_size=2", "grpo.episodes_per_env=1"]
+    assert main([*argv, "--minutes", "0.25", "--no-progress-bar", *short]) == 0
+    ckpt = load_checkpoint(run_dir)
+    assert ckpt["algo"] == algo and ckpt["counters"]["updates"] >= 1
+    stored = load_train_config(ckpt["config"])
+    # the run trained with the tuned block (the short overrides touch batch sizes only)
+    ran = stored.learner if algo == "distrl" else stored.grpo
+    assert ran.lr == block.lr and ran.entropy_coef == block.entropy_coef

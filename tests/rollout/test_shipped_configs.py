@@ -71,6 +71,7 @@ def test_configs_ship_in_the_wheel(tmp_path: Path) -> None:
     assert {
         "evolve_envs/configs/distrl/reach_place.yaml",
         "evolve_envs/configs/distrl/libero_smoke.yaml",
+        "evolve_envs/configs/distrl/reach_place_tuned.yaml",
     } <= names
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
