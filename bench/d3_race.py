@@ -18,7 +18,8 @@ mean action for the curve, sampled actions too for the last snapshot. Reported p
 success (mean and sampled action), area under the held-out curve (AUC), minutes to 30 % / 50 %,
 success at equal env steps (the fewest any run collected), each with a 95 % percentile
 bootstrap interval over seeds (seeded); per pair of arms the paired differences with bootstrap
-intervals and the exact sign-flip p-value (all ``2**n`` sign patterns). The machine's load is
+intervals and the exact sign-flip p-value (all ``2**n`` sign patterns), and the ratio of env
+steps each collected in the same minutes (sign-flip on its log). The machine's load is
 logged during each run and its range reported.
 
     python bench/d3_race.py --seeds 2 --first-seed 100              # instant, part 1 of 3
@@ -139,7 +140,7 @@ def report(out: Path) -> str:
         rows.append([arm, str(len(ms)),
                      *[fmt_ci([m[k] for m in ms], seed=i) for k in METRICS],
                      fmt_time([m["t30"] for m in ms]), fmt_time([m["t50"] for m in ms]),
-                     f"{np.mean([m['env_steps'] for m in ms]) / 1000:.1f}",
+                     fmt_ci([m["env_steps"] / 1000 for m in ms], seed=i),
                      fmt_ci([m["train_success"] for m in ms], seed=i)])  # fmt: skip
     print_table(lines[0], headers, rows)
     lines += [md_table(headers, rows), ""]
@@ -158,6 +159,16 @@ def report(out: Path) -> str:
             pairs.append([f"{a} − {b}", title, str(len(diffs)),
                           f"{np.mean(diffs):+.3f} [{lo:+.3f}, {hi:+.3f}]",
                           f"{sign_flip_p(diffs):.4f}", f"{ahead}/{len(diffs)}"])  # fmt: skip
+        # collection: how many env steps each arm took in the same minutes (a ratio per seed)
+        ratios = [by_arm[a][s]["env_steps"] / by_arm[b][s]["env_steps"] for s in seeds
+                  if by_arm[b][s]["env_steps"] > 0]  # fmt: skip
+        if ratios:
+            lo, hi = bootstrap_ci(ratios, seed=100 + len(METRICS))
+            logs = [math.log(r) for r in ratios]
+            ahead = sum(r > 1 for r in ratios)
+            pairs.append([f"{a} / {b}", "env steps collected (ratio)", str(len(ratios)),
+                          f"{np.mean(ratios):.2f}× [{lo:.2f}, {hi:.2f}]",
+                          f"{sign_flip_p(logs):.4f}", f"{ahead}/{len(ratios)}"])  # fmt: skip
     if pairs:
         title = "Paired differences per pair of arms (first − second), over the seeds both ran"
         print_table(title, pair_headers, pairs)
