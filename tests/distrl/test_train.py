@@ -211,7 +211,7 @@ def test_the_tuned_config_trains_either_algorithm_by_name(ray_local, tmp_path, c
     run_dir = tmp_path / algo
     argv = ["train", "--config", "reach_place_tuned", "--algo", algo, "--run-dir", str(run_dir)]
     short = [*SHORT_REACH_PLACE, "grpo.group_size=2", "grpo.episodes_per_env=1"]
-    assert main([*argv, "--minutes", "0.25", "--no-progress-bar", *short]) == 0
+    assert main([*argv, "--minutes", "0.15", "--no-progress-bar", *short]) == 0
     ckpt = load_checkpoint(run_dir)
     assert ckpt["algo"] == algo and ckpt["counters"]["updates"] >= 1
     stored = load_train_config(ckpt["config"])
