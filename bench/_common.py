@@ -267,6 +267,12 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A compact Markdown table (cells as ``str`` gives them, no padding) for summary files."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    return "\n".join(lines + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows])
+
+
 def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """Print (and return) a Markdown table under a ``title`` line."""
     cells = [[_fmt(c) for c in row] for row in rows]

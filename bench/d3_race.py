@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import ROOT, machine_note, print_table
+from _common import ROOT, machine_note, md_table, print_table
 from _d3_runs import (
     REGIMES,
     TUNED_CONFIG,
@@ -100,11 +100,6 @@ def fmt_time(values: list[float]) -> str:
     if not reached:
         return f"never (0/{len(values)})"
     return f"{np.mean(reached):.1f} ({len(reached)}/{len(values)})"
-
-
-def md_table(headers: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    return "\n".join(lines + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows])
 
 
 def report(out: Path) -> str:

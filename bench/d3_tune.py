@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import ROOT, machine_note, print_table
+from _common import ROOT, machine_note, md_table, print_table
 from _d3_runs import (
     BASE_CONFIG,
     TUNE_SCENES,
@@ -235,11 +235,6 @@ def domain_text(space: dict[str, tuple[Any, ...]], knob: str) -> str:
             values = args[0] if kind == "choice" else args
             return f"{kind}({', '.join(map(str, values))})"
     return "-"
-
-
-def md_table(headers: list[str], rows: list[list[Any]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    return "\n".join(lines + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows])
 
 
 def report(args: argparse.Namespace) -> str:
