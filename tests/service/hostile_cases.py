@@ -275,7 +275,9 @@ Every class of hostile request the reward service has been attacked with, one ro
 the answer it gets and the check that gives it. `tests/service/test_hostile_input.py` replays
 each row against a real server (`evolve-reward-server --backend mock` at the default limits,
 under an address-space cap) and requires that answer, a peak RSS growth of the server of at
-most 64 MB (the kernel's high-water mark, reset before the request), a server that keeps
+most 64 MB beyond the body's own size (the kernel's high-water mark, reset before the request;
+a body is held while it is read, and a JSON body that is one long string is held twice while
+it is parsed), a server that keeps
 serving, and, for the decoded-body rows and every row of a finding, an answer within 1 s;
 `bench/p7_hostile_input.py` measures the same rows and reports the numbers. This page is
 generated from the test's rows (`python -m tests.service.hostile_cases --write`), and a test

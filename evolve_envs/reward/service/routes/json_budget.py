@@ -30,6 +30,7 @@ from pydantic import BaseModel, ValidationError
 
 from evolve_envs.reward.protocol.body_budget import check_json_body
 from evolve_envs.reward.service.errors import ApiError, client_input
+from evolve_envs.reward.service.routes.request_body import read_body
 
 __all__ = ["BudgetedJSONRoute", "json_body_doc", "parse_json_model"]
 
@@ -46,7 +47,7 @@ class BudgetedJSONRoute(APIRoute):
         handler = super().get_route_handler()
 
         async def checked(request: Request) -> Response:
-            body = await request.body()
+            body = await read_body(request)
             if body:
                 budget = request.app.state.service.limits.body_budget
                 with client_input("request body"):
@@ -69,7 +70,7 @@ async def parse_json_model(request: Request, model: type[M]) -> M:
     """The request's JSON body validated as `model` by pydantic's own JSON parser (no
     intermediate Python objects); errors as FastAPI reports them (400 invalid JSON, 422
     invalid fields, and 422 for text that is not valid Unicode: a lone surrogate escape)."""
-    body = await request.body()
+    body = await read_body(request)
     try:
         return model.model_validate_json(body)
     except ValidationError as exc:

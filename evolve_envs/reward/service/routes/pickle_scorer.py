@@ -40,6 +40,7 @@ from evolve_envs.reward.service.errors import (
     wants_json,
 )
 from evolve_envs.reward.service.image_decoding import decode_image_bytes
+from evolve_envs.reward.service.routes.request_body import read_body
 from evolve_envs.reward.service.service_state import State
 
 __all__ = ["build_router", "pickle_paths"]
@@ -110,7 +111,7 @@ async def pickle_score(request: Request, state: State) -> Response:
             415, f"a pickle body must not be sent as {content_type}; use {PICKLE_CONTENT_TYPE}"
         )
     state.require("image_score")
-    body = await request.body()
+    body = await read_body(request)
     req, flow_grpo = await asyncio.to_thread(_parse, body, state.limits.body_budget)
     state.check_count("images", req.images)
     for i, prompt in enumerate(req.prompts or []):

@@ -72,6 +72,7 @@ from evolve_envs.reward.service.backends.base import CriticItem, DoneItem
 from evolve_envs.reward.service.batching import prepare_frame
 from evolve_envs.reward.service.errors import ApiError, client_input
 from evolve_envs.reward.service.limits import DEFAULT_LIMITS
+from evolve_envs.reward.service.routes.request_body import read_body
 from evolve_envs.reward.service.service_state import ServiceState, State
 
 __all__ = ["router", "form_parts", "parse_json_samples", "parse_multipart_samples", "samples_of"]
@@ -343,7 +344,7 @@ async def _evaluate(state: ServiceState, samples: list[dict[str, Any]]) -> dict[
 @router.post("/evaluate_batch")
 async def evaluate_batch(request: Request, state: State) -> dict[str, Any]:
     """Robometer's JSON batch: a progress curve per sample (see module docs)."""
-    body = await request.body()
+    body = await read_body(request)
 
     def parse() -> list[dict[str, Any]]:
         with client_input("request body"):
@@ -355,7 +356,7 @@ async def evaluate_batch(request: Request, state: State) -> dict[str, Any]:
 @router.post("/evaluate_batch_npy")
 async def evaluate_batch_npy(request: Request, state: State) -> dict[str, Any]:
     """Robometer's multipart batch with ``.npy`` frames (see module docs)."""
-    body = await request.body()
+    body = await read_body(request)
     content_type = request.headers.get("content-type", "")
     limits = state.limits
 
