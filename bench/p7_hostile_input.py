@@ -15,7 +15,8 @@ part flood, base64 zeros image, padded PNG, resolution-switching video, over-bud
 requests and a backend answering 1e308) against a second server at the default limits under an
 address-space cap (`tests/fuzz/harness.py`; a third whose mock answers 1e308 for the last row):
 its status against the expected one(s), the peak RSS growth as above, and the slowest answer.
-Goal: the expected answer, <= 64 MB, decoded-body and issue-31 cases answered within 1 s.
+Goal: the expected answer, <= 64 MB beyond the body's size (`memory_limit_mb`), decoded-body
+and issue-31 cases answered within 1 s.
 
 Part 2 — fairness: p50/p99 latency of small `/pairwise-critic` requests on an idle server and
 while 1,024-frame trajectories run back to back beside them (mock backend, 20 ms per batch to
@@ -41,7 +42,14 @@ from _common import machine_note, percentile, print_table, scene_frames
 from PIL import Image
 
 from evolve_envs.reward.service.embedded import EmbeddedService
-from tests.fuzz.harness import JSON, FuzzServer, peak_rss_mb, reset_peak_rss, rss_mb
+from tests.fuzz.harness import (
+    JSON,
+    FuzzServer,
+    memory_limit_mb,
+    peak_rss_mb,
+    reset_peak_rss,
+    rss_mb,
+)
 from tests.fuzz.hostile import png_bytes, tiny_mp4
 from tests.service.hostile_cases import BROKEN_MODEL_KWARGS, ROWS
 
@@ -168,7 +176,7 @@ def hostile_part(quick: bool) -> list[dict]:
             statuses = {run.status for run in runs}
             growth = max(run.growth_mb for run in runs)
             seconds = max(run.seconds for run in runs)
-            ok = statuses <= set(expected) and growth <= 64 and srv.healthy()
+            ok = statuses <= set(expected) and growth <= memory_limit_mb(case) and srv.healthy()
             rows.append(
                 {
                     "hostile request": name,
