@@ -196,10 +196,17 @@ def plot(out: Path, records: list[dict[str, Any]], arms: list[str]) -> None:
         for ax, key, end, scale in ((axes[0], "time_s", t_end, 60.0),
                                     (axes[1], "env_steps", s_end, 1000.0)):  # fmt: skip
             grid = np.linspace(0, end, 60)
-            ys = np.array([[at(c, key, g) for g in grid] for c in curves], dtype=np.float64)
+            # against env steps a run's curve ends at its last snapshot (runs collect different
+            # numbers of env steps in the same minutes)
+            cut = key == "env_steps"
+            rows = [[np.nan if cut and g > c[-1][key] else at(c, key, g) for g in grid]
+                    for c in curves]  # fmt: skip
+            ys = np.array(rows, dtype=np.float64)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # grid points before a snapshot
                 mean = np.nanmean(ys, axis=0)
+            if cut:  # the mean only where every seed has data
+                mean[np.isnan(ys).any(axis=0) & (grid > 0)] = np.nan
             (line,) = ax.plot(grid / scale, mean, label=f"{arm} (n={len(curves)})")
             for y in ys:
                 ax.plot(grid / scale, y, color=line.get_color(), alpha=0.2, lw=0.8)
