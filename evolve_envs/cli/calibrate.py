@@ -20,7 +20,9 @@ success flag:
   progress at success and the mean maximum progress on failures;
 * **negative-critic rate** (critics < 0) and **latency** (p50/p95 of one call).
 
-Services are URLs, ``mock:<rule>`` for a local mock service (e.g. ``mock:reach_place``), or
+Services are URLs, ``mock:<rule>`` for a local mock service (e.g. ``mock:reach_place``), the
+path of a model directory written by ``evolve-envs fit-reward`` (served here by the ``fitted``
+backend), or
 ``recorded``: no service, the progress the reward model reported at its checks while the episodes
 were recorded (``model_progress``), judged the same way (no critics, no latency);
 ``recorded:<label>`` reads the ``reward_model.<label>.*`` columns of a LeRobot dataset or a
@@ -293,11 +295,12 @@ def check_services(services: Sequence[str], *, token: str | None = None) -> None
     if not services:
         raise ValueError("give at least one service (a URL, mock:<rule> or recorded)")
     for spec in services:
-        if _is_recorded(spec) or spec.startswith("mock:"):
+        if _is_recorded(spec) or spec.startswith("mock:") or _model_dir(spec):
             continue
         if not spec.startswith(("http://", "https://")):
             raise ValueError(
-                f"service {spec!r}: expected a URL, mock:<rule> (e.g. mock:reach_place) or recorded"
+                f"service {spec!r}: expected a URL, mock:<rule> (e.g. mock:reach_place), a "
+                "model directory (evolve-envs fit-reward) or recorded"
             )
         pool = EndpointPool([spec], token=token)
         try:
@@ -308,6 +311,13 @@ def check_services(services: Sequence[str], *, token: str | None = None) -> None
 
 def _is_recorded(spec: str) -> bool:
     return spec == "recorded" or spec.startswith("recorded:")
+
+
+def _model_dir(spec: str) -> bool:
+    """A fitted progress model's directory (``evolve-envs fit-reward``), served here."""
+    from evolve_envs.reward.service.backends.progress_net import is_model_dir
+
+    return not spec.startswith(("http://", "https://")) and is_model_dir(spec)
 
 
 def open_episodes(
@@ -340,15 +350,22 @@ def open_episodes(
 
 @contextlib.contextmanager
 def _service_url(spec: str) -> Iterator[str]:
-    """A URL for a service spec: a URL as is, or ``mock:<rule>`` started here."""
+    """A URL for a service spec: a URL as is, or ``mock:<rule>`` or a model directory (the
+    ``fitted`` backend) started here."""
     if spec.startswith(("http://", "https://")):
         yield spec
         return
-    backend, _, rule = spec.partition(":")
-    if backend != "mock":
-        raise ValueError(f"service {spec!r}: expected a URL or mock:<rule> (e.g. mock:reach_place)")
     from evolve_envs.reward.service.embedded import EmbeddedService
 
+    if _model_dir(spec):
+        with EmbeddedService("fitted", {"ckpt_path": os.path.abspath(spec)},
+                             startup_timeout=120) as svc:  # fmt: skip
+            yield svc.url
+        return
+    backend, _, rule = spec.partition(":")
+    if backend != "mock":
+        raise ValueError(f"service {spec!r}: expected a URL, mock:<rule> (e.g. mock:reach_place) "
+                         "or a model directory")  # fmt: skip
     svc = EmbeddedService("mock", {"rule": rule or "change"})
     svc.start()
     try:

@@ -16,6 +16,8 @@ ones live in modules of their own):
   report how right they are (done precision/recall, value-order correlation, failure modes); see
   :mod:`evolve_envs.cli.calibrate`.
 * ``export`` — a recording as a LeRobotDataset v3 folder; see :mod:`evolve_envs.cli.export`.
+* ``fit-reward`` — fit a progress model on a dataset's episodes into a model directory; see
+  :mod:`evolve_envs.cli.fit_reward`.
 * ``relabel`` — a reward model's judgement of every episode of a dataset, as new columns of a
   new dataset; see :mod:`evolve_envs.cli.relabel`.
 
@@ -44,7 +46,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from evolve_envs.cli import export, relabel
+from evolve_envs.cli import export, fit_reward, relabel
 from evolve_envs.cli.demo import add_demo, run_demo
 from evolve_envs.cli.errors import (
     CliError,
@@ -330,8 +332,10 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
         "./shipped)",
     )  # fmt: skip
     ca.add_argument(
-        "--service", action="append", default=[], metavar="URL|mock:RULE|recorded[:LABEL]",
+        "--service", action="append", default=[],
+        metavar="URL|mock:RULE|MODEL_DIR|recorded[:LABEL]",
         help="a reward service to score with (repeat to compare services side by side); "
+        "MODEL_DIR: a model written by fit-reward, served here; "
         "'recorded': the progress the model reported while the episodes were recorded; "
         "'recorded:LABEL': a LeRobot dataset's reward_model.LABEL.* columns (relabel)",
     )  # fmt: skip
@@ -430,6 +434,7 @@ COMMANDS: dict[
     "calibrate": (_add_calibrate, _calibrate),
     "export": (export.add_parser, export.run),
     "relabel": (relabel.add_parser, relabel.run),
+    "fit-reward": (fit_reward.add_parser, fit_reward.run),
     "demo": (add_demo, run_demo),
 }
 

@@ -245,8 +245,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "relabel", help="score every episode of a dataset with a reward model, into a new one"
     )
     rl.add_argument("dataset", help="a LeRobotDataset v3 folder or a recording folder")
-    rl.add_argument("--service", required=True, metavar="URL|mock:RULE",
-                    help="the reward service to score with")  # fmt: skip
+    rl.add_argument("--service", required=True, metavar="URL|mock:RULE|MODEL_DIR",
+                    help="the reward service to score with (MODEL_DIR: fit-reward's)")  # fmt: skip
     rl.add_argument("--out", default=None, help="the new dataset (default: DATASET-<label>)")
     rl.add_argument(
         "--config",

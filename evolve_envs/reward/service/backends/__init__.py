@@ -70,6 +70,7 @@ BUILTIN_BACKENDS: dict[str, str] = {
     "vlac": f"{_PKG}.vlac:VLACBackend",
     "openai": f"{_PKG}.openai_compat:OpenAICompatBackend",
     "robometer_remote": f"{_PKG}.robometer_remote:RobometerRemoteBackend",
+    "fitted": f"{_PKG}.fitted:FittedProgressBackend",
 }
 
 

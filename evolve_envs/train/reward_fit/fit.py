@@ -1,0 +1,251 @@
+"""`fit_reward`: fit a progress model on a dataset's episodes into a model directory.
+
+The loop, on the labels of :mod:`evolve_envs.train.reward_fit.data`:
+
+* the loss is the squared error to ``t / T`` on frames of successful episodes plus the squared
+  excess over ``FAILURE_CAP`` on frames of failed ones, each averaged over its frames and the
+  failures' term weighted as much as the successes';
+* Adam, ``epochs`` passes over the training frames in minibatches, shuffled from ``seed`` and the
+  epoch (so a resumed fit draws the same batches as an uninterrupted one);
+* after each epoch the model and the optimizer are saved to ``OUT/.fit/`` (safetensors and
+  JSON); the same call on the same data and options picks up from the last saved epoch, another
+  one is refused;
+* at the end: the done threshold is chosen on the training episodes (the middle of the
+  thresholds with the best F1 of "the episode's highest progress reaches it" against success),
+  the model directory is written (``progress_net.save_model``) with the report and the model
+  card (:mod:`evolve_envs.train.reward_fit.report`), and ``.fit/`` is removed.
+
+Example:
+    >>> opts = FitOptions("shipped", "runs/rp-model", epochs=2)  # doctest: +SKIP
+    >>> fit_reward(opts)["held_out"]["voc"]  # doctest: +SKIP
+    0.97
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evolve_envs.reward.service.backends.progress_net import (
+    ProgressNet,
+    ProgressNetConfig,
+    load_backbone,
+    pick_device,
+    save_model,
+)
+from evolve_envs.train.reward_fit.data import (
+    FAILURE_CAP,
+    FitEpisode,
+    UnusableDataError,
+    load_episodes,
+    progress_labels,
+    split_episodes,
+)
+
+__all__ = ["FitOptions", "fit_reward", "pick_done_threshold"]
+
+_WORK = ".fit"
+
+
+@dataclass
+class FitOptions:
+    """What ``evolve-envs fit-reward`` takes.
+
+    >>> FitOptions("runs/ds", "runs/model").epochs
+    30
+    """
+
+    data: str
+    out: str
+    epochs: int = 30
+    batch_size: int = 64
+    lr: float = 2e-3
+    seed: int = 0
+    held_out: float = 0.2
+    camera: str | None = None
+    input_size: int = 64
+    channels: int = 16
+    device: str = "auto"
+    backbone: str | None = None
+    demonstrations: bool = False
+    name: str | None = None
+    progress: bool = True
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The options a resumed fit must share with the interrupted one."""
+        skip = {"out", "device", "progress"}
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
+
+
+def pick_done_threshold(
+    max_progress: Sequence[float], success: Sequence[bool], *, low: float = 0.5
+) -> float:
+    """The middle of the thresholds (0.01 steps from ``low`` to 0.99) with the best F1 of
+    ``max_progress >= threshold`` against ``success``.
+
+    >>> pick_done_threshold([0.99, 0.97, 0.6, 0.7], [True, True, False, False])
+    0.84
+    """
+    scores, truth = np.asarray(max_progress, np.float64), np.asarray(success, bool)
+    grid = np.round(np.arange(low, 0.995, 0.01), 2)
+    f1 = []
+    for t in grid:
+        pred = scores >= t
+        tp, fp, fn = np.sum(pred & truth), np.sum(pred & ~truth), np.sum(~pred & truth)
+        f1.append(2 * tp / (2 * tp + fp + fn) if tp else 0.0)
+    best = np.flatnonzero(np.isclose(f1, max(f1)))
+    return float(np.round((grid[best[0]] + grid[best[-1]]) / 2, 2))
+
+
+def _frames_and_labels(episodes: Sequence[FitEpisode]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    frames = np.concatenate([e.frames for e in episodes])
+    labels = np.concatenate([progress_labels(e.steps, e.success) for e in episodes])
+    tasks = [e.task for e in episodes for _ in range(len(e.frames))]
+    return frames, labels, tasks
+
+
+def _data_hash(episodes: Sequence[FitEpisode]) -> str:
+    digest = hashlib.sha256()
+    for e in episodes:
+        digest.update(f"{e.episode_id}|{e.task}|{e.success}|{e.frames.shape}".encode())
+        digest.update(e.frames[:, ::8, ::8].tobytes())
+    return digest.hexdigest()[:16]
+
+
+def _optimizer_tensors(opt: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    state = opt.state_dict()
+    tensors = {f"{i}.{k}": v for i, s in state["state"].items() for k, v in s.items()}
+    return tensors, {"param_groups": state["param_groups"]}
+
+
+def _save_work(work: Path, net: ProgressNet, opt: Any, epoch: int, meta: dict[str, Any]) -> None:
+    from safetensors.torch import save_file
+
+    work.mkdir(parents=True, exist_ok=True)
+    model = {k: v.detach().cpu().contiguous() for k, v in net.module.state_dict().items()
+             if not k.startswith("backbone.")}  # fmt: skip
+    tensors, groups = _optimizer_tensors(opt)
+    save_file(model, str(work / "model.tmp"))
+    save_file({k: v.cpu().contiguous() for k, v in tensors.items()}, str(work / "optimizer.tmp"))
+    (work / "model.tmp").replace(work / "model.safetensors")
+    (work / "optimizer.tmp").replace(work / "optimizer.safetensors")
+    state = {**meta, "epoch": epoch, **groups}
+    (work / "state.tmp").write_text(json.dumps(state))
+    (work / "state.tmp").replace(work / "state.json")
+
+
+def _load_work(work: Path, net: ProgressNet, opt: Any) -> tuple[int, list[float]]:
+    from safetensors.torch import load_file
+
+    state = json.loads((work / "state.json").read_text())
+    net.module.load_state_dict(load_file(str(work / "model.safetensors"), device=net.device),
+                               strict=False)  # fmt: skip
+    flat = load_file(str(work / "optimizer.safetensors"), device=net.device)
+    per: dict[int, dict[str, Any]] = {}
+    for key, value in flat.items():
+        index, _, name = key.partition(".")
+        per.setdefault(int(index), {})[name] = value
+    opt.load_state_dict({"state": per, "param_groups": state["param_groups"]})
+    return int(state["epoch"]), list(state.get("losses", []))
+
+
+def _bar(total: int, initial: int, enabled: bool) -> Any:
+    if not enabled:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm comes with the report and fit extras
+        return None
+    return tqdm(total=total, initial=initial, desc="fit-reward", unit="epoch", file=sys.stderr,
+                dynamic_ncols=True)  # fmt: skip
+
+
+def fit_reward(opts: FitOptions) -> dict[str, Any]:
+    """Fit, write the model directory ``opts.out``, and return its report (see module docs)."""
+    import torch
+
+    from evolve_envs.train.reward_fit.report import write_report
+
+    out = Path(opts.out)
+    work = out / _WORK
+    if out.exists() and any(p.name != _WORK for p in out.iterdir()):
+        raise UnusableDataError(f"{out} exists and is not an interrupted fit; choose another --out")
+    if opts.epochs < 1 or opts.batch_size < 1:
+        raise ValueError("epochs and batch_size must be >= 1")
+    started = time.perf_counter()
+    episodes = load_episodes(opts.data, input_size=opts.input_size, camera=opts.camera,
+                             demonstrations=opts.demonstrations)  # fmt: skip
+    train, held = split_episodes(episodes, opts.held_out, seed=opts.seed)
+    meta = {"options": opts.fingerprint(), "data_hash": _data_hash(episodes)}
+    if (work / "state.json").is_file():
+        old = json.loads((work / "state.json").read_text())
+        if {k: old.get(k) for k in meta} != meta:
+            raise UnusableDataError(f"{work} holds an interrupted fit of other data or options; "
+                                    "remove it, or fit into another --out")  # fmt: skip
+    device = pick_device(opts.device)
+    torch.manual_seed(opts.seed)
+    backbone, dim = load_backbone(opts.backbone, device) if opts.backbone else (None, 0)
+    size = int(getattr(backbone.config, "image_size", 0) or 0) if backbone is not None else 0
+    if size and size != opts.input_size:  # the encoder's own input size
+        episodes = load_episodes(opts.data, input_size=size, camera=opts.camera,
+                                 demonstrations=opts.demonstrations)  # fmt: skip
+        train, held = split_episodes(episodes, opts.held_out, seed=opts.seed)
+    config = ProgressNetConfig(input_size=size or opts.input_size, channels=opts.channels,
+                               backbone=backbone is not None, backbone_dim=dim,
+                               name=opts.name or out.name)  # fmt: skip
+    net = ProgressNet(config, backbone=backbone, device=device)
+    params = [p for p in net.module.parameters() if p.requires_grad]
+    opt = torch.optim.Adam(params, lr=opts.lr)
+    start, losses = _load_work(work, net, opt) if (work / "state.json").is_file() else (0, [])
+    frames, labels, tasks = _frames_and_labels(train)
+    pixels = torch.as_tensor(frames).permute(0, 3, 1, 2).contiguous()  # uint8, on the CPU
+    ok = ~np.isnan(labels)
+    target = torch.as_tensor(np.nan_to_num(labels), device=net.device)
+    is_success = torch.as_tensor(ok, device=net.device)
+    bar = _bar(opts.epochs, start, opts.progress)
+    for epoch in range(start, opts.epochs):
+        net.module.train()
+        order = torch.randperm(len(frames), generator=torch.Generator().manual_seed(
+            opts.seed * 100_003 + epoch)).numpy()  # fmt: skip
+        total, batches = 0.0, 0
+        for i in range(0, len(order), opts.batch_size):
+            idx = order[i : i + opts.batch_size]
+            ids, offsets = net.words([tasks[j] for j in idx])
+            images = pixels[idx].to(net.device).float() / 255.0
+            pred = torch.sigmoid(net.module(images, ids, offsets))
+            succ, y = is_success[idx], target[idx]
+            terms = []
+            if succ.any():
+                terms.append(((pred[succ] - y[succ]) ** 2).mean())
+            if (~succ).any():
+                terms.append((torch.relu(pred[~succ] - FAILURE_CAP) ** 2).mean())
+            loss = torch.stack(terms).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total, batches = total + float(loss.detach()), batches + 1
+        losses.append(total / max(batches, 1))
+        _save_work(work, net, opt, epoch + 1, {**meta, "losses": losses})
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(loss=f"{losses[-1]:.4f}")
+    if bar is not None:
+        bar.close()
+    train_max = [float(net.predict(e.frames, [e.task] * len(e.frames)).max()) for e in train]
+    net.config.done_threshold = pick_done_threshold(train_max, [e.success for e in train])
+    save_model(net, out)
+    report = write_report(net, out, train=train, held_out=held, losses=losses,
+                          fit_s=time.perf_counter() - started, data=str(opts.data),
+                          options=opts.fingerprint())  # fmt: skip
+    shutil.rmtree(work, ignore_errors=True)
+    return report

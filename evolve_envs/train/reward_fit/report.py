@@ -1,0 +1,210 @@
+"""A fitted progress model's report and card, written into its model directory.
+
+On the held-out episodes (and, for comparison, the training ones), from the model's progress at
+every frame:
+
+* **VOC** per successful episode: Spearman's rank correlation of the progress with frame order
+  (1: it rises steadily; a flat prediction counts 0), and their mean;
+* **done precision and recall** per episode: the episode is judged done when its highest
+  progress reaches the model's done threshold, against the dataset's success flag;
+* the highest progress on failed episodes and the final progress on successful ones.
+
+Files: ``report.json`` (all of it, with each held-out episode's curve), ``curves.png`` (the
+held-out curves against the labels, and the loss per epoch; needs matplotlib) and ``README.md``
+(the model card: data, labels, metrics, identity, how to serve it).
+
+Example:
+    >>> round(voc([0.1, 0.2, 0.15, 0.9]), 2)
+    0.8
+    >>> voc([0.5, 0.5, 0.5])
+    0.0
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evolve_envs.reward.service.backends.progress_net import (
+    WEIGHTS_FILE,
+    ProgressNet,
+    content_hash,
+)
+from evolve_envs.train.reward_fit.data import FAILURE_CAP, FitEpisode, progress_labels
+
+__all__ = ["voc", "episode_metrics", "write_report"]
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    order = np.argsort(x, kind="mergesort")
+    ranks = np.empty(len(x))
+    ranks[order] = np.arange(len(x), dtype=np.float64)
+    for value in np.unique(x):
+        tie = x == value
+        if tie.sum() > 1:
+            ranks[tie] = ranks[tie].mean()
+    return ranks
+
+
+def voc(values: Sequence[float]) -> float:
+    """Spearman of ``values`` against their order (flat: 0; fewer than 2: NaN)."""
+    v = np.asarray(values, np.float64)
+    if len(v) < 2:
+        return math.nan
+    if np.all(v == v[0]):
+        return 0.0
+    return float(np.corrcoef(_ranks(np.arange(len(v), dtype=np.float64)), _ranks(v))[0, 1])
+
+
+def episode_metrics(
+    curves: Sequence[Sequence[float]], success: Sequence[bool], threshold: float
+) -> dict[str, Any]:
+    """VOC, done precision/recall and the failure modes over episodes' progress curves."""
+    truth = np.asarray(success, bool)
+    top = np.array([max(c) for c in curves])
+    pred = top >= threshold
+    tp, fp, fn = int(np.sum(pred & truth)), int(np.sum(pred & ~truth)), int(np.sum(~pred & truth))
+    vocs = [voc(c) for c, s in zip(curves, success, strict=True) if s and len(c) > 2]
+    finals = [c[-1] for c, s in zip(curves, success, strict=True) if s]
+    return {
+        "episodes": len(curves), "successes": int(truth.sum()),
+        "voc": float(np.mean(vocs)) if vocs else None,
+        "voc_min": float(np.min(vocs)) if vocs else None,
+        "voc_per_episode": vocs,
+        "done_precision": tp / (tp + fp) if tp + fp else None,
+        "done_recall": tp / (tp + fn) if tp + fn else None,
+        "done": {"tp": tp, "fp": fp, "fn": fn, "threshold": threshold},
+        "final_progress_on_success": float(np.mean(finals)) if finals else None,
+        "max_progress_on_failure": float(np.mean(top[~truth])) if (~truth).any() else None,
+    }  # fmt: skip
+
+
+def _curves(net: ProgressNet, episodes: Sequence[FitEpisode]) -> list[list[float]]:
+    return [net.predict(e.frames, [e.task] * len(e.frames)).astype(float).tolist()
+            for e in episodes]  # fmt: skip
+
+
+def _plot(path: Path, held: Sequence[FitEpisode], curves: list[list[float]], losses: list[float],
+          threshold: float) -> bool:  # fmt: skip
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:  # pragma: no cover - matplotlib comes with the report and fit extras
+        return False
+    fig, (ax, lx) = plt.subplots(1, 2, figsize=(10, 4))
+    for e, c in zip(held, curves, strict=True):
+        x = np.linspace(0, 1, len(c))
+        ax.plot(x, c, color="tab:green" if e.success else "tab:red", alpha=0.7, lw=1)
+    ax.plot([0, 1], [0, 1], "k--", lw=1, label="label of a success (t / T)")
+    ax.axhline(threshold, color="grey", ls=":", label=f"done threshold {threshold:.2f}")
+    ax.axhline(FAILURE_CAP, color="tab:red", ls=":", lw=0.8, label="failure cap")
+    ax.set(xlabel="fraction of the episode", ylabel="model progress", ylim=(-0.02, 1.02),
+           title="held-out episodes (green: success, red: failure)")  # fmt: skip
+    ax.legend(fontsize=7, loc="upper left")
+    lx.plot(range(1, len(losses) + 1), losses)
+    lx.set(xlabel="epoch", ylabel="training loss", yscale="log", title="fit")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return True
+
+
+def _card(report: dict[str, Any]) -> str:
+    held, train = report["held_out"], report["train"]
+
+    def num(v: Any) -> str:
+        return "n/a" if v is None else f"{v:.3f}"
+
+    return f"""# {report["name"]}: a progress model for evolve-envs
+
+Frame + task text -> task progress in [0, 1], fitted with `evolve-envs fit-reward` on
+`{report["data"]}` ({report["episodes"]} episodes; {len(report["held_out_ids"])} held out by
+episode). Identity (the content hash of `config.json` and the weights): `{report["content_hash"]}`.
+
+## Labels
+
+* successful episodes: frame t of T is t / T of the way (the last frame is done);
+* failed episodes: every frame held at or below {FAILURE_CAP} (a penalty above it, no target);
+* done: the progress reaches {report["done_threshold"]:.2f} (chosen on the training episodes).
+
+## Measured
+
+| | episodes | VOC (mean, min) | done precision | done recall |
+|---|---|---|---|---|
+| held out | {held["episodes"]} | {num(held["voc"])}, {num(held["voc_min"])} | {num(held["done_precision"])} | {num(held["done_recall"])} |
+| training | {train["episodes"]} | {num(train["voc"])}, {num(train["voc_min"])} | {num(train["done_precision"])} | {num(train["done_recall"])} |
+
+Fitted in {report["fit_s"]:.0f} s on {report["device"]}; {report["parameters"]} trainable
+parameters, {report["size_bytes"]} bytes of weights. Curves: `curves.png`; everything:
+`report.json`.
+
+## Use
+
+```bash
+evolve-reward-server --backend fitted --ckpt-path MODEL_DIR --port 8111
+evolve-envs calibrate RECORDING --service MODEL_DIR
+```
+
+## Limits
+
+It has seen only the scenes, cameras and tasks of its data; it judges one frame at a time (it
+cannot tell a block being put down from one being picked up); a policy trained on it may find
+frames it scores high that the data never showed (watch the hacking alarm).
+"""  # noqa: E501
+
+
+def write_report(
+    net: ProgressNet,
+    out: Path,
+    *,
+    train: Sequence[FitEpisode],
+    held_out: Sequence[FitEpisode],
+    losses: list[float],
+    fit_s: float,
+    data: str,
+    options: dict[str, Any],
+) -> dict[str, Any]:
+    """Write ``report.json``, ``curves.png`` and ``README.md`` into ``out``; returns the report."""
+    threshold = net.config.done_threshold
+    held_curves, train_curves = _curves(net, held_out), _curves(net, train)
+    trainable = [p for n, p in net.module.named_parameters() if not n.startswith("backbone.")]
+    report: dict[str, Any] = {
+        "name": net.config.name,
+        "content_hash": content_hash(out),
+        "data": data,
+        "episodes": len(train) + len(held_out),
+        "held_out_ids": [e.episode_id for e in held_out],
+        "train_ids": [e.episode_id for e in train],
+        "done_threshold": threshold,
+        "failure_cap": FAILURE_CAP,
+        "held_out": episode_metrics(held_curves, [e.success for e in held_out], threshold),
+        "train": episode_metrics(train_curves, [e.success for e in train], threshold),
+        "held_out_curves": [
+            {
+                "episode_id": e.episode_id,
+                "success": e.success,
+                "progress": c,
+                "label": [
+                    None if math.isnan(v) else float(v) for v in progress_labels(e.steps, e.success)
+                ],
+            }
+            for e, c in zip(held_out, held_curves, strict=True)
+        ],  # fmt: skip
+        "losses": losses,
+        "fit_s": fit_s,
+        "device": net.device,
+        "parameters": int(sum(p.numel() for p in trainable)),
+        "size_bytes": (out / WEIGHTS_FILE).stat().st_size,
+        "options": options,
+    }
+    report["curves_png"] = _plot(out / "curves.png", held_out, held_curves, losses, threshold)
+    (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
+    (out / "README.md").write_text(_card(report))
+    return report
