@@ -82,8 +82,9 @@ class FitOptions:
     progress: bool = True
 
     def fingerprint(self) -> dict[str, Any]:
-        """The options a resumed fit must share with the interrupted one."""
-        skip = {"out", "device", "progress"}
+        """The options a resumed fit must share with the interrupted one (``epochs`` may grow:
+        each epoch's batches depend on the seed and the epoch alone)."""
+        skip = {"out", "device", "progress", "epochs"}
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
 
 
