@@ -146,8 +146,9 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def model(dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("fit") / "rp-foreign"
-    argv = ["fit-reward", str(dataset), "--out", str(out), "--epochs", "4", "--input-size", "32",
-            "--channels", "8", "--batch-size", "16", "--held-out", "0.3", "--no-progress"]  # fmt: skip
+    argv = ["fit-reward", str(dataset), "--out", str(out), "--epochs", "4", "--input-size",
+            "32", "--channels", "8", "--batch-size", "16", "--held-out", "0.3",
+            "--no-progress"]  # fmt: skip
     assert cli_main(argv) == 0
     return out
 
