@@ -1,0 +1,241 @@
+"""R2: a progress model fitted here, against the rule models: calibration, latency and DistRL.
+
+Phases (each writes its records under ``--out``, default ``bench/results/r2``):
+
+* ``record``: ReachPlace episodes of the scripted behaviours (``play_behaviours``): a training
+  recording (reset seeds from 0) and a held-out one (reset seeds from 10 000, so no scene is in
+  both);
+* ``fit``: ``evolve-envs fit-reward`` on the training recording (time, size, the report);
+* ``calibrate``: ``evolve-envs calibrate`` of the held-out recording with the fitted model (by
+  path), ``mock:reach_place`` (right), ``mock:reach_place_hackable`` (gameable) and
+  ``mock:random``;
+* ``latency``: P4's closed loop (``p4_service.load``: ``POST /pairwise-critic``, two 256² JPEG
+  frames) against the ``fitted`` backend on the CPU, 1 and 8 clients;
+* ``distrl``: ``evolve-envs train`` for ``--minutes`` per run, ``--seeds`` seeds of each reward
+  source, interleaved: the fitted model (embedded ``fitted`` backend), the
+  ``reach_place`` rule, and the env's own success flag alone (``reward_model.enable=false``,
+  reward 1 at success). Every snapshot is evaluated on ``--eval-episodes`` held-out scenes
+  (mean action, the env's success flag); the record keeps the curve, and the report compares
+  the arms at the fewest env steps any run collected.
+
+    python bench/r2_fitted_reward.py record fit calibrate latency
+    python bench/r2_fitted_reward.py distrl --seeds 3 --minutes 3
+    python bench/r2_fitted_reward.py report
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from _common import ROOT, TASK, machine_note, scene_frames
+
+#: reward source -> (config, overrides); the configs differ in the reward_model block alone
+ARMS = {
+    "fitted": lambda model: ("reach_place_fitted", [
+        f"reward_model.embedded_backend_kwargs.ckpt_path={model}",
+        "reward_model.embedded_backend_kwargs.device=cpu",
+    ]),
+    "rule": lambda model: ("reach_place", ["reward_model.alarm.enable=true"]),
+    "sparse": lambda model: ("reach_place", ["reward_model.enable=false"]),
+}  # fmt: skip
+TRAIN = {"task": 60, "distractor": 20, "random": 20}
+HELD = {"task": 20, "distractor": 10, "random": 10}
+
+
+def _uptime() -> str:
+    return "load avg {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+
+
+def record(out: Path) -> None:
+    from evolve_envs.envs.synthetic import play_behaviours
+    from evolve_envs.stack.factory import make_env
+
+    for name, counts, seed in (("train", TRAIN, 0), ("held_out", HELD, 10_000)):
+        target = ROOT / "runs" / "r2" / name
+        if target.exists():
+            print(f"{target} exists; kept")
+            continue
+        env = make_env({"env": {"id": "evolve_envs/ReachPlace-v0", "max_episode_steps": 30},
+                        "record": {"dir": str(target), "camera": "image"}})  # fmt: skip
+        try:
+            play_behaviours(env, counts, seed=seed)
+        finally:
+            env.close()
+        print(f"recorded {sum(counts.values())} episodes into {target}")
+
+
+def fit(out: Path, epochs: int) -> None:
+    model = ROOT / "runs" / "r2" / "model"
+    before = _uptime()
+    t0 = time.perf_counter()
+    cmd = [sys.executable, "-m", "evolve_envs.cli.main", "fit-reward", str(ROOT / "runs/r2/train"),
+           "--out", str(model), "--epochs", str(epochs), "--no-progress"]  # fmt: skip
+    subprocess.run(cmd, check=True)
+    wall = time.perf_counter() - t0
+    report = json.loads((model / "report.json").read_text())
+    keep = {k: report[k] for k in ("content_hash", "episodes", "held_out_ids", "done_threshold",
+                                   "held_out", "train", "losses", "fit_s", "parameters",
+                                   "size_bytes", "options")}  # fmt: skip
+    keep.update(command=" ".join(cmd[1:]), wall_s=wall, load_before=before, load_after=_uptime(),
+                machine=machine_note())  # fmt: skip
+    (out / "fit.json").write_text(json.dumps(keep, indent=1) + "\n")
+    print(f"fit: {wall:.0f} s, held-out {report['held_out']}")
+
+
+def calibrate(out: Path) -> None:
+    from evolve_envs.cli.calibrate import calibrate as run
+
+    model = str(ROOT / "runs" / "r2" / "model")
+    services = [model, "mock:reach_place", "mock:reach_place_hackable", "mock:random"]
+    report = run([ROOT / "runs" / "r2" / "held_out"], services, max_frames=32)
+    rows = {}
+    for spec, body in report["services"].items():
+        o = body["overall"]
+        rows["fitted" if spec == model else spec] = {
+            k: o[k]
+            for k in (
+                "episodes",
+                "scored",
+                "successes",
+                "done",
+                "backend_done",
+                "best_threshold",
+                "voc",
+                "progress_at_success",
+                "max_progress_on_failure",
+                "failures_judged_high",
+                "successes_judged_low",
+                "latency_p50_s",
+            )  # fmt: skip
+        }
+    body = {"recording": "runs/r2/held_out", "threshold": report["threshold"],
+            "services": rows, "machine": machine_note()}  # fmt: skip
+    (out / "calibrate.json").write_text(json.dumps(body, indent=1, default=str) + "\n")
+    for name, r in rows.items():
+        print(f"{name}: VOC {r['voc']}, done P/R {r['done']['precision']}/{r['done']['recall']}, "
+              f"backend done {r['backend_done']}")  # fmt: skip
+
+
+def latency(out: Path, seconds: float) -> None:
+    from p4_service import load
+
+    from evolve_envs.reward.clients.frame_encoding import encode_jpeg_b64
+    from evolve_envs.reward.service.embedded import EmbeddedService
+
+    frames = scene_frames(8, 256, seed=3)
+    enc = [encode_jpeg_b64(f, 85) for f in frames]
+    bodies = [json.dumps({"task": TASK, "image_a": enc[k], "image_b": enc[(k + 1) % 8]}).encode()
+              for k in range(8)]  # fmt: skip
+    rows = {}
+    model = str(ROOT / "runs" / "r2" / "model")
+    services = (("fitted", "fitted", {"ckpt_path": model, "device": "cpu"}),
+                ("mock:reach_place", "mock", {"rule": "reach_place"}))  # fmt: skip
+    for name, backend, kwargs in services:
+        with EmbeddedService(backend, kwargs, startup_timeout=120) as svc:
+            for clients in (1, 8):
+                rows[f"{name}|{clients}"] = {**load(svc.url, bodies, clients, seconds),
+                                             "load": _uptime()}  # fmt: skip
+    (out / "latency.json").write_text(json.dumps({"rows": rows, "machine": machine_note()},
+                                                 indent=1) + "\n")  # fmt: skip
+    for k, v in rows.items():
+        print(k, {m: round(v[m], 2) for m in ("req_s", "p50_ms", "p99_ms", "batch")})
+
+
+def distrl(out: Path, seeds: int, minutes: float, episodes: int, first_seed: int) -> None:
+    from d3_learning_curves import evaluate_run, last_minute
+
+    from evolve_envs.train.driver import TrainOptions, run_train
+
+    model = str(ROOT / "runs" / "r2" / "model")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for seed in range(first_seed, first_seed + seeds):
+        for arm, extra in ARMS.items():
+            run_dir = ROOT / "runs" / "r2" / "distrl" / stamp / f"{arm}-s{seed}"
+            before = _uptime()
+            config, overrides = extra(model)
+            run_train(TrainOptions(
+                config=[config], algo="distrl", run_dir=run_dir, minutes=minutes,
+                overrides=[f"run.seed={seed}", "run.snapshot_every_s=30", "run.log_every_s=30",
+                           "run.tensorboard=false", *overrides],
+                progress_bar=False, log=io.StringIO(),
+            ))  # fmt: skip
+            curve = evaluate_run(run_dir, episodes)
+            summary = json.loads((run_dir / "summary.json").read_text())
+            record = {
+                "arm": arm, "seed": seed, "minutes": minutes, "curve": curve,
+                "train_last_minute": last_minute(run_dir / "metrics.csv"),
+                "alarm": {k: v for k, v in summary.items() if "alarm" in k or "hack" in k},
+                "load_before": before, "load_after": _uptime(),
+                "run_dir": str(run_dir.relative_to(ROOT)),
+            }  # fmt: skip
+            (out / f"distrl-{arm}-s{seed}.json").write_text(json.dumps(record, indent=1) + "\n")
+            last = curve[-1] if curve else {}
+            print(
+                f"{arm} seed {seed}: held-out {last.get('success')} at "
+                f"{last.get('env_steps')} env steps ({before} -> {_uptime()})",
+                flush=True,
+            )
+
+
+def report(out: Path) -> None:
+    records = [json.loads(p.read_text()) for p in sorted(out.glob("distrl-*.json"))]
+    records = [r for r in records if r["curve"]]
+    if not records:
+        print("no DistRL records")
+        return
+    equal = min(r["curve"][-1]["env_steps"] for r in records)
+    print(f"equal env steps: {equal:.0f}")
+    for arm in ARMS:
+        mine = [r for r in records if r["arm"] == arm]
+        at = []
+        for r in mine:
+            val = math.nan
+            for row in r["curve"]:
+                if row["env_steps"] <= equal:
+                    val = row["success"]
+            at.append(val)
+        final = [r["curve"][-1]["success"] for r in mine]
+        steps = [r["curve"][-1]["env_steps"] for r in mine]
+        print(f"{arm}: seeds {[r['seed'] for r in mine]}, held-out at {equal:.0f} steps {at}, "
+              f"final {final} at {steps} env steps")  # fmt: skip
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    phases = ["record", "fit", "calibrate", "latency", "distrl", "report"]
+    p.add_argument("phases", nargs="+", choices=phases)
+    p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "r2")
+    p.add_argument("--epochs", type=int, default=14)
+    p.add_argument("--seconds", type=float, default=5.0, help="one latency measurement")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument("--minutes", type=float, default=3.0)
+    p.add_argument("--eval-episodes", type=int, default=30)
+    args = p.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    print(f"R2 on {machine_note()}", flush=True)
+    for phase in args.phases:
+        if phase == "record":
+            record(args.out)
+        elif phase == "fit":
+            fit(args.out, args.epochs)
+        elif phase == "calibrate":
+            calibrate(args.out)
+        elif phase == "latency":
+            latency(args.out, args.seconds)
+        elif phase == "distrl":
+            distrl(args.out, args.seeds, args.minutes, args.eval_episodes, args.first_seed)
+        else:
+            report(args.out)
+
+
+if __name__ == "__main__":
+    main()
