@@ -17,15 +17,16 @@ system-deps:
 
 $(VENV)/.installed-demo: setup.cfg pyproject.toml | $(BIN)/python
 	$(MAKE) -s system-deps
-	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[libero,service,report,video,record,metrics]'
+	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[libero,service,report,video,record,metrics,fit]'
 	touch $@
 
 $(VENV)/.installed-test: setup.cfg pyproject.toml | $(BIN)/python
 	$(MAKE) -s system-deps
-	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[libero,service,report,video,record,models,test,bench,rlinf,serve,metrics,distrl,docs,wandb]'
+	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[libero,service,report,video,record,models,test,bench,rlinf,serve,metrics,distrl,docs,wandb,fit]'
 	touch $@ $(VENV)/.installed-demo
 
-# ReachPlace under a right and a gameable reward model, their calibration, one LIBERO episode
+# ReachPlace under a right and a gameable reward model, a model fitted on those episodes, their
+# calibration, one LIBERO episode
 demo: $(VENV)/.installed-demo
 	$(BIN)/evolve-envs demo --out runs/demo
 

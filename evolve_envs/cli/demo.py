@@ -11,15 +11,19 @@ Three parts, every number on the terminal naming where it comes from:
    the env's true progress and success flag, counts the episodes the model called done, and shows
    the reward-hacking alarm (``reward_model.alarm``) after each policy: it fires on the gameable
    model when the gaming policy raises its progress without success.
-2. **Calibration**: the episodes of part 1 (recorded under the right model) re-scored by the
-   right, the gameable and a random model (``evolve-envs calibrate``), and the ranking by
-   value-order correlation and done precision/recall against the env's success flag.
+2. **A learned model, and calibration**: a progress model fitted on the episodes of part 1
+   (``evolve-envs fit-reward``, recorded under the right model; a minute of CPU), then those
+   episodes re-scored by the fitted model, the right, the gameable and a random model
+   (``evolve-envs calibrate``), and the ranking by value-order correlation and done
+   precision/recall against the env's success flag. The fitted model is scored on the episodes
+   it was fitted on (its held-out numbers are in its own report).
 3. **LIBERO-10**, one random episode through the full stack with the shipped config's embedded
    mock, whose ``change`` rule measures pixel change from the first frame: the table and the plot
    say so, because a flailing arm scores high on it.
 
-Files go to ``--out`` (default ``runs/demo``): ``reach_place/`` (the recording and
-``calibration/``'s report) and ``libero/`` (the rollout report: summary, metrics, plot, video).
+Files go to ``--out`` (default ``runs/demo``): ``reach_place/`` (the recording, the fitted
+``model/`` and ``calibration/``'s report) and ``libero/`` (the rollout report: summary, metrics,
+plot, video).
 
 Usage (shell)::
 
@@ -32,6 +36,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
+import shutil
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -66,6 +71,8 @@ def add_demo(sub: argparse._SubParsersAction) -> None:
         "--episodes", type=int, default=4, help="ReachPlace episodes per policy (default 4)"
     )
     de.add_argument("--no-libero", action="store_true", help="skip the LIBERO episode")
+    de.add_argument("--fit-epochs", type=int, default=40,
+                    help="epochs of the model fitted on the recorded episodes")  # fmt: skip
     de.add_argument(
         "--libero-steps", type=int, default=300, help="the LIBERO episode's limit (default 300)"
     )
@@ -196,6 +203,7 @@ def _calibration_lines(report: dict[str, Any]) -> list[str]:
     lines = []
     for name, svc in report["services"].items():
         m = svc["overall"]
+        name = name if name.startswith("mock:") else "fitted (fit-reward)"
         lines.append(
             f"   {name:27s} VOC {num(m['voc']):>5}  done precision {num(m['done']['precision'])}"
             f"  done recall {num(m['done']['recall'])}  failures judged done "
@@ -220,6 +228,8 @@ DEMO_NEEDS: dict[str, str] = {
     "fastapi": "service",
     "libero": "libero",
     "imageio_ffmpeg": "video",
+    "torch": "fit",
+    "safetensors": "fit",
 }
 
 
@@ -257,6 +267,27 @@ _LIBERO_NOTE = """\
    service (docs/reward-models.md)."""
 
 
+def _fit(rec: Path, out: Path, epochs: int) -> Path:
+    """Fit a progress model on the recorded episodes (part 2) and say what it is."""
+    from evolve_envs.train.reward_fit.fit import FitOptions, fit_reward
+
+    start = time.monotonic()
+    print(f"\n   evolve-envs fit-reward fits a progress model (frame + task -> progress) on those "
+          f"episodes ({epochs} epochs):", flush=True)  # fmt: skip
+    report = fit_reward(FitOptions(str(rec), str(out), epochs=epochs, held_out=0.25,
+                                   progress=False, name="demo-reach-place"))  # fmt: skip
+    held = report["held_out"]
+
+    def num(v: float | None) -> str:
+        return "-" if v is None else f"{v:.2f}"
+
+    print(f"   wrote {out} ({report['content_hash']}, {report['size_bytes'] // 1024} KiB, "
+          f"{time.monotonic() - start:.0f} s): on its {held['episodes']} held-out episodes VOC "
+          f"{num(held['voc'])}, done precision {num(held['done_precision'])} recall "
+          f"{num(held['done_recall'])}")  # fmt: skip
+    return out
+
+
 def _indent(text: str, by: str = "   ") -> str:
     return "\n".join(by + line for line in text.splitlines())
 
@@ -276,10 +307,9 @@ def run_demo(args: argparse.Namespace) -> int:
     t0 = part = time.monotonic()
     out = Path(args.out)
     rec = out / "reach_place" / "episodes"
-    if rec.exists():  # a recording appends: start it fresh
-        import shutil
-
-        shutil.rmtree(rec)
+    for old in (rec, out / "reach_place" / "model"):  # a recording appends: start it fresh
+        if old.exists():
+            shutil.rmtree(old)
     n = args.episodes
     print(_INTRO.format(n=n, steps=STEPS), flush=True)
     groups = []
@@ -291,10 +321,11 @@ def run_demo(args: argparse.Namespace) -> int:
     print(f"\n   the hacking alarm fired on: {', '.join(fired) or 'nothing'} ({took:.0f} s)")
 
     part = time.monotonic()
+    model = _fit(rec, out / "reach_place" / "model", args.fit_epochs)
     print(f"\n2. Which reward model to trust? evolve-envs calibrate re-scores the {3 * n} episodes "
           "recorded above\n   with each model and checks its judgement against the env's success "
-          "flag:", flush=True)  # fmt: skip
-    report = calibrate([str(rec)], list(SERVICES), threshold=95.0)
+          "flag (the fitted model\n   was fitted on these episodes):", flush=True)  # fmt: skip
+    report = calibrate([str(rec)], [str(model), *SERVICES], threshold=95.0)
     write_report(report, out / "reach_place" / "calibration")
     print("\n".join(_calibration_lines(report)))
     print(f"   ({time.monotonic() - part:.0f} s; report in {out / 'reach_place' / 'calibration'})")
@@ -314,6 +345,6 @@ def run_demo(args: argparse.Namespace) -> int:
         )  # fmt: skip
         print(f"{_indent(libero.table)}\n{_LIBERO_NOTE} ({time.monotonic() - part:.0f} s)")
     libero_files = "" if args.no_libero else ", libero/ (summary, metrics, plot, video)"
-    print(f"\nwrote {out}: reach_place/ (recording, calibration report){libero_files} "
-          f"({time.monotonic() - t0:.0f} s)")  # fmt: skip
+    print(f"\nwrote {out}: reach_place/ (recording, fitted model, calibration report)"
+          f"{libero_files} ({time.monotonic() - t0:.0f} s)")  # fmt: skip
     return 0

@@ -1,8 +1,9 @@
 """`evolve-envs demo` (`make demo`) shows the library's idea, each number naming its source.
 
 Its ReachPlace part runs here as it runs for a new user (real embedded services, the recording,
-the calibration), with 2 episodes per policy and without the LIBERO episode; the LIBERO part's
-table is the rollout's, whose first line says what the mock's number is.
+a progress model fitted on it, the calibration), with 2 episodes per policy, 3 fitting epochs
+and without the LIBERO episode; the LIBERO part's table is the rollout's, whose first line says
+what the mock's number is.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ def test_the_demo_shows_the_gameable_model_hacked_and_the_right_one_ranked_first
     from evolve_envs.cli.main import main
 
     out = tmp_path / "demo"
-    assert main(["demo", "--no-libero", "--episodes", "2", "--out", str(out)]) == 0
+    argv = ["demo", "--no-libero", "--episodes", "2", "--fit-epochs", "3", "--out", str(out)]
+    assert main(argv) == 0
     text = capsys.readouterr().out
     rows = {
         tuple(line.split()[:2]): line
@@ -47,6 +49,11 @@ def test_the_demo_shows_the_gameable_model_hacked_and_the_right_one_ranked_first
     assert "model progress = the reward model's final judgement" in text
     assert "true progress  = the env's ground truth (info['true_progress'])" in text
     assert (out / "reach_place" / "calibration" / "report.md").is_file()
+    # a progress model fitted on the recorded episodes, calibrated beside the rules
+    assert (out / "reach_place" / "model" / "model.safetensors").is_file()
+    assert re.search(r"wrote \S+model \(sha256:[0-9a-f]{16}, \d+ KiB", text), text
+    (fitted,) = [line for line in text.splitlines() if "fitted (fit-reward)" in line]
+    assert "VOC" in fitted and "done precision" in fitted
     assert (out / "reach_place" / "episodes" / "episodes.jsonl").is_file()
 
 
