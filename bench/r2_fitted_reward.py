@@ -149,7 +149,25 @@ def latency(out: Path, seconds: float) -> None:
         print(k, {m: round(v[m], 2) for m in ("req_s", "p50_ms", "p99_ms", "batch")})
 
 
-def distrl(out: Path, seeds: int, minutes: float, episodes: int, first_seed: int) -> None:
+#: what a run's summary says about its last log window (the alarm, the model's judgement)
+LAST_KEYS = ("episodes", "return", "success", "model_progress", "model_done",
+             "model_done_precision", "alarm_firing", "env_steps_in")  # fmt: skip
+
+
+def _last(summary: dict) -> dict:
+    return {k: summary.get("last", {}).get(k) for k in LAST_KEYS} | {
+        "env_steps": summary.get("counters", {}).get("env_steps_in")}  # fmt: skip
+
+
+def _model_hash(model: str) -> str:
+    from evolve_envs.reward.service.backends.progress_net import content_hash
+
+    return content_hash(model)
+
+
+def distrl(
+    out: Path, seeds: int, minutes: float, episodes: int, first_seed: int, arms: list[str]
+) -> None:
     from d3_learning_curves import evaluate_run, last_minute
 
     from evolve_envs.train.driver import TrainOptions, run_train
@@ -157,7 +175,8 @@ def distrl(out: Path, seeds: int, minutes: float, episodes: int, first_seed: int
     model = str(ROOT / "runs" / "r2" / "model")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for seed in range(first_seed, first_seed + seeds):
-        for arm, extra in ARMS.items():
+        for arm in arms:
+            extra = ARMS[arm]
             run_dir = ROOT / "runs" / "r2" / "distrl" / stamp / f"{arm}-s{seed}"
             before = _uptime()
             config, overrides = extra(model)
@@ -172,7 +191,8 @@ def distrl(out: Path, seeds: int, minutes: float, episodes: int, first_seed: int
             record = {
                 "arm": arm, "seed": seed, "minutes": minutes, "curve": curve,
                 "train_last_minute": last_minute(run_dir / "metrics.csv"),
-                "alarm": {k: v for k, v in summary.items() if "alarm" in k or "hack" in k},
+                "last": _last(summary),
+                "model": _model_hash(model) if arm == "fitted" else None,
                 "load_before": before, "load_after": _uptime(),
                 "run_dir": str(run_dir.relative_to(ROOT)),
             }  # fmt: skip
@@ -188,6 +208,11 @@ def distrl(out: Path, seeds: int, minutes: float, episodes: int, first_seed: int
 def report(out: Path) -> None:
     records = [json.loads(p.read_text()) for p in sorted(out.glob("distrl-*.json"))]
     records = [r for r in records if r["curve"]]
+    for r in records:
+        if "last" not in r and (ROOT / r["run_dir"] / "summary.json").is_file():
+            r["last"] = _last(json.loads((ROOT / r["run_dir"] / "summary.json").read_text()))
+            r.pop("alarm", None)
+            (out / f"distrl-{r['arm']}-s{r['seed']}.json").write_text(json.dumps(r, indent=1))
     if not records:
         print("no DistRL records")
         return
@@ -204,8 +229,9 @@ def report(out: Path) -> None:
             at.append(val)
         final = [r["curve"][-1]["success"] for r in mine]
         steps = [r["curve"][-1]["env_steps"] for r in mine]
+        alarm = [r.get("last", {}).get("alarm_firing") for r in mine]
         print(f"{arm}: seeds {[r['seed'] for r in mine]}, held-out at {equal:.0f} steps {at}, "
-              f"final {final} at {steps} env steps")  # fmt: skip
+              f"final {final} at {steps} env steps, alarm firing at the end {alarm}")  # fmt: skip
 
 
 def main() -> None:
@@ -213,7 +239,8 @@ def main() -> None:
     phases = ["record", "fit", "calibrate", "latency", "distrl", "report"]
     p.add_argument("phases", nargs="+", choices=phases)
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "r2")
-    p.add_argument("--epochs", type=int, default=14)
+    p.add_argument("--epochs", type=int, default=20)
+    p.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
     p.add_argument("--seconds", type=float, default=5.0, help="one latency measurement")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--first-seed", type=int, default=0)
@@ -232,7 +259,9 @@ def main() -> None:
         elif phase == "latency":
             latency(args.out, args.seconds)
         elif phase == "distrl":
-            distrl(args.out, args.seeds, args.minutes, args.eval_episodes, args.first_seed)
+            distrl(
+                args.out, args.seeds, args.minutes, args.eval_episodes, args.first_seed, args.arms
+            )
         else:
             report(args.out)
 

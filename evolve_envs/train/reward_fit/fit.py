@@ -2,9 +2,10 @@
 
 The loop, on the labels of :mod:`evolve_envs.train.reward_fit.data`:
 
-* the loss is the squared error to ``t / T`` on frames of successful episodes plus the squared
-  excess over ``FAILURE_CAP`` on frames of failed ones, each averaged over its frames and the
-  failures' term weighted as much as the successes';
+* the loss is the squared error to ``t / T`` on frames of successful episodes (the last, done
+  frame weighing ``DONE_WEIGHT`` frames) plus the squared excess over ``FAILURE_CAP`` on frames
+  of failed ones, each averaged over its frames and the failures' term weighted as much as the
+  successes';
 * Adam, ``epochs`` passes over the training frames in minibatches, shuffled from ``seed`` and the
   epoch (so a resumed fit draws the same batches as an uninterrupted one);
 * after each epoch the model and the optimizer are saved to ``OUT/.fit/`` (safetensors and
@@ -55,6 +56,9 @@ from evolve_envs.train.reward_fit.data import (
 __all__ = ["FitOptions", "fit_reward", "pick_done_threshold"]
 
 _WORK = ".fit"
+#: a done frame (the last of a success) weighs this many ordinary frames: one frame per episode
+#: carries the done decision, which must stand apart from the near misses before it
+DONE_WEIGHT = 5.0
 
 
 @dataclass
@@ -213,6 +217,8 @@ def fit_reward(opts: FitOptions) -> dict[str, Any]:
     ok = ~np.isnan(labels)
     target = torch.as_tensor(np.nan_to_num(labels), device=net.device)
     is_success = torch.as_tensor(ok, device=net.device)
+    weight = torch.as_tensor(np.where(labels == 1.0, DONE_WEIGHT, 1.0), device=net.device,
+                             dtype=torch.float32)  # fmt: skip
     bar = _bar(opts.epochs, start, opts.progress)
     for epoch in range(start, opts.epochs):
         net.module.train()
@@ -224,10 +230,11 @@ def fit_reward(opts: FitOptions) -> dict[str, Any]:
             ids, offsets = net.words([tasks[j] for j in idx])
             images = pixels[idx].to(net.device).float() / 255.0
             pred = torch.sigmoid(net.module(images, ids, offsets))
-            succ, y = is_success[idx], target[idx]
+            succ, y, w = is_success[idx], target[idx], weight[idx]
             terms = []
             if succ.any():
-                terms.append(((pred[succ] - y[succ]) ** 2).mean())
+                err = w[succ] * (pred[succ] - y[succ]) ** 2
+                terms.append(err.sum() / w[succ].sum())
             if (~succ).any():
                 terms.append((torch.relu(pred[~succ] - FAILURE_CAP) ** 2).mean())
             loss = torch.stack(terms).sum()
