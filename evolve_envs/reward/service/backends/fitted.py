@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import numpy as np
 
@@ -125,7 +124,3 @@ class FittedProgressBackend(Backend):
 
     def close(self) -> None:
         self.net = None  # type: ignore[assignment]
-
-    def settings(self) -> dict[str, Any]:
-        """What the ready line shows."""
-        return {"ckpt_path": self.ckpt_path, "device": self.device}
