@@ -1,6 +1,6 @@
 """``evolve-envs demo`` (``make demo``): what a learned reward does to RL, on a CPU, in minutes.
 
-Three parts, every number on the terminal naming where it comes from:
+Four parts, every number on the terminal naming where it comes from:
 
 1. **ReachPlace** (the synthetic task, whose env knows its true progress) under two reward models
    served by the real reward service: a *right* one (mock rule ``reach_place``, which reads the
@@ -11,13 +11,15 @@ Three parts, every number on the terminal naming where it comes from:
    the env's true progress and success flag, counts the episodes the model called done, and shows
    the reward-hacking alarm (``reward_model.alarm``) after each policy: it fires on the gameable
    model when the gaming policy raises its progress without success.
-2. **A learned model, and calibration**: a progress model fitted on the episodes of part 1
-   (``evolve-envs fit-reward``, recorded under the right model; a minute of CPU), then those
-   episodes re-scored by the fitted model, the right, the gameable and a random model
-   (``evolve-envs calibrate``), and the ranking by value-order correlation and done
-   precision/recall against the env's success flag. The fitted model is scored on the episodes
-   it was fitted on (its held-out numbers are in its own report).
-3. **LIBERO-10**, one random episode through the full stack with the shipped config's embedded
+2. **A learned model**: a progress model fitted on the episodes of part 1 (``evolve-envs
+   fit-reward``, recorded under the right model; about a minute of CPU), served by the
+   ``fitted`` backend, under the same three policies on scenes it was not fitted on, with the
+   alarm.
+3. **Calibration**: the episodes of part 1 re-scored by the fitted model, the right, the
+   gameable and a random model (``evolve-envs calibrate``), and the ranking by value-order
+   correlation and done precision/recall against the env's success flag. The fitted model is
+   scored on the episodes it was fitted on (its held-out numbers are in its own report).
+4. **LIBERO-10**, one random episode through the full stack with the shipped config's embedded
    mock, whose ``change`` rule measures pixel change from the first frame: the table and the plot
    say so, because a flailing arm scores high on it.
 
@@ -27,7 +29,7 @@ plot, video).
 
 Usage (shell)::
 
-    evolve-envs demo                     # all three parts, into runs/demo
+    evolve-envs demo                     # all four parts, into runs/demo
     evolve-envs demo --no-libero --out runs/demo-rp
 """
 
@@ -110,10 +112,18 @@ class GroupResult:
 
 
 def play_reach_place(
-    rule: str, episodes: int, *, record: Path | None = None, name: str = ""
+    rule: str,
+    episodes: int,
+    *,
+    record: Path | None = None,
+    name: str = "",
+    model_dir: Path | None = None,
+    fresh: bool = False,
 ) -> list[GroupResult]:
     """Play every policy of :data:`POLICIES` for ``episodes`` episodes under the mock ``rule``
-    (one env, so the alarm sees them in order), optionally recording them; one result each.
+    (or, with ``model_dir``, a fitted progress model served by the ``fitted`` backend; one env,
+    so the alarm sees them in order), optionally recording them; one result each. ``fresh``
+    plays other scenes than the default (those after them).
 
     Example (starts a reward service and plays 6 episodes; tests/trust/test_demo.py runs it)::
 
@@ -123,11 +133,18 @@ def play_reach_place(
     from evolve_envs.envs.synthetic import scripted_action
     from evolve_envs.progress.hacking import RewardHackingWarning
     from evolve_envs.stack.factory import make_env
+    from evolve_envs.stack.loading import load_config
 
+    base = load_config("reach_place").model_dump(exclude_unset=True)
+    if model_dir is not None:  # the whole kwargs block: the mock's rule is no fitted kwarg
+        kwargs = {"ckpt_path": str(model_dir)}
+        base["reward_model"].update(embedded_backend="fitted", embedded_backend_kwargs=kwargs)
+    else:
+        base["reward_model"]["embedded_backend_kwargs"] = {"rule": rule}
     overrides: dict[str, Any] = {
         "env": {"max_episode_steps": STEPS},
         "reward_model": {
-            "embedded_backend_kwargs": {"rule": rule}, "start_step": 10, "call_every": 10,
+            "start_step": 10, "call_every": 10,
             "check_at_episode_end": True,
             "alarm": {"enable": True, "window": episodes, "baseline": episodes},
         },
@@ -137,9 +154,9 @@ def play_reach_place(
     from evolve_envs.envs.synthetic import clean_gaming_seeds
 
     n = len(POLICIES) * episodes
-    seeds = clean_gaming_seeds(n, STEPS, search=100 * n)
+    seeds = clean_gaming_seeds(2 * n if fresh else n, STEPS, search=200 * n)[-n:]
     rng = np.random.default_rng(0)
-    env = make_env(["reach_place", overrides])
+    env = make_env([base, overrides])
     results = []
     try:
         with warnings.catch_warnings():  # the table shows the alarm; no warning text on top
@@ -272,8 +289,9 @@ def _fit(rec: Path, out: Path, epochs: int) -> Path:
     from evolve_envs.train.reward_fit.fit import FitOptions, fit_reward
 
     start = time.monotonic()
-    print(f"\n   evolve-envs fit-reward fits a progress model (frame + task -> progress) on those "
-          f"episodes ({epochs} epochs):", flush=True)  # fmt: skip
+    print(f"\n2. A learned reward model: evolve-envs fit-reward fits a progress model (frame + task"
+          f" -> progress)\n   on the episodes recorded under the right model ({epochs} epochs):",
+          flush=True)  # fmt: skip
     report = fit_reward(FitOptions(str(rec), str(out), epochs=epochs, held_out=0.25,
                                    progress=False, name="demo-reach-place"))  # fmt: skip
     held = report["held_out"]
@@ -293,7 +311,7 @@ def _indent(text: str, by: str = "   ") -> str:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    """Run the three parts and print what they show (exit status 0)."""
+    """Run the four parts and print what they show (exit status 0)."""
     if args.episodes < 2:
         raise ValueError(
             f"--episodes must be >= 2 (the alarm compares windows), got {args.episodes}"
@@ -322,7 +340,13 @@ def run_demo(args: argparse.Namespace) -> int:
 
     part = time.monotonic()
     model = _fit(rec, out / "reach_place" / "model", args.fit_epochs)
-    print(f"\n2. Which reward model to trust? evolve-envs calibrate re-scores the {3 * n} episodes "
+    fitted = play_reach_place("", n, name="fitted", model_dir=model, fresh=True)
+    table = _indent(_reach_place_table(fitted))
+    print(f"\n   the fitted model (served by the fitted backend) under the same three policies, "
+          f"on {3 * n} scenes\n   it was not fitted on:\n\n{table}")  # fmt: skip
+    fired = [g.policy for g in fitted if g.alarm.get("firing")]
+    print(f"\n   the hacking alarm fired on: {', '.join(fired) or 'nothing'}")
+    print(f"\n3. Which reward model to trust? evolve-envs calibrate re-scores the {3 * n} episodes "
           "recorded above\n   with each model and checks its judgement against the env's success "
           "flag (the fitted model\n   was fitted on these episodes):", flush=True)  # fmt: skip
     report = calibrate([str(rec)], [str(model), *SERVICES], threshold=95.0)
@@ -334,7 +358,7 @@ def run_demo(args: argparse.Namespace) -> int:
         from evolve_envs.cli.rollout import RolloutOptions, run_rollout
 
         part = time.monotonic()
-        print(f"\n3. LIBERO-10 task 0: one random episode ({args.libero_steps} steps at most, the "
+        print(f"\n4. LIBERO-10 task 0: one random episode ({args.libero_steps} steps at most, the "
               "agentview camera at 128 px)\n   through the full stack, rewards from the shipped "
               "config's embedded mock:", flush=True)  # fmt: skip
         libero = run_rollout(

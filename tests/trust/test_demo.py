@@ -54,6 +54,10 @@ def test_the_demo_shows_the_gameable_model_hacked_and_the_right_one_ranked_first
     assert re.search(r"wrote \S+model \(sha256:[0-9a-f]{16}, \d+ KiB", text), text
     (fitted,) = [line for line in text.splitlines() if "fitted (fit-reward)" in line]
     assert "VOC" in fitted and "done precision" in fitted
+    # ... and served under the three policies on other scenes, with the alarm
+    served = [line.split() for line in text.splitlines() if re.match(r"\s+fitted\s+\w+\s+\d", line)]
+    assert [row[1] for row in served] == ["random", "gaming", "solving"], text
+    assert "2/2" in served[2] and "0/2" in served[1]  # env success: the expert's, not the gamer's
     assert (out / "reach_place" / "episodes" / "episodes.jsonl").is_file()
 
 
