@@ -11,6 +11,8 @@ Phases (each writes its records under ``--out``, default ``bench/results/r2``):
   ``mock:random``;
 * ``latency``: P4's closed loop (``p4_service.load``: ``POST /pairwise-critic``, two 256² JPEG
   frames) against the ``fitted`` backend on the CPU, 1 and 8 clients;
+* ``alarm``: the demo's random, gaming and solving policies under the fitted model and the two
+  rules, with the hacking alarm, on scenes none was fitted on;
 * ``distrl``: ``evolve-envs train`` for ``--minutes`` per run, ``--seeds`` seeds of each reward
   source, interleaved: the fitted model (embedded ``fitted`` backend), the
   ``reach_place`` rule, and the env's own success flag alone (``reward_model.enable=false``,
@@ -159,6 +161,27 @@ def _last(summary: dict) -> dict:
         "env_steps": summary.get("counters", {}).get("env_steps_in")}  # fmt: skip
 
 
+def alarm(out: Path, episodes: int) -> None:
+    """The demo's three scripted policies (random, gaming, solving) under the fitted model and
+    the right and gameable rules, with the hacking alarm, on scenes the model was not fitted on."""
+    import dataclasses
+
+    from evolve_envs.cli.demo import play_reach_place
+
+    model = ROOT / "runs" / "r2" / "model"
+    rows = []
+    for name, rule, model_dir in (("fitted", "", model), ("right", "reach_place", None),
+                                  ("gameable", "reach_place_hackable", None)):  # fmt: skip
+        for g in play_reach_place(rule, episodes, name=name, model_dir=model_dir, fresh=True):
+            rows.append(dataclasses.asdict(g))
+            mean = sum(g.model_progress) / g.episodes
+            print(f"{name:9s} {g.policy:8s} model progress {mean:5.1f}"
+                  f"  true {sum(g.true_progress) / g.episodes:5.1f}  success {g.success}/"
+                  f"{g.episodes}  model done {g.model_done}  alarm {g.alarm_text()}")  # fmt: skip
+    body = {"episodes_per_policy": episodes, "groups": rows, "machine": machine_note()}
+    (out / "alarm.json").write_text(json.dumps(body, indent=1, default=str) + "\n")
+
+
 def _model_hash(model: str) -> str:
     from evolve_envs.reward.service.backends.progress_net import content_hash
 
@@ -236,12 +259,13 @@ def report(out: Path) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    phases = ["record", "fit", "calibrate", "latency", "distrl", "report"]
+    phases = ["record", "fit", "calibrate", "latency", "alarm", "distrl", "report"]
     p.add_argument("phases", nargs="+", choices=phases)
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "r2")
     p.add_argument("--epochs", type=int, default=20)
     p.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
     p.add_argument("--seconds", type=float, default=5.0, help="one latency measurement")
+    p.add_argument("--alarm-episodes", type=int, default=8, help="per policy (alarm phase)")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--first-seed", type=int, default=0)
     p.add_argument("--minutes", type=float, default=3.0)
@@ -258,6 +282,8 @@ def main() -> None:
             calibrate(args.out)
         elif phase == "latency":
             latency(args.out, args.seconds)
+        elif phase == "alarm":
+            alarm(args.out, args.alarm_episodes)
         elif phase == "distrl":
             distrl(
                 args.out, args.seeds, args.minutes, args.eval_episodes, args.first_seed, args.arms
