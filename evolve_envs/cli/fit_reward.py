@@ -44,6 +44,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     fr.add_argument("--demonstrations", action="store_true",
                     help="a dataset without next.success: every episode is a success")  # fmt: skip
+    fr.add_argument("--failure-cap", type=float, default=0.8,
+                    help="a failed episode's frames are held below this progress")  # fmt: skip
     fr.add_argument("--name", default=None, help="the model's name (default: the folder's)")
     fr.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -57,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed, held_out=args.held_out, camera=args.camera, input_size=args.input_size,
         channels=args.channels, device=args.device, backbone=args.backbone,
         demonstrations=args.demonstrations, name=args.name, progress=not args.no_progress,
+        failure_cap=args.failure_cap,
     )  # fmt: skip
     try:
         report = fit_reward(opts)

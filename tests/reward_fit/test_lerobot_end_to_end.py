@@ -148,7 +148,7 @@ def model(dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("fit") / "rp-foreign"
     argv = ["fit-reward", str(dataset), "--out", str(out), "--epochs", "4", "--input-size",
             "32", "--channels", "8", "--batch-size", "16", "--held-out", "0.3",
-            "--no-progress"]  # fmt: skip
+            "--failure-cap", "0.6", "--no-progress"]  # fmt: skip
     assert cli_main(argv) == 0
     return out
 
@@ -159,6 +159,7 @@ def test_the_fit_reads_the_foreign_dataset_by_episode(dataset: Path, model: Path
     assert report["train"]["successes"] + report["held_out"]["successes"] == 6
     assert not set(report["held_out_ids"]) & set(report["train_ids"])
     assert report["content_hash"] == content_hash(model)
+    assert report["failure_cap"] == 0.6 and "at or below 0.6" in (model / "README.md").read_text()
 
 
 def test_the_model_is_served_with_its_identity_in_every_answer(dataset: Path, model: Path) -> None:

@@ -3,7 +3,7 @@
 The loop, on the labels of :mod:`evolve_envs.train.reward_fit.data`:
 
 * the loss is the squared error to ``t / T`` on frames of successful episodes (the last, done
-  frame weighing ``DONE_WEIGHT`` frames) plus the squared excess over ``FAILURE_CAP`` on frames
+  frame weighing ``DONE_WEIGHT`` frames) plus the squared excess over ``failure_cap`` on frames
   of failed ones, each averaged over its frames and the failures' term weighted as much as the
   successes';
 * Adam, ``epochs`` passes over the training frames in minibatches, shuffled from ``seed`` and the
@@ -82,6 +82,7 @@ class FitOptions:
     device: str = "auto"
     backbone: str | None = None
     demonstrations: bool = False
+    failure_cap: float = FAILURE_CAP
     name: str | None = None
     progress: bool = True
 
@@ -187,6 +188,8 @@ def fit_reward(opts: FitOptions) -> dict[str, Any]:
         raise UnusableDataError(f"{out} exists and is not an interrupted fit; choose another --out")
     if opts.epochs < 1 or opts.batch_size < 1:
         raise ValueError("epochs and batch_size must be >= 1")
+    if not 0 <= opts.failure_cap < 1:
+        raise ValueError(f"failure_cap is a progress in [0, 1), got {opts.failure_cap}")
     started = time.perf_counter()
     episodes = load_episodes(opts.data, input_size=opts.input_size, camera=opts.camera,
                              demonstrations=opts.demonstrations)  # fmt: skip
@@ -236,7 +239,7 @@ def fit_reward(opts: FitOptions) -> dict[str, Any]:
                 err = w[succ] * (pred[succ] - y[succ]) ** 2
                 terms.append(err.sum() / w[succ].sum())
             if (~succ).any():
-                terms.append((torch.relu(pred[~succ] - FAILURE_CAP) ** 2).mean())
+                terms.append((torch.relu(pred[~succ] - opts.failure_cap) ** 2).mean())
             loss = torch.stack(terms).sum()
             opt.zero_grad()
             loss.backward()

@@ -35,7 +35,7 @@ from evolve_envs.reward.service.backends.progress_net import (
     ProgressNet,
     content_hash,
 )
-from evolve_envs.train.reward_fit.data import FAILURE_CAP, FitEpisode, progress_labels
+from evolve_envs.train.reward_fit.data import FitEpisode, progress_labels
 
 __all__ = ["voc", "episode_metrics", "write_report"]
 
@@ -90,7 +90,7 @@ def _curves(net: ProgressNet, episodes: Sequence[FitEpisode]) -> list[list[float
 
 
 def _plot(path: Path, held: Sequence[FitEpisode], curves: list[list[float]], losses: list[float],
-          threshold: float) -> bool:  # fmt: skip
+          threshold: float, cap: float) -> bool:  # fmt: skip
     try:
         import matplotlib
 
@@ -104,7 +104,7 @@ def _plot(path: Path, held: Sequence[FitEpisode], curves: list[list[float]], los
         ax.plot(x, c, color="tab:green" if e.success else "tab:red", alpha=0.7, lw=1)
     ax.plot([0, 1], [0, 1], "k--", lw=1, label="label of a success (t / T)")
     ax.axhline(threshold, color="grey", ls=":", label=f"done threshold {threshold:.2f}")
-    ax.axhline(FAILURE_CAP, color="tab:red", ls=":", lw=0.8, label="failure cap")
+    ax.axhline(cap, color="tab:red", ls=":", lw=0.8, label="failure cap")
     ax.set(xlabel="fraction of the episode", ylabel="model progress", ylim=(-0.02, 1.02),
            title="held-out episodes (green: success, red: failure)")  # fmt: skip
     ax.legend(fontsize=7, loc="upper left")
@@ -131,7 +131,8 @@ episode). Identity (the content hash of `config.json` and the weights): `{report
 ## Labels
 
 * successful episodes: frame t of T is t / T of the way (the last frame is done);
-* failed episodes: every frame held at or below {FAILURE_CAP} (a penalty above it, no target);
+* failed episodes: every frame held at or below {report["failure_cap"]} (a penalty above it, no
+  target);
 * done: the progress reaches {report["done_threshold"]:.2f} (chosen on the training episodes).
 
 ## Measured
@@ -183,7 +184,7 @@ def write_report(
         "held_out_ids": [e.episode_id for e in held_out],
         "train_ids": [e.episode_id for e in train],
         "done_threshold": threshold,
-        "failure_cap": FAILURE_CAP,
+        "failure_cap": options["failure_cap"],
         "held_out": episode_metrics(held_curves, [e.success for e in held_out], threshold),
         "train": episode_metrics(train_curves, [e.success for e in train], threshold),
         "held_out_curves": [
@@ -204,7 +205,8 @@ def write_report(
         "size_bytes": (out / WEIGHTS_FILE).stat().st_size,
         "options": options,
     }
-    report["curves_png"] = _plot(out / "curves.png", held_out, held_curves, losses, threshold)
+    report["curves_png"] = _plot(out / "curves.png", held_out, held_curves, losses, threshold,
+                                 options["failure_cap"])  # fmt: skip
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
     (out / "README.md").write_text(_card(report))
     return report
