@@ -92,10 +92,15 @@ def fit(out: Path, epochs: int) -> None:
     print(f"fit: {wall:.0f} s, held-out {report['held_out']}")
 
 
-def calibrate(out: Path) -> None:
+def _suffix(model: str) -> str:
+    """``""`` for the default model, else ``-<folder>`` (records of other fits side by side)."""
+    name = Path(model).name
+    return "" if name == "model" else f"-{name}"
+
+
+def calibrate(out: Path, model: str) -> None:
     from evolve_envs.cli.calibrate import calibrate as run
 
-    model = str(ROOT / "runs" / "r2" / "model")
     services = [model, "mock:reach_place", "mock:reach_place_hackable", "mock:random"]
     report = run([ROOT / "runs" / "r2" / "held_out"], services, max_frames=32)
     rows = {}
@@ -120,7 +125,9 @@ def calibrate(out: Path) -> None:
         }
     body = {"recording": "runs/r2/held_out", "threshold": report["threshold"],
             "services": rows, "machine": machine_note()}  # fmt: skip
-    (out / "calibrate.json").write_text(json.dumps(body, indent=1, default=str) + "\n")
+    body["model"] = model
+    text = json.dumps(body, indent=1, default=str) + "\n"
+    (out / f"calibrate{_suffix(model)}.json").write_text(text)
     for name, r in rows.items():
         print(f"{name}: VOC {r['voc']}, done P/R {r['done']['precision']}/{r['done']['recall']}, "
               f"backend done {r['backend_done']}")  # fmt: skip
@@ -161,16 +168,15 @@ def _last(summary: dict) -> dict:
         "env_steps": summary.get("counters", {}).get("env_steps_in")}  # fmt: skip
 
 
-def alarm(out: Path, episodes: int) -> None:
+def alarm(out: Path, episodes: int, model: str) -> None:
     """The demo's three scripted policies (random, gaming, solving) under the fitted model and
     the right and gameable rules, with the hacking alarm, on scenes the model was not fitted on."""
     import dataclasses
 
     from evolve_envs.cli.demo import play_reach_place
 
-    model = ROOT / "runs" / "r2" / "model"
     rows = []
-    for name, rule, model_dir in (("fitted", "", model), ("right", "reach_place", None),
+    for name, rule, model_dir in (("fitted", "", Path(model)), ("right", "reach_place", None),
                                   ("gameable", "reach_place_hackable", None)):  # fmt: skip
         for g in play_reach_place(rule, episodes, name=name, model_dir=model_dir, fresh=True):
             rows.append(dataclasses.asdict(g))
@@ -179,7 +185,8 @@ def alarm(out: Path, episodes: int) -> None:
                   f"  true {sum(g.true_progress) / g.episodes:5.1f}  success {g.success}/"
                   f"{g.episodes}  model done {g.model_done}  alarm {g.alarm_text()}")  # fmt: skip
     body = {"episodes_per_policy": episodes, "groups": rows, "machine": machine_note()}
-    (out / "alarm.json").write_text(json.dumps(body, indent=1, default=str) + "\n")
+    body["model"] = model
+    (out / f"alarm{_suffix(model)}.json").write_text(json.dumps(body, indent=1, default=str) + "\n")
 
 
 def _model_hash(model: str) -> str:
@@ -263,6 +270,8 @@ def main() -> None:
     p.add_argument("phases", nargs="+", choices=phases)
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "r2")
     p.add_argument("--epochs", type=int, default=20)
+    p.add_argument("--model", default=str(ROOT / "runs" / "r2" / "model"),
+                   help="the model directory the calibrate and alarm phases score")  # fmt: skip
     p.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
     p.add_argument("--seconds", type=float, default=5.0, help="one latency measurement")
     p.add_argument("--alarm-episodes", type=int, default=8, help="per policy (alarm phase)")
@@ -279,11 +288,11 @@ def main() -> None:
         elif phase == "fit":
             fit(args.out, args.epochs)
         elif phase == "calibrate":
-            calibrate(args.out)
+            calibrate(args.out, args.model)
         elif phase == "latency":
             latency(args.out, args.seconds)
         elif phase == "alarm":
-            alarm(args.out, args.alarm_episodes)
+            alarm(args.out, args.alarm_episodes, args.model)
         elif phase == "distrl":
             distrl(
                 args.out, args.seeds, args.minutes, args.eval_episodes, args.first_seed, args.arms
