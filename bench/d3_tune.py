@@ -216,7 +216,7 @@ def write_tuned_config(path: Path, winners: dict[str, dict[str, Any] | None], no
     untuned = [ARMS[a] for a in ARMS if not winners.get(a)]
     head = [
         "# ReachPlace with each algorithm's tuned block (bench/d3_tune.py writes this file; see",
-        "# bench/RESULTS.md, D3 (fair race)):",
+        "# bench/RESULTS.md, D3 (race)):",
         "#   evolve-envs train --config reach_place_tuned --algo distrl   # the learner: block",
         "#   evolve-envs train --config reach_place_tuned --algo grpo     # the grpo: block",
         *(f"# {line}" for line in note.splitlines()),

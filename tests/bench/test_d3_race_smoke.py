@@ -1,4 +1,4 @@
-"""Smoke test of D3's fair race: tuning (Ray Tune) and the race (slow regime) each run for
+"""Smoke test of D3's race: tuning (Ray Tune) and the race (slow regime) each run for
 seconds end to end, then re-render from their records alone.
 
 It checks the records and the reports have their fields; it asserts nothing about learning

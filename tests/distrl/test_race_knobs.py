@@ -1,4 +1,4 @@
-"""The knobs of D3's fair race: per-worker step delays, and GRPO's entropy floor, invalid-action
+"""The knobs of D3's race: per-worker step delays, and GRPO's entropy floor, invalid-action
 penalty and round size (the control knobs DistRL's learner has), without Ray."""
 
 from __future__ import annotations
