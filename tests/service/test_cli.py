@@ -16,9 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from evolve_envs.cli.errors import CliError, ExitStatus
-from evolve_envs.cli.serve_options import build_parser, server_token
 from evolve_envs.reward.protocol.token import TOKEN_ENV, TOKEN_FILE_ENV
+from evolve_envs.reward.service.serve_options import USAGE, ServeError, build_parser, server_token
 from tests.service.svc_helpers import free_port
 
 ROUTES = {
@@ -202,10 +201,10 @@ def test_a_bad_token_source_is_one_line(
     empty = tmp_path / "empty"
     empty.write_text("\n")
     argv = tuple(str(empty) if a == "EMPTY" else a for a in argv)
-    with pytest.raises(CliError) as err:
+    with pytest.raises(ServeError) as err:
         token_of(*argv, **env)
     assert says in str(err.value) and "\n" not in str(err.value)
-    assert err.value.status == ExitStatus.USAGE
+    assert err.value.status == USAGE
 
 
 @pytest.mark.parametrize("flag", ["--help"])

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from evolve_envs.cli.serve_options import build_parser
+from evolve_envs.reward.service.serve_options import build_parser
 from evolve_envs.reward.service.limits import (
     APP_LIMITS,
     DEFAULT_LIMITS,
