@@ -21,7 +21,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from evolve_envs.envs.registration import ENV_IDS, register_envs
+from evolve_envs.envs.registration import ENV_IDS
+from evolve_envs.stack.registration import register_envs
 
 if TYPE_CHECKING:
     from evolve_envs.stack.factory import make_env

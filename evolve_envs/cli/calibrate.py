@@ -339,8 +339,14 @@ def open_episodes(
 
 
 @contextlib.contextmanager
-def _service_url(spec: str) -> Iterator[str]:
-    """A URL for a service spec: a URL as is, or ``mock:<rule>`` started here."""
+def service_url(spec: str) -> Iterator[str]:
+    """A URL for a service spec: a URL as is, or ``mock:<rule>`` started here (and stopped on
+    leaving).
+
+    >>> with service_url("http://127.0.0.1:8111") as url:
+    ...     url
+    'http://127.0.0.1:8111'
+    """
     if spec.startswith(("http://", "https://")):
         yield spec
         return
@@ -403,7 +409,7 @@ def calibrate(
             per_service_scores[spec] = scores = [recorded_score(ep) for ep in judged]
             report["services"][spec] = _service_report(scores, threshold)
             continue
-        with _service_url(spec) as url:
+        with service_url(spec) as url:
             pool = EndpointPool([url], token=token)
             client = ProgressClient(pool, max_workers=1)
             try:

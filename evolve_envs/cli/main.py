@@ -237,9 +237,9 @@ def _train(args: argparse.Namespace) -> int:
     from evolve_envs.train.driver import (
         LearnerLostError,
         TrainOptions,
-        _effective_config,
-        _run_dir,
+        effective_config,
         refuse_unplaceable,
+        run_dir_of,
         run_train,
     )
     from evolve_envs.train.finite import NonFiniteError
@@ -255,7 +255,7 @@ def _train(args: argparse.Namespace) -> int:
         run_dir=args.run_dir, minutes=args.minutes, overrides=overrides,
         progress_bar=not args.no_progress_bar,
     )  # fmt: skip
-    cfg, _state = _effective_config(opts)  # a bad config or key: one line, nothing written
+    cfg, _state = effective_config(opts)  # a bad config or key: one line, nothing written
     if cfg.run.wandb_project:  # W&B missing: one line now, not after the workers started
         from evolve_envs.recording.metrics_log import import_wandb
 
@@ -265,7 +265,7 @@ def _train(args: argparse.Namespace) -> int:
     except PlacementError as exc:
         raise CliError(str(exc), ExitStatus.USAGE) from exc
     _check_train_service(cfg)  # a dead or foreign reward service: one line, nothing written
-    run_dir = _run_dir(opts, cfg)
+    run_dir = run_dir_of(opts, cfg)
     if opts.resume is None:
         opts.run_dir = run_dir
     log_path = run_dir / "train.log"

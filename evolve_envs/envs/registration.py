@@ -1,6 +1,7 @@
-"""Gymnasium registration of the LIBERO suites.
+"""The registered ids: one per LIBERO suite, one per synthetic task (tables only).
 
-Importing :mod:`evolve_envs` registers one id per suite. ``gym.make`` keyword arguments go to
+Importing :mod:`evolve_envs` registers them
+(:func:`evolve_envs.stack.registration.register_envs`). ``gym.make`` keyword arguments go to
 :func:`evolve_envs.stack.factory.make_env` (LiberoEnv options, ``reward_model=...``,
 ``config=...``)::
 
@@ -24,8 +25,6 @@ settled it. ``max_episode_steps=-1`` keeps the config's limit, as in Gymnasium.
 
 from __future__ import annotations
 
-import gymnasium as gym
-
 ENV_IDS: dict[str, str] = {
     "evolve_envs/LIBERO-10-v0": "libero_10",
     "evolve_envs/LIBERO-Spatial-v0": "libero_spatial",
@@ -40,34 +39,3 @@ ENV_IDS: dict[str, str] = {
 SYNTHETIC_IDS: dict[str, str] = {
     "evolve_envs/ReachPlace-v0": "evolve_envs.envs.synthetic:ReachPlaceEnv"
 }
-
-
-def register_envs() -> None:
-    """Register every id in :data:`ENV_IDS` and :data:`SYNTHETIC_IDS` (idempotent).
-
-    Each id's entry point is :func:`evolve_envs.stack.factory.make_registered` (``make_env``): a
-    LIBERO id passes its suite, a synthetic id passes itself as ``env.id``, which ``make_env``
-    resolves to the base env class. The vector entry point is
-    :func:`evolve_envs.stack.vector.make_vec`
-    (one embedded service shared by all sub-envs). ``gym.make(id, max_episode_steps=N)`` sets
-    the limit inside the stack too (:func:`~evolve_envs.stack.factory.make_registered`).
-    """
-    for env_id in SYNTHETIC_IDS:
-        if env_id not in gym.registry:
-            gym.register(
-                id=env_id,
-                entry_point="evolve_envs.stack.factory:make_registered",
-                vector_entry_point="evolve_envs.stack.vector:make_vec",
-                kwargs={"id": env_id},
-                max_episode_steps=None,
-            )
-    for env_id, suite in ENV_IDS.items():
-        if env_id in gym.registry:
-            continue
-        gym.register(
-            id=env_id,
-            entry_point="evolve_envs.stack.factory:make_registered",
-            vector_entry_point="evolve_envs.stack.vector:make_vec",
-            kwargs={"suite": suite},
-            max_episode_steps=None,
-        )

@@ -53,9 +53,11 @@ __all__ = [
     "LearnerLostError",
     "TrainOptions",
     "TrainResult",
+    "effective_config",
     "ray_session",
     "refuse_unplaceable",
     "reward_service_for",
+    "run_dir_of",
     "run_loop_on_cluster",
     "run_train",
 ]
@@ -94,7 +96,9 @@ class TrainResult:
     evaluation: dict[str, Any] | None = None
 
 
-def _effective_config(opts: TrainOptions) -> tuple[TrainConfig, dict[str, Any] | None]:
+def effective_config(opts: TrainOptions) -> tuple[TrainConfig, dict[str, Any] | None]:
+    """The run's config, checked (the ``--resume`` checkpoint's, then ``config``, then the
+    overrides, ``algo`` and ``minutes``), and the checkpoint's state (``None`` for a new run)."""
     state = None
     sources: list[Any] = []
     if opts.resume is not None:
@@ -311,7 +315,9 @@ def refuse_unplaceable(cfg: TrainConfig, address: str | None) -> None:
         check_placeable(cfg, [node], where="the local Ray this run starts (no --address)")
 
 
-def _run_dir(opts: TrainOptions, cfg: TrainConfig) -> Path:
+def run_dir_of(opts: TrainOptions, cfg: TrainConfig) -> Path:
+    """Where the run writes: the ``--resume`` folder, else ``run_dir``, else a new
+    ``runs/train-ALGO-DATE-TIME``."""
     if opts.resume is not None:
         return Path(opts.resume)
     if opts.run_dir is not None:
@@ -321,9 +327,9 @@ def _run_dir(opts: TrainOptions, cfg: TrainConfig) -> Path:
 
 def run_train(opts: TrainOptions) -> TrainResult:
     """Run one training job (see the module docstring)."""
-    cfg, state = _effective_config(opts)
+    cfg, state = effective_config(opts)
     refuse_unplaceable(cfg, opts.address)  # nothing written, nothing started
-    run_dir = _run_dir(opts, cfg)
+    run_dir = run_dir_of(opts, cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.stored(), sort_keys=False))
     log = opts.log if opts.log is not None else sys.stderr
