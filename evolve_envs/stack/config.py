@@ -57,7 +57,6 @@ from evolve_envs.progress.settings import (
 
 __all__ = [
     "AlarmConfig",
-    "ConfigError",
     "DoneRuleConfig",
     "HorizonStageConfig",
     "ProgressiveScheduleConfig",

@@ -370,7 +370,7 @@ def make_env(
             ``max_episode_steps``, ``image_size``, ...).
 
     Raises:
-        evolve_envs.stack.config.ConfigError: invalid config (the message names the key).
+        evolve_envs.ConfigError: invalid config (the message names the key).
 
     ``make_env(["libero_10", "fast_dev"], task_id=2)`` layers a preset over a suite config;
     ``gym.make("evolve_envs/LIBERO-Goal-v0", config="libero_goal")`` goes through Gymnasium.

@@ -270,7 +270,7 @@ def open_reward_model(
         The open :class:`RewardModel`; use it in a ``with`` block or close it.
 
     Raises:
-        evolve_envs.stack.config.ConfigError: an invalid block, or one with the reward model off.
+        evolve_envs.ConfigError: an invalid block, or one with the reward model off.
         evolve_envs.reward.clients.service_check.ServiceUnavailableError: the service cannot be
             used (with ``require_service: true``, the default).
     """

@@ -93,7 +93,7 @@ def make_vec(
         vector_kwargs: keyword arguments of the vector env class.
 
     Raises:
-        evolve_envs.stack.config.ConfigError: an invalid config (checked before anything starts).
+        evolve_envs.ConfigError: an invalid config (checked before anything starts).
     """
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs: expected an int >= 1, got {num_envs!r}")

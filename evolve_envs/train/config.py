@@ -2,7 +2,7 @@
 
 One YAML holds the environment stack (the ``env`` and ``reward_model`` blocks every worker hands
 to :func:`evolve_envs.stack.factory.make_env`) and the training blocks below. Validation is strict:
-unknown keys and wrong values raise :class:`~evolve_envs.stack.config.ConfigError` whose message
+unknown keys and wrong values raise :class:`~evolve_envs.ConfigError` whose message
 starts
 with the key's path (``learner.batch_size: input should be greater than or equal to 1, got 0``).
 
@@ -45,7 +45,7 @@ from pydantic import (
     model_validator,
 )
 
-from evolve_envs.stack.config import ConfigError
+from evolve_envs.progress.settings import ConfigError
 from evolve_envs.stack.loading import (
     format_validation_error,
     merge,
@@ -430,7 +430,7 @@ def load_train_config(
     """Layer YAML paths / shipped config names / mappings, then ``overrides`` (``KEY=VALUE``
     strings or a mapping), and validate.
 
-    Raises :class:`~evolve_envs.stack.config.ConfigError` naming the key of every problem, including
+    Raises :class:`~evolve_envs.ConfigError` naming the key of every problem, including
     problems of the ``env``/``reward_model`` stack blocks' reward-model keys.
     """
     data: dict[str, Any] = {}

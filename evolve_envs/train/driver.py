@@ -83,7 +83,7 @@ class TrainOptions:
     log: Any = field(default=None, repr=False)  # a text stream for the per-interval lines
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainResult:
     """Where the run wrote and how far it got (``evaluation``: the held-out evaluations'
     summary, with ``eval`` on)."""
@@ -94,6 +94,27 @@ class TrainResult:
     last_metrics: dict[str, Any]
     wall_s: float
     evaluation: dict[str, Any] | None = None
+
+    @property
+    def success(self) -> float | None:
+        """The final held-out success rate (mean action), ``None`` without ``eval``.
+
+        >>> TrainResult(Path("r"), "grpo", {}, {}, 1.0, {"final": {"success": 0.5}}).success
+        0.5
+        """
+        final = (self.evaluation or {}).get("final") or {}
+        return None if final.get("success") is None else float(final["success"])
+
+    @property
+    def checkpoint(self) -> Path:
+        """The run's last checkpoint, ``run_dir/checkpoint.pt``."""
+        return self.run_dir / "checkpoint.pt"
+
+    @property
+    def best(self) -> Path | None:
+        """``run_dir/best.pt``, the best policy by held-out success, when the run wrote one."""
+        path = self.run_dir / "best.pt"
+        return path if path.is_file() else None
 
 
 def effective_config(opts: TrainOptions) -> tuple[TrainConfig, dict[str, Any] | None]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evolve_envs.stack.config import ConfigError
+from evolve_envs import ConfigError
 from evolve_envs.stack.factory import make_env
 from evolve_envs.stack.loading import load_config
 

@@ -13,7 +13,7 @@ import math
 import gymnasium as gym
 import pytest
 
-from evolve_envs.progress.settings import ConfigError
+from evolve_envs import ConfigError
 from evolve_envs.reward.clients.progress_client import ProgressClient
 from evolve_envs.wrappers.frame_cache import FrameCache
 from evolve_envs.wrappers.progress_reward import ProgressReward

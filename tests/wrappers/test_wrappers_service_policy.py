@@ -191,7 +191,7 @@ def test_missing_or_wrong_token_fails_at_construction(token_service, kind, token
 
 
 def test_token_never_printed_by_the_config(token_service) -> None:
-    from evolve_envs.stack.config import ConfigError
+    from evolve_envs import ConfigError
     from evolve_envs.stack.loading import load_config
 
     cfg = load_config({"reward_model": {"token": TOKEN}}, environ={})
