@@ -38,7 +38,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Iterator, Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 from evolve_envs.progress.done_rules import TerminationAudit
 from evolve_envs.progress.tracker import ProgressTracker
@@ -199,9 +199,6 @@ class RewardModel:
 
     The module docstring has a runnable example.
     """
-
-    #: what the reward wrappers look for to tell an open model (theirs to close) from a client
-    is_reward_model: ClassVar[bool] = True
 
     def __init__(
         self,

@@ -18,6 +18,8 @@ _LAZY = {
     "EpisodeScoreReward": "evolve_envs.wrappers.episode_score",
     "FrameCache": "evolve_envs.wrappers.frame_cache",
     "HackingAlarm": "evolve_envs.wrappers.hacking_alarm",
+    "LentClient": "evolve_envs.wrappers.model_handle",
+    "lend": "evolve_envs.wrappers.model_handle",
     "ModelSuccessBonus": "evolve_envs.wrappers.success_bonus",
     "ProgressReward": "evolve_envs.wrappers.progress_reward",
     "ProgressiveHorizon": "evolve_envs.wrappers.progressive_horizon",

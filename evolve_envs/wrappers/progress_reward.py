@@ -19,8 +19,10 @@ starts an embedded service when asked, opens the endpoint pool and the client, a
 service (a dead, refusing or foreign service fails there, in one line). Handed the open model, the
 wrapper takes its client, its progress settings and the service's capabilities (settings the
 backend cannot serve, e.g. ``mode="pairwise"`` on a progress-only backend, are refused with
-:class:`~evolve_envs.progress.settings.ConfigError`) and closes the model after the env. A bare
-progress client (a test double, a trainer's own client) also works; it stays the caller's.
+:class:`~evolve_envs.progress.settings.ConfigError`) and closes the model after the env. A
+progress client opened elsewhere (a test double, a trainer's own client) is lent:
+``ProgressReward(env, lend(client))`` (:func:`~evolve_envs.wrappers.model_handle.lend`); it
+stays the caller's.
 
 Put the time limit *below* this wrapper so truncation reaches it and the episode is settled.
 
@@ -62,7 +64,7 @@ service whose *intensity* rule reads a flat grey frame of level ``g`` as progres
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
@@ -72,6 +74,7 @@ from gymnasium.core import ActType, ObsType
 from evolve_envs.progress.settings import TrackerSettings
 from evolve_envs.progress.task_text import task_text
 from evolve_envs.progress.tracker import ProgressTracker
+from evolve_envs.wrappers.model_handle import OpenModel, check_open_model
 
 __all__ = ["ProgressReward"]
 
@@ -85,9 +88,8 @@ class ProgressReward(
 
     Args:
         env: the env (with its time limit inside).
-        client: an open :class:`~evolve_envs.stack.reward_model.RewardModel` (from
-            :func:`evolve_envs.open_reward_model`; owned, closed after the env), or a bare progress
-            client (``evolve_envs.reward.clients.progress_client.ProgressClient``; the caller's).
+        model: an open reward model (from :func:`evolve_envs.open_reward_model`, or a client
+            lent with :func:`~evolve_envs.wrappers.model_handle.lend`); closed after the env.
         settings: :class:`~evolve_envs.progress.settings.TrackerSettings` or a
             mapping of them (default: the reward model's, else the defaults).
         camera: observation key of the frames sent to the reward model (``None``: the
@@ -98,18 +100,18 @@ class ProgressReward(
         reward_weight: weight of the model reward.
         env_reward_weight: weight of the wrapped env's reward.
         capabilities: the service's capabilities, to check the settings against (default: the
-            reward model's; None for a bare client: not checked).
+            reward model's; None for a lent client: not checked).
         **setting_overrides: individual :class:`TrackerSettings` fields, e.g. ``start_step=8``.
 
     The module docstring has a runnable example. Settings can also be given one by one:
-    ``ProgressReward(env, client, mode="trajectory", calls="async", max_lag_steps=8,
+    ``ProgressReward(env, model, mode="trajectory", calls="async", max_lag_steps=8,
     reward_mode="sparse")``.
     """
 
     def __init__(
         self,
         env: gym.Env[ObsType, ActType],
-        client: Any,
+        model: OpenModel,
         settings: TrackerSettings | Mapping[str, Any] | None = None,
         *,
         camera: str | tuple[str, ...] | None = "agentview_image",
@@ -129,20 +131,13 @@ class ProgressReward(
             **setting_overrides,
         )
         gym.Wrapper.__init__(self, env)
-        if isinstance(client, str | Sequence):
-            raise TypeError(
-                "ProgressReward: open the reward model first, e.g. "
-                "ProgressReward(env, evolve_envs.open_reward_model({'enable': True, "
-                "'endpoint': URL}))"
-            )
-        # an open RewardModel: its client, settings and capabilities; the wrapper owns it
-        self.reward_model = client if getattr(type(client), "is_reward_model", False) else None
-        if self.reward_model is not None:
-            client = self.reward_model.client
-            if settings is None:
-                settings = self.reward_model.settings
-            if capabilities is None:
-                capabilities = self.reward_model.capabilities
+        # the open model: its client, settings and capabilities; the wrapper closes it
+        self.reward_model: OpenModel | None = check_open_model(model, "ProgressReward")
+        client = model.client
+        if settings is None:
+            settings = model.settings
+        if capabilities is None:
+            capabilities = model.capabilities
         if settings is None:
             settings = TrackerSettings()
         elif isinstance(settings, Mapping):
@@ -158,8 +153,7 @@ class ProgressReward(
         try:  # the tracker refuses settings the backend cannot serve (pairwise on progress-only)
             self.tracker = ProgressTracker(client, settings, capabilities=capabilities)
         except BaseException:
-            if self.reward_model is not None:  # a refused construction closes what it was handed
-                self.reward_model.close()
+            model.close()  # a refused construction closes what it was handed
             raise
         self.episode_step = 0
         self._warned_after_end = False
