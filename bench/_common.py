@@ -201,7 +201,7 @@ class StackSwitch(gym.Env):
 def make_switch(configs: dict[str, dict[str, Any]]) -> StackSwitch:
     """A :class:`StackSwitch` of ``make_env(config, env_factory=BenchEnv)`` stacks (picklable,
     for ``AsyncVectorEnv`` workers: pass ``functools.partial(make_switch, configs)``)."""
-    from evolve_envs.stack.factory import make_env
+    from evolve_envs import make_env
 
     return StackSwitch({name: make_env(cfg, env_factory=BenchEnv) for name, cfg in configs.items()})
 

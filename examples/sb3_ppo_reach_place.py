@@ -28,7 +28,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from evolve_envs.stack.factory import make_env
+from evolve_envs import make_env
 
 __all__ = ["EpisodeLedger", "make_thunk", "reward_service", "train"]
 

@@ -10,9 +10,8 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from evolve_envs import ConfigError
+from evolve_envs import ConfigError, TrainConfig, load_train_config
 from evolve_envs.train.algorithm import TrainContext
-from evolve_envs.train.config import TrainConfig, load_train_config
 from evolve_envs.train.grpo.algorithm import GRPO, round_groups
 from evolve_envs.train.policies.base import CNNGaussianPolicy
 from evolve_envs.train.trajectory import Trajectory

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from evolve_envs import load_train_config
 from evolve_envs.train.checkpoint import load_checkpoint
-from evolve_envs.train.config import load_train_config
 from evolve_envs.train.distrl.learner import Learner
 from evolve_envs.train.driver import TrainOptions, run_train
 from evolve_envs.train.worker_env import policy_from_config

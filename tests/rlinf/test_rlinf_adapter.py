@@ -15,13 +15,12 @@ import torch
 import yaml
 from omegaconf import OmegaConf
 
-from evolve_envs import ConfigError
+from evolve_envs import ConfigError, load_config
 from evolve_envs.integrations.rlinf.adapter import RLinfProgressReward, wrap_env_from_config
 from evolve_envs.integrations.rlinf.stack import build_progress_stack
 from evolve_envs.progress.settings import TrackerSettings
 from evolve_envs.progress.tracker import ProgressTracker
 from evolve_envs.reward.clients.progress_client import ProgressClient
-from evolve_envs.stack.loading import load_config
 from tests.rlinf.standin_env import StandinLiberoEnv, grey, standin_cfg
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from evolve_envs import load_config
 from evolve_envs.reward.clients.camera_average import CameraAverageClient
 from evolve_envs.reward.clients.progress_client import ProgressClient
 from evolve_envs.reward.protocol.progress import critic_between, value_list
 from evolve_envs.reward.service.embedded import EmbeddedService
-from evolve_envs.stack.loading import load_config
 from evolve_envs.wrappers.model_handle import lend
 from evolve_envs.wrappers.progress_reward import ProgressReward
 from tests.service.svc_helpers import painted

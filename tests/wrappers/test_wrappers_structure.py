@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import evolve_envs
+from evolve_envs import load_config, make_env
 from evolve_envs.progress.settings import ConfigError, TrackerSettings
 from evolve_envs.progress.tracker import ProgressTracker
 from evolve_envs.reward.clients.progress_client import ProgressClient
@@ -17,8 +18,6 @@ from evolve_envs.stack.config import (
     ProgressModelConfig,
     VideoScoreConfig,
 )
-from evolve_envs.stack.factory import make_env
-from evolve_envs.stack.loading import load_config
 from tests.helpers.synthetic_env import SyntheticProgressEnv, paint
 
 
