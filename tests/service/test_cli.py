@@ -216,3 +216,18 @@ def test_module_entry_point_help(flag: str) -> None:
         timeout=60,
     )
     assert proc.returncode == 0 and "--backend" in proc.stdout and "--ckpt-path" in proc.stdout
+
+
+def test_the_server_speaks_like_every_command_line_tool() -> None:
+    """The server program lives with the service (it never imports the CLI), so its exit
+    statuses and debug switch are its own constants: the same as the command line tools'."""
+    from evolve_envs.cli.errors import DEBUG_ENV, ExitStatus
+    from evolve_envs.reward.service import serve
+    from evolve_envs.reward.service.serve_options import SERVICE
+
+    assert (USAGE, SERVICE, serve.INTERRUPTED) == (
+        ExitStatus.USAGE,
+        ExitStatus.SERVICE,
+        ExitStatus.INTERRUPTED,
+    )
+    assert serve.DEBUG_ENV == DEBUG_ENV
