@@ -255,7 +255,7 @@ def _train(args: argparse.Namespace) -> int:
         run_dir=args.run_dir, minutes=args.minutes, overrides=overrides,
         progress_bar=not args.no_progress_bar,
     )  # fmt: skip
-    cfg, _state = effective_config(opts)  # a bad config or key: one line, nothing written
+    cfg, state = effective_config(opts)  # a bad config or key: one line, nothing written
     if cfg.run.wandb_project:  # W&B missing: one line now, not after the workers started
         from evolve_envs.recording.metrics_log import import_wandb
 
@@ -279,7 +279,7 @@ def _train(args: argparse.Namespace) -> int:
             contextlib.redirect_stderr(lib_log),  # Ray's forwarded worker logs, too
         ):
             opts.log = user
-            res = run_train(opts)
+            res = run_train(opts, (cfg, state))  # the config read once
     except WorkerStartError as exc:
         raise CliError(f"{exc} (details in {log_path})", ExitStatus.ERROR) from exc
     except PlacementError as exc:

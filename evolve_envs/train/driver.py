@@ -346,9 +346,13 @@ def run_dir_of(opts: TrainOptions, cfg: TrainConfig) -> Path:
     return Path(f"runs/train-{cfg.algo}-{time.strftime('%Y%m%d-%H%M%S')}")
 
 
-def run_train(opts: TrainOptions) -> TrainResult:
-    """Run one training job (see the module docstring)."""
-    cfg, state = effective_config(opts)
+def run_train(
+    opts: TrainOptions, checked: tuple[TrainConfig, dict[str, Any] | None] | None = None
+) -> TrainResult:
+    """Run one training job (see the module docstring). ``checked`` is what
+    :func:`effective_config` returned for ``opts`` when the caller read it already (the CLI,
+    before it opens ``train.log``), so the config is read and a checkpoint loaded once."""
+    cfg, state = checked if checked is not None else effective_config(opts)
     refuse_unplaceable(cfg, opts.address)  # nothing written, nothing started
     run_dir = run_dir_of(opts, cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
