@@ -1,7 +1,7 @@
 """Gymnasium registration of the synthetic task and the LIBERO suites.
 
 Importing :mod:`evolve_envs` registers the ids. ``gym.make(id)`` with no arguments builds what
-the table in docs/getting-started.md ("What gym.make(id) gives") says; keyword arguments go to
+the table in docs/getting-started.md, "What gym.make(id) gives" says; keyword arguments go to
 :func:`evolve_envs.stack.factory.make_env` (``config=...``, ``reward_model=...``, env keys)::
 
     >>> import gymnasium as gym
