@@ -10,7 +10,7 @@ view's window (its critics between consecutive frames, accumulated as `/trajecto
 clamped to -100..100 percent) and answers as a chat completion.
 
 Any `model` name is accepted (RLinf sends its own, e.g. `Qwen3-VL-4B-Instruct`); the reply's
-`model` names the backend that answered (`<backend>:<model_id>`, the `model_id` of `/capabilities`). The
+`model` names the backend that answered (`<backend>:<model_id>`, as `/capabilities` does). The
 answer is `{"trend": "positive" | "negative" | "unclear", "progress": p}` (`p` in percent,
 positive when `p >= trend_threshold`), or `p / 100` as a plain number when the request's
 `answer` is `progress` (or its `model` is `progress`).
