@@ -125,3 +125,23 @@ def test_model_name_from_model_path_and_ignored_fields(service: EmbeddedService)
     assert resp.status_code == 200, resp.text
     assert resp.json()["model"].startswith("mock:")
     assert parse_trend(client.text_of(resp.json())) == "positive"
+
+
+def test_frames_per_view_states_the_views(service: EmbeddedService) -> None:
+    """`frames_per_view` (RLinf's `history_size`) says how the images split, whatever the prompt
+    says; one that does not divide them, or disagrees with `views`, is a 422."""
+    client = _example_client(service)
+    rising, flat = _window(SCENES["brightening"]), _window(SCENES["constant"])
+    try:
+        client.sampling_params["frames_per_view"] = 5
+        one_view = client.ask([rising], "pick up the red cube")
+        three_views = client.ask([rising, flat, flat], "pick up the red cube")
+        client.sampling_params["frames_per_view"] = 3
+        uneven = client.post(client.payload([rising], "Task: pick up the red cube"))
+        client.sampling_params.update(frames_per_view=5, views=2)
+        clash = client.post(client.payload([rising], "Task: pick up the red cube"))
+    finally:
+        client.close()
+    assert parse_trend(one_view) == parse_trend(three_views) == "positive"
+    assert uneven.status_code == 422 and "not whole runs of 3 frames" in uneven.json()["error"]
+    assert clash.status_code == 422 and "set one of them" in clash.json()["error"]

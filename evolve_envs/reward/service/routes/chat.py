@@ -16,9 +16,10 @@ positive when `p >= trend_threshold`), or `p / 100` as a plain number when the r
 `answer` is `progress` (or its `model` is `progress`).
 
 Camera views: `views` when the request sends it (RLinf passes `reward.api.sampling_params`
-through as body fields), else the layout RLinf's trend prompt states ("two synchronized 5-frame
-videos"), else 1. A request whose images do not split that way, or whose `views` contradicts a
-prompt that matches its images, is a 422 that says what to set.
+through as body fields), or the images over its `frames_per_view` (RLinf's `history_size`), else
+the layout RLinf's trend prompt states ("two synchronized 5-frame videos"), else 1. A request
+whose images do not split that way, or whose `views` contradicts a prompt that matches its
+images, is a 422 that says what to set.
 
 Other fields read: `frame_orientation` (`upright`, the default, `rot180`: turned 180 degrees, as
 RLinf's LIBERO env emits them, or `raw`: as MuJoCo renders; the backend gets them upright) and
@@ -125,6 +126,7 @@ class ChatRequest(_Loose):
     stream: bool = False
     answer: Literal["trend", "progress"] | None = None
     views: int | None = Field(default=None, ge=1, le=16)
+    frames_per_view: int | None = Field(default=None, ge=1)
     frame_orientation: Literal["upright", "rot180", "raw"] = "upright"
     trend_threshold: float = Field(default=1.0, ge=0.0, le=100.0)
 
@@ -182,25 +184,43 @@ def prompt_layout(text: str) -> tuple[int, int] | None:
     return _NUMBER_WORDS.get(count) or int(count), int(match.group(2))
 
 
+def _stated_views(req: ChatRequest, images: int) -> int | None:
+    """The views the request states: `views`, or the images over `frames_per_view`."""
+    per_view = req.frames_per_view
+    if per_view is None:
+        return req.views
+    if images % per_view:
+        raise ApiError(
+            422, f"frames_per_view: {images} images are not whole runs of {per_view} frames"
+        )
+    if req.views is not None and req.views * per_view != images:
+        raise ApiError(
+            422,
+            f"views: {req.views} views of frames_per_view: {per_view} frames are not the "
+            f"{images} images sent; set one of them",
+        )
+    return images // per_view
+
+
 def views_of(req: ChatRequest, images: int, text: str) -> int:
-    """How many camera views the request's images hold: its `views`, else the layout its prompt
-    states, else 1. Raises ApiError (422, saying what to set) when they cannot all be right."""
+    """How many camera views the request's images hold: its `views` (or the images over its
+    `frames_per_view`), else the layout its prompt states, else 1. Raises ApiError (422, saying
+    what to set) when they cannot all be right."""
     layout = prompt_layout(text)
     stated = layout is not None and layout[0] * layout[1] == images
     hint = "set `views` (RLinf: reward.api.sampling_params.views) to the number of camera views"
-    if req.views is not None:
-        if images % req.views:
-            raise ApiError(
-                422, f"views: {images} images do not split into {req.views} views; {hint}"
-            )
-        if stated and layout is not None and layout[0] != req.views:
+    views = _stated_views(req, images)
+    if views is not None:
+        if images % views:
+            raise ApiError(422, f"views: {images} images do not split into {views} views; {hint}")
+        if stated and layout is not None and layout[0] != views:
             raise ApiError(
                 422,
-                f"views: {req.views}, but the prompt describes {layout[0]} videos of "
+                f"views: {views}, but the prompt describes {layout[0]} videos of "
                 f"{layout[1]} frames, which is what the {images} images hold; set views: "
                 f"{layout[0]} or drop it",
             )
-        return req.views
+        return views
     if layout is None:
         return 1
     if not stated:
