@@ -17,12 +17,14 @@ Each id registers its limit (ReachPlace's 50 steps, each LIBERO suite's own), so
 its ``TimeLimit`` outside the env and ``env.spec.max_episode_steps`` tells the truth. The stack
 puts the same limit *inside* the reward wrappers, read from the spec, so they see the truncation
 and settle the episode; both count the same steps and end on the same step. A config's
-``env.max_episode_steps`` sets the stack's limit (a shorter one ends the episode first); ``gym.make
-(id, max_episode_steps=N)`` only changes Gymnasium's outer limit, which the reward wrappers
-cannot see: to change the episode length, set it in the config
-(``gym.make(id, config={"env": {"max_episode_steps": 300}}, max_episode_steps=-1)``) or call
-``make_env``. ``gym.make_vec(id)`` passes the limit to the vector entry point
-(:func:`evolve_envs.stack.vector.make_vec_registered`), which sets it inside every sub-env.
+``env.max_episode_steps`` sets the stack's limit (a shorter one ends the episode first; with a
+longer one pass ``max_episode_steps=-1`` or the same number to ``gym.make``). Gymnasium keeps
+its own ``max_episode_steps=N`` from the entry point and sets only the outer limit with it, whose
+truncation the reward wrappers cannot see: change the episode length in the config, e.g.
+``gym.make(id, config=["reach_place", {"env": {"max_episode_steps": 300}}],
+max_episode_steps=-1)``, or call ``make_env``. ``gym.make_vec(id)`` passes the limit to the
+vector entry point (:func:`evolve_envs.stack.vector.make_vec_registered`), which sets it inside
+every sub-env.
 """
 
 from __future__ import annotations
