@@ -96,3 +96,12 @@ def test_make_registered_reads_no_caller_frame() -> None:
         assert [limit for limit, _ in _limits(env)] == [50]
     finally:
         env.close()
+
+
+def test_a_longer_config_limit_with_gymnasiums_limit_off() -> None:
+    longer = ["reach_place", {"env": {"max_episode_steps": 80}}]
+    env = gym.make(ID, config=longer, reward_model={"enable": False}, max_episode_steps=-1)
+    try:
+        assert _limits(env) == [(80, False)]  # the stack's own, nothing outside
+    finally:
+        env.close()
