@@ -1,9 +1,9 @@
 """RLinf's example reward config against `/v1/chat/completions`, with only its URL changed.
 
-A real server (`mock` backend, its default *intensity* rule) on 127.0.0.1, without a token, as
-RLinf's worker sends none; the client is built from the example's `reward` block
-(`tests.service.rlinf_api_worker.EXAMPLE_REWARD_CONFIG`, written from RLinf's published config and
-worker), so it sends RLinf's model name, its sampling params and its builders' layouts.
+A real server (`mock` backend, rule *intensity*: progress is brightness) on 127.0.0.1, without
+a token, as RLinf's worker sends none; the client is built from the example's `reward` block
+(`tests.service.rlinf_api_worker.EXAMPLE_REWARD_CONFIG`, written from RLinf's published config
+and worker), so it sends RLinf's model name, its sampling params and its builders' layouts.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ SCENES = {
 
 @pytest.fixture(scope="module")
 def service() -> Iterator[EmbeddedService]:
-    svc = EmbeddedService("mock", {"latency_ms": 0})
+    svc = EmbeddedService("mock", {"rule": "intensity", "latency_ms": 0})
     svc.start()
     yield svc
     svc.stop()
