@@ -123,13 +123,18 @@ def make_vec(
 
 
 def make_vec_registered(
-    num_envs: int = 1, *, max_episode_steps: int | None = None, **kwargs: Any
+    num_envs: int = 1,
+    *,
+    max_episode_steps: int | None = None,
+    autoreset_mode: gym.vector.AutoresetMode | str | None = None,
+    **kwargs: Any,
 ) -> SharedServiceVectorEnv:
     """The vector entry point of every registered id (``gym.make_vec(id, num_envs=n)``):
     :func:`make_vec` with the id's default config when no ``config=`` is given, and the limit
     Gymnasium passes (``max_episode_steps=``, the spec's unless the call names one) inside
     every sub-env. A config of the caller's keeps its own limit when Gymnasium passes only the
-    spec's.
+    spec's. ``autoreset_mode`` goes to the vector env (Gymnasium lets a vector entry point take
+    no ``vector_kwargs``): ``gym.make_vec(id, num_envs=n, autoreset_mode="SameStep")``.
 
     >>> vec = gym.make_vec("evolve_envs/ReachPlace-v0", num_envs=2)
     >>> vec.get_attr("_max_episode_steps"), vec.service.is_running()
@@ -147,4 +152,8 @@ def make_vec_registered(
     spec_only = own_config and max_episode_steps == registered  # Gymnasium filled it in
     if max_episode_steps not in (None, -1) and not spec_only:  # -1: the config's limit
         kwargs["max_episode_steps"] = max_episode_steps
+    if autoreset_mode is not None:
+        vector_kwargs = dict(kwargs.get("vector_kwargs") or {})
+        vector_kwargs["autoreset_mode"] = gym.vector.AutoresetMode(autoreset_mode)
+        kwargs["vector_kwargs"] = vector_kwargs
     return make_vec(num_envs=num_envs, **kwargs)

@@ -1,8 +1,9 @@
 """Vector envs over the registered ReachPlace id in both autoreset modes: ``make_vec``,
-``gym.vector.SyncVectorEnv`` and ``AsyncVectorEnv`` of ``gym.make`` calls. The reward model's info
-keys arrive every step, each episode's summary arrives once, on its last step (under
-``final_info`` in ``SAME_STEP``), and ``RecordEpisodeStatistics`` and ``NormalizeReward`` on top
-count the same episodes and returns as the rewards the envs paid."""
+``gym.make_vec``, and ``gym.vector.SyncVectorEnv`` and ``AsyncVectorEnv`` of ``gym.make`` calls.
+The reward model's info keys arrive every step, each episode's summary arrives once, on its last
+step (under ``final_info`` in ``SAME_STEP``), and ``RecordEpisodeStatistics`` and
+``NormalizeReward`` on top count the same episodes and returns as the rewards the envs paid.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ MODES = [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP]
 def _build(kind: str, mode: AutoresetMode) -> gym.vector.VectorEnv:
     if kind == "make_vec":
         return make_vec(SHORT, num_envs=2, vector_kwargs={"autoreset_mode": mode})
+    if kind == "gym.make_vec":  # the registered vector entry point
+        return gym.make_vec(ID, num_envs=2, config=SHORT, autoreset_mode=mode.value)
     thunks = [lambda: gym.make(ID, config=SHORT)] * 2
     if kind == "sync":
         return gym.vector.SyncVectorEnv(thunks, autoreset_mode=mode)
@@ -60,7 +63,7 @@ def _play(vec: gym.vector.VectorEnv, mode: AutoresetMode) -> dict:
 
 
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)
-@pytest.mark.parametrize("kind", ["make_vec", "sync", "async"])
+@pytest.mark.parametrize("kind", ["make_vec", "gym.make_vec", "sync", "async"])
 def test_summaries_and_info_keys(kind: str, mode: AutoresetMode) -> None:
     vec = _build(kind, mode)
     try:
