@@ -1,10 +1,9 @@
 """Gymnasium registration of the ids in :mod:`evolve_envs.envs.registration`.
 
-The tables name the ids; this module gives them their entry points, which build the wrapper
-stack (:func:`~evolve_envs.stack.factory.make_registered`,
-:func:`~evolve_envs.stack.vector.make_vec`), so the registration sits in the layer of what it
-names. Importing :mod:`evolve_envs` calls
-:func:`register_envs`.
+The tables name the ids and their limits; this module gives them their entry points, which build
+the wrapper stack (:func:`~evolve_envs.stack.factory.make_registered`,
+:func:`~evolve_envs.stack.vector.make_vec_registered`), so the registration sits in the layer of
+what it names. Importing :mod:`evolve_envs` calls :func:`register_envs`.
 
 Example:
     >>> import gymnasium as gym
@@ -17,37 +16,27 @@ from __future__ import annotations
 
 import gymnasium as gym
 
-from evolve_envs.envs.registration import ENV_IDS, SYNTHETIC_IDS
+from evolve_envs.envs.registration import ENV_IDS, LIMITS, SYNTHETIC_IDS
 
 __all__ = ["register_envs"]
 
 
 def register_envs() -> None:
-    """Register every id in :data:`ENV_IDS` and :data:`SYNTHETIC_IDS` (idempotent).
+    """Register every id in :data:`~evolve_envs.envs.registration.ENV_IDS` and
+    :data:`~evolve_envs.envs.registration.SYNTHETIC_IDS` (idempotent).
 
-    Each id's entry point is :func:`evolve_envs.stack.factory.make_registered` (``make_env``): a
-    LIBERO id passes its suite, a synthetic id passes itself as ``env.id``, which ``make_env``
-    resolves to the base env class. The vector entry point is
-    :func:`evolve_envs.stack.vector.make_vec`
-    (one embedded service shared by all sub-envs). ``gym.make(id, max_episode_steps=N)`` sets
-    the limit inside the stack too (:func:`~evolve_envs.stack.factory.make_registered`).
+    Each id's entry point is :func:`evolve_envs.stack.factory.make_registered` (``make_env``
+    with the id's default config), its vector entry point
+    :func:`evolve_envs.stack.vector.make_vec_registered` (one embedded service shared by all
+    sub-envs), its ``max_episode_steps`` the task's limit.
     """
-    for env_id in SYNTHETIC_IDS:
-        if env_id not in gym.registry:
-            gym.register(
-                id=env_id,
-                entry_point="evolve_envs.stack.factory:make_registered",
-                vector_entry_point="evolve_envs.stack.vector:make_vec",
-                kwargs={"id": env_id},
-                max_episode_steps=None,
-            )
-    for env_id, suite in ENV_IDS.items():
+    for env_id, limit in LIMITS.items():
         if env_id in gym.registry:
             continue
         gym.register(
             id=env_id,
             entry_point="evolve_envs.stack.factory:make_registered",
-            vector_entry_point="evolve_envs.stack.vector:make_vec",
-            kwargs={"suite": suite},
-            max_episode_steps=None,
+            vector_entry_point="evolve_envs.stack.vector:make_vec_registered",
+            kwargs={"id": env_id} if env_id in SYNTHETIC_IDS else {"suite": ENV_IDS[env_id]},
+            max_episode_steps=limit,
         )

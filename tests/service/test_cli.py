@@ -183,6 +183,23 @@ def test_where_the_server_token_comes_from(tmp_path: Path, token_of) -> None:
     assert token_of(*public, "--insecure-no-token") is None  # the operator said so
 
 
+def test_tokenless_behind_the_network_policy_only_in_a_pod(token_of, monkeypatch) -> None:
+    """RLinf's worker sends no token: `--no-token-behind-network-policy` lets a pod serve it on
+    its private or wildcard address, and is refused outside a pod or on a public address."""
+    flag = "--no-token-behind-network-policy"
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(ServeError, match="not in a Kubernetes pod"):
+        token_of("--host", "0.0.0.0", flag)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    assert token_of("--host", "0.0.0.0", flag) is None
+    assert token_of("--host", "10.4.2.7", flag) is None
+    with pytest.raises(ServeError, match="34.117.59.81 is not a private address"):
+        token_of("--host", "34.117.59.81", flag)
+    with pytest.raises(ServeError, match="is not a loopback address"):
+        token_of("--host", "0.0.0.0")  # without the flag, still closed
+    assert token_of("--host", "0.0.0.0", flag, **{TOKEN_ENV: "t"}) == "t"  # a token still wins
+
+
 @pytest.mark.parametrize(
     ("argv", "env", "says"),
     [

@@ -10,11 +10,17 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import socket
 from typing import Any
 
 from evolve_envs.reward.protocol.token import TOKEN_ENV, TOKEN_FILE_ENV, TokenError, resolve_token
-from evolve_envs.reward.service.auth import check_exposure, expand_env_refs, is_loopback_host
+from evolve_envs.reward.service.auth import (
+    check_exposure,
+    check_policy_bind,
+    expand_env_refs,
+    is_loopback_host,
+)
 from evolve_envs.reward.service.backends import BACKENDS
 from evolve_envs.reward.service.backends.base import CKPT_ENV
 from evolve_envs.reward.service.batching import MAX_WINDOW_S
@@ -119,6 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--ckpt-path", default=None, help=f"model path (default ${CKPT_ENV})")
     add_token_arguments(p)
+    p.add_argument(
+        "--no-token-behind-network-policy",
+        action="store_true",
+        help="serve without a bearer token, for clients that cannot send one (RLinf's API reward "
+        "worker), only in a Kubernetes pod on a private or wildcard --host, with the shipped "
+        "NetworkPolicy admitting only labelled client pods (docs/rlinf.md); refused elsewhere",
+    )
     p.add_argument(
         "--video-dir",
         action="append",
@@ -292,7 +305,15 @@ def server_token(args: argparse.Namespace) -> str | None:
     """
     try:
         token = resolve_token(args.token, args.token_file)
-        check_exposure(args.host, token, args.insecure_no_token)
+        behind_policy = getattr(args, "no_token_behind_network_policy", False) and token is None
+        if behind_policy:
+            check_policy_bind(args.host, os.environ)
+            log.warning(
+                "serving %s without a bearer token: only pods the NetworkPolicy admits must "
+                "reach this port (deploy/kuberay/reward-rayservice.yaml)",
+                args.host,
+            )
+        check_exposure(args.host, token, args.insecure_no_token or behind_policy)
     except TokenError as exc:
         raise ServeError(str(exc), USAGE) from None
     if token is None and args.insecure_no_token and not is_loopback_host(args.host):
