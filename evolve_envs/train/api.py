@@ -74,6 +74,11 @@ def train(
     Raises :class:`~evolve_envs.progress.settings.ConfigError` naming a bad key before
     anything starts (see the module's example).
     """
+    if config is None and resume is None:
+        raise ValueError(
+            "train() needs a config (a shipped name such as 'distrl/reach_place', a YAML path, "
+            "a mapping or a TrainConfig), or resume=RUN_DIR to continue a run"
+        )
     sources: list[Any] = [] if config is None else [config]
     if overrides:
         sources.append(nested_overrides(overrides))

@@ -59,6 +59,11 @@ def test_a_bad_key_is_named_before_anything_starts(tmp_path) -> None:
     assert not (tmp_path / "bad").exists()
 
 
+def test_no_config_and_no_run_to_resume_is_named() -> None:
+    with pytest.raises(ValueError, match=r"train\(\) needs a config"):
+        evolve_envs.train(minutes=1)
+
+
 def test_a_run_without_held_out_evaluation_has_no_best_policy(tmp_path) -> None:
     (tmp_path / "checkpoint.pt").write_bytes(b"")
     with pytest.raises(FileNotFoundError, match="best.pt is written by a run with held-out"):
