@@ -146,11 +146,23 @@ def shipped_configs() -> dict[str, Traversable]:
     return out
 
 
+def shipped_key(text: str) -> str:
+    """A config argument as the name of a shipped config (no check that it exists).
+
+    Example:
+        >>> shipped_key("../evolve_envs/configs/presets/fast_dev.yaml")
+        'presets/fast_dev'
+    """
+    text = text.replace(os.sep, "/").split("evolve_envs/configs/")[-1]
+    return text.removeprefix("configs/").removesuffix(".yaml").removesuffix(".yml")
+
+
 def resolve_config(source: str | os.PathLike[str]) -> Path | Traversable:
     """A config argument as a file: an existing path, else a shipped config by name.
 
     ``"libero_10"``, ``"libero_10.yaml"``, ``"configs/libero_10.yaml"``, ``"fast_dev"`` and
-    ``"presets/fast_dev"`` all name shipped files when no such path exists here.
+    ``"presets/fast_dev"`` all name shipped files when no such path exists here, and so does a
+    path into a checkout's ``evolve_envs/configs/`` given from another folder.
 
     Example:
         >>> resolve_config("fast_dev").name
@@ -161,7 +173,7 @@ def resolve_config(source: str | os.PathLike[str]) -> Path | Traversable:
         return p
     text = os.fspath(source)
     if not p.is_absolute():
-        key = text.removeprefix("configs/").removesuffix(".yaml").removesuffix(".yml")
+        key = shipped_key(text)
         found = shipped_configs().get(key)
         if found is not None:
             return found
