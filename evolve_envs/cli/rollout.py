@@ -322,6 +322,7 @@ def _collect(
         limit=limit,
         task_id=_first_attr(env, "task_id"),
         task_description=_item(infos, "task_description", 0),
+        model_id=_item(infos, "reward_model_id", 0),
     )
     started = 0
     current: list[EpisodeRecord | None] = [None] * n

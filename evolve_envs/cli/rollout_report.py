@@ -218,9 +218,11 @@ class ReportWriter:
             opts["policy"] = callable_name(self.opts.policy)
         return {k: str(v) if isinstance(v, Path) else v for k, v in opts.items()}
 
-    def start(self, *, limit: int | None, task_id: Any, task_description: Any) -> None:
+    def start(
+        self, *, limit: int | None, task_id: Any, task_description: Any, model_id: Any = None
+    ) -> None:
         """Record what the built env actually runs (read after the first reset): its episode
-        limit, task id and task description."""
+        limit, task id and task description, and the model id its reward service reports."""
         rm = self.cfg.reward_model
         env_cfg = self.cfg.env
         full = env_cfg.get("max_episode_steps")
@@ -248,7 +250,15 @@ class ReportWriter:
                 else (rm.endpoint if rm.enable else None)
             ),
             "progress_source": self.source,
+            "reward_model_id": model_id,
         }
+        if model_id:
+            note = f"reward model {model_id}" + (
+                " (the mock backend's rule: a stand-in, not a learned model)"
+                if str(model_id).startswith("mock")
+                else ""
+            )
+            print(f"evolve-envs rollout: {note}", file=sys.stderr, flush=True)
         if rm.progressive_max_step and limit is not None and full is not None and limit < full:
             note = (
                 f"progressive_max_step is on: episodes stop at {limit} steps in the first stage "

@@ -59,6 +59,7 @@ from evolve_envs.train.run_dir import claim_run_dir
 __all__ = [
     "LearnerLostError",
     "TrainOptions",
+    "name_reward_model",
     "TrainResult",
     "ray_session",
     "refuse_unplaceable",
@@ -306,6 +307,37 @@ def reward_service_for(cfg: TrainConfig) -> Iterator[TrainConfig]:
             yield cfg.model_copy(update={"reward_model": {**cfg.reward_model, "endpoint": url}})
 
 
+def name_reward_model(cfg: TrainConfig, log: TextIO) -> str | None:
+    """Ask the run's reward service (given by URL, or the embedded one's) which model answers,
+    say it on ``log`` (a stand-in says so) and return its id; ``None`` when the reward model is
+    off, reached through Ray or did not say."""
+    from evolve_envs.reward.clients.ray_handle_pool import is_ray_endpoint
+    from evolve_envs.stack.reward_model import check_reward_service, endpoint_pool, reward_endpoints
+    from evolve_envs.train.worker_env import NODE_IP
+
+    rm = load_config(cfg.stack()).reward_model
+    if not rm.enable or is_ray_endpoint(rm.endpoint) or NODE_IP in str(rm.endpoint):
+        return None
+    pool = endpoint_pool(rm, reward_endpoints(rm))
+    try:
+        caps = check_reward_service(rm, pool)
+    except Exception:  # noqa: BLE001 - the workers' own check says what is wrong
+        return None
+    finally:
+        pool.close()
+    if caps is None:
+        return None
+    model = caps.model_id or caps.backend
+    note = (
+        " (the mock backend's rule: a stand-in, not a learned model)"
+        if caps.backend == "mock"
+        else ""
+    )
+    where = rm.endpoint if isinstance(rm.endpoint, str) else ", ".join(rm.endpoint)
+    print(f"reward model {model}{note} at {where}", file=log, flush=True)
+    return model
+
+
 def refuse_unplaceable(cfg: TrainConfig, address: str | None) -> None:
     """Before anything starts: when the run will start its own local Ray (no ``address``, no
     Ray initialised here), raise :class:`~evolve_envs.train.placement.PlacementError` if that
@@ -348,6 +380,7 @@ def run_train(opts: TrainOptions) -> TrainResult:
     with ray_session(cfg, opts.address) as joined:
         check_placeable(cfg)  # before the reward service starts and anything waits
         with reward_service_for(cfg) as worker_cfg:
+            model_id = name_reward_model(worker_cfg, log)
             watch = _watch_head(cfg, run_dir, log) if joined else None
             if watch is not None:
                 watch.start()
@@ -379,6 +412,7 @@ def run_train(opts: TrainOptions) -> TrainResult:
     }
     if evaluation is not None:
         summary["eval"] = evaluation
+    summary["reward_model_id"] = model_id
     summary["degraded"] = degraded  # null: every reward came from the model
     placement = run_dir / "placement.json"
     if placement.is_file():

@@ -72,4 +72,7 @@ def test_a_service_killed_mid_run_is_said_on_the_terminal_and_exits_4(ray_local,
     assert any(float(r["fallback_share"] or 0) > 0 for r in rows)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["degraded"]["episodes"] >= 1 and summary["degraded"]["steps"] >= 1
+    # the run named the model the service reported, a stand-in saying so
+    assert summary["reward_model_id"] == "mock-reach_place"
+    assert any(ln.startswith("reward model mock-reach_place (the mock backend") for ln in lines)
     assert (run_dir / "checkpoint.pt").is_file()  # resumable once the service is back
