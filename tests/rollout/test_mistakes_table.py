@@ -160,3 +160,23 @@ def test_the_table_covers_every_command_that_takes_a_rule_a_config_or_a_service(
     }.items():
         assert {(mistake, t) for t in takers} <= commands, mistake
     assert len(TABLE) >= 12
+
+
+def test_what_the_mistakes_were_reaching_for_works_from_any_folder(tmp_path, monkeypatch):
+    """The right spelling of each: a checkout's config path from another folder, a policy module
+    in the current folder or given as a file."""
+    from evolve_envs.cli.rollout import resolve_policy
+    from evolve_envs.stack.loading import load_config
+    from evolve_envs.train.config import load_train_config
+
+    monkeypatch.chdir(tmp_path)
+    assert load_train_config("evolve_envs/configs/distrl/reach_place.yaml").algo == "distrl"
+    assert (
+        load_config("../evolve_envs/configs/reach_place.yaml").env["id"].endswith("ReachPlace-v0")
+    )
+    (tmp_path / "mypol_here.py").write_text("def act(obs):\n    return 'here'\n")
+    monkeypatch.setattr("sys.path", [p for p in __import__("sys").path if p not in ("", ".")])
+    assert resolve_policy("mypol_here:act")(None) == "here"
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "pol_file.py").write_text("def act(obs):\n    return 'file'\n")
+    assert resolve_policy("sub/pol_file.py:act")(None) == "file"
