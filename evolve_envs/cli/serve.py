@@ -209,7 +209,7 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         rule = getattr(backend, "rule", "change")
         ready += (
             f"; a stand-in, not a learned model: the {rule!r} rule judges every env and task "
-            "(--backend-kwargs '{\"rule\": \"reach_place\"}' picks another)"
+            '(--backend-kwargs \'{"rule": "reach_place"}\' picks another)'
         )
     _ready_server(config, ready).run(sockets=[sock])
     return 0
