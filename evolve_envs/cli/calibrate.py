@@ -293,7 +293,15 @@ def check_services(services: Sequence[str], *, token: str | None = None) -> None
     if not services:
         raise ValueError("give at least one service (a URL, mock:<rule> or recorded)")
     for spec in services:
-        if _is_recorded(spec) or spec.startswith("mock:"):
+        if spec.startswith("mock:"):
+            from evolve_envs.reward.service.backends.mock import check_rule
+
+            try:
+                check_rule(spec.removeprefix("mock:") or "change")
+            except ValueError as exc:
+                raise ValueError(f"service {spec!r}: {exc}") from None
+            continue
+        if _is_recorded(spec):
             continue
         if not spec.startswith(("http://", "https://")):
             raise ValueError(
@@ -301,7 +309,7 @@ def check_services(services: Sequence[str], *, token: str | None = None) -> None
             )
         pool = EndpointPool([spec], token=token)
         try:
-            check_service(pool, what=f"calibration service {spec}")
+            check_service(pool, what=f"calibration service {spec}", option="--service")
         finally:
             pool.close()
 

@@ -53,6 +53,7 @@ def train(
     run_dir: str | os.PathLike[str] | None = None,
     minutes: float | None = None,
     resume: str | os.PathLike[str] | None = None,
+    overwrite: bool = False,
     address: str | None = None,
     log: TextIO | None = None,
     **overrides: Any,
@@ -66,6 +67,7 @@ def train(
         minutes: the wall-clock budget (``run.minutes``).
         resume: a run folder to continue (its ``checkpoint.pt``; ``config`` and ``overrides``
             are layered on its config).
+        overwrite: replace a run already in ``run_dir`` (else such a folder is refused).
         address: a Ray cluster to join (default: a Ray already initialised here, else a local
             one).
         log: where the per-interval lines go (default ``sys.stderr``).
@@ -88,6 +90,7 @@ def train(
         resume=resume,
         run_dir=run_dir,
         minutes=minutes,
+        overwrite=overwrite,
         progress_bar=False,
         log=log,
     )

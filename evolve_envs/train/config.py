@@ -52,6 +52,7 @@ from evolve_envs.stack.loading import (
     parse_override,
     read_yaml,
     resolve_config,
+    shipped_key,
 )
 
 __all__ = [
@@ -413,15 +414,16 @@ def resolve_train_config(source: str | os.PathLike[str]) -> Any:
     """
     if Path(source).is_file():
         return Path(source)
-    stem = os.fspath(source).removeprefix("configs/").removeprefix("distrl/")
-    stem = stem.removesuffix(".yaml").removesuffix(".yml")
+    stem = shipped_key(os.fspath(source)).removeprefix("distrl/")
+    shipped = importlib.resources.files("evolve_envs.configs").joinpath("distrl")
+    item = shipped.joinpath(f"{stem}.yaml")
+    if item.is_file():
+        return item
     try:
-        item = importlib.resources.files("evolve_envs.configs").joinpath("distrl", f"{stem}.yaml")
-        if item.is_file():
-            return item
-    except ModuleNotFoundError:  # pragma: no cover - configs ships with the package
-        pass
-    return resolve_config(source)
+        return resolve_config(source)
+    except ConfigError as exc:
+        names = sorted(p.name.removesuffix(".yaml") for p in shipped.iterdir() if p.is_file())
+        raise ConfigError(f"{exc}; training configs: {', '.join(names)}") from None
 
 
 def load_train_config(

@@ -19,12 +19,18 @@ the algorithm (:class:`~evolve_envs.train.distrl.algorithm.DistRL` or
 With ``run.wandb_project`` (``--wandb PROJECT``) the metrics, the evaluations and their videos
 also go to Weights & Biases.
 
+A directory that holds a run is refused unless the run continues it (``--resume``) or replaces it
+(``--overwrite``, which clears every file a run writes first; :mod:`evolve_envs.train.run_dir`).
+When reward-model calls fail mid-run, their fallback rewards are counted per interval and said on
+the terminal as they start (:mod:`evolve_envs.train.fallback_watch`); ``summary.json``'s
+``degraded`` and :attr:`TrainResult.degraded` report them.
+
 ``--resume DIR`` reads ``DIR/checkpoint.pt`` and its config (``--config`` files and overrides are
 layered on it) and continues the counters, the policy version and the weights, in ``DIR``.
 
 Example::
 
-    evolve-envs train --algo distrl --config evolve_envs/configs/distrl/reach_place.yaml --minutes 2
+    evolve-envs train --algo distrl --config distrl/reach_place --minutes 2
     evolve-envs train --algo grpo --config reach_place grpo.group_size=4
     evolve-envs train --resume runs/train-distrl-20261122-220000 --minutes 5
 """
@@ -48,10 +54,12 @@ from evolve_envs.train.checkpoint import load_checkpoint
 from evolve_envs.train.config import TrainConfig, load_train_config
 from evolve_envs.train.head_watch import ClusterLostError, HeadWatch, gcs_address
 from evolve_envs.train.placement import check_placeable, local_node
+from evolve_envs.train.run_dir import claim_run_dir
 
 __all__ = [
     "LearnerLostError",
     "TrainOptions",
+    "name_reward_model",
     "TrainResult",
     "effective_config",
     "ray_session",
@@ -81,12 +89,15 @@ class TrainOptions:
     overrides: Sequence[str] = ()
     progress_bar: bool = True
     log: Any = field(default=None, repr=False)  # a text stream for the per-interval lines
+    overwrite: bool = False  # replace a run already in run_dir (else it is refused)
+    claimed: bool = False  # the caller ran claim_run_dir already (the CLI, before train.log)
 
 
 @dataclass(frozen=True)
 class TrainResult:
     """Where the run wrote and how far it got (``evaluation``: the held-out evaluations'
-    summary, with ``eval`` on)."""
+    summary, with ``eval`` on; ``degraded``: how many episodes got fallback rewards because
+    reward-model calls failed, ``None`` for a clean run)."""
 
     run_dir: Path
     algo: str
@@ -94,6 +105,7 @@ class TrainResult:
     last_metrics: dict[str, Any]
     wall_s: float
     evaluation: dict[str, Any] | None = None
+    degraded: dict[str, Any] | None = None
 
     @property
     def success(self) -> float | None:
@@ -320,6 +332,37 @@ def reward_service_for(cfg: TrainConfig) -> Iterator[TrainConfig]:
             yield cfg.model_copy(update={"reward_model": {**cfg.reward_model, "endpoint": url}})
 
 
+def name_reward_model(cfg: TrainConfig, log: TextIO) -> str | None:
+    """Ask the run's reward service (given by URL, or the embedded one's) which model answers,
+    say it on ``log`` (a stand-in says so) and return its id; ``None`` when the reward model is
+    off, reached through Ray or did not say."""
+    from evolve_envs.reward.clients.ray_handle_pool import is_ray_endpoint
+    from evolve_envs.stack.reward_model import check_reward_service, endpoint_pool, reward_endpoints
+    from evolve_envs.train.worker_env import NODE_IP
+
+    rm = load_config(cfg.stack()).reward_model
+    if not rm.enable or is_ray_endpoint(rm.endpoint) or NODE_IP in str(rm.endpoint):
+        return None
+    pool = endpoint_pool(rm, reward_endpoints(rm))
+    try:
+        caps = check_reward_service(rm, pool)
+    except Exception:  # noqa: BLE001 - the workers' own check says what is wrong
+        return None
+    finally:
+        pool.close()
+    if caps is None:
+        return None
+    model = caps.model_id or caps.backend
+    note = (
+        " (the mock backend's rule: a stand-in, not a learned model)"
+        if caps.backend == "mock"
+        else ""
+    )
+    where = rm.endpoint if isinstance(rm.endpoint, str) else ", ".join(rm.endpoint)
+    print(f"reward model {model}{note} at {where}", file=log, flush=True)
+    return model
+
+
 def refuse_unplaceable(cfg: TrainConfig, address: str | None) -> None:
     """Before anything starts: when the run will start its own local Ray (no ``address``, no
     Ray initialised here), raise :class:`~evolve_envs.train.placement.PlacementError` if that
@@ -355,6 +398,8 @@ def run_train(
     cfg, state = checked if checked is not None else effective_config(opts)
     refuse_unplaceable(cfg, opts.address)  # nothing written, nothing started
     run_dir = run_dir_of(opts, cfg)
+    if not opts.claimed:
+        claim_run_dir(run_dir, resume=opts.resume is not None, overwrite=opts.overwrite)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.stored(), sort_keys=False))
     log = opts.log if opts.log is not None else sys.stderr
@@ -366,6 +411,7 @@ def run_train(
     with ray_session(cfg, opts.address) as joined:
         check_placeable(cfg)  # before the reward service starts and anything waits
         with reward_service_for(cfg) as worker_cfg:
+            model_id = name_reward_model(worker_cfg, log)
             watch = _watch_head(cfg, run_dir, log) if joined else None
             if watch is not None:
                 watch.start()
@@ -387,7 +433,8 @@ def run_train(
                     watch.stop()
     wall = time.monotonic() - t0
     evaluation = last.pop("eval", None)
-    result = TrainResult(run_dir, cfg.algo, counters, last, wall, evaluation)
+    degraded = last.pop("degraded", None)
+    result = TrainResult(run_dir, cfg.algo, counters, last, wall, evaluation, degraded)
     summary: dict[str, Any] = {
         "algo": cfg.algo,
         "wall_s": round(wall, 2),
@@ -396,6 +443,8 @@ def run_train(
     }
     if evaluation is not None:
         summary["eval"] = evaluation
+    summary["reward_model_id"] = model_id
+    summary["degraded"] = degraded  # null: every reward came from the model
     placement = run_dir / "placement.json"
     if placement.is_file():
         summary["placement"] = json.loads(placement.read_text())

@@ -44,6 +44,7 @@ from evolve_envs.train.algorithm import (
 )
 from evolve_envs.train.checkpoint import save_checkpoint
 from evolve_envs.train.config import TrainConfig
+from evolve_envs.train.fallback_watch import FallbackWatch
 from evolve_envs.train.finite import NonFiniteError, nonfinite_tensors
 from evolve_envs.train.periodic_eval import PeriodicEval
 from evolve_envs.train.placement import PlacementError, on_this_node
@@ -193,6 +194,7 @@ def run_loop(
         snapshots = _Snapshots(run_dir, cfg.run.snapshot_every_s, policy, budget)
         algo.start()
         stats = IntervalStats()
+        fallbacks = FallbackWatch(log)
         last_log = last_ckpt = last_check = time.monotonic()
         ckpt_updates = updates()
         last: dict[str, Any] = {}
@@ -214,9 +216,13 @@ def run_loop(
             placement.write()
             if interactive:
                 bar.n = min(bar.total, round(budget.elapsed()))
-                bar.set_postfix(updates=updates(), ret=row["return"])
+                shown = {"updates": updates(), "ret": row["return"]}
+                if row["fallbacks"]:
+                    shown["FALLBACK"] = f"{row['fallback_share']:.0%}"
+                bar.set_postfix(shown)
             else:
                 print(format_row(row), file=log, flush=True)
+            fallbacks.interval(row, stats.fallback_reason())
             return row
 
         snapshots.maybe(algo.counters())
@@ -267,6 +273,8 @@ def run_loop(
         evaluation = evals.summary()
         if evaluation is not None:
             last = {**last, "eval": evaluation}
+        if fallbacks.degraded:
+            last = {**last, "degraded": fallbacks.summary()}
         return algo.counters(), last
     finally:
         if bar is not None:

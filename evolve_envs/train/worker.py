@@ -267,6 +267,8 @@ class RolloutWorker:
             "fallbacks": slot.ep_fallbacks,
         }
         summary = info.get("episode_reward_model")
+        if slot.ep_fallbacks and isinstance(summary, Mapping) and summary.get("last_error"):
+            stats["fallback_reason"] = str(summary["last_error"])
         if isinstance(summary, Mapping) and "model_terminated" in summary:
             stats.update({k: float(v) for k, v in model_done(summary).items()})
         alarm = info.get("reward_alarm")

@@ -116,6 +116,12 @@ INFO_KEYS: dict[str, tuple[InfoKey, ...]] = {
             "reset, step",
             "the reward model has judged the task done in this episode (threshold and/or backend `/done`, per `done_by`)",
         ),
+        InfoKey(
+            ("reward_model_id",),
+            "str or None",
+            "reset, step",
+            "the model the service says answers (`mock-change`: the mock backend's rule, a stand-in that warns once when it ends an episode); None when it did not say",
+        ),
         InfoKey(("env_reward",), "float", "step", "the wrapped env's reward before mixing"),
         InfoKey(
             ("reward_model_reward",),

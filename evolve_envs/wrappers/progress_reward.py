@@ -64,6 +64,7 @@ service whose *intensity* rule reads a flat grey frame of level ``g`` as progres
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -76,9 +77,31 @@ from evolve_envs.progress.task_text import task_text
 from evolve_envs.progress.tracker import ProgressTracker
 from evolve_envs.wrappers.model_handle import OpenModel, check_open_model
 
-__all__ = ["ProgressReward"]
+__all__ = ["ProgressReward", "StandInModelWarning", "stand_in"]
 
 logger = logging.getLogger(__name__)
+
+#: Backends whose judgement is a hand-written rule, not a learned model.
+STAND_IN_BACKENDS = ("mock",)
+
+
+class StandInModelWarning(UserWarning):
+    """A stand-in reward model (the ``mock`` backend's rules) ended an episode."""
+
+
+def stand_in(capabilities: Any) -> str | None:
+    """The model id of a stand-in backend (``mock-change``), ``None`` for a learned model or
+    when the service did not say.
+
+    Example:
+        >>> from types import SimpleNamespace as Caps
+        >>> stand_in(Caps(backend="mock", model_id="mock-change")), stand_in(Caps(backend="vlac"))
+        ('mock-change', None)
+    """
+    backend = getattr(capabilities, "backend", None)
+    if backend not in STAND_IN_BACKENDS:
+        return None
+    return getattr(capabilities, "model_id", None) or str(backend)
 
 
 class ProgressReward(
@@ -158,6 +181,11 @@ class ProgressReward(
         self.episode_step = 0
         self._warned_after_end = False
         self._last_info: dict[str, Any] = {}
+        self.model_id: str | None = getattr(capabilities, "model_id", None) or getattr(
+            capabilities, "backend", None
+        )
+        self.stand_in = stand_in(capabilities)
+        self._warned_stand_in = False
 
     @property
     def settings(self) -> TrackerSettings:
@@ -186,6 +214,7 @@ class ProgressReward(
         self._warned_after_end = False
         info.setdefault("is_success", False)
         info.update(self.tracker.step_info())
+        info["reward_model_id"] = self.model_id
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
@@ -199,6 +228,7 @@ class ProgressReward(
                 logger.warning("ProgressReward: step() after the episode ended; call reset()")
                 self._warned_after_end = True
             info["reward_model_reward"] = 0.0
+            info["reward_model_id"] = self.model_id
             info.update(self._last_info)
             return obs, self.env_reward_weight * float(env_reward), terminated, truncated, info
 
@@ -210,7 +240,18 @@ class ProgressReward(
             env_success=bool(info["is_success"]),
         )
         info.update(out.info)
+        info["reward_model_id"] = self.model_id
         info["reward_model_reward"] = out.reward
+        if out.terminate and not terminated and self.stand_in and not self._warned_stand_in:
+            self._warned_stand_in = True  # once per env: the judge does not change
+            warnings.warn(
+                f"ProgressReward: a stand-in reward model ({self.stand_in}, a hand-written rule, "
+                f"not a learned model) ended this episode at step {self.episode_step}; its "
+                "'done' and progress say what the rule measures, not whether the task was done "
+                f"(the env's is_success: {bool(info['is_success'])})",
+                StandInModelWarning,
+                stacklevel=2,
+            )
         self._last_info = dict(out.info)
         self._last_info.pop("episode_reward_model", None)
         reward = self.env_reward_weight * float(env_reward) + self.reward_weight * out.reward

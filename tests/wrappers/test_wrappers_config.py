@@ -110,7 +110,7 @@ def test_unknown_keys_and_wrong_types_name_the_path(tmp_path: Path) -> None:
     assert str(err.value) == "reward_model.call_every: expected int, got 'abc'"
     with pytest.raises(ConfigError, match=r"reward_model\.call_evry: unknown key \(did you mean "):
         load_config({"reward_model": {"call_evry": 16}})
-    with pytest.raises(ConfigError, match=r"reward_model\.done_threshold: .*less than or equal"):
+    with pytest.raises(ConfigError, match=r"reward_model\.done_threshold: .*fraction in \[0, 1\]"):
         load_config({"reward_model": {"done_threshold": 95}})
     with pytest.raises(ConfigError, match=r"reward_model\.mode: .*'pairwise'"):
         load_config({"reward_model": {"mode": "milestone"}})

@@ -236,6 +236,12 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     ready = f"evolve-reward-server: backend {backend.name!r} on {where} {_settings(backend)}" + (
         " (fault injection enabled)" if args.enable_fault_injection else ""
     )
+    if backend.name == "mock":  # it answers every env and task with its one rule
+        rule = getattr(backend, "rule", "change")
+        ready += (
+            f"; a stand-in, not a learned model: the {rule!r} rule judges every env and task "
+            '(--backend-kwargs \'{"rule": "reach_place"}\' picks another)'
+        )
     _ready_server(config, ready).run(sockets=[sock])
     return 0
 
