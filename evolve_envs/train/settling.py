@@ -51,6 +51,7 @@ __all__ = [
     "PlayedEpisode",
     "SettlingSlot",
     "episode_index",
+    "saturation_waits",
     "settled_trajectories",
     "settling_counts",
     "settling_slots",
@@ -219,16 +220,23 @@ class SettlingSlot:
 
 
 #: A worker's settlement counters (all 0 without deferred settlement): episodes settled, steps
-#: cut after a model-judged done, ended episodes not settled yet (a level, not a count).
-SETTLING_COUNTS: dict[str, int] = {"settled": 0, "cut_steps": 0, "unsettled": 0}
+#: cut after a model-judged done, ended episodes not settled yet (a level, not a count), and
+#: resets that waited for the reward service (the env at ``max_unsettled_episodes``).
+SETTLING_COUNTS: dict[str, int] = {
+    "settled": 0,
+    "cut_steps": 0,
+    "unsettled": 0,
+    "saturation_waits": 0,
+}
 
 
-def settling_counts(slots: Sequence[SettlingSlot]) -> dict[str, int]:
-    """:data:`SETTLING_COUNTS` of a worker's slots."""
+def settling_counts(slots: Sequence[SettlingSlot], envs: Sequence[Any]) -> dict[str, int]:
+    """:data:`SETTLING_COUNTS` of a worker's slots and envs."""
     return {
         "settled": sum(s.settled for s in slots),
         "cut_steps": sum(s.cut_steps for s in slots),
         "unsettled": sum(s.in_flight for s in slots),
+        "saturation_waits": saturation_waits(envs),
     }
 
 
@@ -252,10 +260,28 @@ def settled_source(env: Any) -> SettledSource:
     return lambda wait: list(get(wait=wait))
 
 
-def episode_index(env: Any, info: Mapping[str, Any]) -> int:
-    """The index the env gives the episode its ``reset`` just started (the index its settled
-    record will carry)."""
-    return int(info["episode_index"])
+def episode_index(info: Mapping[str, Any]) -> int:
+    """The number the env gives the episode its ``reset`` just started
+    (``info["settlement_episode"]``), which its settled record carries as ``index``.
+
+    Raises ``ValueError`` when the env reports none (its stack has no reward model in
+    ``calls: deferred``)."""
+    if "settlement_episode" not in info:
+        raise ValueError(
+            "the env reports no settlement_episode: its stack does not settle episodes "
+            "(reward_model.calls: deferred with kind: progress)"
+        )
+    return int(info["settlement_episode"])
+
+
+def saturation_waits(envs: Sequence[Any]) -> int:
+    """Resets that waited because the env had ``max_unsettled_episodes`` episodes unsettled
+    (the reward service is saturated), summed over ``envs``."""
+    total = 0
+    for env in envs:
+        tracker = env.get_wrapper_attr("tracker")
+        total += int(tracker.deferred_stats().get("saturation_waits", 0))
+    return total
 
 
 def settling_slots(stack: Mapping[str, Any], envs: Sequence[Any]) -> list[SettlingSlot] | None:

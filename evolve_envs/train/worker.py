@@ -19,6 +19,16 @@ from the training config's ``env`` + ``reward_model`` blocks (any Gymnasium ID t
 * **synchronous** (GRPO): :meth:`RolloutWorker.collect_episodes` plays one whole episode per env
   from the given reset seeds with the given weights and returns them.
 
+**Settled episodes** (``reward_model.calls: deferred``, the training configs' default): the env
+never waits for the reward model, so a step's reward is not known when the step returns. Each
+env's episode is kept (:mod:`evolve_envs.train.settling`) until the reward model has answered
+its last check; the trajectory the worker then pushes carries the settled rewards, ends at the
+step of a model-judged done (the steps played after it are cut and counted) and is exactly what
+``calls: sync`` would have produced for the same actions. In :meth:`~RolloutWorker.run` a
+trajectory is pushed when its episode settles (``segment_length`` cuts a settled episode into
+segments, pushed together); in :meth:`~RolloutWorker.collect_episodes` every env plays its
+episode without waiting and the call then waits for the last answers only.
+
 The actor is created with ``max_restarts`` and ``max_task_retries=-1`` (:func:`start_workers`):
 when its process dies, Ray starts a new one (the constructor rebuilds the envs and the policy)
 and re-submits the interrupted :meth:`~RolloutWorker.run` call, so collection continues; the
@@ -245,7 +255,7 @@ class RolloutWorker:
         """Reset env ``i`` with ``seed``; with settled episodes, its slot starts the episode."""
         obs, info = self.envs[i].reset(seed=seed)
         if self.settling is not None:
-            self.settling[i].start(episode_index(self.envs[i], info))
+            self.settling[i].start(episode_index(info))
         return with_task(obs, info)
 
     def _play_step(
@@ -377,7 +387,7 @@ class RolloutWorker:
         """Send the registry what was counted since the last report (each count once, however
         many :meth:`run` calls this incarnation makes)."""
         if self.settling is not None:
-            self.counts.update(settling_counts(self.settling))
+            self.counts.update(settling_counts(self.settling, self.envs))
         delta = {k: v - self._reported[k] for k, v in self.counts.items()}
         if any(delta.values()):
             self.registry.report.remote(self.worker_id, delta)  # fire and forget
@@ -427,6 +437,8 @@ class RolloutWorker:
             if len(trajs) != 1:
                 raise RuntimeError(f"env {i} settled {len(trajs)} episodes for one played")
             out[i] = trajs[0]
+        if self.registry is not None:
+            self._report()
         return out
 
     def close(self) -> None:

@@ -1,0 +1,214 @@
+"""D4: env steps the learner takes in with a slow reward model, with and without settled episodes.
+
+DistRL's own regime: the shipped ReachPlace training config with three workers at 1×/1×/3× a
+20 ms step (``workers.step_delay_s``). Each algorithm runs the same minutes in three arms, one
+after the other (the order turns every round):
+
+* ``instant`` — the reward model answers at once (the config's ``calls`` as shipped before
+  settled episodes, ``async``): the reference;
+* ``slow`` — a 500 ms reward model (the mock backend's ``latency_ms``), ``calls: async``: the
+  env waits for late answers and at every episode's end;
+* ``slow_deferred`` — the same model, ``calls: deferred``: the env never waits, the worker hands
+  each episode on once it is settled.
+
+Every run goes through the library's own entry (:func:`evolve_envs.train.driver.run_train`, as
+``evolve-envs train`` runs it). Reported per run: the env steps the learner took in
+(``env_steps_in``) and the env steps the workers played, and per arm the ratio to ``instant``
+in the same round. The load average is logged while the runs go (``load.log``).
+
+    python bench/d4_settled_intake.py                        # DistRL and GRPO, 2 min per run
+    python bench/d4_settled_intake.py --algos distrl --minutes 3
+    python bench/d4_settled_intake.py --quick                # 0.3 min per run, a smoke test
+    python bench/d4_settled_intake.py --report-only          # the table from the records
+
+Records (one JSON per run) and the table go to ``bench/results/d4_settled_intake/`` (``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from _common import ROOT, LoadLog, load_samples, machine_note, print_table
+from _d3_runs import BASE_CONFIG, config_label, load_range, ray_init, read_records, write_json
+
+OUT = ROOT / "bench" / "results" / "d4_settled_intake"
+ARMS = ("instant", "slow", "slow_deferred")
+
+
+def arm_overrides(
+    arm: str, speeds: Sequence[float] = (1.0, 1.0, 3.0), step_ms: float = 20.0,
+    latency_ms: float = 500.0,
+) -> list[str]:  # fmt: skip
+    """The ``KEY=VALUE`` overrides of an arm: the workers of mixed speed, the model's latency
+    and the call mode.
+
+    >>> arm_overrides("slow_deferred")[1::2]
+    ['workers.step_delay_s=[0.02, 0.02, 0.06]', 'reward_model.calls=deferred']
+    """
+    if arm not in ARMS:
+        raise ValueError(f"arm: expected one of {ARMS}, got {arm!r}")
+    delays = [round(step_ms * float(s) / 1000.0, 6) for s in speeds]
+    latency = 0.0 if arm == "instant" else latency_ms
+    return [
+        f"workers.num_workers={len(delays)}",
+        f"workers.step_delay_s={json.dumps(delays)}",
+        f"reward_model.embedded_backend_kwargs.latency_ms={latency:g}",
+        f"reward_model.calls={'deferred' if arm == 'slow_deferred' else 'async'}",
+    ]
+
+
+def one_run(config: Path, algo: str, arm: str, minutes: float, seed: int, out: Path,
+            latency_ms: float) -> dict[str, Any]:  # fmt: skip
+    """Train ``minutes`` with the arm's overrides; the record of the run."""
+    import io
+
+    from evolve_envs.train.driver import TrainOptions, run_train
+
+    run_dir = out / "runs" / f"{algo}-{arm}-s{seed}"
+    overrides = arm_overrides(arm, latency_ms=latency_ms)
+    log = run_dir / "load.log"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log.unlink(missing_ok=True)
+    t0 = time.monotonic()
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    with LoadLog(log, every_s=max(1.0, min(30.0, minutes * 10))):
+        res = run_train(
+            TrainOptions(
+                config=[str(config)],
+                algo=algo,
+                run_dir=run_dir,
+                minutes=minutes,
+                overrides=[
+                    *overrides,
+                    f"run.seed={seed}",
+                    "run.tensorboard=false",
+                    f"run.log_every_s={max(2.0, minutes * 6):g}",
+                ],  # fmt: skip
+                progress_bar=False,
+                log=io.StringIO(),
+            )
+        )
+    counters = {k: int(v) for k, v in res.counters.items()}
+    workers = _worker_counts(run_dir)
+    return {
+        "algo": algo,
+        "arm": arm,
+        "seed": seed,
+        "minutes": minutes,
+        "config": config_label(config),
+        "overrides": overrides,
+        "started_utc": started,
+        "wall_s": round(time.monotonic() - t0, 1),
+        "env_steps_in": counters.get("env_steps_in", 0),
+        "counters": counters,
+        "last_row": {k: v for k, v in res.last_metrics.items() if isinstance(v, int | float)},
+        "workers": workers,
+        "load": [float(x) for x in load_samples(log)],
+    }
+
+
+def _worker_counts(run_dir: Path) -> dict[str, Any]:
+    """The last metrics row's worker columns (settled episodes, cut steps, unsettled ones)."""
+    import csv
+
+    path = run_dir / "metrics.csv"
+    if not path.is_file():
+        return {}
+    rows = list(csv.DictReader(path.open()))
+    if not rows:
+        return {}
+    keys = ("worker_env_steps", "settled_episodes", "cut_steps", "unsettled_episodes")
+    return {k: float(rows[-1][k]) for k in keys if rows[-1].get(k) not in (None, "")}
+
+
+def report(out: Path) -> str:
+    """The table of every record in ``out`` (per algorithm and arm: env steps taken in per run,
+    their mean, the ratio to ``instant`` per round), written to ``out/summary.md``."""
+    records = read_records(out, "r*.json")
+    if not records:
+        raise SystemExit(f"no records in {out}")
+    rows = []
+    for algo in sorted({r["algo"] for r in records}):
+        mine = [r for r in records if r["algo"] == algo]
+        rounds = sorted({r["round"] for r in mine})
+        base = {r["round"]: r["env_steps_in"] for r in mine if r["arm"] == "instant"}
+        for arm in ARMS:
+            runs = [r for r in mine if r["arm"] == arm]
+            if not runs:
+                continue
+            steps = [r["env_steps_in"] for r in runs]
+            ratios = [r["env_steps_in"] / base[r["round"]] for r in runs
+                      if base.get(r["round"])]  # fmt: skip
+            rows.append([
+                algo, arm, len(runs), " / ".join(str(s) for s in steps), float(np.mean(steps)),
+                " / ".join(f"{x:.2f}" for x in ratios) if ratios else "-",
+                float(np.mean(ratios)) if ratios else math.nan,
+            ])  # fmt: skip
+        del rounds
+    minutes = sorted({r["minutes"] for r in records})
+    load = load_range([{"load": {"samples": r["load"]}} for r in records])
+    title = (f"D4, env steps the learner took in, {', '.join(f'{m:g}' for m in minutes)} min "
+             f"per run, workers 1x/1x/3x of a 20 ms step, config {records[0]['config']}. "
+             f"{machine_note(load)}")  # fmt: skip
+    text = print_table(
+        title,
+        [
+            "algo",
+            "arm",
+            "runs",
+            "env steps in (per run)",
+            "mean",
+            "/ instant (per round)",
+            "mean ratio",
+        ],  # fmt: skip
+        rows,
+    )
+    (out / "summary.md").write_text(text + "\n")
+    return text
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--algos", nargs="+", default=["distrl", "grpo"], choices=["distrl", "grpo"])
+    ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS)
+    ap.add_argument("--minutes", type=float, default=2.0, help="training budget per run")
+    ap.add_argument("--rounds", type=int, default=1, help="rounds of every arm per algorithm")
+    ap.add_argument("--latency-ms", type=float, default=500.0)
+    ap.add_argument("--config", type=Path, default=BASE_CONFIG)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help="0.3 min per run (a smoke test)")
+    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--report-only", action="store_true")
+    args = ap.parse_args(argv)
+    out = args.out
+    if not args.report_only:
+        import ray
+
+        minutes = 0.3 if args.quick else args.minutes
+        out.mkdir(parents=True, exist_ok=True)
+        ray_init(2)
+        try:
+            for rnd in range(args.rounds):
+                for algo in args.algos:
+                    arms = args.arms if rnd % 2 == 0 else list(reversed(args.arms))
+                    for arm in arms:
+                        rec = one_run(args.config, algo, arm, minutes, args.seed + rnd, out,
+                                      args.latency_ms)  # fmt: skip
+                        rec["round"] = rnd
+                        write_json(out / f"r{rnd}-{algo}-{arm}.json", rec)
+                        print(f"{algo} {arm} round {rnd}: {rec['env_steps_in']} env steps in, "
+                              f"load {rec['load']}", flush=True)  # fmt: skip
+        finally:
+            ray.shutdown()
+    report(out)
+
+
+if __name__ == "__main__":
+    main()
