@@ -124,52 +124,61 @@ def _worker_counts(run_dir: Path) -> dict[str, Any]:
     rows = list(csv.DictReader(path.open()))
     if not rows:
         return {}
-    keys = ("worker_env_steps", "settled_episodes", "cut_steps", "unsettled_episodes")
-    return {k: float(rows[-1][k]) for k in keys if rows[-1].get(k) not in (None, "")}
+    keys = ("worker_env_steps", "settled_episodes", "cut_steps", "unsettled_episodes",
+            "saturation_waits")  # fmt: skip
+    out = {k: float(rows[-1][k]) for k in keys if rows[-1].get(k) not in (None, "")}
+    lags = [float(r["staleness"]) for r in rows if r.get("staleness") not in (None, "", "nan")]
+    out["staleness_mean"] = float(np.mean(lags)) if lags else math.nan
+    return out
 
 
 def report(out: Path) -> str:
-    """The table of every record in ``out`` (per algorithm and arm: env steps taken in per run,
-    their mean, the ratio to ``instant`` per round), written to ``out/summary.md``."""
+    """The table of every record in ``out``, written to ``out/summary.md``: per algorithm and
+    arm, the env steps the learner took in per run, their mean and ratio to ``instant`` in the
+    same round, and the means of the env steps the workers played, the resets that waited for
+    a saturated service and the policy-version staleness at intake."""
     records = read_records(out, "r*.json")
     if not records:
         raise SystemExit(f"no records in {out}")
     rows = []
     for algo in sorted({r["algo"] for r in records}):
         mine = [r for r in records if r["algo"] == algo]
-        rounds = sorted({r["round"] for r in mine})
         base = {r["round"]: r["env_steps_in"] for r in mine if r["arm"] == "instant"}
         for arm in ARMS:
             runs = [r for r in mine if r["arm"] == arm]
             if not runs:
                 continue
             steps = [r["env_steps_in"] for r in runs]
-            ratios = [r["env_steps_in"] / base[r["round"]] for r in runs
-                      if base.get(r["round"])]  # fmt: skip
-            rows.append([
-                algo, arm, len(runs), " / ".join(str(s) for s in steps), float(np.mean(steps)),
-                " / ".join(f"{x:.2f}" for x in ratios) if ratios else "-",
-                float(np.mean(ratios)) if ratios else math.nan,
-            ])  # fmt: skip
-        del rounds
+            ratios = [r["env_steps_in"] / base[r["round"]] for r in runs if base.get(r["round"])]
+
+            def mean_of(key: str, runs: list[dict[str, Any]] = runs) -> float:
+                vals = [r["workers"].get(key, math.nan) for r in runs]
+                return float(np.mean(vals)) if vals else math.nan
+
+            rows.append(
+                [
+                    algo,
+                    arm,
+                    len(runs),
+                    " / ".join(str(s) for s in steps),
+                    float(np.mean(steps)),
+                    " / ".join(f"{x:.2f}" for x in ratios) if ratios else "-",
+                    float(np.mean(ratios)) if ratios else math.nan,
+                    mean_of("worker_env_steps"),
+                    mean_of("saturation_waits"),
+                    mean_of("staleness_mean"),
+                ]
+            )
     minutes = sorted({r["minutes"] for r in records})
     load = load_range([{"load": {"samples": r["load"]}} for r in records])
-    title = (f"D4, env steps the learner took in, {', '.join(f'{m:g}' for m in minutes)} min "
-             f"per run, workers 1x/1x/3x of a 20 ms step, config {records[0]['config']}. "
-             f"{machine_note(load)}")  # fmt: skip
-    text = print_table(
-        title,
-        [
-            "algo",
-            "arm",
-            "runs",
-            "env steps in (per run)",
-            "mean",
-            "/ instant (per round)",
-            "mean ratio",
-        ],  # fmt: skip
-        rows,
+    title = (
+        f"D4, env steps the learner took in, {', '.join(f'{m:g}' for m in minutes)} min "
+        f"per run, workers 1x/1x/3x of a 20 ms step, config {records[0]['config']}. "
+        f"{machine_note(load)}"
     )
+    headers = ["algo", "arm", "runs", "env steps in (per run)", "mean", "/ instant (per round)",
+               "mean ratio", "env steps played", "saturation waits", "staleness"]  # fmt: skip
+    text = print_table(title, headers, rows)
     (out / "summary.md").write_text(text + "\n")
     return text
 

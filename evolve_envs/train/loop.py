@@ -337,6 +337,7 @@ SETTLEMENT_COLUMNS = {
     "settled_episodes": "settled",
     "cut_steps": "cut_steps",
     "unsettled_episodes": "unsettled",
+    "saturation_waits": "saturation_waits",
 }
 
 
@@ -363,8 +364,9 @@ def _row(
     # every env of a worker always has an episode under way: a restart loses one per env (the
     # trajectory queue takes whole trajectories only, so none of them reaches the learner)
     row["lost_episodes"] = row["worker_restarts"] * num_envs
-    # settled episodes (calls: deferred): handed on, steps cut after a model-judged done, and
-    # ended ones whose answers are not all in yet (0 with the other call modes)
+    # settled episodes (calls: deferred): handed on, steps cut after a model-judged done, ended
+    # ones whose answers are not all in yet, resets that waited for a saturated reward service
+    # (0 with the other call modes)
     for column, key in SETTLEMENT_COLUMNS.items():
         row[column] = sum(int(w.get(key, 0)) for w in per_worker.values())
     row.update(algo.metrics())
