@@ -21,7 +21,8 @@ in the same round. The load average is logged while the runs go (``load.log``).
     python bench/d4_settled_intake.py --quick                # 0.3 min per run, a smoke test
     python bench/d4_settled_intake.py --report-only          # the table from the records
 
-Records (one JSON per run) and the table go to ``bench/results/d4_settled_intake/`` (``--out``).
+Records (one JSON per run) and the table go to ``bench/results/d4_settled_intake/`` (``--out``);
+the runs' own directories to ``runs/d4_settled_intake/`` (``--runs``).
 """
 
 from __future__ import annotations
@@ -64,14 +65,14 @@ def arm_overrides(
     ]
 
 
-def one_run(config: Path, algo: str, arm: str, minutes: float, seed: int, out: Path,
+def one_run(config: Path, algo: str, arm: str, minutes: float, seed: int, runs: Path,
             latency_ms: float) -> dict[str, Any]:  # fmt: skip
     """Train ``minutes`` with the arm's overrides; the record of the run."""
     import io
 
     from evolve_envs.train.driver import TrainOptions, run_train
 
-    run_dir = out / "runs" / f"{algo}-{arm}-s{seed}"
+    run_dir = runs / f"{algo}-{arm}-s{seed}"
     overrides = arm_overrides(arm, latency_ms=latency_ms)
     log = run_dir / "load.log"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -194,6 +195,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="0.3 min per run (a smoke test)")
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--runs", type=Path, default=ROOT / "runs" / "d4_settled_intake",
+                    help="the training runs' directories (not kept in the repository)")  # fmt: skip
     ap.add_argument("--report-only", action="store_true")
     args = ap.parse_args(argv)
     out = args.out
@@ -208,8 +211,8 @@ def main(argv: list[str] | None = None) -> None:
                 for algo in args.algos:
                     arms = args.arms if rnd % 2 == 0 else list(reversed(args.arms))
                     for arm in arms:
-                        rec = one_run(args.config, algo, arm, minutes, args.seed + rnd, out,
-                                      args.latency_ms)  # fmt: skip
+                        rec = one_run(args.config, algo, arm, minutes, args.seed + rnd,
+                                      args.runs, args.latency_ms)  # fmt: skip
                         rec["round"] = rnd
                         write_json(out / f"r{rnd}-{algo}-{arm}.json", rec)
                         print(f"{algo} {arm} round {rnd}: {rec['env_steps_in']} env steps in, "
