@@ -71,6 +71,7 @@ from evolve_envs.train.worker_env import (
     policy_from_config,
     reward_transport,
     with_task,
+    worker_stack,
 )
 
 __all__ = [
@@ -166,7 +167,7 @@ class RolloutWorker:
         self.step_delay_s = float(delays[self.worker_id]) if delays else 0.0
         self.version = -1
         # calls: deferred: one slot per env keeps each episode until the reward model settles it
-        self.settling = settling_slots(self.cfg.stack(self.worker_id), self.envs)
+        self.settling = settling_slots(worker_stack(self.cfg, self.worker_id), self.envs)
         self.counts = {"pushed": 0, "dropped": 0, "env_steps": 0, "episodes": 0, **SETTLING_COUNTS}
         self._reported = dict.fromkeys(self.counts, 0)  # the part of counts the registry has
 
