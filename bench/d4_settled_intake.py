@@ -9,7 +9,10 @@ after the other (the order turns every round):
 * ``slow`` — a 500 ms reward model (the mock backend's ``latency_ms``), ``calls: async``: the
   env waits for late answers and at every episode's end;
 * ``slow_deferred`` — the same model, ``calls: deferred``: the env never waits, the worker hands
-  each episode on once it is settled.
+  each episode on once it is settled;
+* ``slow_2x``, ``slow_deferred_2x`` (with ``--arms``) — the same two call modes against the same
+  500 ms model on two services (the workers' endpoint pool spreads the checks): one service
+  answers at most 8 checks per 500 ms batch, fewer than this regime asks for at instant speed.
 
 Every run goes through the library's own entry (:func:`evolve_envs.train.driver.run_train`, as
 ``evolve-envs train`` runs it). Reported per run: the env steps the learner took in
@@ -18,6 +21,8 @@ in the same round. The load average is logged while the runs go (``load.log``).
 
     python bench/d4_settled_intake.py                        # DistRL and GRPO, 2 min per run
     python bench/d4_settled_intake.py --algos distrl --minutes 3
+    python bench/d4_settled_intake.py --algos distrl --arms instant slow_2x slow_deferred_2x \
+        --first-round 1                                      # the model on two services
     python bench/d4_settled_intake.py --quick                # 0.3 min per run, a smoke test
     python bench/d4_settled_intake.py --report-only          # the table from the records
 
@@ -28,6 +33,7 @@ the runs' own directories to ``runs/d4_settled_intake/`` (``--runs``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import time
@@ -40,15 +46,15 @@ from _common import ROOT, LoadLog, load_samples, machine_note, print_table
 from _d3_runs import BASE_CONFIG, config_label, load_range, ray_init, read_records, write_json
 
 OUT = ROOT / "bench" / "results" / "d4_settled_intake"
-ARMS = ("instant", "slow", "slow_deferred")
+ARMS = ("instant", "slow", "slow_deferred", "slow_2x", "slow_deferred_2x")
 
 
 def arm_overrides(
     arm: str, speeds: Sequence[float] = (1.0, 1.0, 3.0), step_ms: float = 20.0,
-    latency_ms: float = 500.0,
+    latency_ms: float = 500.0, endpoints: Sequence[str] = (),
 ) -> list[str]:  # fmt: skip
     """The ``KEY=VALUE`` overrides of an arm: the workers of mixed speed, the model's latency
-    and the call mode.
+    and the call mode (``_2x`` arms: the ``endpoints`` of two services, started by the caller).
 
     >>> arm_overrides("slow_deferred")[1::2]
     ['workers.step_delay_s=[0.02, 0.02, 0.06]', 'reward_model.calls=deferred']
@@ -57,11 +63,16 @@ def arm_overrides(
         raise ValueError(f"arm: expected one of {ARMS}, got {arm!r}")
     delays = [round(step_ms * float(s) / 1000.0, 6) for s in speeds]
     latency = 0.0 if arm == "instant" else latency_ms
+    where = (
+        f"reward_model.endpoint={json.dumps(list(endpoints))}"
+        if arm.endswith("_2x")
+        else f"reward_model.embedded_backend_kwargs.latency_ms={latency:g}"
+    )
     return [
         f"workers.num_workers={len(delays)}",
         f"workers.step_delay_s={json.dumps(delays)}",
-        f"reward_model.embedded_backend_kwargs.latency_ms={latency:g}",
-        f"reward_model.calls={'deferred' if arm == 'slow_deferred' else 'async'}",
+        where,
+        f"reward_model.calls={'deferred' if 'deferred' in arm else 'async'}",
     ]
 
 
@@ -70,16 +81,22 @@ def one_run(config: Path, algo: str, arm: str, minutes: float, seed: int, runs: 
     """Train ``minutes`` with the arm's overrides; the record of the run."""
     import io
 
+    from evolve_envs.reward.service.embedded import EmbeddedService
     from evolve_envs.train.driver import TrainOptions, run_train
 
     run_dir = runs / f"{algo}-{arm}-s{seed}"
-    overrides = arm_overrides(arm, latency_ms=latency_ms)
     log = run_dir / "load.log"
     run_dir.mkdir(parents=True, exist_ok=True)
     log.unlink(missing_ok=True)
     t0 = time.monotonic()
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    with LoadLog(log, every_s=max(1.0, min(30.0, minutes * 10))):
+    with contextlib.ExitStack() as services:
+        # _2x arms: the same 500 ms model on two services, the workers' pool spreads the checks
+        model = {"rule": "reach_place", "latency_ms": latency_ms}
+        urls = [services.enter_context(EmbeddedService("mock", model)).url
+                for _ in range(2 if arm.endswith("_2x") else 0)]  # fmt: skip
+        overrides = arm_overrides(arm, latency_ms=latency_ms, endpoints=urls)
+        services.enter_context(LoadLog(log, every_s=max(1.0, min(30.0, minutes * 10))))
         res = run_train(
             TrainOptions(
                 config=[str(config)],
@@ -187,9 +204,10 @@ def report(out: Path) -> str:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--algos", nargs="+", default=["distrl", "grpo"], choices=["distrl", "grpo"])
-    ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS)
+    ap.add_argument("--arms", nargs="+", default=list(ARMS[:3]), choices=ARMS)
     ap.add_argument("--minutes", type=float, default=2.0, help="training budget per run")
     ap.add_argument("--rounds", type=int, default=1, help="rounds of every arm per algorithm")
+    ap.add_argument("--first-round", type=int, default=0, help="number of the first round")
     ap.add_argument("--latency-ms", type=float, default=500.0)
     ap.add_argument("--config", type=Path, default=BASE_CONFIG)
     ap.add_argument("--seed", type=int, default=0)
@@ -207,7 +225,7 @@ def main(argv: list[str] | None = None) -> None:
         out.mkdir(parents=True, exist_ok=True)
         ray_init(2)
         try:
-            for rnd in range(args.rounds):
+            for rnd in range(args.first_round, args.first_round + args.rounds):
                 for algo in args.algos:
                     arms = args.arms if rnd % 2 == 0 else list(reversed(args.arms))
                     for arm in arms:
