@@ -50,10 +50,10 @@ outstanding request is waited for and applied, so the episode's reward sum is ex
 
 Async timing (``max_lag_steps="auto"``, ``last_check="before_limit"``): the tracker measures the
 answer latency in env steps and waits only for answers late for this service, and moves the
-grid's last check so its answer is back before a known time limit; docs/PROGRESS.md, "Hiding the
-latency", has the rules. Either way every answer sent is applied (and waited for at the end if it
-is not back), so the reward sum stays exact. The summary counts the answers waited for
-mid-episode (``lag_waits``) and at the end (``end_waits``).
+grid's last check so its answer is back before a known time limit (the rules:
+docs/PROGRESS.md, "Hiding the latency (async)"). Either way every answer sent is applied (and
+waited for at the end if it is not back), so the reward sum stays exact. The summary counts the
+answers waited for mid-episode (``lag_waits``) and at the end (``end_waits``).
 
 ``"deferred"`` — the env never waits: checks are sent on the ``sync`` grid, ``observe`` returns a
 model reward of 0 and the episode is handed on, settled, once its last answer is in:
