@@ -261,6 +261,11 @@ class ProgressReward(
         ep = self.tracker.running_episode(wait)
         return None if ep is None else self._with_env_part(ep)
 
+    def deferred_stats(self) -> dict[str, int | float]:
+        """``calls: deferred``: unsettled episodes, frame bytes held, saturation waits, answer
+        timeouts, cut steps (``ProgressTracker.deferred_stats``)."""
+        return self.tracker.deferred_stats()
+
     def _with_env_part(self, ep: SettledEpisode) -> SettledEpisode:
         env = self._env_rewards.pop(ep.index, []) if ep.final else self._env_rewards.get(ep.index)
         env_part = np.zeros(ep.length) if env is None else np.asarray(env[: ep.length], float)
