@@ -415,6 +415,7 @@ class ProgressTracker:
     def _send(self, step: int, holder: FrameHolder) -> None:
         ep, s = self._ep, self.settings
         frame = holder.get()
+        sent = 2 if s.needs_pairwise else min(len(ep.check_frames) + 1, s.trajectory_max_frames)
         base, milestone, future = self._mode.send(self._call, ep, step, frame)
         done_future = None
         if s.needs_done:
@@ -426,8 +427,8 @@ class ProgressTracker:
         pending = PendingCheck(step, base, milestone, future, done_future, deadline)
         if s.calls != "sync":
             self._timing.track(pending)
-        if s.calls == "deferred":  # the request's frames: the base and this one (and /done's)
-            pending.frame_bytes = (2 + 2 * (done_future is not None)) * frame.nbytes
+        if s.calls == "deferred":  # the frames its requests carry (reported)
+            pending.frame_bytes = (sent + 3 * (done_future is not None)) * frame.nbytes
         ep.pending.append(pending)
         ep.last_sent_step = step
         self._mode.keep(ep, step, frame, milestone)
