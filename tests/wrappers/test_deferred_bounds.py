@@ -111,3 +111,18 @@ def test_deferred_is_refused_with_a_clear_error_when_misspelt() -> None:
 
     with pytest.raises(ConfigError, match="calls: expected one of 'sync', 'async' or 'deferred'"):
         TrackerSettings(calls="defered")
+
+
+def test_settled_rewards_refuses_a_stack_that_does_not_defer(slow: EmbeddedService) -> None:
+    import gymnasium as gym
+
+    from evolve_envs.wrappers.settled_rewards import SettledRewards
+
+    def build() -> gym.Env:
+        rm = {"enable": True, "endpoint": slow.url, "calls": "async"}
+        return make_env(env_factory=SyntheticProgressEnv, max_episode_steps=4, reward_model=rm)
+
+    vec = gym.vector.SyncVectorEnv([build])
+    with pytest.raises(ValueError, match=r"calls: deferred \(found calls: \['async'\]\)"):
+        SettledRewards(vec)
+    vec.close()
