@@ -126,3 +126,15 @@ def test_settled_rewards_refuses_a_stack_that_does_not_defer(slow: EmbeddedServi
     with pytest.raises(ValueError, match=r"calls: deferred \(found calls: \['async'\]\)"):
         SettledRewards(vec)
     vec.close()
+
+
+def test_recording_a_deferred_stack_is_refused(tmp_path) -> None:
+    from evolve_envs.progress.settings import ConfigError
+
+    rm = {"enable": True, "endpoint": "http://127.0.0.1:9", "calls": "deferred"}
+    with pytest.raises(ConfigError, match="record: .* calls: sync or async"):
+        make_env(
+            {"reward_model": rm, "record": {"dir": str(tmp_path)}},
+            env_factory=SyntheticProgressEnv,
+            max_episode_steps=4,
+        )
