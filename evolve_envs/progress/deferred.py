@@ -70,6 +70,9 @@ __all__ = ["DeferredSettlement", "EpisodeLedger"]
 
 logger = logging.getLogger(__name__)
 
+#: settled episodes held uncollected at which a warning says so (once per tracker)
+UNCOLLECTED_WARNING = 1024
+
 
 class EpisodeLedger:
     """One episode under deferred settlement: its state, its own answer settlement (and done
@@ -245,7 +248,7 @@ class DeferredSettlement:
             if not head.complete:
                 return
             self.unsettled.popleft()
-            self.ready.append(self._finalize(head))
+            self._hold(self._finalize(head))
 
     def pump_open(self, ledger: EpisodeLedger, wait: bool) -> int:
         """Apply the open episode's answers that are back (``wait``: all sent so far); returns
@@ -261,6 +264,17 @@ class DeferredSettlement:
         self.pump(wait)
         out, self.ready = self.ready, []
         return out
+
+    def _hold(self, episode: SettledEpisode) -> None:
+        """Keep a settled episode until it is asked for (nothing is dropped); say once when
+        they pile up uncollected."""
+        self.ready.append(episode)
+        if len(self.ready) == UNCOLLECTED_WARNING:
+            logger.warning(
+                "calls: deferred: %d settled episodes are waiting to be collected; call "
+                "settled() (settled_episodes(env), SettledRewards.settle()) to take them",
+                len(self.ready),
+            )
 
     def _pump_one(self, ledger: EpisodeLedger, wait: bool) -> None:
         ep = ledger.ep

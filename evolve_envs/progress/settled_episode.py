@@ -53,6 +53,8 @@ class SettledEpisode:
         final: ``False`` for a view of the running episode
             (``ProgressTracker.running_episode``): its steps so far, whose rewards are final, but
             the episode goes on.
+        alarm: the reward-hacking alarm's state after this episode (``info["reward_alarm"]``
+            under ``sync``), when the stack has ``HackingAlarm``; else ``None``.
     """
 
     index: int
@@ -66,6 +68,7 @@ class SettledEpisode:
     truncated: bool
     summary: dict[str, Any] = field(default_factory=dict)
     final: bool = True
+    alarm: dict[str, Any] | None = None
 
     @property
     def cut_steps(self) -> int:

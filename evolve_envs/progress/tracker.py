@@ -50,10 +50,10 @@ outstanding request is waited for and applied, so the episode's reward sum is ex
 
 Async timing (``max_lag_steps="auto"``, ``last_check="before_limit"``): the tracker measures the
 answer latency in env steps and waits only for answers late for this service, and moves the
-grid's last check so its answer is back before a known time limit; docs/PROGRESS.md, "Hiding the
-latency", has the rules. Either way every answer sent is applied (and waited for at the end if it
-is not back), so the reward sum stays exact. The summary counts the answers waited for
-mid-episode (``lag_waits``) and at the end (``end_waits``).
+grid's last check so its answer is back before a known time limit (the rules:
+docs/PROGRESS.md, "Hiding the latency (async)"). Either way every answer sent is applied (and
+waited for at the end if it is not back), so the reward sum stays exact. The summary counts the
+answers waited for mid-episode (``lag_waits``) and at the end (``end_waits``).
 
 ``"deferred"`` — the env never waits: checks are sent on the ``sync`` grid, ``observe`` returns a
 model reward of 0 and the episode is handed on, settled, once its last answer is in:
@@ -415,6 +415,7 @@ class ProgressTracker:
     def _send(self, step: int, holder: FrameHolder) -> None:
         ep, s = self._ep, self.settings
         frame = holder.get()
+        sent = 2 if s.needs_pairwise else min(len(ep.check_frames) + 1, s.trajectory_max_frames)
         base, milestone, future = self._mode.send(self._call, ep, step, frame)
         done_future = None
         if s.needs_done:
@@ -426,8 +427,8 @@ class ProgressTracker:
         pending = PendingCheck(step, base, milestone, future, done_future, deadline)
         if s.calls != "sync":
             self._timing.track(pending)
-        if s.calls == "deferred":  # the request's frames: the base and this one (and /done's)
-            pending.frame_bytes = (2 + 2 * (done_future is not None)) * frame.nbytes
+        if s.calls == "deferred":  # the frames its requests carry (reported)
+            pending.frame_bytes = (sent + 3 * (done_future is not None)) * frame.nbytes
         ep.pending.append(pending)
         ep.last_sent_step = step
         self._mode.keep(ep, step, frame, milestone)

@@ -25,10 +25,10 @@ progress client (a test double, a trainer's own client) also works; it stays the
 Put the time limit *below* this wrapper so truncation reaches it and the episode is settled.
 
 With ``calls: deferred`` a step never waits for the reward model: the reward returned is the env
-part alone (``env_reward_weight · env_reward``), ``info`` carries ``settlement_episode`` (the
-episode's number) and ``settlement_step`` (its step), and :meth:`ProgressReward.settled_episodes`
+part alone (``env_reward_weight · env_reward``), and :meth:`ProgressReward.settled_episodes`
 hands on each episode once its last answer is in, with the reward ``sync`` would have paid at
-every step (model and env parts) and the steps cut after a model done.
+every step (model and env parts) and the steps cut after a model done. ``info`` carries
+``settlement_episode`` (the episode's number) and ``settlement_step`` (its step) in every mode.
 
 Example: an env whose camera frame gets 64 grey levels brighter each step, against a local mock
 service whose *intensity* rule reads a flat grey frame of level ``g`` as progress ``100 g/255``::
@@ -205,7 +205,7 @@ class ProgressReward(
         info.update(self.tracker.step_info())
         if self._deferred:
             self._env_rewards[self.tracker.episodes] = []
-            info.update(settlement_episode=self.tracker.episodes, settlement_step=0)
+        info.update(settlement_episode=self.tracker.episodes, settlement_step=0)
         return obs, info
 
     @property
@@ -237,7 +237,7 @@ class ProgressReward(
         info["reward_model_reward"] = out.reward
         if self._deferred:
             self._env_rewards.setdefault(self.tracker.episodes, []).append(float(env_reward))
-            info.update(settlement_episode=self.tracker.episodes, settlement_step=self.episode_step)
+        info.update(settlement_episode=self.tracker.episodes, settlement_step=self.episode_step)
         self._last_info = dict(out.info)
         self._last_info.pop("episode_reward_model", None)
         reward = self.env_reward_weight * float(env_reward) + self.reward_weight * out.reward
@@ -260,6 +260,11 @@ class ProgressReward(
         :meth:`settled_episodes` (see ``ProgressTracker.running_episode``)."""
         ep = self.tracker.running_episode(wait)
         return None if ep is None else self._with_env_part(ep)
+
+    def deferred_stats(self) -> dict[str, int | float]:
+        """``calls: deferred``: unsettled episodes, frame bytes held, saturation waits, answer
+        timeouts, cut steps (``ProgressTracker.deferred_stats``)."""
+        return self.tracker.deferred_stats()
 
     def _with_env_part(self, ep: SettledEpisode) -> SettledEpisode:
         env = self._env_rewards.pop(ep.index, []) if ep.final else self._env_rewards.get(ep.index)

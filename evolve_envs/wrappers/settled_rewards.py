@@ -80,6 +80,15 @@ class SettledRewards(gym.vector.VectorWrapper):
         mode = env.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
         if mode != gym.vector.AutoresetMode.NEXT_STEP:
             raise ValueError(f"SettledRewards needs next-step autoreset (the default), got {mode}")
+        try:
+            calls = {getattr(settings, "calls", None) for settings in env.get_attr("settings")}
+        except AttributeError:
+            calls = {None}
+        if calls != {"deferred"}:
+            raise ValueError(
+                "SettledRewards: every sub-env must be a ProgressReward stack with "
+                f"reward_model.calls: deferred (found calls: {sorted(map(str, calls))})"
+            )
         self._rows: list[np.ndarray] = []  # per vector step: [num_envs, 2] (episode, step)
         self._start = 0
 
@@ -97,11 +106,8 @@ class SettledRewards(gym.vector.VectorWrapper):
 
     def _row(self, info: dict[str, Any]) -> np.ndarray:
         row = np.full((self.num_envs, 2), -1, np.int64)
-        if "settlement_episode" not in info:
-            raise RuntimeError(
-                "SettledRewards: the sub-envs report no settlement_episode; build them with "
-                "reward_model.calls: deferred (a ProgressReward stack)"
-            )
+        if "settlement_episode" not in info:  # a step past an episode's end: not a row of one
+            return row
         mask = np.asarray(info.get("_settlement_episode", np.ones(self.num_envs, bool)))
         row[mask, 0] = np.asarray(info["settlement_episode"])[mask]
         row[mask, 1] = np.asarray(info["settlement_step"])[mask]

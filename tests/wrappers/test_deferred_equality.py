@@ -225,3 +225,49 @@ def test_vector_rows_equal_sync_episodes(service: EmbeddedService) -> None:
         n = min(len(whole_sync), len(whole_deferred))
         assert n >= 3
         assert whole_deferred[:n] == whole_sync[:n]
+
+
+def test_the_alarm_sees_the_settled_episodes_as_it_sees_sync_ones(service: EmbeddedService) -> None:
+    """A ``make_env`` stack with the success bonus and the hacking alarm: the settled episodes
+    carry the rewards and the alarm states ``sync`` gives at each episode's end."""
+    from evolve_envs import make_env
+
+    def build(calls: str) -> gym.Env:
+        block = {
+            "enable": True,
+            "endpoint": service.url,
+            "calls": calls,
+            **SCHEDULE,
+            "success_bonus": 1.0,
+            "alarm": {"enable": True, "window": 2, "baseline": 2},
+        }
+        return make_env(env_factory=SyntheticProgressEnv, scripts=SCRIPTS, success_at=SUCCESS_AT,
+                        max_episode_steps=MAX_STEPS, reward_model=block)  # fmt: skip
+
+    env = build("sync")
+    try:
+        expected, alarms = [], []
+        env.reset(seed=0)
+        for _ in range(2 * len(SCRIPTS)):
+            rewards = []
+            while True:
+                _, reward, terminated, truncated, info = env.step(ACTION)
+                rewards.append(reward)
+                if terminated or truncated:
+                    break
+            expected.append(np.array(rewards))
+            alarms.append(info["reward_alarm"])
+            env.reset()
+    finally:
+        env.close()
+    env = build("deferred")
+    try:
+        play(env, 2 * len(SCRIPTS))
+        settled = settled_episodes(env, wait=True)
+    finally:
+        env.close()
+    assert len(settled) == len(expected)
+    for ep, rewards, alarm in zip(settled, expected, alarms, strict=True):
+        np.testing.assert_array_equal(ep.rewards, rewards)
+        assert ep.alarm == alarm
+    assert any(ep.rewards[-1] >= 1.0 for ep in settled)  # a success bonus was paid
