@@ -11,10 +11,6 @@ With ``reward_model.endpoint: embedded`` the job starts the reward service itsel
 ``embedded_backend``: ``mock`` with the *change* rule in the shipped configs) on a free loopback
 port, shares it between all envs, and stops it at the end.
 
-A config with ``reward_model.calls: deferred`` (a training config's choice) is rolled out with
-``calls: async``: the report reads each step's reward as the step returns, and ``async`` pays the
-same rewards, settling each episode on its last step.
-
 ``policy`` is ``"random"``, ``"zero"`` (gripper open), ``"module:function"`` or a callable; a
 callable gets one env's observation dict and returns that env's action.
 
@@ -189,11 +185,6 @@ def run_rollout(opts: RolloutOptions) -> RolloutReport:
     if opts.record is not None:
         sources.append({"record": {"dir": str(opts.record)}})
     cfg = load_config(*sources, overrides={"env": env_kwargs} if env_kwargs else None)
-    if getattr(cfg.reward_model, "calls", None) == "deferred":
-        # the report reads each step's reward as the step returns: deferred checks run async
-        # here (the same rewards, each episode settled on its last step)
-        sources.append({"reward_model": {"calls": "async"}})
-        cfg = load_config(*sources, overrides={"env": env_kwargs} if env_kwargs else None)
     check_extras(opts, cfg)
     rm = cfg.reward_model
     if rm.enable and getattr(rm, "calls", None) == "deferred":

@@ -23,7 +23,7 @@ zeros the steps returned, and the third step, played after the model's done, is 
     >>> slot = SettlingSlot(lambda wait: [records.pop()] if records else [])
     >>> for t in range(3):
     ...     slot.add({"s": np.full(2, t, np.float32)}, np.zeros(1, np.float32), 0.0, 0, False)
-    >>> slot.end({"s": np.full(2, 3, np.float32)}, {"is_success": False})
+    >>> slot.end({"s": np.full(2, 3, np.float32)})
     >>> slot.in_flight
     1
     >>> records.append(SimpleNamespace(index=0, length=2, rewards=np.array([0.1, 0.4]),
@@ -76,7 +76,6 @@ class PlayedEpisode:
     logp: list[float] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)
     success: list[bool] = field(default_factory=list)
-    end_info: dict[str, Any] = field(default_factory=dict)
 
     @property
     def steps(self) -> int:
@@ -108,8 +107,10 @@ def settled_trajectories(
         )
     terminated = bool(record.terminated)
     summary = dict(getattr(record, "summary", None) or {})
-    info = {**played.end_info, "is_success": bool(played.success[n - 1])}
-    info.pop("progress", None)  # the settled progress is the summary's
+    info: dict[str, Any] = {"is_success": bool(played.success[n - 1])}
+    alarm = getattr(record, "alarm", None)  # the hacking alarm's state after this episode
+    if isinstance(alarm, Mapping):
+        info["reward_alarm"] = alarm
     stats = episode_stats(
         episode_return=float(rewards.sum()),
         length=n,
@@ -185,12 +186,11 @@ class SettlingSlot:
         is forgotten (its record, if the env sends one, is dropped)."""
         self.playing = PlayedEpisode(index=int(index))
 
-    def end(self, last_inputs: Mapping[str, np.ndarray], info: Mapping[str, Any]) -> None:
-        """The episode under way ended (``last_inputs``: the observation after its last step,
-        ``info``: the step's info); it waits for its settlement."""
+    def end(self, last_inputs: Mapping[str, np.ndarray]) -> None:
+        """The episode under way ended (``last_inputs``: the observation after its last step);
+        it waits for its settlement."""
         ep = self.playing
         ep.inputs.append(dict(last_inputs))
-        ep.end_info = {k: info[k] for k in ("reward_alarm",) if k in info}
         self.unsettled[ep.index] = ep
         self.playing = PlayedEpisode(index=ep.index + 1)
 

@@ -276,7 +276,7 @@ class RolloutWorker:
         slot.add(inputs, action, logp, self.version, bool(info.get("is_success", False)))
         ended = bool(terminated or truncated)
         if ended:
-            slot.end(self._encode_one(nxt), info)
+            slot.end(self._encode_one(nxt))
             self.counts["episodes"] += 1
         return ended
 

@@ -44,6 +44,7 @@ def _config(calls: str, *, length: int = 12, terminate: bool = False, num_envs: 
                 "terminate_on_done": terminate,
                 "check_at_episode_end": True,
                 "dense_reward": True,
+                "alarm": {"enable": True, "window": 2, "baseline": 2},
             },
             "workers": {"num_workers": 1, "num_envs": num_envs, **workers},
             "policy": {
@@ -82,6 +83,9 @@ def test_a_settled_episode_is_the_sync_episode() -> None:
     _same_steps(sync[0], deferred[0])
     assert np.abs(sync[0].rewards).sum() > 0  # the model paid something: a real comparison
     assert deferred[0].episode_stats[0]["return"] == pytest.approx(float(sync[0].rewards.sum()))
+    # the hacking alarm was fed the settled episode: its state is in the stats, as under sync
+    assert "alarm_firing" in sync[0].episode_stats[0]
+    assert deferred[0].episode_stats[0]["alarm_firing"] == sync[0].episode_stats[0]["alarm_firing"]
 
 
 def test_steps_after_a_model_done_are_cut_as_sync_never_plays_them() -> None:
@@ -126,7 +130,7 @@ def test_waiting_for_an_episode_the_env_never_settles_raises() -> None:
     slot = SettlingSlot(lambda wait: [])
     slot.start(0)
     slot.add({"s": np.zeros(1, np.float32)}, np.zeros(1, np.float32), 0.0, 0, False)
-    slot.end({"s": np.zeros(1, np.float32)}, {})
+    slot.end({"s": np.zeros(1, np.float32)})
     with pytest.raises(RuntimeError, match="settled none of its 1 ended episodes"):
         slot.settle(worker_id=0, wait=True)
 

@@ -155,7 +155,7 @@ def build_progress_stack(
         raise ConfigError(
             "reward_model.calls: 'deferred' is not supported in RLinf's env worker: it keeps "
             "each chunk's rewards as the chunk returns (docs/rlinf.md, \"Late rewards in "
-            "RLinf\"); use calls: async"
+            'RLinf"); use calls: async'
         )
     with contextlib.ExitStack() as undo:  # a failure here closes the model again
         model = undo.enter_context(open_reward_model(cfg, max_workers=max(1, min(num_envs, 64))))
