@@ -163,8 +163,8 @@ class EpisodeLedger:
 
 
 class DeferredSettlement:
-    """A tracker's deferred episodes: the open one and those waiting for answers (see the
-    module docstring).
+    """A tracker's ended deferred episodes, waiting for answers or settled and not yet handed on
+    (see the module docstring); the tracker keeps the open episode's ledger and passes it in.
 
     Args:
         settings: the tracker's settings (``max_unsettled_episodes``, ``answer_timeout_s``).
