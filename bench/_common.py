@@ -193,6 +193,10 @@ class StackSwitch(gym.Env):
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         return self.stacks[self.active].step(action)
 
+    def call_active(self, name: str, *args: Any) -> Any:
+        """``name(*args)`` of the active stack (a wrapper's method, e.g. ``settled_episodes``)."""
+        return self.stacks[self.active].get_wrapper_attr(name)(*args)
+
     def close(self) -> None:
         for env in self.stacks.values():
             env.close()

@@ -7,7 +7,8 @@ writes both, each arm tuned with the same budget), on seeds never used in tuning
 * ``--regime instant``: the config as shipped (embedded mock reward model, instant answers,
   2 equal workers);
 * ``--regime slow``: DistRL's own regime: the mock sleeps ``--latency-ms`` per backend batch
-  (reward calls stay asynchronous, as shipped) and three workers run at ``--speeds`` (1x/1x/3x)
+  (reward calls as shipped: ``deferred`` now, ``async`` in the recorded D3 runs) and three
+  workers run at ``--speeds`` (1x/1x/3x)
   of a ``--step-ms`` simulator step (``workers.step_delay_s``).
 
 Seeds run interleaved (seed ``k`` of every arm, the order rotating with ``k``), one run at a

@@ -222,6 +222,14 @@ def run_rollout(opts: RolloutOptions) -> RolloutReport:
     cfg = load_config(*sources, overrides={"env": env_kwargs} if env_kwargs else None)
     check_extras(opts, cfg)
     rm = cfg.reward_model
+    if rm.enable and getattr(rm, "calls", None) == "deferred":
+        from evolve_envs.cli.errors import CliError
+
+        raise CliError(
+            "evolve-envs rollout reports each step's reward as the step returns it, and under "
+            "reward_model.calls: deferred the model's part comes later, with the settled episode; "
+            "roll out with calls: sync or async (the rewards are the same)"
+        )
     if opts.record is not None:  # name the embedded service's spec, not its loopback URL
         from evolve_envs.stack.factory import describe_reward_model
 

@@ -279,6 +279,13 @@ def build_stack(
     instead of ``reward_model.endpoint`` and is left open; without it the stack opens a pool of its
     own, closed with the reward wrapper's client.
     """
+    rm = cfg.reward_model
+    if cfg.record is not None and rm.enable and getattr(rm, "calls", None) == "deferred":
+        raise ConfigError(
+            "record: a recording takes each step's reward as the step returns it; with "
+            "reward_model.calls: deferred the model's part comes later, with the settled episode "
+            "(record with calls: sync or async)"
+        )
     if cfg.record is not None:  # outermost, so it sees the reward wrappers' info
         from evolve_envs.wrappers.record_episodes import RecordEpisodes
 

@@ -338,6 +338,17 @@ class _Snapshots:
         torch.save(payload, self.dir / f"{int(counters['updates']):08d}-{t:08.1f}.pt")
 
 
+#: Metrics columns summed over the workers' counters (:data:`~evolve_envs.train.settling.
+#: SETTLING_COUNTS` and the env steps they played).
+SETTLEMENT_COLUMNS = {
+    "worker_env_steps": "env_steps",
+    "settled_episodes": "settled",
+    "cut_steps": "cut_steps",
+    "unsettled_episodes": "unsettled",
+    "saturation_waits": "saturation_waits",
+}
+
+
 def _row(
     algo: Algorithm,
     stats: IntervalStats,
@@ -361,6 +372,11 @@ def _row(
     # every env of a worker always has an episode under way: a restart loses one per env (the
     # trajectory queue takes whole trajectories only, so none of them reaches the learner)
     row["lost_episodes"] = row["worker_restarts"] * num_envs
+    # settled episodes (calls: deferred): handed on, steps cut after a model-judged done, ended
+    # ones whose answers are not all in yet, resets that waited for a saturated reward service
+    # (0 with the other call modes)
+    for column, key in SETTLEMENT_COLUMNS.items():
+        row[column] = sum(int(w.get(key, 0)) for w in per_worker.values())
     row.update(algo.metrics())
     row.setdefault("queue_depth", 0)
     row.setdefault("buffer_fill", float("nan"))

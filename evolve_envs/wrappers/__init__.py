@@ -24,6 +24,9 @@ _LAZY = {
     "ProgressReward": "evolve_envs.wrappers.progress_reward",
     "ProgressiveHorizon": "evolve_envs.wrappers.progressive_horizon",
     "RecordEpisodes": "evolve_envs.wrappers.record_episodes",
+    "SettledRewards": "evolve_envs.wrappers.settled_rewards",
+    "SettledRollout": "evolve_envs.wrappers.settled_rewards",
+    "settled_episodes": "evolve_envs.wrappers.settled_rewards",
 }
 
 __all__ = sorted(_LAZY)

@@ -129,7 +129,18 @@ INFO_KEYS: dict[str, tuple[InfoKey, ...]] = {
             "step",
             "the model part of this step's reward (before `reward_weight`)",
         ),
-        InfoKey(("episode_reward_model",), "dict", "last step", "episode summary, below"),
+        InfoKey(
+            ("episode_reward_model",),
+            "dict",
+            "last step (not under `calls: deferred`)",
+            "episode summary, below (under `calls: deferred` it comes with the settled episode)",
+        ),
+        InfoKey(
+            ("settlement_episode", "settlement_step"),
+            "int",
+            "reset, step",
+            "the episode's number on this env (1 at the first reset) and the step (0 at reset): what a settled episode (`calls: deferred`) is matched with",
+        ),
     ),
     "EpisodeScoreReward": (
         InfoKey(

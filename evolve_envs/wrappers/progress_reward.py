@@ -26,6 +26,12 @@ stays the caller's.
 
 Put the time limit *below* this wrapper so truncation reaches it and the episode is settled.
 
+With ``calls: deferred`` a step never waits for the reward model: the reward returned is the env
+part alone (``env_reward_weight · env_reward``), and :meth:`ProgressReward.settled_episodes`
+hands on each episode once its last answer is in, with the reward ``sync`` would have paid at
+every step (model and env parts) and the steps cut after a model done. ``info`` carries
+``settlement_episode`` (the episode's number) and ``settlement_step`` (its step) in every mode.
+
 Example: an env whose camera frame gets 64 grey levels brighter each step, against a local mock
 service whose *intensity* rule reads a flat grey frame of level ``g`` as progress ``100 g/255``::
 
@@ -63,6 +69,7 @@ service whose *intensity* rule reads a flat grey frame of level ``g`` as progres
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import warnings
 from collections.abc import Mapping
@@ -73,6 +80,7 @@ import numpy as np
 from gymnasium.core import ActType, ObsType
 
 from evolve_envs.progress.settings import TrackerSettings
+from evolve_envs.progress.settled_episode import SettledEpisode
 from evolve_envs.progress.task_text import task_text
 from evolve_envs.progress.tracker import ProgressTracker
 from evolve_envs.wrappers.model_handle import OpenModel, check_open_model
@@ -186,6 +194,7 @@ class ProgressReward(
         )
         self.stand_in = stand_in(capabilities)
         self._warned_stand_in = False
+        self._env_rewards: dict[int, list[float]] = {}  # deferred: per episode, per step
 
     @property
     def settings(self) -> TrackerSettings:
@@ -209,13 +218,22 @@ class ProgressReward(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
+        if self._deferred and not self.tracker.episode_over:  # dropped, as under sync
+            self._env_rewards.pop(self.tracker.episodes, None)
         self.tracker.reset(task_text(self.env, self.task, info, "ProgressReward"), self._frame(obs))
         self.episode_step = 0
         self._warned_after_end = False
         info.setdefault("is_success", False)
         info.update(self.tracker.step_info())
         info["reward_model_id"] = self.model_id
+        if self._deferred:
+            self._env_rewards[self.tracker.episodes] = []
+        info.update(settlement_episode=self.tracker.episodes, settlement_step=0)
         return obs, info
+
+    @property
+    def _deferred(self) -> bool:
+        return self.tracker.settings.calls == "deferred"
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         obs, env_reward, terminated, truncated, info = self.env.step(action)
@@ -252,10 +270,42 @@ class ProgressReward(
                 StandInModelWarning,
                 stacklevel=2,
             )
+        if self._deferred:
+            self._env_rewards.setdefault(self.tracker.episodes, []).append(float(env_reward))
+        info.update(settlement_episode=self.tracker.episodes, settlement_step=self.episode_step)
         self._last_info = dict(out.info)
         self._last_info.pop("episode_reward_model", None)
         reward = self.env_reward_weight * float(env_reward) + self.reward_weight * out.reward
         return obs, reward, bool(terminated or out.terminate), bool(truncated), info
+
+    def settled_episodes(self, wait: bool = False) -> list[SettledEpisode]:
+        """``calls: deferred``: the episodes settled since the last call, in the order played
+        (``wait``: wait for the answers of every episode that has ended).
+
+        Each record's ``rewards`` are this wrapper's rewards as ``sync`` pays them,
+        ``env_reward_weight · env_reward + reward_weight · model_reward`` per step up to
+        ``length`` (the steps cut after a model done are left out); ``model_rewards`` is the
+        model part. Wrappers above that add to the reward (``ModelSuccessBonus``) add theirs
+        when asked through them: call ``env.get_wrapper_attr("settled_episodes")`` on the
+        outermost env, or :func:`evolve_envs.wrappers.settled.settled_episodes`."""
+        return [self._with_env_part(ep) for ep in self.tracker.settled(wait)]
+
+    def running_episode(self, wait: bool = True) -> SettledEpisode | None:
+        """``calls: deferred``: the open episode's steps so far, rewards as in
+        :meth:`settled_episodes` (see ``ProgressTracker.running_episode``)."""
+        ep = self.tracker.running_episode(wait)
+        return None if ep is None else self._with_env_part(ep)
+
+    def deferred_stats(self) -> dict[str, int | float]:
+        """``calls: deferred``: unsettled episodes, frame bytes held, saturation waits, answer
+        timeouts, cut steps (``ProgressTracker.deferred_stats``)."""
+        return self.tracker.deferred_stats()
+
+    def _with_env_part(self, ep: SettledEpisode) -> SettledEpisode:
+        env = self._env_rewards.pop(ep.index, []) if ep.final else self._env_rewards.get(ep.index)
+        env_part = np.zeros(ep.length) if env is None else np.asarray(env[: ep.length], float)
+        rewards = self.env_reward_weight * env_part + self.reward_weight * ep.model_rewards
+        return dataclasses.replace(ep, rewards=rewards)
 
     def close(self) -> None:
         """Close the env, then the reward model this wrapper was handed (if any)."""

@@ -241,7 +241,7 @@ def test_tracker_settings_carry_every_key(dense: bool, binary: bool, reward_mode
         "done_by": "either", "terminate_on_done": False, "success_threshold": 0.7,
         "reward_coef": 2.0, "use_rel_reward": True, "calls": "async", "max_lag_steps": 5,
         "check_at_episode_end": True, "trajectory_max_frames": 9, "failure_warn_fraction": 0.3,
-        "last_check": "before_limit",
+        "last_check": "before_limit", "max_unsettled_episodes": 2, "answer_timeout_s": 5.0,
         "dense_reward": dense, "binary_reward": binary,
     }  # fmt: skip
     settings = load_config({"reward_model": block}, environ={}).reward_model.tracker_settings()
