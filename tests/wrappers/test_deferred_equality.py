@@ -22,6 +22,7 @@ import pytest
 
 from evolve_envs.reward.clients.progress_client import ProgressClient
 from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.wrappers.model_handle import lend
 from evolve_envs.wrappers.progress_reward import ProgressReward
 from evolve_envs.wrappers.settled_rewards import SettledRewards, settled_episodes
 from evolve_envs.wrappers.success_bonus import ModelSuccessBonus
@@ -76,7 +77,7 @@ def stack(client: ProgressClient, calls: str, step_s: float = 0.002, **settings:
     env = SyntheticProgressEnv(SCRIPTS, success_at=SUCCESS_AT, step_delay_s=step_s)
     env = ProgressReward(
         gym.wrappers.TimeLimit(env, MAX_STEPS),
-        client,
+        lend(client),
         calls=calls,
         env_reward_weight=0.5,
         **SCHEDULE,
