@@ -93,15 +93,26 @@ def collect(vec: Any, agent: Agent, obs: np.ndarray, steps: int) -> tuple[Rollou
     if isinstance(vec, SettledRewards):  # the rewards and dones sync would have returned
         settled = vec.settle()
         rewards, terminated, truncated, valid = (
-            settled.rewards, settled.terminated, settled.truncated, settled.valid,
-        )  # fmt: skip
+            settled.rewards,
+            settled.terminated,
+            settled.truncated,
+            settled.valid,
+        )
         cut = sum(ep.cut_steps for _, ep in settled.episodes)
     with torch.no_grad():
         next_value = agent.value(torch.as_tensor(obs, dtype=torch.float32))
     rollout = Rollout(
-        torch.stack(buf_obs), torch.stack(buf_act), torch.stack(buf_logp), torch.stack(buf_val),
-        rewards, terminated.astype(bool), truncated.astype(bool), valid, next_value, cut,
-    )  # fmt: skip
+        torch.stack(buf_obs),
+        torch.stack(buf_act),
+        torch.stack(buf_logp),
+        torch.stack(buf_val),
+        rewards,
+        terminated.astype(bool),
+        truncated.astype(bool),
+        valid,
+        next_value,
+        cut,
+    )
     return rollout, obs
 
 
@@ -196,8 +207,10 @@ def main() -> None:
     block = {"endpoint": args.endpoint} if args.endpoint else {}
     result = train(args.iterations, args.envs, args.steps, args.seed, args.calls, block)
     returns = np.array(result.returns)
-    print(f"{len(returns)} episodes in {result.seconds:.1f} s; mean return first 10 "
-          f"{returns[:10].mean():.3f}, last 10 {returns[-10:].mean():.3f}")  # fmt: skip
+    print(
+        f"{len(returns)} episodes in {result.seconds:.1f} s; mean return first 10 "
+        f"{returns[:10].mean():.3f}, last 10 {returns[-10:].mean():.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -324,9 +324,10 @@ class DeferredSettlement:
                 stand_in.set_exception(error)
             else:
                 stand_in.set_result(
-                    CallResult(None, ok=False, fallback=True, latency_s=timeout, endpoint=None,
-                               error=cause)
-                )  # fmt: skip
+                    CallResult(
+                        None, ok=False, fallback=True, latency_s=timeout, endpoint=None, error=cause
+                    )
+                )
             setattr(p, name, stand_in)
 
     # ------------------------------------------------------------------ settling

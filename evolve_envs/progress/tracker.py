@@ -193,9 +193,13 @@ class ProgressTracker:
         self._timing = AnswerTiming(clock)
         self._answers = AnswerSettlement(settings, self._mode, self._judge, self._timing)
         self._deferred = DeferredSettlement(
-            settings, self._mode, self._timing, self.audit,
-            strict=bool(getattr(client, "fail_on_request_error", False)), clock=clock,
-        )  # fmt: skip
+            settings,
+            self._mode,
+            self._timing,
+            self.audit,
+            strict=bool(getattr(client, "fail_on_request_error", False)),
+            clock=clock,
+        )
         self._ledger: EpisodeLedger | None = None  # the open episode's, in deferred mode
 
     # ------------------------------------------------------------------ episode lifecycle
@@ -293,8 +297,9 @@ class ProgressTracker:
             raise ValueError(f"steps must increase: got {step} after {ep.step}")
         s = self.settings
         if self._ledger is not None:
-            return self._observe_deferred(self._ledger, int(step), frame, env_terminated,
-                                          env_truncated, env_success)  # fmt: skip
+            return self._observe_deferred(
+                self._ledger, int(step), frame, env_terminated, env_truncated, env_success
+            )
         timed = s.calls == "async"
         if timed and ep.left_at is not None and step == ep.step + 1:
             self._timing.record_step(self._timing.clock() - ep.left_at)

@@ -30,26 +30,36 @@ def test_deferred_training_equals_sync_training(example: ModuleType) -> None:
     # the model's done is audited, not acted on: both runs play the same steps
     block = {"terminate_on_done": False}
     runs = {
-        calls: example.train(iterations=3, envs=2, steps=40, seed=3, calls=calls,
-                             reward_model=block)
+        calls: example.train(
+            iterations=3, envs=2, steps=40, seed=3, calls=calls, reward_model=block
+        )
         for calls in ("sync", "deferred")
-    }  # fmt: skip
+    }
     sync, deferred = runs["sync"], runs["deferred"]
     assert len(sync.returns) == len(deferred.returns) >= 4  # 50-step episodes, 120 steps x 2
     assert sync.returns == deferred.returns
     assert any(r != 0.0 for r in sync.returns)  # the reward model paid something
     for a, b in zip(sync.agent.parameters(), deferred.agent.parameters(), strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+    torch.manual_seed(3)  # the weights both runs started from (train() seeds, then builds)
     initial = example.Agent(3, 2)
-    moved = [not torch.equal(a, b) for a, b in zip(initial.parameters(), sync.agent.parameters(),
-                                                   strict=True)]  # fmt: skip
+    moved = [
+        not torch.equal(a, b)
+        for a, b in zip(initial.parameters(), sync.agent.parameters(), strict=True)
+    ]
     assert any(moved)
 
 
 def test_training_with_model_dones_leaves_cut_rows_out(example: ModuleType) -> None:
     # a done threshold the policy's early progress reaches: the model ends episodes
-    result = example.train(iterations=3, envs=2, steps=40, seed=0, calls="deferred",
-                           reward_model={"done_threshold": 0.05})  # fmt: skip
+    result = example.train(
+        iterations=3,
+        envs=2,
+        steps=40,
+        seed=0,
+        calls="deferred",
+        reward_model={"done_threshold": 0.05},
+    )
     returns = np.array(result.returns)
     assert len(returns) > 4 and np.isfinite(returns).all()
     assert result.cut_steps > 0  # episodes the model ended while they went on

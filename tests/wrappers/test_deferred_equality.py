@@ -55,10 +55,21 @@ REWARDS = [
     ("binary", True),
 ]
 SUMMARY_KEYS = [
-    "progress", "max_progress", "steps", "progress_calls", "answers", "reward_model_errors",
-    "done_by_progress", "done_step", "model_reward", "is_success", "model_terminated",
-    "done_env_success", "termination_audit", "high_progress_on_failure",
-]  # fmt: skip
+    "progress",
+    "max_progress",
+    "steps",
+    "progress_calls",
+    "answers",
+    "reward_model_errors",
+    "done_by_progress",
+    "done_step",
+    "model_reward",
+    "is_success",
+    "model_terminated",
+    "done_env_success",
+    "termination_audit",
+    "high_progress_on_failure",
+]
 
 
 @pytest.fixture(scope="module")
@@ -117,9 +128,15 @@ def settings_grid() -> list[dict[str, Any]]:
     for i, (mode, rule, terminate) in enumerate(combos):
         reward_mode, rel = REWARDS[i % len(REWARDS)]
         grid.append(
-            {"mode": mode, "done_by": rule, "terminate_on_done": terminate,
-             "reward_mode": reward_mode, "use_rel_reward": rel, "check_at_episode_end": i % 3 == 0}
-        )  # fmt: skip
+            {
+                "mode": mode,
+                "done_by": rule,
+                "terminate_on_done": terminate,
+                "reward_mode": reward_mode,
+                "use_rel_reward": rel,
+                "check_at_episode_end": i % 3 == 0,
+            }
+        )
     return grid
 
 
@@ -215,8 +232,15 @@ def test_vector_rows_equal_sync_episodes(service: EmbeddedService) -> None:
                 after_end = term | trunc
             if wrapped is not None:
                 rollout = wrapped.settle()
-                got = list(zip(rollout.rewards, rollout.terminated, rollout.truncated,
-                               rollout.valid, strict=True))  # fmt: skip
+                got = list(
+                    zip(
+                        rollout.rewards,
+                        rollout.terminated,
+                        rollout.truncated,
+                        rollout.valid,
+                        strict=True,
+                    )
+                )
             rows += got
         env.close()
         per_env: list[list[list[float]]] = [[[]], [[]]]
@@ -250,8 +274,13 @@ def test_the_alarm_sees_the_settled_episodes_as_it_sees_sync_ones(service: Embed
             "success_bonus": 1.0,
             "alarm": {"enable": True, "window": 2, "baseline": 2},
         }
-        return make_env(env_factory=SyntheticProgressEnv, scripts=SCRIPTS, success_at=SUCCESS_AT,
-                        max_episode_steps=MAX_STEPS, reward_model=block)  # fmt: skip
+        return make_env(
+            env_factory=SyntheticProgressEnv,
+            scripts=SCRIPTS,
+            success_at=SUCCESS_AT,
+            max_episode_steps=MAX_STEPS,
+            reward_model=block,
+        )
 
     env = build("sync")
     try:
