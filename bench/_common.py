@@ -193,6 +193,10 @@ class StackSwitch(gym.Env):
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         return self.stacks[self.active].step(action)
 
+    def call_active(self, name: str, *args: Any) -> Any:
+        """``name(*args)`` of the active stack (a wrapper's method, e.g. ``settled_episodes``)."""
+        return self.stacks[self.active].get_wrapper_attr(name)(*args)
+
     def close(self) -> None:
         for env in self.stacks.values():
             env.close()
@@ -201,7 +205,7 @@ class StackSwitch(gym.Env):
 def make_switch(configs: dict[str, dict[str, Any]]) -> StackSwitch:
     """A :class:`StackSwitch` of ``make_env(config, env_factory=BenchEnv)`` stacks (picklable,
     for ``AsyncVectorEnv`` workers: pass ``functools.partial(make_switch, configs)``)."""
-    from evolve_envs.stack.factory import make_env
+    from evolve_envs import make_env
 
     return StackSwitch({name: make_env(cfg, env_factory=BenchEnv) for name, cfg in configs.items()})
 

@@ -41,7 +41,7 @@ def collection_config(speeds: list[float], step_ms: float, length: int,
                       workers: dict[str, Any] | None = None) -> Any:  # fmt: skip
     """The training config D1 runs: one worker per slowdown in ``speeds`` (``workers``: extra
     ``workers`` keys, e.g. resources and scheduling)."""
-    from evolve_envs.train.config import load_train_config
+    from evolve_envs import load_train_config
 
     base = step_ms / 1000.0
     return load_train_config(

@@ -1,4 +1,4 @@
-"""D3 (fair race): tuned DistRL against tuned GRPO on fresh seeds, instant or slow reward model.
+"""D3 (race): the two blocks of reach_place_tuned.yaml on fresh seeds, instant or slow model.
 
 Both arms train from one config, ``evolve_envs/configs/distrl/reach_place_tuned.yaml`` (the
 ``learner`` block for DistRL prioritized, the ``grpo`` block for GRPO; ``bench/d3_tune.py``
@@ -7,7 +7,8 @@ writes both, each arm tuned with the same budget), on seeds never used in tuning
 * ``--regime instant``: the config as shipped (embedded mock reward model, instant answers,
   2 equal workers);
 * ``--regime slow``: DistRL's own regime: the mock sleeps ``--latency-ms`` per backend batch
-  (reward calls stay asynchronous, as shipped) and three workers run at ``--speeds`` (1x/1x/3x)
+  (reward calls as shipped: ``deferred`` now, ``async`` in the recorded D3 runs) and three
+  workers run at ``--speeds`` (1x/1x/3x)
   of a ``--step-ms`` simulator step (``workers.step_delay_s``).
 
 Seeds run interleaved (seed ``k`` of every arm, the order rotating with ``k``), one run at a
@@ -119,7 +120,7 @@ def report(out: Path) -> str:
     minutes = sorted({r["minutes"] for r in records})
     tuned = all(r.get("tuned", False) for r in records)
     lines = [
-        f"D3 (fair race), regime {'/'.join(regimes)}, {'/'.join(f'{m:g}' for m in minutes)} min "
+        f"D3 (race), regime {'/'.join(regimes)}, {'/'.join(f'{m:g}' for m in minutes)} min "
         f"per run, held-out success on {records[0]['eval_episodes']} fixed scenes (env success "
         f"flag); mean over seeds [95 % bootstrap interval]. Config "
         f"{records[0]['config']}{'' if tuned else ' (NOT TUNED: placeholder blocks)'}; "
@@ -216,7 +217,7 @@ def plot(out: Path, records: list[dict[str, Any]], arms: list[str]) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     regimes = "/".join(sorted({r["regime"] for r in records}))
-    fig.suptitle(f"D3 (fair race), {regimes} regime: mean over seeds (thin: single seeds)")
+    fig.suptitle(f"D3 (race), {regimes} regime: mean over seeds (thin: single seeds)")
     fig.tight_layout()
     fig.savefig(out / "d3_race.png", dpi=110)
     plt.close(fig)

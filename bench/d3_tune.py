@@ -91,7 +91,7 @@ SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
 
 def shipped_knobs(arm: str) -> dict[str, Any]:
     """The arm's knobs as ``reach_place.yaml`` ships them (trial 0)."""
-    from evolve_envs.train.config import load_train_config
+    from evolve_envs import load_train_config
 
     cfg = load_train_config(BASE_CONFIG).model_dump()
     return {key: cfg[key.split(".")[0]][key.split(".")[1]] for key in SPACE[arm]}
@@ -174,7 +174,7 @@ def run_part(args: argparse.Namespace) -> None:
         job = trial.config["job"]
         return f"{job['arm']}-t{job['trial']}"
 
-    from evolve_envs.train.config import load_train_config
+    from evolve_envs import load_train_config
 
     # the trial's process (the learner, as D3's driver) and the rollout workers it starts
     w = load_train_config(BASE_CONFIG).workers
@@ -203,7 +203,7 @@ def write_tuned_config(path: Path, winners: dict[str, dict[str, Any] | None], no
     and the placeholder mark, for an arm with no trials yet); validated after writing."""
     import yaml
 
-    from evolve_envs.train.config import load_train_config
+    from evolve_envs import load_train_config
 
     data = yaml.safe_load(BASE_CONFIG.read_text())
     for arm in ARMS:
@@ -216,7 +216,7 @@ def write_tuned_config(path: Path, winners: dict[str, dict[str, Any] | None], no
     untuned = [ARMS[a] for a in ARMS if not winners.get(a)]
     head = [
         "# ReachPlace with each algorithm's tuned block (bench/d3_tune.py writes this file; see",
-        "# bench/RESULTS.md, D3 (fair race)):",
+        "# bench/RESULTS.md, D3 (race)):",
         "#   evolve-envs train --config reach_place_tuned --algo distrl   # the learner: block",
         "#   evolve-envs train --config reach_place_tuned --algo grpo     # the grpo: block",
         *(f"# {line}" for line in note.splitlines()),

@@ -24,6 +24,18 @@ Configurations:
   before_limit`` (the tracker knows the 300-step limit and sends its last check early enough for the
   answer to be back before it, so the final step does not wait).
 
+* ``deferred`` / ``deferred, 2 services``: ``calls: deferred``: no step waits; checks are sent on
+  the grid and each answer settles its own step later (``evolve_envs.progress.deferred``). The
+  round's wall time includes the *drain*: after the last step, the settled episodes are fetched
+  with ``wait=True`` (the answers of the last episode), so the ratio counts the time until the
+  trainer has every reward. Checks and answers per episode come from the settled episodes;
+  *waits* are the resets that waited at ``max_unsettled_episodes`` (the service saturated);
+  *unsettled peak* and *frames MiB peak* are the most ended-but-unsettled episodes and the most
+  frame bytes held for unanswered checks, per env.
+
+``--episodes N`` plays N consecutive episodes per configuration and round (the env resets itself
+between them, so a deferred episode's answers settle while the next one runs).
+
 ``--configs NAME ...`` runs only those configurations (and ``off``, the baseline), e.g. the old
 and the new schedule side by side: ``--configs "async lag32, 2 services" "async auto, 2
 services"``.
@@ -77,6 +89,7 @@ def configs(
     }
     lag32 = {**common, "calls": "async", "max_lag_steps": 2 * every}
     auto = {**common, "calls": "async", "max_lag_steps": "auto", "last_check": "before_limit"}
+    deferred = {**common, "calls": "deferred"}
     return {
         "off": {"env": env, "reward_model": {"enable": False}},
         "sync, fixed window": {
@@ -99,6 +112,8 @@ def configs(
         "async lag32, 2 services": {"env": env, "reward_model": {**lag32, "endpoint": [url, url2]}},
         "async auto": {"env": env, "reward_model": auto},
         "async auto, 2 services": {"env": env, "reward_model": {**auto, "endpoint": [url, url2]}},
+        "deferred": {"env": env, "reward_model": deferred},
+        "deferred, 2 services": {"env": env, "reward_model": {**deferred, "endpoint": [url, url2]}},
     }
 
 
@@ -142,32 +157,69 @@ def _summary_mean(info: dict[str, Any], key: str) -> float | None:
     return float(np.mean(np.asarray(summary[key], dtype=float)))
 
 
-def run_episode(env: Any, name: str, steps: int, n: int, urls: tuple[str, ...]) -> dict:
+def _active(env: Any, vector: bool, name: str, *args: Any) -> list[Any]:
+    """``name(*args)`` of the active stack of every (sub-)env."""
+    if vector:
+        return list(env.call("call_active", name, *args))
+    return [env.call_active(name, *args)]
+
+
+def run_round(
+    env: Any, name: str, steps: int, n: int, urls: tuple[str, ...], episodes: int, deferred: bool
+) -> dict:
+    """``episodes`` consecutive episodes of ``steps`` steps on every env, then (deferred) the
+    drain: every settled episode fetched, waiting for the last answers."""
     vector = isinstance(env, gym.vector.VectorEnv)
     action = np.zeros((n, 7) if vector else 7, np.float32)
     env.reset(seed=0, options={"stack": name})
+    waits0 = 0.0
+    if deferred:
+        _active(env, vector, "settled_episodes", True)  # the previous round's, if any
+        waits0 = sum(st["saturation_waits"] for st in _active(env, vector, "deferred_stats"))
     b0, i0 = critic_batches(urls)
     start = time.perf_counter()
-    last = 0.0
-    for k in range(steps):
+    last, ends, k = 0.0, 0, 0
+    while ends < episodes:
         t0 = time.perf_counter()
         _, _, term, trunc, info = env.step(action)
         last = time.perf_counter() - t0
+        k += 1
         if np.any(term):
-            raise RuntimeError(f"{name}: an episode terminated early at step {k + 1}")
+            raise RuntimeError(f"{name}: an episode terminated early at step {k}")
+        if np.all(trunc):
+            ends += 1
+            if ends < episodes:
+                if vector:  # next-step autoreset: this step resets every sub-env
+                    env.step(action)
+                else:
+                    env.reset()
+        elif np.any(trunc):
+            raise RuntimeError(f"{name}: episodes did not end together at step {k}")
+    stepped = time.perf_counter() - start
+    row: dict[str, Any] = {"calls": _calls(info), "last_step_ms": 1000 * last}
+    row["lag_waits"] = _summary_mean(info, "lag_waits")
+    row["end_waits"] = _summary_mean(info, "end_waits")
+    if deferred:
+        settled = [ep for eps in _active(env, vector, "settled_episodes", True) for ep in eps]
+        if len(settled) != n * episodes:
+            raise RuntimeError(f"{name}: {len(settled)} settled episodes, {n * episodes} played")
+        stats = _active(env, vector, "deferred_stats")
+        row["calls"] = float(np.mean([ep.summary["progress_calls"] for ep in settled]))
+        row["answers"] = float(np.mean([ep.summary["answers"] for ep in settled]))
+        row["errors"] = sum(ep.summary["reward_model_errors"] for ep in settled)
+        waits = sum(st["saturation_waits"] for st in stats) - waits0
+        row["lag_waits"] = waits / (n * episodes)  # resets that waited, per episode and env
+        row["unsettled"] = max(st["peak_unsettled_episodes"] for st in stats)
+        row["frame_mib"] = max(st["peak_unsettled_frame_bytes"] for st in stats) / 2**20
     wall = time.perf_counter() - start
-    if not np.all(trunc):
-        raise RuntimeError(f"{name}: episodes did not end together at step {steps}")
     b1, i1 = critic_batches(urls)
-    return {
-        "steps_per_s": n * steps / wall,
-        "wall_s": wall,
-        "calls": _calls(info),
-        "last_step_ms": 1000 * last,
-        "lag_waits": _summary_mean(info, "lag_waits"),
-        "end_waits": _summary_mean(info, "end_waits"),
-        "batch": (i1 - i0) / (b1 - b0) if b1 > b0 else None,
-    }
+    row.update(
+        steps_per_s=n * steps * episodes / wall,
+        wall_s=wall,
+        drain_ms=1000 * (wall - stepped),
+        batch=(i1 - i0) / (b1 - b0) if b1 > b0 else None,
+    )
+    return row
 
 
 def bench(
@@ -182,7 +234,8 @@ def bench(
     rounds = Rounds(list(cfgs), args.repeats)
     try:
         for name in rounds:
-            r = run_episode(env, name, args.steps, n_envs, urls)
+            deferred = cfgs[name]["reward_model"].get("calls") == "deferred"
+            r = run_round(env, name, args.steps, n_envs, urls, args.episodes, deferred)
             # throughput: bigger is better; store wall time so ratios read "slowdown"
             rounds.record(name, r["wall_s"], **r)
     finally:
@@ -197,8 +250,12 @@ def bench(
                 rounds.ratio(name, "off", invert=True),
                 rounds.extra_median(name, "calls"),
                 rounds.extra_median(name, "last_step_ms"),
+                rounds.extra_median(name, "answers"),
                 rounds.extra_median(name, "lag_waits"),
                 rounds.extra_median(name, "end_waits"),
+                rounds.extra_median(name, "drain_ms"),
+                rounds.extra_median(name, "unsettled"),
+                rounds.extra_median(name, "frame_mib"),
                 rounds.extra_median(name, "batch"),
             ]
         )
@@ -211,6 +268,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=300, help="steps per episode")
     p.add_argument("--latency-ms", type=float, default=500.0, help="mock backend latency")
     p.add_argument("--repeats", type=int, default=2, help="interleaved rounds")
+    p.add_argument("--episodes", type=int, default=1, help="consecutive episodes per round")
     p.add_argument("--envs", type=int, nargs="+", default=[1, 8], help="env counts")
     p.add_argument(
         "--serve-replicas",
@@ -295,8 +353,12 @@ def main() -> None:
             "ratio vs off",
             "calls/episode",
             "last-step wait ms",
-            "lag waits",
+            "answers/episode",
+            "mid-episode waits",
             "end waits",
+            "drain ms",
+            "unsettled peak",
+            "frames MiB peak",
             "batch fill",
         ],
         rows,

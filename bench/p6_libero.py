@@ -30,8 +30,8 @@ import gymnasium as gym
 import numpy as np
 from _common import Rounds, machine_note, print_table
 
+from evolve_envs import make_env
 from evolve_envs.reward.service.embedded import EmbeddedService
-from evolve_envs.stack.factory import make_env
 
 
 def stacks(base: gym.Env, steps: int, instant: str, slow: str, start: int, every: int) -> dict:

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
+from evolve_envs import make_env
 from evolve_envs.cli.calibrate import calibrate
 from evolve_envs.cli.calibrate_report import write_report
 from evolve_envs.envs.synthetic import play_behaviours
-from evolve_envs.stack.factory import make_env
 
 
 def record_synthetic(root: Path, per_behaviour: int) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from evolve_envs.stack.factory import make_env
+from evolve_envs import make_env
 
 __all__ = ["EpisodeLedger", "make_thunk", "reward_service", "train"]
 
@@ -67,10 +67,12 @@ def reward_service(endpoint: str | None) -> Iterator[str]:
 
 @dataclass
 class EpisodeLedger:
-    """Finished episodes as Stable-Baselines3 reports them: return and final model progress."""
+    """Finished episodes as Stable-Baselines3 reports them: return, final model progress and
+    the env's own success flag (the model's number is not the task's)."""
 
     returns: list[float] = field(default_factory=list)
     final_progress: list[float] = field(default_factory=list)
+    env_success: list[bool] = field(default_factory=list)
 
     def callback(self) -> Any:
         from stable_baselines3.common.callbacks import BaseCallback
@@ -83,6 +85,7 @@ class EpisodeLedger:
                     if "episode" in info:  # a finished episode (RecordEpisodeStatistics)
                         ledger.returns.append(float(info["episode"]["r"]))
                         ledger.final_progress.append(float(info["progress"]))
+                        ledger.env_success.append(bool(info.get("is_success", False)))
                 return True
 
         return Record()
@@ -122,9 +125,11 @@ def main() -> None:
     _, ledger = train(args.timesteps, args.envs, args.endpoint, args.seed)
     returns, progress = np.array(ledger.returns), np.array(ledger.final_progress)
     gap = np.abs(returns - progress / 100).max() if len(returns) else float("nan")
+    success = np.array(ledger.env_success, dtype=float)
     print(
         f"{len(returns)} episodes: mean return {returns.mean():.3f}, mean final progress "
-        f"{progress.mean():.1f} %, largest |return - progress/100| {gap:.2e}"
+        f"{progress.mean():.1f} % (the reward model's), env success {success.mean():.2f} (the "
+        f"env's own flag), largest |return - progress/100| {gap:.2e}"
     )
 
 

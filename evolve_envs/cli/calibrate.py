@@ -295,7 +295,15 @@ def check_services(services: Sequence[str], *, token: str | None = None) -> None
     if not services:
         raise ValueError("give at least one service (a URL, mock:<rule> or recorded)")
     for spec in services:
-        if _is_recorded(spec) or spec.startswith("mock:") or _model_dir(spec):
+        if spec.startswith("mock:"):
+            from evolve_envs.reward.service.backends.mock import check_rule
+
+            try:
+                check_rule(spec.removeprefix("mock:") or "change")
+            except ValueError as exc:
+                raise ValueError(f"service {spec!r}: {exc}") from None
+            continue
+        if _is_recorded(spec) or _model_dir(spec):
             continue
         if not spec.startswith(("http://", "https://")):
             raise ValueError(
@@ -304,7 +312,7 @@ def check_services(services: Sequence[str], *, token: str | None = None) -> None
             )
         pool = EndpointPool([spec], token=token)
         try:
-            check_service(pool, what=f"calibration service {spec}")
+            check_service(pool, what=f"calibration service {spec}", option="--service")
         finally:
             pool.close()
 
@@ -349,9 +357,14 @@ def open_episodes(
 
 
 @contextlib.contextmanager
-def _service_url(spec: str) -> Iterator[str]:
+def service_url(spec: str) -> Iterator[str]:
     """A URL for a service spec: a URL as is, or ``mock:<rule>`` or a model directory (the
-    ``fitted`` backend) started here."""
+    ``fitted`` backend) started here (and stopped on leaving).
+
+    >>> with service_url("http://127.0.0.1:8111") as url:
+    ...     url
+    'http://127.0.0.1:8111'
+    """
     if spec.startswith(("http://", "https://")):
         yield spec
         return
@@ -420,7 +433,7 @@ def calibrate(
             per_service_scores[spec] = scores = [recorded_score(ep) for ep in judged]
             report["services"][spec] = _service_report(scores, threshold)
             continue
-        with _service_url(spec) as url:
+        with service_url(spec) as url:
             pool = EndpointPool([url], token=token)
             client = ProgressClient(pool, max_workers=1)
             try:

@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from evolve_envs.cli.serve_options import add_token_arguments
 from evolve_envs.reward.protocol.token import TOKEN_ENV, TOKEN_FILE_ENV, TokenError, resolve_token
 from evolve_envs.reward.service.auth import check_exposure
 from evolve_envs.reward.service.backends import BACKENDS
+from evolve_envs.reward.service.serve_options import add_token_arguments
 
 __all__ = ["main", "build_parser", "ServerProcess"]
 
@@ -115,7 +115,7 @@ def _start(args: argparse.Namespace, gpu_ids: list[str]) -> list[ServerProcess]:
         cmd = [
             sys.executable,
             "-m",
-            "evolve_envs.cli.serve",
+            "evolve_envs.reward.service",
             "--backend",
             args.backend,
             "--host",

@@ -7,7 +7,8 @@ ones live in modules of their own):
   (``summary.json``, ``metrics.csv``, ``tensorboard/``, ``progress_<ep>.png``,
   ``episode_<ep>.mp4``) as episodes finish; see :mod:`evolve_envs.cli.rollout`.
 * ``tasks`` — list a suite's task ids, names and instructions.
-* ``train`` — DistRL or GRPO on Ray; see :mod:`evolve_envs.train.driver`.
+* ``train`` — DistRL or GRPO on Ray; see :mod:`evolve_envs.cli.train` and
+  :mod:`evolve_envs.train.driver`.
 * ``evaluate`` — a saved policy's held-out success (JSON and an MP4); see
   :mod:`evolve_envs.cli.evaluate`.
 * ``demo`` — what the library is for, in two minutes on a CPU (``make demo``); see
@@ -39,7 +40,6 @@ Usage (shell)::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import re
 import sys
@@ -53,11 +53,11 @@ from evolve_envs.cli.errors import (
     ExitStatus,
     configure_cli_logging,
     describe_failure,
-    library_output_to,
     one_line,
     run_command,
 )
 from evolve_envs.cli.evaluate import add_evaluate, run_evaluate
+from evolve_envs.cli.train import add_train, run_train_command
 
 DEFAULT_CONFIG = "libero_10"
 
@@ -214,115 +214,6 @@ def _tasks(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_train(sub: argparse._SubParsersAction) -> None:
-    tr = sub.add_parser("train", help="train a policy with DistRL or GRPO on Ray")
-    tr.add_argument("--algo", choices=("distrl", "grpo"), default=None)
-    tr.add_argument("--config", action="append", default=[], help="YAML path or shipped name")
-    tr.add_argument("--address", default=None, help="Ray cluster address (default: local)")
-    tr.add_argument("--resume", default=None, metavar="DIR", help="continue the run in DIR")
-    tr.add_argument("--run-dir", default=None, metavar="DIR")
-    tr.add_argument("--minutes", type=float, default=None, help="wall-clock budget")
-    tr.add_argument("--no-progress-bar", action="store_true")
-    tr.add_argument(
-        "--wandb", default=None, metavar="PROJECT",
-        help="also log to this W&B project: metrics, held-out evaluations, their videos "
-        "(run.wandb_project)",
-    )  # fmt: skip
-    tr.add_argument(
-        "overrides", nargs="*", metavar="KEY=VALUE",
-        help="e.g. learner.lr=1e-3, eval.every_s=60 (held-out evaluation and best.pt)",
-    )  # fmt: skip
-
-
-def _train(args: argparse.Namespace) -> int:
-    from evolve_envs.train.algorithm import WorkerFailedError
-    from evolve_envs.train.driver import (
-        LearnerLostError,
-        TrainOptions,
-        _effective_config,
-        _run_dir,
-        refuse_unplaceable,
-        run_train,
-    )
-    from evolve_envs.train.finite import NonFiniteError
-    from evolve_envs.train.head_watch import ClusterLostError
-    from evolve_envs.train.placement import PlacementError
-    from evolve_envs.train.worker import WorkerStartError
-
-    overrides = list(args.overrides)
-    if args.wandb:
-        overrides.append(f"run.wandb_project={args.wandb}")
-    opts = TrainOptions(
-        config=args.config, algo=args.algo, address=args.address, resume=args.resume,
-        run_dir=args.run_dir, minutes=args.minutes, overrides=overrides,
-        progress_bar=not args.no_progress_bar,
-    )  # fmt: skip
-    cfg, _state = _effective_config(opts)  # a bad config or key: one line, nothing written
-    if cfg.run.wandb_project:  # W&B missing: one line now, not after the workers started
-        from evolve_envs.recording.metrics_log import import_wandb
-
-        import_wandb(cfg.run.wandb_project)
-    try:  # a GPU or resource the local Ray will not have: one line, before Ray starts
-        refuse_unplaceable(cfg, opts.address)
-    except PlacementError as exc:
-        raise CliError(str(exc), ExitStatus.USAGE) from exc
-    _check_train_service(cfg)  # a dead or foreign reward service: one line, nothing written
-    run_dir = _run_dir(opts, cfg)
-    if opts.resume is None:
-        opts.run_dir = run_dir
-    log_path = run_dir / "train.log"
-    import ray  # noqa: F401  (its log handler holds this process's stderr: train.log below)
-
-    try:
-        # Ray's and the libraries' own output goes to train.log; the user sees the run's lines
-        with (
-            library_output_to(log_path) as user,
-            open(log_path, "a", buffering=1, encoding="utf-8") as lib_log,
-            contextlib.redirect_stderr(lib_log),  # Ray's forwarded worker logs, too
-        ):
-            opts.log = user
-            res = run_train(opts)
-    except WorkerStartError as exc:
-        raise CliError(f"{exc} (details in {log_path})", ExitStatus.ERROR) from exc
-    except PlacementError as exc:
-        raise CliError(str(exc), ExitStatus.USAGE) from exc
-    except (ClusterLostError, LearnerLostError) as exc:
-        raise CliError(str(exc), ExitStatus.ERROR) from exc
-    except NonFiniteError as exc:
-        raise CliError(f"{exc} (details in {log_path})", ExitStatus.ERROR) from exc
-    except WorkerFailedError as exc:
-        raise CliError(f"{exc} (checkpoint written; fix the cause, then --resume the run "
-                       f"directory; details in {log_path})", ExitStatus.ERROR) from exc  # fmt: skip
-    written = [n for n in ("metrics.csv", "eval.csv", "checkpoint.pt", "best.pt", "summary.json",
-                           "train.log", "eval_videos") if (res.run_dir / n).exists()]  # fmt: skip
-    print(f"wrote {res.run_dir}: {', '.join(written)} "
-          f"({res.counters.get('updates', 0)} updates, {res.wall_s:.0f} s)")  # fmt: skip
-    best = (res.evaluation or {}).get("best")
-    if best:
-        print(f"best held-out success {best['success']:.2f} (mean action, env success flag, "
-              f"{best['episodes']} unseen scenes) at update {best['updates']}: "
-              f"{res.run_dir / 'best.pt'}")  # fmt: skip
-    return ExitStatus.OK
-
-
-def _check_train_service(cfg: object) -> None:
-    """Ask a reward service given by URL for its capabilities before the run starts (an
-    embedded one is started by the run; a Ray Serve app is reached from the workers)."""
-    from evolve_envs.reward.clients.ray_handle_pool import is_ray_endpoint
-    from evolve_envs.stack.loading import load_config
-    from evolve_envs.stack.reward_model import check_reward_service, endpoint_pool, reward_endpoints
-    from evolve_envs.train.worker_env import NODE_IP
-
-    rm = load_config(cfg.stack()).reward_model  # type: ignore[attr-defined]
-    if not rm.enable or rm.embedded or is_ray_endpoint(rm.endpoint) or NODE_IP in str(rm.endpoint):
-        return  # an embedded one starts with the run; workers check a Serve app or node proxy
-    pool = endpoint_pool(rm, reward_endpoints(rm))
-    try:
-        check_reward_service(rm, pool)
-    finally:
-        pool.close()
-
-
 def _add_calibrate(sub: argparse._SubParsersAction) -> None:
     ca = sub.add_parser("calibrate", help="how right is a reward model on recorded episodes?")
     ca.add_argument(
@@ -429,7 +320,7 @@ COMMANDS: dict[
 ] = {
     "rollout": (_add_rollout, _rollout),
     "tasks": (_add_tasks, _tasks),
-    "train": (_add_train, _train),
+    "train": (add_train, run_train_command),
     "evaluate": (add_evaluate, run_evaluate),
     "calibrate": (_add_calibrate, _calibrate),
     "export": (export.add_parser, export.run),

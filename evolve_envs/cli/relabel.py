@@ -146,7 +146,7 @@ class _Failed(Exception):
 
 def relabel(opts: RelabelOptions, *, log: Callable[[str], None] = print) -> Path:
     """Score every episode of ``opts.dataset`` into a new dataset; returns its folder."""
-    from evolve_envs.cli.calibrate import _service_url, check_services
+    from evolve_envs.cli.calibrate import check_services, service_url
     from evolve_envs.recording.add_columns import copy_with_columns
     from evolve_envs.recording.episodes import open_recording
     from evolve_envs.stack.reward_model import open_reward_model
@@ -169,7 +169,7 @@ def relabel(opts: RelabelOptions, *, log: Callable[[str], None] = print) -> Path
     if camera is not None and camera not in episodes[0].cameras:
         raise ValueError(f"{src} has no camera {camera!r} (cameras: {episodes[0].cameras})")
     check_services([opts.service], token=opts.token)  # a dead service: nothing written
-    with _service_url(opts.service) as url:
+    with service_url(opts.service) as url:
         rm = _reward_block(opts, url)
         with open_reward_model(rm) as model:
             identity = _identity(model.capabilities)

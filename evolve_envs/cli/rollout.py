@@ -25,7 +25,10 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import math
+import os
+import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -113,13 +116,13 @@ def resolve_policy(policy: str | PolicyFn) -> str | PolicyFn:
         raise ValueError(f"policy must be a name, 'module:function' or a callable, got {policy!r}")
     if policy in BUILTIN_POLICIES:
         return policy
-    module_name, sep, attr = policy.partition(":")
+    module_name, sep, attr = policy.rpartition(":")
     if not sep or not module_name or not attr:
-        raise ValueError(f"policy must be 'random', 'zero' or 'module:function', got {policy!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"policy {policy!r}: cannot import {module_name!r}: {exc}") from None
+        raise ValueError(
+            "policy must be 'random', 'zero', 'module:function' or 'path/to/file.py:function', "
+            f"got {policy!r}"
+        )
+    module = _policy_module(policy, module_name)
     target: Any = module
     for part in attr.split("."):
         if not hasattr(target, part):
@@ -128,6 +131,38 @@ def resolve_policy(policy: str | PolicyFn) -> str | PolicyFn:
     if not callable(target):
         raise ValueError(f"policy {policy!r}: {attr!r} is not callable")
     return target
+
+
+def _policy_module(policy: str, name: str) -> Any:
+    """The module a ``--policy`` names: a file path (``./my_policy.py``), a module importable
+    here, or one in the current folder (a console script's ``sys.path`` does not hold it)."""
+    if name.endswith(".py") or "/" in name or os.sep in name:
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise ValueError(f"policy {policy!r}: no file {str(path)!r}")
+        spec = importlib.util.spec_from_file_location(f"_evolve_policy_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        try:
+            spec.loader.exec_module(module)  # type: ignore[union-attr]
+        except Exception as exc:  # noqa: BLE001 - the user's file: its error in one line
+            raise ValueError(
+                f"policy {policy!r}: {path} raised {type(exc).__name__}: {exc}"
+            ) from None
+        return module
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        top = name.split(".")[0]
+        here = Path.cwd()
+        if exc.name == top and ((here / f"{top}.py").is_file() or (here / top).is_dir()):
+            sys.path.insert(0, str(here))
+            return _policy_module(policy, name)
+        raise ValueError(
+            f"policy {policy!r}: cannot import {name!r} ({exc}); give a module on PYTHONPATH or "
+            f"in the current folder, or a file path such as ./{top.replace('.', '/')}.py:function"
+        ) from None
+    except ImportError as exc:
+        raise ValueError(f"policy {policy!r}: cannot import {name!r}: {exc}") from None
 
 
 def check_extras(opts: RolloutOptions, cfg: StackConfig) -> None:
@@ -187,6 +222,14 @@ def run_rollout(opts: RolloutOptions) -> RolloutReport:
     cfg = load_config(*sources, overrides={"env": env_kwargs} if env_kwargs else None)
     check_extras(opts, cfg)
     rm = cfg.reward_model
+    if rm.enable and getattr(rm, "calls", None) == "deferred":
+        from evolve_envs.cli.errors import CliError
+
+        raise CliError(
+            "evolve-envs rollout reports each step's reward as the step returns it, and under "
+            "reward_model.calls: deferred the model's part comes later, with the settled episode; "
+            "roll out with calls: sync or async (the rewards are the same)"
+        )
     if opts.record is not None:  # name the embedded service's spec, not its loopback URL
         from evolve_envs.stack.factory import describe_reward_model
 
@@ -287,6 +330,7 @@ def _collect(
         limit=limit,
         task_id=_first_attr(env, "task_id"),
         task_description=_item(infos, "task_description", 0),
+        model_id=_item(infos, "reward_model_id", 0),
     )
     started = 0
     current: list[EpisodeRecord | None] = [None] * n

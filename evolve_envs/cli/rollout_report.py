@@ -39,6 +39,8 @@ import contextlib
 import json
 import math
 import os
+import re
+import shutil
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -167,6 +169,33 @@ class RolloutReport:
     degraded: dict[str, Any] | None = None
 
 
+#: The files a rollout report writes (its episodes' plots and videos by index).
+_REPORT_FILES = re.compile(r"^(summary\.json|metrics\.csv|progress_\d+\.png|episode_\d+\.mp4)$")
+
+
+def clear_earlier_report(out: Path) -> list[str]:
+    """Remove what an earlier rollout wrote into ``out`` (its summary, metrics, TensorBoard
+    events, plots and videos; nothing else), so that a report never mixes two runs' episodes.
+    Returns the names removed.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> for name in ("summary.json", "progress_7.png", "episode_7.mp4", "notes.txt"):
+    ...     _ = (d / name).write_text("earlier")
+    >>> clear_earlier_report(d), sorted(p.name for p in d.iterdir())
+    (['episode_7.mp4', 'progress_7.png', 'summary.json'], ['notes.txt'])
+    """
+    if not out.is_dir():
+        return []
+    removed = sorted(p.name for p in out.iterdir() if p.is_file() and _REPORT_FILES.match(p.name))
+    for name in removed:
+        (out / name).unlink()
+    if (out / "tensorboard").is_dir():
+        shutil.rmtree(out / "tensorboard")
+        removed.append("tensorboard")
+    return removed
+
+
 class ReportWriter:
     """Writes the report files as episodes finish (see the module docstring).
 
@@ -202,8 +231,7 @@ class ReportWriter:
         self.stop: dict[str, str | None] = {"stop_reason": "running", "stop_detail": None}
         self.audit = TerminationAudit()  # model done decisions vs env success, whole run
         self.interactive = opts.progress_bar and sys.stderr.isatty()
-        with contextlib.suppress(FileNotFoundError):  # rows are appended: start a fresh file
-            (out / "metrics.csv").unlink()
+        clear_earlier_report(out)  # a report folder holds one rollout, never two mixed
         self.log = EpisodeLog(
             out,
             tensorboard=opts.tensorboard,
@@ -218,9 +246,11 @@ class ReportWriter:
             opts["policy"] = callable_name(self.opts.policy)
         return {k: str(v) if isinstance(v, Path) else v for k, v in opts.items()}
 
-    def start(self, *, limit: int | None, task_id: Any, task_description: Any) -> None:
+    def start(
+        self, *, limit: int | None, task_id: Any, task_description: Any, model_id: Any = None
+    ) -> None:
         """Record what the built env actually runs (read after the first reset): its episode
-        limit, task id and task description."""
+        limit, task id and task description, and the model id its reward service reports."""
         rm = self.cfg.reward_model
         env_cfg = self.cfg.env
         full = env_cfg.get("max_episode_steps")
@@ -248,7 +278,15 @@ class ReportWriter:
                 else (rm.endpoint if rm.enable else None)
             ),
             "progress_source": self.source,
+            "reward_model_id": model_id,
         }
+        if model_id:
+            note = f"reward model {model_id}" + (
+                " (the mock backend's rule: a stand-in, not a learned model)"
+                if str(model_id).startswith("mock")
+                else ""
+            )
+            print(f"evolve-envs rollout: {note}", file=sys.stderr, flush=True)
         if rm.progressive_max_step and limit is not None and full is not None and limit < full:
             note = (
                 f"progressive_max_step is on: episodes stop at {limit} steps in the first stage "

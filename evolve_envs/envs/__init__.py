@@ -5,7 +5,8 @@
   progress, for runs and tests that need no simulator;
 * :mod:`evolve_envs.envs.headless` — the offscreen GL backend choice (EGL, OSMesa);
 * :mod:`evolve_envs.envs.registration` — the registered ids (tables only; their entry point is
-  :func:`evolve_envs.stack.factory.make_registered`).
+  :func:`evolve_envs.stack.factory.make_registered`, registered by
+  :mod:`evolve_envs.stack.registration`).
 
 Nothing here imports a reward model or a wrapper.
 """

@@ -1,30 +1,36 @@
-"""Gymnasium registration of the LIBERO suites.
+"""The registered ids of the synthetic task and the LIBERO suites (tables only).
 
-Importing :mod:`evolve_envs` registers one id per suite. ``gym.make`` keyword arguments go to
-:func:`evolve_envs.stack.factory.make_env` (LiberoEnv options, ``reward_model=...``,
-``config=...``)::
+Importing :mod:`evolve_envs` registers the ids
+(:func:`evolve_envs.stack.registration.register_envs`). ``gym.make(id)`` with no arguments builds
+what the table in docs/getting-started.md, "What gym.make(id) gives" says; keyword arguments go to
+:func:`evolve_envs.stack.factory.make_env` (``config=...``, ``reward_model=...``, env keys)::
 
-    import gymnasium as gym
-    import evolve_envs  # noqa: F401  (registers the ids)
+    >>> import gymnasium as gym
+    >>> import evolve_envs  # noqa: F401  (registers the ids)
+    >>> gym.spec("evolve_envs/ReachPlace-v0").max_episode_steps
+    50
+    >>> gym.spec("evolve_envs/LIBERO-10-v0").max_episode_steps
+    520
+    >>> DEFAULT_CONFIGS["evolve_envs/ReachPlace-v0"]  # its default stack: reward model on
+    'reach_place'
 
-    env = gym.make("evolve_envs/LIBERO-10-v0", task_id=3, reward_model={"enable": False})
-
-The time limit (the suite's max steps, or ``env.max_episode_steps``) is applied *inside* the
-wrapper stack so the reward wrappers see the truncation and settle the episode. Set it through
-the config -- ``gym.make(id, config={"env": {"max_episode_steps": 300}})`` or
-``make_env(..., max_episode_steps=300)`` -- or with Gymnasium's own keyword,
-``gym.make(id, max_episode_steps=300)``. Gymnasium consumes that keyword and wraps the env in a
-``TimeLimit`` *outside* the stack, where the reward wrappers would never see its truncation; so
-the ids' entry point (:func:`~evolve_envs.stack.factory.make_registered`) *replaces* the stack's
-limit with it: the limit
-inside the stack becomes 300 too, and the outer ``TimeLimit`` (the same 300, counting the same
-steps) ends every episode on the very step the inner one does, after the reward wrappers have
-settled it. ``max_episode_steps=-1`` keeps the config's limit, as in Gymnasium.
+Each id registers its limit (ReachPlace's 50 steps, each LIBERO suite's own), so Gymnasium puts
+its ``TimeLimit`` outside the env and ``env.spec.max_episode_steps`` tells the truth. The stack
+puts the same limit *inside* the reward wrappers, read from the spec, so they see the truncation
+and settle the episode; both count the same steps and end on the same step. A config's
+``env.max_episode_steps`` sets the stack's limit (a shorter one ends the episode first; with a
+longer one pass ``max_episode_steps=-1`` or the same number to ``gym.make``). Gymnasium keeps
+its own ``max_episode_steps=N`` from the entry point and sets only the outer limit with it, whose
+truncation the reward wrappers cannot see: change the episode length in the config, e.g.
+``gym.make(id, config=["reach_place", {"env": {"max_episode_steps": 300}}],
+max_episode_steps=-1)``, or call ``make_env``. ``gym.make_vec(id)`` passes the limit to the
+vector entry point (:func:`evolve_envs.stack.vector.make_vec_registered`), which sets it inside
+every sub-env.
 """
 
 from __future__ import annotations
 
-import gymnasium as gym
+from evolve_envs.envs.libero_tasks import MAX_EPISODE_STEPS
 
 ENV_IDS: dict[str, str] = {
     "evolve_envs/LIBERO-10-v0": "libero_10",
@@ -41,33 +47,15 @@ SYNTHETIC_IDS: dict[str, str] = {
     "evolve_envs/ReachPlace-v0": "evolve_envs.envs.synthetic:ReachPlaceEnv"
 }
 
+#: The shipped config ``gym.make(id)`` builds when no ``config=`` is given (an id not listed
+#: builds its base env with the registered limit and no reward model).
+DEFAULT_CONFIGS: dict[str, str] = {"evolve_envs/ReachPlace-v0": "reach_place"}
 
-def register_envs() -> None:
-    """Register every id in :data:`ENV_IDS` and :data:`SYNTHETIC_IDS` (idempotent).
+#: The registered episode limits of the synthetic ids (``reach_place.yaml`` holds the same).
+SYNTHETIC_LIMITS: dict[str, int] = {"evolve_envs/ReachPlace-v0": 50}
 
-    Each id's entry point is :func:`evolve_envs.stack.factory.make_registered` (``make_env``): a
-    LIBERO id passes its suite, a synthetic id passes itself as ``env.id``, which ``make_env``
-    resolves to the base env class. The vector entry point is
-    :func:`evolve_envs.stack.vector.make_vec`
-    (one embedded service shared by all sub-envs). ``gym.make(id, max_episode_steps=N)`` sets
-    the limit inside the stack too (:func:`~evolve_envs.stack.factory.make_registered`).
-    """
-    for env_id in SYNTHETIC_IDS:
-        if env_id not in gym.registry:
-            gym.register(
-                id=env_id,
-                entry_point="evolve_envs.stack.factory:make_registered",
-                vector_entry_point="evolve_envs.stack.vector:make_vec",
-                kwargs={"id": env_id},
-                max_episode_steps=None,
-            )
-    for env_id, suite in ENV_IDS.items():
-        if env_id in gym.registry:
-            continue
-        gym.register(
-            id=env_id,
-            entry_point="evolve_envs.stack.factory:make_registered",
-            vector_entry_point="evolve_envs.stack.vector:make_vec",
-            kwargs={"suite": suite},
-            max_episode_steps=None,
-        )
+#: The registered episode limit of every id: the synthetic tasks', each LIBERO suite's own.
+LIMITS: dict[str, int] = {
+    **SYNTHETIC_LIMITS,
+    **{env_id: MAX_EPISODE_STEPS[suite] for env_id, suite in ENV_IDS.items()},
+}

@@ -2,6 +2,8 @@
 
 * :mod:`evolve_envs.progress.tracker` — one episode's progress contract (schedule, calls,
   milestones, settlement); the Gymnasium wrappers and the RLinf adapter both drive it;
+* :mod:`evolve_envs.progress.deferred`, :mod:`evolve_envs.progress.settled_episode` — ``calls:
+  deferred``: answers settled at their own steps, episodes handed on once settled;
 * :mod:`evolve_envs.progress.arithmetic` — the pure progress arithmetic (critic accumulation,
   check schedule, thresholds);
 * :mod:`evolve_envs.progress.done_rules` — when the model's ``done`` ends an episode;

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import math
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -45,7 +46,7 @@ def check_now(s: TrackerSettings, ep: EpisodeState, timing: AnswerTiming, step: 
     the moved last check."""
     grid = is_check_step(step, start_step=s.start_step, call_every=s.call_every)
     limit = ep.limit
-    if s.last_check == "grid" or s.calls == "sync" or limit is None or step > limit:
+    if s.last_check == "grid" or s.calls != "async" or limit is None or step > limit:
         return grid
     if ep.final_sent or step < s.start_step:
         return False
@@ -65,6 +66,8 @@ def answer_deadline(s: TrackerSettings, timing: AnswerTiming, step: int) -> int:
     """The step at which the answer to the check sent at ``step`` is waited for."""
     if s.calls == "sync":
         return step
+    if s.calls == "deferred":  # never waited for mid-episode
+        return sys.maxsize
     if s.max_lag_steps != "auto":
         return step + s.max_lag_steps
     latency = timing.latency_steps()

@@ -47,6 +47,7 @@ class PendingCheck:
     deadline: int = 0  # the step at which the answer is waited for (async)
     sent_at: float = 0.0  # clock time of the request (async)
     answered_at: list[float] = field(default_factory=list)  # clock times of its answers
+    frame_bytes: int = 0  # bytes of the frames its request carries (deferred: reported)
 
     def ready(self) -> bool:
         return self.critic.done() and (self.done is None or self.done.done())

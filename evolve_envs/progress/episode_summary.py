@@ -50,6 +50,8 @@ class EpisodeSummary(TypedDict, total=False):
         done_by_progress, done_step, done_rule, model_terminated, done_env_success: the
         model's done decision, whether it ended the episode and whether the env had succeeded
         then; termination_audit: the running counts of the task; task: the task text.
+        steps_played, cut_steps (``calls: deferred``): the steps the env played, and those of
+        them played after a model done, cut from the episode (``steps`` is what remains).
 
     ``kind: video_score | pickle_scorer`` also:
         raw_score: the service's answer (``None`` on failure); fallback, error, latency_s: the
@@ -80,6 +82,8 @@ class EpisodeSummary(TypedDict, total=False):
     done_rule: str
     termination_audit: dict[str, Any]
     task: str | None
+    steps_played: int
+    cut_steps: int
     # kind: video_score | pickle_scorer
     raw_score: float | None
     fallback: bool

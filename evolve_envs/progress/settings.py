@@ -54,7 +54,7 @@ __all__ = [
 
 ProgressMode = Literal["pairwise", "incremental", "trajectory"]
 RewardMode = Literal["dense", "sparse", "binary"]
-CallMode = Literal["sync", "async"]
+CallMode = Literal["sync", "async", "deferred"]
 LastCheck = Literal["grid", "before_limit"]
 DoneName = Literal["threshold", "backend", "either", "both"]
 
@@ -159,6 +159,8 @@ class ProgressKeys(RewardShaping):
     check_at_episode_end: bool = False
     trajectory_max_frames: int = Field(default=32, ge=2)
     failure_warn_fraction: float = Field(default=0.1, ge=0.0, le=1.0)
+    max_unsettled_episodes: int = Field(default=4, ge=1)
+    answer_timeout_s: float = Field(default=60.0, gt=0.0)
 
     @field_validator("done_by", mode="before")
     @classmethod

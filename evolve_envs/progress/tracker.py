@@ -48,27 +48,20 @@ latest at step ``t + max_lag_steps``, where the tracker waits for it. Answers ar
 order they were sent. When the episode ends (env termination/truncation, or progress-done), every
 outstanding request is waited for and applied, so the episode's reward sum is exact in both modes.
 
-Async timing. The tracker measures, across episodes, how long answers take (from the request to
-the answer, seconds; the last 32) and how long an env step takes (between ``observe`` calls,
-the tracker's own waits left out; the median of the last 64). Their ratio, the 95th percentile
-of the latency over the median step, is the answer latency *in steps*, ``L``. Two settings use it:
+Async timing (``max_lag_steps="auto"``, ``last_check="before_limit"``): the tracker measures the
+answer latency in env steps and waits only for answers late for this service, and moves the
+grid's last check so its answer is back before a known time limit (the rules:
+docs/PROGRESS.md, "Hiding the latency (async)"). Either way every answer sent is applied (and
+waited for at the end if it is not back), so the reward sum stays exact. The summary counts the
+answers waited for mid-episode (``lag_waits``) and at the end (``end_waits``).
 
-* ``max_lag_steps="auto"``: a check's answer is waited for at the latest ``ceil(1.25·L) + 2``
-  steps after it was sent (``4·call_every`` until a first answer is measured), so the env waits
-  only on answers that are late for this service, never on answers that are on time.
-* ``last_check="before_limit"`` with a known time limit ``T`` (``time_limit``, or
-  ``reset(..., time_limit=T)``; :func:`~evolve_envs.progress.check_schedule.episode_limit`
-  reads it off a ``TimeLimit`` or
-  ``ProgressiveHorizon``): checks whose answer is expected after the limit (sent after
-  ``T − ceil(L) − 1``) are not sent on the grid; instead the last check is sent at the first
-  step past that cutoff (skipped if the previous check is less than half an interval before),
-  so its answer is back before the episode ends and the final step does not wait. Checks
-  before the cutoff are the grid's; no check is ever added, at most the grid's late ones are
-  replaced by one. Without a measured latency or a known limit the grid is used as is.
-
-Either way every answer sent is applied (and waited for at the end if it is not back), so the
-reward sum stays exact. The summary counts the answers waited for mid-episode (``lag_waits``)
-and at the end (``end_waits``).
+``"deferred"`` — the env never waits: checks are sent on the ``sync`` grid, ``observe`` returns a
+model reward of 0 and the episode is handed on, settled, once its last answer is in:
+:meth:`ProgressTracker.settled` returns
+:class:`~evolve_envs.progress.settled_episode.SettledEpisode` records whose per-step rewards,
+progress and end are ``sync``'s for the same actions (a model done ends the episode at its
+check's step; the steps played after it are cut). :mod:`evolve_envs.progress.deferred` has the
+contract and its bounds (``max_unsettled_episodes``, ``answer_timeout_s``).
 
 Done: ``done_by="threshold"`` — ``progress/100 {>=|>} done_threshold`` (``done_comparison``;
 the fraction is rounded to 9 decimals first, so accumulation noise cannot flip it);
@@ -129,69 +122,25 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from evolve_envs.progress.check_schedule import AnswerTiming, answer_deadline, check_now
+from evolve_envs.progress.deferred import DeferredSettlement, EpisodeLedger
 from evolve_envs.progress.done_rules import TerminationAudit
 from evolve_envs.progress.episode_state import EpisodeState, Frame, FrameHolder, PendingCheck
 from evolve_envs.progress.request_modes import REQUEST_MODES, RequestMode
 from evolve_envs.progress.settings import TrackerSettings, check_capabilities
+from evolve_envs.progress.settled_episode import SettledEpisode
 from evolve_envs.progress.settlement import AnswerSettlement
 from evolve_envs.progress.tracker_info import episode_summary, step_info
+from evolve_envs.progress.tracker_step import ProgressService, TrackerStep
 from evolve_envs.reward.clients.errors import RewardServiceError
 
 __all__ = ["ProgressService", "ProgressTracker", "TrackerStep"]
 
 logger = logging.getLogger(__name__)
-
-
-class ProgressService(Protocol):
-    """What the tracker needs from a progress client (``evolve_envs.reward.clients.ProgressClient``
-    fits).
-
-    Each method returns a ``Future`` of a result with ``value``, ``ok``, ``fallback``,
-    ``latency_s`` and ``error`` (a ``evolve_envs.reward.clients.results.CallResult``).
-    """
-
-    def submit_pairwise_critic(
-        self, task: str, image_a: np.ndarray, image_b: np.ndarray
-    ) -> Future[Any]: ...
-
-    def submit_trajectory_values(
-        self, task: str, frames: list[np.ndarray], *, skip: int = ...
-    ) -> Future[Any]: ...
-
-    def submit_done(
-        self, task: str, first_frame: np.ndarray, prev_frame: np.ndarray, curr_frame: np.ndarray
-    ) -> Future[Any]: ...
-
-
-@dataclass
-class TrackerStep:
-    """What :meth:`ProgressTracker.observe` returns for one step.
-
-    Attributes:
-        reward: model reward owed at this step (already scaled by ``reward_coef``; includes any
-            settlement when the episode ends here).
-        progress: progress in [0, 100] after every answer applied so far.
-        terminate: the reward model ends the episode here (done decided, ``terminate_on_done``).
-        episode_over: the episode is settled (env ended it, or ``terminate``).
-        checked: at least one check answer was applied at this step.
-        info: per-step info keys (docs/wrappers.md, "`info` keys"); at the end also
-            ``"episode_reward_model"`` (= ``summary``).
-        summary: the episode summary when ``episode_over``, else ``None``.
-    """
-
-    reward: float
-    progress: float
-    terminate: bool
-    episode_over: bool
-    checked: bool
-    info: dict[str, Any]
-    summary: dict[str, Any] | None = None
 
 
 class ProgressTracker:
@@ -243,6 +192,15 @@ class ProgressTracker:
         self.time_limit = time_limit
         self._timing = AnswerTiming(clock)
         self._answers = AnswerSettlement(settings, self._mode, self._judge, self._timing)
+        self._deferred = DeferredSettlement(
+            settings,
+            self._mode,
+            self._timing,
+            self.audit,
+            strict=bool(getattr(client, "fail_on_request_error", False)),
+            clock=clock,
+        )
+        self._ledger: EpisodeLedger | None = None  # the open episode's, in deferred mode
 
     # ------------------------------------------------------------------ episode lifecycle
     @property
@@ -303,6 +261,11 @@ class ProgressTracker:
         if not isinstance(task, str) or not task.strip():
             raise ValueError(f"task must be a non-empty string, got {task!r}")
         first = np.array(first_frame, copy=True)
+        if self._ledger is not None and not self._ledger.ended:
+            self._deferred.abandon(self._ledger)
+        self._ledger = None
+        if self.settings.calls == "deferred":
+            self._deferred.make_room()  # waits only at max_unsettled_episodes
         ep = EpisodeState(task=task, first_frame=first)
         ep.frames[0] = first
         ep.check_frames.append((0, first))
@@ -310,6 +273,8 @@ class ProgressTracker:
         self._ep = ep
         self._judge.reset()
         self.episodes += 1
+        if self.settings.calls == "deferred":
+            self._ledger = self._deferred.start(self.episodes, ep)
 
     def observe(
         self,
@@ -331,6 +296,10 @@ class ProgressTracker:
         if step <= ep.step:
             raise ValueError(f"steps must increase: got {step} after {ep.step}")
         s = self.settings
+        if self._ledger is not None:
+            return self._observe_deferred(
+                self._ledger, int(step), frame, env_terminated, env_truncated, env_success
+            )
         timed = s.calls == "async"
         if timed and ep.left_at is not None and step == ep.step + 1:
             self._timing.record_step(self._timing.clock() - ep.left_at)
@@ -379,8 +348,68 @@ class ProgressTracker:
         """
         if self._ep.finished:
             return 0.0
+        if self._ledger is not None:  # deferred: detached; settled() hands it on
+            self._deferred.end(self._ledger, env_terminated=False, env_truncated=False)
+            return 0.0
         reward, _, _ = self._settle()
         return reward
+
+    # ------------------------------------------------------------------ deferred settlement
+    def _observe_deferred(
+        self,
+        ledger: EpisodeLedger,
+        step: int,
+        frame: Frame,
+        env_terminated: bool,
+        env_truncated: bool,
+        env_success: bool | None,
+    ) -> TrackerStep:
+        """``observe`` under ``calls: deferred``: send on the sync grid, apply what is back,
+        never wait; a model done already back ends the episode now."""
+        s, ep = self.settings, self._ep
+        ledger.played(step, env_success)
+        holder = FrameHolder(frame)
+        if ledger.cut_at is None and check_now(s, ep, self._timing, step):
+            self._send(step, holder)
+        applied = self._deferred.pump_open(ledger, wait=False)
+        terminate = ledger.cut_at is not None
+        over = bool(env_terminated or env_truncated or terminate)
+        if over:
+            if s.check_at_episode_end and not terminate and ep.last_sent_step != step:
+                self._send(step, holder)
+            self._deferred.end(ledger, env_terminated=env_terminated, env_truncated=env_truncated)
+        info = step_info(ep, applied > 0, False)
+        return TrackerStep(0.0, ep.progress, terminate, over, applied > 0, info)
+
+    def settled(self, wait: bool = False) -> list[SettledEpisode]:
+        """``calls: deferred``: the episodes settled since the last call, in the order they
+        were played, each handed on once. An episode is settled when its last answer is in;
+        ``wait=True`` waits for the answers of every episode that has ended (not the open one).
+
+        Each :class:`~evolve_envs.progress.settled_episode.SettledEpisode` holds the model reward
+        and the progress of each step (``sync``'s for the same actions), its end and the steps
+        cut after a model done. The summary (``.summary``) is the one ``sync`` writes at the
+        episode's last step, plus ``steps_played`` and ``cut_steps``. Returns ``[]`` in the other
+        modes."""
+        return self._deferred.settled(wait)
+
+    def running_episode(self, wait: bool = True) -> SettledEpisode | None:
+        """``calls: deferred``: the open episode's steps so far (``final=False``), with
+        ``wait`` after waiting for every answer sent so far, so that each of these steps'
+        rewards is final (a sparse or binary level is paid later, at the episode's last step).
+        A model done among them shows as ``terminated`` at its step; the next ``observe`` ends
+        the episode. ``None`` when no episode is open (or not in deferred mode)."""
+        ledger = self._ledger
+        if ledger is None or ledger.ended:
+            return None
+        self._deferred.pump_open(ledger, wait=wait)
+        return ledger.record(final=False)
+
+    def deferred_stats(self) -> dict[str, int | float]:
+        """``calls: deferred``: unsettled episodes, frame bytes held, saturation waits, answer
+        timeouts, cut steps (:meth:`evolve_envs.progress.deferred.DeferredSettlement.stats`)."""
+        open_ledger = self._ledger if self._ledger is not None and not self._ledger.ended else None
+        return self._deferred.stats(open_ledger)
 
     # ------------------------------------------------------------------ schedule
     def _read_limit(self) -> int | None:
@@ -391,6 +420,7 @@ class ProgressTracker:
     def _send(self, step: int, holder: FrameHolder) -> None:
         ep, s = self._ep, self.settings
         frame = holder.get()
+        sent = 2 if s.needs_pairwise else min(len(ep.check_frames) + 1, s.trajectory_max_frames)
         base, milestone, future = self._mode.send(self._call, ep, step, frame)
         done_future = None
         if s.needs_done:
@@ -400,8 +430,10 @@ class ProgressTracker:
         ep.calls += 1 + (done_future is not None)
         deadline = answer_deadline(s, self._timing, step)
         pending = PendingCheck(step, base, milestone, future, done_future, deadline)
-        if s.calls == "async":
+        if s.calls != "sync":
             self._timing.track(pending)
+        if s.calls == "deferred":  # the frames its requests carry (reported)
+            pending.frame_bytes = (sent + 3 * (done_future is not None)) * frame.nbytes
         ep.pending.append(pending)
         ep.last_sent_step = step
         self._mode.keep(ep, step, frame, milestone)

@@ -42,6 +42,7 @@ from pydantic import (
     SecretStr,
     Tag,
     TypeAdapter,
+    ValidationInfo,
     field_validator,
 )
 
@@ -57,7 +58,6 @@ from evolve_envs.progress.settings import (
 
 __all__ = [
     "AlarmConfig",
-    "ConfigError",
     "DoneRuleConfig",
     "HorizonStageConfig",
     "ProgressiveScheduleConfig",
@@ -246,6 +246,22 @@ class RewardModelConfig(BaseModel):
             raise ValueError("expected a URL, a list of URLs, or 'embedded'")
         if EMBEDDED in items and len(items) > 1:
             raise ValueError("'embedded' cannot be combined with other endpoints")
+        for v in items:  # a misspelt 'embedded' is not a host name
+            if "://" not in v and v != EMBEDDED and difflib.get_close_matches(v, [EMBEDDED]):
+                raise ValueError(
+                    f"unknown endpoint {v!r} (did you mean 'embedded'?); expected 'embedded' "
+                    "(a service started here) or a URL such as http://127.0.0.1:8111"
+                )
+        return value
+
+    @field_validator("embedded_backend_kwargs")
+    @classmethod
+    def _check_mock_rule(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        rule = value.get("rule")
+        if info.data.get("embedded_backend") == "mock" and rule is not None:
+            from evolve_envs.reward.service.backends.mock import check_rule
+
+            check_rule(rule)
         return value
 
     @field_validator("embedded_backend")

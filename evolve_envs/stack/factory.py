@@ -57,7 +57,6 @@ import importlib
 import inspect
 import logging
 import os
-import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -129,8 +128,9 @@ def _gym_id_factory(env_kwargs: dict[str, Any]) -> tuple[Callable[..., gym.Env] 
     if env_id in ENV_IDS:
         env_kwargs.setdefault("suite", ENV_IDS[env_id])
         return None, None
-    if env_id in SYNTHETIC_IDS:
-        return gym.envs.registration.load_env_creator(SYNTHETIC_IDS[env_id]), None
+    if env_id in SYNTHETIC_IDS:  # the registered limit, as gym.make reads it
+        creator = gym.envs.registration.load_env_creator(SYNTHETIC_IDS[env_id])
+        return creator, gym.spec(env_id).max_episode_steps
     module, _, name = env_id.rpartition(":")
     try:
         if module:  # ``module:Name-v0`` registers its ids on import, as gym.make does
@@ -279,6 +279,13 @@ def build_stack(
     instead of ``reward_model.endpoint`` and is left open; without it the stack opens a pool of its
     own, closed with the reward wrapper's client.
     """
+    rm = cfg.reward_model
+    if cfg.record is not None and rm.enable and getattr(rm, "calls", None) == "deferred":
+        raise ConfigError(
+            "record: a recording takes each step's reward as the step returns it; with "
+            "reward_model.calls: deferred the model's part comes later, with the settled episode "
+            "(record with calls: sync or async)"
+        )
     if cfg.record is not None:  # outermost, so it sees the reward wrappers' info
         from evolve_envs.wrappers.record_episodes import RecordEpisodes
 
@@ -370,7 +377,7 @@ def make_env(
             ``max_episode_steps``, ``image_size``, ...).
 
     Raises:
-        evolve_envs.stack.config.ConfigError: invalid config (the message names the key).
+        evolve_envs.ConfigError: invalid config (the message names the key).
 
     ``make_env(["libero_10", "fast_dev"], task_id=2)`` layers a preset over a suite config;
     ``gym.make("evolve_envs/LIBERO-Goal-v0", config="libero_goal")`` goes through Gymnasium.
@@ -413,41 +420,28 @@ def _stack_spec(cfg: StackConfig, env_factory: Callable[..., gym.Env] | None) ->
     )
 
 
-def _gym_make_limit(frame: Any) -> int | None:
-    """The episode limit the ``gym.make`` call running in ``frame`` will put outside the env
-    (its ``max_episode_steps`` argument, else its spec's), or None: no limit, ``-1``, or
-    ``frame`` is not ``gym.make``'s."""
-    code = frame.f_code if frame is not None else None
-    if code is None or code.co_name != "make" or code.co_filename != _GYM_MAKE_FILE:
-        return None
-    limit = frame.f_locals.get("max_episode_steps")
-    if limit is None:
-        limit = getattr(frame.f_locals.get("env_spec"), "max_episode_steps", None)
-    return limit if isinstance(limit, int) and limit > 0 else None
-
-
-_GYM_MAKE_FILE = gym.envs.registration.make.__code__.co_filename
-
-
 def make_registered(**kwargs: Any) -> gym.Env:
-    """The entry point of every id: :func:`evolve_envs.stack.factory.make_env`, with the episode
-    limit
-    of the ``gym.make`` call that builds it (``gym.make(id, max_episode_steps=N)``) as the
-    stack's own limit (see the module docstring).
+    """The entry point of every registered id: :func:`make_env` with the id's default config
+    (:data:`~evolve_envs.envs.registration.DEFAULT_CONFIGS`) when no ``config=`` is given.
+    The stack's limit is the config's ``env.max_episode_steps``, else the id's registered one,
+    which Gymnasium also applies outside (see :mod:`evolve_envs.envs.registration`).
 
     >>> import evolve_envs  # noqa: F401
-    >>> env = gym.make("evolve_envs/ReachPlace-v0", config="reach_place", max_episode_steps=7,
-    ...                reward_model={"enable": False})
+    >>> env = gym.make("evolve_envs/ReachPlace-v0")  # the embedded mock model, 50 steps
     >>> limits, layer = [], env
     >>> while isinstance(layer, gym.Wrapper):
     ...     if isinstance(layer, gym.wrappers.TimeLimit):
     ...         limits.append(layer._max_episode_steps)
     ...     layer = layer.env
-    >>> limits  # Gymnasium's outside, the stack's inside: the same limit
-    [7, 7]
+    >>> limits, type(env.unwrapped).__name__  # Gymnasium's outside, the stack's inside
+    ([50, 50], 'ReachPlaceEnv')
+    >>> env.get_wrapper_attr("reward_model").service.is_running()
+    True
     >>> env.close()
     """
-    limit = _gym_make_limit(sys._getframe(1))
-    if limit is not None:
-        kwargs["max_episode_steps"] = limit
+    from evolve_envs.envs.registration import DEFAULT_CONFIGS
+
+    env_id = kwargs.get("id")
+    if kwargs.get("config") is None and env_id in DEFAULT_CONFIGS:
+        kwargs["config"] = DEFAULT_CONFIGS[str(env_id)]
     return make_env(**kwargs)

@@ -146,11 +146,23 @@ def shipped_configs() -> dict[str, Traversable]:
     return out
 
 
+def shipped_key(text: str) -> str:
+    """A config argument as the name of a shipped config (no check that it exists).
+
+    Example:
+        >>> shipped_key("../evolve_envs/configs/presets/fast_dev.yaml")
+        'presets/fast_dev'
+    """
+    text = text.replace(os.sep, "/").split("evolve_envs/configs/")[-1]
+    return text.removeprefix("configs/").removesuffix(".yaml").removesuffix(".yml")
+
+
 def resolve_config(source: str | os.PathLike[str]) -> Path | Traversable:
     """A config argument as a file: an existing path, else a shipped config by name.
 
     ``"libero_10"``, ``"libero_10.yaml"``, ``"configs/libero_10.yaml"``, ``"fast_dev"`` and
-    ``"presets/fast_dev"`` all name shipped files when no such path exists here.
+    ``"presets/fast_dev"`` all name shipped files when no such path exists here, and so does a
+    path into a checkout's ``evolve_envs/configs/`` given from another folder.
 
     Example:
         >>> resolve_config("fast_dev").name
@@ -161,7 +173,7 @@ def resolve_config(source: str | os.PathLike[str]) -> Path | Traversable:
         return p
     text = os.fspath(source)
     if not p.is_absolute():
-        key = text.removeprefix("configs/").removesuffix(".yaml").removesuffix(".yml")
+        key = shipped_key(text)
         found = shipped_configs().get(key)
         if found is not None:
             return found
@@ -286,6 +298,14 @@ def _other_kind(key: str, kind: str) -> str | None:
     return next((k for k, m in REWARD_KINDS.items() if k != kind and key in m.model_fields), None)
 
 
+#: keys that are fractions of 1 although progress is 0-100 on the wire and in the reports
+_FRACTIONS = ("done_threshold", "success_progress")
+
+
+def _percent(value: Any) -> bool:
+    return isinstance(value, int | float) and 1 < value <= 100
+
+
 def format_validation_error(exc: ValidationError, model: type[BaseModel] = StackConfig) -> str:
     """One line per problem: ``<key path>: <what was expected>, got <value>``."""
     lines: list[str] = []
@@ -310,6 +330,12 @@ def format_validation_error(exc: ValidationError, model: type[BaseModel] = Stack
                 close = difflib.get_close_matches(str(loc[-1]), valid, n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 line = f"{path}: unknown key{hint}"
+        elif path.endswith(_FRACTIONS) and kind in ("less_than_equal", "greater_than_equal"):
+            hint = f" (did you mean {given / 100:g}?)" if _percent(given) else ""
+            line = (
+                f"{path}: expected a fraction in [0, 1] (0.95 is 95 % progress, the 0-100 "
+                f"scale the service and the reports use){hint}, got {given!r}"
+            )
         elif kind in _EXPECTED:
             line = f"{path}: expected {_EXPECTED[kind]}, got {given!r}"
         else:

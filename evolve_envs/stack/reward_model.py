@@ -38,7 +38,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Iterator, Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 from evolve_envs.progress.done_rules import TerminationAudit
 from evolve_envs.progress.tracker import ProgressTracker
@@ -200,9 +200,6 @@ class RewardModel:
     The module docstring has a runnable example.
     """
 
-    #: what the reward wrappers look for to tell an open model (theirs to close) from a client
-    is_reward_model: ClassVar[bool] = True
-
     def __init__(
         self,
         config: RewardModelConfig,
@@ -270,7 +267,7 @@ def open_reward_model(
         The open :class:`RewardModel`; use it in a ``with`` block or close it.
 
     Raises:
-        evolve_envs.stack.config.ConfigError: an invalid block, or one with the reward model off.
+        evolve_envs.ConfigError: an invalid block, or one with the reward model off.
         evolve_envs.reward.clients.service_check.ServiceUnavailableError: the service cannot be
             used (with ``require_service: true``, the default).
     """

@@ -4,8 +4,9 @@
 ``endpoint: embedded``. :func:`make_vec` starts **one** service for all of them (the sub-envs get
 its URL), builds a :class:`gymnasium.vector.SyncVectorEnv` or
 :class:`gymnasium.vector.AsyncVectorEnv` of ``make_env`` calls, and stops the service when the
-vector env closes. Every id this package registers uses it as its ``vector_entry_point``, so
-``gym.make_vec(id, num_envs=n)`` (with the default vectorization mode) shares one service too;
+vector env closes. Every id this package registers builds through it (its ``vector_entry_point``
+is :func:`make_vec_registered`), so ``gym.make_vec(id, num_envs=n)`` (with the default
+vectorization mode) shares one service too;
 ``gym.make_vec(..., vectorization_mode="sync" | "async")`` bypasses it and builds each sub-env
 through ``gym.make``, one service each.
 
@@ -34,7 +35,7 @@ from evolve_envs.stack.factory import make_env
 from evolve_envs.stack.loading import load_config, reward_model_source
 from evolve_envs.stack.reward_model import start_embedded_service
 
-__all__ = ["make_vec", "SharedServiceVectorEnv"]
+__all__ = ["make_vec", "make_vec_registered", "SharedServiceVectorEnv"]
 
 
 class SharedServiceVectorEnv(gym.vector.VectorWrapper):
@@ -93,7 +94,7 @@ def make_vec(
         vector_kwargs: keyword arguments of the vector env class.
 
     Raises:
-        evolve_envs.stack.config.ConfigError: an invalid config (checked before anything starts).
+        evolve_envs.ConfigError: an invalid config (checked before anything starts).
     """
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs: expected an int >= 1, got {num_envs!r}")
@@ -119,3 +120,40 @@ def make_vec(
         )
         vec = vector_cls([thunk] * num_envs, **dict(vector_kwargs or {}))
         return SharedServiceVectorEnv(vec, resources.pop_all(), service)
+
+
+def make_vec_registered(
+    num_envs: int = 1,
+    *,
+    max_episode_steps: int | None = None,
+    autoreset_mode: gym.vector.AutoresetMode | str | None = None,
+    **kwargs: Any,
+) -> SharedServiceVectorEnv:
+    """The vector entry point of every registered id (``gym.make_vec(id, num_envs=n)``):
+    :func:`make_vec` with the id's default config when no ``config=`` is given, and the limit
+    Gymnasium passes (``max_episode_steps=``, the spec's unless the call names one) inside
+    every sub-env. A config of the caller's keeps its own limit when Gymnasium passes only the
+    spec's. ``autoreset_mode`` goes to the vector env (Gymnasium lets a vector entry point take
+    no ``vector_kwargs``): ``gym.make_vec(id, num_envs=n, autoreset_mode="SameStep")``.
+
+    >>> vec = gym.make_vec("evolve_envs/ReachPlace-v0", num_envs=2)
+    >>> vec.get_attr("_max_episode_steps"), vec.service.is_running()
+    ((50, 50), True)
+    >>> vec.close()
+    """
+    from evolve_envs.envs.registration import DEFAULT_CONFIGS, ENV_IDS
+
+    suites = {suite: name for name, suite in ENV_IDS.items()}
+    env_id = kwargs.get("id") or suites.get(kwargs.get("suite"))
+    own_config = kwargs.get("config") is not None
+    if not own_config and env_id in DEFAULT_CONFIGS:
+        kwargs["config"] = DEFAULT_CONFIGS[str(env_id)]
+    registered = gym.spec(str(env_id)).max_episode_steps if env_id else None
+    spec_only = own_config and max_episode_steps == registered  # Gymnasium filled it in
+    if max_episode_steps not in (None, -1) and not spec_only:  # -1: the config's limit
+        kwargs["max_episode_steps"] = max_episode_steps
+    if autoreset_mode is not None:
+        vector_kwargs = dict(kwargs.get("vector_kwargs") or {})
+        vector_kwargs["autoreset_mode"] = gym.vector.AutoresetMode(autoreset_mode)
+        kwargs["vector_kwargs"] = vector_kwargs
+    return make_vec(num_envs=num_envs, **kwargs)

@@ -41,6 +41,7 @@ __all__ = [
     "Algorithm",
     "Budget",
     "TrainContext",
+    "RewardModelFailedError",
     "UpdateResult",
     "WorkerFailedError",
     "algorithm_names",
@@ -55,6 +56,11 @@ ENTRY_POINT_GROUP = "evolve_envs.algorithms"
 
 class WorkerFailedError(RuntimeError):
     """A rollout worker's call raised (not a crash Ray restarts): the run stops."""
+
+
+class RewardModelFailedError(WorkerFailedError):
+    """A rollout worker stopped because a reward-model call failed with
+    ``reward_model.fail_on_request_error: true`` (strict mode): the run stops with a checkpoint."""
 
 
 class Budget:
@@ -186,9 +192,15 @@ def make_algorithm(name: str) -> Algorithm:
 
 
 def _worker_error(index: int, exc: BaseException) -> WorkerFailedError:
+    from evolve_envs.reward.clients.errors import RewardServiceError
     from evolve_envs.train.remote_errors import remote_error
 
-    return WorkerFailedError(f"rollout worker {index} stopped: {remote_error(exc)}")
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, RewardServiceError):
+        nxt = getattr(cause, "cause", None)
+        cause = nxt if isinstance(nxt, BaseException) and nxt is not cause else None
+    kind = WorkerFailedError if cause is None else RewardModelFailedError
+    return kind(f"rollout worker {index} stopped: {remote_error(exc)}")
 
 
 def check_worker_calls(calls: list[Any]) -> None:

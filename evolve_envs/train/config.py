@@ -2,7 +2,7 @@
 
 One YAML holds the environment stack (the ``env`` and ``reward_model`` blocks every worker hands
 to :func:`evolve_envs.stack.factory.make_env`) and the training blocks below. Validation is strict:
-unknown keys and wrong values raise :class:`~evolve_envs.stack.config.ConfigError` whose message
+unknown keys and wrong values raise :class:`~evolve_envs.ConfigError` whose message
 starts
 with the key's path (``learner.batch_size: input should be greater than or equal to 1, got 0``).
 
@@ -45,13 +45,14 @@ from pydantic import (
     model_validator,
 )
 
-from evolve_envs.stack.config import ConfigError
+from evolve_envs.progress.settings import ConfigError
 from evolve_envs.stack.loading import (
     format_validation_error,
     merge,
     parse_override,
     read_yaml,
     resolve_config,
+    shipped_key,
 )
 
 __all__ = [
@@ -413,15 +414,16 @@ def resolve_train_config(source: str | os.PathLike[str]) -> Any:
     """
     if Path(source).is_file():
         return Path(source)
-    stem = os.fspath(source).removeprefix("configs/").removeprefix("distrl/")
-    stem = stem.removesuffix(".yaml").removesuffix(".yml")
+    stem = shipped_key(os.fspath(source)).removeprefix("distrl/")
+    shipped = importlib.resources.files("evolve_envs.configs").joinpath("distrl")
+    item = shipped.joinpath(f"{stem}.yaml")
+    if item.is_file():
+        return item
     try:
-        item = importlib.resources.files("evolve_envs.configs").joinpath("distrl", f"{stem}.yaml")
-        if item.is_file():
-            return item
-    except ModuleNotFoundError:  # pragma: no cover - configs ships with the package
-        pass
-    return resolve_config(source)
+        return resolve_config(source)
+    except ConfigError as exc:
+        names = sorted(p.name.removesuffix(".yaml") for p in shipped.iterdir() if p.is_file())
+        raise ConfigError(f"{exc}; training configs: {', '.join(names)}") from None
 
 
 def load_train_config(
@@ -430,7 +432,7 @@ def load_train_config(
     """Layer YAML paths / shipped config names / mappings, then ``overrides`` (``KEY=VALUE``
     strings or a mapping), and validate.
 
-    Raises :class:`~evolve_envs.stack.config.ConfigError` naming the key of every problem, including
+    Raises :class:`~evolve_envs.ConfigError` naming the key of every problem, including
     problems of the ``env``/``reward_model`` stack blocks' reward-model keys.
     """
     data: dict[str, Any] = {}

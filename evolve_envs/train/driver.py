@@ -19,12 +19,18 @@ the algorithm (:class:`~evolve_envs.train.distrl.algorithm.DistRL` or
 With ``run.wandb_project`` (``--wandb PROJECT``) the metrics, the evaluations and their videos
 also go to Weights & Biases.
 
+A directory that holds a run is refused unless the run continues it (``--resume``) or replaces it
+(``--overwrite``, which clears every file a run writes first; :mod:`evolve_envs.train.run_dir`).
+When reward-model calls fail mid-run, their fallback rewards are counted per interval and said on
+the terminal as they start (:mod:`evolve_envs.train.fallback_watch`); ``summary.json``'s
+``degraded`` and :attr:`TrainResult.degraded` report them.
+
 ``--resume DIR`` reads ``DIR/checkpoint.pt`` and its config (``--config`` files and overrides are
 layered on it) and continues the counters, the policy version and the weights, in ``DIR``.
 
 Example::
 
-    evolve-envs train --algo distrl --config evolve_envs/configs/distrl/reach_place.yaml --minutes 2
+    evolve-envs train --algo distrl --config distrl/reach_place --minutes 2
     evolve-envs train --algo grpo --config reach_place grpo.group_size=4
     evolve-envs train --resume runs/train-distrl-20261122-220000 --minutes 5
 """
@@ -48,14 +54,18 @@ from evolve_envs.train.checkpoint import load_checkpoint
 from evolve_envs.train.config import TrainConfig, load_train_config
 from evolve_envs.train.head_watch import ClusterLostError, HeadWatch, gcs_address
 from evolve_envs.train.placement import check_placeable, local_node
+from evolve_envs.train.run_dir import claim_run_dir
 
 __all__ = [
     "LearnerLostError",
     "TrainOptions",
+    "name_reward_model",
     "TrainResult",
+    "effective_config",
     "ray_session",
     "refuse_unplaceable",
     "reward_service_for",
+    "run_dir_of",
     "run_loop_on_cluster",
     "run_train",
 ]
@@ -79,12 +89,15 @@ class TrainOptions:
     overrides: Sequence[str] = ()
     progress_bar: bool = True
     log: Any = field(default=None, repr=False)  # a text stream for the per-interval lines
+    overwrite: bool = False  # replace a run already in run_dir (else it is refused)
+    claimed: bool = False  # the caller ran claim_run_dir already (the CLI, before train.log)
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainResult:
     """Where the run wrote and how far it got (``evaluation``: the held-out evaluations'
-    summary, with ``eval`` on)."""
+    summary, with ``eval`` on; ``degraded``: how many episodes got fallback rewards because
+    reward-model calls failed, ``None`` for a clean run)."""
 
     run_dir: Path
     algo: str
@@ -92,9 +105,33 @@ class TrainResult:
     last_metrics: dict[str, Any]
     wall_s: float
     evaluation: dict[str, Any] | None = None
+    degraded: dict[str, Any] | None = None
+
+    @property
+    def success(self) -> float | None:
+        """The final held-out success rate (mean action), ``None`` without ``eval``.
+
+        >>> TrainResult(Path("r"), "grpo", {}, {}, 1.0, {"final": {"success": 0.5}}).success
+        0.5
+        """
+        final = (self.evaluation or {}).get("final") or {}
+        return None if final.get("success") is None else float(final["success"])
+
+    @property
+    def checkpoint(self) -> Path:
+        """The run's last checkpoint, ``run_dir/checkpoint.pt``."""
+        return self.run_dir / "checkpoint.pt"
+
+    @property
+    def best(self) -> Path | None:
+        """``run_dir/best.pt``, the best policy by held-out success, when the run wrote one."""
+        path = self.run_dir / "best.pt"
+        return path if path.is_file() else None
 
 
-def _effective_config(opts: TrainOptions) -> tuple[TrainConfig, dict[str, Any] | None]:
+def effective_config(opts: TrainOptions) -> tuple[TrainConfig, dict[str, Any] | None]:
+    """The run's config, checked (the ``--resume`` checkpoint's, then ``config``, then the
+    overrides, ``algo`` and ``minutes``), and the checkpoint's state (``None`` for a new run)."""
     state = None
     sources: list[Any] = []
     if opts.resume is not None:
@@ -295,6 +332,37 @@ def reward_service_for(cfg: TrainConfig) -> Iterator[TrainConfig]:
             yield cfg.model_copy(update={"reward_model": {**cfg.reward_model, "endpoint": url}})
 
 
+def name_reward_model(cfg: TrainConfig, log: TextIO) -> str | None:
+    """Ask the run's reward service (given by URL, or the embedded one's) which model answers,
+    say it on ``log`` (a stand-in says so) and return its id; ``None`` when the reward model is
+    off, reached through Ray or did not say."""
+    from evolve_envs.reward.clients.ray_handle_pool import is_ray_endpoint
+    from evolve_envs.stack.reward_model import check_reward_service, endpoint_pool, reward_endpoints
+    from evolve_envs.train.worker_env import NODE_IP
+
+    rm = load_config(cfg.stack()).reward_model
+    if not rm.enable or is_ray_endpoint(rm.endpoint) or NODE_IP in str(rm.endpoint):
+        return None
+    pool = endpoint_pool(rm, reward_endpoints(rm))
+    try:
+        caps = check_reward_service(rm, pool)
+    except Exception:  # noqa: BLE001 - the workers' own check says what is wrong
+        return None
+    finally:
+        pool.close()
+    if caps is None:
+        return None
+    model = caps.model_id or caps.backend
+    note = (
+        " (the mock backend's rule: a stand-in, not a learned model)"
+        if caps.backend == "mock"
+        else ""
+    )
+    where = rm.endpoint if isinstance(rm.endpoint, str) else ", ".join(rm.endpoint)
+    print(f"reward model {model}{note} at {where}", file=log, flush=True)
+    return model
+
+
 def refuse_unplaceable(cfg: TrainConfig, address: str | None) -> None:
     """Before anything starts: when the run will start its own local Ray (no ``address``, no
     Ray initialised here), raise :class:`~evolve_envs.train.placement.PlacementError` if that
@@ -311,7 +379,9 @@ def refuse_unplaceable(cfg: TrainConfig, address: str | None) -> None:
         check_placeable(cfg, [node], where="the local Ray this run starts (no --address)")
 
 
-def _run_dir(opts: TrainOptions, cfg: TrainConfig) -> Path:
+def run_dir_of(opts: TrainOptions, cfg: TrainConfig) -> Path:
+    """Where the run writes: the ``--resume`` folder, else ``run_dir``, else a new
+    ``runs/train-ALGO-DATE-TIME``."""
     if opts.resume is not None:
         return Path(opts.resume)
     if opts.run_dir is not None:
@@ -319,11 +389,17 @@ def _run_dir(opts: TrainOptions, cfg: TrainConfig) -> Path:
     return Path(f"runs/train-{cfg.algo}-{time.strftime('%Y%m%d-%H%M%S')}")
 
 
-def run_train(opts: TrainOptions) -> TrainResult:
-    """Run one training job (see the module docstring)."""
-    cfg, state = _effective_config(opts)
+def run_train(
+    opts: TrainOptions, checked: tuple[TrainConfig, dict[str, Any] | None] | None = None
+) -> TrainResult:
+    """Run one training job (see the module docstring). ``checked`` is what
+    :func:`effective_config` returned for ``opts`` when the caller read it already (the CLI,
+    before it opens ``train.log``), so the config is read and a checkpoint loaded once."""
+    cfg, state = checked if checked is not None else effective_config(opts)
     refuse_unplaceable(cfg, opts.address)  # nothing written, nothing started
-    run_dir = _run_dir(opts, cfg)
+    run_dir = run_dir_of(opts, cfg)
+    if not opts.claimed:
+        claim_run_dir(run_dir, resume=opts.resume is not None, overwrite=opts.overwrite)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.stored(), sort_keys=False))
     log = opts.log if opts.log is not None else sys.stderr
@@ -335,6 +411,7 @@ def run_train(opts: TrainOptions) -> TrainResult:
     with ray_session(cfg, opts.address) as joined:
         check_placeable(cfg)  # before the reward service starts and anything waits
         with reward_service_for(cfg) as worker_cfg:
+            model_id = name_reward_model(worker_cfg, log)
             watch = _watch_head(cfg, run_dir, log) if joined else None
             if watch is not None:
                 watch.start()
@@ -356,7 +433,8 @@ def run_train(opts: TrainOptions) -> TrainResult:
                     watch.stop()
     wall = time.monotonic() - t0
     evaluation = last.pop("eval", None)
-    result = TrainResult(run_dir, cfg.algo, counters, last, wall, evaluation)
+    degraded = last.pop("degraded", None)
+    result = TrainResult(run_dir, cfg.algo, counters, last, wall, evaluation, degraded)
     summary: dict[str, Any] = {
         "algo": cfg.algo,
         "wall_s": round(wall, 2),
@@ -365,6 +443,8 @@ def run_train(opts: TrainOptions) -> TrainResult:
     }
     if evaluation is not None:
         summary["eval"] = evaluation
+    summary["reward_model_id"] = model_id
+    summary["degraded"] = degraded  # null: every reward came from the model
     placement = run_dir / "placement.json"
     if placement.is_file():
         summary["placement"] = json.loads(placement.read_text())

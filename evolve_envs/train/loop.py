@@ -44,6 +44,7 @@ from evolve_envs.train.algorithm import (
 )
 from evolve_envs.train.checkpoint import save_checkpoint
 from evolve_envs.train.config import TrainConfig
+from evolve_envs.train.fallback_watch import FallbackWatch
 from evolve_envs.train.finite import NonFiniteError, nonfinite_tensors
 from evolve_envs.train.periodic_eval import PeriodicEval
 from evolve_envs.train.placement import PlacementError, on_this_node
@@ -193,6 +194,7 @@ def run_loop(
         snapshots = _Snapshots(run_dir, cfg.run.snapshot_every_s, policy, budget)
         algo.start()
         stats = IntervalStats()
+        fallbacks = FallbackWatch(log)
         last_log = last_ckpt = last_check = time.monotonic()
         ckpt_updates = updates()
         last: dict[str, Any] = {}
@@ -214,9 +216,13 @@ def run_loop(
             placement.write()
             if interactive:
                 bar.n = min(bar.total, round(budget.elapsed()))
-                bar.set_postfix(updates=updates(), ret=row["return"])
+                shown = {"updates": updates(), "ret": row["return"]}
+                if row["fallbacks"]:
+                    shown["FALLBACK"] = f"{row['fallback_share']:.0%}"
+                bar.set_postfix(shown)
             else:
                 print(format_row(row), file=log, flush=True)
+            fallbacks.interval(row, stats.fallback_reason())
             return row
 
         snapshots.maybe(algo.counters())
@@ -267,6 +273,8 @@ def run_loop(
         evaluation = evals.summary()
         if evaluation is not None:
             last = {**last, "eval": evaluation}
+        if fallbacks.degraded:
+            last = {**last, "degraded": fallbacks.summary()}
         return algo.counters(), last
     finally:
         if bar is not None:
@@ -330,6 +338,17 @@ class _Snapshots:
         torch.save(payload, self.dir / f"{int(counters['updates']):08d}-{t:08.1f}.pt")
 
 
+#: Metrics columns summed over the workers' counters (:data:`~evolve_envs.train.settling.
+#: SETTLING_COUNTS` and the env steps they played).
+SETTLEMENT_COLUMNS = {
+    "worker_env_steps": "env_steps",
+    "settled_episodes": "settled",
+    "cut_steps": "cut_steps",
+    "unsettled_episodes": "unsettled",
+    "saturation_waits": "saturation_waits",
+}
+
+
 def _row(
     algo: Algorithm,
     stats: IntervalStats,
@@ -353,6 +372,11 @@ def _row(
     # every env of a worker always has an episode under way: a restart loses one per env (the
     # trajectory queue takes whole trajectories only, so none of them reaches the learner)
     row["lost_episodes"] = row["worker_restarts"] * num_envs
+    # settled episodes (calls: deferred): handed on, steps cut after a model-judged done, ended
+    # ones whose answers are not all in yet, resets that waited for a saturated reward service
+    # (0 with the other call modes)
+    for column, key in SETTLEMENT_COLUMNS.items():
+        row[column] = sum(int(w.get(key, 0)) for w in per_worker.values())
     row.update(algo.metrics())
     row.setdefault("queue_depth", 0)
     row.setdefault("buffer_fill", float("nan"))

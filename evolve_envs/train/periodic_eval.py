@@ -57,8 +57,20 @@ def format_eval(row: dict[str, Any]) -> str:
     return (
         f"[{row['time_s']:7.1f}s] eval: held-out success {pct(row['success'])} (mean action)"
         f"{sampled} on {row['episodes']} unseen scenes, env success flag; updates "
-        f"{row['updates']}" + (f" (new best: {BEST})" if row.get("best") else "")
+        f"{row['updates']}" + (f" ({_best_note(row)})" if row.get("best") else "")
     )
+
+
+def _best_note(row: dict[str, Any]) -> str:
+    """What keeping ``row``'s policy as ``best.pt`` means: a first evaluation that solved nothing
+    is kept only until something does better, and is not called a best.
+
+    >>> _best_note({"success": 0.0, "first": True}), _best_note({"success": 0.3})
+    ('first evaluation, nothing solved yet: kept as best.pt until one does better', 'new best: best.pt')
+    """  # noqa: E501
+    if row.get("first") and not row.get("success") and not row.get("success_sampled"):
+        return f"first evaluation, nothing solved yet: kept as {BEST} until one does better"
+    return f"new best: {BEST}"
 
 
 class PeriodicEval:
@@ -149,12 +161,13 @@ class PeriodicEval:
         if det.frames:
             self._video(updates, [f for episode in det.frames for f in episode])
         row = {"updates": updates, **row}
+        first = self.best is None
         if self._better(row):
             self._save_best(policy, counters, row)
             row["best"] = True
         self.history.append(row)
         self.last_s, self.last_updates = elapsed, updates
-        print(format_eval(row), file=self.log, flush=True)
+        print(format_eval({**row, "first": first}), file=self.log, flush=True)
         return row
 
     def _write(self, updates: int, row: dict[str, Any]) -> None:

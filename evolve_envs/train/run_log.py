@@ -91,6 +91,11 @@ class IntervalStats:
         self._staleness.append(float(learner_version - traj.policy_version))
         self._episodes.extend(traj.episode_stats)
 
+    def fallback_reason(self) -> str | None:
+        """The last reward-model error of the interval's episodes that got fallback rewards."""
+        reasons = [e["fallback_reason"] for e in self._episodes if e.get("fallback_reason")]
+        return str(reasons[-1]) if reasons else None
+
     def row(self, elapsed: float | None = None) -> dict[str, Any]:
         """The interval's metrics (means over its episodes; rates per second)."""
         dt = max(1e-9, elapsed if elapsed is not None else time.monotonic() - self.t0)
@@ -101,6 +106,7 @@ class IntervalStats:
             return sum(vals) / len(vals) if vals else math.nan
 
         model_done = sum(float(e.get("model_done", 0.0)) for e in self._episodes)
+        fallback_episodes = sum(1 for e in self._episodes if int(e.get("fallbacks", 0)) > 0)
         model_done_success = sum(float(e.get("model_done_success", 0.0)) for e in self._episodes)
         return {
             "episodes": len(self._episodes),
@@ -108,7 +114,13 @@ class IntervalStats:
             "success": mean("success"),
             "model_progress": mean("progress"),
             "episode_length": mean("length"),
+            # steps paid a fallback reward (a reward-model call failed), and the share of the
+            # interval's episodes that got any: a dead model shows here, not as a speed-up
             "fallbacks": sum(int(e.get("fallbacks", 0)) for e in self._episodes),
+            "fallback_episodes": fallback_episodes,
+            "fallback_share": (
+                fallback_episodes / len(self._episodes) if self._episodes else math.nan
+            ),
             # model termination audited against env success (NaN: the model ended no episode)
             "model_done": int(model_done),
             "model_done_precision": model_done_success / model_done if model_done else math.nan,
@@ -126,12 +138,16 @@ class IntervalStats:
 
 def format_row(row: Mapping[str, Any]) -> str:
     """One metrics row as the line printed when not on a terminal; the success is the env's
-    flag, the progress the reward model's, and the line says which.
+    flag, the progress the reward model's, and the line says which. When reward-model calls
+    failed in the interval it ends with ``FALLBACK`` and the share of episodes that got fallback
+    rewards, next to the throughput they inflate.
 
     >>> row = {"time_s": 20.0, "updates_total": 4, "version": 5, "return": 0.05, "success": 0.0,
     ...        "model_progress": 4.7, "queue_depth": 1, "buffer_fill": 0.12}
     >>> format_row(row).split(" stale")[0]
     '[   20.0s] updates 4 v5 return 0.05 env-success 0 model-progress 4.7 queue 1 buffer 0.12'
+    >>> format_row({**row, "fallbacks": 40, "fallback_share": 0.5}).split("samples/s - ")[1]
+    'FALLBACK 50%'
     """
 
     def f(key: str, fmt: str = ".3g") -> str:
@@ -144,6 +160,7 @@ def format_row(row: Mapping[str, Any]) -> str:
         f"queue {row['queue_depth']} buffer {f('buffer_fill', '.2f')} "
         f"stale {f('staleness')} steps/s {f('env_steps_per_s', '.1f')} "
         f"samples/s {f('samples_per_s', '.1f')}"
+        + (f" FALLBACK {row['fallback_share']:.0%}" if (row.get("fallbacks") or 0) > 0 else "")
         + (f" done-precision {f('model_done_precision', '.2f')}" if row.get("model_done") else "")
         + (" ALARM" if (row.get("alarm_firing") or 0) > 0 else "")
     )

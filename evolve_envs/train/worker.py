@@ -19,6 +19,16 @@ from the training config's ``env`` + ``reward_model`` blocks (any Gymnasium ID t
 * **synchronous** (GRPO): :meth:`RolloutWorker.collect_episodes` plays one whole episode per env
   from the given reset seeds with the given weights and returns them.
 
+**Settled episodes** (``reward_model.calls: deferred``, the training configs' default): the env
+never waits for the reward model, so a step's reward is not known when the step returns. Each
+env's episode is kept (:mod:`evolve_envs.train.settling`) until the reward model has answered
+its last check; the trajectory the worker then pushes carries the settled rewards, ends at the
+step of a model-judged done (the steps played after it are cut and counted) and is exactly what
+``calls: sync`` would have produced for the same actions. In :meth:`~RolloutWorker.run` a
+trajectory is pushed when its episode settles (``segment_length`` cuts a settled episode into
+segments, pushed together); in :meth:`~RolloutWorker.collect_episodes` every env plays its
+episode without waiting and the call then waits for the last answers only.
+
 The actor is created with ``max_restarts`` and ``max_task_retries=-1`` (:func:`start_workers`):
 when its process dies, Ray starts a new one (the constructor rebuilds the envs and the policy)
 and re-submits the interrupted :meth:`~RolloutWorker.run` call, so collection continues; the
@@ -47,14 +57,21 @@ from typing import Any
 
 import numpy as np
 
-from evolve_envs.progress.episode_summary import model_done
+from evolve_envs.train.episode_slot import EnvSlot
 from evolve_envs.train.remote_errors import remote_error
+from evolve_envs.train.settling import (
+    SETTLING_COUNTS,
+    episode_index,
+    settling_counts,
+    settling_slots,
+)
 from evolve_envs.train.worker_env import (
     batch_obs,
     make_worker_env,
     policy_from_config,
     reward_transport,
     with_task,
+    worker_stack,
 )
 
 __all__ = [
@@ -88,27 +105,6 @@ def _node_id() -> str:
 
 class WorkerStartError(RuntimeError):
     """A rollout worker could not start (a dead reward service, a bad env key, ...)."""
-
-
-class _EnvSlot:
-    """One env's running episode and the unpushed part of it."""
-
-    def __init__(self) -> None:
-        self.inputs: list[dict[str, np.ndarray]] = []
-        self.actions: list[np.ndarray] = []
-        self.logp: list[float] = []
-        self.rewards: list[float] = []
-        self.dones: list[bool] = []
-        self.versions: list[int] = []
-        self.episode_stats: list[dict[str, Any]] = []
-        self.ep_return = 0.0
-        self.ep_len = 0
-        self.ep_fallbacks = 0
-
-    def reset_segment(self) -> None:
-        self.inputs, self.actions, self.logp = [], [], []
-        self.rewards, self.dones, self.versions = [], [], []
-        self.episode_stats = []
 
 
 class RolloutWorker:
@@ -170,7 +166,9 @@ class RolloutWorker:
         delays = self.cfg.workers.step_delay_s
         self.step_delay_s = float(delays[self.worker_id]) if delays else 0.0
         self.version = -1
-        self.counts = {"pushed": 0, "dropped": 0, "env_steps": 0, "episodes": 0}
+        # calls: deferred: one slot per env keeps each episode until the reward model settles it
+        self.settling = settling_slots(worker_stack(self.cfg, self.worker_id), self.envs)
+        self.counts = {"pushed": 0, "dropped": 0, "env_steps": 0, "episodes": 0, **SETTLING_COUNTS}
         self._reported = dict.fromkeys(self.counts, 0)  # the part of counts the registry has
 
     # ------------------------------------------------------------------ helpers
@@ -234,70 +232,51 @@ class RolloutWorker:
     def _encode_one(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         return _slice(self.policy.encode_obs(batch_obs([obs])), 0)
 
-    def _trajectory(self, slot: _EnvSlot, last_inputs: Mapping[str, np.ndarray]) -> Any:
-        from evolve_envs.train.trajectory import Trajectory
-
-        steps = [*slot.inputs, dict(last_inputs)]
-        obs = {k: np.stack([s[k] for s in steps]) for k in steps[0]}
-        traj = Trajectory(
-            obs=obs,
-            actions=np.stack(slot.actions).astype(np.float32),
-            behaviour_logp=np.asarray(slot.logp, dtype=np.float32),
-            rewards=np.asarray(slot.rewards, dtype=np.float32),
-            dones=np.asarray(slot.dones, dtype=bool),
-            policy_version=int(min(slot.versions)),
-            worker_id=self.worker_id,
-            episode_stats=list(slot.episode_stats),
-        )
-        traj.validate()
-        return traj
-
-    @staticmethod
-    def _episode_stats(slot: _EnvSlot, info: Mapping[str, Any], terminated: bool) -> dict:
-        """One finished episode's numbers for the learner's metrics: return, length, env
-        success, final model progress, fallbacks and, where the stack reports them, whether the
-        model ended the episode (and whether the env had succeeded then) and the alarm."""
-        progress = info.get("progress")
-        stats: dict[str, Any] = {
-            "return": slot.ep_return,
-            "length": slot.ep_len,
-            "success": float(bool(info.get("is_success", False))),
-            "progress": float(progress) if progress is not None else float("nan"),
-            "terminated": float(terminated),
-            "fallbacks": slot.ep_fallbacks,
-        }
-        summary = info.get("episode_reward_model")
-        if isinstance(summary, Mapping) and "model_terminated" in summary:
-            stats.update({k: float(v) for k, v in model_done(summary).items()})
-        alarm = info.get("reward_alarm")
-        if isinstance(alarm, Mapping):
-            stats["alarm_firing"] = float(bool(alarm.get("firing", False)))
-        return stats
-
     def _record_step(
         self,
-        slot: _EnvSlot,
+        slot: EnvSlot,
         inputs: Mapping[str, np.ndarray],
         action: np.ndarray,
         logp: float,
         step: tuple[Any, Any, Any, Any, Any],
     ) -> bool:
         """Append one env step to ``slot``; returns whether the episode ended (its stats are
-        then appended too)."""
+        then kept too)."""
         _, reward, terminated, truncated, info = step
         self.counts["env_steps"] += 1
-        slot.inputs.append(dict(inputs))
-        slot.actions.append(action)
-        slot.logp.append(float(logp))
-        slot.rewards.append(float(reward))
-        slot.dones.append(bool(terminated))
-        slot.versions.append(self.version)
-        slot.ep_return += float(reward)
-        slot.ep_len += 1
-        slot.ep_fallbacks += int(bool(info.get("reward_model_fallback", False)))
+        fallback = bool(info.get("reward_model_fallback", False))
+        slot.add(inputs, action, logp, float(reward), bool(terminated), self.version, fallback)
         ended = bool(terminated or truncated)
         if ended:
-            slot.episode_stats.append(self._episode_stats(slot, info, bool(terminated)))
+            slot.end_episode(info, bool(terminated))
+            self.counts["episodes"] += 1
+        return ended
+
+    def _reset(self, i: int, seed: int) -> Any:
+        """Reset env ``i`` with ``seed``; with settled episodes, its slot starts the episode."""
+        obs, info = self.envs[i].reset(seed=seed)
+        if self.settling is not None:
+            self.settling[i].start(episode_index(info))
+        return with_task(obs, info)
+
+    def _play_step(
+        self,
+        i: int,
+        inputs: Mapping[str, np.ndarray],
+        action: np.ndarray,
+        logp: float,
+        step: tuple[Any, Any, Any, Any, Any],
+        nxt: Any,
+    ) -> bool:
+        """Keep one step of env ``i``'s episode until it is settled (its reward is not known
+        yet); returns whether the episode ended."""
+        _, _, terminated, truncated, info = step
+        self.counts["env_steps"] += 1
+        slot = self.settling[i]  # type: ignore[index]
+        slot.add(inputs, action, logp, self.version, bool(info.get("is_success", False)))
+        ended = bool(terminated or truncated)
+        if ended:
+            slot.end(self._encode_one(nxt))
             self.counts["episodes"] += 1
         return ended
 
@@ -311,8 +290,8 @@ class RolloutWorker:
         seg_len = self.cfg.workers.segment_length
         poll_every = self.cfg.workers.poll_every
         deadline = None if max_seconds is None else time.monotonic() + max_seconds
-        slots = [_EnvSlot() for _ in self.envs]
-        obs = [with_task(*env.reset(seed=self._seed())) for env in self.envs]
+        slots = [EnvSlot() for _ in self.envs]
+        obs = [self._reset(i, self._seed()) for i in range(len(self.envs))]
         pending = self.registry.poll.remote(self.worker_id, self.version)
         puts: list[Any] = []  # queue puts not yet answered
         step = 0
@@ -334,25 +313,29 @@ class RolloutWorker:
                 continue
             inputs, actions, logp = self._act(obs)
             for i, env in enumerate(self.envs):
-                slot = slots[i]
                 result = self._step(env, actions[i])
                 nxt = with_task(result[0], result[4])
-                ended = self._record_step(slot, _slice(inputs, i), actions[i], logp[i], result)
-                if ended or (seg_len is not None and len(slot.actions) >= seg_len):
-                    self._push(self._trajectory(slot, self._encode_one(nxt)), puts)
-                    slot.reset_segment()
-                if ended:
-                    slot.ep_return, slot.ep_len, slot.ep_fallbacks = 0.0, 0, 0
-                    nxt = with_task(*env.reset(seed=self._seed()))
-                obs[i] = nxt
+                if self.settling is None:  # rewards known at the step: push as it goes
+                    slot = slots[i]
+                    ended = self._record_step(slot, _slice(inputs, i), actions[i], logp[i], result)
+                    if ended or (seg_len is not None and len(slot.actions) >= seg_len):
+                        self._push(slot.trajectory(self._encode_one(nxt), self.worker_id), puts)
+                else:  # push what the reward model has settled
+                    ended = self._play_step(i, _slice(inputs, i), actions[i], logp[i], result, nxt)
+                    for traj in self.settling[i].settle(self.worker_id, seg_len):
+                        self._push(traj, puts)
+                obs[i] = self._reset(i, self._seed()) if ended else nxt
             if puts:
-                self._settle(puts)
+                self._count_puts(puts)
             step += 1
             if step % 20 == 0:
                 self._report()
             if deadline is not None and time.monotonic() > deadline:
                 break
-        self._settle(puts, wait=True)
+        for slot in self.settling or ():  # the episodes that ended are handed on whole
+            for traj in slot.settle(self.worker_id, seg_len, wait=True):
+                self._push(traj, puts)
+        self._count_puts(puts, wait=True)
         self._report()
         return dict(self.counts)
 
@@ -364,9 +347,9 @@ class RolloutWorker:
 
     def _push(self, traj: Any, puts: list[Any]) -> None:
         """Put ``traj`` into the queue without waiting for the queue's answer when it is a
-        ``ray.util.queue.Queue`` (the call goes to its actor; :meth:`_settle` counts it pushed or
-        dropped when the answer arrives, in submission order on the queue's side); any other
-        queue is called and counted at once."""
+        ``ray.util.queue.Queue`` (the call goes to its actor; :meth:`_count_puts` counts it
+        pushed or dropped when the answer arrives, in submission order on the queue's side); any
+        other queue is called and counted at once."""
         from ray.util.queue import Full
 
         actor = getattr(self.queue, "actor", None)
@@ -378,10 +361,10 @@ class RolloutWorker:
                 self.counts["dropped"] += 1
             return
         if len(puts) >= self.MAX_PUTS_IN_FLIGHT:
-            self._settle(puts, wait=True, keep=self.MAX_PUTS_IN_FLIGHT - 1)
+            self._count_puts(puts, wait=True, keep=self.MAX_PUTS_IN_FLIGHT - 1)
         puts.append(actor.put_nowait.remote(traj))
 
-    def _settle(self, puts: list[Any], wait: bool = False, keep: int = 0) -> None:
+    def _count_puts(self, puts: list[Any], wait: bool = False, keep: int = 0) -> None:
         """Count the answered puts of ``puts`` as pushed or dropped (a full queue) and remove
         them; with ``wait``, first wait until at most ``keep`` are unanswered."""
         import asyncio
@@ -404,6 +387,8 @@ class RolloutWorker:
     def _report(self) -> None:
         """Send the registry what was counted since the last report (each count once, however
         many :meth:`run` calls this incarnation makes)."""
+        if self.settling is not None:
+            self.counts.update(settling_counts(self.settling, self.envs))
         delta = {k: v - self._reported[k] for k, v in self.counts.items()}
         if any(delta.values()):
             self.registry.report.remote(self.worker_id, delta)  # fire and forget
@@ -427,23 +412,34 @@ class RolloutWorker:
             self._load(ray.get(sd) if isinstance(sd, ray.ObjectRef) else sd, version)
         self.version = int(version)  # the version of the weights it holds, by the caller's count
         envs = self.envs[: len(seeds)]
-        slots = [_EnvSlot() for _ in envs]
-        obs = [with_task(*env.reset(seed=int(s))) for env, s in zip(envs, seeds, strict=True)]
+        slots = [EnvSlot() for _ in envs]
+        obs = [self._reset(i, int(s)) for i, s in enumerate(seeds)]
         out: list[Any] = [None] * len(envs)
         live = list(range(len(envs)))
-        while live:
+        while live:  # no env waits for the reward model with settled episodes
             inputs, actions, logp = self._act([obs[i] for i in live])
             still = []
             for j, i in enumerate(live):
-                slot = slots[i]
                 result = self._step(envs[i], actions[j])
                 nxt = with_task(result[0], result[4])
-                if self._record_step(slot, _slice(inputs, j), actions[j], logp[j], result):
-                    out[i] = self._trajectory(slot, self._encode_one(nxt))
+                if self.settling is not None:
+                    ended = self._play_step(i, _slice(inputs, j), actions[j], logp[j], result, nxt)
+                elif self._record_step(slots[i], _slice(inputs, j), actions[j], logp[j], result):
+                    out[i] = slots[i].trajectory(self._encode_one(nxt), self.worker_id)
+                    ended = True
                 else:
+                    ended = False
+                if not ended:
                     obs[i] = nxt
                     still.append(i)
             live = still
+        for i, slot in enumerate((self.settling or [])[: len(envs)]):  # the barrier: last answers
+            trajs = slot.settle(self.worker_id, wait=True)
+            if len(trajs) != 1:
+                raise RuntimeError(f"env {i} settled {len(trajs)} episodes for one played")
+            out[i] = trajs[0]
+        if self.registry is not None:
+            self._report()
         return out
 
     def close(self) -> None:

@@ -24,6 +24,7 @@ __all__ = [
     "resolve_node_endpoint",
     "reward_transport",
     "with_task",
+    "worker_stack",
 ]
 
 
@@ -112,11 +113,31 @@ def make_worker_env(config: Any, worker_index: int = 0) -> Any:
     """
     from evolve_envs.stack.factory import make_env
 
-    stack = config.stack(worker_index)
+    stack = worker_stack(config, worker_index)
     rm = stack["reward_model"]
     if "endpoint" in rm:  # http://{node_ip}:PORT: the Serve proxy of this worker's node
         rm["endpoint"] = resolve_node_endpoint(rm["endpoint"])
     return make_env(stack)
+
+
+def worker_stack(config: Any, worker_index: int = 0) -> dict[str, Any]:
+    """The stack blocks worker ``worker_index`` builds its envs from: ``config.stack(i)``,
+    except that a run which records its episodes (a ``record`` block) plays ``calls: deferred``
+    with ``calls: async``: the recorder writes each step's reward and progress as the step
+    returns, and ``async`` pays those same rewards then.
+
+    Example:
+        >>> from evolve_envs.train.config import TrainConfig
+        >>> cfg = TrainConfig(reward_model={"enable": True, "calls": "deferred"},
+        ...                   record={"dir": "runs/rec"})
+        >>> worker_stack(cfg)["reward_model"]["calls"]
+        'async'
+    """
+    stack = config.stack(worker_index)
+    rm = stack["reward_model"]
+    if stack.get("record") is not None and rm.get("calls") == "deferred":
+        stack["reward_model"] = {**rm, "calls": "async"}
+    return stack
 
 
 def policy_from_config(policy_cfg: Any, obs_space: Any, act_space: Any) -> Any:

@@ -18,10 +18,15 @@ _LAZY = {
     "EpisodeScoreReward": "evolve_envs.wrappers.episode_score",
     "FrameCache": "evolve_envs.wrappers.frame_cache",
     "HackingAlarm": "evolve_envs.wrappers.hacking_alarm",
+    "LentClient": "evolve_envs.wrappers.model_handle",
+    "lend": "evolve_envs.wrappers.model_handle",
     "ModelSuccessBonus": "evolve_envs.wrappers.success_bonus",
     "ProgressReward": "evolve_envs.wrappers.progress_reward",
     "ProgressiveHorizon": "evolve_envs.wrappers.progressive_horizon",
     "RecordEpisodes": "evolve_envs.wrappers.record_episodes",
+    "SettledRewards": "evolve_envs.wrappers.settled_rewards",
+    "SettledRollout": "evolve_envs.wrappers.settled_rewards",
+    "settled_episodes": "evolve_envs.wrappers.settled_rewards",
 }
 
 __all__ = sorted(_LAZY)

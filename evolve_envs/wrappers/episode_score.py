@@ -37,8 +37,9 @@ Example: CartPole with a flat grey camera picture (level 204, which the local mo
     >>> picture = lambda _: np.full(grey.shape, 204, np.uint8)
     >>> env = gym.wrappers.TransformObservation(
     ...     gym.make("CartPole-v1", max_episode_steps=3), picture, grey)
+    >>> from evolve_envs.wrappers.model_handle import lend
     >>> client = PickleScorerClient(svc.url)
-    >>> env = EpisodeScoreReward(FrameCache(env, camera=None), client,
+    >>> env = EpisodeScoreReward(FrameCache(env, camera=None), lend(client),
     ...                          task="balance the pole", binary_reward=False)
     >>> _ = env.reset(seed=0)
     >>> [env.step(0)[1] for _ in range(3)]           # paid on the last step
@@ -58,6 +59,7 @@ from gymnasium.core import ActType, ObsType
 from evolve_envs.progress.episode_summary import EpisodeSummary
 from evolve_envs.progress.task_text import task_text
 from evolve_envs.wrappers.frame_cache import FrameStore, find_frame_store
+from evolve_envs.wrappers.model_handle import OpenModel, check_open_model
 
 __all__ = ["EpisodeScoreReward"]
 
@@ -73,9 +75,10 @@ class EpisodeScoreReward(
 
     Args:
         env: an env with a :class:`~evolve_envs.wrappers.frame_cache.FrameCache` in its stack.
-        client: an open :class:`~evolve_envs.stack.reward_model.RewardModel` of a ``video_score``
-            or ``pickle_scorer`` block (owned, closed after the env), or a bare
-            ``VideoScoreClient`` / ``PickleScorerClient`` (the caller's).
+        model: an open reward model of a ``video_score`` or ``pickle_scorer`` block (from
+            :func:`evolve_envs.open_reward_model`; closed after the env), or a
+            ``VideoScoreClient`` / ``PickleScorerClient`` lent with
+            :func:`~evolve_envs.wrappers.model_handle.lend` (it stays the caller's).
         kind: ``"video_score"`` or ``"pickle_scorer"``; inferred from the client if omitted.
         task: task text; default ``info["task_description"]`` at reset.
         binary_reward, success_threshold, reward_coef, use_rel_reward, ignore_terminations:
@@ -90,7 +93,7 @@ class EpisodeScoreReward(
     def __init__(
         self,
         env: gym.Env[ObsType, ActType],
-        client: Any,
+        model: OpenModel,
         *,
         kind: ScorerKind | None = None,
         task: str | None = None,
@@ -119,10 +122,9 @@ class EpisodeScoreReward(
             success_key=success_key,
         )
         gym.Wrapper.__init__(self, env)
-        # an open RewardModel: its client; the wrapper owns it (closed after the env)
-        self.reward_model = client if getattr(type(client), "is_reward_model", False) else None
-        if self.reward_model is not None:
-            client = self.reward_model.client
+        # the open model: its client; the wrapper closes it after the env
+        self.reward_model: OpenModel | None = check_open_model(model, "EpisodeScoreReward")
+        client = model.client
         if kind is None:
             kind = "video_score" if hasattr(client, "nframes") else "pickle_scorer"
         if kind not in ("video_score", "pickle_scorer"):

@@ -8,6 +8,7 @@ its two signals are described there) and puts the detector's state for the episo
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any, SupportsFloat
 
@@ -16,6 +17,7 @@ from gymnasium.core import ActType, ObsType
 
 from evolve_envs.progress.episode_summary import model_score
 from evolve_envs.progress.hacking import AlarmSettings, HackingDetector
+from evolve_envs.progress.settled_episode import SettledEpisode
 from evolve_envs.progress.task_text import task_text
 
 __all__ = ["HackingAlarm"]
@@ -79,6 +81,19 @@ class HackingAlarm(
         self._task = task_text(self.env, self.task, info, "HackingAlarm")
         self._open = True
         return obs, info
+
+    def settled_episodes(self, wait: bool = False) -> list[SettledEpisode]:
+        """``calls: deferred``: the settled episodes of the stack below, each fed to the
+        detector as it is handed on (in the order played), its state in ``.alarm``."""
+        out = []
+        for ep in self.env.get_wrapper_attr("settled_episodes")(wait):
+            score = model_score(ep.summary, self.detector.settings.score)
+            if ep.final and score is not None:
+                success = bool(ep.summary.get("is_success", False))
+                task = self.task if self.task is not None else ep.task
+                ep = dataclasses.replace(ep, alarm=self.detector.add(task, score, success))
+            out.append(ep)
+        return out
 
     def step(self, action: ActType) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)

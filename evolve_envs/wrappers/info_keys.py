@@ -116,6 +116,12 @@ INFO_KEYS: dict[str, tuple[InfoKey, ...]] = {
             "reset, step",
             "the reward model has judged the task done in this episode (threshold and/or backend `/done`, per `done_by`)",
         ),
+        InfoKey(
+            ("reward_model_id",),
+            "str or None",
+            "reset, step",
+            "the model the service says answers (`mock-change`: the mock backend's rule, a stand-in that warns once when it ends an episode); None when it did not say",
+        ),
         InfoKey(("env_reward",), "float", "step", "the wrapped env's reward before mixing"),
         InfoKey(
             ("reward_model_reward",),
@@ -123,7 +129,18 @@ INFO_KEYS: dict[str, tuple[InfoKey, ...]] = {
             "step",
             "the model part of this step's reward (before `reward_weight`)",
         ),
-        InfoKey(("episode_reward_model",), "dict", "last step", "episode summary, below"),
+        InfoKey(
+            ("episode_reward_model",),
+            "dict",
+            "last step (not under `calls: deferred`)",
+            "episode summary, below (under `calls: deferred` it comes with the settled episode)",
+        ),
+        InfoKey(
+            ("settlement_episode", "settlement_step"),
+            "int",
+            "reset, step",
+            "the episode's number on this env (1 at the first reset) and the step (0 at reset): what a settled episode (`calls: deferred`) is matched with",
+        ),
     ),
     "EpisodeScoreReward": (
         InfoKey(

@@ -19,10 +19,18 @@ starts an embedded service when asked, opens the endpoint pool and the client, a
 service (a dead, refusing or foreign service fails there, in one line). Handed the open model, the
 wrapper takes its client, its progress settings and the service's capabilities (settings the
 backend cannot serve, e.g. ``mode="pairwise"`` on a progress-only backend, are refused with
-:class:`~evolve_envs.progress.settings.ConfigError`) and closes the model after the env. A bare
-progress client (a test double, a trainer's own client) also works; it stays the caller's.
+:class:`~evolve_envs.progress.settings.ConfigError`) and closes the model after the env. A
+progress client opened elsewhere (a test double, a trainer's own client) is lent:
+``ProgressReward(env, lend(client))`` (:func:`~evolve_envs.wrappers.model_handle.lend`); it
+stays the caller's.
 
 Put the time limit *below* this wrapper so truncation reaches it and the episode is settled.
+
+With ``calls: deferred`` a step never waits for the reward model: the reward returned is the env
+part alone (``env_reward_weight · env_reward``), and :meth:`ProgressReward.settled_episodes`
+hands on each episode once its last answer is in, with the reward ``sync`` would have paid at
+every step (model and env parts) and the steps cut after a model done. ``info`` carries
+``settlement_episode`` (the episode's number) and ``settlement_step`` (its step) in every mode.
 
 Example: an env whose camera frame gets 64 grey levels brighter each step, against a local mock
 service whose *intensity* rule reads a flat grey frame of level ``g`` as progress ``100 g/255``::
@@ -61,8 +69,10 @@ service whose *intensity* rule reads a flat grey frame of level ``g`` as progres
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
@@ -70,12 +80,36 @@ import numpy as np
 from gymnasium.core import ActType, ObsType
 
 from evolve_envs.progress.settings import TrackerSettings
+from evolve_envs.progress.settled_episode import SettledEpisode
 from evolve_envs.progress.task_text import task_text
 from evolve_envs.progress.tracker import ProgressTracker
+from evolve_envs.wrappers.model_handle import OpenModel, check_open_model
 
-__all__ = ["ProgressReward"]
+__all__ = ["ProgressReward", "StandInModelWarning", "stand_in"]
 
 logger = logging.getLogger(__name__)
+
+#: Backends whose judgement is a hand-written rule, not a learned model.
+STAND_IN_BACKENDS = ("mock",)
+
+
+class StandInModelWarning(UserWarning):
+    """A stand-in reward model (the ``mock`` backend's rules) ended an episode."""
+
+
+def stand_in(capabilities: Any) -> str | None:
+    """The model id of a stand-in backend (``mock-change``), ``None`` for a learned model or
+    when the service did not say.
+
+    Example:
+        >>> from types import SimpleNamespace as Caps
+        >>> stand_in(Caps(backend="mock", model_id="mock-change")), stand_in(Caps(backend="vlac"))
+        ('mock-change', None)
+    """
+    backend = getattr(capabilities, "backend", None)
+    if backend not in STAND_IN_BACKENDS:
+        return None
+    return getattr(capabilities, "model_id", None) or str(backend)
 
 
 class ProgressReward(
@@ -85,9 +119,8 @@ class ProgressReward(
 
     Args:
         env: the env (with its time limit inside).
-        client: an open :class:`~evolve_envs.stack.reward_model.RewardModel` (from
-            :func:`evolve_envs.open_reward_model`; owned, closed after the env), or a bare progress
-            client (``evolve_envs.reward.clients.progress_client.ProgressClient``; the caller's).
+        model: an open reward model (from :func:`evolve_envs.open_reward_model`, or a client
+            lent with :func:`~evolve_envs.wrappers.model_handle.lend`); closed after the env.
         settings: :class:`~evolve_envs.progress.settings.TrackerSettings` or a
             mapping of them (default: the reward model's, else the defaults).
         camera: observation key of the frames sent to the reward model (``None``: the
@@ -98,18 +131,18 @@ class ProgressReward(
         reward_weight: weight of the model reward.
         env_reward_weight: weight of the wrapped env's reward.
         capabilities: the service's capabilities, to check the settings against (default: the
-            reward model's; None for a bare client: not checked).
+            reward model's; None for a lent client: not checked).
         **setting_overrides: individual :class:`TrackerSettings` fields, e.g. ``start_step=8``.
 
     The module docstring has a runnable example. Settings can also be given one by one:
-    ``ProgressReward(env, client, mode="trajectory", calls="async", max_lag_steps=8,
+    ``ProgressReward(env, model, mode="trajectory", calls="async", max_lag_steps=8,
     reward_mode="sparse")``.
     """
 
     def __init__(
         self,
         env: gym.Env[ObsType, ActType],
-        client: Any,
+        model: OpenModel,
         settings: TrackerSettings | Mapping[str, Any] | None = None,
         *,
         camera: str | tuple[str, ...] | None = "agentview_image",
@@ -129,20 +162,13 @@ class ProgressReward(
             **setting_overrides,
         )
         gym.Wrapper.__init__(self, env)
-        if isinstance(client, str | Sequence):
-            raise TypeError(
-                "ProgressReward: open the reward model first, e.g. "
-                "ProgressReward(env, evolve_envs.open_reward_model({'enable': True, "
-                "'endpoint': URL}))"
-            )
-        # an open RewardModel: its client, settings and capabilities; the wrapper owns it
-        self.reward_model = client if getattr(type(client), "is_reward_model", False) else None
-        if self.reward_model is not None:
-            client = self.reward_model.client
-            if settings is None:
-                settings = self.reward_model.settings
-            if capabilities is None:
-                capabilities = self.reward_model.capabilities
+        # the open model: its client, settings and capabilities; the wrapper closes it
+        self.reward_model: OpenModel | None = check_open_model(model, "ProgressReward")
+        client = model.client
+        if settings is None:
+            settings = model.settings
+        if capabilities is None:
+            capabilities = model.capabilities
         if settings is None:
             settings = TrackerSettings()
         elif isinstance(settings, Mapping):
@@ -158,12 +184,17 @@ class ProgressReward(
         try:  # the tracker refuses settings the backend cannot serve (pairwise on progress-only)
             self.tracker = ProgressTracker(client, settings, capabilities=capabilities)
         except BaseException:
-            if self.reward_model is not None:  # a refused construction closes what it was handed
-                self.reward_model.close()
+            model.close()  # a refused construction closes what it was handed
             raise
         self.episode_step = 0
         self._warned_after_end = False
         self._last_info: dict[str, Any] = {}
+        self.model_id: str | None = getattr(capabilities, "model_id", None) or getattr(
+            capabilities, "backend", None
+        )
+        self.stand_in = stand_in(capabilities)
+        self._warned_stand_in = False
+        self._env_rewards: dict[int, list[float]] = {}  # deferred: per episode, per step
 
     @property
     def settings(self) -> TrackerSettings:
@@ -187,12 +218,22 @@ class ProgressReward(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
+        if self._deferred and not self.tracker.episode_over:  # dropped, as under sync
+            self._env_rewards.pop(self.tracker.episodes, None)
         self.tracker.reset(task_text(self.env, self.task, info, "ProgressReward"), self._frame(obs))
         self.episode_step = 0
         self._warned_after_end = False
         info.setdefault("is_success", False)
         info.update(self.tracker.step_info())
+        info["reward_model_id"] = self.model_id
+        if self._deferred:
+            self._env_rewards[self.tracker.episodes] = []
+        info.update(settlement_episode=self.tracker.episodes, settlement_step=0)
         return obs, info
+
+    @property
+    def _deferred(self) -> bool:
+        return self.tracker.settings.calls == "deferred"
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         obs, env_reward, terminated, truncated, info = self.env.step(action)
@@ -205,6 +246,7 @@ class ProgressReward(
                 logger.warning("ProgressReward: step() after the episode ended; call reset()")
                 self._warned_after_end = True
             info["reward_model_reward"] = 0.0
+            info["reward_model_id"] = self.model_id
             info.update(self._last_info)
             return obs, self.env_reward_weight * float(env_reward), terminated, truncated, info
 
@@ -216,11 +258,54 @@ class ProgressReward(
             env_success=bool(info["is_success"]),
         )
         info.update(out.info)
+        info["reward_model_id"] = self.model_id
         info["reward_model_reward"] = out.reward
+        if out.terminate and not terminated and self.stand_in and not self._warned_stand_in:
+            self._warned_stand_in = True  # once per env: the judge does not change
+            warnings.warn(
+                f"ProgressReward: a stand-in reward model ({self.stand_in}, a hand-written rule, "
+                f"not a learned model) ended this episode at step {self.episode_step}; its "
+                "'done' and progress say what the rule measures, not whether the task was done "
+                f"(the env's is_success: {bool(info['is_success'])})",
+                StandInModelWarning,
+                stacklevel=2,
+            )
+        if self._deferred:
+            self._env_rewards.setdefault(self.tracker.episodes, []).append(float(env_reward))
+        info.update(settlement_episode=self.tracker.episodes, settlement_step=self.episode_step)
         self._last_info = dict(out.info)
         self._last_info.pop("episode_reward_model", None)
         reward = self.env_reward_weight * float(env_reward) + self.reward_weight * out.reward
         return obs, reward, bool(terminated or out.terminate), bool(truncated), info
+
+    def settled_episodes(self, wait: bool = False) -> list[SettledEpisode]:
+        """``calls: deferred``: the episodes settled since the last call, in the order played
+        (``wait``: wait for the answers of every episode that has ended).
+
+        Each record's ``rewards`` are this wrapper's rewards as ``sync`` pays them,
+        ``env_reward_weight · env_reward + reward_weight · model_reward`` per step up to
+        ``length`` (the steps cut after a model done are left out); ``model_rewards`` is the
+        model part. Wrappers above that add to the reward (``ModelSuccessBonus``) add theirs
+        when asked through them: call ``env.get_wrapper_attr("settled_episodes")`` on the
+        outermost env, or :func:`evolve_envs.wrappers.settled.settled_episodes`."""
+        return [self._with_env_part(ep) for ep in self.tracker.settled(wait)]
+
+    def running_episode(self, wait: bool = True) -> SettledEpisode | None:
+        """``calls: deferred``: the open episode's steps so far, rewards as in
+        :meth:`settled_episodes` (see ``ProgressTracker.running_episode``)."""
+        ep = self.tracker.running_episode(wait)
+        return None if ep is None else self._with_env_part(ep)
+
+    def deferred_stats(self) -> dict[str, int | float]:
+        """``calls: deferred``: unsettled episodes, frame bytes held, saturation waits, answer
+        timeouts, cut steps (``ProgressTracker.deferred_stats``)."""
+        return self.tracker.deferred_stats()
+
+    def _with_env_part(self, ep: SettledEpisode) -> SettledEpisode:
+        env = self._env_rewards.pop(ep.index, []) if ep.final else self._env_rewards.get(ep.index)
+        env_part = np.zeros(ep.length) if env is None else np.asarray(env[: ep.length], float)
+        rewards = self.env_reward_weight * env_part + self.reward_weight * ep.model_rewards
+        return dataclasses.replace(ep, rewards=rewards)
 
     def close(self) -> None:
         """Close the env, then the reward model this wrapper was handed (if any)."""

@@ -31,12 +31,15 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
 
-__all__ = ["ModelSuccessBonus", "bonus_paid"]
+from evolve_envs.progress.settled_episode import SettledEpisode
+
+__all__ = ["ModelSuccessBonus", "bonus_paid", "with_bonus"]
 
 
 def bonus_paid(summary: Any, bonus: float, threshold: float) -> float:
@@ -52,6 +55,17 @@ def bonus_paid(summary: Any, bonus: float, threshold: float) -> float:
         if round(float(summary["progress"]) / 100.0, 9) >= threshold:
             return float(bonus)
     return 0.0
+
+
+def with_bonus(ep: SettledEpisode, bonus: float, threshold: float) -> SettledEpisode:
+    """A settled episode with the bonus added to its last step's reward (``calls: deferred``:
+    the bonus the wrapper would have paid under ``sync``)."""
+    if not ep.final or ep.length == 0:
+        return ep
+    paid = bonus_paid(ep.summary, bonus, threshold)
+    rewards = ep.rewards.copy()
+    rewards[-1] += paid
+    return dataclasses.replace(ep, rewards=rewards)
 
 
 class ModelSuccessBonus(gym.Wrapper):
@@ -75,3 +89,9 @@ class ModelSuccessBonus(gym.Wrapper):
             info = {**info, "success_bonus": paid}
             reward = float(reward) + paid
         return obs, reward, terminated, truncated, info
+
+    def settled_episodes(self, wait: bool = False) -> list[SettledEpisode]:
+        """``calls: deferred``: the reward wrapper's settled episodes with the bonus added
+        (:func:`with_bonus`); under ``sync`` it is paid on the last step as the step returns."""
+        inner = self.env.get_wrapper_attr("settled_episodes")(wait)
+        return [with_bonus(ep, self.bonus, self.threshold) for ep in inner]

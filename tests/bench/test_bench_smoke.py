@@ -73,6 +73,9 @@ def test_p2_rollout_throughput_quick() -> None:
             assert num(r["calls/episode"]) == 0
         else:
             assert num(r["calls/episode"]) > 0
+        if r["reward"].startswith("deferred"):  # every check sent is answered and settled
+            assert num(r["answers/episode"]) == num(r["calls/episode"])
+            assert num(r["unsettled peak"]) >= 1
 
 
 def test_p3_frame_cache_quick() -> None:

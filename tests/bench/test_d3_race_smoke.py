@@ -1,4 +1,4 @@
-"""Smoke test of D3's fair race: tuning (Ray Tune) and the race (slow regime) each run for
+"""Smoke test of D3's race: tuning (Ray Tune) and the race (slow regime) each run for
 seconds end to end, then re-render from their records alone.
 
 It checks the records and the reports have their fields; it asserts nothing about learning
@@ -41,7 +41,7 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def test_tuning_records_trials_and_writes_a_config_both_algorithms_train_from(tuned) -> None:
-    from evolve_envs.train.config import load_train_config
+    from evolve_envs import load_train_config
 
     records = {a: json.loads((tuned["out"] / "trials" / f"{a}-t0.json").read_text())
                for a in ("distrl", "grpo")}  # fmt: skip

@@ -56,7 +56,7 @@ def test_tuning_knobs_are_reproducible_valid_and_the_shared_ones_equal() -> None
     pytest.importorskip("ray.tune")
     import d3_tune
 
-    from evolve_envs.train.config import load_train_config
+    from evolve_envs import load_train_config
 
     shared = {"lr", "entropy_coef", "entropy_target", "clip", "invalid_coef"}
     ranges = {a: {k.split(".")[1]: v for k, v in d3_tune.SPACE[a].items()} for a in d3_tune.ARMS}
@@ -77,7 +77,7 @@ def test_tuning_knobs_are_reproducible_valid_and_the_shared_ones_equal() -> None
 def test_slow_regime_overrides_make_three_workers_of_mixed_speed() -> None:
     from _d3_runs import TUNED_CONFIG, regime_overrides
 
-    from evolve_envs.train.config import load_train_config
+    from evolve_envs import load_train_config
 
     assert regime_overrides("instant") == []
     cfg = load_train_config(TUNED_CONFIG, overrides=regime_overrides("slow"))

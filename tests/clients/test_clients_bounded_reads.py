@@ -32,6 +32,7 @@ from evolve_envs.reward.clients.robometer_client import RobometerClient
 from evolve_envs.reward.clients.service_check import ServiceUnavailableError, check_service
 from evolve_envs.reward.clients.video_score_client import VideoScoreClient
 from evolve_envs.reward.protocol.pickle_codec import safe_pickle_dumps
+from evolve_envs.wrappers.model_handle import lend
 from tests.clients.client_helpers import Answer, HostileHTTPServer, paint, within_guard
 
 BOMB_MIB = 256
@@ -270,7 +271,8 @@ def test_the_env_wrapper_falls_back_and_counts_the_errors(hostile) -> None:
             return {"agentview_image": paint(10)}, 0.0, False, False, {}
 
     client = ProgressClient(_pool(hostile), close_pool=True, warn_interval_s=3600)
-    env = ProgressReward(gym.wrappers.TimeLimit(Still(), 6), client, start_step=2, call_every=2)
+    env = ProgressReward(gym.wrappers.TimeLimit(Still(), 6), lend(client), start_step=2,
+                         call_every=2)  # fmt: skip
     try:
         env.reset(seed=0)
         infos = [within_guard(lambda: env.step(0))[4] for _ in range(6)]

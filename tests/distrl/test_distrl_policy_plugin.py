@@ -106,8 +106,8 @@ class InstructionPolicy(Policy):
 def test_a_policy_class_named_in_the_config_is_built_and_sees_the_instruction():
     """``policy.target`` builds another Policy subclass (how a VLA plugs in) with
     ``policy.kwargs``; workers hand it ``info["task_description"]`` in the observation."""
+    from evolve_envs import TrainConfig
     from evolve_envs.envs.synthetic import TASK
-    from evolve_envs.train.config import TrainConfig
     from evolve_envs.train.worker import RolloutWorker
 
     cfg = TrainConfig(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from evolve_envs.train.config import TrainConfig
+from evolve_envs import TrainConfig
 from evolve_envs.train.evaluation import (
     HELD_OUT_BASE,
     evaluate_policy,

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from evolve_envs.train.config import load_train_config
+from evolve_envs import load_train_config
 
 #: the reward model: the embedded mock instead of the config's VLAC service (a new mapping, not
 #: layered on VLAC's arguments as a KEY=VALUE override would be)
@@ -29,7 +29,7 @@ SHORT = [
 
 
 def test_the_libero_config_is_the_long_horizon_schedule_for_both_algorithms() -> None:
-    from evolve_envs.stack.loading import load_config
+    from evolve_envs import load_config
 
     for algo in ("distrl", "grpo"):
         cfg = load_train_config("libero_10", overrides=[f"algo={algo}"])

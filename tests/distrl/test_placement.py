@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evolve_envs.train.config import load_train_config
+from evolve_envs import load_train_config
 from evolve_envs.train.loop import learner_device, reserve_learner_gpus
 from evolve_envs.train.worker import start_workers
 from tests.distrl.test_train import TOY

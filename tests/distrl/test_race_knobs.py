@@ -1,4 +1,4 @@
-"""The knobs of D3's fair race: per-worker step delays, and GRPO's entropy floor, invalid-action
+"""The knobs of D3's race: per-worker step delays, and GRPO's entropy floor, invalid-action
 penalty and round size (the control knobs DistRL's learner has), without Ray."""
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from evolve_envs.stack.config import ConfigError
+from evolve_envs import ConfigError, TrainConfig, load_train_config
 from evolve_envs.train.algorithm import TrainContext
-from evolve_envs.train.config import TrainConfig, load_train_config
 from evolve_envs.train.grpo.algorithm import GRPO, round_groups
 from evolve_envs.train.policies.base import CNNGaussianPolicy
 from evolve_envs.train.trajectory import Trajectory

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from evolve_envs import load_train_config
 from evolve_envs.envs.synthetic import scripted_action
-from evolve_envs.train.config import load_train_config
 from evolve_envs.train.driver import reward_service_for
 from evolve_envs.train.worker_env import make_worker_env
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from evolve_envs import load_train_config
 from evolve_envs.train.checkpoint import load_checkpoint
-from evolve_envs.train.config import load_train_config
 from evolve_envs.train.distrl.learner import Learner
 from evolve_envs.train.driver import TrainOptions, run_train
 from evolve_envs.train.worker_env import policy_from_config
@@ -195,8 +195,12 @@ def test_a_reward_service_outage_mid_run_follows_the_fail_fast_policy(ray_local,
         stopper.join()
         svc.stop()
     err = capsys.readouterr().err
-    assert rc == 1, err
-    assert "rollout worker" in err and "stopped" in err and "--resume" in err, err
+    assert rc == 3, err  # the service's failure, in one line, with the way back
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(
+        "evolve-envs train: error: the reward service"
+    ), err
+    assert "strict mode" in err and "rollout worker" in err and "--resume" in err, err
     assert (tmp_path / "out" / "checkpoint.pt").is_file()
 
 

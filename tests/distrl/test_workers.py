@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from evolve_envs.train.config import load_train_config
+from evolve_envs import load_train_config
 from evolve_envs.train.weight_registry import WeightRegistry
 from evolve_envs.train.worker import start_workers
 from evolve_envs.train.worker_env import policy_from_config

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evolve_envs.stack.loading import load_config
+from evolve_envs import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]

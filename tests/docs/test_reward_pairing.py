@@ -67,8 +67,7 @@ def pairings(path: Path, text: str | None = None) -> list[Pairing]:
 
 def expected_model(train_argv: list[str]) -> tuple[Any, dict[str, Any], str]:
     """(backend, kwargs, endpoint) a training command's config expects."""
-    from evolve_envs.stack.loading import load_config
-    from evolve_envs.train.config import load_train_config
+    from evolve_envs import load_config, load_train_config
 
     args, extra = parsers()["evolve-envs"].parse_known_args(train_argv)
     sources = [str(ROOT / c) if (ROOT / c).is_file() else c for c in args.config]
@@ -85,7 +84,7 @@ def served_model(server: tuple[str, Any], endpoint: str) -> tuple[str, dict[str,
         name = endpoint.removeprefix("ray://").strip("/") if endpoint.startswith("ray://") else None
         (app,) = [a for a in apps if name is None or a["name"] == name] if len(apps) > 1 else apps
         return app["args"]["backend"], dict(app["args"].get("backend_kwargs") or {})
-    from evolve_envs.cli.serve_options import backend_kwargs
+    from evolve_envs.reward.service.serve_options import backend_kwargs
 
     parser = parsers()[kind]
     args, _ = parser.parse_known_args(arg)
@@ -121,7 +120,7 @@ def test_every_server_the_docs_start_serves_what_its_training_config_expects() -
 
 
 def test_every_training_config_with_a_remote_model_is_paired_with_a_server() -> None:
-    from evolve_envs.train.config import load_train_config
+    from evolve_envs import load_train_config
 
     found = _all_pairings()
     for path in TRAIN_CONFIGS:

@@ -37,6 +37,70 @@ def test_the_check_catches_an_upward_import(tmp_path) -> None:
     ]
 
 
+def test_the_check_catches_an_upward_link_in_a_string(tmp_path) -> None:
+    """A module named in a string (an entry point, a ``python -m`` argument) is an import: the
+    check fails on an upward one added to a copy of the package; a docstring naming it does not."""
+    import shutil
+
+    copy = tmp_path / "evolve_envs"
+    shutil.copytree(ig.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    target = copy / "envs" / "synthetic.py"
+    prose = '\n\ndef _prose():\n    """evolve_envs.stack.factory:make_env"""\n'
+    target.write_text(target.read_text() + prose)
+    assert ig.violations(ig.graph(copy)) == []
+    planted = '\nENTRY = "evolve_envs.stack.factory:make_registered"\n'
+    target.write_text(target.read_text() + planted)
+    service = copy / "reward" / "service" / "embedded.py"
+    child = '\nCOMMAND = ["python", "-m", "evolve_envs.cli.serve"]\n'
+    service.write_text(service.read_text() + child)
+    assert ig.violations(ig.graph(copy)) == [
+        "evolve_envs.envs.synthetic imports evolve_envs.stack.factory, a higher layer",
+        "evolve_envs.reward.service.embedded imports evolve_envs.cli.serve, a higher layer",
+    ]
+
+
+def test_entry_points_stay_in_their_layer() -> None:
+    assert ig.entry_point_violations() == []
+    links = ig.entry_point_links()
+    assert ("evolve_envs.train.algorithm", "evolve_envs.train.distrl.algorithm") in links
+    assert ("evolve_envs.cli", "evolve_envs.reward.service.serve") not in links
+
+
+def test_the_check_catches_an_upward_entry_point(tmp_path) -> None:
+    """A plugin above the module that loads its group, or a console script outside the
+    programs, written into a copy of setup.cfg, fails the check."""
+    cfg = tmp_path / "setup.cfg"
+    text = ig.SETUP_CFG.read_text()
+    backend = "    mock = evolve_envs.reward.service.backends.mock:MockBackend\n"
+    script = "    evolve-envs = evolve_envs.cli.main:main\n"
+    assert backend in text and script in text
+    text = text.replace(backend, backend + "    up = evolve_envs.stack.factory:make_env\n")
+    text = text.replace(script, script + "    evolve-train = evolve_envs.train.driver:main\n")
+    cfg.write_text(text)
+    assert ig.entry_point_violations(setup_cfg=cfg) == [
+        "console script evolve_envs.train.driver is not a program of evolve_envs.cli",
+        "entry point evolve_envs.stack.factory of evolve_envs.reward.service.backends, "
+        "a higher layer",
+    ]
+
+
+def test_no_module_imports_a_private_name() -> None:
+    assert ig.private_imports() == []
+
+
+def test_the_check_catches_a_private_import(tmp_path) -> None:
+    import shutil
+
+    copy = tmp_path / "evolve_envs"
+    shutil.copytree(ig.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    target = copy / "stack" / "vector.py"
+    late = "\n\ndef _late():\n    from evolve_envs.stack.factory import _secret\n"
+    target.write_text(target.read_text() + late)
+    assert ig.private_imports(copy) == [
+        "evolve_envs.stack.vector imports _secret from evolve_envs.stack.factory, a private name"
+    ]
+
+
 def test_the_check_catches_a_circle(tmp_path) -> None:
     deps = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert ig.cycles(deps) == [["a", "b", "c"]]

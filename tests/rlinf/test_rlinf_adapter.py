@@ -15,13 +15,12 @@ import torch
 import yaml
 from omegaconf import OmegaConf
 
+from evolve_envs import ConfigError, load_config
 from evolve_envs.integrations.rlinf.adapter import RLinfProgressReward, wrap_env_from_config
 from evolve_envs.integrations.rlinf.stack import build_progress_stack
 from evolve_envs.progress.settings import TrackerSettings
 from evolve_envs.progress.tracker import ProgressTracker
 from evolve_envs.reward.clients.progress_client import ProgressClient
-from evolve_envs.stack.config import ConfigError
-from evolve_envs.stack.loading import load_config
 from tests.rlinf.standin_env import StandinLiberoEnv, grey, standin_cfg
 
 REPO = Path(__file__).resolve().parents[2]
@@ -391,6 +390,9 @@ def test_config_errors_name_the_key(mock_service):
         build_progress_stack(block(mock_service.url, kind="video_score"), 2)
     with pytest.raises(ConfigError, match="enable"):
         build_progress_stack({"enable": False}, 2)
+    # a late reward would be lost: RLinf's env worker stores each chunk's rewards at once
+    with pytest.raises(ConfigError, match=r"reward_model.calls: 'deferred' is not supported"):
+        build_progress_stack(block(mock_service.url, calls="deferred"), 2)
 
 
 def test_block_from_a_yaml_path(mock_service, tmp_path):
@@ -520,3 +522,37 @@ def test_one_thread_pool_per_call_mode(mock_service, calls):
     torch.testing.assert_close(rewards.sum(dim=1), torch.tensor([0.2, 0.1, 0.0]), atol=1e-5, rtol=0)
     assert ("progress" in names) == (calls == "sync")  # the wrapper's pool
     assert ("progress-client" in names) == (calls == "async")  # the client's workers
+
+
+def test_a_service_killed_mid_run_is_counted_and_said_once(caplog):
+    """The same failure policy as ``evolve-envs train``: the episodes that got fallback rewards
+    are counted in the episode block (RLinf logs it as ``env/reward_model_fallback_episodes``)
+    and the first one logs a warning."""
+    import logging
+    import os
+    import signal
+
+    from evolve_envs.reward.service.embedded import EmbeddedService
+
+    svc = EmbeddedService("mock", {"rule": "intensity", "latency_ms": 0}).start()
+    client = ProgressClient(svc.url, max_workers=2, timeout=2)
+    env = None
+    try:
+        env = wrap(client, n=2, max_episode_steps=4)
+        env.reset()
+        _, _, _, _, infos_list = env.chunk_step(chunk([[1.0] * 2, [1.0] * 2]))
+        assert (infos_list[-1]["episode"]["reward_model_fallback_episodes"] == 0).all()
+        os.kill(svc.pid, signal.SIGKILL)
+        svc.stop()
+        with caplog.at_level(logging.WARNING):
+            _, rewards, _, truncs, infos_list = env.chunk_step(chunk([[1.0] * 2, [1.0] * 2]))
+        assert truncs[:, -1].all()  # both episodes ended, scored in part by the fallback
+        assert (rewards == 0).all()
+        assert (infos_list[-1]["episode"]["reward_model_fallback_episodes"] == 2).all()
+        warned = [r for r in caplog.records if "the reward service is failing" in r.getMessage()]
+        assert len(warned) == 1, [r.getMessage() for r in caplog.records]
+    finally:
+        if env is not None:
+            env.close()
+        client.close()
+        svc.stop()

@@ -97,7 +97,7 @@ def test_reward_model_options_shown_commented_out_are_valid():
 
     import yaml
 
-    from evolve_envs.stack.loading import load_config
+    from evolve_envs import load_config
 
     lines = (
         (REPO / "evolve_envs" / "configs" / "rlinf" / "libero_10_grpo_openvlaoft.yaml")

@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from evolve_envs import load_config
 from evolve_envs.integrations.rlinf.layout import (
     compose,
     config_uses_layout,
     installed_layout,
     with_layout,
 )
-from evolve_envs.stack.loading import load_config
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

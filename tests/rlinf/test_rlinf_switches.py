@@ -10,13 +10,13 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
+from evolve_envs import ConfigError
 from evolve_envs.integrations.rlinf.adapter import wrap_env_from_config
 from evolve_envs.integrations.rlinf.stack import (
     check_reward_switches,
     enabled_block,
     reward_model_block,
 )
-from evolve_envs.progress.settings import ConfigError
 from tests.rlinf.standin_env import StandinLiberoEnv, standin_cfg
 
 #: RLinf main's env/wan_libero_spatial.yaml block, with its interpolation resolved.

@@ -169,6 +169,7 @@ def test_bad_input_fails_before_writing(tmp_path: Path) -> None:
         (["reward_model.endpoint=gpu-1:8111"], "reward_model.endpoint"),
         (["--task-id", "7"], "env.task_id"),
         (["reward_model.call_evry=3"], "did you mean 'call_every'"),
+        (["reward_model.calls=deferred"], "calls: sync or async"),
     ]
     for extra, words in cases:
         proc = run_cli([*ROLLOUT, "--out", str(out), *extra])

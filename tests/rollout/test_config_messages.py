@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evolve_envs.stack.config import ConfigError
-from evolve_envs.stack.factory import make_env
-from evolve_envs.stack.loading import load_config
+from evolve_envs import ConfigError, load_config, make_env
 
 
 def test_env_variable_error_names_the_variable() -> None:

@@ -104,7 +104,7 @@ def test_policy_names_resolve_or_fail_clearly(
         ("no_such_module_xyz:act", "cannot import 'no_such_module_xyz'"),
         ("numpy:no_such_fn", "has no attribute 'no_such_fn'"),
         ("numpy:pi", "'pi' is not callable"),
-        ("greedy", "'random', 'zero' or 'module:function'"),
+        ("greedy", "'random', 'zero', 'module:function' or 'path/to/file.py:function'"),
     ]:
         out = tmp_path / bad.replace(":", "_")
         assert main(["rollout", "--policy", bad, "--out", str(out)]) == 2

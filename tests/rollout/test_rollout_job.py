@@ -47,12 +47,18 @@ def test_cli_reports_bad_config(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 
 def test_rollout_embeds_the_configured_backend(tmp_path: Path) -> None:
-    """The embedded service uses the config's ``embedded_backend`` and its kwargs."""
-    from evolve_envs.reward.service.embedded import EmbeddedServiceError
+    """The embedded service uses the config's ``embedded_backend`` and its kwargs (the model id
+    it reports names the rule); a rule the mock does not know is refused with the config."""
+    from evolve_envs import ConfigError
 
     cfg = {
         **CONFIG,
         "reward_model": {**CONFIG["reward_model"], "embedded_backend_kwargs": {"rule": "bogus"}},
     }
-    with pytest.raises(EmbeddedServiceError, match="got 'bogus'"):
+    with pytest.raises(ConfigError, match="unknown mock rule 'bogus'"):
         run_rollout(RolloutOptions(config=cfg, out=tmp_path, max_steps=4, progress_bar=False))
+    assert not any(tmp_path.iterdir())
+    cfg["reward_model"]["embedded_backend_kwargs"] = {"rule": "intensity"}
+    run_rollout(RolloutOptions(config=cfg, out=tmp_path, max_steps=4, progress_bar=False))
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["effective"]["reward_model_id"] == "mock-intensity"

@@ -14,11 +14,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from evolve_envs import load_train_config, make_vec
 from evolve_envs.envs.synthetic import ReachPlaceEnv, scripted_action
 from evolve_envs.integrations.rlinf.adapter import RLinfProgressReward
 from evolve_envs.reward.service.embedded import EmbeddedService
-from evolve_envs.stack.vector import make_vec
-from evolve_envs.train.config import load_train_config
 from evolve_envs.train.worker_env import make_worker_env
 
 SEED = 3

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from evolve_envs.stack.config import ConfigError
+from evolve_envs import ConfigError
 from evolve_envs.stack.loading import load_config, resolve_config, shipped_configs
 
 ROOT = Path(__file__).resolve().parents[2]

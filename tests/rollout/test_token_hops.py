@@ -19,13 +19,11 @@ import numpy as np
 import pytest
 import yaml
 
+from evolve_envs import TrainConfig, make_env, make_vec
 from evolve_envs.cli.main import main as cli_main
 from evolve_envs.integrations.rlinf.stack import build_progress_stack
 from evolve_envs.reward.clients.service_check import ServiceUnavailableError
 from evolve_envs.reward.service.embedded import EmbeddedService
-from evolve_envs.stack.factory import make_env
-from evolve_envs.stack.vector import make_vec
-from evolve_envs.train.config import TrainConfig
 from evolve_envs.train.worker_env import make_worker_env
 
 TOKEN = "hop-s3cret-token"

@@ -9,11 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from evolve_envs import load_config
 from evolve_envs.reward.clients.camera_average import CameraAverageClient
 from evolve_envs.reward.clients.progress_client import ProgressClient
 from evolve_envs.reward.protocol.progress import critic_between, value_list
 from evolve_envs.reward.service.embedded import EmbeddedService
-from evolve_envs.stack.loading import load_config
+from evolve_envs.wrappers.model_handle import lend
 from evolve_envs.wrappers.progress_reward import ProgressReward
 from tests.service.svc_helpers import painted
 
@@ -57,7 +58,7 @@ def test_a_failing_camera_fails_the_average(mock_service: EmbeddedService) -> No
 def test_progress_reward_stacks_the_cameras(client: CameraAverageClient) -> None:
     from evolve_envs.envs.synthetic import ReachPlaceEnv
 
-    env = ProgressReward(ReachPlaceEnv(), client, camera=("image", "image"), call_every=1,
+    env = ProgressReward(ReachPlaceEnv(), lend(client), camera=("image", "image"), call_every=1,
                          start_step=0, milestone_every=1, task="reach")  # fmt: skip
     obs, _ = env.reset(seed=0)
     assert env._frame(obs).shape == (2, *obs["image"].shape)

@@ -16,9 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from evolve_envs.cli.errors import CliError, ExitStatus
-from evolve_envs.cli.serve_options import build_parser, server_token
 from evolve_envs.reward.protocol.token import TOKEN_ENV, TOKEN_FILE_ENV
+from evolve_envs.reward.service.serve_options import USAGE, ServeError, build_parser, server_token
 from tests.service.svc_helpers import free_port
 
 ROUTES = {
@@ -184,6 +183,23 @@ def test_where_the_server_token_comes_from(tmp_path: Path, token_of) -> None:
     assert token_of(*public, "--insecure-no-token") is None  # the operator said so
 
 
+def test_tokenless_behind_the_network_policy_only_in_a_pod(token_of, monkeypatch) -> None:
+    """RLinf's worker sends no token: `--no-token-behind-network-policy` lets a pod serve it on
+    its private or wildcard address, and is refused outside a pod or on a public address."""
+    flag = "--no-token-behind-network-policy"
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(ServeError, match="not in a Kubernetes pod"):
+        token_of("--host", "0.0.0.0", flag)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    assert token_of("--host", "0.0.0.0", flag) is None
+    assert token_of("--host", "10.4.2.7", flag) is None
+    with pytest.raises(ServeError, match="34.117.59.81 is not a private address"):
+        token_of("--host", "34.117.59.81", flag)
+    with pytest.raises(ServeError, match="is not a loopback address"):
+        token_of("--host", "0.0.0.0")  # without the flag, still closed
+    assert token_of("--host", "0.0.0.0", flag, **{TOKEN_ENV: "t"}) == "t"  # a token still wins
+
+
 @pytest.mark.parametrize(
     ("argv", "env", "says"),
     [
@@ -202,10 +218,10 @@ def test_a_bad_token_source_is_one_line(
     empty = tmp_path / "empty"
     empty.write_text("\n")
     argv = tuple(str(empty) if a == "EMPTY" else a for a in argv)
-    with pytest.raises(CliError) as err:
+    with pytest.raises(ServeError) as err:
         token_of(*argv, **env)
     assert says in str(err.value) and "\n" not in str(err.value)
-    assert err.value.status == ExitStatus.USAGE
+    assert err.value.status == USAGE
 
 
 @pytest.mark.parametrize("flag", ["--help"])
@@ -217,3 +233,18 @@ def test_module_entry_point_help(flag: str) -> None:
         timeout=60,
     )
     assert proc.returncode == 0 and "--backend" in proc.stdout and "--ckpt-path" in proc.stdout
+
+
+def test_the_server_speaks_like_every_command_line_tool() -> None:
+    """The server program lives with the service (it never imports the CLI), so its exit
+    statuses and debug switch are its own constants: the same as the command line tools'."""
+    from evolve_envs.cli.errors import DEBUG_ENV, ExitStatus
+    from evolve_envs.reward.service import serve
+    from evolve_envs.reward.service.serve_options import SERVICE
+
+    assert (USAGE, SERVICE, serve.INTERRUPTED) == (
+        ExitStatus.USAGE,
+        ExitStatus.SERVICE,
+        ExitStatus.INTERRUPTED,
+    )
+    assert serve.DEBUG_ENV == DEBUG_ENV

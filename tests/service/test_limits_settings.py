@@ -12,7 +12,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from evolve_envs.cli.serve_options import build_parser
 from evolve_envs.reward.service.limits import (
     APP_LIMITS,
     DEFAULT_LIMITS,
@@ -21,6 +20,7 @@ from evolve_envs.reward.service.limits import (
     limits_from_args,
     markdown_table,
 )
+from evolve_envs.reward.service.serve_options import build_parser
 from evolve_envs.reward.service.service_state import RequestLimits
 from tests.service.svc_helpers import free_port, painted_b64, wait_until_serving
 

@@ -113,8 +113,8 @@ def test_ray_actors_call_through_the_handle_and_batches_coalesce(serve_service, 
     @ray.remote(num_cpus=0)
     class Worker:
         def __init__(self, endpoint: str) -> None:
+            from evolve_envs import open_reward_model
             from evolve_envs.stack.config import ProgressModelConfig
-            from evolve_envs.stack.reward_model import open_reward_model
 
             rm = ProgressModelConfig(endpoint=endpoint, enable=True)
             self.client = open_reward_model(rm).client

@@ -10,11 +10,10 @@ import pytest
 import simplejpeg
 
 import evolve_envs  # noqa: F401  (registers the ids)
+from evolve_envs import ConfigError, make_env
 from evolve_envs.envs.synthetic import COLORS, ReachPlaceEnv, scripted_action
 from evolve_envs.reward.service.backends import scene_rules
 from evolve_envs.reward.service.backends.mock import MockBackend
-from evolve_envs.stack.config import ConfigError
-from evolve_envs.stack.factory import make_env
 
 
 def _jpeg(frame: np.ndarray) -> np.ndarray:

@@ -38,6 +38,7 @@ def test_ppo_trains_through_subprocesses_and_rewards_telescope(
     assert len(returns) >= 2560 // 50 - 2  # 50-step episodes (fewer when they succeed early)
     assert progress.max() > 0  # the service scored something
     np.testing.assert_allclose(returns, progress / 100, atol=1e-5)
+    assert len(ledger.env_success) == len(returns)  # the env's own flag, beside the model's number
 
 
 def test_reach_place_state_space_is_bounded() -> None:

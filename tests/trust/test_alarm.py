@@ -9,11 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from evolve_envs import ConfigError, load_config, make_env
 from evolve_envs.progress.hacking import AlarmSettings, HackingDetector, RewardHackingWarning
 from evolve_envs.reward.service.embedded import EmbeddedService
-from evolve_envs.stack.config import ConfigError
-from evolve_envs.stack.factory import make_env
-from evolve_envs.stack.loading import load_config
 from evolve_envs.wrappers.hacking_alarm import HackingAlarm
 from tests.helpers.synthetic_env import SyntheticProgressEnv
 

@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from evolve_envs import make_env
 from evolve_envs.envs.synthetic import ReachPlaceEnv, clean_gaming_seeds, scripted_action
 from evolve_envs.progress.hacking import RewardHackingWarning
 from evolve_envs.reward.service.embedded import EmbeddedService
-from evolve_envs.stack.factory import make_env
 
 STEPS, EPISODES, WINDOW = 40, 24, 8
 RIGHT = {"rule": "reach_place"}

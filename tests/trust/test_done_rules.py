@@ -13,13 +13,13 @@ from typing import Any
 import gymnasium as gym
 import pytest
 
+from evolve_envs import ConfigError, load_config
 from evolve_envs.progress.done_rules import DoneRule, TerminationAudit
 from evolve_envs.progress.settings import TrackerSettings, check_capabilities
 from evolve_envs.reward.clients.progress_client import ProgressClient
 from evolve_envs.reward.service.embedded import EmbeddedService
-from evolve_envs.stack.config import ConfigError
-from evolve_envs.stack.loading import load_config
 from evolve_envs.wrappers.frame_cache import FrameCache
+from evolve_envs.wrappers.model_handle import lend
 from evolve_envs.wrappers.progress_reward import ProgressReward
 from tests.helpers.synthetic_env import SyntheticProgressEnv
 
@@ -163,7 +163,7 @@ def run(url: str, done_by: Any) -> tuple[TerminationAudit, list[dict[str, Any]]]
     env = gym.wrappers.TimeLimit(env, STEPS)
     env = FrameCache(env, "agentview_image")
     client = ProgressClient(url, max_workers=2)
-    env = ProgressReward(env, client, {**SCHEDULE, "done_by": done_by})
+    env = ProgressReward(env, lend(client), {**SCHEDULE, "done_by": done_by})
     tracker = env.tracker
     summaries = []
     try:

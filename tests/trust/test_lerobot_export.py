@@ -18,10 +18,10 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from evolve_envs import make_env
 from evolve_envs.cli.main import main as cli_main
 from evolve_envs.envs.synthetic import scripted_action
 from evolve_envs.recording.episodes import open_recording
-from evolve_envs.stack.factory import make_env
 from tests.helpers.lerobot_checks import doctor, episode_video, episodes_meta, failures, psnr
 
 KEY = "observation.images.image"

@@ -18,12 +18,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from evolve_envs import make_env
 from evolve_envs.cli.calibrate import calibrate, pr_metrics, spearman, value_order_correlation
 from evolve_envs.cli.calibrate_report import write_report
 from evolve_envs.cli.main import main as cli_main
 from evolve_envs.envs.synthetic import play_behaviours, scripted_action
 from evolve_envs.recording.episodes import EpisodeWriter, open_recording
-from evolve_envs.stack.factory import make_env
 from evolve_envs.wrappers.record_episodes import wrap_recording
 
 BEHAVIOURS = {"task": 4, "distractor": 3, "random": 3}
@@ -149,7 +149,7 @@ def test_wrap_recording_two_envs_share_a_folder_with_model_progress(tmp_path: Pa
 _CRASHING_RECORDER = """
 import os, sys
 import numpy as np
-from evolve_envs.stack.factory import make_env
+from evolve_envs import make_env
 env = make_env({"env": {"id": "evolve_envs/ReachPlace-v0", "max_episode_steps": 4},
                 "record": {"dir": sys.argv[1], "camera": "image"}})
 for seed in range(3):

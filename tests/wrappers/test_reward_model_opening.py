@@ -23,7 +23,7 @@ def _services() -> int:
     return sum(
         1
         for child in me.children(recursive=True)
-        if "evolve_envs.cli.serve" in " ".join(child.cmdline())
+        if "evolve_envs.reward.service" in " ".join(child.cmdline())
     )
 
 

@@ -7,9 +7,8 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
+from evolve_envs import ConfigError, make_env
 from evolve_envs.reward.service.embedded import EmbeddedService
-from evolve_envs.stack.config import ConfigError
-from evolve_envs.stack.factory import make_env
 from evolve_envs.stack.loading import CONFIG_DIR, env_overrides, load_config
 from evolve_envs.wrappers.episode_score import EpisodeScoreReward
 from evolve_envs.wrappers.progress_reward import ProgressReward
@@ -111,7 +110,7 @@ def test_unknown_keys_and_wrong_types_name_the_path(tmp_path: Path) -> None:
     assert str(err.value) == "reward_model.call_every: expected int, got 'abc'"
     with pytest.raises(ConfigError, match=r"reward_model\.call_evry: unknown key \(did you mean "):
         load_config({"reward_model": {"call_evry": 16}})
-    with pytest.raises(ConfigError, match=r"reward_model\.done_threshold: .*less than or equal"):
+    with pytest.raises(ConfigError, match=r"reward_model\.done_threshold: .*fraction in \[0, 1\]"):
         load_config({"reward_model": {"done_threshold": 95}})
     with pytest.raises(ConfigError, match=r"reward_model\.mode: .*'pairwise'"):
         load_config({"reward_model": {"mode": "milestone"}})
@@ -242,7 +241,7 @@ def test_tracker_settings_carry_every_key(dense: bool, binary: bool, reward_mode
         "done_by": "either", "terminate_on_done": False, "success_threshold": 0.7,
         "reward_coef": 2.0, "use_rel_reward": True, "calls": "async", "max_lag_steps": 5,
         "check_at_episode_end": True, "trajectory_max_frames": 9, "failure_warn_fraction": 0.3,
-        "last_check": "before_limit",
+        "last_check": "before_limit", "max_unsettled_episodes": 2, "answer_timeout_s": 5.0,
         "dense_reward": dense, "binary_reward": binary,
     }  # fmt: skip
     settings = load_config({"reward_model": block}, environ={}).reward_model.tracker_settings()

@@ -5,12 +5,13 @@ from __future__ import annotations
 import gymnasium as gym
 import pytest
 
+from evolve_envs import make_env
 from evolve_envs.reward.clients.pickle_scorer_client import PickleScorerClient
 from evolve_envs.reward.clients.video_score_client import VideoScoreClient
 from evolve_envs.reward.service.embedded import EmbeddedService
-from evolve_envs.stack.factory import make_env
 from evolve_envs.wrappers.episode_score import EpisodeScoreReward
 from evolve_envs.wrappers.frame_cache import FrameCache
+from evolve_envs.wrappers.model_handle import lend
 from tests.helpers.synthetic_env import SyntheticProgressEnv
 
 SCRIPT = [0, 10, 20, 30, 40, 50, 60, 70, 80]  # last frame: score 0.8
@@ -126,7 +127,7 @@ def test_use_rel_reward_after_the_end(mock_service) -> None:
     for rel, extra in ((False, 0.8), (True, 0.0)):
         base = FrameCache(gym.wrappers.TimeLimit(SyntheticProgressEnv([SCRIPT]), 8))
         with VideoScoreClient(mock_service.url) as client:
-            env = EpisodeScoreReward(base, client, binary_reward=False, use_rel_reward=rel)
+            env = EpisodeScoreReward(base, lend(client), binary_reward=False, use_rel_reward=rel)
             rewards, _, _ = run(env)
             _, r, *_ = env.step(env.action_space.sample())
             assert rewards[-1] == pytest.approx(0.8, abs=0.011)
@@ -136,4 +137,4 @@ def test_use_rel_reward_after_the_end(mock_service) -> None:
 def test_needs_a_frame_cache(mock_service) -> None:
     with PickleScorerClient(mock_service.url) as client:
         with pytest.raises(ValueError, match="FrameCache"):
-            EpisodeScoreReward(SyntheticProgressEnv(), client)
+            EpisodeScoreReward(SyntheticProgressEnv(), lend(client))

@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from evolve_envs.stack.factory import make_env
+from evolve_envs import make_env
 from evolve_envs.stack.loading import CONFIG_DIR
 from evolve_envs.wrappers.progress_reward import ProgressReward
 

@@ -13,9 +13,10 @@ import math
 import gymnasium as gym
 import pytest
 
-from evolve_envs.progress.settings import ConfigError
+from evolve_envs import ConfigError
 from evolve_envs.reward.clients.progress_client import ProgressClient
 from evolve_envs.wrappers.frame_cache import FrameCache
+from evolve_envs.wrappers.model_handle import lend
 from evolve_envs.wrappers.progress_reward import ProgressReward
 from tests.helpers.synthetic_env import SyntheticProgressEnv
 
@@ -80,7 +81,7 @@ def make(client, script, max_steps=14, success_at=None, **settings) -> gym.Env:
     env = SyntheticProgressEnv([script], success_at=success_at)
     env = gym.wrappers.TimeLimit(env, max_steps)
     env = FrameCache(env)
-    return ProgressReward(env, client, **{**SCHEDULE, **settings})
+    return ProgressReward(env, lend(client), **{**SCHEDULE, **settings})
 
 
 def run_episode(env: gym.Env, max_steps: int = 100):
@@ -273,7 +274,7 @@ def test_async_termination_within_lag(slow_service) -> None:
 
 def test_capabilities_refuse_impossible_configs(progress_only_service) -> None:
     with ProgressClient(progress_only_service.url) as client:
-        caps = client.capabilities().value  # a bare client: the caller hands the capabilities
+        caps = client.capabilities().value  # a lent client: the caller hands the capabilities
         with pytest.raises(ConfigError, match="trajectory"):
             make(client, DIP, mode="pairwise", capabilities=caps)
         with pytest.raises(ConfigError, match="incremental"):
@@ -288,7 +289,7 @@ def test_capabilities_refuse_impossible_configs(progress_only_service) -> None:
 
 def test_reset_mid_episode_starts_clean(client: ProgressClient) -> None:
     env = SyntheticProgressEnv([DIP, RISE])
-    env = ProgressReward(FrameCache(gym.wrappers.TimeLimit(env, 14)), client, **SCHEDULE)
+    env = ProgressReward(FrameCache(gym.wrappers.TimeLimit(env, 14)), lend(client), **SCHEDULE)
     env.reset()
     for _ in range(9):
         env.step(env.action_space.sample())

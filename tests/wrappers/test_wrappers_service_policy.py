@@ -13,13 +13,12 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from evolve_envs import make_env, open_reward_model
 from evolve_envs.integrations.rlinf.stack import build_progress_stack
 from evolve_envs.reward.clients.endpoint_pool import EndpointPool
 from evolve_envs.reward.clients.errors import ErrorKind, RewardServiceError
 from evolve_envs.reward.clients.service_check import ServiceUnavailableError
 from evolve_envs.reward.service.embedded import EmbeddedService
-from evolve_envs.stack.factory import make_env
-from evolve_envs.stack.reward_model import open_reward_model
 from evolve_envs.wrappers.frame_cache import FrameCache
 from evolve_envs.wrappers.progress_reward import ProgressReward
 from tests.helpers.synthetic_env import SyntheticProgressEnv
@@ -191,8 +190,7 @@ def test_missing_or_wrong_token_fails_at_construction(token_service, kind, token
 
 
 def test_token_never_printed_by_the_config(token_service) -> None:
-    from evolve_envs.stack.config import ConfigError
-    from evolve_envs.stack.loading import load_config
+    from evolve_envs import ConfigError, load_config
 
     cfg = load_config({"reward_model": {"token": TOKEN}}, environ={})
     assert TOKEN not in repr(cfg) and TOKEN not in str(cfg.model_dump(mode="json"))

@@ -8,23 +8,21 @@ import threading
 import numpy as np
 import pytest
 
-from evolve_envs.progress.settings import ConfigError as WrappersConfigError
-from evolve_envs.progress.settings import TrackerSettings
+import evolve_envs
+from evolve_envs import load_config, make_env
+from evolve_envs.progress.settings import ConfigError, TrackerSettings
 from evolve_envs.progress.tracker import ProgressTracker
 from evolve_envs.reward.clients.progress_client import ProgressClient
 from evolve_envs.stack.config import (
-    ConfigError,
     PickleScorerConfig,
     ProgressModelConfig,
     VideoScoreConfig,
 )
-from evolve_envs.stack.factory import make_env
-from evolve_envs.stack.loading import load_config
 from tests.helpers.synthetic_env import SyntheticProgressEnv, paint
 
 
 def test_one_config_error_class() -> None:
-    assert ConfigError is WrappersConfigError and issubclass(ConfigError, ValueError)
+    assert evolve_envs.ConfigError is ConfigError and issubclass(ConfigError, ValueError)
 
 
 @pytest.mark.parametrize(

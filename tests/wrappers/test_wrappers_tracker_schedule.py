@@ -250,7 +250,7 @@ def test_episode_limit_reads_time_limit_wrappers() -> None:
 
 
 def test_make_env_tells_the_tracker_the_time_limit() -> None:
-    from evolve_envs.stack.factory import make_env
+    from evolve_envs import make_env
 
     env = make_env("reach_place", max_episode_steps=6)
     try:

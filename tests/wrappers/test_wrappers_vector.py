@@ -79,7 +79,7 @@ def test_make_vec_autoreset_keeps_episodes_apart(mock_service, mode: str) -> Non
 def test_async_vector_env_episode_returns(mock_service) -> None:
     def make(i: int):
         def thunk() -> gym.Env:
-            from evolve_envs.stack.factory import make_env
+            from evolve_envs import make_env
 
             return make_env(
                 env_factory=SyntheticProgressEnv,
@@ -112,7 +112,7 @@ def test_async_vector_env_episode_returns(mock_service) -> None:
 def test_make_vec_answers_call_and_get_attr_of_its_sub_envs() -> None:
     """The service-owning wrapper forwards the VectorEnv attribute calls that gymnasium's
     VectorWrapper leaves out (the rollout CLI reads the task through them)."""
-    from evolve_envs.stack.vector import make_vec
+    from evolve_envs import make_vec
 
     vec = make_vec("reach_place", 2, vectorization_mode="sync", max_episode_steps=4)
     try:

@@ -140,6 +140,10 @@ def run_env_check(hydra_args: Sequence[str]) -> EnvCheckReport:
         raise SystemExit("rlinf_launch: the CPU check needs --config-path and --config-name")
 
     import ray
+
+    from evolve_envs.integrations.rlinf.quiet_gym import import_gym_quietly
+
+    import_gym_quietly()
     from rlinf.config import validate_cfg
     from rlinf.scheduler import Cluster
     from rlinf.utils.placement import HybridComponentPlacement

@@ -11,7 +11,9 @@ Info keys added to every ``infos`` dict of the chunk (tensors ``[N]``): ``progre
 ``infos["episode"]`` block of running episode statistics (RLinf's LIBERO does; RLinf logs its keys
 as ``env/<key>`` metrics), ``progress``, ``max_progress``, ``done_by_progress``,
 ``reward_model_return``, ``reward_model_calls`` and ``reward_model_errors`` for the current (or,
-after an episode ends, the last) episode; the audit of model termination: ``model_done`` and
+after an episode ends, the last) episode; ``reward_model_fallback_episodes``, the episodes of
+all sub-envs so far that got fallback rewards because reward-model calls failed (the first one
+also logs a warning); the audit of model termination: ``model_done`` and
 ``model_done_success`` (this episode: the model judged it done; and the env had succeeded then —
 the ratio of their means is the precision of model termination over a logging interval), the
 running ``model_done_total`` / ``model_done_success_total`` of the episode's task (trackers share
@@ -31,6 +33,7 @@ and ``env_reward_mean``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -43,6 +46,8 @@ from evolve_envs.progress.tracker import ProgressTracker
 from evolve_envs.train.arrays import to_numpy
 
 __all__ = ["SubEnvEpisodes", "annotate", "frame_getter", "task_of", "write_episode_block"]
+
+logger = logging.getLogger(__name__)
 
 
 def _torch():
@@ -132,6 +137,8 @@ class SubEnvEpisodes:
         self.steps = np.zeros(n, dtype=np.int64)
         self.returns = np.zeros(n, dtype=np.float64)  # the rewards the adapter returned
         self._ended = [self.episode_end_stats() for _ in range(n)]
+        #: episodes (all sub-envs) that got fallback rewards because reward-model calls failed
+        self.fallback_episodes = 0
 
     def episode_end_stats(self, previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The episode-block keys set when an episode ends (the termination audit and the
@@ -161,6 +168,18 @@ class SubEnvEpisodes:
     def record_end(self, i: int, summary: Mapping[str, Any]) -> None:
         """An episode of sub-env ``i`` ended: its termination audit and the alarm's numbers."""
         stats = self._ended[i]
+        if int(summary.get("reward_model_fallbacks") or 0) > 0:
+            self.fallback_episodes += 1
+            if self.fallback_episodes == 1:  # loud once; env/reward_model_fallback_episodes counts
+                logger.warning(
+                    "the reward service is failing (%s): an episode of sub-env %d got %d fallback "
+                    "reward(s); episodes scored by the fallback are counted in "
+                    "env/reward_model_fallback_episodes, and their return is not the model's "
+                    "(reward_model.fail_on_request_error=true stops the run instead)",
+                    summary.get("last_error") or "no answer",
+                    i,
+                    int(summary["reward_model_fallbacks"]),
+                )
         audit = summary.get("termination_audit") or {}
         # the adapter decides termination itself: count the model's "done", ended or not
         stats.update(model_done(summary, terminated_only=False))
@@ -202,6 +221,7 @@ class SubEnvEpisodes:
             "reward_model_return": col("model_reward", np.float32),
             "reward_model_calls": col("progress_calls", np.int64),
             "reward_model_errors": col("reward_model_errors", np.int64),
+            "reward_model_fallback_episodes": np.full(len(totals), self.fallback_episodes),
             "return": self.returns.astype(np.float32),
             "reward": (self.returns / np.maximum(self.steps, 1)).astype(np.float32),
             **ended,

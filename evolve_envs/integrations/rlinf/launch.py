@@ -42,6 +42,9 @@ __all__ = ["main", "install"]
 
 def install() -> type:
     """Make ``rlinf.workers.env.env_worker.EnvWorker`` resolve to ``ProgressEnvWorker``."""
+    from evolve_envs.integrations.rlinf.quiet_gym import import_gym_quietly
+
+    import_gym_quietly()
     import rlinf.workers.env.env_worker as env_worker_module
 
     from evolve_envs.integrations.rlinf.worker import ProgressEnvWorker

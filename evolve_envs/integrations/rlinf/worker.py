@@ -26,7 +26,10 @@ from __future__ import annotations
 from typing import Any
 
 from evolve_envs.integrations.rlinf.adapter import RLinfProgressReward
+from evolve_envs.integrations.rlinf.quiet_gym import import_gym_quietly
 from evolve_envs.integrations.rlinf.stack import check_reward_switches, enabled_block
+
+import_gym_quietly()  # RLinf's envs import gym: no "unmaintained" banner in every worker
 
 try:
     from rlinf.workers.env.env_worker import EnvWorker as _RLinfEnvWorker

@@ -78,8 +78,7 @@ def _rebuild(endpoint, route, cause, reason, kind, status_code) -> ServiceUnavai
 
 
 _HINTS = {
-    "unreachable": "is the service running and reachable from here? (reward_model.endpoint / "
-    "VLAC_SERVICE_URL)",
+    "unreachable": "is the service running and reachable from here? ({option})",
     "unauthorized": "the service requires a bearer token: set reward_model.token or "
     "EVOLVE_REWARD_TOKEN to the token it was started with",
     "wrong_protocol": "the server there does not speak the reward service protocol "
@@ -120,6 +119,7 @@ def check_service(
     require: bool = True,
     need_capabilities: bool = True,
     what: str = "reward service",
+    option: str = "reward_model.endpoint / VLAC_SERVICE_URL",
 ) -> Capabilities | None:
     """Ask the service for ``/capabilities`` once and apply the start-up failure policy.
 
@@ -129,6 +129,7 @@ def check_service(
         need_capabilities: a 404 / non-capabilities answer is a failure ("wrong protocol").
             ``False`` accepts them (the server answered and accepted the token).
         what: how messages name the service.
+        option: where the user gave the service's address (the unreachable hint names it).
 
     Returns:
         The service's :class:`~evolve_envs.reward.protocol.wire.Capabilities`, or ``None`` when they
@@ -146,7 +147,8 @@ def check_service(
         reason = _classify(err, need_capabilities)
         if reason is None:
             return None
-        cause = f"{what} failed the start-up check ({reason}): {err.cause}; {_HINTS[reason]}"
+        hint = _HINTS[reason].format(option=option)
+        cause = f"{what} failed the start-up check ({reason}): {err.cause}; {hint}"
         if require:
             raise ServiceUnavailableError(
                 err.endpoint,

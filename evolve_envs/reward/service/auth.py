@@ -49,6 +49,7 @@ from evolve_envs.reward.protocol.token import (
 from evolve_envs.reward.service.errors import json_error
 
 __all__ = [
+    "check_policy_bind",
     "BearerTokenBackend",
     "add_bearer_auth",
     "is_loopback_host",
@@ -176,3 +177,45 @@ def expand_env_refs(value: object, *, environ: Mapping[str, str] | None = None) 
     if isinstance(value, list):
         return [expand_env_refs(v, environ=env) for v in value]
     return value
+
+
+def check_policy_bind(host: str, environ: Mapping[str, str]) -> None:
+    """Refuse (`TokenError`, one line) a tokenless bind that a Kubernetes NetworkPolicy is meant
+    to guard (`--no-token-behind-network-policy`) unless it can be: inside a pod
+    (``KUBERNETES_SERVICE_HOST`` set), on a private address or the pod's wildcard. A policy
+    guards pod addresses only, so a public address is refused whatever the operator says.
+
+    Example:
+        >>> pod = {"KUBERNETES_SERVICE_HOST": "10.96.0.1"}
+        >>> check_policy_bind("0.0.0.0", pod), check_policy_bind("10.4.2.7", pod)
+        (None, None)
+        >>> check_policy_bind("0.0.0.0", {})
+        Traceback (most recent call last):
+        ...
+        evolve_envs.reward.protocol.token.TokenError: --no-token-behind-network-policy: not in a ...
+        >>> check_policy_bind("34.117.59.81", pod)
+        Traceback (most recent call last):
+        ...
+        evolve_envs.reward.protocol.token.TokenError: --no-token-behind-network-policy: --host ...
+    """
+    import ipaddress
+
+    flag = "--no-token-behind-network-policy"
+    if not environ.get("KUBERNETES_SERVICE_HOST"):
+        raise TokenError(
+            f"{flag}: not in a Kubernetes pod (KUBERNETES_SERVICE_HOST is unset), so no "
+            "NetworkPolicy guards this port; give a token, or --insecure-no-token on a network "
+            "you trust"
+        )
+    name = host.strip().strip("[]")
+    if name in ("0.0.0.0", "::", ""):
+        return
+    try:
+        private = ipaddress.ip_address(name).is_private
+    except ValueError:
+        private = False
+    if not private:
+        raise TokenError(
+            f"{flag}: --host {host} is not a private address; a NetworkPolicy guards pod "
+            "addresses only: bind 0.0.0.0 or the pod's IP, or give a token"
+        )

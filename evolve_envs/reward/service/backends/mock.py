@@ -53,12 +53,38 @@ from evolve_envs.reward.service.backends.base import (
     VideoItem,
 )
 
-__all__ = ["MockBackend", "intensity_progress", "change_progress", "paint_level", "mock_critic"]
+__all__ = [
+    "RULES",
+    "MockBackend",
+    "check_rule",
+    "intensity_progress",
+    "change_progress",
+    "paint_level",
+    "mock_critic",
+]
 
 #: The rules the mock backend knows (see the module docstring).
 RULES = ("intensity", "change", "reach_place", "reach_place_hackable", "random")
 _SCENE_RULES = ("reach_place", "reach_place_hackable", "random")
 _GRAY = np.array([0.299, 0.587, 0.114], dtype=np.float64)
+
+
+def check_rule(rule: object) -> str:
+    """``rule`` if the mock backend knows it, else a one-line ``ValueError`` with the list.
+
+    Example:
+        >>> check_rule("reachplace")
+        Traceback (most recent call last):
+        ...
+        ValueError: unknown mock rule 'reachplace' (did you mean 'reach_place'?); rules: ...
+    """
+    if rule in RULES:
+        return str(rule)
+    import difflib
+
+    close = difflib.get_close_matches(str(rule), RULES, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ValueError(f"unknown mock rule {rule!r}{hint}; rules: {', '.join(RULES)}")
 
 
 def _round_half_up(x: float) -> int:
@@ -137,8 +163,7 @@ class MockBackend(Backend):
         answer_override: float | None = None,
     ) -> None:
         super().__init__(disabled=disabled)
-        if rule not in RULES:
-            raise ValueError(f"mock rule must be one of {', '.join(RULES)}, got {rule!r}")
+        check_rule(rule)
         if region is not None:
             region = tuple(float(v) for v in region)
             if len(region) != 4 or not (

@@ -5,22 +5,28 @@ RLinf's API reward worker sends, per env, one chat request whose single user mes
 window of frames (`image_url` parts with base64 JPEG data URLs, one camera view after the other)
 and a text part with the task, then reads the reply's text with its trend parser (a JSON object
 with a `"trend"` key, else the last of the words positive / negative / unclear). This route reads
-the frames and the task from the messages, asks the backend for the progress made over the
-window (its critics between consecutive frames, accumulated as `/trajectory-critic` does), and
-answers as a chat completion whose message text is chosen by the request's `model` field:
+the frames and the task from the messages, asks the backend for the progress made over the first
+view's window (its critics between consecutive frames, accumulated as `/trajectory-critic` does,
+clamped to -100..100 percent) and answers as a chat completion.
 
-* `"trend"`: `{"trend": "positive" | "negative" | "unclear", "progress": p}` where `p` is the
-  window's progress in percent (VLAC's accumulation from the window's first frame) and the
-  trend is positive when `p >= trend_threshold`, negative when `p <= -trend_threshold`;
-* `"progress"`: `p / 100` as a plain number (e.g. `0.25`), for other OpenAI-API reward clients.
+Any `model` name is accepted (RLinf sends its own, e.g. `Qwen3-VL-4B-Instruct`); the reply's
+`model` names the backend that answered (`<backend>:<model_id>`, as `/capabilities` does). The
+answer is `{"trend": "positive" | "negative" | "unclear", "progress": p}` (`p` in percent,
+positive when `p >= trend_threshold`), or `p / 100` as a plain number when the request's
+`answer` is `progress` (or its `model` is `progress`).
 
-Fields besides `model` and `messages` (RLinf passes `reward.api.sampling_params` through as
-body fields): `views` (camera views in the frames, default 1: the frames split into that many
-equal runs and the first is scored), `frame_orientation` (`upright`, the default, `rot180`: turned
-180 degrees, as RLinf's LIBERO env emits them, or `raw`: as MuJoCo renders; the backend gets them
-upright) and `trend_threshold` (percent, default 1). Sampling fields (`temperature`, `max_tokens`,
-...) are accepted and ignored; `stream: true` is refused. The task is taken from RLinf's trend
-prompt (`performing the task: <task>.`), its base prompt (`Task: <task>`), else the whole text.
+Camera views: `views` when the request sends it (RLinf passes `reward.api.sampling_params`
+through as body fields), or the images over its `frames_per_view` (RLinf's `history_size`), else
+the layout RLinf's trend prompt states ("two synchronized 5-frame videos"), else 1. A request
+whose images do not split that way, or whose `views` contradicts a prompt that matches its
+images, is a 422 that says what to set.
+
+Other fields read: `frame_orientation` (`upright`, the default, `rot180`: turned 180 degrees, as
+RLinf's LIBERO env emits them, or `raw`: as MuJoCo renders; the backend gets them upright) and
+`trend_threshold` (percent, default 1). Sampling fields (`temperature`, `max_tokens`, `top_p`,
+`n`, ...) are accepted and ignored (the answer is computed, not sampled); `stream: true` is
+refused. The task is taken from RLinf's trend prompt (`performing the task: <task>.`), its base
+prompt (`Task: <task>`), else the whole text.
 
 Image URLs must be `data:image/...;base64,` URLs (422 otherwise: the service never fetches a URL).
 The body is held to the decoded-body budget (off the event loop when large) before pydantic's
@@ -33,6 +39,8 @@ Example:
     ['/v1/chat/completions']
     >>> task_of_prompt("You are currently performing the task: open the drawer. You are given")
     'open the drawer'
+    >>> prompt_layout("You are given two synchronized 5-frame videos from different views")
+    (2, 5)
 """
 
 from __future__ import annotations
@@ -57,12 +65,18 @@ from evolve_envs.reward.service.routes.json_budget import (
 )
 from evolve_envs.reward.service.service_state import ServiceState, State
 
-__all__ = ["ChatRequest", "ChatResponse", "router", "task_of_prompt", "trend_of"]
+__all__ = ["ChatRequest", "ChatResponse", "prompt_layout", "router", "task_of_prompt", "trend_of"]
 
 router = APIRouter(tags=["chat"], route_class=BudgetedJSONRoute)
 
-#: The answers this route gives, by the request's `model` field.
+#: The answers this route gives (the request's `answer`, else `progress` when `model` says so).
 ANSWERS = ("trend", "progress")
+#: The range of the reply's `progress` (percent).
+PROGRESS_RANGE = (-100.0, 100.0)
+_NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+_LAYOUT = re.compile(
+    r"\b(one|two|three|four|five|six|\d+)\s+synchronized\s+(\d+)-frame\s+videos?\b", re.I
+)  # RLinf's trend prompt: "two synchronized 5-frame videos"
 _TASK_PATTERNS = (
     re.compile(r"performing the task:\s*(.+?)\.?\s+You are given", re.S),  # RLinf's trend prompt
     re.compile(r"^\s*Task:\s*(.+?)\s*$", re.M),  # RLinf's base VLM prompt
@@ -101,15 +115,18 @@ class ChatMessage(_Loose):
 class ChatRequest(_Loose):
     """The fields of an OpenAI chat request this route reads (others are ignored).
 
-    >>> ChatRequest.model_validate({"model": "trend", "messages": [
-    ...     {"role": "user", "content": "Task: stack the cups"}], "temperature": 0}).views
-    1
+    >>> req = ChatRequest.model_validate({"model": "Qwen3-VL-4B-Instruct", "messages": [
+    ...     {"role": "user", "content": "Task: stack the cups"}], "temperature": 0})
+    >>> req.views is None, req.answer is None  # views: from the prompt's layout, else 1
+    (True, True)
     """
 
-    model: str
+    model: str = Field(max_length=256)
     messages: list[ChatMessage] = Field(min_length=1)
     stream: bool = False
-    views: int = Field(default=1, ge=1, le=16)
+    answer: Literal["trend", "progress"] | None = None
+    views: int | None = Field(default=None, ge=1, le=16)
+    frames_per_view: int | None = Field(default=None, ge=1)
     frame_orientation: Literal["upright", "rot180", "raw"] = "upright"
     trend_threshold: float = Field(default=1.0, ge=0.0, le=100.0)
 
@@ -133,8 +150,8 @@ class Usage(BaseModel):
 
 
 class ChatResponse(BaseModel):
-    """A chat completion (OpenAI's `chat.completion` object); `system_fingerprint` names the
-    backend and its model (`<backend>:<model_id>@<revision>`)."""
+    """A chat completion (OpenAI's `chat.completion` object); `model` names the backend and its
+    model that answered (`<backend>:<model_id>`), `system_fingerprint` adds the revision."""
 
     id: str
     object: Literal["chat.completion"] = "chat.completion"
@@ -152,6 +169,68 @@ def task_of_prompt(text: str) -> str:
         if match and match.group(1).strip():
             return match.group(1).strip()
     return text.strip()
+
+
+def prompt_layout(text: str) -> tuple[int, int] | None:
+    """The (views, frames per view) a prompt states ("two synchronized 5-frame videos"), or None.
+
+    >>> prompt_layout("Task: stack the cups") is None
+    True
+    """
+    match = _LAYOUT.search(text)
+    if match is None:
+        return None
+    count = match.group(1).lower()
+    return _NUMBER_WORDS.get(count) or int(count), int(match.group(2))
+
+
+def _stated_views(req: ChatRequest, images: int) -> int | None:
+    """The views the request states: `views`, or the images over `frames_per_view`."""
+    per_view = req.frames_per_view
+    if per_view is None:
+        return req.views
+    if images % per_view:
+        raise ApiError(
+            422, f"frames_per_view: {images} images are not whole runs of {per_view} frames"
+        )
+    if req.views is not None and req.views * per_view != images:
+        raise ApiError(
+            422,
+            f"views: {req.views} views of frames_per_view: {per_view} frames are not the "
+            f"{images} images sent; set one of them",
+        )
+    return images // per_view
+
+
+def views_of(req: ChatRequest, images: int, text: str) -> int:
+    """How many camera views the request's images hold: its `views` (or the images over its
+    `frames_per_view`), else the layout its prompt states, else 1. Raises ApiError (422, saying
+    what to set) when they cannot all be right."""
+    layout = prompt_layout(text)
+    stated = layout is not None and layout[0] * layout[1] == images
+    hint = "set `views` (RLinf: reward.api.sampling_params.views) to the number of camera views"
+    views = _stated_views(req, images)
+    if views is not None:
+        if images % views:
+            raise ApiError(422, f"views: {images} images do not split into {views} views; {hint}")
+        if stated and layout is not None and layout[0] != views:
+            raise ApiError(
+                422,
+                f"views: {views}, but the prompt describes {layout[0]} videos of "
+                f"{layout[1]} frames, which is what the {images} images hold; set views: "
+                f"{layout[0]} or drop it",
+            )
+        return views
+    if layout is None:
+        return 1
+    if not stated:
+        raise ApiError(
+            422,
+            f"views: the prompt describes {layout[0]} videos of {layout[1]} frames "
+            f"({layout[0] * layout[1]} images) but the request holds {images}; {hint} "
+            f"(RLinf's trend builder sends one video per entry of video_keys)",
+        )
+    return layout[0]
 
 
 def trend_of(progress: float, threshold: float) -> str:
@@ -214,6 +293,10 @@ def _fingerprint(state: ServiceState) -> str:
     return f"{state.backend.name}:{model_id or 'unknown'}@{revision or 'unknown'}"
 
 
+def _answering_model(state: ServiceState) -> str:
+    return f"{state.backend.name}:{state.backend.model_identity()[0] or 'unknown'}"
+
+
 @router.post(
     "/v1/chat/completions",
     response_model=ChatResponse,
@@ -222,12 +305,7 @@ def _fingerprint(state: ServiceState) -> str:
 async def chat_completions(request: Request, state: State) -> ChatResponse:
     """Progress over the window of frames in the messages, as a trend or a number (module docs)."""
     req = await parse_json_model(request, ChatRequest)
-    if req.model not in ANSWERS:
-        raise ApiError(
-            422,
-            f"model: {req.model[:80]!r} is not an answer this service gives; use model 'trend' "
-            "(RLinf's trend parser: {\"trend\": ...}) or 'progress' (a number)",
-        )
+    answer = req.answer or ("progress" if req.model == "progress" else "trend")
     if req.stream:
         raise ApiError(422, "stream: streamed answers are not served; send stream: false")
     urls, text = _frames_and_text(req)
@@ -236,16 +314,17 @@ async def chat_completions(request: Request, state: State) -> ChatResponse:
     if not task:
         raise ApiError(422, "messages: no task text in the user messages")
     state.check_count("frames", urls)
-    if len(urls) % req.views:
-        raise ApiError(422, f"views: {len(urls)} frames do not split into {req.views} views")
-    window = len(urls) // req.views
+    window = len(urls) // views_of(req, len(urls), text) if urls else 0
+    if window == 0:
+        raise ApiError(422, "messages: no image_url parts: send the window's frames as images")
     frames = await state.decode(urls, "frames", state.pixel_budget(), keep=range(window))
     if req.frame_orientation != "upright":
         cols = slice(None, None, -1) if req.frame_orientation == "rot180" else slice(None)
         rows = slice(None, None, -1) if req.frame_orientation == "raw" else slice(None)
         frames = [np.ascontiguousarray(f[rows, cols]) for f in frames]
     progress = await _window_progress(state, request, task, frames) if window > 1 else 0.0
-    if req.model == "trend":
+    progress = min(max(progress, PROGRESS_RANGE[0]), PROGRESS_RANGE[1])
+    if answer == "trend":
         label = trend_of(progress, req.trend_threshold)
         content = json.dumps({"trend": label, "progress": round(progress, 4)})
     else:
@@ -253,7 +332,7 @@ async def chat_completions(request: Request, state: State) -> ChatResponse:
     return ChatResponse(
         id=f"chatcmpl-{uuid.uuid4().hex}",
         created=int(time.time()),
-        model=req.model,
+        model=_answering_model(state),
         system_fingerprint=_fingerprint(state),
         choices=[Choice(message=AnswerMessage(content=content))],
     )

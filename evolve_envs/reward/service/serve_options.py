@@ -1,7 +1,7 @@
 """`evolve-reward-server`'s options: the parser, and reading them (hosts, token, backend arguments).
 
 :func:`build_parser` declares every option; the functions below turn the parsed options into what
-the server needs, each refusing a bad value in one line (:class:`~evolve_envs.cli.errors.CliError`)
+the server needs, each refusing a bad value in one line (:class:`ServeError`, with the exit status)
 before anything binds or loads.
 """
 
@@ -10,11 +10,17 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import socket
 from typing import Any
 
 from evolve_envs.reward.protocol.token import TOKEN_ENV, TOKEN_FILE_ENV, TokenError, resolve_token
-from evolve_envs.reward.service.auth import check_exposure, expand_env_refs, is_loopback_host
+from evolve_envs.reward.service.auth import (
+    check_exposure,
+    check_policy_bind,
+    expand_env_refs,
+    is_loopback_host,
+)
 from evolve_envs.reward.service.backends import BACKENDS
 from evolve_envs.reward.service.backends.base import CKPT_ENV
 from evolve_envs.reward.service.batching import MAX_WINDOW_S
@@ -26,6 +32,9 @@ from evolve_envs.reward.service.limits import (
 
 __all__ = [
     "LOOPBACK_HOSTS",
+    "SERVICE",
+    "USAGE",
+    "ServeError",
     "add_token_arguments",
     "MOCK_DEFAULTS",
     "allowed_hosts",
@@ -43,7 +52,26 @@ __all__ = [
 #: frames have moved from the first one -- the intensity rule only reads painted test frames.
 MOCK_DEFAULTS: dict[str, Any] = {"rule": "change"}
 
-log = logging.getLogger("evolve_envs.cli.serve")
+#: Exit statuses of the server program (the same numbers as every command line tool's):
+#: a bad option, host or token; a port that is taken.
+USAGE = 2
+SERVICE = 3
+
+
+class ServeError(Exception):
+    """An expected start-up failure of the server program: the message is the one line to print,
+    ``status`` the exit status.
+
+    >>> ServeError("port 8111 is taken", SERVICE).status
+    3
+    """
+
+    def __init__(self, message: str, status: int = USAGE) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+log = logging.getLogger("evolve_envs.reward.service.serve")
 
 
 def add_token_arguments(p: argparse.ArgumentParser) -> None:
@@ -97,6 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--ckpt-path", default=None, help=f"model path (default ${CKPT_ENV})")
     add_token_arguments(p)
+    p.add_argument(
+        "--no-token-behind-network-policy",
+        action="store_true",
+        help="serve without a bearer token, for clients that cannot send one (RLinf's API reward "
+        "worker), only in a Kubernetes pod on a private or wildcard --host, with the shipped "
+        "NetworkPolicy admitting only labelled client pods (docs/rlinf.md); refused elsewhere",
+    )
     p.add_argument(
         "--video-dir",
         action="append",
@@ -197,35 +232,31 @@ def allowed_hosts(args: argparse.Namespace) -> list[str]:
 
 def backend_kwargs_file(path: str) -> dict[str, Any]:
     """The JSON object a `--backend-kwargs-file` holds; anything else is one line
-    (:class:`~evolve_envs.cli.errors.CliError`, status 2)."""
-    from evolve_envs.cli.errors import CliError, ExitStatus
-
+    (:class:`ServeError`, status 2)."""
     try:
         with open(path, "rb") as f:
             text = f.read(1 << 20)  # arguments, not data: 1 MiB is plenty
     except OSError as exc:
-        raise CliError(
+        raise ServeError(
             f"--backend-kwargs-file {path!r}: cannot read it ({exc.strerror or exc})",
-            ExitStatus.USAGE,
+            USAGE,
         ) from None
     try:
         value = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CliError(
+        raise ServeError(
             f"--backend-kwargs-file {path!r} is not valid JSON ({exc}); write one JSON object",
-            ExitStatus.USAGE,
+            USAGE,
         ) from None
     if not isinstance(value, dict):
-        raise CliError(
+        raise ServeError(
             f'--backend-kwargs-file {path!r} must hold a JSON object, e.g. {{"api_key": "..."}}',
-            ExitStatus.USAGE,
+            USAGE,
         )
     return value
 
 
 def backend_kwargs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[str, Any]:
-    from evolve_envs.cli.errors import CliError, ExitStatus
-
     try:
         kwargs = json.loads(args.backend_kwargs)
     except json.JSONDecodeError as exc:
@@ -237,7 +268,7 @@ def backend_kwargs(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     try:
         kwargs = expand_env_refs(kwargs)
     except TokenError as exc:
-        raise CliError(str(exc), ExitStatus.USAGE) from None
+        raise ServeError(str(exc), USAGE) from None
     if args.backend == "mock":
         kwargs = {**MOCK_DEFAULTS, **kwargs}
     if args.ckpt_path and args.backend != "mock":  # else the backend reads $VLAC_CKPT_PATH
@@ -249,38 +280,42 @@ def backend_kwargs(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
 
 def check_bind_args(args: argparse.Namespace) -> None:
     """Refuse a port outside 1..65535 and a host that is not an address of this machine, in one
-    line (:class:`~evolve_envs.cli.errors.CliError`), before anything starts."""
-    from evolve_envs.cli.errors import CliError, ExitStatus
-
+    line (:class:`ServeError`, with the exit status), before anything starts."""
     if args.fd is not None:
         return
     if not 1 <= args.port <= 65535:
-        raise CliError(
+        raise ServeError(
             f"--port {args.port} is not a TCP port; give one in 1..65535 (default 8111)",
-            ExitStatus.USAGE,
+            USAGE,
         )
     try:
         socket.getaddrinfo(args.host, args.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except (socket.gaierror, UnicodeError) as exc:
-        raise CliError(
+        raise ServeError(
             f"--host {args.host!r} is not an address or name this machine can bind ({exc}); "
             "use 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)",
-            ExitStatus.USAGE,
+            USAGE,
         ) from None
 
 
 def server_token(args: argparse.Namespace) -> str | None:
     """The bearer token of `--token`, `--token-file` or the environment, after the
     closed-by-default rule: a non-loopback `--host` without one raises
-    :class:`~evolve_envs.cli.errors.CliError` (one line, status 2) unless `--insecure-no-token`.
+    :class:`ServeError` (one line, status 2) unless `--insecure-no-token`.
     """
-    from evolve_envs.cli.errors import CliError, ExitStatus
-
     try:
         token = resolve_token(args.token, args.token_file)
-        check_exposure(args.host, token, args.insecure_no_token)
+        behind_policy = getattr(args, "no_token_behind_network_policy", False) and token is None
+        if behind_policy:
+            check_policy_bind(args.host, os.environ)
+            log.warning(
+                "serving %s without a bearer token: only pods the NetworkPolicy admits must "
+                "reach this port (deploy/kuberay/reward-rayservice.yaml)",
+                args.host,
+            )
+        check_exposure(args.host, token, args.insecure_no_token or behind_policy)
     except TokenError as exc:
-        raise CliError(str(exc), ExitStatus.USAGE) from None
+        raise ServeError(str(exc), USAGE) from None
     if token is None and args.insecure_no_token and not is_loopback_host(args.host):
         log.warning(
             "serving %s without a bearer token (--insecure-no-token): anyone who can reach "

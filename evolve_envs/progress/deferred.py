@@ -1,0 +1,384 @@
+"""Deferred settlement (``calls: deferred``): the env never waits, each answer settles its step.
+
+A :class:`~evolve_envs.progress.tracker.ProgressTracker` in deferred mode sends its checks on the
+``sync`` grid through the client's ``submit_*`` and returns every step at once with a model
+reward of 0. Each episode has an :class:`EpisodeLedger`: its answers are applied in send order as
+they come back, each *at its own step* (the step is set back to the check's while the answer is
+applied, with the env's success flag of that step), through the same
+:class:`~evolve_envs.progress.settlement.AnswerSettlement` as ``sync`` with a done judge of its
+own. So the rewards, the progress and the done decision are literally ``sync``'s. A model done
+(``terminate_on_done``) found at the check of step ``t`` ends the episode at ``t``: the steps
+played after it are cut, and the checks sent after it are dropped (``sync`` never sends them).
+When the env ends an episode its ledger is detached (its kept frames freed) and the tracker can
+reset at once; :class:`DeferredSettlement` keeps the detached ledgers, at most
+``max_unsettled_episodes`` of them (a ``reset`` at the bound waits for the oldest: the service
+is saturated, counted in :meth:`DeferredSettlement.stats`), and hands on each episode, in the
+order they were played, as a :class:`~evolve_envs.progress.settled_episode.SettledEpisode` once
+its last answer is in. An answer not back ``answer_timeout_s`` after its check was sent gets the
+client's failure policy: a fallback (progress held, counted, logged as a warning), or, with a
+fail-fast client, :class:`~evolve_envs.reward.clients.errors.RewardServiceError`.
+
+>>> from concurrent.futures import Future
+>>> from evolve_envs.progress.check_schedule import AnswerTiming
+>>> from evolve_envs.progress.done_rules import TerminationAudit
+>>> from evolve_envs.progress.episode_state import EpisodeState, PendingCheck
+>>> from evolve_envs.progress.request_modes import REQUEST_MODES
+>>> from evolve_envs.progress.settings import TrackerSettings
+>>> from evolve_envs.reward.clients.results import CallResult
+>>> s = TrackerSettings(mode="incremental", calls="deferred")
+>>> clock = lambda: 0.0
+>>> book = DeferredSettlement(s, REQUEST_MODES[s.mode](s), AnswerTiming(clock),
+...                           TerminationAudit(), strict=False, clock=clock)
+>>> ledger = book.start(1, EpisodeState(task="open the drawer"))
+>>> for t in (1, 2):
+...     ledger.played(t, env_success=False)
+>>> critic: Future[CallResult[float]] = Future()
+>>> ledger.ep.pending.append(PendingCheck(step=1, base_step=0, milestone=True, critic=critic))
+>>> book.end(ledger, env_terminated=False, env_truncated=True)
+>>> book.settled()                                   # the answer is not back
+[]
+>>> critic.set_result(CallResult(40.0, ok=True, fallback=False, latency_s=0.5, endpoint=None))
+>>> [ep] = book.settled()
+>>> ep.rewards.tolist(), ep.progress.tolist(), ep.truncated
+([0.4, 0.0], [40.0, 40.0], True)
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_EXCEPTION, Future
+from concurrent.futures import wait as wait_futures
+from typing import Any
+
+import numpy as np
+
+from evolve_envs.progress.check_schedule import AnswerTiming
+from evolve_envs.progress.done_rules import TerminationAudit
+from evolve_envs.progress.episode_state import EpisodeState, PendingCheck
+from evolve_envs.progress.request_modes import RequestMode
+from evolve_envs.progress.settings import TrackerSettings
+from evolve_envs.progress.settled_episode import SettledEpisode
+from evolve_envs.progress.settlement import AnswerSettlement
+from evolve_envs.progress.tracker_info import episode_summary
+from evolve_envs.reward.clients.errors import ErrorKind, RewardServiceError
+from evolve_envs.reward.clients.results import CallResult
+
+__all__ = ["DeferredSettlement", "EpisodeLedger"]
+
+logger = logging.getLogger(__name__)
+
+#: settled episodes held uncollected at which a warning says so (once per tracker)
+UNCOLLECTED_WARNING = 1024
+
+
+class EpisodeLedger:
+    """One episode under deferred settlement: its state, its own answer settlement (and done
+    judge), the model reward and the env's success flag of every step played so far."""
+
+    def __init__(self, index: int, ep: EpisodeState, answers: AnswerSettlement) -> None:
+        self.index = index
+        self.ep = ep
+        self.answers = answers
+        self.rewards: list[float] = []  # model reward of step t at [t - 1]
+        self.success: list[bool | None] = []  # env success flag after step t at [t - 1]
+        self.marks: list[tuple[int, float]] = []  # (check step, progress after its answer)
+        self.cut_at: int | None = None  # the step of the check that judged the task done
+        self.cut_checks = 0
+        self.ended = False
+        self.env_terminated = False
+        self.env_truncated = False
+        self.timeouts = 0
+
+    def played(self, step: int, env_success: bool | None) -> None:
+        """Account env step ``step`` (1, 2, ... without gaps)."""
+        if env_success is not None:
+            self.ep.env_success = bool(env_success)
+        self.ep.step = step
+        self.rewards.append(0.0)
+        self.success.append(self.ep.env_success)
+
+    @property
+    def length(self) -> int:
+        """Steps that belong to the episode (cut at a model done)."""
+        return self.cut_at if self.cut_at is not None else self.ep.step
+
+    @property
+    def complete(self) -> bool:
+        return self.ended and not self.ep.pending
+
+    def apply(self, p: PendingCheck) -> bool:
+        """Apply the answer to ``p`` at its own step; ``True`` when it was a fallback."""
+        ep = self.ep
+        step, success = ep.step, ep.env_success
+        ep.step, ep.env_success = p.step, self.success[p.step - 1]
+        was_done = ep.done
+        try:
+            reward, fallback = self.answers.apply(ep, p)
+        finally:
+            ep.step, ep.env_success = step, success
+        self.rewards[p.step - 1] += reward
+        self.marks.append((p.step, ep.progress))
+        if ep.done and not was_done and self.answers.settings.terminate_on_done:
+            self.cut(p.step)
+        return fallback
+
+    def cut(self, step: int) -> None:
+        """End the episode at ``step`` (a model done): drop the checks sent after it."""
+        ep = self.ep
+        self.cut_at = step
+        for q in ep.pending:
+            for future in (q.critic, q.done):
+                if future is not None:
+                    future.cancel()
+            ep.calls -= 1 + (q.done is not None)
+            self.cut_checks += 1
+        ep.pending.clear()
+
+    def record(self, *, final: bool) -> SettledEpisode:
+        """The episode as a :class:`SettledEpisode` (its steps up to now when not ``final``)."""
+        n = self.length
+        progress = np.zeros(n)
+        for step, value in self.marks:
+            if step <= n:
+                progress[step - 1 :] = value
+        rewards = np.asarray(self.rewards[:n], dtype=np.float64)
+        played = len(self.rewards)
+        cut = self.cut_at is not None
+        return SettledEpisode(
+            index=self.index,
+            task=self.ep.task,
+            steps_played=played,
+            length=n,
+            rewards=rewards,
+            model_rewards=rewards.copy(),
+            progress=progress,
+            terminated=cut or (final and self.env_terminated and n == played),
+            truncated=final and self.env_truncated and n == played,
+            summary=dict(self.ep.summary or {}) if final else {},
+            final=final,
+        )
+
+
+class DeferredSettlement:
+    """A tracker's ended deferred episodes, waiting for answers or settled and not yet handed on
+    (see the module docstring); the tracker keeps the open episode's ledger and passes it in.
+
+    Args:
+        settings: the tracker's settings (``max_unsettled_episodes``, ``answer_timeout_s``).
+        mode: the tracker's request mode (shared; it keeps no state of its own).
+        timing: the tracker's answer timing (latencies are measured in deferred mode too).
+        audit: the tracker's termination audit; episodes are recorded as they settle, in order.
+        strict: the client raises instead of falling back (``fail_on_request_error``); an answer
+            past ``answer_timeout_s`` then raises too.
+        clock: seconds, monotonic.
+    """
+
+    def __init__(
+        self,
+        settings: TrackerSettings,
+        mode: RequestMode,
+        timing: AnswerTiming,
+        audit: TerminationAudit,
+        *,
+        strict: bool,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.mode = mode
+        self.timing = timing
+        self.audit = audit
+        self.strict = strict
+        self.clock = clock
+        self.unsettled: collections.deque[EpisodeLedger] = collections.deque()
+        self.ready: list[SettledEpisode] = []
+        self.counts = {
+            "episodes_settled": 0,
+            "saturation_waits": 0,
+            "saturation_wait_s": 0.0,
+            "answer_timeouts": 0,
+            "cut_steps": 0,
+            "cut_checks": 0,
+            "abandoned": 0,
+            "peak_unsettled_episodes": 0,
+            "peak_unsettled_frame_bytes": 0,
+        }
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self, index: int, ep: EpisodeState) -> EpisodeLedger:
+        """A ledger for a new episode (with a done judge of its own)."""
+        s = self.settings
+        return EpisodeLedger(index, ep, AnswerSettlement(s, self.mode, s.rule.judge(), self.timing))
+
+    def end(self, ledger: EpisodeLedger, *, env_terminated: bool, env_truncated: bool) -> None:
+        """The env ended ``ledger``'s episode (or the model did): detach it."""
+        ledger.ended = True
+        ledger.env_terminated, ledger.env_truncated = bool(env_terminated), bool(env_truncated)
+        ledger.ep.finished = True
+        ledger.ep.frames.clear()  # no check is sent any more: the bases are not needed
+        ledger.ep.check_frames = []
+        self.unsettled.append(ledger)
+        self._note_peaks()
+
+    def abandon(self, ledger: EpisodeLedger) -> None:
+        """A ``reset`` before the episode ended (as ``sync``, it is dropped)."""
+        ledger.cut(ledger.ep.step)
+        self.counts["abandoned"] += 1
+
+    def make_room(self) -> None:
+        """Before a new episode: at ``max_unsettled_episodes`` detached episodes, wait for the
+        oldest (the service is saturated; counted)."""
+        self.pump(wait=False)
+        while len(self.unsettled) >= self.settings.max_unsettled_episodes:
+            start = self.clock()
+            self._pump_one(self.unsettled[0], wait=True)
+            self.counts["saturation_waits"] += 1
+            self.counts["saturation_wait_s"] += self.clock() - start
+            self.pump(wait=False)
+
+    # ------------------------------------------------------------------ answers
+    def pump(self, wait: bool) -> None:
+        """Apply the answers that are back (``wait``: every answer) of the detached episodes and
+        settle, in order, those whose last answer is in."""
+        while self.unsettled:
+            head = self.unsettled[0]
+            self._pump_one(head, wait)
+            if not head.complete:
+                return
+            self.unsettled.popleft()
+            self._hold(self._finalize(head))
+
+    def pump_open(self, ledger: EpisodeLedger, wait: bool) -> int:
+        """Apply the open episode's answers that are back (``wait``: all sent so far); returns
+        how many were applied."""
+        before = len(ledger.ep.pending)
+        self._pump_one(ledger, wait)
+        self._note_peaks(ledger)
+        return before - len(ledger.ep.pending)
+
+    def settled(self, wait: bool = False) -> list[SettledEpisode]:
+        """The episodes settled since the last call, oldest first (``wait``: every detached
+        episode, waiting for its answers)."""
+        self.pump(wait)
+        out, self.ready = self.ready, []
+        return out
+
+    def _hold(self, episode: SettledEpisode) -> None:
+        """Keep a settled episode until it is asked for (nothing is dropped); say once when
+        they pile up uncollected."""
+        self.ready.append(episode)
+        if len(self.ready) == UNCOLLECTED_WARNING:
+            logger.warning(
+                "calls: deferred: %d settled episodes are waiting to be collected; call "
+                "settled() (settled_episodes(env), SettledRewards.settle()) to take them",
+                len(self.ready),
+            )
+
+    def _pump_one(self, ledger: EpisodeLedger, wait: bool) -> None:
+        ep = ledger.ep
+        while ep.pending and ledger.cut_at is None:
+            head = ep.pending[0]
+            if not self._answered(ledger, head, wait):
+                return
+            ep.pending.popleft()
+            ledger.apply(head)
+
+    def _answered(self, ledger: EpisodeLedger, p: PendingCheck, wait: bool) -> bool:
+        """``p``'s answers are in (waiting for them with ``wait``), or past the deadline, where
+        the failure policy answers in their place."""
+        if p.ready():
+            return True
+        futures = [f for f in (p.critic, p.done) if f is not None]
+        left = p.sent_at + self.settings.answer_timeout_s - self.clock()
+        if left > 0:
+            if not wait:
+                return False
+            wait_futures(futures, timeout=left, return_when=FIRST_EXCEPTION)
+            if p.ready():
+                return True
+        self._expire(ledger, p)
+        return True
+
+    def _expire(self, ledger: EpisodeLedger, p: PendingCheck) -> None:
+        timeout = self.settings.answer_timeout_s
+        cause = f"no answer to the check of step {p.step} within answer_timeout_s={timeout:g}"
+        ledger.timeouts += 1
+        self.counts["answer_timeouts"] += 1
+        logger.warning(
+            "reward model: %s (episode %d of task %r); %s",
+            cause,
+            ledger.index,
+            ledger.ep.task,
+            "raising (fail_on_request_error)" if self.strict else "progress held (fallback)",
+        )
+        for name in ("critic", "done"):
+            future: Future[Any] | None = getattr(p, name)
+            if future is None or future.done():
+                continue
+            future.cancel()
+            stand_in: Future[Any] = Future()
+            if self.strict:
+                error = RewardServiceError(None, "", cause, kind=ErrorKind.TIMEOUT)
+                stand_in.set_exception(error)
+            else:
+                stand_in.set_result(
+                    CallResult(
+                        None, ok=False, fallback=True, latency_s=timeout, endpoint=None, error=cause
+                    )
+                )
+            setattr(p, name, stand_in)
+
+    # ------------------------------------------------------------------ settling
+    def _finalize(self, ledger: EpisodeLedger) -> SettledEpisode:
+        """Pay the level owed at the end, count the episode, write its summary."""
+        ep, n = ledger.ep, ledger.length
+        ep.step = n
+        ep.env_success = ledger.success[n - 1] if n else ep.env_success
+        reward, _, _ = ledger.answers.settle(ep)  # nothing is pending: the end level only
+        if n:
+            ledger.rewards[n - 1] += reward
+        self.audit.record(
+            ep.task,
+            model_done=ep.done,
+            success_at_done=ep.done_env_success,
+            env_success=ep.env_success,
+        )
+        ep.summary = episode_summary(ep, self.settings, self.audit)
+        cut = len(ledger.rewards) - n
+        ep.summary.update(steps_played=len(ledger.rewards), cut_steps=cut)
+        self.counts["episodes_settled"] += 1
+        self.counts["cut_steps"] += cut
+        self.counts["cut_checks"] += ledger.cut_checks
+        return ledger.record(final=True)
+
+    # ------------------------------------------------------------------ reporting
+    def frame_bytes(self, open_ledger: EpisodeLedger | None = None) -> int:
+        """Bytes of frames held for unanswered checks (the frames of their requests) and kept
+        by the open episode."""
+        ledgers = [*self.unsettled, *([open_ledger] if open_ledger is not None else [])]
+        held = sum(p.frame_bytes for ledger in ledgers for p in ledger.ep.pending)
+        if open_ledger is not None:
+            held += sum(f.nbytes for f in open_ledger.ep.frames.values())
+        return held
+
+    def _note_peaks(self, open_ledger: EpisodeLedger | None = None) -> None:
+        c = self.counts
+        c["peak_unsettled_episodes"] = max(c["peak_unsettled_episodes"], len(self.unsettled))
+        c["peak_unsettled_frame_bytes"] = max(
+            c["peak_unsettled_frame_bytes"], self.frame_bytes(open_ledger)
+        )
+
+    def stats(self, open_ledger: EpisodeLedger | None = None) -> dict[str, int | float]:
+        """Counters: ``unsettled_episodes`` (detached, answers out), ``settled_waiting`` (settled,
+        not yet handed on), ``unsettled_frame_bytes``, and the running ``episodes_settled``,
+        ``saturation_waits`` / ``saturation_wait_s`` (resets that waited: the service is
+        saturated), ``answer_timeouts``, ``cut_steps`` / ``cut_checks`` (played / sent after a
+        model done), ``abandoned``, ``peak_unsettled_episodes``, ``peak_unsettled_frame_bytes``."""
+        return {
+            "unsettled_episodes": len(self.unsettled),
+            "settled_waiting": len(self.ready),
+            "unsettled_frame_bytes": self.frame_bytes(open_ledger),
+            **self.counts,
+        }

@@ -1,0 +1,64 @@
+"""What a :class:`~evolve_envs.progress.tracker.ProgressTracker` talks to and returns: the
+progress client it needs (:class:`ProgressService`) and the record of one observed step
+(:class:`TrackerStep`).
+
+>>> TrackerStep(reward=0.5, progress=50.0, terminate=False, episode_over=False, checked=True,
+...             info={}).summary is None
+True
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+__all__ = ["ProgressService", "TrackerStep"]
+
+
+class ProgressService(Protocol):
+    """What the tracker needs from a progress client (``evolve_envs.reward.clients.ProgressClient``
+    fits).
+
+    Each method returns a ``Future`` of a result with ``value``, ``ok``, ``fallback``,
+    ``latency_s`` and ``error`` (a ``evolve_envs.reward.clients.results.CallResult``).
+    """
+
+    def submit_pairwise_critic(
+        self, task: str, image_a: np.ndarray, image_b: np.ndarray
+    ) -> Future[Any]: ...
+
+    def submit_trajectory_values(
+        self, task: str, frames: list[np.ndarray], *, skip: int = ...
+    ) -> Future[Any]: ...
+
+    def submit_done(
+        self, task: str, first_frame: np.ndarray, prev_frame: np.ndarray, curr_frame: np.ndarray
+    ) -> Future[Any]: ...
+
+
+@dataclass
+class TrackerStep:
+    """What :meth:`ProgressTracker.observe` returns for one step.
+
+    Attributes:
+        reward: model reward owed at this step (already scaled by ``reward_coef``; includes any
+            settlement when the episode ends here).
+        progress: progress in [0, 100] after every answer applied so far.
+        terminate: the reward model ends the episode here (done decided, ``terminate_on_done``).
+        episode_over: the episode is settled (env ended it, or ``terminate``).
+        checked: at least one check answer was applied at this step.
+        info: per-step info keys (docs/wrappers.md, "`info` keys"); at the end also
+            ``"episode_reward_model"`` (= ``summary``).
+        summary: the episode summary when ``episode_over``, else ``None``.
+    """
+
+    reward: float
+    progress: float
+    terminate: bool
+    episode_over: bool
+    checked: bool
+    info: dict[str, Any]
+    summary: dict[str, Any] | None = None

@@ -1,0 +1,326 @@
+"""`evolve-reward-server`: serve one reward backend over HTTP with uvicorn.
+
+Usage::
+
+    evolve-reward-server --backend mock --port 8111
+    evolve-reward-server --engine ray --replicas 4 --num-gpus 1 --backend vlm --port 8111
+    evolve-reward-server --backend vlm --ckpt-path /models/Qwen2.5-VL-7B-Instruct --gpu-ids 0
+    python -m evolve_envs.reward.service --backend mock --backend-kwargs '{"latency_ms": 20}'
+
+Start-up: the arguments are checked (a `--port` outside 1..65535 or a `--host` this machine cannot
+bind is one line, exit status 2), the port is bound (taken: one line, exit status 3), then the
+backend loads, and the ready line is printed once the server accepts requests (`--debug` or
+`EVOLVE_ENVS_DEBUG=1` adds tracebacks to start-up failures).
+
+Binds 127.0.0.1 unless `--host` says otherwise. A bearer token (`--token-file PATH`,
+`EVOLVE_REWARD_TOKEN`, `EVOLVE_REWARD_TOKEN_FILE`, or `--token`, which `ps` shows to every user)
+requires `Authorization: Bearer <token>` on every request. Closed by default: a non-loopback
+`--host` without a token refuses to start (one line, exit status 2) unless `--insecure-no-token`
+says so. `--ckpt-path` (or `VLAC_CKPT_PATH`) names the model directory of the `vlm` and `vlac`
+backends. `--backend-kwargs-file PATH` reads backend arguments from a JSON file and a string
+argument written `${NAME}` is the environment variable NAME, so an API key need not be on the
+command line either. `--backend mock` uses the *change* rule (the rule of the shipped configs'
+embedded service, `MOCK_DEFAULTS`) unless `--backend-kwargs` names one. The ready line on
+stderr names the backend, its settings and the URL. `--engine ray` serves the same app from
+`--replicas` Ray Serve replicas (`evolve_envs.reward.service.ray_serve`) on a local Ray instance,
+or on the cluster at `--address`, as the Serve application `--app-name` (Ray actors reach it by
+handle).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from evolve_envs.reward.service.limits import limits_from_args
+from evolve_envs.reward.service.serve_options import (
+    SERVICE,
+    USAGE,
+    ServeError,
+    app_kwargs,
+    backend_kwargs,
+    build_parser,
+    check_bind_args,
+    json_object,
+    server_token,
+)
+
+__all__ = ["PROG", "main", "run_program"]
+
+PROG = "evolve-reward-server"
+#: Set to 1 (or true/yes/on) to see the traceback of expected failures, as ``--debug`` does.
+DEBUG_ENV = "EVOLVE_ENVS_DEBUG"
+#: Ctrl-C (128 + SIGINT)
+INTERRUPTED = 130
+
+log = logging.getLogger("evolve_envs.reward.service.serve")
+
+
+def _watch_stdin_then_exit() -> None:
+    """Terminate this process when stdin reaches EOF (the parent process has gone)."""
+
+    def watch() -> None:
+        try:
+            while os.read(0, 65536):  # raw fd read: no buffer lock held at interpreter exit
+                pass
+        except OSError:
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _settings(backend: Any) -> str:
+    """The backend's plain settings (public attributes holding simple values), for the log."""
+    simple = (str, int, float, bool, tuple, list, type(None))
+    items = {
+        k: v
+        for k, v in sorted(vars(backend).items())
+        if not k.startswith("_") and isinstance(v, simple)
+    }
+    return "{" + ", ".join(f"{k}={v!r}" for k, v in items.items()) + "}"
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port``, bound before any model is loaded; a port that is
+    taken or an address this machine does not have is one line
+    (:class:`~evolve_envs.reward.service.serve_options.ServeError`, status 3)."""
+    import errno
+
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ServeError(
+                f"port {port} on {host} is taken by another process; pick another --port or "
+                f"stop that process (e.g. `lsof -i :{port}` names it)",
+                SERVICE,
+            ) from None
+        if exc.errno == errno.EADDRNOTAVAIL:
+            raise ServeError(
+                f"--host {host} is not an address of this machine; use 127.0.0.1 (this machine "
+                "only) or 0.0.0.0 (every interface)",
+                USAGE,
+            ) from None
+        if exc.errno == errno.EACCES:
+            raise ServeError(
+                f"no permission to bind port {port} (ports below 1024 need privileges); pick "
+                "a --port above 1023",
+                USAGE,
+            ) from None
+        raise ServeError(f"cannot bind {host}:{port}: {exc.strerror or exc}", SERVICE) from None
+    sock.set_inheritable(False)
+    return sock
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `evolve-reward-server`; returns the exit status.
+
+    Start-up order: check the arguments (port, host), bind the port, load the backend, serve;
+    the ready line (`evolve-reward-server: backend ... on http://...`) is printed once the server
+    accepts requests. Expected failures print one line (`evolve-reward-server: error: ...`;
+    `--debug` or `EVOLVE_ENVS_DEBUG=1` adds the traceback).
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return run_program(lambda: _run(args, parser), debug=args.debug)
+
+
+def run_program(fn: Callable[[], int], *, debug: bool = False) -> int:
+    """Run ``fn`` (the server, returning its exit status); an expected start-up failure
+    (:class:`~evolve_envs.reward.service.serve_options.ServeError`, a bad value, a missing file
+    or extra) prints one line, ``evolve-reward-server: error: <cause>``, and returns its status.
+
+    >>> import contextlib, io
+    >>> def taken() -> int:
+    ...     raise ServeError("port 8111 on 127.0.0.1 is taken", SERVICE)
+    >>> err = io.StringIO()
+    >>> with contextlib.redirect_stderr(err):
+    ...     status = run_program(taken)
+    >>> status, err.getvalue().strip()
+    (3, 'evolve-reward-server: error: port 8111 on 127.0.0.1 is taken')
+    """
+    show = debug or os.environ.get(DEBUG_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    try:
+        return fn()
+    except KeyboardInterrupt:
+        if show:
+            traceback.print_exc()
+        print(f"\n{PROG}: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    except (ServeError, ValueError, FileNotFoundError, ImportError) as exc:
+        if show:
+            traceback.print_exc()
+        line = "; ".join(part.strip() for part in str(exc).splitlines() if part.strip())
+        print(f"{PROG}: error: {line}", file=sys.stderr)
+        return exc.status if isinstance(exc, ServeError) else USAGE
+
+
+def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    check_bind_args(args)
+    token = server_token(args)  # before anything binds or loads
+    if args.gpu_ids is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = args.gpu_ids
+    kwargs = backend_kwargs(args, parser)
+    if args.exit_on_stdin_eof:
+        _watch_stdin_then_exit()
+
+    if args.engine == "ray":
+        if args.address is None:  # a local Ray: a taken port fails now, not after Ray starts
+            _bind(args.host, args.port).close()  # (on a cluster, Serve's proxy may hold it)
+        return _serve_on_ray(args, parser, kwargs, token)
+
+    if args.fd is not None:
+        sock = socket.socket(fileno=args.fd)
+    else:
+        sock = _bind(args.host, args.port)  # before the (possibly slow) backend loads
+
+    import uvicorn
+
+    from evolve_envs.reward.service.app import create_app
+    from evolve_envs.reward.service.backends import make_backend
+    from evolve_envs.reward.service.connections import (
+        bounded_h11_protocol,
+        connection_cap,
+        listen_backlog,
+    )
+
+    try:
+        backend = make_backend(args.backend, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - report any construction failure plainly
+        sock.close()
+        print(
+            f"evolve-reward-server: cannot start backend {args.backend!r}: {exc}", file=sys.stderr
+        )
+        return 2
+    app = create_app(backend, **app_kwargs(args, token))
+    limits = limits_from_args(args)
+    max_connections = connection_cap(limits.max_connections, limits.connection_fd_headroom)
+    config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        access_log=args.access_log,
+        timeout_keep_alive=65,
+        lifespan="on",
+        http=bounded_h11_protocol(
+            read_timeout_s=limits.read_timeout_s,
+            header_timeout_s=limits.header_timeout_s,
+            max_connections=max_connections,
+        ),
+        backlog=listen_backlog(max_connections, limits.connection_fd_headroom),
+    )
+    host, port = sock.getsockname()[:2]
+    where = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    ready = f"evolve-reward-server: backend {backend.name!r} on {where} {_settings(backend)}" + (
+        " (fault injection enabled)" if args.enable_fault_injection else ""
+    )
+    if backend.name == "mock":  # it answers every env and task with its one rule
+        rule = getattr(backend, "rule", "change")
+        ready += (
+            f"; a stand-in, not a learned model: the {rule!r} rule judges every env and task "
+            '(--backend-kwargs \'{"rule": "reach_place"}\' picks another)'
+        )
+    _ready_server(config, ready).run(sockets=[sock])
+    return 0
+
+
+def _ready_server(config: Any, ready: str) -> Any:
+    """A uvicorn server that prints ``ready`` once start-up is complete (the app's lifespan ran
+    and the socket accepts connections), never before and never when start-up failed."""
+    import uvicorn
+
+    class ReadyServer(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started and not self.should_exit:
+                print(ready, file=sys.stderr, flush=True)
+
+    return ReadyServer(config)
+
+
+def _serve_on_ray(
+    args: argparse.Namespace,
+    parser: argparse.ArgumentParser,
+    kwargs: dict[str, Any],
+    token: str | None,
+) -> int:
+    """Run the app as a Ray Serve application until SIGINT/SIGTERM (or stdin EOF)."""
+    if args.fd is not None:
+        parser.error("--fd is not supported with --engine ray")
+    autoscaling = json_object(parser, "--autoscaling", args.autoscaling, '{"max_replicas": 4}')
+    resources = json_object(parser, "--resources", args.resources, '{"reward": 1}')
+    import ray
+    from ray import serve
+
+    from evolve_envs.reward.service.ray_serve import build_app
+
+    app_args: dict[str, Any] = {
+        "backend": args.backend,
+        "backend_kwargs": kwargs,
+        "replicas": args.replicas,
+        "num_gpus": args.num_gpus,
+        "num_cpus": args.num_cpus,
+        "resources": resources,
+        "autoscaling": autoscaling,
+        **app_kwargs(args, token),
+        "insecure_no_token": args.insecure_no_token,  # the replicas apply the same rule
+    }
+    try:
+        app = build_app(app_args)
+    except ValueError as exc:
+        parser.error(str(exc))
+    stop = threading.Event()
+    ray.init(address=args.address or "local", include_dashboard=False)  # never a stale cluster
+    for sig in (signal.SIGINT, signal.SIGTERM):  # after ray.init, which installs its own
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        serve.start(http_options={"host": args.host, "port": args.port})
+        try:
+            serve.run(app, name=args.app_name, route_prefix=args.route_prefix)
+        except Exception as exc:  # noqa: BLE001 - a replica that cannot build its backend
+            print(
+                f"evolve-reward-server: cannot start backend {args.backend!r} on Ray: {exc}",
+                file=sys.stderr,
+            )
+            return 2
+        print(
+            f"evolve-reward-server: backend {args.backend!r} on "
+            f"http://{args.host}:{args.port}{args.route_prefix.rstrip('/')} "
+            f"(Ray Serve app {args.app_name!r}, {args.replicas if not autoscaling else 'auto'} "
+            "replicas)",
+            file=sys.stderr,
+            flush=True,
+        )
+        stop.wait()
+        return 0
+    finally:
+        try:
+            serve.delete(args.app_name) if args.address else serve.shutdown()
+        finally:
+            ray.shutdown()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""What the reward wrappers take: an open reward model, which they close after the env.
+
+:func:`evolve_envs.open_reward_model` opens one (the service, the pool, the client, the start-up
+check); any object of its shape (:class:`OpenModel`: ``client``, ``capabilities``, ``settings``
+and ``close()``) does too. A client opened elsewhere (a test double, a trainer's own client) goes
+in through :func:`lend`, which gives it that shape with a ``close`` that leaves the client open:
+it stays the caller's, who closes it.
+
+Example:
+    >>> class Client:
+    ...     closed = False
+    ...     def close(self):
+    ...         self.closed = True
+    >>> client = Client()
+    >>> model = lend(client)
+    >>> model.close()
+    >>> model.client is client, client.closed
+    (True, False)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from evolve_envs.progress.settings import TrackerSettings
+
+__all__ = ["LentClient", "OpenModel", "check_open_model", "lend"]
+
+
+class OpenModel(Protocol):
+    """An open reward model as the reward wrappers use it (see the module docstring)."""
+
+    @property
+    def client(self) -> Any: ...
+
+    @property
+    def capabilities(self) -> Any: ...
+
+    @property
+    def settings(self) -> TrackerSettings | None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class LentClient:
+    """A client lent to a reward wrapper: the wrapper's ``close`` leaves it open.
+
+    ``settings`` are the progress settings to use (``None``: the wrapper's, else the
+    defaults); ``capabilities`` the service's, to check them against (``None``: not checked).
+    """
+
+    client: Any
+    settings: TrackerSettings | None = None
+    capabilities: Any = None
+
+    def close(self) -> None:
+        """Nothing: the client is closed by whoever opened it."""
+
+
+def lend(
+    client: Any, settings: TrackerSettings | None = None, capabilities: Any = None
+) -> LentClient:
+    """``client`` for a reward wrapper that must not close it (see the module docstring)."""
+    return LentClient(client, settings, capabilities)
+
+
+def check_open_model(model: object, wrapper: str) -> OpenModel:
+    """``model`` if it has an open reward model's shape, else a ``TypeError`` naming the fix.
+
+    >>> check_open_model("http://127.0.0.1:8111", "ProgressReward")
+    Traceback (most recent call last):
+    ...
+    TypeError: ProgressReward takes an open reward model, got str: open one with \
+evolve_envs.open_reward_model({'enable': True, 'endpoint': URL}), or lend a client you close \
+yourself with evolve_envs.wrappers.lend(client)
+    """
+    if all(hasattr(model, name) for name in ("client", "capabilities", "close")):
+        return model  # type: ignore[return-value]
+    raise TypeError(
+        f"{wrapper} takes an open reward model, got {type(model).__name__}: open one with "
+        "evolve_envs.open_reward_model({'enable': True, 'endpoint': URL}), or lend a client you "
+        "close yourself with evolve_envs.wrappers.lend(client)"
+    )
