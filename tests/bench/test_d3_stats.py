@@ -84,6 +84,6 @@ def test_slow_regime_overrides_make_three_workers_of_mixed_speed() -> None:
     assert cfg.workers.num_workers == 3 and cfg.workers.step_delay_s == [0.02, 0.02, 0.06]
     assert cfg.reward_model["embedded_backend_kwargs"] == {"rule": "reach_place",
                                                            "latency_ms": 500}  # fmt: skip
-    assert cfg.reward_model["calls"] == "async"  # the reward calls stay asynchronous
+    assert cfg.reward_model["calls"] == "deferred"  # settled episodes: no step waits
     with pytest.raises(ValueError, match="regime"):
         regime_overrides("fast")

@@ -52,8 +52,13 @@ def test_losing_the_head_node_then_resuming_on_a_new_cluster(
             proc.kill()
             proc.communicate()
     assert proc.returncode == 1
-    # the metrics rows, then one error line: no traceback, no Ray noise
-    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("[")]
+    # the start-up line naming the reward model, the metrics rows, then one error line: no
+    # traceback, no Ray noise
+    lines = [
+        line
+        for line in err.splitlines()
+        if line.strip() and not line.startswith(("[", "reward model "))
+    ]
     assert len(lines) == 1 and err.rstrip().endswith(lines[0]), err
     assert lines[0].startswith("evolve-envs train: error: lost the Ray cluster's head node")
     assert f"--resume {run_dir}" in lines[0]
