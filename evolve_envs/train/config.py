@@ -295,6 +295,9 @@ class RunConfig(BaseModel):
 
     minutes: float = Field(default=15.0, gt=0)
     max_updates: int | None = Field(default=None, ge=1)
+    max_env_steps: int | None = Field(
+        default=None, ge=1, description="env steps the learner takes in before the run ends"
+    )
     seed: int = 0
     log_every_s: float = Field(default=10.0, gt=0)
     checkpoint_every_s: float = Field(default=60.0, gt=0)

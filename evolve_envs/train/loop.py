@@ -9,7 +9,7 @@ everything around it, the same for all of them:
   the restartable rollout workers, builds the policy for their spaces, and kills all of them at
   the end, whatever happens;
 * **budget** — ``run.minutes`` of wall-clock (from the first collection, after every worker has
-  built its envs) and ``run.max_updates``;
+  built its envs), ``run.max_updates`` and ``run.max_env_steps`` (env steps taken in);
 * **checkpoints** — every ``run.checkpoint_every_s`` seconds *or* ``run.checkpoint_every_updates``
   updates, and at the end, atomically (``checkpoint.pt``: the algorithm's ``state_dict`` plus the
   config and the algorithm's name); ``--resume`` hands that state to ``load_state_dict``;
@@ -190,7 +190,12 @@ def run_loop(
         def updates() -> int:
             return int(algo.counters()["updates"])
 
-        budget = Budget(cfg.run.minutes, cfg.run.max_updates, updates())
+        def env_steps() -> int:
+            return int(algo.counters().get("env_steps_in", 0))
+
+        budget = Budget(
+            cfg.run.minutes, cfg.run.max_updates, updates(), cfg.run.max_env_steps, env_steps()
+        )
         snapshots = _Snapshots(run_dir, cfg.run.snapshot_every_s, policy, budget)
         algo.start()
         stats = IntervalStats()
@@ -226,7 +231,7 @@ def run_loop(
             return row
 
         snapshots.maybe(algo.counters())
-        while not budget.done(updates()):
+        while not budget.done(updates(), env_steps()):
             try:
                 trajs = algo.collect()
             except WorkerFailedError:
@@ -236,7 +241,7 @@ def run_loop(
             for t in trajs:
                 stats.trajectory(t, version)
             try:
-                res = algo.update(trajs, budget.fraction(updates()))
+                res = algo.update(trajs, budget.fraction(updates(), env_steps()))
             except NonFiniteError:  # skipped steps left the last finite weights: keep them
                 checkpoint()
                 raise
