@@ -87,3 +87,23 @@ def test_race_scores_every_cell_on_steps_and_minutes(tmp_path) -> None:
     bench("d5_race.py", "--report-only", "--out", out, "--at-steps", "100", "300",
           "--at-minutes", "0.1", "0.5")  # fmt: skip
     assert (out / "d5_race_summary.md").read_text() == summary
+
+
+def test_throughput_rates_each_cell_with_its_load(tmp_path) -> None:
+    """The slow regime (a slower reward model, workers of mixed speed), two cells, one round."""
+    out = tmp_path / "thr"
+    args = ["--regime", "slow", "--latency-ms", "50", "--step-ms", "5", "--rounds", "1",
+            "--minutes", "0.15", "--cells", "distrl_async", "distrl_sync", "--out", out,
+            "--runs", tmp_path / "runs", *SMALL]  # fmt: skip
+    bench("d5_throughput.py", *args)
+    recs = {c: json.loads((out / "slow" / f"{c}-r0.json").read_text())
+            for c in ("distrl_async", "distrl_sync")}  # fmt: skip
+    for rec in recs.values():
+        assert rec["env_steps_per_s"] > 0 and rec["load"]["samples"]
+    assert recs["distrl_async"]["paused_share"] == 0
+    assert recs["distrl_sync"]["paused_share"] > 0  # the barrier really stopped the workers
+    summary = (out / "d5_throughput_slow.md").read_text()
+    assert "÷ DistRL async" in summary and "load avg (1 min)" in summary
+    (out / "d5_throughput_slow.md").unlink()
+    bench("d5_throughput.py", "--regime", "slow", "--report-only", "--out", out)
+    assert (out / "d5_throughput_slow.md").read_text() == summary
