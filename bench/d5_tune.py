@@ -26,6 +26,7 @@ One part = one cell = one ``tune.Tuner``:
 
     python bench/d5_tune.py --cell distrl_async       # one part per cell (~45 min each)
     python bench/d5_tune.py --report-only
+    python bench/d5_tune.py --report-only --write-configs evolve_envs/configs/distrl  # ship them
 """
 
 from __future__ import annotations
@@ -286,6 +287,39 @@ def report(args: argparse.Namespace) -> str:
     return text
 
 
+def write_cell_configs(winners: dict[str, Any], config_dir: Path) -> list[Path]:
+    """Write each cell's winning knobs into its named config's block (DistRL's cells into
+    ``learner:``, GRPO's into ``grpo:``; a cell without a winner keeps its block), the comment
+    at the head kept and one line added saying where the blocks came from; validated after
+    writing. Returns the files written."""
+    import yaml
+
+    from evolve_envs.train.config import load_train_config
+
+    written = []
+    for system in ("async", "sync"):
+        path = config_dir / f"reach_place_{system}.yaml"
+        text = path.read_text()
+        head = [line for line in text.splitlines() if line.startswith("#")]
+        head = [line for line in head if not line.startswith("# D5 tuning winners:")]
+        data = yaml.safe_load(text)
+        notes = []
+        for cell, (_, cell_system) in CELLS.items():
+            if cell_system != system or cell not in winners:
+                continue
+            for override in knob_overrides(winners[cell]["knobs"]):
+                key, _, value = override.partition("=")
+                block, name = key.split(".")
+                data[block][name] = yaml.safe_load(value)
+            notes.append(f"{cell} trial {winners[cell]['trial']}")
+        if notes:
+            head.append(f"# D5 tuning winners: {', '.join(notes)} (bench/d5_tune.py)")
+        path.write_text("\n".join(head) + "\n" + yaml.safe_dump(data, sort_keys=False))
+        load_train_config(path)
+        written.append(path)
+    return written
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cell", choices=list(CELLS), help="the part to run (one cell)")
@@ -302,6 +336,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "d5_tune")
     ap.add_argument("--runs", type=Path, default=ROOT / "runs" / "d5_tune")
     ap.add_argument("--report-only", action="store_true", help="re-render from records only")
+    ap.add_argument(
+        "--write-configs",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="write the winners into DIR/reach_place_async.yaml and "
+        "reach_place_sync.yaml (the shipped ones: evolve_envs/configs/distrl)",
+    )
     ap.add_argument("overrides", nargs="*", help="KEY=VALUE for every trial of every cell")
     args = ap.parse_args(argv)
     (args.out / "trials").mkdir(parents=True, exist_ok=True)
@@ -310,6 +352,10 @@ def main(argv: list[str] | None = None) -> None:
             ap.error("--cell is required unless --report-only")
         run_part(args)
     report(args)
+    if args.write_configs is not None:
+        winners = json.loads((args.out / "winners.json").read_text())["winners"]
+        for path in write_cell_configs(winners, args.write_configs):
+            print(f"wrote {path}")
 
 
 if __name__ == "__main__":

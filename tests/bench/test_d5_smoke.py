@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -61,8 +62,27 @@ def test_tuning_runs_asha_per_cell_on_one_shared_budget(tmp_path) -> None:
     for text in ("ASHA on held-out progress", "**(winner)**", "the same for every cell"):
         assert text in summary, text
     (out / "d5_tune_summary.md").unlink()
-    bench("d5_tune.py", "--report-only", "--out", out)
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    for name in ("reach_place_async.yaml", "reach_place_sync.yaml"):
+        shutil.copy(ROOT / "evolve_envs" / "configs" / "distrl" / name, configs / name)
+    bench("d5_tune.py", "--report-only", "--out", out, "--write-configs", configs)
     assert (out / "d5_tune_summary.md").read_text() == summary
+    # the winners shipped into the named configs, each into its own cell's block
+    from evolve_envs.train.config import load_train_config
+
+    winners = json.loads((out / "winners.json").read_text())["winners"]
+    for cell, system, block in (
+        ("distrl_sync", "sync", "learner"),
+        ("grpo_async", "async", "grpo"),
+    ):
+        cfg = load_train_config(configs / f"reach_place_{system}.yaml")
+        knobs = winners[cell]["knobs"]
+        assert {k: getattr(getattr(cfg, block), k.split(".")[1]) for k in knobs} == knobs
+        assert (
+            f"D5 tuning winners: {cell} trial"
+            in (configs / f"reach_place_{system}.yaml").read_text()
+        )
 
 
 def test_race_scores_every_cell_on_steps_and_minutes(tmp_path) -> None:
