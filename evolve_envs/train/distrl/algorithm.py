@@ -170,14 +170,10 @@ class DistRL:
         return self.runs
 
     def state_dict(self) -> dict[str, Any]:
-        state = self.learner.state_dict()
-        return {**state, "counters": {**state["counters"], **self.barrier}}
+        return self.learner.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        counters = dict(state["counters"])
-        for key in self.barrier:  # the barrier's counters are this class's, not the learner's
-            self.barrier[key] = int(counters.pop(key, 0))
-        self.learner.load_state_dict({**state, "counters": counters})
+        self.learner.load_state_dict(state)
 
     def stop(self) -> None:
         import ray
