@@ -17,7 +17,8 @@ loop.Algorithm` run by :func:`~evolve_envs.train.loop.run_loop`).
 With ``learner.barrier`` the workers wait instead (the synchronous cell of the 2×2): once an
 update is due, :meth:`DistRL.update` pauses them (:func:`~evolve_envs.train.pause.hold_workers`),
 takes what they queued, trains while the sample ratio allows, publishes and lets them go on with
-the new weights; ``barriers`` and ``barrier_wait_ms`` count it.
+the new weights; the metrics ``barriers`` and ``barrier_wait_ms`` count it (this run's, from
+its start or resume).
 
 :meth:`DistRL.stop` asks the workers to stop and waits briefly for them. Budget, checkpoints,
 logging and worker health are the loop's.
@@ -144,7 +145,7 @@ class DistRL:
         return UpdateResult(updates=1, samples=c.batch_size, stats=stats)
 
     def counters(self) -> dict[str, int]:
-        return {**self.learner.counters(), **self.barrier}
+        return self.learner.counters()
 
     def metrics(self) -> dict[str, Any]:
         learner = self.learner
@@ -156,6 +157,7 @@ class DistRL:
             "env_steps_in": learner.env_steps_in,
             "retired": learner.replay.total_retired,
             "skipped_updates": learner.finite.skipped,
+            **self.barrier,  # learner.barrier: pauses of the workers, and the wait for them
         }
         keys = (
             *("loss", "policy_loss", "value_loss", "entropy", "beta", "grad_norm", "approx_kl"),
