@@ -30,14 +30,16 @@ from _d3_runs import load_range, load_stats, read_records, regime_overrides, tra
 from _d5_cells import CELLS, LABELS, cell_config, cell_overrides
 
 
-def rate_of(metrics_csv: Path) -> dict[str, float]:
-    """Env steps per second and the paused share from a run's last metrics row.
+def rate_of(metrics_csv: Path, num_workers: int = 1) -> dict[str, float]:
+    """Env steps per second and the paused share (``paused_s``, summed over the workers, over
+    the workers' seconds) from a run's last metrics row.
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "metrics.csv"
-    >>> _ = p.write_text("time_s,worker_env_steps,paused_s\\n10,500,0\\n20,1200,5\\n")
-    >>> rate_of(p)
-    {'env_steps': 1200.0, 'seconds': 20.0, 'env_steps_per_s': 60.0, 'paused_share': 0.25}
+    >>> _ = p.write_text("time_s,worker_env_steps,paused_s\\n10,500,0\\n20,1200,10\\n")
+    >>> r = rate_of(p, num_workers=2)
+    >>> r["env_steps_per_s"], r["paused_s"], r["paused_share"]
+    (60.0, 10.0, 0.25)
     """
     with metrics_csv.open() as fh:
         last = list(csv.DictReader(fh))[-1]
@@ -45,7 +47,14 @@ def rate_of(metrics_csv: Path) -> dict[str, float]:
     paused = float(last.get("paused_s") or 0.0)
     return {"env_steps": steps, "seconds": secs,
             "env_steps_per_s": steps / secs if secs > 0 else math.nan,
-            "paused_share": paused / secs if secs > 0 else math.nan}  # fmt: skip
+            "paused_s": paused, "num_workers": num_workers,
+            "paused_share": paused / (secs * num_workers) if secs > 0 else math.nan}  # fmt: skip
+
+
+def _workers(run_dir: Path) -> int:
+    import yaml
+
+    return int(yaml.safe_load((run_dir / "config.yaml").read_text())["workers"]["num_workers"])
 
 
 def run_part(args: argparse.Namespace) -> None:
@@ -73,7 +82,7 @@ def run_part(args: argparse.Namespace) -> None:
                 rec: dict[str, Any] = {"cell": cell, "round": i, "regime": args.regime,
                                        "minutes": args.minutes, "overrides": overrides,
                                        "started_utc": started, "counters": counters,
-                                       **rate_of(run_dir / "metrics.csv"),
+                                       **rate_of(run_dir / "metrics.csv", _workers(run_dir)),
                                        "load": load_stats(load_samples(log))}  # fmt: skip
                 write_json(path, rec)
                 print(f"{cell} round {i}: {rec['env_steps_per_s']:.1f} env steps/s", flush=True)
