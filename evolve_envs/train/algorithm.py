@@ -64,32 +64,54 @@ class RewardModelFailedError(WorkerFailedError):
 
 
 class Budget:
-    """The run's budget: wall-clock minutes and an optional update cap.
+    """The run's budget: wall-clock minutes, an optional update cap and an optional cap on the
+    env steps the learner took in.
 
     Example:
         >>> b = Budget(minutes=1.0, max_updates=10, start_updates=4)
         >>> b.done(updates=14), 0.0 <= b.fraction(updates=7) < 1.0
         (True, True)
+        >>> s = Budget(minutes=1.0, max_updates=None, max_env_steps=1000)
+        >>> s.done(updates=3, env_steps=999), s.done(updates=3, env_steps=1000)
+        (False, True)
+        >>> s.fraction(updates=3, env_steps=500)
+        0.5
     """
 
-    def __init__(self, minutes: float, max_updates: int | None, start_updates: int = 0) -> None:
+    def __init__(
+        self,
+        minutes: float,
+        max_updates: int | None,
+        start_updates: int = 0,
+        max_env_steps: int | None = None,
+        start_env_steps: int = 0,
+    ) -> None:
         self.t0 = time.monotonic()
         self.seconds = minutes * 60.0
         self.max_updates = max_updates
         self.start_updates = start_updates
+        self.max_env_steps = max_env_steps
+        self.start_env_steps = start_env_steps
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
 
-    def fraction(self, updates: int) -> float:
-        """Share of the budget spent (the larger of time and updates)."""
+    def fraction(self, updates: int, env_steps: int = 0) -> float:
+        """Share of the budget spent (the largest of time, updates and env steps)."""
         frac = self.elapsed() / self.seconds
         if self.max_updates:
             frac = max(frac, (updates - self.start_updates) / self.max_updates)
+        if self.max_env_steps:
+            frac = max(frac, (env_steps - self.start_env_steps) / self.max_env_steps)
         return min(1.0, frac)
 
-    def done(self, updates: int) -> bool:
+    def done(self, updates: int, env_steps: int = 0) -> bool:
         if self.max_updates is not None and updates - self.start_updates >= self.max_updates:
+            return True
+        if (
+            self.max_env_steps is not None
+            and env_steps - self.start_env_steps >= self.max_env_steps
+        ):
             return True
         return self.elapsed() >= self.seconds
 

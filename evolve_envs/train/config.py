@@ -226,6 +226,11 @@ class LearnerConfig(BaseModel):
     scale_momentum: float = Field(
         default=0.99, ge=0, lt=1, description="EMA momentum of the value and priority scales"
     )
+    barrier: bool = Field(
+        default=False,
+        description="synchronous barrier: the workers stop stepping while the learner trains "
+        "and go on with the new weights (False: asynchronous, nobody waits)",
+    )
 
 
 class GrpoConfig(BaseModel):
@@ -266,6 +271,11 @@ class GrpoConfig(BaseModel):
         "learner.invalid_coef (0: off)",
     )
     max_grad_norm: float = Field(default=1.0, gt=0)
+    overlap: bool = Field(
+        default=False,
+        description="collect round k+1 while round k trains: one version stale, PPO's ratio "
+        "taken against the behaviour log-probs it was collected with (False: a barrier)",
+    )
 
 
 class RayConfig(BaseModel):
@@ -285,6 +295,9 @@ class RunConfig(BaseModel):
 
     minutes: float = Field(default=15.0, gt=0)
     max_updates: int | None = Field(default=None, ge=1)
+    max_env_steps: int | None = Field(
+        default=None, ge=1, description="env steps the learner takes in before the run ends"
+    )
     seed: int = 0
     log_every_s: float = Field(default=10.0, gt=0)
     checkpoint_every_s: float = Field(default=60.0, gt=0)

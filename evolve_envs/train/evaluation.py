@@ -78,6 +78,24 @@ class EvalResult:
     lengths: list[int] = field(default_factory=list)
     seeds: list[int] = field(default_factory=list)
     frames: list[list[np.ndarray]] = field(default_factory=list, repr=False)
+    returns: list[float] = field(default_factory=list)
+    progress: list[float] = field(default_factory=list)
+
+    @property
+    def mean_return(self) -> float:
+        """Mean episode return (the eval env's rewards summed); NaN when none were kept."""
+        return float(np.mean(self.returns)) if self.returns else float("nan")
+
+    @property
+    def mean_progress(self) -> float:
+        """Mean of the env's ground-truth progress at each episode's end
+        (``info["true_progress"]``; NaN when the env reports none).
+
+        >>> EvalResult([False, True], [40, 9], progress=[0.25, 1.0]).mean_progress
+        0.625
+        """
+        vals = [p for p in self.progress if np.isfinite(p)]
+        return float(np.mean(vals)) if vals else float("nan")
 
     @property
     def episodes(self) -> int:
@@ -192,6 +210,8 @@ class HeldOutEvaluator:
                 live = list(range(len(chunk)))
                 success = [False] * len(chunk)
                 lengths = [0] * len(chunk)
+                returns = [0.0] * len(chunk)
+                progress = [float("nan")] * len(chunk)
                 frames: dict[int, list[np.ndarray]] = {
                     i: [] for i in range(len(chunk)) if start + i < record
                 }
@@ -203,17 +223,21 @@ class HeldOutEvaluator:
                         actions, _ = policy.act(inputs, deterministic=deterministic)
                     still = []
                     for j, i in enumerate(live):
-                        o, _, terminated, truncated, info = envs[i].step(actions[j])
+                        o, reward, terminated, truncated, info = envs[i].step(actions[j])
                         lengths[i] += 1
+                        returns[i] += float(reward)
                         _keep_frame(frames, i, o, video_key)
                         if terminated or truncated:
                             success[i] = bool(info.get("is_success", False))
+                            progress[i] = float(info.get("true_progress", float("nan")))
                         else:
                             obs[i] = with_task(o, info)
                             still.append(i)
                     live = still
                 result.success.extend(success)
                 result.lengths.extend(lengths)
+                result.returns.extend(returns)
+                result.progress.extend(progress)
                 result.frames.extend(frames[i] for i in sorted(frames) if frames[i])
         finally:
             policy.train(was_training)

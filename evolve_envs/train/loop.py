@@ -9,7 +9,7 @@ everything around it, the same for all of them:
   the restartable rollout workers, builds the policy for their spaces, and kills all of them at
   the end, whatever happens;
 * **budget** — ``run.minutes`` of wall-clock (from the first collection, after every worker has
-  built its envs) and ``run.max_updates``;
+  built its envs), ``run.max_updates`` and ``run.max_env_steps`` (env steps taken in);
 * **checkpoints** — every ``run.checkpoint_every_s`` seconds *or* ``run.checkpoint_every_updates``
   updates, and at the end, atomically (``checkpoint.pt``: the algorithm's ``state_dict`` plus the
   config and the algorithm's name); ``--resume`` hands that state to ``load_state_dict``;
@@ -190,7 +190,12 @@ def run_loop(
         def updates() -> int:
             return int(algo.counters()["updates"])
 
-        budget = Budget(cfg.run.minutes, cfg.run.max_updates, updates())
+        def env_steps() -> int:
+            return int(algo.counters().get("env_steps_in", 0))
+
+        budget = Budget(
+            cfg.run.minutes, cfg.run.max_updates, updates(), cfg.run.max_env_steps, env_steps()
+        )
         snapshots = _Snapshots(run_dir, cfg.run.snapshot_every_s, policy, budget)
         algo.start()
         stats = IntervalStats()
@@ -226,7 +231,7 @@ def run_loop(
             return row
 
         snapshots.maybe(algo.counters())
-        while not budget.done(updates()):
+        while not budget.done(updates(), env_steps()):
             try:
                 trajs = algo.collect()
             except WorkerFailedError:
@@ -236,7 +241,7 @@ def run_loop(
             for t in trajs:
                 stats.trajectory(t, version)
             try:
-                res = algo.update(trajs, budget.fraction(updates()))
+                res = algo.update(trajs, budget.fraction(updates(), env_steps()))
             except NonFiniteError:  # skipped steps left the last finite weights: keep them
                 checkpoint()
                 raise
@@ -372,6 +377,9 @@ def _row(
     # every env of a worker always has an episode under way: a restart loses one per env (the
     # trajectory queue takes whole trajectories only, so none of them reaches the learner)
     row["lost_episodes"] = row["worker_restarts"] * num_envs
+    # learner.barrier: pauses the workers sat out while the learner trained, and their seconds
+    row["worker_pauses"] = sum(int(w.get("pauses", 0)) for w in per_worker.values())
+    row["paused_s"] = sum(int(w.get("paused_ms", 0)) for w in per_worker.values()) / 1000
     # settled episodes (calls: deferred): handed on, steps cut after a model-judged done, ended
     # ones whose answers are not all in yet, resets that waited for a saturated reward service
     # (0 with the other call modes)

@@ -30,6 +30,8 @@ class WeightRegistry:
         self._version = -1
         self._ref: list[Any] = [None]
         self._stop = False
+        self._pause = False
+        self._paused: set[int] = set()
         self._workers: dict[int, dict[str, int]] = {}
         self._where: dict[int, list[dict[str, Any]]] = {}
 
@@ -37,11 +39,41 @@ class WeightRegistry:
         """Make ``ref[0]`` (an ObjectRef of a state_dict) the newest weights, as ``version``."""
         self._version, self._ref = int(version), list(ref)
 
-    def poll(self, worker_id: int, have: int) -> dict[str, Any]:
+    def poll(self, worker_id: int, have: int, paused: bool = False) -> dict[str, Any]:
         """What a worker holding version ``have`` needs: the newest version, its reference when
-        newer (else None), and whether to stop."""
+        newer (else None), whether to stop and whether to pause; ``paused``: the worker has
+        stopped stepping for a pause (counted by :meth:`paused`)."""
         newer = self._version > have
-        return {"version": self._version, "ref": self._ref if newer else None, "stop": self._stop}
+        if paused and self._pause:
+            self._paused.add(int(worker_id))
+        return {
+            "version": self._version,
+            "ref": self._ref if newer else None,
+            "stop": self._stop,
+            "pause": self._pause,
+        }
+
+    def pause(self) -> None:
+        """Ask every worker to stop stepping (``learner.barrier``) until :meth:`resume`.
+
+        Example:
+            >>> reg = WeightRegistry()
+            >>> reg.pause(); reg.poll(0, -1)["pause"], reg.paused()
+            (True, 0)
+            >>> _ = reg.poll(0, -1, paused=True); reg.paused()
+            1
+            >>> reg.resume(); reg.poll(0, -1)["pause"], reg.paused()
+            (False, 0)
+        """
+        self._pause, self._paused = True, set()
+
+    def resume(self) -> None:
+        """End the pause: the workers step on (with the newest weights)."""
+        self._pause, self._paused = False, set()
+
+    def paused(self) -> int:
+        """How many workers have stopped stepping since the last :meth:`pause`."""
+        return len(self._paused)
 
     def hello(self, worker_id: int, pid: int = 0, where: Mapping[str, Any] | None = None) -> int:
         """A worker (re)started in process ``pid``: count and return its incarnation, and keep

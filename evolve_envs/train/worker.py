@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 
 from evolve_envs.train.episode_slot import EnvSlot
+from evolve_envs.train.pause import PAUSE_COUNTS, sit_out
 from evolve_envs.train.remote_errors import remote_error
 from evolve_envs.train.settling import (
     SETTLING_COUNTS,
@@ -168,7 +169,8 @@ class RolloutWorker:
         self.version = -1
         # calls: deferred: one slot per env keeps each episode until the reward model settles it
         self.settling = settling_slots(worker_stack(self.cfg, self.worker_id), self.envs)
-        self.counts = {"pushed": 0, "dropped": 0, "env_steps": 0, "episodes": 0, **SETTLING_COUNTS}
+        self.counts = {"pushed": 0, "dropped": 0, "env_steps": 0, "episodes": 0, **PAUSE_COUNTS,
+                       **SETTLING_COUNTS}  # fmt: skip
         self._reported = dict.fromkeys(self.counts, 0)  # the part of counts the registry has
 
     # ------------------------------------------------------------------ helpers
@@ -305,6 +307,12 @@ class RolloutWorker:
                     stop = answer["stop"]
                     if answer["ref"] is not None and answer["ref"][0] is not None:
                         self._load(ray.get(answer["ref"][0]), answer["version"])
+                    if answer.get("pause") and not stop:  # learner.barrier: the learner trains
+                        stop, waited_ms = sit_out(
+                            self.registry, self.worker_id, self.version, self._load
+                        )
+                        self.counts["pauses"] += 1
+                        self.counts["paused_ms"] += waited_ms
                     pending = self.registry.poll.remote(self.worker_id, self.version)
             if self.version < 0:  # nothing published yet: wait for the first weights
                 ready, _ = ray.wait([pending], timeout=1.0)

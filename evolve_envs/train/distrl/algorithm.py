@@ -14,6 +14,12 @@ loop.Algorithm` run by :func:`~evolve_envs.train.loop.run_loop`).
   registry). An update whose loss or gradient is not finite is skipped
   (:mod:`evolve_envs.train.finite`).
 
+With ``learner.barrier`` the workers wait instead (the synchronous cell of the 2×2): once an
+update is due, :meth:`DistRL.update` pauses them (:func:`~evolve_envs.train.pause.hold_workers`),
+takes what they queued, trains while the sample ratio allows, publishes and lets them go on with
+the new weights; the metrics ``barriers`` and ``barrier_wait_ms`` count it (this run's, from
+its start or resume).
+
 :meth:`DistRL.stop` asks the workers to stop and waits briefly for them. Budget, checkpoints,
 logging and worker health are the loop's.
 
@@ -53,6 +59,7 @@ class DistRL:
         )
         self.runs: list[Any] = []
         self.ratio_spent = 0  # samples counted against max_sample_ratio (see update)
+        self.barrier = {"barriers": 0, "barrier_wait_ms": 0}
 
     def _publish(self) -> None:
         import ray
@@ -69,6 +76,53 @@ class DistRL:
         return self.ctx.queue.get_nowait_batch(n) if n else []
 
     def update(self, trajectories: list[Any], budget_fraction: float) -> UpdateResult:
+        if self.cfg.learner.barrier:
+            return self._update_at_barrier(trajectories, budget_fraction)
+        return self._update_once(trajectories, budget_fraction)
+
+    def _update_at_barrier(self, trajectories: list[Any], budget_fraction: float) -> UpdateResult:
+        """``learner.barrier``: when an update is due, stop the workers, train while the sample
+        ratio allows, publish, let them go on."""
+        from evolve_envs.train.algorithm import check_worker_calls
+        from evolve_envs.train.pause import hold_workers
+
+        learner, c = self.learner, self.cfg.learner
+        learner.ingest(trajectories)
+        due = learner.ready() and (
+            c.max_sample_ratio is None
+            or self.ratio_spent < c.max_sample_ratio * max(1, learner.trajectories_in)
+        )
+        if not due:
+            return UpdateResult()
+        waited = hold_workers(
+            self.ctx.registry, len(self.ctx.workers), lambda: check_worker_calls(self.runs)
+        )
+        self.barrier["barriers"] += 1
+        self.barrier["barrier_wait_ms"] += int(1000 * waited)
+        total = UpdateResult()
+        try:
+            batch = self.collect()  # what the workers queued before they stopped
+            while True:
+                res = self._update_once(batch, budget_fraction, publish=False)
+                batch = []
+                if not res.updates:
+                    break
+                total = UpdateResult(
+                    updates=total.updates + res.updates,
+                    samples=total.samples + res.samples,
+                    stats=res.stats,
+                )
+                if c.max_sample_ratio is None:
+                    break
+            if total.updates:
+                self._publish()
+        finally:
+            self.ctx.registry.resume.remote()
+        return total
+
+    def _update_once(
+        self, trajectories: list[Any], budget_fraction: float, publish: bool = True
+    ) -> UpdateResult:
         learner, c = self.learner, self.cfg.learner
         learner.ingest(trajectories)
         ratio = c.max_sample_ratio
@@ -86,7 +140,7 @@ class DistRL:
         if stats.get("skipped"):  # a non-finite step: nothing learned, nothing to publish
             return UpdateResult()
         self.ratio_spent += c.batch_size
-        if learner.updates % c.publish_every == 0:
+        if publish and learner.updates % c.publish_every == 0:
             self._publish()
         return UpdateResult(updates=1, samples=c.batch_size, stats=stats)
 
@@ -103,6 +157,7 @@ class DistRL:
             "env_steps_in": learner.env_steps_in,
             "retired": learner.replay.total_retired,
             "skipped_updates": learner.finite.skipped,
+            **self.barrier,  # learner.barrier: pauses of the workers, and the wait for them
         }
         keys = (
             *("loss", "policy_loss", "value_loss", "entropy", "beta", "grad_norm", "approx_kl"),

@@ -21,6 +21,14 @@ Each round (:meth:`GRPO.collect` then :meth:`GRPO.update`):
    (``invalid_coef``, the default validator's; ``invalid_rate`` in the metrics);
 5. bump the policy version.
 
+With ``grpo.overlap`` (the asynchronous cell of the 2×2, as the async PPO of RLinf or verl's
+one-step off-policy mode) :meth:`GRPO.collect` hands out round k and at once starts round k+1 with
+the weights it has, so the workers play round k+1 while round k trains: every round after the first
+is one version stale, and PPO-clip's ratio is taken against the behaviour log-probs it was
+collected with. ``overlapped_rounds`` counts the rounds trained while the next one was being
+played, ``stale_episodes`` the episodes trained on after their version was replaced, and
+``max_lag`` the largest lag in versions.
+
 Example:
     >>> GRPO.name
     'grpo'
@@ -119,7 +127,9 @@ class GRPO:
         self.policy = ctx.policy
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=ctx.cfg.grpo.lr)
         self._counters = {"updates": 0, "version": 0, "rounds": 0, "episodes": 0,
-                          "env_steps_in": 0}  # fmt: skip
+                          "env_steps_in": 0, "overlapped_rounds": 0, "stale_episodes": 0,
+                          "max_lag": 0}  # fmt: skip
+        self.next_round: tuple[list[Any], list[int]] | None = None  # grpo.overlap's round k+1
         self.rng = np.random.default_rng([ctx.cfg.run.seed, 0])
         self.last_stats: dict[str, float] = {}
         self.finite = FiniteSteps(who="GRPO's learner")
@@ -134,7 +144,22 @@ class GRPO:
 
     def collect(self) -> list[Any]:
         """One round: every worker plays whole episodes from its share of the round's group
-        seeds with the current weights; waits for all of them (the barrier)."""
+        seeds with the current weights; waits for all of them (the barrier). With
+        ``grpo.overlap`` the round started before the last update is waited for and the next one
+        starts at once, to be played while this one trains."""
+        if not self.cfg.grpo.overlap:
+            return self._gather(self._launch())
+        pending = self.next_round if self.next_round is not None else self._launch()
+        trajectories = self._gather(pending)
+        self.next_round = self._launch()
+        return trajectories
+
+    def _gather(self, launched: tuple[list[Any], list[int]]) -> list[Any]:
+        calls, owners = launched
+        return [t for chunk in get_from_workers(calls, owners) for t in chunk]
+
+    def _launch(self) -> tuple[list[Any], list[int]]:
+        """Start one round's calls with the current weights; returns (calls, owners)."""
         import ray
 
         from evolve_envs.train.grpo.advantages import group_seeds
@@ -150,7 +175,7 @@ class GRPO:
             worker = self.ctx.workers[owner]
             calls.append(worker.collect_episodes.remote(chunk, [weights], self.version))
             owners.append(owner)
-        return [t for chunk in get_from_workers(calls, owners) for t in chunk]
+        return calls, owners
 
     @property
     def version(self) -> int:
@@ -206,6 +231,10 @@ class GRPO:
                     rate=g.entropy_adapt_rate,
                 )
         c = self._counters
+        lags = [self.version - int(t.policy_version) for t in trajectories]
+        c["overlapped_rounds"] += int(self.next_round is not None)
+        c["stale_episodes"] += sum(lag > 0 for lag in lags)
+        c["max_lag"] = max(c["max_lag"], *lags)
         c["updates"] += done
         c["version"] += 1
         c["rounds"] += 1

@@ -1,0 +1,248 @@
+"""D5 race: the cells of the algorithm × system 2×2 (``_d5_cells.CELLS``) on fresh seeds, run
+interleaved, scored on env-step budgets and on minutes, with paired statistics.
+
+* **Runs** — every cell trains from its named config (``reach_place_async`` /
+  ``reach_place_sync``, ``--algo`` the cell's) on seeds ``--first-seed ..`` (race seeds: 100 on,
+  never the tuning seed), until the learner has taken in ``--max-env-steps`` or ``--minutes`` have
+  passed, whichever comes first; the run order rotates with the seed. ``--regime slow`` adds D3's
+  slow reward model and mixed-speed workers (``_d3_runs.regime_overrides``).
+* **Scoring** — every snapshot on ``--eval-episodes`` held-out scenes ``held_out_seeds(n, 0)``
+  (mean action); the last 3 snapshots also with sampled actions (a torch RNG seeded with the
+  run's seed).
+* **Report** (from the records alone, ``--report-only``) — per cell: success at the env-step
+  budgets ``--at-steps`` and at the minutes ``--at-minutes``, AUC over env steps and over
+  minutes, env steps and minutes to 30 % / 50 %, the mean of the last 3 snapshots (mean and
+  sampled actions), each with a 95 % bootstrap interval over seeds; the paired differences
+  (:data:`PAIRS`: the D3 question, the algorithm within each system, the system within each
+  algorithm) with bootstrap intervals and exact sign-flip p-values (``_stats``); a plot
+  ``d5_race.png`` of both curves.
+
+    python bench/d5_race.py --seeds 2 --first-seed 100    # one part: 2 seeds x 4 cells
+    python bench/d5_race.py --seeds 2 --first-seed 102    # the next part
+    python bench/d5_race.py --report-only
+
+Records: ``<out>/runs/<cell>-s<seed>.json`` (``_d3_runs.run_and_evaluate``'s record plus the
+cell, the regime, the last-3 sampled successes); a run already recorded is skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from _common import ROOT, machine_note, md_table
+from _d3_runs import load_range, read_records, regime_overrides, run_and_evaluate, write_json
+from _d5_cells import (
+    CELLS,
+    LABELS,
+    area,
+    cell_config,
+    cell_overrides,
+    first_reach,
+    last_k_mean,
+    step_at,
+)
+from _stats import bootstrap_ci, sign_flip_p
+
+#: Paired comparisons (first minus second, seed by seed).
+PAIRS = [
+    ("distrl_async", "grpo_sync"),  # D3's question: each algorithm on its own system
+    ("distrl_async", "grpo_async"),  # the algorithm, asynchronous system
+    ("distrl_sync", "grpo_sync"),  # the algorithm, synchronous system
+    ("distrl_async", "distrl_sync"),  # the system, DistRL
+    ("grpo_async", "grpo_sync"),  # the system, GRPO
+]
+
+
+def sampled_last(run_dir: Path, episodes: int, seed: int, k: int = 3) -> list[float]:
+    """Held-out success of the last ``k`` snapshots with sampled actions (RNG seed ``seed``)."""
+    from d3_learning_curves import snapshots
+
+    from evolve_envs.train.evaluation import HeldOutEvaluator, held_out_seeds, read_saved
+
+    snaps = snapshots(run_dir)[-k:]
+    if not snaps:
+        return []
+    out = []
+    with HeldOutEvaluator(read_saved(snaps[0]).cfg) as evaluator:
+        for path in snaps:
+            policy = evaluator.policy(read_saved(path).payload["policy"])
+            res = evaluator.run(policy, held_out_seeds(episodes, 0), deterministic=False,
+                                sample_seed=seed)  # fmt: skip
+            out.append(res.success_rate)
+    return out
+
+
+def run_metrics(
+    rec: dict[str, Any], at_steps: list[int], at_minutes: list[float]
+) -> dict[str, float]:
+    """The numbers of one run (see the module docstring).
+
+    >>> rec = {"curve": [{"env_steps": 1e3, "time_s": 60.0, "success": 0.2},
+    ...                  {"env_steps": 2e3, "time_s": 120.0, "success": 0.6}],
+    ...        "sampled_last": [0.1, 0.5]}
+    >>> m = run_metrics(rec, [2000], [1.0])
+    >>> m["steps 2000"], m["min 1"], m["steps to 50 %"], m["last 3 (sampled)"]
+    (0.6, 0.2, 2000.0, 0.3)
+    """
+    c = rec["curve"]
+    out: dict[str, float] = {}
+    for s in at_steps:
+        out[f"steps {s}"] = step_at(c, "env_steps", s)
+    for m in at_minutes:
+        out[f"min {m:g}"] = step_at(c, "time_s", m * 60)
+    out["AUC (env steps)"] = area(c, "env_steps", max(at_steps))
+    out["AUC (minutes)"] = area(c, "time_s", max(at_minutes) * 60)
+    for level in (0.3, 0.5):
+        out[f"steps to {level:.0%}".replace("%", " %")] = first_reach(c, "env_steps", level)
+        out[f"min to {level:.0%}".replace("%", " %")] = first_reach(c, "time_s", level) / 60
+    out["last 3 (mean action)"] = last_k_mean(c, 3)
+    sampled = rec.get("sampled_last", [])
+    out["last 3 (sampled)"] = float(np.mean(sampled)) if sampled else math.nan
+    return out
+
+
+def _ci(values: list[float], seed: int) -> str:
+    finite = [v for v in values if np.isfinite(v)]
+    if not finite:
+        never = sum(1 for v in values if v == math.inf)
+        return f"never ({never}/{len(values)})" if never else "-"
+    lo, hi = bootstrap_ci(finite, seed=seed)
+    miss = len(values) - len(finite)
+    return f"{np.mean(finite):.3g} [{lo:.3g}, {hi:.3g}]" + (f" ({miss} never)" if miss else "")
+
+
+def report(out: Path, at_steps: list[int], at_minutes: list[float]) -> str:
+    """Tables and plot from the records alone."""
+    records = read_records(out / "runs")
+    if not records:
+        raise SystemExit(f"no records in {out / 'runs'}")
+    regime = records[0]["regime"]
+    metrics = {(r["cell"], r["seed"]): run_metrics(r, at_steps, at_minutes) for r in records}
+    names = list(next(iter(metrics.values())))
+    cells = [c for c in CELLS if any(r["cell"] == c for r in records)]
+    lines = [f"D5 race on ReachPlace, regime {regime}, {machine_note(load_range(records))}", "",
+             "Per cell: mean over seeds [95 % bootstrap interval]", ""]  # fmt: skip
+    rows = []
+    for cell in cells:
+        seeds = sorted(s for c, s in metrics if c == cell)
+        cis = [_ci([metrics[cell, s][n] for s in seeds], i) for i, n in enumerate(names)]
+        rows.append([f"{LABELS[cell]} (n={len(seeds)})", *cis])
+    lines += [md_table(["cell", *names], rows), ""]
+    lines += ["Paired differences (first − second, per seed): mean [95 % bootstrap interval], "
+              "sign-flip p (exact, two-sided)", ""]  # fmt: skip
+    prow = []
+    for a, b in PAIRS:
+        shared = sorted({s for c, s in metrics if c == a} & {s for c, s in metrics if c == b})
+        if not shared:
+            continue
+        cells_txt = []
+        for n in names:
+            d = [metrics[a, s][n] - metrics[b, s][n] for s in shared]
+            d = [x for x in d if np.isfinite(x)]
+            if not d:
+                cells_txt.append("-")
+                continue
+            lo, hi = bootstrap_ci(d, seed=1)
+            cells_txt.append(f"{np.mean(d):+.3g} [{lo:+.3g}, {hi:+.3g}] p={sign_flip_p(d):.3g}")
+        prow.append([f"{LABELS[a]} − {LABELS[b]} (n={len(shared)})", *cells_txt])
+    lines += [md_table(["pair", *names], prow), ""]
+    text = "\n".join(lines) + "\n"
+    (out / "d5_race_summary.md").write_text(text)
+    plot(out, records, cells)
+    print(text)
+    return text
+
+
+def plot(out: Path, records: list[dict[str, Any]], cells: list[str]) -> None:
+    """Mean held-out success per cell against env steps and against minutes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    for ax, key, scale, label in ((axes[0], "env_steps", 1e3, "env steps (k)"),
+                                  (axes[1], "time_s", 60.0, "minutes")):  # fmt: skip
+        for cell in cells:
+            curves = [r["curve"] for r in records if r["cell"] == cell and r["curve"]]
+            if not curves:
+                continue
+            top = min(c[-1][key] for c in curves)
+            grid = np.linspace(0, top, 50)
+            ys = np.array([[step_at(c, key, x) for x in grid] for c in curves])
+            ax.plot(grid / scale, np.nanmean(ys, axis=0), label=f"{LABELS[cell]} (n={len(curves)})")
+        ax.set_xlabel(label)
+        ax.set_ylabel("held-out success (mean action)")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "d5_race.png", dpi=100)
+    plt.close(fig)
+
+
+def run_part(args: argparse.Namespace) -> None:
+    import ray
+    from _d3_runs import ray_init
+
+    extra = [*regime_overrides(args.regime, latency_ms=args.latency_ms, step_ms=args.step_ms),
+             *args.overrides] if args.regime != "instant" else list(args.overrides)  # fmt: skip
+    ray_init(2)  # as D3's race
+    try:
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
+            k = seed % len(args.cells)
+            for cell in args.cells[k:] + args.cells[:k]:  # interleaved, rotating with the seed
+                path = args.out / "runs" / f"{cell}-s{seed}.json"
+                if path.exists():
+                    print(f"{cell} seed {seed}: recorded already", flush=True)
+                    continue
+                overrides = [*cell_overrides(cell), *extra,
+                             f"run.max_env_steps={args.max_env_steps}"]  # fmt: skip
+                run_dir = args.runs / f"{cell}-s{seed}"
+                rec = run_and_evaluate(
+                    config=cell_config(cell), algo=CELLS[cell][0], seed=seed,
+                    minutes=args.minutes, run_dir=run_dir,
+                    snapshot_every_s=args.snapshot_every_s, eval_episodes=args.eval_episodes,
+                    scene_offset=0, overrides=overrides, sampled=False,
+                )  # fmt: skip
+                sampled = sampled_last(run_dir, args.eval_episodes, seed)
+                rec.update(cell=cell, regime=args.regime, max_env_steps=args.max_env_steps,
+                           sampled_last=sampled)  # fmt: skip
+                write_json(path, rec)
+                print(f"{cell} seed {seed}: {rec['curve'][-1] if rec['curve'] else 'no curve'}",
+                      flush=True)  # fmt: skip
+    finally:
+        ray.shutdown()
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cells", nargs="+", default=list(CELLS), choices=list(CELLS))
+    ap.add_argument("--seeds", type=int, default=2, help="seeds per cell in this part")
+    ap.add_argument("--first-seed", type=int, default=100)
+    ap.add_argument("--max-env-steps", type=int, default=200_000)
+    ap.add_argument("--minutes", type=float, default=15.0, help="wall-clock cap per run")
+    ap.add_argument("--at-steps", type=int, nargs="+", default=[50_000, 100_000, 200_000])
+    ap.add_argument("--at-minutes", type=float, nargs="+", default=[5.0, 10.0, 15.0])
+    ap.add_argument("--regime", choices=["instant", "slow"], default="instant")
+    ap.add_argument("--latency-ms", type=float, default=500.0)
+    ap.add_argument("--step-ms", type=float, default=20.0)
+    ap.add_argument("--eval-episodes", type=int, default=50)
+    ap.add_argument("--snapshot-every-s", type=float, default=30.0)
+    ap.add_argument("--out", type=Path, default=None, help="default bench/results/d5_race_<regime>")
+    ap.add_argument("--runs", type=Path, default=ROOT / "runs" / "d5_race")
+    ap.add_argument("--report-only", action="store_true", help="re-render from records only")
+    ap.add_argument("overrides", nargs="*", help="KEY=VALUE for every run")
+    args = ap.parse_args(argv)
+    args.out = args.out or ROOT / "bench" / "results" / f"d5_race_{args.regime}"
+    (args.out / "runs").mkdir(parents=True, exist_ok=True)
+    if not args.report_only:
+        run_part(args)
+    report(args.out, args.at_steps, args.at_minutes)
+
+
+if __name__ == "__main__":
+    main()

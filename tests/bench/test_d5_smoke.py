@@ -1,0 +1,129 @@
+"""Smoke test of D5: the ASHA tuning of one cell per algorithm and the race of all four cells
+of the 2×2, each for seconds end to end, then re-rendered from their records alone.
+
+It checks the records, the shared budget and the reports have their fields; it asserts nothing
+about learning (seconds of training learn nothing).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SMALL = ["env.max_episode_steps=10", "workers.num_envs=2"]
+TUNE = ["--samples", "2", "--max-env-steps", "300", "--rungs", "2", "--rf", "2",
+        "--snapshot-every-s", "1", "--eval-episodes", "2", "--concurrent", "1"]  # fmt: skip
+
+pytestmark = [pytest.mark.slow, pytest.mark.bench]
+
+
+def bench(script: str, *args: str | Path) -> str:
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / script), *map(str, args)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=500)  # fmt: skip
+    assert proc.returncode == 0, f"{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+def test_tuning_runs_asha_per_cell_on_one_shared_budget(tmp_path) -> None:
+    pytest.importorskip("ray.tune")
+    out, runs = tmp_path / "tune", tmp_path / "runs"
+    for cell in ("distrl_sync", "grpo_async"):
+        bench("d5_tune.py", "--cell", cell, *TUNE, "--out", out, "--runs", runs, *SMALL)
+    budget = json.loads((out / "budget.json").read_text())
+    assert budget["max_env_steps"] == 300 and budget["scheduler"]["name"] == "ASHA"
+    assert budget["scheduler"]["grace_period"] == 150
+    for cell in ("distrl_sync", "grpo_async"):
+        trials = [json.loads(p.read_text()) for p in sorted((out / "trials").glob(f"{cell}-*"))]
+        assert [t["trial"] for t in trials] == [0, 1]
+        assert (
+            f"{'learner.barrier' if cell == 'distrl_sync' else 'grpo.overlap'}=true"
+            in (trials[0]["overrides"])
+        )
+        for t in trials:
+            assert "error" not in t and t["curve"] and t["load"]["samples"]
+            row = t["curve"][-1]
+            assert 0 <= row["heldout_progress"] <= 1 and math.isfinite(row["heldout_return"])
+            assert row["env_steps"] > 0
+    grpo = json.loads((out / "trials" / "grpo_async-t0.json").read_text())["knobs"]
+    assert (grpo["grpo.lr"], grpo["grpo.epochs"], grpo["grpo.groups_per_round"]) == (1e-3, 4, 2)
+    # another budget may not run into the same records
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "d5_tune.py"), "--cell",
+                           "grpo_sync", *TUNE[:2], "--max-env-steps", "999", "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode != 0 and "another budget" in proc.stderr
+    summary = (out / "d5_tune_summary.md").read_text()
+    for text in ("ASHA on held-out progress", "**(winner)**", "the same for every cell"):
+        assert text in summary, text
+    (out / "d5_tune_summary.md").unlink()
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    for name in ("reach_place_async.yaml", "reach_place_sync.yaml"):
+        shutil.copy(ROOT / "evolve_envs" / "configs" / "distrl" / name, configs / name)
+    bench("d5_tune.py", "--report-only", "--out", out, "--write-configs", configs)
+    assert (out / "d5_tune_summary.md").read_text() == summary
+    # the winners shipped into the named configs, each into its own cell's block
+    from evolve_envs.train.config import load_train_config
+
+    winners = json.loads((out / "winners.json").read_text())["winners"]
+    for cell, system, block in (
+        ("distrl_sync", "sync", "learner"),
+        ("grpo_async", "async", "grpo"),
+    ):
+        cfg = load_train_config(configs / f"reach_place_{system}.yaml")
+        knobs = winners[cell]["knobs"]
+        assert {k: getattr(getattr(cfg, block), k.split(".")[1]) for k in knobs} == knobs
+        assert (
+            f"D5 tuning winners: {cell} trial"
+            in (configs / f"reach_place_{system}.yaml").read_text()
+        )
+
+
+def test_race_scores_every_cell_on_steps_and_minutes(tmp_path) -> None:
+    out = tmp_path / "race"
+    args = ["--seeds", "1", "--first-seed", "100", "--max-env-steps", "300", "--minutes", "0.5",
+            "--at-steps", "100", "300", "--at-minutes", "0.1", "0.5", "--eval-episodes", "2",
+            "--snapshot-every-s", "1", "--out", out, "--runs", tmp_path / "runs",
+            *SMALL]  # fmt: skip
+    bench("d5_race.py", *args)
+    for cell in ("distrl_async", "distrl_sync", "grpo_sync", "grpo_async"):
+        rec = json.loads((out / "runs" / f"{cell}-s100.json").read_text())
+        assert rec["cell"] == cell and rec["curve"] and rec["load"]["samples"]
+        assert len(rec["sampled_last"]) == min(3, len(rec["curve"]))
+    summary = (out / "d5_race_summary.md").read_text()
+    for text in ("steps 300", "min 0.5", "AUC (env steps)", "AUC (minutes)", "steps to 30 %",
+                 "min to 50 %", "last 3 (mean action)", "last 3 (sampled)", "bootstrap",
+                 "sign-flip p", "DistRL, synchronous barrier − GRPO, synchronous rounds",
+                 "load avg (1 min)"):  # fmt: skip
+        assert text in summary, text
+    assert (out / "d5_race.png").stat().st_size > 0
+    (out / "d5_race_summary.md").unlink()
+    bench("d5_race.py", "--report-only", "--out", out, "--at-steps", "100", "300",
+          "--at-minutes", "0.1", "0.5")  # fmt: skip
+    assert (out / "d5_race_summary.md").read_text() == summary
+
+
+def test_throughput_rates_each_cell_with_its_load(tmp_path) -> None:
+    """The slow regime (a slower reward model, workers of mixed speed), two cells, one round."""
+    out = tmp_path / "thr"
+    args = ["--regime", "slow", "--latency-ms", "50", "--step-ms", "5", "--rounds", "1",
+            "--minutes", "0.15", "--cells", "distrl_async", "distrl_sync", "--out", out,
+            "--runs", tmp_path / "runs", *SMALL]  # fmt: skip
+    bench("d5_throughput.py", *args)
+    recs = {c: json.loads((out / "slow" / f"{c}-r0.json").read_text())
+            for c in ("distrl_async", "distrl_sync")}  # fmt: skip
+    for rec in recs.values():
+        assert rec["env_steps_per_s"] > 0 and rec["load"]["samples"]
+    assert recs["distrl_async"]["paused_share"] == 0
+    assert recs["distrl_sync"]["paused_share"] > 0  # the barrier really stopped the workers
+    summary = (out / "d5_throughput_slow.md").read_text()
+    assert "÷ DistRL async" in summary and "load avg (1 min)" in summary
+    (out / "d5_throughput_slow.md").unlink()
+    bench("d5_throughput.py", "--regime", "slow", "--report-only", "--out", out)
+    assert (out / "d5_throughput_slow.md").read_text() == summary
