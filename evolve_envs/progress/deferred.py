@@ -62,7 +62,7 @@ from evolve_envs.progress.request_modes import RequestMode
 from evolve_envs.progress.settings import TrackerSettings
 from evolve_envs.progress.settled_episode import SettledEpisode
 from evolve_envs.progress.settlement import AnswerSettlement
-from evolve_envs.progress.tracker_info import episode_summary
+from evolve_envs.progress.tracker_info import close_episode
 from evolve_envs.reward.clients.errors import ErrorKind, RewardServiceError
 from evolve_envs.reward.clients.results import CallResult
 
@@ -339,13 +339,7 @@ class DeferredSettlement:
         reward, _, _ = ledger.answers.settle(ep)  # nothing is pending: the end level only
         if n:
             ledger.rewards[n - 1] += reward
-        self.audit.record(
-            ep.task,
-            model_done=ep.done,
-            success_at_done=ep.done_env_success,
-            env_success=ep.env_success,
-        )
-        ep.summary = episode_summary(ep, self.settings, self.audit)
+        ep.summary = close_episode(ep, self.settings, self.audit)
         cut = len(ledger.rewards) - n
         ep.summary.update(steps_played=len(ledger.rewards), cut_steps=cut)
         self.counts["episodes_settled"] += 1

@@ -134,7 +134,7 @@ from evolve_envs.progress.request_modes import REQUEST_MODES, RequestMode
 from evolve_envs.progress.settings import TrackerSettings, check_capabilities
 from evolve_envs.progress.settled_episode import SettledEpisode
 from evolve_envs.progress.settlement import AnswerSettlement
-from evolve_envs.progress.tracker_info import episode_summary, step_info
+from evolve_envs.progress.tracker_info import close_episode, step_info
 from evolve_envs.progress.tracker_step import ProgressService, TrackerStep
 from evolve_envs.reward.clients.errors import RewardServiceError
 
@@ -456,13 +456,7 @@ class ProgressTracker:
         ep = self._ep
         reward, applied, fallback = self._answers.settle(ep)
         ep.finished = True
-        self.audit.record(
-            ep.task,
-            model_done=ep.done,
-            success_at_done=ep.done_env_success,
-            env_success=ep.env_success,
-        )
-        ep.summary = episode_summary(ep, self.settings, self.audit)
+        ep.summary = close_episode(ep, self.settings, self.audit)
         self._warn_if_failing()
         return reward, applied, fallback
 

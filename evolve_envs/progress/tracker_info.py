@@ -21,7 +21,7 @@ from evolve_envs.progress.done_rules import TerminationAudit
 from evolve_envs.progress.episode_state import EpisodeState
 from evolve_envs.progress.settings import TrackerSettings
 
-__all__ = ["step_info", "episode_summary"]
+__all__ = ["step_info", "episode_summary", "close_episode"]
 
 
 def step_info(ep: EpisodeState, checked: bool = False, fallback: bool = False) -> dict[str, Any]:
@@ -76,3 +76,20 @@ def episode_summary(
         "done_env_success": ep.done_env_success,
         "termination_audit": audit.counts(ep.task),
     }
+
+
+def close_episode(ep: EpisodeState, s: TrackerSettings, audit: TerminationAudit) -> dict[str, Any]:
+    """Count the settled episode ``ep`` in ``audit`` and return its summary
+    (:func:`episode_summary`); both call modes' settlements end an episode here.
+
+    >>> audit = TerminationAudit()
+    >>> close_episode(EpisodeState(task="t", finished=True), TrackerSettings(), audit)["task"]
+    't'
+    """
+    audit.record(
+        ep.task,
+        model_done=ep.done,
+        success_at_done=ep.done_env_success,
+        env_success=ep.env_success,
+    )
+    return episode_summary(ep, s, audit)
