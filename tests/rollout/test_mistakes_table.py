@@ -75,7 +75,7 @@ TABLE = [
         ["train", "--config", "evolve_envs/configs/distrl/reach_plce.yaml"],
         USAGE,
         "training configs: libero_10, libero_smoke, reach_place, reach_place_async, "
-        "reach_place_sync, reach_place_tuned",
+        "reach_place_fitted, reach_place_sync, reach_place_tuned",
     ),
     # a policy that cannot be imported says how to name one
     (
