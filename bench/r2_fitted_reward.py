@@ -196,7 +196,13 @@ def _model_hash(model: str) -> str:
 
 
 def distrl(
-    out: Path, seeds: int, minutes: float, episodes: int, first_seed: int, arms: list[str]
+    out: Path,
+    seeds: int,
+    minutes: float,
+    episodes: int,
+    first_seed: int,
+    arms: list[str],
+    env_steps: int | None = None,
 ) -> None:
     from d3_learning_curves import evaluate_run, last_minute
 
@@ -213,13 +219,15 @@ def distrl(
             run_train(TrainOptions(
                 config=[config], algo="distrl", run_dir=run_dir, minutes=minutes,
                 overrides=[f"run.seed={seed}", "run.snapshot_every_s=30", "run.log_every_s=30",
-                           "run.tensorboard=false", *overrides],
+                           "run.tensorboard=false", *overrides,
+                           *([f"run.max_env_steps={env_steps}"] if env_steps else [])],
                 progress_bar=False, log=io.StringIO(),
             ))  # fmt: skip
             curve = evaluate_run(run_dir, episodes)
             summary = json.loads((run_dir / "summary.json").read_text())
             record = {
-                "arm": arm, "seed": seed, "minutes": minutes, "curve": curve,
+                "arm": arm, "seed": seed, "minutes": minutes, "max_env_steps": env_steps,
+                "curve": curve,
                 "train_last_minute": last_minute(run_dir / "metrics.csv"),
                 "last": _last(summary),
                 "model": _model_hash(model) if arm == "fitted" else None,
@@ -277,7 +285,9 @@ def main() -> None:
     p.add_argument("--alarm-episodes", type=int, default=8, help="per policy (alarm phase)")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--first-seed", type=int, default=0)
-    p.add_argument("--minutes", type=float, default=3.0)
+    p.add_argument("--minutes", type=float, default=3.0, help="a DistRL run's wall-clock cap")
+    p.add_argument("--env-steps", type=int, default=None,
+                   help="a DistRL run's env-step budget (run.max_env_steps)")  # fmt: skip
     p.add_argument("--eval-episodes", type=int, default=30)
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -295,8 +305,9 @@ def main() -> None:
             alarm(args.out, args.alarm_episodes, args.model)
         elif phase == "distrl":
             distrl(
-                args.out, args.seeds, args.minutes, args.eval_episodes, args.first_seed, args.arms
-            )
+                args.out, args.seeds, args.minutes, args.eval_episodes, args.first_seed,
+                args.arms, args.env_steps,
+            )  # fmt: skip
         else:
             report(args.out)
 
