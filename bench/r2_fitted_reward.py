@@ -243,33 +243,52 @@ def distrl(
             )
 
 
+def _success_at(curve: list[dict], steps: float) -> float:
+    """Held-out success at ``steps`` env steps: the mean of the last three snapshots at or below
+    it (one snapshot swings by several points)."""
+    rows = [r["success"] for r in curve if r["env_steps"] <= steps]
+    return float(sum(rows[-3:]) / len(rows[-3:])) if rows else math.nan
+
+
 def report(out: Path) -> None:
+    from _stats import bootstrap_ci, sign_flip_p
+
     records = [json.loads(p.read_text()) for p in sorted(out.glob("distrl-*.json"))]
     records = [r for r in records if r["curve"]]
-    for r in records:
-        if "last" not in r and (ROOT / r["run_dir"] / "summary.json").is_file():
-            r["last"] = _last(json.loads((ROOT / r["run_dir"] / "summary.json").read_text()))
-            r.pop("alarm", None)
-            (out / f"distrl-{r['arm']}-s{r['seed']}.json").write_text(json.dumps(r, indent=1))
     if not records:
         print("no DistRL records")
         return
     equal = min(r["curve"][-1]["env_steps"] for r in records)
-    print(f"equal env steps: {equal:.0f}")
+    print(f"equal env steps: {equal:.0f} (the fewest any run collected)")
+    at: dict[str, dict[int, float]] = {}
     for arm in ARMS:
-        mine = [r for r in records if r["arm"] == arm]
-        at = []
-        for r in mine:
-            val = math.nan
-            for row in r["curve"]:
-                if row["env_steps"] <= equal:
-                    val = row["success"]
-            at.append(val)
-        final = [r["curve"][-1]["success"] for r in mine]
-        steps = [r["curve"][-1]["env_steps"] for r in mine]
+        mine = sorted((r for r in records if r["arm"] == arm), key=lambda r: r["seed"])
+        at[arm] = {r["seed"]: _success_at(r["curve"], equal) for r in mine}
+        vals = list(at[arm].values())
+        if not vals:
+            continue
+        lo, hi = bootstrap_ci(vals)
         alarm = [r.get("last", {}).get("alarm_firing") for r in mine]
-        print(f"{arm}: seeds {[r['seed'] for r in mine]}, held-out at {equal:.0f} steps {at}, "
-              f"final {final} at {steps} env steps, alarm firing at the end {alarm}")  # fmt: skip
+        steps = [int(r["curve"][-1]["env_steps"]) for r in mine]
+        per_seed = [round(v, 3) for v in vals]
+        print(
+            f"{arm}: held-out success (mean of the last 3 snapshots at {equal:.0f} steps) "
+            f"per seed {per_seed}, mean {sum(vals) / len(vals):.3f} [{lo:.3f}, {hi:.3f}]; "
+            f"env steps {steps}; alarm firing at the end {alarm}"
+        )
+    for a, b in (("fitted", "rule"), ("fitted", "sparse"), ("rule", "sparse")):
+        seeds = sorted(set(at.get(a, {})) & set(at.get(b, {})))
+        if not seeds:
+            continue
+        d = [at[a][s] - at[b][s] for s in seeds]
+        lo, hi = bootstrap_ci(d)
+        ma = sum(at[a][s] for s in seeds) / len(seeds)
+        mb = sum(at[b][s] for s in seeds) / len(seeds)
+        ratio = f", ratio {ma / mb:.2f}" if mb > 0 else ""
+        print(
+            f"{a} - {b}: {sum(d) / len(d):+.3f} [{lo:+.3f}, {hi:+.3f}] over seeds {seeds}, "
+            f"sign-flip p {sign_flip_p(d):.3f}{ratio}"
+        )
 
 
 def main() -> None:
