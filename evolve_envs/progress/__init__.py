@@ -7,8 +7,8 @@
 * :mod:`evolve_envs.progress.arithmetic` — the pure progress arithmetic (critic accumulation,
   check schedule, thresholds);
 * :mod:`evolve_envs.progress.done_rules` — when the model's ``done`` ends an episode;
-* :mod:`evolve_envs.progress.frames` — the bounded per-episode frame store;
+* :mod:`evolve_envs.progress.frame_store` — the bounded per-episode frame store;
 * :mod:`evolve_envs.progress.episode_summary`, :mod:`evolve_envs.progress.task_text` — the
   episode summary every path reports and the task text it is judged on;
-* :mod:`evolve_envs.progress.settings` — the reward keys' schema and :class:`ConfigError`.
+* :mod:`evolve_envs.progress.tracker_config` — the reward keys' schema and :class:`ConfigError`.
 """

@@ -10,8 +10,8 @@ is_check_step`; this module adds what depends on time, for ``calls: async`` (the
   answer is back before the time limit (:func:`episode_limit` reads the limit off a wrapper);
 * :func:`answer_deadline` is the step at which an answer is waited for (``max_lag_steps``).
 
->>> from evolve_envs.progress.settings import TrackerSettings
->>> s = TrackerSettings(calls="async", start_step=2, call_every=2, max_lag_steps="auto")
+>>> from evolve_envs.progress.tracker_config import TrackerConfig
+>>> s = TrackerConfig(calls="async", start_step=2, call_every=2, max_lag_steps="auto")
 >>> answer_deadline(s, AnswerTiming(clock=lambda: 0.0), 4)  # nothing measured: 4 * call_every
 12
 """
@@ -26,7 +26,7 @@ from typing import Any
 
 from evolve_envs.progress.arithmetic import is_check_step
 from evolve_envs.progress.episode_state import EpisodeState, PendingCheck
-from evolve_envs.progress.settings import TrackerSettings
+from evolve_envs.progress.tracker_config import TrackerConfig
 
 __all__ = ["AnswerTiming", "answer_deadline", "ceil_steps", "check_now", "episode_limit"]
 
@@ -40,7 +40,7 @@ def ceil_steps(steps: float) -> int:
     return math.ceil(round(steps, 6))
 
 
-def check_now(s: TrackerSettings, ep: EpisodeState, timing: AnswerTiming, step: int) -> bool:
+def check_now(s: TrackerConfig, ep: EpisodeState, timing: AnswerTiming, step: int) -> bool:
     """Whether a check is sent at ``step``: the grid's, unless ``last_check="before_limit"``
     moves the late end of it (see the module docstring). Marks ``ep.final_sent`` when it sends
     the moved last check."""
@@ -62,7 +62,7 @@ def check_now(s: TrackerSettings, ep: EpisodeState, timing: AnswerTiming, step: 
     return ep.last_sent_step == 0 or 2 * (step - ep.last_sent_step) >= s.call_every
 
 
-def answer_deadline(s: TrackerSettings, timing: AnswerTiming, step: int) -> int:
+def answer_deadline(s: TrackerConfig, timing: AnswerTiming, step: int) -> int:
     """The step at which the answer to the check sent at ``step`` is waited for."""
     if s.calls == "sync":
         return step

@@ -23,9 +23,9 @@ fail-fast client, :class:`~evolve_envs.reward.clients.errors.RewardServiceError`
 >>> from evolve_envs.progress.done_rules import TerminationAudit
 >>> from evolve_envs.progress.episode_state import EpisodeState, PendingCheck
 >>> from evolve_envs.progress.request_modes import REQUEST_MODES
->>> from evolve_envs.progress.settings import TrackerSettings
+>>> from evolve_envs.progress.tracker_config import TrackerConfig
 >>> from evolve_envs.reward.clients.results import CallResult
->>> s = TrackerSettings(mode="incremental", calls="deferred")
+>>> s = TrackerConfig(mode="incremental", calls="deferred")
 >>> clock = lambda: 0.0
 >>> book = DeferredSettlement(s, REQUEST_MODES[s.mode](s), AnswerTiming(clock),
 ...                           TerminationAudit(), strict=False, clock=clock)
@@ -59,9 +59,9 @@ from evolve_envs.progress.check_schedule import AnswerTiming
 from evolve_envs.progress.done_rules import TerminationAudit
 from evolve_envs.progress.episode_state import EpisodeState, PendingCheck
 from evolve_envs.progress.request_modes import RequestMode
-from evolve_envs.progress.settings import TrackerSettings
 from evolve_envs.progress.settled_episode import SettledEpisode
 from evolve_envs.progress.settlement import AnswerSettlement
+from evolve_envs.progress.tracker_config import TrackerConfig
 from evolve_envs.progress.tracker_info import close_episode
 from evolve_envs.reward.clients.errors import ErrorKind, RewardServiceError
 from evolve_envs.reward.clients.results import CallResult
@@ -178,7 +178,7 @@ class DeferredSettlement:
 
     def __init__(
         self,
-        settings: TrackerSettings,
+        settings: TrackerConfig,
         mode: RequestMode,
         timing: AnswerTiming,
         audit: TerminationAudit,

@@ -46,7 +46,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
-__all__ = ["AlarmSettings", "HackingDetector", "RewardHackingWarning"]
+__all__ = ["HackingDetectorConfig", "HackingDetector", "RewardHackingWarning"]
 
 
 class RewardHackingWarning(UserWarning):
@@ -68,11 +68,11 @@ class RewardHackingWarning(UserWarning):
 
 
 @dataclass(frozen=True)
-class AlarmSettings:
+class HackingDetectorConfig:
     """Thresholds of the alarm (fractions of full progress / rates in [0, 1]).
 
     Example:
-        >>> AlarmSettings(window=50, baseline=50, score="max").window
+        >>> HackingDetectorConfig(window=50, baseline=50, score="max").window
         50
     """
 
@@ -99,7 +99,7 @@ class AlarmSettings:
                              f"{self.max_success_rise!r}")  # fmt: skip
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> AlarmSettings:
+    def from_mapping(cls, values: Mapping[str, Any]) -> HackingDetectorConfig:
         """Settings from a mapping (e.g. the ``reward_model.alarm`` block); ``enable`` and other
         keys that are not settings are ignored."""
         names = {f.name for f in fields(cls)}
@@ -123,7 +123,7 @@ class HackingDetector:
     the sub-envs of a vectorised env may share one.
 
     Args:
-        settings: :class:`AlarmSettings` or a mapping of them.
+        settings: :class:`HackingDetectorConfig` or a mapping of them.
         **overrides: individual settings, e.g. ``window=50``.
 
     Example:
@@ -133,13 +133,15 @@ class HackingDetector:
     """
 
     def __init__(
-        self, settings: AlarmSettings | Mapping[str, Any] | None = None, **overrides: Any
+        self, settings: HackingDetectorConfig | Mapping[str, Any] | None = None, **overrides: Any
     ) -> None:
         if settings is None:
-            settings = AlarmSettings()
+            settings = HackingDetectorConfig()
         elif isinstance(settings, Mapping):
-            settings = AlarmSettings.from_mapping(settings)
-        self.settings: AlarmSettings = replace(settings, **overrides) if overrides else settings
+            settings = HackingDetectorConfig.from_mapping(settings)
+        self.settings: HackingDetectorConfig = (
+            replace(settings, **overrides) if overrides else settings
+        )
         self._lock = threading.Lock()
         self._tasks: dict[str, _Task] = {}
 

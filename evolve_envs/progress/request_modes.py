@@ -5,11 +5,11 @@ and how the answer becomes progress.
 commit), ``incremental`` (the critic between the previous check frame and the current one,
 accumulated) and ``trajectory`` (``/trajectory-critic`` over the check frames). A
 :class:`~evolve_envs.progress.tracker.ProgressTracker` picks one strategy object from
-:data:`REQUEST_MODES` by ``TrackerSettings.mode`` and never branches on the mode again; the
+:data:`REQUEST_MODES` by ``TrackerConfig.mode`` and never branches on the mode again; the
 contract of each mode is in the tracker's module docstring.
 
->>> from evolve_envs.progress.settings import TrackerSettings
->>> mode = REQUEST_MODES["incremental"](TrackerSettings(mode="incremental"))
+>>> from evolve_envs.progress.tracker_config import TrackerConfig
+>>> mode = REQUEST_MODES["incremental"](TrackerConfig(mode="incremental"))
 >>> ep = EpisodeState(task="open the drawer")
 >>> mode.keep(ep, 4, np.zeros((2, 2, 3), np.uint8), milestone=True)
 >>> ep.prev_check_step, sorted(ep.frames)
@@ -26,8 +26,8 @@ import numpy as np
 
 from evolve_envs.progress.arithmetic import accumulate, clamp_progress, is_milestone
 from evolve_envs.progress.episode_state import EpisodeState, PendingCheck
-from evolve_envs.progress.frames import uniform_indices
-from evolve_envs.progress.settings import TrackerSettings
+from evolve_envs.progress.frame_store import uniform_indices
+from evolve_envs.progress.tracker_config import TrackerConfig
 
 __all__ = ["RequestMode", "PairwiseMode", "IncrementalMode", "TrajectoryMode", "REQUEST_MODES"]
 
@@ -37,9 +37,9 @@ Call = Callable[..., "Future[Any]"]
 
 class RequestMode:
     """One request mode: what a check asks, which frames it keeps, how an answer becomes
-    progress. Chosen once per tracker from ``TrackerSettings.mode``."""
+    progress. Chosen once per tracker from ``TrackerConfig.mode``."""
 
-    def __init__(self, settings: TrackerSettings) -> None:
+    def __init__(self, settings: TrackerConfig) -> None:
         self.settings = settings
 
     def send(

@@ -13,7 +13,7 @@ still out and pays the level owed at the end. The contract (modes, rewards, fail
 >>> from evolve_envs.progress.check_schedule import AnswerTiming
 >>> from evolve_envs.progress.request_modes import REQUEST_MODES
 >>> from evolve_envs.reward.clients.results import CallResult
->>> s = TrackerSettings(mode="incremental")
+>>> s = TrackerConfig(mode="incremental")
 >>> answers = AnswerSettlement(s, REQUEST_MODES[s.mode](s), s.rule.judge(),
 ...                            AnswerTiming(clock=lambda: 0.0))
 >>> critic: Future[Any] = Future()
@@ -35,7 +35,7 @@ from evolve_envs.progress.check_schedule import AnswerTiming
 from evolve_envs.progress.done_rules import DoneJudge
 from evolve_envs.progress.episode_state import EpisodeState, PendingCheck
 from evolve_envs.progress.request_modes import RequestMode
-from evolve_envs.progress.settings import TrackerSettings
+from evolve_envs.progress.tracker_config import TrackerConfig
 
 __all__ = ["AnswerSettlement"]
 
@@ -45,7 +45,7 @@ class AnswerSettlement:
     tracker, sharing the tracker's request mode, done judge and answer timing."""
 
     def __init__(
-        self, settings: TrackerSettings, mode: RequestMode, judge: DoneJudge, timing: AnswerTiming
+        self, settings: TrackerConfig, mode: RequestMode, judge: DoneJudge, timing: AnswerTiming
     ) -> None:
         self.settings = settings
         self.mode = mode

@@ -28,7 +28,7 @@ Protocol of use (one episode)::
 ``frame`` may be an array or a zero-argument callable returning one; it is only materialised on
 check steps. Step ``t`` counts env steps since ``reset`` (the first ``observe`` is step 1).
 
-Modes (``TrackerSettings.mode``; all values are progress in [0, 100], frame 0 has progress 0):
+Modes (``TrackerConfig.mode``; all values are progress in [0, 100], frame 0 has progress 0):
 
 * ``"pairwise"`` (EVOLVE-VLA's milestone critic): the check at ``t`` asks the critic between the
   *previous* milestone frame ``F_m`` (value ``V_m``) and ``o_t``; progress ``v_t = acc(V_m, c)``.
@@ -101,7 +101,7 @@ level ``g`` as progress ``round(100 * g / 255)``)::
     >>> from evolve_envs.reward.service.embedded import EmbeddedService
     >>> svc = EmbeddedService("mock", {"rule": "intensity"}).start()
     >>> client = ProgressClient(svc.url)
-    >>> settings = TrackerSettings(start_step=2, call_every=2, milestone_every=2)
+    >>> settings = TrackerConfig(start_step=2, call_every=2, milestone_every=2)
     >>> tracker = ProgressTracker(client, settings)
     >>> grey = lambda level: np.full((32, 32, 3), level, np.uint8)
     >>> tracker.reset("open the drawer", grey(0))
@@ -131,9 +131,9 @@ from evolve_envs.progress.deferred import DeferredSettlement, EpisodeLedger
 from evolve_envs.progress.done_rules import TerminationAudit
 from evolve_envs.progress.episode_state import EpisodeState, Frame, FrameHolder, PendingCheck
 from evolve_envs.progress.request_modes import REQUEST_MODES, RequestMode
-from evolve_envs.progress.settings import TrackerSettings, check_capabilities
 from evolve_envs.progress.settled_episode import SettledEpisode
 from evolve_envs.progress.settlement import AnswerSettlement
+from evolve_envs.progress.tracker_config import TrackerConfig, check_capabilities
 from evolve_envs.progress.tracker_info import close_episode, step_info
 from evolve_envs.progress.tracker_step import ProgressService, TrackerStep
 from evolve_envs.reward.clients.errors import RewardServiceError
@@ -149,9 +149,9 @@ class ProgressTracker:
     Args:
         client: a progress client (:class:`ProgressService`), e.g.
             ``evolve_envs.reward.clients.progress_client.ProgressClient``.
-        settings: :class:`TrackerSettings` (or a mapping of them).
+        settings: :class:`TrackerConfig` (or a mapping of them).
         capabilities: the service's ``/capabilities`` answer; when given, the settings are
-            checked against it (:func:`~evolve_envs.progress.settings.check_capabilities`).
+            checked against it (:func:`~evolve_envs.progress.tracker_config.check_capabilities`).
             Ask the service once and share it.
         audit: the :class:`~evolve_envs.progress.done_rules.TerminationAudit` that counts this
             tracker's episodes (share one between the trackers of a vectorised env); default a new
@@ -169,7 +169,7 @@ class ProgressTracker:
     def __init__(
         self,
         client: ProgressService,
-        settings: TrackerSettings | Mapping[str, Any] | None = None,
+        settings: TrackerConfig | Mapping[str, Any] | None = None,
         *,
         capabilities: Any = None,
         audit: TerminationAudit | None = None,
@@ -177,10 +177,10 @@ class ProgressTracker:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if settings is None:
-            settings = TrackerSettings()
+            settings = TrackerConfig()
         elif isinstance(settings, Mapping):
-            settings = TrackerSettings.from_mapping(settings)
-        self.settings: TrackerSettings = settings
+            settings = TrackerConfig.from_mapping(settings)
+        self.settings: TrackerConfig = settings
         if capabilities is not None:
             check_capabilities(settings, capabilities)
         self.client = client

@@ -19,7 +19,7 @@ from typing import Any
 from evolve_envs.progress.arithmetic import as_fraction, reached
 from evolve_envs.progress.done_rules import TerminationAudit
 from evolve_envs.progress.episode_state import EpisodeState
-from evolve_envs.progress.settings import TrackerSettings
+from evolve_envs.progress.tracker_config import TrackerConfig
 
 __all__ = ["step_info", "episode_summary", "close_episode"]
 
@@ -38,14 +38,12 @@ def step_info(ep: EpisodeState, checked: bool = False, fallback: bool = False) -
     }
 
 
-def episode_summary(
-    ep: EpisodeState, s: TrackerSettings, audit: TerminationAudit
-) -> dict[str, Any]:
+def episode_summary(ep: EpisodeState, s: TrackerConfig, audit: TerminationAudit) -> dict[str, Any]:
     """The summary of the settled episode ``ep`` (``info["episode_reward_model"]``), with the
     running termination counts of its task from ``audit``.
 
     >>> ep = EpisodeState(task="open the drawer", progress=40.0, finished=True)
-    >>> summary = episode_summary(ep, TrackerSettings(), TerminationAudit())
+    >>> summary = episode_summary(ep, TrackerConfig(), TerminationAudit())
     >>> summary["progress"], summary["high_progress_on_failure"], summary["task"]
     (40.0, None, 'open the drawer')
     """
@@ -78,12 +76,12 @@ def episode_summary(
     }
 
 
-def close_episode(ep: EpisodeState, s: TrackerSettings, audit: TerminationAudit) -> dict[str, Any]:
+def close_episode(ep: EpisodeState, s: TrackerConfig, audit: TerminationAudit) -> dict[str, Any]:
     """Count the settled episode ``ep`` in ``audit`` and return its summary
     (:func:`episode_summary`); both call modes' settlements end an episode here.
 
     >>> audit = TerminationAudit()
-    >>> close_episode(EpisodeState(task="t", finished=True), TrackerSettings(), audit)["task"]
+    >>> close_episode(EpisodeState(task="t", finished=True), TrackerConfig(), audit)["task"]
     't'
     """
     audit.record(

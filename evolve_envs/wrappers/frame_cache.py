@@ -1,8 +1,8 @@
 """Per-episode frame cache for the reward wrappers above it.
 
 :class:`FrameCache` is the Gymnasium wrapper that fills a
-:class:`~evolve_envs.progress.frames.FrameStore` (the storage, without Gymnasium) from one camera of
-the observation on every ``reset``/``step``.
+:class:`~evolve_envs.progress.frame_store.FrameStore` (the storage, without Gymnasium) from one
+camera of the observation on every ``reset``/``step``.
 
 Memory. Frames are JPEG-compressed by default (quality 90: a 256×256 LIBERO frame takes ~10–25 kB
 instead of 196 kB raw, so a 520-step episode costs a few MB); ``encoding="raw"`` keeps exact copies.
@@ -36,7 +36,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.core import ActType, ObsType
 
-from evolve_envs.progress.frames import Encoding, FrameStore, uniform_indices
+from evolve_envs.progress.frame_store import Encoding, FrameStore, uniform_indices
 
 __all__ = ["FrameStore", "FrameCache", "find_frame_store", "uniform_indices"]
 

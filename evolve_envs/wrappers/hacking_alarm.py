@@ -16,7 +16,7 @@ import gymnasium as gym
 from gymnasium.core import ActType, ObsType
 
 from evolve_envs.progress.episode_summary import model_score
-from evolve_envs.progress.hacking import AlarmSettings, HackingDetector
+from evolve_envs.progress.hacking import HackingDetector, HackingDetectorConfig
 from evolve_envs.progress.settled_episode import SettledEpisode
 from evolve_envs.progress.task_text import task_text
 
@@ -33,7 +33,8 @@ class HackingAlarm(
 
     Args:
         env: the env with its reward wrapper inside.
-        settings: :class:`AlarmSettings` or a mapping of them (``**overrides`` for single keys).
+        settings: :class:`HackingDetectorConfig` or a mapping of them (``**overrides`` for
+            single keys).
         detector: a detector to share (e.g. between the sub-envs of a sync vector env);
             default a new one with ``settings``.
         task: the task text; default ``info["task_description"]`` at reset.
@@ -61,7 +62,7 @@ class HackingAlarm(
     def __init__(
         self,
         env: gym.Env[ObsType, ActType],
-        settings: AlarmSettings | Mapping[str, Any] | None = None,
+        settings: HackingDetectorConfig | Mapping[str, Any] | None = None,
         *,
         detector: HackingDetector | None = None,
         task: str | None = None,

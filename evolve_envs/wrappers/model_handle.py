@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from evolve_envs.progress.settings import TrackerSettings
+from evolve_envs.progress.tracker_config import TrackerConfig
 
 __all__ = ["LentClient", "OpenModel", "check_open_model", "lend"]
 
@@ -38,7 +38,7 @@ class OpenModel(Protocol):
     def capabilities(self) -> Any: ...
 
     @property
-    def settings(self) -> TrackerSettings | None: ...
+    def settings(self) -> TrackerConfig | None: ...
 
     def close(self) -> None: ...
 
@@ -52,7 +52,7 @@ class LentClient:
     """
 
     client: Any
-    settings: TrackerSettings | None = None
+    settings: TrackerConfig | None = None
     capabilities: Any = None
 
     def close(self) -> None:
@@ -60,7 +60,7 @@ class LentClient:
 
 
 def lend(
-    client: Any, settings: TrackerSettings | None = None, capabilities: Any = None
+    client: Any, settings: TrackerConfig | None = None, capabilities: Any = None
 ) -> LentClient:
     """``client`` for a reward wrapper that must not close it (see the module docstring)."""
     return LentClient(client, settings, capabilities)

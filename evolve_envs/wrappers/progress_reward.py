@@ -19,7 +19,7 @@ starts an embedded service when asked, opens the endpoint pool and the client, a
 service (a dead, refusing or foreign service fails there, in one line). Handed the open model, the
 wrapper takes its client, its progress settings and the service's capabilities (settings the
 backend cannot serve, e.g. ``mode="pairwise"`` on a progress-only backend, are refused with
-:class:`~evolve_envs.progress.settings.ConfigError`) and closes the model after the env. A
+:class:`~evolve_envs.progress.config_error.ConfigError`) and closes the model after the env. A
 progress client opened elsewhere (a test double, a trainer's own client) is lent:
 ``ProgressReward(env, lend(client))`` (:func:`~evolve_envs.wrappers.model_handle.lend`); it
 stays the caller's.
@@ -79,10 +79,10 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.core import ActType, ObsType
 
-from evolve_envs.progress.settings import TrackerSettings
 from evolve_envs.progress.settled_episode import SettledEpisode
 from evolve_envs.progress.task_text import task_text
 from evolve_envs.progress.tracker import ProgressTracker
+from evolve_envs.progress.tracker_config import TrackerConfig
 from evolve_envs.wrappers.model_handle import OpenModel, check_open_model
 
 __all__ = ["ProgressReward", "StandInModelWarning", "stand_in"]
@@ -121,7 +121,7 @@ class ProgressReward(
         env: the env (with its time limit inside).
         model: an open reward model (from :func:`evolve_envs.open_reward_model`, or a client
             lent with :func:`~evolve_envs.wrappers.model_handle.lend`); closed after the env.
-        settings: :class:`~evolve_envs.progress.settings.TrackerSettings` or a
+        settings: :class:`~evolve_envs.progress.tracker_config.TrackerConfig` or a
             mapping of them (default: the reward model's, else the defaults).
         camera: observation key of the frames sent to the reward model (``None``: the
             observation is the image); a tuple of keys sends them stacked (``K x H x W x 3``),
@@ -132,7 +132,7 @@ class ProgressReward(
         env_reward_weight: weight of the wrapped env's reward.
         capabilities: the service's capabilities, to check the settings against (default: the
             reward model's; None for a lent client: not checked).
-        **setting_overrides: individual :class:`TrackerSettings` fields, e.g. ``start_step=8``.
+        **setting_overrides: individual :class:`TrackerConfig` fields, e.g. ``start_step=8``.
 
     The module docstring has a runnable example. Settings can also be given one by one:
     ``ProgressReward(env, model, mode="trajectory", calls="async", max_lag_steps=8,
@@ -143,7 +143,7 @@ class ProgressReward(
         self,
         env: gym.Env[ObsType, ActType],
         model: OpenModel,
-        settings: TrackerSettings | Mapping[str, Any] | None = None,
+        settings: TrackerConfig | Mapping[str, Any] | None = None,
         *,
         camera: str | tuple[str, ...] | None = "agentview_image",
         task: str | None = None,
@@ -170,9 +170,9 @@ class ProgressReward(
         if capabilities is None:
             capabilities = model.capabilities
         if settings is None:
-            settings = TrackerSettings()
+            settings = TrackerConfig()
         elif isinstance(settings, Mapping):
-            settings = TrackerSettings.from_mapping(settings)
+            settings = TrackerConfig.from_mapping(settings)
         if setting_overrides:
             settings = settings.replace(**setting_overrides)
         self.client = client
@@ -197,7 +197,7 @@ class ProgressReward(
         self._env_rewards: dict[int, list[float]] = {}  # deferred: per episode, per step
 
     @property
-    def settings(self) -> TrackerSettings:
+    def settings(self) -> TrackerConfig:
         return self.tracker.settings
 
     def _frame(self, obs: Any) -> np.ndarray:

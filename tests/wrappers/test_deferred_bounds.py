@@ -107,10 +107,11 @@ def test_a_dead_service_fails_at_start_up() -> None:
 
 
 def test_deferred_is_refused_with_a_clear_error_when_misspelt() -> None:
-    from evolve_envs.progress.settings import ConfigError, TrackerSettings
+    from evolve_envs import ConfigError
+    from evolve_envs.progress.tracker_config import TrackerConfig
 
     with pytest.raises(ConfigError, match="calls: expected one of 'sync', 'async' or 'deferred'"):
-        TrackerSettings(calls="defered")
+        TrackerConfig(calls="defered")
 
 
 def test_settled_rewards_refuses_a_stack_that_does_not_defer(slow: EmbeddedService) -> None:
@@ -129,7 +130,7 @@ def test_settled_rewards_refuses_a_stack_that_does_not_defer(slow: EmbeddedServi
 
 
 def test_recording_a_deferred_stack_is_refused(tmp_path) -> None:
-    from evolve_envs.progress.settings import ConfigError
+    from evolve_envs import ConfigError
 
     rm = {"enable": True, "endpoint": "http://127.0.0.1:9", "calls": "deferred"}
     with pytest.raises(ConfigError, match="record: .* calls: sync or async"):

@@ -4,15 +4,15 @@ These pydantic models declare each key once. ``evolve_envs.stack.config`` compos
 ``reward_model``
 kinds from them (so the YAML keys, their types, bounds and defaults live here, next to the code
 that reads them), and :class:`~evolve_envs.progress.tracker.ProgressTracker` takes
-:class:`TrackerSettings`, the progress keys plus the derived ``reward_mode``.
+:class:`TrackerConfig`, the progress keys plus the derived ``reward_mode``.
 
->>> s = TrackerSettings(start_step=8, call_every=4)
+>>> s = TrackerConfig(start_step=8, call_every=4)
 >>> s.start_step, s.mode, s.reward_mode
 (8, 'pairwise', 'dense')
->>> TrackerSettings(call_every=0)
+>>> TrackerConfig(call_every=0)
 Traceback (most recent call last):
 ...
-evolve_envs.progress.settings.ConfigError: call_every: must be >= 1, got 0
+evolve_envs.progress.config_error.ConfigError: call_every: must be >= 1, got 0
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from pydantic import (
 )
 
 from evolve_envs.progress.arithmetic import Comparison, NegativeRule
+from evolve_envs.progress.config_error import ConfigError
 from evolve_envs.progress.done_rules import DoneRule
 
 __all__ = [
-    "ConfigError",
     "ProgressMode",
     "RewardMode",
     "CallMode",
@@ -48,7 +48,7 @@ __all__ = [
     "STRICT",
     "RewardShaping",
     "ProgressKeys",
-    "TrackerSettings",
+    "TrackerConfig",
     "check_capabilities",
 ]
 
@@ -57,15 +57,6 @@ RewardMode = Literal["dense", "sparse", "binary"]
 CallMode = Literal["sync", "async", "deferred"]
 LastCheck = Literal["grid", "before_limit"]
 DoneName = Literal["threshold", "backend", "either", "both"]
-
-
-class ConfigError(ValueError):
-    """An invalid configuration: a bad key or value (the message starts with the key's path), or
-    settings the reward service's backend cannot serve.
-
-    >>> str(ConfigError("reward_model.call_every: expected int, got 'abc'"))
-    "reward_model.call_every: expected int, got 'abc'"
-    """
 
 
 #: Strict validation: unknown keys and wrong types are errors (no coercion of ``"8"`` to 8).
@@ -176,12 +167,12 @@ _BOUNDS = {
 }
 
 
-class TrackerSettings(ProgressKeys):
+class TrackerConfig(ProgressKeys):
     """Everything a :class:`~evolve_envs.progress.tracker.ProgressTracker` needs: the
     progress keys and ``reward_mode`` (``dense`` / ``sparse`` / ``binary``). Immutable; invalid
     values raise :class:`ConfigError` naming the key.
 
-    >>> TrackerSettings(mode="trajectory", calls="async", reward_mode="sparse").needs_pairwise
+    >>> TrackerConfig(mode="trajectory", calls="async", reward_mode="sparse").needs_pairwise
     False
     """
 
@@ -196,21 +187,21 @@ class TrackerSettings(ProgressKeys):
             raise ConfigError(_describe(exc)) from None
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> TrackerSettings:
+    def from_mapping(cls, values: Mapping[str, Any]) -> TrackerConfig:
         """Build settings from a mapping, ignoring keys that are not settings.
 
-        >>> TrackerSettings.from_mapping({"call_every": 8, "camera": "wrist"}).call_every
+        >>> TrackerConfig.from_mapping({"call_every": 8, "camera": "wrist"}).call_every
         8
         """
         return cls(**{k: v for k, v in values.items() if k in cls.model_fields})
 
-    def replace(self, **changes: Any) -> TrackerSettings:
+    def replace(self, **changes: Any) -> TrackerConfig:
         """A copy with ``changes`` applied (and validated).
 
-        >>> TrackerSettings().replace(start_step=4).start_step
+        >>> TrackerConfig().replace(start_step=4).start_step
         4
         """
-        return TrackerSettings(**{**self.model_dump(), **changes})
+        return TrackerConfig(**{**self.model_dump(), **changes})
 
     @property
     def needs_pairwise(self) -> bool:
@@ -229,7 +220,7 @@ class TrackerSettings(ProgressKeys):
 
 
 def _describe(exc: ValidationError) -> str:
-    """``<key>: <rule>, got <value>`` for each problem of a :class:`TrackerSettings`."""
+    """``<key>: <rule>, got <value>`` for each problem of a :class:`TrackerConfig`."""
     lines = []
     for err in exc.errors():
         loc = [p for p in err.get("loc", ()) if p not in _UNION_TAGS]
@@ -244,17 +235,17 @@ def _describe(exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def check_capabilities(settings: TrackerSettings, capabilities: Any) -> None:
+def check_capabilities(settings: TrackerConfig, capabilities: Any) -> None:
     """Raise :class:`ConfigError` if the backend cannot serve ``settings``.
 
     ``capabilities`` is the service's ``/capabilities`` answer (an object or mapping with
     ``backend``, ``progress``, ``pairwise``, ``done``).
 
-    >>> check_capabilities(TrackerSettings(mode="trajectory"), {"progress": True})
-    >>> check_capabilities(TrackerSettings(), {"backend": "acme", "progress": True})
+    >>> check_capabilities(TrackerConfig(mode="trajectory"), {"progress": True})
+    >>> check_capabilities(TrackerConfig(), {"backend": "acme", "progress": True})
     Traceback (most recent call last):
     ...
-    evolve_envs.progress.settings.ConfigError: reward_model.mode='pairwise' needs the pairwise
+    evolve_envs.progress.config_error.ConfigError: reward_model.mode='pairwise' needs the pairwise
     critic, \
 but backend 'acme' offers progress only; use mode='trajectory'
     """
