@@ -95,8 +95,9 @@ class HackingDetectorConfig:
             if not 0.0 < getattr(self, name) <= 1.0:
                 raise ValueError(f"alarm.{name}: must be in (0, 1], got {getattr(self, name)!r}")
         if not 0.0 <= self.max_success_rise <= 1.0:
-            raise ValueError(f"alarm.max_success_rise: must be in [0, 1], got "
-                             f"{self.max_success_rise!r}")  # fmt: skip
+            raise ValueError(
+                f"alarm.max_success_rise: must be in [0, 1], got {self.max_success_rise!r}"
+            )
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> HackingDetectorConfig:
@@ -228,7 +229,8 @@ class HackingDetector:
                 f" -> {out['high_failure_recent']:.2f} of episodes"
             )
         return (
-            f"possible reward hacking on task {out['task']!r}: " + "; ".join(reasons)
+            f"possible reward hacking on task {out['task']!r}: "
+            + "; ".join(reasons)
             + f" (last {s.window} episodes against the {s.baseline} before; "
             f"{out['episodes']} episodes so far)"
-        )  # fmt: skip
+        )

@@ -104,8 +104,12 @@ class DoneRuleConfig(BaseModel):
 
 
 def _rule_mapping(rule: DoneRule) -> dict[str, Any]:
-    return {"kind": rule.kind, "k": rule.k, "n": rule.n,
-            "rules": [_rule_mapping(r) for r in rule.rules]}  # fmt: skip
+    return {
+        "kind": rule.kind,
+        "k": rule.k,
+        "n": rule.n,
+        "rules": [_rule_mapping(r) for r in rule.rules],
+    }
 
 
 #: ``reward_model.done_by``: one of the four names, or a rule mapping (the union's tags are left

@@ -101,8 +101,11 @@ def _episode_columns(
     ep: RecordedEpisode, with_state: bool, with_model: bool, keep_final: bool
 ) -> dict[str, Any]:
     table = ep.table()
-    col = {name: table.column(name).to_pylist() for name in table.column_names if name != "frame"
-           and not name.startswith("frame.")}  # fmt: skip
+    col = {
+        name: table.column(name).to_pylist()
+        for name in table.column_names
+        if name != "frame" and not name.startswith("frame.")
+    }
     n = len(ep) + 1 if keep_final else len(ep)  # frames
     last = len(ep)
 
@@ -187,10 +190,16 @@ def export_lerobot(
         if orientation == "lerobot" and src in MUJOCO_ORIENTATIONS:
             dst = LEROBOT_LIBERO_ORIENTATION
         turn[cam] = (src, dst) if dst != src else None
-        features[key] = {"dtype": "video", "shape": list(shapes[cam]),
-                         "names": ["height", "width", "channels"]}  # fmt: skip
-        extra[key] = {"image_orientation": dst, "observation_key": cam,
-                      "reward_camera": cam == cameras[0]}  # fmt: skip
+        features[key] = {
+            "dtype": "video",
+            "shape": list(shapes[cam]),
+            "names": ["height", "width", "channels"],
+        }
+        extra[key] = {
+            "image_orientation": dst,
+            "observation_key": cam,
+            "reward_camera": cam == cameras[0],
+        }
     if with_state:
         names = LIBERO_STATE_NAMES if libero and state_dim == 8 else None
         features["observation.state"] = {"dtype": "float32", "shape": [state_dim], "names": names}
@@ -204,9 +213,13 @@ def export_lerobot(
         features[PREFIX + "progress"] = _scalar("float32")
         features[PREFIX + "is_check"] = _scalar("bool")
     writer = LeRobotWriter(
-        out, fps=fps, features=features, codec=codec, video_info_extra=extra,
+        out,
+        fps=fps,
+        features=features,
+        codec=codec,
+        video_info_extra=extra,
         robot_type="panda" if libero else None,
-    )  # fmt: skip
+    )
     with writer:
         for ep in episodes:
             instruction = str(ep.meta.get("task") or task or "")

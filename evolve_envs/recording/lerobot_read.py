@@ -122,19 +122,30 @@ class LeRobotRecording(Sequence["LeRobotEpisode"]):
         fallback = RUN_LABEL if RUN_LABEL in labels else (labels[0] if labels else None)
         self.label = label or fallback
         self.meta: dict[str, Any] = {
-            "format": "lerobot", "codebase_version": version, "fps": self.fps,
-            "camera": self.camera, "cameras": self.cameras,
-        }  # fmt: skip
+            "format": "lerobot",
+            "codebase_version": version,
+            "fps": self.fps,
+            "camera": self.camera,
+            "cameras": self.cameras,
+        }
         tasks_path = self.root / "meta" / "tasks.parquet"
         self.tasks: dict[int, str] = {}
         if tasks_path.is_file():
             table = pq.read_table(tasks_path)
             pandas_meta = json.loads((table.schema.metadata or {}).get(b"pandas", b"{}"))
-            name = "task" if "task" in table.column_names else (pandas_meta.get(
-                "index_columns") or [None])[0]  # fmt: skip
+            name = (
+                "task"
+                if "task" in table.column_names
+                else (pandas_meta.get("index_columns") or [None])[0]
+            )
             if name in table.column_names:
-                self.tasks = dict(zip(table.column("task_index").to_pylist(),
-                                      table.column(name).to_pylist(), strict=True))  # fmt: skip
+                self.tasks = dict(
+                    zip(
+                        table.column("task_index").to_pylist(),
+                        table.column(name).to_pylist(),
+                        strict=True,
+                    )
+                )
         rows: list[dict[str, Any]] = []
         for path in sorted((self.root / "meta" / "episodes").glob("chunk-*/file-*.parquet")):
             table = pq.read_table(path)
@@ -154,12 +165,16 @@ class LeRobotRecording(Sequence["LeRobotEpisode"]):
             raise ValueError(
                 f"{self.root} has no camera {camera!r} (cameras: {', '.join(self.cameras)})"
             )
-        marked = [k for k in self.cameras
-                  if (self.features[k].get("info") or {}).get("reward_camera")]  # fmt: skip
+        marked = [
+            k for k in self.cameras if (self.features[k].get("info") or {}).get("reward_camera")
+        ]
         if marked:
             return marked[0]
-        return "observation.images.image" if "observation.images.image" in self.cameras else (
-            self.cameras[0])  # fmt: skip
+        return (
+            "observation.images.image"
+            if "observation.images.image" in self.cameras
+            else (self.cameras[0])
+        )
 
     def path(self, template: str, **fields: Any) -> Path:
         """A file of the dataset from one of ``info.json``'s path templates; one that would lie
@@ -211,10 +226,15 @@ class LeRobotEpisode:
             chunk_index=row.get("data/chunk_index", 0), file_index=row.get("data/file_index", 0)
         )
         self.meta: dict[str, Any] = {
-            "episode_id": f"episode_{self.index:06d}", "episode_index": self.index,
-            "task": str(tasks[0]) if tasks else None, "length": int(row["length"]) - 1,
-            "file": data_path, "camera": dataset.camera, "seed": None, "init_state_id": None,
-        }  # fmt: skip
+            "episode_id": f"episode_{self.index:06d}",
+            "episode_index": self.index,
+            "task": str(tasks[0]) if tasks else None,
+            "length": int(row["length"]) - 1,
+            "file": data_path,
+            "camera": dataset.camera,
+            "seed": None,
+            "init_state_id": None,
+        }
         if "next.success" in dataset.features:
             self.meta["success_known"] = True
             self.meta["success"] = None  # read with the data, below
@@ -274,8 +294,11 @@ class LeRobotEpisode:
             if label is None:
                 raise ValueError(f"{self.dataset.root} has no reward_model.<label>.* columns")
             flags = f"reward_model.{label}.is_check"  # without it: every frame was judged
-            checks = (table.column(flags).to_pylist() if flags in table.column_names
-                      else [True] * table.num_rows)  # fmt: skip
+            checks = (
+                table.column(flags).to_pylist()
+                if flags in table.column_names
+                else [True] * table.num_rows
+            )
             if name == "is_check":
                 return checks
             values = table.column(f"reward_model.{label}.progress").to_pylist()
@@ -298,13 +321,18 @@ class LeRobotEpisode:
         feature = self.dataset.features[key]
         if feature["dtype"] == "video":
             path = self.dataset.path(
-                "video_path", video_key=key, chunk_index=int(self.row[f"videos/{key}/chunk_index"]),
+                "video_path",
+                video_key=key,
+                chunk_index=int(self.row[f"videos/{key}/chunk_index"]),
                 file_index=int(self.row[f"videos/{key}/file_index"]),
-            )  # fmt: skip
+            )
             frames = decode_frames(
-                path, from_timestamp=float(self.row[f"videos/{key}/from_timestamp"]),
-                count=count, fps=self.dataset.fps, indices=picks,
-            )  # fmt: skip
+                path,
+                from_timestamp=float(self.row[f"videos/{key}/from_timestamp"]),
+                count=count,
+                fps=self.dataset.fps,
+                indices=picks,
+            )
         else:
             frames = self._images(key, picks)
         stored = self.dataset.orientation(key)

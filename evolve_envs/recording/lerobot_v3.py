@@ -98,8 +98,14 @@ def arrow_type(feature: Mapping[str, Any]) -> Any:
     'fixed_size_list<item: float>[7]'
     """
     pa, _ = _pa()
-    scalar = {"float32": pa.float32(), "float64": pa.float64(), "int64": pa.int64(),
-              "int32": pa.int32(), "bool": pa.bool_(), "string": pa.string()}  # fmt: skip
+    scalar = {
+        "float32": pa.float32(),
+        "float64": pa.float64(),
+        "int64": pa.int64(),
+        "int32": pa.int32(),
+        "bool": pa.bool_(),
+        "string": pa.string(),
+    }
     dtype, shape = feature["dtype"], list(feature["shape"])
     if dtype not in scalar:
         raise ValueError(f"unsupported feature dtype {dtype!r} (use {', '.join(scalar)})")
@@ -121,9 +127,12 @@ def feature_stats(values: np.ndarray) -> dict[str, np.ndarray]:
     arr = np.asarray(values, dtype=np.float64)
     arr = arr.reshape(len(arr), -1)
     stats = {
-        "min": arr.min(axis=0), "max": arr.max(axis=0), "mean": arr.mean(axis=0),
-        "std": arr.std(axis=0), "count": np.array([len(arr)]),
-    }  # fmt: skip
+        "min": arr.min(axis=0),
+        "max": arr.max(axis=0),
+        "mean": arr.mean(axis=0),
+        "std": arr.std(axis=0),
+        "count": np.array([len(arr)]),
+    }
     for q in QUANTILES:
         stats[f"q{round(q * 100):02d}"] = np.quantile(arr, q, axis=0)
     return stats
@@ -138,8 +147,9 @@ def image_stats(frames: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
     step = -(-side // 96)  # every step-th pixel: at most 96 a side (LeRobot: ~150 above 300)
     sample = np.stack([np.asarray(frames[i], np.uint8)[::step, ::step] for i in picks])
     # uint8 pixels: every statistic, quantiles included, is exact from a 256-bin histogram
-    counts = np.bincount((sample.reshape(-1, 3) + np.array([0, 256, 512], np.uint16)).ravel(),
-                         minlength=768)  # fmt: skip
+    counts = np.bincount(
+        (sample.reshape(-1, 3) + np.array([0, 256, 512], np.uint16)).ravel(), minlength=768
+    )
     per_channel = [_histogram_stats(counts[256 * c : 256 * (c + 1)]) for c in range(3)]
     out = {k: np.array([s[k] for s in per_channel]).reshape(3, 1, 1) for k in per_channel[0]}
     out["count"] = np.array([len(sample)])
@@ -159,8 +169,12 @@ def _histogram_stats(hist: np.ndarray) -> dict[str, float]:
     def order(k: int) -> float:  # the k-th smallest value (0-based)
         return float(values[np.searchsorted(ends, k, side="right")])
 
-    out = {"min": float(values[seen[0]]), "max": float(values[seen[-1]]), "mean": mean,
-           "std": float(np.sqrt(max(var, 0.0)))}  # fmt: skip
+    out = {
+        "min": float(values[seen[0]]),
+        "max": float(values[seen[-1]]),
+        "mean": mean,
+        "std": float(np.sqrt(max(var, 0.0))),
+    }
     for q in QUANTILES:
         pos = q * (n - 1)
         lo = int(np.floor(pos))
@@ -190,8 +204,10 @@ def aggregate_stats(per_episode: Sequence[Mapping[str, np.ndarray]]) -> dict[str
     out = {
         "min": np.min(np.stack([s["min"] for s in per_episode]), axis=0),
         "max": np.max(np.stack([s["max"] for s in per_episode]), axis=0),
-        "mean": mean, "std": np.sqrt(var), "count": np.array([int(total)]),
-    }  # fmt: skip
+        "mean": mean,
+        "std": np.sqrt(var),
+        "count": np.array([int(total)]),
+    }
     for key in per_episode[0]:
         if key.startswith("q") and key[1:].isdigit():
             values = np.stack([s[key] for s in per_episode])
@@ -209,17 +225,34 @@ def tasks_table(tasks: Sequence[str]) -> Any:
     pa, _ = _pa()
     pandas_meta = {
         "index_columns": ["task"],
-        "column_indexes": [{"name": None, "field_name": None, "pandas_type": "unicode",
-                            "numpy_type": "object", "metadata": {"encoding": "UTF-8"}}],
+        "column_indexes": [
+            {
+                "name": None,
+                "field_name": None,
+                "pandas_type": "unicode",
+                "numpy_type": "object",
+                "metadata": {"encoding": "UTF-8"},
+            }
+        ],
         "columns": [
-            {"name": "task_index", "field_name": "task_index", "pandas_type": "int64",
-             "numpy_type": "int64", "metadata": None},
-            {"name": "task", "field_name": "task", "pandas_type": "unicode",
-             "numpy_type": "object", "metadata": None},
+            {
+                "name": "task_index",
+                "field_name": "task_index",
+                "pandas_type": "int64",
+                "numpy_type": "int64",
+                "metadata": None,
+            },
+            {
+                "name": "task",
+                "field_name": "task",
+                "pandas_type": "unicode",
+                "numpy_type": "object",
+                "metadata": None,
+            },
         ],
         "creator": {"library": "pyarrow", "version": pa.__version__},
         "pandas_version": "2.2.3",
-    }  # fmt: skip
+    }
     schema = pa.schema([("task_index", pa.int64()), ("task", pa.string())]).with_metadata(
         {b"pandas": json.dumps(pandas_meta).encode()}
     )
@@ -326,13 +359,15 @@ class LeRobotWriter:
                 continue
             arr = np.asarray(data[name], dtype=_NUMPY[ft["dtype"]])
             columns[name] = arr.reshape(length, *([] if ft["shape"] == [1] else ft["shape"]))
-        columns.update({
-            "timestamp": (frame_index / self.fps).astype(np.float32),
-            "frame_index": frame_index,
-            "episode_index": np.full(length, index, np.int64),
-            "index": np.arange(self._frames, self._frames + length, dtype=np.int64),
-            "task_index": np.full(length, task_index, np.int64),
-        })  # fmt: skip
+        columns.update(
+            {
+                "timestamp": (frame_index / self.fps).astype(np.float32),
+                "frame_index": frame_index,
+                "episode_index": np.full(length, index, np.int64),
+                "index": np.arange(self._frames, self._frames + length, dtype=np.int64),
+                "task_index": np.full(length, task_index, np.int64),
+            }
+        )
         row: dict[str, Any] = {"episode_index": index, "tasks": [task], "length": length}
         row.update(self._write_data(columns, length))
         for key in self.video_keys:
@@ -382,9 +417,11 @@ class LeRobotWriter:
         d["writer"].write_table(table)
         d["bytes"] += table.nbytes
         return {
-            "data/chunk_index": d["chunk"], "data/file_index": d["file"],
-            "dataset_from_index": self._frames, "dataset_to_index": self._frames + length,
-        }  # fmt: skip
+            "data/chunk_index": d["chunk"],
+            "data/file_index": d["file"],
+            "dataset_from_index": self._frames,
+            "dataset_to_index": self._frames + length,
+        }
 
     def _write_video(self, key: str, frames: Sequence[np.ndarray]) -> dict[str, Any]:
         v = self._videos[key]
@@ -401,10 +438,11 @@ class LeRobotWriter:
         for frame in frames:
             video.add(frame)
         return {
-            f"videos/{key}/chunk_index": v["chunk"], f"videos/{key}/file_index": v["file"],
+            f"videos/{key}/chunk_index": v["chunk"],
+            f"videos/{key}/file_index": v["file"],
             f"videos/{key}/from_timestamp": start / self.fps,
             f"videos/{key}/to_timestamp": video.frames / self.fps,
-        }  # fmt: skip
+        }
 
     # ------------------------------------------------------------------ finishing
     def close(self) -> Path:
@@ -450,8 +488,10 @@ class LeRobotWriter:
             if ft["dtype"] == "video":
                 ft["names"] = ft.get("names") or ["height", "width", "channels"]
                 rel = self._first_video[name].relative_to(self.root)
-                ft["info"] = {**video_info(self._tmp / rel, self.codec),
-                              **self.video_info_extra.get(name, {})}  # fmt: skip
+                ft["info"] = {
+                    **video_info(self._tmp / rel, self.codec),
+                    **self.video_info_extra.get(name, {}),
+                }
             features[name] = ft
         features.update({k: dict(v) for k, v in DEFAULT_FEATURES.items()})
         n = len(self.episodes)

@@ -157,9 +157,14 @@ class EpisodeLog:
             self._wandb.log(numeric, step=step)
 
     def log_video(
-        self, tag: str, frames: Sequence[Any], step: int, *, mp4: str | Path | None = None,
+        self,
+        tag: str,
+        frames: Sequence[Any],
+        step: int,
+        *,
+        mp4: str | Path | None = None,
         fps: int = 10,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """An episode video at ``step``: an animated GIF image ``tag`` in TensorBoard (its image
         dashboard plays it), and in W&B the MP4 file ``mp4`` when one was written."""
         if self._tb is not None and len(frames):

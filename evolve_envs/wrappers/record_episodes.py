@@ -97,9 +97,14 @@ class RecordEpisodes(
         meta: Mapping[str, Any] | None = None,
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
-            self, root=str(root), camera=camera, cameras=cameras, state_key=state_key,
-            jpeg_quality=jpeg_quality, reward_model=reward_model,
-        )  # fmt: skip
+            self,
+            root=str(root),
+            camera=camera,
+            cameras=cameras,
+            state_key=state_key,
+            jpeg_quality=jpeg_quality,
+            reward_model=reward_model,
+        )
         gym.Wrapper.__init__(self, env)
         space = env.observation_space
         keys = list(space.spaces) if isinstance(space, gym.spaces.Dict) else []
@@ -162,10 +167,18 @@ class RecordEpisodes(
         self._frames = {key: [] for key in self.cameras}
         self._add_frames(obs)
         self._steps = [
-            {"action": None, "state": self._state(obs), "reward": None, "env_reward": None,
-             "model_progress": None, "is_check": False, "terminated": False, "truncated": False,
-             "is_success": bool(info.get("is_success", False))}
-        ]  # fmt: skip
+            {
+                "action": None,
+                "state": self._state(obs),
+                "reward": None,
+                "env_reward": None,
+                "model_progress": None,
+                "is_check": False,
+                "terminated": False,
+                "truncated": False,
+                "is_success": bool(info.get("is_success", False)),
+            }
+        ]
         return obs, info
 
     def step(self, action: ActType) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -233,10 +246,13 @@ def image_keys(env: gym.Env) -> list[str]:
     if not isinstance(space, gym.spaces.Dict):
         return []
     return [
-        key for key, sub in space.spaces.items()
-        if isinstance(sub, gym.spaces.Box) and sub.dtype == np.uint8 and len(sub.shape) == 3
+        key
+        for key, sub in space.spaces.items()
+        if isinstance(sub, gym.spaces.Box)
+        and sub.dtype == np.uint8
+        and len(sub.shape) == 3
         and sub.shape[-1] == 3
-    ]  # fmt: skip
+    ]
 
 
 def _guess_camera(env: gym.Env) -> str:
