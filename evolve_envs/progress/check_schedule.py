@@ -1,15 +1,5 @@
 """When a tracker sends its checks and when it waits for their answers.
 
-The check grid (``start_step``, every ``call_every``) is :func:`~evolve_envs.progress.arithmetic.
-is_check_step`; this module adds what depends on time, for ``calls: async`` (the contract is the
-"Async timing" part of :mod:`evolve_envs.progress.tracker`'s docstring):
-
-* :class:`AnswerTiming` measures, across episodes, how long answers take and how long an env step
-  takes; their ratio is the answer latency in steps;
-* :func:`check_now` moves the grid's late end with ``last_check="before_limit"`` so the last
-  answer is back before the time limit (:func:`episode_limit` reads the limit off a wrapper);
-* :func:`answer_deadline` is the step at which an answer is waited for (``max_lag_steps``).
-
 >>> from evolve_envs.progress.tracker_config import TrackerConfig
 >>> s = TrackerConfig(calls="async", start_step=2, call_every=2, max_lag_steps="auto")
 >>> answer_deadline(s, AnswerTiming(clock=lambda: 0.0), 4)  # nothing measured: 4 * call_every
@@ -42,7 +32,7 @@ def ceil_steps(steps: float) -> int:
 
 def check_now(s: TrackerConfig, ep: EpisodeState, timing: AnswerTiming, step: int) -> bool:
     """Whether a check is sent at ``step``: the grid's, unless ``last_check="before_limit"``
-    moves the late end of it (see the module docstring). Marks ``ep.final_sent`` when it sends
+    moves the late end of it (docs/PROGRESS.md). Marks ``ep.final_sent`` when it sends
     the moved last check."""
     grid = is_check_step(step, start_step=s.start_step, call_every=s.call_every)
     limit = ep.limit

@@ -1,7 +1,5 @@
 """ConfigError: a bad key or value of a config; the message starts with the key's path.
 
-Every config check of the package raises it; it is public as ``evolve_envs.ConfigError``.
-
 >>> from evolve_envs import ConfigError
 >>> str(ConfigError("reward_model.call_every: expected int, got 'abc'"))
 "reward_model.call_every: expected int, got 'abc'"

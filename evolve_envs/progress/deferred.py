@@ -1,23 +1,5 @@
 """Deferred settlement (``calls: deferred``): the env never waits, each answer settles its step.
 
-A :class:`~evolve_envs.progress.tracker.ProgressTracker` in deferred mode sends its checks on the
-``sync`` grid through the client's ``submit_*`` and returns every step at once with a model
-reward of 0. Each episode has an :class:`EpisodeLedger`: its answers are applied in send order as
-they come back, each *at its own step* (the step is set back to the check's while the answer is
-applied, with the env's success flag of that step), through the same
-:class:`~evolve_envs.progress.settlement.AnswerSettlement` as ``sync`` with a done judge of its
-own. So the rewards, the progress and the done decision are literally ``sync``'s. A model done
-(``terminate_on_done``) found at the check of step ``t`` ends the episode at ``t``: the steps
-played after it are cut, and the checks sent after it are dropped (``sync`` never sends them).
-When the env ends an episode its ledger is detached (its kept frames freed) and the tracker can
-reset at once; :class:`DeferredSettlement` keeps the detached ledgers, at most
-``max_unsettled_episodes`` of them (a ``reset`` at the bound waits for the oldest: the service
-is saturated, counted in :meth:`DeferredSettlement.stats`), and hands on each episode, in the
-order they were played, as a :class:`~evolve_envs.progress.settled_episode.SettledEpisode` once
-its last answer is in. An answer not back ``answer_timeout_s`` after its check was sent gets the
-client's failure policy: a fallback (progress held, counted, logged as a warning), or, with a
-fail-fast client, :class:`~evolve_envs.reward.clients.errors.RewardServiceError`.
-
 >>> from concurrent.futures import Future
 >>> from evolve_envs.progress.check_schedule import AnswerTiming
 >>> from evolve_envs.progress.done_rules import TerminationAudit
@@ -164,16 +146,7 @@ class EpisodeLedger:
 
 class DeferredSettlement:
     """A tracker's ended deferred episodes, waiting for answers or settled and not yet handed on
-    (see the module docstring); the tracker keeps the open episode's ledger and passes it in.
-
-    Args:
-        settings: the tracker's settings (``max_unsettled_episodes``, ``answer_timeout_s``).
-        mode: the tracker's request mode (shared; it keeps no state of its own).
-        timing: the tracker's answer timing (latencies are measured in deferred mode too).
-        audit: the tracker's termination audit; episodes are recorded as they settle, in order.
-        strict: the client raises instead of falling back (``fail_on_request_error``); an answer
-            past ``answer_timeout_s`` then raises too.
-        clock: seconds, monotonic.
+    (docs/PROGRESS.md); the tracker keeps the open episode's ledger and passes it in.
     """
 
     def __init__(
@@ -369,7 +342,8 @@ class DeferredSettlement:
         not yet handed on), ``unsettled_frame_bytes``, and the running ``episodes_settled``,
         ``saturation_waits`` / ``saturation_wait_s`` (resets that waited: the service is
         saturated), ``answer_timeouts``, ``cut_steps`` / ``cut_checks`` (played / sent after a
-        model done), ``abandoned``, ``peak_unsettled_episodes``, ``peak_unsettled_frame_bytes``."""
+        model done), ``abandoned``, ``peak_unsettled_episodes``, ``peak_unsettled_frame_bytes``.
+        """
         return {
             "unsettled_episodes": len(self.unsettled),
             "settled_waiting": len(self.ready),

@@ -1,12 +1,5 @@
 """The per-episode records a :class:`~evolve_envs.progress.tracker.ProgressTracker` keeps.
 
-Plain data, no logic: the open episode (:class:`EpisodeState`: frames kept as bases of later
-checks, running progress, call counters, the done decision, the summary once settled) and each
-check sent and not yet applied (:class:`PendingCheck`). The tracker, its request modes
-(:mod:`evolve_envs.progress.request_modes`) and its schedule
-(:mod:`evolve_envs.progress.check_schedule`) all read and write them, so they live apart from
-each.
-
 >>> ep = EpisodeState(task="open the drawer")
 >>> ep.values, ep.progress, len(ep.pending)
 ({0: 0.0}, 0.0, 0)
@@ -55,7 +48,7 @@ class PendingCheck:
 
 @dataclass
 class EpisodeState:
-    """The open (or last settled) episode of a tracker; see the module docstring."""
+    """The open (or last settled) episode of a tracker; docs/PROGRESS.md."""
 
     task: str = ""
     first_frame: np.ndarray | None = None

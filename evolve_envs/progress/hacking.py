@@ -1,40 +1,12 @@
 """The reward-hacking detector: model progress against env success over finished episodes, per task.
 
-While a policy trains against a learned reward model it may learn to please the model instead of
-doing the task. The env's own success flag is the ground truth the model cannot bend, so the
-alarm compares the two over a rolling window of finished episodes of each task, the ``window``
-most recent episodes against the ``baseline`` episodes before them:
-
-* **progress without success** — the model's score (final or maximum progress, ``score``) rose
-  by at least ``min_progress_rise`` (a fraction of full progress) while the env success rate rose
-  by at most ``max_success_rise``;
-* **high-progress failures** — the share of episodes that failed although the model scored them
-  at least ``high_progress`` rose by at least ``min_high_failure_rise``.
-
-Either signal makes the alarm fire: a :class:`RewardHackingWarning` (``warnings.warn``) with the
-numbers, once per firing; it re-arms when the signal clears. It is a prompt to look (at the
-videos, at a calibration report), not proof: a policy that really gets closer to the goal
-without finishing yet also raises the model's progress without success.
-
-:class:`HackingDetector` is fed one finished episode at a time (by the Gymnasium wrapper
-:class:`evolve_envs.wrappers.hacking_alarm.HackingAlarm` or a trainer integration) and answers
-the detector's state for the episode's task. Keys of that dict:
-``task``, ``episodes`` (finished episodes of the task so far), ``ready`` (both windows full; the
-rates are ``None`` before), ``progress_recent`` / ``progress_baseline`` / ``progress_rise``
-(mean model score, fraction of full progress), ``success_recent`` / ``success_baseline`` /
-``success_rise`` (env success rate), ``high_failure_recent`` / ``high_failure_baseline`` /
-``high_failure_rise`` (share of high-progress failures), ``progress_without_success`` and
-``high_progress_failures`` (the two signals now), ``firing`` (either), ``triggers`` (how many
-times the alarm went off for the task).
-
-Example:
-    >>> import warnings
-    >>> d = HackingDetector(window=2, baseline=2)
-    >>> with warnings.catch_warnings(record=True) as caught:
-    ...     warnings.simplefilter("always")
-    ...     states = [d.add("stack the blocks", p, success=False) for p in (0.2, 0.3, 0.9, 0.95)]
-    >>> states[-1]["firing"], round(states[-1]["progress_rise"], 3), len(caught)
-    (True, 0.675, 1)
+>>> import warnings
+>>> d = HackingDetector(window=2, baseline=2)
+>>> with warnings.catch_warnings(record=True) as caught:
+...     warnings.simplefilter("always")
+...     states = [d.add("stack the blocks", p, success=False) for p in (0.2, 0.3, 0.9, 0.95)]
+>>> states[-1]["firing"], round(states[-1]["progress_rise"], 3), len(caught)
+(True, 0.675, 1)
 """
 
 from __future__ import annotations
@@ -50,9 +22,7 @@ __all__ = ["HackingDetectorConfig", "HackingDetector", "RewardHackingWarning"]
 
 
 class RewardHackingWarning(UserWarning):
-    """The reward model's scores drift away from the env's success (see the module docstring).
-
-    A ``UserWarning``: the ``warnings`` filters decide what it does, e.g. stop the run.
+    """The reward model's scores drift away from the env's success (docs/PROGRESS.md).
 
     >>> import warnings
     >>> detector = HackingDetector(window=2, baseline=2)
@@ -71,9 +41,8 @@ class RewardHackingWarning(UserWarning):
 class HackingDetectorConfig:
     """Thresholds of the alarm (fractions of full progress / rates in [0, 1]).
 
-    Example:
-        >>> HackingDetectorConfig(window=50, baseline=50, score="max").window
-        50
+    >>> HackingDetectorConfig(window=50, baseline=50, score="max").window
+    50
     """
 
     window: int = 20
@@ -120,14 +89,9 @@ def _mean(values: list[float]) -> float:
 
 
 class HackingDetector:
-    """Rolling per-task detector of reward hacking (see the module docstring). Thread-safe:
+    """Rolling per-task detector of reward hacking (docs/PROGRESS.md). Thread-safe:
     the sub-envs of a vectorised env may share one.
 
-    Args:
-        settings: :class:`HackingDetectorConfig` or a mapping of them.
-        **overrides: individual settings, e.g. ``window=50``.
-
-    Example:
         >>> d = HackingDetector(window=2, baseline=2)
         >>> d.add("open the drawer", 0.4, success=True)["ready"]
         False
@@ -153,7 +117,7 @@ class HackingDetector:
 
     def add(self, task: str, score: float, success: bool) -> dict[str, Any]:
         """Account one finished episode of ``task``: the model's ``score`` (fraction of full
-        progress) and the env's ``success``. Returns the task's state (module docstring); warns
+        progress) and the env's ``success``. Returns the task's state (docs/PROGRESS.md); warns
         when the alarm goes off."""
         s = self.settings
         with self._lock:

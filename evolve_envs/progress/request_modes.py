@@ -1,13 +1,6 @@
 """The tracker's three request modes: what a check asks the service, which frames it keeps,
 and how the answer becomes progress.
 
-``pairwise`` (the critic between the last milestone frame and the current one; milestones
-commit), ``incremental`` (the critic between the previous check frame and the current one,
-accumulated) and ``trajectory`` (``/trajectory-critic`` over the check frames). A
-:class:`~evolve_envs.progress.tracker.ProgressTracker` picks one strategy object from
-:data:`REQUEST_MODES` by ``TrackerConfig.mode`` and never branches on the mode again; the
-contract of each mode is in the tracker's module docstring.
-
 >>> from evolve_envs.progress.tracker_config import TrackerConfig
 >>> mode = REQUEST_MODES["incremental"](TrackerConfig(mode="incremental"))
 >>> ep = EpisodeState(task="open the drawer")

@@ -1,14 +1,5 @@
 """Applying a tracker's answers to its episode, and settling the episode's model reward.
 
-A check's answer moves the episode in one place, :meth:`AnswerSettlement.apply`: the answer is
-counted (latency, errors, fallbacks), becomes progress through the request mode (a failed answer
-holds it), is committed as the base of later checks, pays the model reward of the reward mode
-(``dense``, or the change of the ``sparse`` / ``binary`` level with ``use_rel_reward``), and goes
-to the done rule's judge. :meth:`~AnswerSettlement.apply_due` applies answers in send order as
-they come back or reach their deadline; :meth:`~AnswerSettlement.settle` waits for every one
-still out and pays the level owed at the end. The contract (modes, rewards, failures) is in
-:mod:`evolve_envs.progress.tracker`'s docstring and docs/PROGRESS.md.
-
 >>> from concurrent.futures import Future
 >>> from evolve_envs.progress.check_schedule import AnswerTiming
 >>> from evolve_envs.progress.request_modes import REQUEST_MODES
@@ -41,7 +32,7 @@ __all__ = ["AnswerSettlement"]
 
 
 class AnswerSettlement:
-    """Applies answers to an episode and settles it (see the module docstring); one per
+    """Applies answers to an episode and settles it (docs/PROGRESS.md); one per
     tracker, sharing the tracker's request mode, done judge and answer timing."""
 
     def __init__(

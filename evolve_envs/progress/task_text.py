@@ -22,10 +22,7 @@ __all__ = ["task_text"]
 
 
 def task_text(env: gym.Env, task: str | None, info: Mapping[str, Any], owner: str) -> str:
-    """``task`` if given, else ``info["task_description"]``, else the env's ``task_description``.
-
-    Raises ValueError naming ``owner`` (the wrapper's class) when none of them holds a text.
-    """
+    """``task`` if given, else ``info["task_description"]``, else the env's ``task_description``."""
     text = task or info.get("task_description")
     if not text:
         text = getattr(env.unwrapped, "task_description", None)

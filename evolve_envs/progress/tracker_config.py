@@ -1,11 +1,5 @@
 """The wrappers' part of the ``reward_model`` schema, and the one configuration error.
 
-These pydantic models declare each key once. ``evolve_envs.stack.config`` composes its
-``reward_model``
-kinds from them (so the YAML keys, their types, bounds and defaults live here, next to the code
-that reads them), and :class:`~evolve_envs.progress.tracker.ProgressTracker` takes
-:class:`TrackerConfig`, the progress keys plus the derived ``reward_mode``.
-
 >>> s = TrackerConfig(start_step=8, call_every=4)
 >>> s.start_step, s.mode, s.reward_mode
 (8, 'pairwise', 'dense')
@@ -133,8 +127,6 @@ _UNION_TAGS = ("done-by-name", "done-rule", "int", "str")
 class ProgressKeys(RewardShaping):
     """The ``reward_model`` keys of ``kind: progress`` that the tracker reads (docs/PROGRESS.md).
 
-    Defaults are EVOLVE-VLA's: start 64, every 16, milestones every 64, done at progress >= 95.
-
     >>> ProgressKeys(mode="trajectory").trajectory_max_frames
     32
     """
@@ -241,9 +233,6 @@ def _describe(exc: ValidationError) -> str:
 
 def check_capabilities(settings: TrackerConfig, capabilities: Any) -> None:
     """Raise :class:`ConfigError` if the backend cannot serve ``settings``.
-
-    ``capabilities`` is the service's ``/capabilities`` answer (an object or mapping with
-    ``backend``, ``progress``, ``pairwise``, ``done``).
 
     >>> check_capabilities(TrackerConfig(mode="trajectory"), {"progress": True})
     >>> check_capabilities(TrackerConfig(), {"backend": "acme", "progress": True})

@@ -1,11 +1,5 @@
 """What a tracker reports: the per-step ``info`` keys and the settled episode's summary.
 
-Both are read off the tracker's :class:`~evolve_envs.progress.episode_state.EpisodeState`;
-nothing here changes it. They are kept apart from
-:class:`~evolve_envs.progress.tracker.ProgressTracker` because they are the tracker's output
-format (the keys docs/wrappers.md, "`info` keys", and
-:class:`~evolve_envs.progress.episode_summary.EpisodeSummary` document), not its logic.
-
 >>> ep = EpisodeState(task="open the drawer", progress=40.0, calls=2)
 >>> info = step_info(ep, checked=True)
 >>> info["progress"], info["progress_checked"], info["progress_calls"]

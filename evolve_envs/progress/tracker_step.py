@@ -21,9 +21,6 @@ __all__ = ["ProgressService", "TrackerStep"]
 class ProgressService(Protocol):
     """What the tracker needs from a progress client (``evolve_envs.reward.clients.ProgressClient``
     fits).
-
-    Each method returns a ``Future`` of a result with ``value``, ``ok``, ``fallback``,
-    ``latency_s`` and ``error`` (a ``evolve_envs.reward.clients.results.CallResult``).
     """
 
     def submit_pairwise_critic(
@@ -41,19 +38,7 @@ class ProgressService(Protocol):
 
 @dataclass
 class TrackerStep:
-    """What :meth:`ProgressTracker.observe` returns for one step.
-
-    Attributes:
-        reward: model reward owed at this step (already scaled by ``reward_coef``; includes any
-            settlement when the episode ends here).
-        progress: progress in [0, 100] after every answer applied so far.
-        terminate: the reward model ends the episode here (done decided, ``terminate_on_done``).
-        episode_over: the episode is settled (env ended it, or ``terminate``).
-        checked: at least one check answer was applied at this step.
-        info: per-step info keys (docs/wrappers.md, "`info` keys"); at the end also
-            ``"episode_reward_model"`` (= ``summary``).
-        summary: the episode summary when ``episode_over``, else ``None``.
-    """
+    """What :meth:`ProgressTracker.observe` returns for one step."""
 
     reward: float
     progress: float

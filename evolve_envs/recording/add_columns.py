@@ -1,21 +1,13 @@
 """A copy of a dataset with new per-frame columns: how relabelling writes, never in place.
 
-:func:`copy_with_columns` copies a LeRobotDataset v3 folder or a recording folder into a new one
-and appends columns to every row: for v3, to the ``data/`` files (matched by ``episode_index`` and
-``frame_index``), with their features in ``meta/info.json``, their statistics in
-``meta/stats.json`` and in each episode's ``stats/<name>/...`` of ``meta/episodes``; for a
-recording, to every ``episodes/<id>.parquet`` (matched by row), listed in ``meta.json``'s
-``added_columns``. Every other file is copied byte for byte; the source is only read.
-
-Example:
-    >>> import json, tempfile, numpy as np
-    >>> from evolve_envs.recording.episodes import EpisodeWriter, open_recording
-    >>> src, dst = tempfile.mkdtemp() + "/rec", tempfile.mkdtemp() + "/new"
-    >>> _ = EpisodeWriter(src).write([np.zeros((8, 8, 3), np.uint8)] * 2, [{}, {}], {"task": "t"})
-    >>> features = {"reward_model.m.progress": {"dtype": "float32", "shape": [1], "names": None}}
-    >>> copy_with_columns(src, dst, {0: {"reward_model.m.progress": [0.0, 50.0]}}, features)
-    >>> open_recording(dst)[0].column("reward_model.m.progress")
-    [0.0, 50.0]
+>>> import json, tempfile, numpy as np
+>>> from evolve_envs.recording.episodes import EpisodeWriter, open_recording
+>>> src, dst = tempfile.mkdtemp() + "/rec", tempfile.mkdtemp() + "/new"
+>>> _ = EpisodeWriter(src).write([np.zeros((8, 8, 3), np.uint8)] * 2, [{}, {}], {"task": "t"})
+>>> features = {"reward_model.m.progress": {"dtype": "float32", "shape": [1], "names": None}}
+>>> copy_with_columns(src, dst, {0: {"reward_model.m.progress": [0.0, 50.0]}}, features)
+>>> open_recording(dst)[0].column("reward_model.m.progress")
+[0.0, 50.0]
 """
 
 from __future__ import annotations
@@ -43,8 +35,10 @@ def copy_with_columns(
     columns: Columns,
     features: Mapping[str, Mapping[str, Any]],
 ) -> None:
-    """Copy the dataset ``src`` into the new folder ``dst`` with ``columns`` added (see the
-    module docstring). ``features`` describes each new column (``dtype``, ``shape``, ``names``)."""
+    """Copy the dataset ``src`` into the new folder ``dst`` with ``columns`` added.
+
+    ``features`` describes each new column (``dtype``, ``shape``, ``names``); docs/RECORDING.md.
+    """
     src, dst = Path(src), Path(dst)
     if dst.exists():
         raise FileExistsError(f"{dst} exists; the new dataset needs a new folder")

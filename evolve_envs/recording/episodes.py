@@ -1,45 +1,23 @@
 """The recorded-episode format: one Parquet file per episode plus an append-only index.
 
-A recording is a directory (schema in ``docs/RECORDING.md``)::
-
-    meta.json                     {"format": "evolve-envs-episodes", "version": 2, ...}
-    episodes.jsonl                one JSON line per finished episode (its metadata + file name)
-    episodes/<episode_id>.parquet one row per frame: step 0 is the reset frame
-
-Each episode is written when it ends: its Parquet file first (to a temporary name, then renamed),
-then its line in ``episodes.jsonl``, so a crash or Ctrl-C keeps every finished episode and never
-leaves a half-written one in the index. Several processes (vector-env workers) may write into one
-directory: episode ids carry the time, the writer's process id, a random token and a counter.
-
-Step columns: ``step`` (int32), ``frame`` (JPEG bytes of the reward camera), ``action``
-(list<float64>, null at step 0), ``state`` (list<float64>, the robot state; null where the env
-has none), ``reward`` (the stack's reward), ``env_reward``, ``model_progress`` (the reward model's
-progress in percent at a check step, else null), ``is_check``, ``terminated``, ``truncated``,
-``is_success``; and ``frame.<key>`` (JPEG bytes) for every other camera the episode names in
-``cameras``. Version 1 recordings (one camera, float32 actions, no state) read the same way.
-
-:func:`open_recording` also opens a LeRobotDataset v3 folder
-(:mod:`evolve_envs.recording.lerobot_read`), with the same episode interface.
-
-Example:
-    >>> import tempfile, numpy as np
-    >>> d = tempfile.mkdtemp()
-    >>> w = EpisodeWriter(d)
-    >>> frames = [np.zeros((8, 8, 3), np.uint8)] * 3
-    >>> steps = [dict(action=None, reward=None, env_reward=None, model_progress=None,
-    ...               is_check=False, terminated=False, truncated=False, is_success=False)]
-    >>> steps += [dict(action=[0.1, 0.2], reward=0.5, env_reward=0.0, model_progress=40.0,
-    ...                is_check=True, terminated=False, truncated=i == 1, is_success=False)
-    ...           for i in range(2)]
-    >>> meta = w.write(frames, steps, {"task": "reach", "seed": 3})
-    >>> rec = open_recording(d)
-    >>> len(rec), rec[0].meta["task"], rec[0].frames().shape, rec[0].column("model_progress")
-    (1, 'reach', (3, 8, 8, 3), [None, 40.0, 40.0])
-    >>> wrist = [np.full((8, 8, 3), 255, np.uint8)] * 3
-    >>> meta = w.write(frames, steps, {"task": "reach", "camera": "image"},
-    ...                camera_frames={"wrist_image": wrist})
-    >>> open_recording(d)[1].cameras, int(open_recording(d)[1].frames(camera="wrist_image").min())
-    (['image', 'wrist_image'], 255)
+>>> import tempfile, numpy as np
+>>> d = tempfile.mkdtemp()
+>>> w = EpisodeWriter(d)
+>>> frames = [np.zeros((8, 8, 3), np.uint8)] * 3
+>>> steps = [dict(action=None, reward=None, env_reward=None, model_progress=None,
+...               is_check=False, terminated=False, truncated=False, is_success=False)]
+>>> steps += [dict(action=[0.1, 0.2], reward=0.5, env_reward=0.0, model_progress=40.0,
+...                is_check=True, terminated=False, truncated=i == 1, is_success=False)
+...           for i in range(2)]
+>>> meta = w.write(frames, steps, {"task": "reach", "seed": 3})
+>>> rec = open_recording(d)
+>>> len(rec), rec[0].meta["task"], rec[0].frames().shape, rec[0].column("model_progress")
+(1, 'reach', (3, 8, 8, 3), [None, 40.0, 40.0])
+>>> wrist = [np.full((8, 8, 3), 255, np.uint8)] * 3
+>>> meta = w.write(frames, steps, {"task": "reach", "camera": "image"},
+...                camera_frames={"wrist_image": wrist})
+>>> open_recording(d)[1].cameras, int(open_recording(d)[1].frames(camera="wrist_image").min())
+(['image', 'wrist_image'], 255)
 """
 
 from __future__ import annotations
@@ -132,17 +110,11 @@ def _jpeg(frame: np.ndarray | bytes, quality: int) -> bytes:
 
 
 class EpisodeWriter:
-    """Writes finished episodes into a recording directory (see the module docstring).
+    """Writes finished episodes into a recording directory (docs/RECORDING.md).
 
-    Args:
-        root: the recording directory (created; an existing recording is appended to).
-        jpeg_quality: JPEG quality of the stored frames.
-        meta: extra fields for ``meta.json`` when the directory is new (e.g. the config).
-
-    Example:
-        >>> import tempfile
-        >>> EpisodeWriter(tempfile.mkdtemp()).root.joinpath("meta.json").is_file()
-        True
+    >>> import tempfile
+    >>> EpisodeWriter(tempfile.mkdtemp()).root.joinpath("meta.json").is_file()
+    True
     """
 
     def __init__(
@@ -169,11 +141,7 @@ class EpisodeWriter:
         self._lock = threading.Lock()
 
     def encode(self, frame: np.ndarray) -> bytes:
-        """One ``HxWx3`` uint8 frame as JPEG bytes, at this writer's quality.
-
-        Callers that keep an episode in memory until it ends store these (a few KB a frame)
-        rather than raw frames, and pass them to :meth:`write` as they are.
-        """
+        """One ``HxWx3`` uint8 frame as JPEG bytes, at this writer's quality."""
         return _jpeg(frame, self.jpeg_quality)
 
     def write(
@@ -184,15 +152,7 @@ class EpisodeWriter:
         *,
         camera_frames: Mapping[str, Sequence[np.ndarray | bytes]] | None = None,
     ) -> dict[str, Any]:
-        """Write one episode: ``frames[k]`` and ``steps[k]`` describe step ``k`` (0 = reset).
-
-        A frame is an ``HxWx3`` uint8 array or JPEG bytes from :meth:`encode`. ``frames`` are the
-        reward camera's (``meta["camera"]``); ``camera_frames`` maps every other camera's
-        observation key to its frames, one per step like ``frames``.
-
-        Returns the episode's index line (``meta`` plus ``episode_id``, ``file``, ``length``,
-        and ``cameras``: the reward camera first, then the others).
-        """
+        """Write one episode: ``frames[k]`` and ``steps[k]`` describe step ``k`` (0 = reset)."""
         others = dict(camera_frames or {})
         if len(frames) != len(steps):
             raise ValueError(f"{len(frames)} frames for {len(steps)} step rows")
@@ -243,8 +203,6 @@ def _plain(value: Any) -> Any:
 
 class RecordedEpisode:
     """One recorded episode: ``meta`` (its index line) and lazily read columns and frames.
-
-    ``len()`` is the number of steps after the reset frame.
 
     >>> import tempfile
     >>> root = tempfile.mkdtemp()
@@ -383,7 +341,8 @@ def open_recording(root: str | os.PathLike[str], **options: Any) -> Any:
     """Open a recording directory written by :class:`EpisodeWriter`, or a LeRobotDataset v3
     folder (``meta/info.json``; ``options`` go to
     :class:`~evolve_envs.recording.lerobot_read.LeRobotRecording`). Both give episodes with
-    ``meta``, ``len()``, ``frames()``, ``column()`` and ``cameras``."""
+    ``meta``, ``len()``, ``frames()``, ``column()`` and ``cameras``.
+    """
     if (Path(root) / "meta" / "info.json").is_file():
         from evolve_envs.recording.lerobot_read import LeRobotRecording
 

@@ -1,53 +1,18 @@
 """Converting a recording (:mod:`evolve_envs.recording.episodes`) into a LeRobotDataset v3.
 
-A recorded episode of ``L`` steps has ``L + 1`` rows (row 0 is the reset frame). A LeRobot frame
-is an observation with the action taken at it: frame ``t`` holds row ``t``'s observation
-(cameras, state, the reward model's progress on that frame) and row ``t + 1``'s action and
-outcome (``next.*``). The last observation, after the final action, is frame ``L`` with the
-last action repeated, ``next.reward`` 0 and ``next.done`` true, as LeRobot's own
-``lerobot_eval`` pads it (``final_frame="keep"``, the default: the dataset shows how each
-episode ended, which reward models judge); ``final_frame="drop"`` leaves it out (``L`` frames,
-as ``lerobot-eval --recording`` writes them).
-
-Column mapping (``docs/RECORDING.md``):
-
-============================  ===============================================================
-dataset                       recording
-============================  ===============================================================
-observation.images.<name>     every camera (LIBERO: ``agentview_image`` -> ``image``,
-                              ``wrist_image`` -> ``image2``, as ``lerobot/libero``)
-observation.state             ``state`` (float32)
-action                        ``action`` of the next row (float32)
-next.reward                   ``env_reward`` of the next row: the env's own reward
-next.done                     ``terminated or truncated`` of the next row
-next.truncated                ``truncated`` of the next row
-next.success                  ``is_success`` of the next row
-reward_model.run.reward       ``reward`` of the next row: what the stack paid (env + model)
-reward_model.run.progress     ``model_progress`` (percent), held between checks, 0 before
-reward_model.run.is_check     ``is_check``
-============================  ===============================================================
-
-Orientation: cameras recorded in one of LIBERO's MuJoCo orientations (``upright``, ``rot180``,
-``raw``) are written rotated 180 degrees from MuJoCo's raw render (``raw[::-1, ::-1]``), the
-orientation of ``lerobot/libero`` (LeRobot's ``LiberoProcessorStep`` turns the simulator's
-frames the same way); ``orientation="as_recorded"`` keeps them. Each video feature's ``info``
-states it (``image_orientation``), with the recording's ``observation_key`` and whether it was
-the ``reward_camera``.
-
-Example:
-    >>> import json, tempfile, gymnasium as gym
-    >>> from evolve_envs.envs.synthetic import ReachPlaceEnv
-    >>> from evolve_envs.wrappers.record_episodes import RecordEpisodes
-    >>> rec = tempfile.mkdtemp()
-    >>> env = RecordEpisodes(gym.wrappers.TimeLimit(ReachPlaceEnv(), 5), rec, camera="image")
-    >>> for seed in (0, 1):
-    ...     _ = env.reset(seed=seed)
-    ...     for _ in range(5):
-    ...         _ = env.step(env.action_space.sample())
-    >>> out = export_lerobot(rec, tempfile.mkdtemp() + "/ds", codec="lossless")
-    >>> info = json.load(open(out / "meta/info.json"))
-    >>> info["total_frames"], info["fps"], sorted(info["features"])[:4]
-    (12, 10, ['action', 'episode_index', 'frame_index', 'index'])
+>>> import json, tempfile, gymnasium as gym
+>>> from evolve_envs.envs.synthetic import ReachPlaceEnv
+>>> from evolve_envs.wrappers.record_episodes import RecordEpisodes
+>>> rec = tempfile.mkdtemp()
+>>> env = RecordEpisodes(gym.wrappers.TimeLimit(ReachPlaceEnv(), 5), rec, camera="image")
+>>> for seed in (0, 1):
+...     _ = env.reset(seed=seed)
+...     for _ in range(5):
+...         _ = env.step(env.action_space.sample())
+>>> out = export_lerobot(rec, tempfile.mkdtemp() + "/ds", codec="lossless")
+>>> info = json.load(open(out / "meta/info.json"))
+>>> info["total_frames"], info["fps"], sorted(info["features"])[:4]
+(12, 10, ['action', 'episode_index', 'frame_index', 'index'])
 """
 
 from __future__ import annotations
@@ -144,11 +109,7 @@ def export_lerobot(
     task: str | None = None,
     final_frame: str = "keep",
 ) -> Path:
-    """Write the recording's episodes as a LeRobotDataset v3 in ``out`` (a new folder).
-
-    ``fps`` defaults to the recording's (the env's ``render_fps``); ``task`` fills in episodes
-    recorded without an instruction. Returns ``out``. See the module docstring for the mapping.
-    """
+    """Write the recording's episodes as a LeRobotDataset v3 in ``out`` (a new folder)."""
     if orientation not in ("lerobot", "as_recorded"):
         raise ValueError(f"orientation must be 'lerobot' or 'as_recorded', got {orientation!r}")
     if final_frame not in ("keep", "drop"):

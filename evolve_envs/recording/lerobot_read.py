@@ -1,44 +1,19 @@
 """Reading a local LeRobotDataset v3 with pyarrow and PyAV, as a recording's episodes.
 
-:class:`LeRobotRecording` opens a v3 folder (any: written by ``lerobot``, by
-:mod:`evolve_envs.recording.lerobot_v3` or by hand) and gives the same interface as
-:class:`~evolve_envs.recording.episodes.Recording`: a sequence of episodes with ``meta`` (``task``,
-``success``, ``length``, ``episode_id``...), ``len()`` (frames after the first), ``cameras``,
-``frames(indices, camera=)`` and ``column(name)``. ``evolve-envs calibrate`` and ``relabel`` read
-datasets through it.
-
-* **Camera**: ``camera`` picks the feature (``observation.images.image`` or its short name
-  ``image``); by default the one the dataset marks as its ``reward_camera``, else
-  ``observation.images.image``, else the first camera. An unknown camera is refused in one line
-  naming the ones there are.
-* **Task**: the episode's ``tasks`` in ``meta/episodes``, else its ``task_index`` looked up in
-  ``meta/tasks.parquet``; neither gives one clear line.
-* **Success**: ``next.success`` at any frame. A dataset without that column (demonstrations,
-  like ``lerobot/libero``) counts every episode as a success and says so in ``meta``
-  (``success_known: False``).
-* **Orientation**: frames are returned *upright* (as the reward model saw them during a run)
-  when their orientation relative to MuJoCo's render is known: stated by the feature's
-  ``info.image_orientation`` (datasets exported here) or given as ``stored_orientation``
-  (``"rot180"`` for ``lerobot/libero``). Otherwise as stored.
-* **Columns**: ``column()`` takes the dataset's names, or a recording's: ``step``
-  (``frame_index``), ``state``, ``is_success``, and ``model_progress`` / ``is_check`` from the
-  ``reward_model.<label>.*`` columns (``label`` ``run`` by default, else the only one there is).
-
-Example:
-    >>> import tempfile, numpy as np
-    >>> from evolve_envs.recording.lerobot_v3 import LeRobotWriter
-    >>> root = tempfile.mkdtemp() + "/ds"
-    >>> features = {"observation.images.image": {"dtype": "video", "shape": [16, 16, 3]},
-    ...             "action": {"dtype": "float32", "shape": [1]}}
-    >>> with LeRobotWriter(root, fps=10, features=features, codec="lossless") as writer:
-    ...     frames = [np.full((16, 16, 3), 20 * k, np.uint8) for k in range(5)]
-    ...     _ = writer.add_episode("push", {"action": np.arange(5)},
-    ...                            {"observation.images.image": frames})
-    >>> (episode,) = LeRobotRecording(root)
-    >>> episode.meta["task"], len(episode), episode.frames([0, 4])[:, 0, 0, 0].tolist()
-    ('push', 4, [0, 80])
-    >>> episode.meta["success"], episode.meta["success_known"], episode.column("step")[-1]
-    (True, False, 4)
+>>> import tempfile, numpy as np
+>>> from evolve_envs.recording.lerobot_v3 import LeRobotWriter
+>>> root = tempfile.mkdtemp() + "/ds"
+>>> features = {"observation.images.image": {"dtype": "video", "shape": [16, 16, 3]},
+...             "action": {"dtype": "float32", "shape": [1]}}
+>>> with LeRobotWriter(root, fps=10, features=features, codec="lossless") as writer:
+...     frames = [np.full((16, 16, 3), 20 * k, np.uint8) for k in range(5)]
+...     _ = writer.add_episode("push", {"action": np.arange(5)},
+...                            {"observation.images.image": frames})
+>>> (episode,) = LeRobotRecording(root)
+>>> episode.meta["task"], len(episode), episode.frames([0, 4])[:, 0, 0, 0].tolist()
+('push', 4, [0, 80])
+>>> episode.meta["success"], episode.meta["success_known"], episode.column("step")[-1]
+(True, False, 4)
 """
 
 from __future__ import annotations
@@ -74,16 +49,7 @@ def model_labels(features: Sequence[str]) -> list[str]:
 
 
 class LeRobotRecording(Sequence["LeRobotEpisode"]):
-    """The episodes of a local LeRobotDataset v3 folder (see the module docstring).
-
-    Args:
-        root: the dataset folder (with ``meta/info.json``).
-        camera: the camera whose frames ``frames()`` returns by default.
-        stored_orientation: the MuJoCo orientation of frames whose feature does not state one.
-        label: whose ``reward_model.<label>.*`` columns stand for ``model_progress``.
-
-    The module docstring has a runnable example.
-    """
+    """The episodes of a local LeRobotDataset v3 folder (docs/RECORDING.md)."""
 
     def __init__(
         self,
@@ -281,7 +247,7 @@ class LeRobotEpisode:
         return self._table
 
     def column(self, name: str) -> list[Any]:
-        """A column of the dataset, or a recording's name for one (see the module docstring)."""
+        """A column of the dataset, or a recording's name for one (docs/RECORDING.md)."""
         table = self.table()
         label = self.dataset.label
         if name == "step":

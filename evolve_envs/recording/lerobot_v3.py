@@ -1,34 +1,17 @@
 """Writing LeRobotDataset v3 (``codebase_version: "v3.0"``) with pyarrow and PyAV, no lerobot.
 
-The layout is the one ``lerobot`` writes (``docs/RECORDING.md`` has the column mapping)::
-
-    meta/info.json                            fps, features (dtype, shape, names, video info),
-                                              totals, chunk and file sizes, path templates, splits
-    meta/stats.json                           per feature: min, max, mean, std, count, q01..q99
-    meta/tasks.parquet                        task_index, indexed by task (pandas' index metadata)
-    meta/episodes/chunk-000/file-000.parquet  one row per episode: tasks, length, data and video
-                                              file indices, timestamps, per-episode stats
-    data/chunk-000/file-000.parquet           one row per frame, several episodes per file
-    videos/<key>/chunk-000/file-000.mp4       several episodes per file, addressed by timestamps
-
-A new file is started when the current one reaches ``data_files_size_in_mb`` /
-``video_files_size_in_mb``; after ``chunks_size`` files the chunk index moves on. Everything is
-written into a temporary folder beside ``root`` and renamed when :meth:`LeRobotWriter.close`
-finishes, so an interrupted write leaves nothing under ``root``.
-
-Example:
-    >>> import json, tempfile, numpy as np
-    >>> root = tempfile.mkdtemp() + "/ds"
-    >>> features = {"observation.images.image": {"dtype": "video", "shape": [16, 16, 3]},
-    ...             "action": {"dtype": "float32", "shape": [2], "names": ["x", "y"]}}
-    >>> with LeRobotWriter(root, fps=10, features=features, codec="lossless") as writer:
-    ...     for n in (4, 3):
-    ...         frames = [np.full((16, 16, 3), 9 * k, np.uint8) for k in range(n)]
-    ...         _ = writer.add_episode("reach", {"action": np.zeros((n, 2))},
-    ...                                {"observation.images.image": frames})
-    >>> info = json.load(open(root + "/meta/info.json"))
-    >>> info["codebase_version"], info["total_episodes"], info["total_frames"], info["splits"]
-    ('v3.0', 2, 7, {'train': '0:2'})
+>>> import json, tempfile, numpy as np
+>>> root = tempfile.mkdtemp() + "/ds"
+>>> features = {"observation.images.image": {"dtype": "video", "shape": [16, 16, 3]},
+...             "action": {"dtype": "float32", "shape": [2], "names": ["x", "y"]}}
+>>> with LeRobotWriter(root, fps=10, features=features, codec="lossless") as writer:
+...     for n in (4, 3):
+...         frames = [np.full((16, 16, 3), 9 * k, np.uint8) for k in range(n)]
+...         _ = writer.add_episode("reach", {"action": np.zeros((n, 2))},
+...                                {"observation.images.image": frames})
+>>> info = json.load(open(root + "/meta/info.json"))
+>>> info["codebase_version"], info["total_episodes"], info["total_frames"], info["splits"]
+('v3.0', 2, 7, {'train': '0:2'})
 """
 
 from __future__ import annotations
@@ -264,21 +247,7 @@ def _next_file(chunk: int, file: int, chunks_size: int) -> tuple[int, int]:
 
 
 class LeRobotWriter:
-    """Writes a LeRobotDataset v3 folder episode by episode (see the module docstring).
-
-    Args:
-        root: the dataset folder to create (refused if it exists).
-        fps: frames per second (an integer, as ``info.json`` holds it).
-        features: the dataset's own features, ``name -> {"dtype", "shape", "names"}``; cameras
-            have dtype ``"video"`` and shape ``[H, W, 3]``. The default columns (timestamp,
-            frame_index, episode_index, index, task_index) are added.
-        codec: a name of :data:`~evolve_envs.recording.lerobot_video.CODECS`.
-        robot_type: ``info.json``'s ``robot_type``.
-        video_info_extra: per video feature, keys added to its ``info`` block.
-        chunks_size, data_files_size_in_mb, video_files_size_in_mb: LeRobot's file settings.
-
-    The module docstring has a runnable example.
-    """
+    """Writes a LeRobotDataset v3 folder episode by episode (docs/RECORDING.md)."""
 
     def __init__(
         self,

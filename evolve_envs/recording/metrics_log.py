@@ -1,27 +1,11 @@
 """Per-episode metrics of a rollout, appended as each episode finishes: CSV, TensorBoard, W&B.
 
-:class:`EpisodeLog` takes one flat row of numbers per finished episode and writes it to
-
-* ``metrics.csv`` (always; the header is fixed by the first row, later rows fill missing
-  columns with blanks),
-* TensorBoard event files under ``tensorboard/`` (when the ``tensorboard`` package is
-  installed and ``tensorboard=True``), one scalar series per column, the episode index as step,
-* a Weights & Biases run (only when a ``wandb_project`` is given; W&B must then be installed:
-  the ``wandb`` extra).
-
-:meth:`EpisodeLog.log_scalars` adds series to TensorBoard and W&B only (the training loop's
-held-out evaluation, whose rows go to a CSV of their own), and :meth:`EpisodeLog.log_video` an
-episode video: an animated GIF in TensorBoard's image dashboard, the MP4 in W&B.
-
-Every write is flushed, so an interrupted job keeps the rows of the episodes that finished.
-
-Example:
-    >>> import tempfile, pathlib
-    >>> out = pathlib.Path(tempfile.mkdtemp())
-    >>> with EpisodeLog(out, tensorboard=False) as log:
-    ...     log.add(0, {"steps": 80, "final_progress": 12.5})
-    >>> (out / "metrics.csv").read_text().splitlines()
-    ['episode,steps,final_progress', '0,80,12.5']
+>>> import tempfile, pathlib
+>>> out = pathlib.Path(tempfile.mkdtemp())
+>>> with EpisodeLog(out, tensorboard=False) as log:
+...     log.add(0, {"steps": 80, "final_progress": 12.5})
+>>> (out / "metrics.csv").read_text().splitlines()
+['episode,steps,final_progress', '0,80,12.5']
 """
 
 from __future__ import annotations
@@ -57,17 +41,6 @@ def tensorboard_available() -> bool:
 
 class EpisodeLog:
     """Append per-episode metric rows to CSV, TensorBoard and (optionally) W&B.
-
-    Args:
-        out: folder for ``metrics.csv`` and ``tensorboard/`` (created if missing).
-        tensorboard: write TensorBoard events too (skipped when the package is missing).
-        wandb_project: log to this W&B project (raises ``ImportError`` if W&B is unusable).
-        run_config: recorded as the W&B run's config.
-        step_column: name of the first CSV column, the step :meth:`add` is given.
-        tb_prefix: TensorBoard / W&B series are named ``<tb_prefix>/<column>``.
-        csv_name: the CSV file's name in ``out``.
-
-    An existing ``metrics.csv`` (a resumed run) is appended to under its own header.
 
     >>> import tempfile
     >>> out = Path(tempfile.mkdtemp())

@@ -1,20 +1,5 @@
 """Per-episode frame cache for the reward wrappers above it.
 
-:class:`FrameCache` is the Gymnasium wrapper that fills a
-:class:`~evolve_envs.progress.frame_store.FrameStore` (the storage, without Gymnasium) from one
-camera of the observation on every ``reset``/``step``.
-
-Memory. Frames are JPEG-compressed by default (quality 90: a 256×256 LIBERO frame takes ~10–25 kB
-instead of 196 kB raw, so a 520-step episode costs a few MB); ``encoding="raw"`` keeps exact copies.
-The store is bounded: past ``max_frames`` it *thins* — the sampling stride doubles and frames off
-the new grid are dropped — so it always holds the first frame, the latest frame and a uniform
-coverage of the episode in between.
-
-Vector envs. Each sub-env has its own wrapper and store; ``reset`` (also the automatic one a
-vector env performs) clears the store and bumps ``episode_id``, and frames are keyed by the step
-index inside the episode, so frames never mix across episodes. On the final step of an episode
-the store still holds that episode's frames: wrappers above read them inside the same ``step``.
-
 >>> import gymnasium as gym
 >>> picture = gym.spaces.Box(0, 255, (16, 16, 3), np.uint8)  # an env whose observation is a picture
 >>> env = gym.wrappers.TransformObservation(
@@ -53,15 +38,6 @@ def find_frame_store(env: gym.Env) -> FrameStore | None:
 
 class FrameCache(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.RecordConstructorArgs):
     """Keep the current episode's frames of one camera for the wrappers above.
-
-    Wrappers above find the store with ``env.get_wrapper_attr("frame_store")`` or
-    :func:`find_frame_store`. Observations, rewards and ``info`` pass through unchanged.
-
-    Args:
-        env: environment whose observation is a dict holding ``camera`` (or an image itself when
-            ``camera`` is ``None``).
-        camera: observation key of the frames, e.g. ``"agentview_image"``.
-        encoding, jpeg_quality, max_frames: see :class:`FrameStore`.
 
     >>> camera = gym.spaces.Box(0, 255, (8, 8, 3), np.uint8)
     >>> env = gym.wrappers.TransformObservation(  # CartPole, observed as one camera picture

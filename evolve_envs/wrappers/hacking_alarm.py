@@ -1,10 +1,4 @@
-"""HackingAlarm: the reward-hacking detector as a Gymnasium wrapper.
-
-Feeds each finished episode's reward-model summary (``info["episode_reward_model"]``) and the
-env's success flag to a :class:`~evolve_envs.progress.hacking.HackingDetector` (the detector and
-its two signals are described there) and puts the detector's state for the episode's task in
-``info["reward_alarm"]`` on the episode's last step.
-"""
+"""HackingAlarm: the reward-hacking detector as a Gymnasium wrapper."""
 
 from __future__ import annotations
 
@@ -27,20 +21,9 @@ class HackingAlarm(
     gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.RecordConstructorArgs
 ):
     """Feed each finished episode to a :class:`HackingDetector`; ``info["reward_alarm"]`` on the
-    last step (module docstring). Put it outside the reward wrapper (``ProgressReward`` or
+    last step (docs/wrappers.md). Put it outside the reward wrapper (``ProgressReward`` or
     ``EpisodeScoreReward``), whose ``info["episode_reward_model"]`` it reads; ``make_env`` does
     so with ``reward_model.alarm.enable: true``.
-
-    Args:
-        env: the env with its reward wrapper inside.
-        settings: :class:`HackingDetectorConfig` or a mapping of them (``**overrides`` for
-            single keys).
-        detector: a detector to share (e.g. between the sub-envs of a sync vector env);
-            default a new one with ``settings``.
-        task: the task text; default ``info["task_description"]`` at reset.
-
-    Examples:
-        A stand-in for a reward wrapper's end-of-episode summary:
 
         >>> class Scored(gym.Wrapper):
         ...     def step(self, action):

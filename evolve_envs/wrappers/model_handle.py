@@ -1,21 +1,14 @@
 """What the reward wrappers take: an open reward model, which they close after the env.
 
-:func:`evolve_envs.open_reward_model` opens one (the service, the pool, the client, the start-up
-check); any object of its shape (:class:`OpenModel`: ``client``, ``capabilities``, ``settings``
-and ``close()``) does too. A client opened elsewhere (a test double, a trainer's own client) goes
-in through :func:`lend`, which gives it that shape with a ``close`` that leaves the client open:
-it stays the caller's, who closes it.
-
-Example:
-    >>> class Client:
-    ...     closed = False
-    ...     def close(self):
-    ...         self.closed = True
-    >>> client = Client()
-    >>> model = lend(client)
-    >>> model.close()
-    >>> model.client is client, client.closed
-    (True, False)
+>>> class Client:
+...     closed = False
+...     def close(self):
+...         self.closed = True
+>>> client = Client()
+>>> model = lend(client)
+>>> model.close()
+>>> model.client is client, client.closed
+(True, False)
 """
 
 from __future__ import annotations
@@ -29,7 +22,7 @@ __all__ = ["LentClient", "OpenModel", "check_open_model", "lend"]
 
 
 class OpenModel(Protocol):
-    """An open reward model as the reward wrappers use it (see the module docstring)."""
+    """An open reward model as the reward wrappers use it (docs/wrappers.md)."""
 
     @property
     def client(self) -> Any: ...
@@ -45,11 +38,7 @@ class OpenModel(Protocol):
 
 @dataclass(frozen=True)
 class LentClient:
-    """A client lent to a reward wrapper: the wrapper's ``close`` leaves it open.
-
-    ``settings`` are the progress settings to use (``None``: the wrapper's, else the
-    defaults); ``capabilities`` the service's, to check them against (``None``: not checked).
-    """
+    """A client lent to a reward wrapper: the wrapper's ``close`` leaves it open."""
 
     client: Any
     settings: TrackerConfig | None = None
@@ -62,7 +51,7 @@ class LentClient:
 def lend(
     client: Any, settings: TrackerConfig | None = None, capabilities: Any = None
 ) -> LentClient:
-    """``client`` for a reward wrapper that must not close it (see the module docstring)."""
+    """``client`` for a reward wrapper that must not close it (docs/wrappers.md)."""
     return LentClient(client, settings, capabilities)
 
 

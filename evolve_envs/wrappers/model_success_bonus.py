@@ -1,32 +1,16 @@
 """A bonus for episodes the reward model judges done at their end.
 
-With dense progress rewards an episode's return telescopes to the reward model's *last applied*
-progress, so a success that ends the episode between two checks is paid for whatever the model
-last saw, while a block parked just short of the goal is paid its near-full progress on every
-check. Two settings together make a placed block earn more than any near miss:
-
-* ``reward_model.check_at_episode_end: true`` — the model judges the frame the episode ends on
-  (env termination or time limit), so the return is the model's judgement of the final state;
-* ``reward_model.success_bonus: b`` — :class:`ModelSuccessBonus` adds ``b`` on the last step when
-that
-  final model progress is at least ``reward_model.success_progress`` (default: the reward model's
-  ``done_threshold``).
-
-Both read only the reward model's answers (``info["episode_reward_model"]``); the env's success
-flag is never used for rewards.
-
-Example:
-    >>> import gymnasium as gym
-    >>> class Ends(gym.Env):
-    ...     observation_space = action_space = gym.spaces.Discrete(2)
-    ...     def reset(self, *, seed=None, options=None):
-    ...         return 0, {}
-    ...     def step(self, action):
-    ...         return 0, 0.3, True, False, {"episode_reward_model": {"progress": 100.0}}
-    >>> env = ModelSuccessBonus(Ends(), bonus=1.0, threshold=0.95)
-    >>> _ = env.reset()
-    >>> env.step(0)[1]
-    1.3
+>>> import gymnasium as gym
+>>> class Ends(gym.Env):
+...     observation_space = action_space = gym.spaces.Discrete(2)
+...     def reset(self, *, seed=None, options=None):
+...         return 0, {}
+...     def step(self, action):
+...         return 0, 0.3, True, False, {"episode_reward_model": {"progress": 100.0}}
+>>> env = ModelSuccessBonus(Ends(), bonus=1.0, threshold=0.95)
+>>> _ = env.reset()
+>>> env.step(0)[1]
+1.3
 """
 
 from __future__ import annotations
@@ -71,8 +55,6 @@ def with_bonus(ep: SettledEpisode, bonus: float, threshold: float) -> SettledEpi
 class ModelSuccessBonus(gym.Wrapper):
     """Add ``bonus`` to the reward of an episode's last step when the reward model's final
     progress (``info["episode_reward_model"]["progress"]``, percent) is ``>= 100 * threshold``.
-
-    Sets ``info["success_bonus"]`` (the bonus paid, 0.0 when none) on the last step.
     """
 
     def __init__(self, env: gym.Env, bonus: float, threshold: float) -> None:

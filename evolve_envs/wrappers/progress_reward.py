@@ -1,39 +1,7 @@
 """ProgressReward: rewards and termination from a progress reward model (EVOLVE-VLA / VLAC).
 
-A thin Gymnasium wrapper around :class:`evolve_envs.progress.tracker.ProgressTracker`,
-which holds the whole contract (schedule, milestones, modes, sync/async calls, done, reward modes,
-settlement); read its module docstring for the semantics. This wrapper
-
-* takes the task text from ``info["task_description"]`` at reset (or ``task=``),
-* feeds the tracker the chosen camera's frame after every step,
-* mixes rewards: ``env_reward_weight · env_reward + reward_weight · model_reward`` (defaults 0 and
-  1: the model reward replaces LIBERO's; ``1, 1`` adds them; ``1, 0`` keeps the env's),
-* terminates when the env does or when the tracker decides progress-done,
-* fills ``info`` (docs/wrappers.md, "`info` keys"): ``progress``, ``progress_calls``,
-  ``progress_checked``, ``progress_pending``, ``reward_model_latency_s``, ``reward_model_errors``,
-  ``reward_model_fallback``, ``done_by_progress``, ``is_success``, ``env_reward``,
-  ``reward_model_reward`` and, on the last step, ``episode_reward_model``.
-
-The reward model comes from :func:`evolve_envs.open_reward_model`, the one way to open one: it
-starts an embedded service when asked, opens the endpoint pool and the client, and checks the
-service (a dead, refusing or foreign service fails there, in one line). Handed the open model, the
-wrapper takes its client, its progress settings and the service's capabilities (settings the
-backend cannot serve, e.g. ``mode="pairwise"`` on a progress-only backend, are refused with
-:class:`~evolve_envs.progress.config_error.ConfigError`) and closes the model after the env. A
-progress client opened elsewhere (a test double, a trainer's own client) is lent:
-``ProgressReward(env, lend(client))`` (:func:`~evolve_envs.wrappers.model_handle.lend`); it
-stays the caller's.
-
-Put the time limit *below* this wrapper so truncation reaches it and the episode is settled.
-
-With ``calls: deferred`` a step never waits for the reward model: the reward returned is the env
-part alone (``env_reward_weight · env_reward``), and :meth:`ProgressReward.settled_episodes`
-hands on each episode once its last answer is in, with the reward ``sync`` would have paid at
-every step (model and env parts) and the steps cut after a model done. ``info`` carries
-``settlement_episode`` (the episode's number) and ``settlement_step`` (its step) in every mode.
-
 Example: an env whose camera frame gets 64 grey levels brighter each step, against a local mock
-service whose *intensity* rule reads a flat grey frame of level ``g`` as progress ``100 g/255``::
+service whose *intensity* rule reads a flat grey frame of level ``g`` as progress ``100 g/255``:
 
     >>> import gymnasium as gym
     >>> import numpy as np
@@ -101,7 +69,6 @@ def stand_in(capabilities: Any) -> str | None:
     """The model id of a stand-in backend (``mock-change``), ``None`` for a learned model or
     when the service did not say.
 
-    Example:
         >>> from types import SimpleNamespace as Caps
         >>> stand_in(Caps(backend="mock", model_id="mock-change")), stand_in(Caps(backend="vlac"))
         ('mock-change', None)
@@ -115,29 +82,7 @@ def stand_in(capabilities: Any) -> str | None:
 class ProgressReward(
     gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.RecordConstructorArgs
 ):
-    """Reward and terminate from a progress reward model (see module docstring).
-
-    Args:
-        env: the env (with its time limit inside).
-        model: an open reward model (from :func:`evolve_envs.open_reward_model`, or a client
-            lent with :func:`~evolve_envs.wrappers.model_handle.lend`); closed after the env.
-        settings: :class:`~evolve_envs.progress.tracker_config.TrackerConfig` or a
-            mapping of them (default: the reward model's, else the defaults).
-        camera: observation key of the frames sent to the reward model (``None``: the
-            observation is the image); a tuple of keys sends them stacked (``K x H x W x 3``),
-            for a client that averages over cameras
-            (:class:`~evolve_envs.reward.clients.camera_average.CameraAverageClient`).
-        task: task text; default ``info["task_description"]`` at reset.
-        reward_weight: weight of the model reward.
-        env_reward_weight: weight of the wrapped env's reward.
-        capabilities: the service's capabilities, to check the settings against (default: the
-            reward model's; None for a lent client: not checked).
-        **setting_overrides: individual :class:`TrackerConfig` fields, e.g. ``start_step=8``.
-
-    The module docstring has a runnable example. Settings can also be given one by one:
-    ``ProgressReward(env, model, mode="trajectory", calls="async", max_lag_steps=8,
-    reward_mode="sparse")``.
-    """
+    """Reward and terminate from a progress reward model (docs/wrappers.md)."""
 
     def __init__(
         self,
@@ -281,13 +226,7 @@ class ProgressReward(
     def settled_episodes(self, wait: bool = False) -> list[SettledEpisode]:
         """``calls: deferred``: the episodes settled since the last call, in the order played
         (``wait``: wait for the answers of every episode that has ended).
-
-        Each record's ``rewards`` are this wrapper's rewards as ``sync`` pays them,
-        ``env_reward_weight · env_reward + reward_weight · model_reward`` per step up to
-        ``length`` (the steps cut after a model done are left out); ``model_rewards`` is the
-        model part. Wrappers above that add to the reward (``ModelSuccessBonus``) add theirs
-        when asked through them: call ``env.get_wrapper_attr("settled_episodes")`` on the
-        outermost env, or :func:`evolve_envs.wrappers.settled.settled_episodes`."""
+        """
         return [self._with_env_part(ep) for ep in self.tracker.settled(wait)]
 
     def running_episode(self, wait: bool = True) -> SettledEpisode | None:

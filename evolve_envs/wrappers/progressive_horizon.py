@@ -1,30 +1,5 @@
 """A time limit whose max episode steps grow in stages during training.
 
-EVOLVE-VLA's "progressive max step" (``USE_PROGRESSIVE_MAX_STEP``) starts with short episodes and
-lengthens them as training goes on; the paper gives no numbers, so the schedule is data:
-
-.. code-block:: yaml
-
-    progressive_schedule:
-      by: episodes            # or success_rate
-      window: 20              # success_rate: episodes per evaluation window
-      stages:
-        - {max_steps: 256}
-        - {max_steps: 384, after_episodes: 100}            # by: episodes
-        - {max_steps: 520, after_episodes: 300}
-      # by: success_rate -> {max_steps: 384, min_success_rate: 0.5}
-
-* ``by="episodes"``: stage ``i`` holds once this env has *finished* ``stages[i].after_episodes``
-  episodes (stage 0 from the start).
-* ``by="success_rate"``: the env moves from stage ``i`` to ``i + 1`` when, over the last ``window``
-  episodes played in stage ``i`` (at least ``window`` of them), the success rate reaches
-  ``stages[i + 1].min_success_rate``. Success is ``info[success_key]`` at episode end.
-
-Stages only grow and change at ``reset``, never inside an episode. In a vector env each sub-env
-counts its own episodes; divide ``after_episodes`` by the number of envs to count globally.
-Episodes end with ``truncated=True`` when they reach the current stage's max steps (unless they
-terminated on that step). ``info`` gains ``max_episode_steps`` and ``horizon_stage``.
-
 >>> import gymnasium as gym
 >>> env = ProgressiveHorizon(
 ...     gym.make("CartPole-v1"), [{"max_steps": 3}, {"max_steps": 6, "after_episodes": 1}]
@@ -68,11 +43,7 @@ class HorizonStage:
 
 
 def parse_stages(stages: Sequence[Mapping[str, Any] | HorizonStage]) -> list[HorizonStage]:
-    """Validate a stage list (mappings or :class:`HorizonStage`) and return stages.
-
-    Raises ``ValueError`` naming the offending stage: non-increasing ``max_steps`` or
-    ``after_episodes``, ``max_steps < 1``, success rates outside ``[0, 1]``, unknown keys.
-    """
+    """Validate a stage list (mappings or :class:`HorizonStage`) and return stages."""
     if not stages:
         raise ValueError("progressive horizon needs at least one stage")
     out: list[HorizonStage] = []
@@ -111,23 +82,14 @@ def parse_stages(stages: Sequence[Mapping[str, Any] | HorizonStage]) -> list[Hor
 class ProgressiveHorizon(
     gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.RecordConstructorArgs
 ):
-    """Truncate episodes at a max-steps value that grows in stages (see module docstring).
+    """Truncate episodes at a max-steps value that grows in stages (docs/wrappers.md).
 
-    Args:
-        env: the environment (without its own time limit).
-        stages: stage list, mappings with ``max_steps`` and ``after_episodes`` or
-            ``min_success_rate``.
-        by: ``"episodes"`` or ``"success_rate"``.
-        window: episodes per success-rate window.
-        success_key: ``info`` key holding episode success.
-
-    Examples:
-        >>> import gymnasium as gym
-        >>> stages = [{"max_steps": 100}, {"max_steps": 200, "min_success_rate": 0.6}]
-        >>> env = ProgressiveHorizon(gym.make("CartPole-v1"), stages, by="success_rate",
-        ...                          window=10)
-        >>> [stage.max_steps for stage in env.stages]
-        [100, 200]
+    >>> import gymnasium as gym
+    >>> stages = [{"max_steps": 100}, {"max_steps": 200, "min_success_rate": 0.6}]
+    >>> env = ProgressiveHorizon(gym.make("CartPole-v1"), stages, by="success_rate",
+    ...                          window=10)
+    >>> [stage.max_steps for stage in env.stages]
+    [100, 200]
     """
 
     def __init__(

@@ -1,40 +1,15 @@
 """RecordEpisodes: write every episode (frames, actions, rewards, model progress) to disk.
 
-Put it outermost, above the reward wrappers, so it sees their ``info``. Each episode is written
-when it ends, in the format of :mod:`evolve_envs.recording.episodes` (Parquet + JPEG,
-``docs/RECORDING.md``), so a reward model can be re-scored later (``evolve-envs calibrate``) without
-simulating again. An episode cut short by ``close()`` or a new ``reset()`` is dropped, never
-half-written. Frames are JPEG-encoded as they arrive, so an episode held until its end costs a few
-KB per step.
-
-Per step it keeps the frame of every camera (the reward camera's in ``frame``, every other
-``HxWx3`` uint8 observation key in ``frame.<key>``), the action and the robot state
-(``observation["state"]``) at full precision (float64), the stack's reward, ``info["env_reward"]``
-(or the reward where the stack has none), the model's ``info["progress"]`` on check steps
-(``info["progress_checked"]``), and the flags. Per episode: ``cameras`` (the reward camera first),
-``orientation`` (per camera: the base env's ``image_orientation``, LIBERO's ``upright``,
-``rot180`` or ``raw`` relative to MuJoCo's render, else ``as_rendered``), ``fps`` (the base env's
-``render_fps``), ``task`` (the reset's
-``info["task_description"]``), ``seed``, ``init_state_id``, ``env_id``/``suite``/``task_id`` where
-the base env has them, ``init_sim_state`` (the base env's flattened simulator state right after
-the reset, from its ``get_sim_state()`` where it has one: LIBERO's MuJoCo state, else null),
-``return``, ``env_return``, ``success``, ``model_terminated`` (``info["done_by_progress"]``),
-``final_progress`` and ``max_progress`` (percent) and the ``reward_model`` description given
-here.
-
-``info`` key added on the last step: ``recorded_episode`` (the episode's index line).
-
-Example:
-    >>> import tempfile, gymnasium as gym
-    >>> from evolve_envs.envs.synthetic import ReachPlaceEnv
-    >>> d = tempfile.mkdtemp()
-    >>> env = RecordEpisodes(gym.wrappers.TimeLimit(ReachPlaceEnv(), 3), d, camera="image")
-    >>> _ = env.reset(seed=0)
-    >>> for _ in range(3):
-    ...     *_, truncated, info = env.step(env.action_space.sample())
-    >>> info["recorded_episode"]["length"], info["recorded_episode"]["seed"]
-    (3, 0)
-    >>> env.close()
+>>> import tempfile, gymnasium as gym
+>>> from evolve_envs.envs.synthetic import ReachPlaceEnv
+>>> d = tempfile.mkdtemp()
+>>> env = RecordEpisodes(gym.wrappers.TimeLimit(ReachPlaceEnv(), 3), d, camera="image")
+>>> _ = env.reset(seed=0)
+>>> for _ in range(3):
+...     *_, truncated, info = env.step(env.action_space.sample())
+>>> info["recorded_episode"]["length"], info["recorded_episode"]["seed"]
+(3, 0)
+>>> env.close()
 """
 
 from __future__ import annotations
@@ -55,18 +30,7 @@ __all__ = ["RecordEpisodes", "image_keys", "wrap_recording"]
 class RecordEpisodes(
     gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.RecordConstructorArgs
 ):
-    """Records each finished episode into ``root`` (see the module docstring).
-
-    Args:
-        env: the env (with its reward wrappers) to record.
-        root: the recording directory.
-        camera: the observation key of the reward camera (its frames go in ``frame``).
-        cameras: the observation keys of every camera to keep (default: every ``HxWx3`` uint8
-            key of the observation space; the reward camera is always kept).
-        state_key: the observation key of the robot state (kept where the observation has it).
-        jpeg_quality: JPEG quality of the stored frames.
-        reward_model: a description of the reward model stored with each episode.
-        meta: extra fields for the recording's ``meta.json`` (e.g. the config).
+    """Records each finished episode into ``root`` (docs/wrappers.md).
 
     >>> import tempfile
     >>> from evolve_envs.recording.episodes import open_recording
@@ -294,18 +258,12 @@ def wrap_recording(
 ) -> RecordEpisodes:
     """Record ``env``'s episodes into ``root``; the camera defaults to the observation's image.
 
-    For code that builds envs itself (training workers): call it on the finished stack, so the
-    recorder sees the reward wrappers' ``info``. Several envs and processes may share ``root``.
-    ``reward_model`` (stored with each episode) defaults to the reward wrapper's name and its
-    service URLs. Stacks built from a config get the same with a ``record: {dir: ...}`` block.
-
-    Example:
-        >>> import tempfile, gymnasium as gym
-        >>> from evolve_envs.envs.synthetic import ReachPlaceEnv
-        >>> env = wrap_recording(gym.wrappers.TimeLimit(ReachPlaceEnv(), 2), tempfile.mkdtemp())
-        >>> env.camera
-        'image'
-        >>> env.close()
+    >>> import tempfile, gymnasium as gym
+    >>> from evolve_envs.envs.synthetic import ReachPlaceEnv
+    >>> env = wrap_recording(gym.wrappers.TimeLimit(ReachPlaceEnv(), 2), tempfile.mkdtemp())
+    >>> env.camera
+    'image'
+    >>> env.close()
     """
     return RecordEpisodes(
         env,

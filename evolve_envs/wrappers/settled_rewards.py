@@ -1,17 +1,5 @@
 """SettledRewards: a vector env's rollout with the rewards ``calls: sync`` would have paid.
 
-Under ``reward_model.calls: deferred`` no step waits for the reward model, so the rewards a
-vector env returns hold the env part alone. Wrap the vector env (``make_vec``'s, or any
-``gymnasium.vector`` env of ``ProgressReward`` stacks) in :class:`SettledRewards`, step it as
-usual, and call :meth:`SettledRewards.settle` before the update: it returns a
-:class:`SettledRollout` for every vector step since the previous call — the reward of each
-step, the ``terminated`` / ``truncated`` flags ``sync`` would have returned (a model done at
-the step of its check), and ``valid``, false on rows that are not part of an episode: the steps
-played after a model done (cut) and the autoreset rows of Gymnasium's next-step autoreset. It
-waits for the answers of every check sent so far (at most one answer latency: the last check's);
-what it returns is exactly ``sync``'s data for the same actions. :meth:`SettledRewards.episodes`
-hands on whole settled episodes instead, without waiting (for off-policy learners).
-
 >>> from evolve_envs import make_vec
 >>> vec = SettledRewards(make_vec("reach_place", num_envs=2, max_episode_steps=6,
 ...                               reward_model={"calls": "deferred"}))
@@ -48,16 +36,6 @@ def settled_episodes(env: gym.Env, wait: bool = False) -> list[SettledEpisode]:
 class SettledRollout:
     """The vector steps ``start, start + 1, ...`` since the previous :meth:`SettledRewards.settle`,
     one row per step, one column per sub-env.
-
-    Attributes:
-        start: the vector step of row 0 (vector steps count from 0 at construction).
-        rewards: ``float64[steps, num_envs]``, the stack's reward of each step as ``sync`` pays it
-            (0 on rows that are not ``valid``).
-        terminated, truncated: ``bool[steps, num_envs]``, the episode ends at this row, as under
-            ``sync`` (a model done at the row of its check).
-        valid: ``bool[steps, num_envs]``: the row is a step of an episode (false for steps cut
-            after a model done, reset rows, and episodes abandoned by a ``reset``).
-        episodes: ``(sub-env index, SettledEpisode)`` of the episodes settled in this call.
     """
 
     start: int
@@ -69,11 +47,8 @@ class SettledRollout:
 
 
 class SettledRewards(gym.vector.VectorWrapper):
-    """Rows of settled rewards and done flags for a vector env of deferred stacks (see the
-    module docstring, which has a runnable example).
-
-    Every sub-env must be a stack with ``ProgressReward`` under ``calls: deferred`` (its ``info``
-    carries ``settlement_episode`` and ``settlement_step``)."""
+    """Rows of settled rewards and done flags for a vector env of deferred stacks
+    (docs/wrappers.md has a runnable example)."""
 
     def __init__(self, env: gym.vector.VectorEnv) -> None:
         super().__init__(env)
