@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from evolve_envs.recording.lerobot_v3 import aggregate_stats, arrow_type, feature_stats
+from evolve_envs.recording.lerobot_arrow import arrow_type
+from evolve_envs.recording.lerobot_stats import aggregate_stats, feature_stats
 
 __all__ = ["copy_with_columns"]
 
