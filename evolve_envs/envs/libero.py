@@ -103,8 +103,8 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     # ------------------------------------------------------------------ Gymnasium API
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        self, *, seed: int | None = None, options: dict[str, object] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, object]]:
         super().reset(seed=seed)
         sim_env = self._ensure_sim()
         init_state_id = self._choose_init_state(options)
@@ -116,7 +116,9 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         obs = self._convert_obs(raw)
         return obs, self._info(success=bool(sim_env.check_success()))
 
-    def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+    def step(
+        self, action: Any
+    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, object]]:
         if self._sim_env is None:
             raise RuntimeError("LiberoEnv.step() called before reset()")
         act = self._check_action(action)
@@ -218,7 +220,7 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         with seeded_global_rng(self.scene_seed(init_state_id)):
             sim_env.reset()
 
-    def _choose_init_state(self, options: dict[str, Any] | None) -> int:
+    def _choose_init_state(self, options: dict[str, object] | None) -> int:
         n = self.num_init_states
         requested = (options or {}).get("init_state_id", self._init_state_mode)
         if isinstance(requested, str):
@@ -254,7 +256,7 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             image = image[::-1, ::-1]
         return np.ascontiguousarray(image, dtype=np.uint8)
 
-    def _convert_obs(self, raw: dict[str, Any]) -> dict[str, np.ndarray]:
+    def _convert_obs(self, raw: dict[str, object]) -> dict[str, np.ndarray]:
         obs: dict[str, np.ndarray] = {
             f"{alias}_image": self._orient(raw[f"{CAMERAS[alias]}_image"]) for alias in self.cameras
         }
@@ -268,7 +270,7 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self._last_obs = obs
         return obs
 
-    def _info(self, *, success: bool) -> dict[str, Any]:
+    def _info(self, *, success: bool) -> dict[str, object]:
         return {
             "task_description": self.task_description,
             "task_name": self.task_name,

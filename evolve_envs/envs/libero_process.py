@@ -43,7 +43,7 @@ _FORKED_AFTER_GL = (
     "the simulators before any in the parent."
 )
 # Envs holding a simulator, closed at interpreter exit (see _close_open_envs).
-_OPEN_ENVS: weakref.WeakSet[Any] = weakref.WeakSet()
+_OPEN_ENVS: weakref.WeakSet[object] = weakref.WeakSet()
 _CLOSE_AT_EXIT_REGISTERED = False
 
 

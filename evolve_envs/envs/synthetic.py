@@ -11,8 +11,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
@@ -95,8 +93,8 @@ class ReachPlaceEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
                 return pos
 
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        self, *, seed: int | None = None, options: dict[str, object] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, object]]:
         super().reset(seed=seed)
         init_state_id = (options or {}).get("init_state_id")
         if init_state_id is not None:
@@ -113,7 +111,7 @@ class ReachPlaceEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     # --- dynamics -------------------------------------------------------------------------------
     def step(
         self, action: np.ndarray
-    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, object]]:
         if not self._pos:
             raise RuntimeError("call reset() before step()")
         a = np.clip(np.asarray(action, dtype=np.float64).reshape(2), -1.0, 1.0)
@@ -164,7 +162,7 @@ class ReachPlaceEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         state = np.array([g[0], g[1], float(self._holding)], dtype=np.float32)
         return {"image": self.render(), "state": state}
 
-    def _info(self) -> dict[str, Any]:
+    def _info(self) -> dict[str, object]:
         return {
             "task_description": self.task_description,
             "true_progress": self.progress(),

@@ -14,7 +14,7 @@ import collections
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 __all__ = [
     "DONE_BY",
@@ -74,7 +74,7 @@ class DoneRule:
         raise ValueError(f"done_by: expected one of {DONE_BY}, got {done_by!r}")
 
     @classmethod
-    def parse(cls, spec: DoneRule | Mapping[str, Any] | str) -> DoneRule:
+    def parse(cls, spec: DoneRule | Mapping[str, object] | str) -> DoneRule:
         """A rule from a mapping (``{kind, k, n, rules}``; ``rules`` a list of such mappings), a
         kind's name (``"backend"``) or a :class:`DoneRule`.
 
@@ -212,7 +212,7 @@ class TerminationAudit:
         with self._lock:
             return list(self._tasks)
 
-    def counts(self, task: str | None = None) -> dict[str, Any]:
+    def counts(self, task: str | None = None) -> dict[str, object]:
         """The counts and rates of ``task`` (all tasks summed when ``None``)."""
         with self._lock:
             if task is None:

@@ -82,7 +82,7 @@ class EpisodeState:
     env_success: bool | None = None
     model_reward: float = 0.0
     finished: bool = False
-    summary: dict[str, Any] | None = None
+    summary: dict[str, object] | None = None
 
 
 class FrameHolder:

@@ -14,7 +14,7 @@ True
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, TypedDict
+from typing import Literal, TypedDict
 
 __all__ = ["EpisodeSummary", "model_score", "model_done", "SUMMARY_KEYS"]
 
@@ -44,7 +44,7 @@ class EpisodeSummary(TypedDict, total=False):
     model_terminated: bool
     done_env_success: bool | None
     done_rule: str
-    termination_audit: dict[str, Any]
+    termination_audit: dict[str, object]
     task: str | None
     steps_played: int
     cut_steps: int
@@ -61,7 +61,7 @@ SUMMARY_KEYS: frozenset[str] = frozenset(EpisodeSummary.__annotations__)
 
 
 def model_score(
-    summary: Mapping[str, Any], which: Literal["final", "max"] = "final"
+    summary: Mapping[str, object], which: Literal["final", "max"] = "final"
 ) -> float | None:
     """The model's judgement of the episode as a fraction of the task: the final (or highest)
     progress / 100; ``None`` when the summary holds none (the episode had no reward model)."""
@@ -69,7 +69,7 @@ def model_score(
     return None if value is None else float(value) / 100.0
 
 
-def model_done(summary: Mapping[str, Any], *, terminated_only: bool = True) -> dict[str, bool]:
+def model_done(summary: Mapping[str, object], *, terminated_only: bool = True) -> dict[str, bool]:
     """The termination audit's two counts for one episode: ``model_done`` — the model ended the
     episode (``terminated_only``), or judged the task done at all (``terminated_only=False``:
     where something else decides termination, as in RLinf) — and ``model_done_success`` — the

@@ -16,7 +16,7 @@ import threading
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any, Literal
+from typing import Literal
 
 __all__ = ["HackingDetectorConfig", "HackingDetector", "RewardHackingWarning"]
 
@@ -69,7 +69,7 @@ class HackingDetectorConfig:
             )
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> HackingDetectorConfig:
+    def from_mapping(cls, values: Mapping[str, object]) -> HackingDetectorConfig:
         """Settings from a mapping (e.g. the ``reward_model.alarm`` block); ``enable`` and other
         keys that are not settings are ignored."""
         names = {f.name for f in fields(cls)}
@@ -98,7 +98,9 @@ class HackingDetector:
     """
 
     def __init__(
-        self, settings: HackingDetectorConfig | Mapping[str, Any] | None = None, **overrides: Any
+        self,
+        settings: HackingDetectorConfig | Mapping[str, object] | None = None,
+        **overrides: object,
     ) -> None:
         if settings is None:
             settings = HackingDetectorConfig()
@@ -115,7 +117,7 @@ class HackingDetector:
         with self._lock:
             return list(self._tasks)
 
-    def add(self, task: str, score: float, success: bool) -> dict[str, Any]:
+    def add(self, task: str, score: float, success: bool) -> dict[str, object]:
         """Account one finished episode of ``task``: the model's ``score`` (fraction of full
         progress) and the env's ``success``. Returns the task's state (docs/PROGRESS.md); warns
         when the alarm goes off."""
@@ -139,7 +141,7 @@ class HackingDetector:
             warnings.warn(self._message(out), RewardHackingWarning, stacklevel=2)
         return out
 
-    def state(self, task: str) -> dict[str, Any]:
+    def state(self, task: str) -> dict[str, object]:
         """The task's current state without adding an episode."""
         with self._lock:
             state = self._tasks.get(task) or _Task(collections.deque())
@@ -147,9 +149,9 @@ class HackingDetector:
             out["triggers"] = state.triggers
             return out
 
-    def _evaluate(self, task: str, state: _Task) -> dict[str, Any]:
+    def _evaluate(self, task: str, state: _Task) -> dict[str, object]:
         s = self.settings
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "task": task,
             "episodes": state.episodes,
             "ready": len(state.history) == s.window + s.baseline,
@@ -178,7 +180,7 @@ class HackingDetector:
         out["firing"] = out["progress_without_success"] or out["high_progress_failures"]
         return out
 
-    def _message(self, out: Mapping[str, Any]) -> str:
+    def _message(self, out: Mapping[str, object]) -> str:
         s = self.settings
         reasons = []
         if out["progress_without_success"]:

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -34,9 +33,9 @@ class SettledEpisode:
     progress: np.ndarray
     terminated: bool
     truncated: bool
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, object] = field(default_factory=dict)
     final: bool = True
-    alarm: dict[str, Any] | None = None
+    alarm: dict[str, object] | None = None
 
     @property
     def cut_steps(self) -> int:

@@ -14,14 +14,13 @@ ValueError: ProgressReward needs the task text: pass task=... or have the env pu
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import gymnasium as gym
 
 __all__ = ["task_text"]
 
 
-def task_text(env: gym.Env, task: str | None, info: Mapping[str, Any], owner: str) -> str:
+def task_text(env: gym.Env, task: str | None, info: Mapping[str, object], owner: str) -> str:
     """``task`` if given, else ``info["task_description"]``, else the env's ``task_description``."""
     text = task or info.get("task_description")
     if not text:

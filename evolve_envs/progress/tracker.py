@@ -56,7 +56,7 @@ class ProgressTracker:
     def __init__(
         self,
         client: ProgressService,
-        settings: TrackerConfig | Mapping[str, Any] | None = None,
+        settings: TrackerConfig | Mapping[str, object] | None = None,
         *,
         capabilities: Any = None,
         audit: TerminationAudit | None = None,
@@ -104,7 +104,7 @@ class ProgressTracker:
         """Requests sent and not yet applied."""
         return len(self._ep.pending)
 
-    def totals(self) -> dict[str, Any]:
+    def totals(self) -> dict[str, object]:
         """Running totals of the current (or, once settled, the last) episode: ``progress``,
         ``max_progress``, ``done_by_progress``, ``model_reward`` (the model reward paid so far),
         ``progress_calls`` and ``reward_model_errors``."""
@@ -125,11 +125,11 @@ class ProgressTracker:
         return dict(self._ep.frames)
 
     @property
-    def summary(self) -> dict[str, Any] | None:
+    def summary(self) -> dict[str, object] | None:
         """The last settled episode's summary (``None`` while an episode runs)."""
         return self._ep.summary
 
-    def step_info(self, checked: bool = False, fallback: bool = False) -> dict[str, Any]:
+    def step_info(self, checked: bool = False, fallback: bool = False) -> dict[str, object]:
         """The per-step ``info`` keys for the episode's current state (after ``reset``: zeros);
         see :func:`evolve_envs.progress.tracker_info.step_info`."""
         return step_info(self._ep, checked, fallback)
@@ -309,7 +309,7 @@ class ProgressTracker:
         ep.last_sent_step = step
         self._mode.keep(ep, step, frame, milestone)
 
-    def _call(self, method: str, *args: Any, **kwargs: Any) -> Future[Any]:
+    def _call(self, method: str, *args: object, **kwargs: object) -> Future[Any]:
         """Ask the client: in sync mode directly on this thread (the answer is needed before
         ``observe`` returns anyway), in async mode through its ``submit_*`` twin. Either way
         the answer is a future, so both modes apply answers the same way."""

@@ -97,7 +97,7 @@ class DoneRuleConfig(BaseModel):
         return DoneRule.parse(self.model_dump())
 
 
-def _rule_mapping(rule: DoneRule) -> dict[str, Any]:
+def _rule_mapping(rule: DoneRule) -> dict[str, object]:
     return {
         "kind": rule.kind,
         "k": rule.k,
@@ -176,14 +176,14 @@ class TrackerConfig(ProgressKeys):
 
     reward_mode: RewardMode = "dense"
 
-    def __init__(self, **values: Any) -> None:
+    def __init__(self, **values: object) -> None:
         try:
             super().__init__(**values)
         except ValidationError as exc:
             raise ConfigError(_describe(exc)) from None
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> TrackerConfig:
+    def from_mapping(cls, values: Mapping[str, object]) -> TrackerConfig:
         """Build settings from a mapping, ignoring keys that are not settings.
 
         >>> TrackerConfig.from_mapping({"call_every": 8, "camera": "wrist"}).call_every
@@ -191,7 +191,7 @@ class TrackerConfig(ProgressKeys):
         """
         return cls(**{k: v for k, v in values.items() if k in cls.model_fields})
 
-    def replace(self, **changes: Any) -> TrackerConfig:
+    def replace(self, **changes: object) -> TrackerConfig:
         """A copy with ``changes`` applied (and validated).
 
         >>> TrackerConfig().replace(start_step=4).start_step

@@ -8,8 +8,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from evolve_envs.progress.arithmetic import as_fraction, reached
 from evolve_envs.progress.done_rules import TerminationAudit
 from evolve_envs.progress.episode_state import EpisodeState
@@ -18,7 +16,7 @@ from evolve_envs.progress.tracker_config import TrackerConfig
 __all__ = ["step_info", "episode_summary", "close_episode"]
 
 
-def step_info(ep: EpisodeState, checked: bool = False, fallback: bool = False) -> dict[str, Any]:
+def step_info(ep: EpisodeState, checked: bool = False, fallback: bool = False) -> dict[str, object]:
     """The per-step ``info`` keys for the episode's current state (after ``reset``: zeros)."""
     return {
         "progress": ep.progress,
@@ -32,7 +30,9 @@ def step_info(ep: EpisodeState, checked: bool = False, fallback: bool = False) -
     }
 
 
-def episode_summary(ep: EpisodeState, s: TrackerConfig, audit: TerminationAudit) -> dict[str, Any]:
+def episode_summary(
+    ep: EpisodeState, s: TrackerConfig, audit: TerminationAudit
+) -> dict[str, object]:
     """The summary of the settled episode ``ep`` (``info["episode_reward_model"]``), with the
     running termination counts of its task from ``audit``.
 
@@ -70,7 +70,7 @@ def episode_summary(ep: EpisodeState, s: TrackerConfig, audit: TerminationAudit)
     }
 
 
-def close_episode(ep: EpisodeState, s: TrackerConfig, audit: TerminationAudit) -> dict[str, Any]:
+def close_episode(ep: EpisodeState, s: TrackerConfig, audit: TerminationAudit) -> dict[str, object]:
     """Count the settled episode ``ep`` in ``audit`` and return its summary
     (:func:`episode_summary`); both call modes' settlements end an episode here.
 

@@ -45,5 +45,5 @@ class TrackerStep:
     terminate: bool
     episode_over: bool
     checked: bool
-    info: dict[str, Any]
-    summary: dict[str, Any] | None = None
+    info: dict[str, object]
+    summary: dict[str, object] | None = None

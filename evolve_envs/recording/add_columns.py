@@ -27,14 +27,14 @@ from evolve_envs.recording.lerobot_stats import aggregate_stats, feature_stats
 __all__ = ["copy_with_columns"]
 
 #: per episode (its position in the dataset), per new column, one value per row
-Columns = Mapping[int, Mapping[str, Sequence[Any]]]
+Columns = Mapping[int, Mapping[str, Sequence[object]]]
 
 
 def copy_with_columns(
     src: str | os.PathLike[str],
     dst: str | os.PathLike[str],
     columns: Columns,
-    features: Mapping[str, Mapping[str, Any]],
+    features: Mapping[str, Mapping[str, object]],
 ) -> None:
     """Copy the dataset ``src`` into the new folder ``dst`` with ``columns`` added.
 
@@ -58,7 +58,7 @@ def _copy_tree(src: Path, dst: Path, skip: set[Path]) -> None:
         shutil.copy2(path, dst / rel)
 
 
-def _array(values: Sequence[Any], feature: Mapping[str, Any]) -> Any:
+def _array(values: Sequence[object], feature: Mapping[str, object]) -> Any:
     import pyarrow as pa
 
     kind = arrow_type(feature)
@@ -68,11 +68,11 @@ def _array(values: Sequence[Any], feature: Mapping[str, Any]) -> Any:
     return pa.array(list(values), type=kind)
 
 
-def _numeric(feature: Mapping[str, Any]) -> bool:
+def _numeric(feature: Mapping[str, object]) -> bool:
     return feature["dtype"] != "string"
 
 
-def _lerobot(src: Path, dst: Path, columns: Columns, features: Mapping[str, Any]) -> None:
+def _lerobot(src: Path, dst: Path, columns: Columns, features: Mapping[str, object]) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -102,7 +102,7 @@ def _lerobot(src: Path, dst: Path, columns: Columns, features: Mapping[str, Any]
     per_episode: dict[str, list[dict[str, np.ndarray]]] = {n: [] for n in features}
     for path in episode_files:
         table = pq.read_table(path)  # its columns kept as they are; stats columns appended
-        added: dict[str, list[Any]] = {}
+        added: dict[str, list[object]] = {}
         for episode in table.column("episode_index").to_pylist():
             for name, feature in features.items():
                 if not _numeric(feature):
@@ -126,7 +126,7 @@ def _lerobot(src: Path, dst: Path, columns: Columns, features: Mapping[str, Any]
     (dst / "meta" / "stats.json").write_text(json.dumps(stats, indent=2))
 
 
-def _recording(src: Path, dst: Path, columns: Columns, features: Mapping[str, Any]) -> None:
+def _recording(src: Path, dst: Path, columns: Columns, features: Mapping[str, object]) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -147,11 +147,11 @@ class EpisodeWriter:
     def write(
         self,
         frames: Sequence[np.ndarray | bytes],
-        steps: Sequence[Mapping[str, Any]],
-        meta: Mapping[str, Any],
+        steps: Sequence[Mapping[str, object]],
+        meta: Mapping[str, object],
         *,
         camera_frames: Mapping[str, Sequence[np.ndarray | bytes]] | None = None,
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         """Write one episode: ``frames[k]`` and ``steps[k]`` describe step ``k`` (0 = reset)."""
         others = dict(camera_frames or {})
         if len(frames) != len(steps):
@@ -163,7 +163,7 @@ class EpisodeWriter:
         with self._lock:
             self._count += 1
             episode_id = f"{time.time_ns():x}-{os.getpid()}-{self._token}-{self._count}"
-        columns: dict[str, list[Any]] = {c: [] for c in STEP_COLUMNS}
+        columns: dict[str, list[object]] = {c: [] for c in STEP_COLUMNS}
         for k, (frame, row) in enumerate(zip(frames, steps, strict=True)):
             columns["step"].append(k)
             columns["frame"].append(_jpeg(frame, self.jpeg_quality))
@@ -214,7 +214,7 @@ class RecordedEpisode:
     (1, [False, True], (1, 8, 8, 3))
     """
 
-    def __init__(self, root: Path, meta: dict[str, Any], label: str | None = None) -> None:
+    def __init__(self, root: Path, meta: dict[str, object], label: str | None = None) -> None:
         self.root = root
         self.meta = meta
         self.label = label
@@ -233,7 +233,7 @@ class RecordedEpisode:
             self._table = pq.read_table(path)
         return self._table
 
-    def column(self, name: str) -> list[Any]:
+    def column(self, name: str) -> list[object]:
         """One step column as a Python list (see ``STEP_COLUMNS``); a column that a version 1
         recording lacks (``state``) reads as nulls. With a ``label`` (a relabelled model's
         columns, ``evolve-envs relabel``), ``model_progress`` and ``is_check`` are that model's."""
@@ -337,7 +337,7 @@ class Recording(Sequence[RecordedEpisode]):
         return iter(self.episodes)
 
 
-def open_recording(root: str | os.PathLike[str], **options: Any) -> Any:
+def open_recording(root: str | os.PathLike[str], **options: object) -> Any:
     """Open a recording directory written by :class:`EpisodeWriter`, or a LeRobotDataset v3
     folder (``meta/info.json``; ``options`` go to
     :class:`~evolve_envs.recording.lerobot_read.LeRobotRecording`). Both give episodes with

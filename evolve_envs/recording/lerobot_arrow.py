@@ -25,7 +25,7 @@ def pyarrow_modules() -> tuple[Any, Any]:
     return pa, pq
 
 
-def arrow_type(feature: Mapping[str, Any]) -> Any:
+def arrow_type(feature: Mapping[str, object]) -> Any:
     """The Arrow type of a non-video feature's column: a scalar for shape ``[1]``, a
     fixed-size list for ``[n]`` (as Hugging Face ``datasets`` writes ``Sequence(length=n)``).
 

@@ -53,7 +53,7 @@ def feature_key(observation_key: str, libero: bool) -> str:
     return f"observation.images.{name}"
 
 
-def _held(progress: list[Any]) -> np.ndarray:
+def _held(progress: list[object]) -> np.ndarray:
     """Progress per row: the last check's value, 0 before the first."""
     out, value = [], 0.0
     for p in progress:
@@ -64,7 +64,7 @@ def _held(progress: list[Any]) -> np.ndarray:
 
 def _episode_columns(
     ep: RecordedEpisode, with_state: bool, with_model: bool, keep_final: bool
-) -> dict[str, Any]:
+) -> dict[str, object]:
     table = ep.table()
     col = {
         name: table.column(name).to_pylist()
@@ -74,11 +74,11 @@ def _episode_columns(
     n = len(ep) + 1 if keep_final else len(ep)  # frames
     last = len(ep)
 
-    def outcome(name: str, pad: Any) -> list[Any]:  # row t + 1's value at frame t
+    def outcome(name: str, pad: Any) -> list[object]:  # row t + 1's value at frame t
         values = col[name][1 : last + 1]
         return values + [pad(values)] if keep_final else values
 
-    data: dict[str, Any] = {}
+    data: dict[str, object] = {}
     if with_state:
         data["observation.state"] = np.asarray(col["state"][:n], np.float32)
     data["action"] = np.asarray(outcome("action", lambda v: v[-1]), np.float32)
@@ -95,7 +95,7 @@ def _episode_columns(
     return data
 
 
-def _scalar(dtype: str) -> dict[str, Any]:
+def _scalar(dtype: str) -> dict[str, object]:
     return {"dtype": dtype, "shape": [1], "names": None}
 
 
@@ -140,8 +140,8 @@ def export_lerobot(
     with_model = any(ep.meta.get("reward_model") or any(ep.column("is_check")) for ep in episodes)
     state_dim = len(first.column("state")[0]) if with_state else 0
     action_dim = len(first.column("action")[1])
-    features: dict[str, dict[str, Any]] = {}
-    extra: dict[str, dict[str, Any]] = {}
+    features: dict[str, dict[str, object]] = {}
+    extra: dict[str, dict[str, object]] = {}
     turn: dict[str, tuple[str, str] | None] = {}
     shapes = {cam: first.frames([0], camera=cam).shape[1:] for cam in cameras}
     for cam in cameras:

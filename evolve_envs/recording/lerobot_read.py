@@ -74,7 +74,7 @@ class LeRobotRecording(Sequence["LeRobotEpisode"]):
                 f"stored_orientation must be one of {', '.join(MUJOCO_ORIENTATIONS)}, "
                 f"got {stored_orientation!r}"
             )
-        self.features: dict[str, dict[str, Any]] = self.info["features"]
+        self.features: dict[str, dict[str, object]] = self.info["features"]
         self.fps = float(self.info["fps"])
         self.cameras = [k for k, ft in self.features.items() if ft["dtype"] in ("video", "image")]
         self.camera = self._pick_camera(camera)
@@ -87,7 +87,7 @@ class LeRobotRecording(Sequence["LeRobotEpisode"]):
             )
         fallback = RUN_LABEL if RUN_LABEL in labels else (labels[0] if labels else None)
         self.label = label or fallback
-        self.meta: dict[str, Any] = {
+        self.meta: dict[str, object] = {
             "format": "lerobot",
             "codebase_version": version,
             "fps": self.fps,
@@ -112,7 +112,7 @@ class LeRobotRecording(Sequence["LeRobotEpisode"]):
                         strict=True,
                     )
                 )
-        rows: list[dict[str, Any]] = []
+        rows: list[dict[str, object]] = []
         for path in sorted((self.root / "meta" / "episodes").glob("chunk-*/file-*.parquet")):
             table = pq.read_table(path)
             keep = [c for c in table.column_names if not c.startswith("stats/")]
@@ -142,7 +142,7 @@ class LeRobotRecording(Sequence["LeRobotEpisode"]):
             else (self.cameras[0])
         )
 
-    def path(self, template: str, **fields: Any) -> Path:
+    def path(self, template: str, **fields: object) -> Path:
         """A file of the dataset from one of ``info.json``'s path templates; one that would lie
         outside the dataset's folder is refused."""
         path = (self.root / str(self.info[template]).format(**fields)).resolve()
@@ -182,7 +182,7 @@ class LeRobotEpisode:
     """One episode of a :class:`LeRobotRecording`; ``len()`` is its frames after the first.
     The module docstring has a runnable example."""
 
-    def __init__(self, dataset: LeRobotRecording, row: dict[str, Any]) -> None:
+    def __init__(self, dataset: LeRobotRecording, row: dict[str, object]) -> None:
         self.dataset = dataset
         self.row = row
         self.index = int(row["episode_index"])
@@ -191,7 +191,7 @@ class LeRobotEpisode:
         data_path = dataset.info["data_path"].format(
             chunk_index=row.get("data/chunk_index", 0), file_index=row.get("data/file_index", 0)
         )
-        self.meta: dict[str, Any] = {
+        self.meta: dict[str, object] = {
             "episode_id": f"episode_{self.index:06d}",
             "episode_index": self.index,
             "task": str(tasks[0]) if tasks else None,
@@ -246,7 +246,7 @@ class LeRobotEpisode:
             self._table = rows.sort_by("frame_index")
         return self._table
 
-    def column(self, name: str) -> list[Any]:
+    def column(self, name: str) -> list[object]:
         """A column of the dataset, or a recording's name for one (docs/RECORDING.md)."""
         table = self.table()
         label = self.dataset.label

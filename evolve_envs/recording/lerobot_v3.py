@@ -47,7 +47,7 @@ VIDEO_PATH = "videos/{video_key}/" + CHUNK_FILE + ".mp4"
 EPISODES_PATH = "meta/episodes/" + CHUNK_FILE + ".parquet"
 TASKS_PATH = "meta/tasks.parquet"
 #: the columns every v3 data file has, after the dataset's own features
-DEFAULT_FEATURES: dict[str, dict[str, Any]] = {
+DEFAULT_FEATURES: dict[str, dict[str, object]] = {
     "timestamp": {"dtype": "float32", "shape": [1], "names": None},
     "frame_index": {"dtype": "int64", "shape": [1], "names": None},
     "episode_index": {"dtype": "int64", "shape": [1], "names": None},
@@ -58,7 +58,7 @@ _NUMPY = {"float32": np.float32, "float64": np.float64, "int64": np.int64, "int3
           "bool": np.bool_}  # fmt: skip
 
 
-def _plain(stats: Mapping[str, np.ndarray]) -> dict[str, Any]:
+def _plain(stats: Mapping[str, np.ndarray]) -> dict[str, object]:
     return {k: np.asarray(v).tolist() for k, v in stats.items()}
 
 
@@ -74,10 +74,10 @@ class LeRobotWriter:
         root: str | os.PathLike[str],
         *,
         fps: int,
-        features: Mapping[str, Mapping[str, Any]],
+        features: Mapping[str, Mapping[str, object]],
         codec: str = "av1",
         robot_type: str | None = None,
-        video_info_extra: Mapping[str, Mapping[str, Any]] | None = None,
+        video_info_extra: Mapping[str, Mapping[str, object]] | None = None,
         chunks_size: int = 1000,
         data_files_size_in_mb: int = 100,
         video_files_size_in_mb: int = 200,
@@ -103,11 +103,11 @@ class LeRobotWriter:
         self._tmp = self.root.parent / f".{self.root.name}.writing-{uuid.uuid4().hex[:8]}"
         self._tmp.mkdir(parents=True)
         self.tasks: dict[str, int] = {}
-        self.episodes: list[dict[str, Any]] = []
+        self.episodes: list[dict[str, object]] = []
         self._stats: list[dict[str, dict[str, np.ndarray]]] = []
         self._frames = 0
-        self._data: dict[str, Any] = {"chunk": 0, "file": 0, "writer": None, "bytes": 0}
-        self._videos: dict[str, dict[str, Any]] = {
+        self._data: dict[str, object] = {"chunk": 0, "file": 0, "writer": None, "bytes": 0}
+        self._videos: dict[str, dict[str, object]] = {
             k: {"chunk": 0, "file": 0, "video": None} for k in self.video_keys
         }
         self._first_video: dict[str, Path] = {}
@@ -116,10 +116,10 @@ class LeRobotWriter:
     def add_episode(
         self,
         task: str,
-        data: Mapping[str, Any],
+        data: Mapping[str, object],
         videos: Mapping[str, Sequence[np.ndarray]] | None = None,
         *,
-        extra: Mapping[str, Any] | None = None,
+        extra: Mapping[str, object] | None = None,
     ) -> int:
         """Add one episode: ``data`` holds one column (``[L, ...]``) per non-video feature,
         ``videos`` the ``L`` frames of each camera. ``extra``: more columns of its row in
@@ -157,7 +157,7 @@ class LeRobotWriter:
                 "task_index": np.full(length, task_index, np.int64),
             }
         )
-        row: dict[str, Any] = {"episode_index": index, "tasks": [task], "length": length}
+        row: dict[str, object] = {"episode_index": index, "tasks": [task], "length": length}
         row.update(self._write_data(columns, length))
         for key in self.video_keys:
             row.update(self._write_video(key, videos[key]))
@@ -177,10 +177,10 @@ class LeRobotWriter:
         self._frames += length
         return index
 
-    def _ft(self, name: str) -> dict[str, Any]:
+    def _ft(self, name: str) -> dict[str, object]:
         return self.features.get(name) or DEFAULT_FEATURES[name]
 
-    def _write_data(self, columns: Mapping[str, Any], length: int) -> dict[str, Any]:
+    def _write_data(self, columns: Mapping[str, object], length: int) -> dict[str, object]:
         pa, pq = pyarrow_modules()
         names = [*[k for k in self.features if k not in self.video_keys], *DEFAULT_FEATURES]
         schema = pa.schema([(n, arrow_type(self._ft(n))) for n in names])
@@ -212,7 +212,7 @@ class LeRobotWriter:
             "dataset_to_index": self._frames + length,
         }
 
-    def _write_video(self, key: str, frames: Sequence[np.ndarray]) -> dict[str, Any]:
+    def _write_video(self, key: str, frames: Sequence[np.ndarray]) -> dict[str, object]:
         v = self._videos[key]
         if v["video"] is not None and v["video"].size >= self.video_mb * 2**20:
             v["video"].close()
@@ -269,7 +269,7 @@ class LeRobotWriter:
         (meta / "stats.json").write_text(json.dumps(stats, indent=2))
         (meta / "info.json").write_text(json.dumps(self.info(), indent=2))
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> dict[str, object]:
         """``meta/info.json`` as it stands (video info read from the first finished files)."""
         features = {}
         for name, ft in self.features.items():
@@ -317,7 +317,7 @@ class LeRobotWriter:
     def __enter__(self) -> LeRobotWriter:
         return self
 
-    def __exit__(self, exc_type: Any, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         if exc_type is None:
             self.close()
         else:

@@ -38,9 +38,9 @@ class Codec:
     options: dict[str, str] = field(default_factory=dict)
     lossless: bool = False
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> dict[str, object]:
         """The encoder settings as ``info.json`` records them (``video.g``, ``video.crf``...)."""
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         for key in ("g", "crf", "preset", "qp"):
             if key in self.options:
                 value = self.options[key]
@@ -151,7 +151,7 @@ class VideoFile:
             os.remove(self._tmp)
 
 
-def video_info(path: str | os.PathLike[str], codec: Codec | None = None) -> dict[str, Any]:
+def video_info(path: str | os.PathLike[str], codec: Codec | None = None) -> dict[str, object]:
     """A feature's ``info`` block in ``info.json``, probed from a written file the way LeRobot
     probes its own (``video.height``, ``video.width``, ``video.codec``, ``video.pix_fmt``,
     ``video.is_depth_map``, ``video.fps``, ``video.channels``, ``has_audio``) plus the encoder
@@ -160,7 +160,7 @@ def video_info(path: str | os.PathLike[str], codec: Codec | None = None) -> dict
     av = _av()
     with av.open(os.fspath(path)) as container:
         stream = container.streams.video[0]
-        info: dict[str, Any] = {
+        info: dict[str, object] = {
             "video.height": int(stream.height),
             "video.width": int(stream.width),
             "video.codec": stream.codec_context.codec.canonical_name,

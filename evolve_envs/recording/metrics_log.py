@@ -58,7 +58,7 @@ class EpisodeLog:
         *,
         tensorboard: bool = True,
         wandb_project: str | None = None,
-        run_config: Mapping[str, Any] | None = None,
+        run_config: Mapping[str, object] | None = None,
         step_column: str = "episode",
         tb_prefix: str = "episode",
         csv_name: str = "metrics.csv",
@@ -114,7 +114,7 @@ class EpisodeLog:
         if self._wandb is not None:
             self._wandb.log({f"{self.tb_prefix}/{k}": v for k, v in numeric.items()}, step=episode)
 
-    def log_scalars(self, prefix: str, step: int, metrics: Mapping[str, Any]) -> None:
+    def log_scalars(self, prefix: str, step: int, metrics: Mapping[str, object]) -> None:
         """Series ``<prefix>/<key>`` at ``step`` in TensorBoard and W&B (not the CSV); None, NaN
         and non-numbers are skipped."""
         numeric = {
@@ -132,7 +132,7 @@ class EpisodeLog:
     def log_video(
         self,
         tag: str,
-        frames: Sequence[Any],
+        frames: Sequence[object],
         step: int,
         *,
         mp4: str | Path | None = None,

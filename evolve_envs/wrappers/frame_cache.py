@@ -81,15 +81,15 @@ class FrameCache(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.Reco
         return np.asarray(obs[self.camera])
 
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
+        self, *, seed: int | None = None, options: dict[str, object] | None = None
+    ) -> tuple[Any, dict[str, object]]:
         obs, info = self.env.reset(seed=seed, options=options)
         self.frame_store.clear()
         self.episode_step = 0
         self.frame_store.add(0, self.frame_of(obs))
         return obs, info
 
-    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, object]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.episode_step += 1
         self.frame_store.add(self.episode_step, self.frame_of(obs))

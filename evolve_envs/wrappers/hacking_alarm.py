@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, SupportsFloat
+from typing import SupportsFloat
 
 import gymnasium as gym
 from gymnasium.core import ActType, ObsType
@@ -45,11 +45,11 @@ class HackingAlarm(
     def __init__(
         self,
         env: gym.Env[ObsType, ActType],
-        settings: HackingDetectorConfig | Mapping[str, Any] | None = None,
+        settings: HackingDetectorConfig | Mapping[str, object] | None = None,
         *,
         detector: HackingDetector | None = None,
         task: str | None = None,
-        **overrides: Any,
+        **overrides: object,
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, settings=settings, task=task, **overrides)
         gym.Wrapper.__init__(self, env)
@@ -59,8 +59,8 @@ class HackingAlarm(
         self._open = False
 
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[ObsType, dict[str, Any]]:
+        self, *, seed: int | None = None, options: dict[str, object] | None = None
+    ) -> tuple[ObsType, dict[str, object]]:
         obs, info = self.env.reset(seed=seed, options=options)
         self._task = task_text(self.env, self.task, info, "HackingAlarm")
         self._open = True
@@ -79,7 +79,7 @@ class HackingAlarm(
             out.append(ep)
         return out
 
-    def step(self, action: ActType) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, Any]]:
+    def step(self, action: ActType) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, object]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         if (terminated or truncated) and self._open:
             self._open = False

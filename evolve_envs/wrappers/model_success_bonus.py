@@ -64,7 +64,7 @@ class ModelSuccessBonus(gym.Wrapper):
         self.bonus = float(bonus)
         self.threshold = float(threshold)
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, object]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         if terminated or truncated:
             paid = bonus_paid(info.get("episode_reward_model"), self.bonus, self.threshold)

@@ -88,14 +88,14 @@ class ProgressReward(
         self,
         env: gym.Env[ObsType, ActType],
         model: OpenModel,
-        settings: TrackerConfig | Mapping[str, Any] | None = None,
+        settings: TrackerConfig | Mapping[str, object] | None = None,
         *,
         camera: str | tuple[str, ...] | None = "agentview_image",
         task: str | None = None,
         reward_weight: float = 1.0,
         env_reward_weight: float = 0.0,
         capabilities: Any = None,
-        **setting_overrides: Any,
+        **setting_overrides: object,
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
             self,
@@ -133,7 +133,7 @@ class ProgressReward(
             raise
         self.episode_step = 0
         self._warned_after_end = False
-        self._last_info: dict[str, Any] = {}
+        self._last_info: dict[str, object] = {}
         self.model_id: str | None = getattr(capabilities, "model_id", None) or getattr(
             capabilities, "backend", None
         )
@@ -160,8 +160,8 @@ class ProgressReward(
         return np.asarray(obs[camera])
 
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
+        self, *, seed: int | None = None, options: dict[str, object] | None = None
+    ) -> tuple[Any, dict[str, object]]:
         obs, info = self.env.reset(seed=seed, options=options)
         if self._deferred and not self.tracker.episode_over:  # dropped, as under sync
             self._env_rewards.pop(self.tracker.episodes, None)
@@ -180,7 +180,7 @@ class ProgressReward(
     def _deferred(self) -> bool:
         return self.tracker.settings.calls == "deferred"
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, object]]:
         obs, env_reward, terminated, truncated, info = self.env.step(action)
         self.episode_step += 1
         info.setdefault("is_success", False)

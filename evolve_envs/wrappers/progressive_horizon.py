@@ -42,7 +42,7 @@ class HorizonStage:
     min_success_rate: float = 0.0
 
 
-def parse_stages(stages: Sequence[Mapping[str, Any] | HorizonStage]) -> list[HorizonStage]:
+def parse_stages(stages: Sequence[Mapping[str, object] | HorizonStage]) -> list[HorizonStage]:
     """Validate a stage list (mappings or :class:`HorizonStage`) and return stages."""
     if not stages:
         raise ValueError("progressive horizon needs at least one stage")
@@ -95,7 +95,7 @@ class ProgressiveHorizon(
     def __init__(
         self,
         env: gym.Env[ObsType, ActType],
-        stages: Sequence[Mapping[str, Any] | HorizonStage],
+        stages: Sequence[Mapping[str, object] | HorizonStage],
         *,
         by: StageRule = "episodes",
         window: int = 20,
@@ -161,8 +161,8 @@ class ProgressiveHorizon(
 
     # ------------------------------------------------------------------ Gymnasium API
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
+        self, *, seed: int | None = None, options: dict[str, object] | None = None
+    ) -> tuple[Any, dict[str, object]]:
         if self._episode_open:  # the previous episode was cut short by the caller
             self._record_episode(self._last_success)
         if self.by == "episodes" and self.episodes_seen == 0:
@@ -181,7 +181,7 @@ class ProgressiveHorizon(
         ):
             self._stage += 1
 
-    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, object]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._elapsed += 1
         if self._elapsed >= self.max_episode_steps and not terminated:

@@ -58,7 +58,7 @@ class RecordEpisodes(
         state_key: str = "state",
         jpeg_quality: int = 90,
         reward_model: str | None = None,
-        meta: Mapping[str, Any] | None = None,
+        meta: Mapping[str, object] | None = None,
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
             self,
@@ -84,8 +84,8 @@ class RecordEpisodes(
         self.reward_model = reward_model
         self.writer = EpisodeWriter(root, jpeg_quality=jpeg_quality, meta=meta)
         self._frames: dict[str, list[bytes]] = {}  # JPEG: KB per step in memory, not raw
-        self._steps: list[dict[str, Any]] = []
-        self._episode: dict[str, Any] = {}
+        self._steps: list[dict[str, object]] = []
+        self._episode: dict[str, object] = {}
 
     def _add_frames(self, obs: Any) -> None:
         """Append the JPEG of every camera's frame in ``obs``."""
@@ -99,8 +99,8 @@ class RecordEpisodes(
         return np.asarray(obs[self.state_key], dtype=np.float64).ravel()
 
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[ObsType, dict[str, Any]]:
+        self, *, seed: int | None = None, options: dict[str, object] | None = None
+    ) -> tuple[ObsType, dict[str, object]]:
         obs, info = self.env.reset(seed=seed, options=options)
         base = self.env.unwrapped
         init_state_id = info.get("init_state_id")
@@ -145,7 +145,7 @@ class RecordEpisodes(
         ]
         return obs, info
 
-    def step(self, action: ActType) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, Any]]:
+    def step(self, action: ActType) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, object]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         if not self._steps:  # stepping without a reset through this wrapper: nothing to record
             return obs, reward, terminated, truncated, info
@@ -170,7 +170,7 @@ class RecordEpisodes(
             info["recorded_episode"] = self._write(info)
         return obs, reward, terminated, truncated, info
 
-    def _write(self, info: Mapping[str, Any]) -> dict[str, Any]:
+    def _write(self, info: Mapping[str, object]) -> dict[str, object]:
         steps = self._steps[1:]
         summary = info.get("episode_reward_model") or {}
         meta = {
@@ -254,7 +254,7 @@ def wrap_recording(
     cameras: Sequence[str] | None = None,
     jpeg_quality: int = 90,
     reward_model: str | None = None,
-    meta: Mapping[str, Any] | None = None,
+    meta: Mapping[str, object] | None = None,
 ) -> RecordEpisodes:
     """Record ``env``'s episodes into ``root``; the camera defaults to the observation's image.
 

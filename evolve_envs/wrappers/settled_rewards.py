@@ -68,18 +68,18 @@ class SettledRewards(gym.vector.VectorWrapper):
         self._start = 0
 
     # gymnasium's VectorWrapper does not forward these
-    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+    def call(self, name: str, *args: object, **kwargs: object) -> tuple[object, ...]:
         return self.env.call(name, *args, **kwargs)
 
-    def get_attr(self, name: str) -> tuple[Any, ...]:
+    def get_attr(self, name: str) -> tuple[object, ...]:
         return self.env.get_attr(name)
 
-    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, object]]:
         obs, rewards, terminated, truncated, info = self.env.step(actions)
         self._rows.append(self._row(info))
         return obs, rewards, terminated, truncated, info
 
-    def _row(self, info: dict[str, Any]) -> np.ndarray:
+    def _row(self, info: dict[str, object]) -> np.ndarray:
         row = np.full((self.num_envs, 2), -1, np.int64)
         if "settlement_episode" not in info:  # a step past an episode's end: not a row of one
             return row
