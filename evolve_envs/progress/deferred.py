@@ -33,13 +33,12 @@ import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, Future
 from concurrent.futures import wait as wait_futures
-from typing import Any
 
 import numpy as np
 
 from evolve_envs.progress.check_schedule import AnswerTiming
 from evolve_envs.progress.done_rules import TerminationAudit
-from evolve_envs.progress.episode_state import EpisodeState, PendingCheck
+from evolve_envs.progress.episode_state import Answer, EpisodeState, PendingCheck
 from evolve_envs.progress.request_modes import RequestMode
 from evolve_envs.progress.settled_episode import SettledEpisode
 from evolve_envs.progress.settlement import AnswerSettlement
@@ -287,11 +286,11 @@ class DeferredSettlement:
             "raising (fail_on_request_error)" if self.strict else "progress held (fallback)",
         )
         for name in ("critic", "done"):
-            future: Future[Any] | None = getattr(p, name)
+            future: Answer | None = getattr(p, name)
             if future is None or future.done():
                 continue
             future.cancel()
-            stand_in: Future[Any] = Future()
+            stand_in: Answer = Future()
             if self.strict:
                 error = RewardServiceError(None, "", cause, kind=ErrorKind.TIMEOUT)
                 stand_in.set_exception(error)

@@ -11,14 +11,19 @@ import collections
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
+
+from evolve_envs.reward.clients.results import CallResult
 
 __all__ = ["Frame", "FrameHolder", "EpisodeState", "PendingCheck"]
 
 Frame = np.ndarray | Callable[[], np.ndarray]
 """A frame, or a zero-argument callable returning one (materialised only on check steps)."""
+
+
+#: a check's answer, as the client's ``submit_*`` returns it
+Answer = Future[CallResult[object]]
 
 
 @dataclass
@@ -35,8 +40,8 @@ class PendingCheck:
     step: int
     base_step: int
     milestone: bool
-    critic: Future[Any]
-    done: Future[Any] | None = None
+    critic: Answer
+    done: Answer | None = None
     deadline: int = 0  # the step at which the answer is waited for (async)
     sent_at: float = 0.0  # clock time of the request (async)
     answered_at: list[float] = field(default_factory=list)  # clock times of its answers

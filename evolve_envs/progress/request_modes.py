@@ -12,19 +12,18 @@ and how the answer becomes progress.
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
 
 from evolve_envs.progress.arithmetic import accumulate, clamp_progress, is_milestone
-from evolve_envs.progress.episode_state import EpisodeState, PendingCheck
+from evolve_envs.progress.episode_state import Answer, EpisodeState, PendingCheck
 from evolve_envs.progress.frame_store import uniform_indices
 from evolve_envs.progress.tracker_config import TrackerConfig
 
 __all__ = ["RequestMode", "PairwiseMode", "IncrementalMode", "TrajectoryMode", "REQUEST_MODES"]
 
-Call = Callable[..., "Future[Any]"]
+Call = Callable[..., Answer]
 """``call(method, *args)``: ask the client (the tracker's ``_call``)."""
 
 
@@ -37,7 +36,7 @@ class RequestMode:
 
     def send(
         self, call: Call, ep: EpisodeState, step: int, frame: np.ndarray
-    ) -> tuple[int, bool, Future[Any]]:
+    ) -> tuple[int, bool, Answer]:
         """Send the check at ``step`` with ``call(method, *args)``: ``(base step, milestone,
         future)``."""
         raise NotImplementedError
@@ -67,7 +66,7 @@ class PairwiseMode(RequestMode):
 
     def send(
         self, call: Call, ep: EpisodeState, step: int, frame: np.ndarray
-    ) -> tuple[int, bool, Future[Any]]:
+    ) -> tuple[int, bool, Answer]:
         base = ep.milestone_step
         future = call("pairwise_critic", ep.task, ep.frames[base], frame)
         return base, is_milestone(step, ep.milestone_step, self.settings.milestone_every), future
@@ -88,7 +87,7 @@ class IncrementalMode(RequestMode):
 
     def send(
         self, call: Call, ep: EpisodeState, step: int, frame: np.ndarray
-    ) -> tuple[int, bool, Future[Any]]:
+    ) -> tuple[int, bool, Answer]:
         base = ep.prev_check_step
         return base, True, call("pairwise_critic", ep.task, ep.frames[base], frame)
 
@@ -101,7 +100,7 @@ class TrajectoryMode(RequestMode):
 
     def send(
         self, call: Call, ep: EpisodeState, step: int, frame: np.ndarray
-    ) -> tuple[int, bool, Future[Any]]:
+    ) -> tuple[int, bool, Answer]:
         kept = ep.check_frames + [(step, frame)]
         idx = uniform_indices(len(kept), self.settings.trajectory_max_frames)
         future = call("trajectory_values", ep.task, [kept[i][1] for i in idx], skip=1)

@@ -36,7 +36,13 @@ import numpy as np
 from evolve_envs.progress.check_schedule import AnswerTiming, answer_deadline, check_now
 from evolve_envs.progress.deferred import DeferredSettlement, EpisodeLedger
 from evolve_envs.progress.done_rules import TerminationAudit
-from evolve_envs.progress.episode_state import EpisodeState, Frame, FrameHolder, PendingCheck
+from evolve_envs.progress.episode_state import (
+    Answer,
+    EpisodeState,
+    Frame,
+    FrameHolder,
+    PendingCheck,
+)
 from evolve_envs.progress.request_modes import REQUEST_MODES, RequestMode
 from evolve_envs.progress.settled_episode import SettledEpisode
 from evolve_envs.progress.settlement import AnswerSettlement
@@ -309,14 +315,14 @@ class ProgressTracker:
         ep.last_sent_step = step
         self._mode.keep(ep, step, frame, milestone)
 
-    def _call(self, method: str, *args: object, **kwargs: object) -> Future[Any]:
+    def _call(self, method: str, *args: object, **kwargs: object) -> Answer:
         """Ask the client: in sync mode directly on this thread (the answer is needed before
         ``observe`` returns anyway), in async mode through its ``submit_*`` twin. Either way
         the answer is a future, so both modes apply answers the same way."""
         direct = getattr(self.client, method, None) if self.settings.calls == "sync" else None
         if direct is None:
             return getattr(self.client, f"submit_{method}")(*args, **kwargs)
-        future: Future[Any] = Future()
+        future: Answer = Future()
         try:
             future.set_result(direct(*args, **kwargs))
         except RewardServiceError as exc:  # fail-fast mode: raised where the answer is applied

@@ -9,11 +9,12 @@ True
 
 from __future__ import annotations
 
-from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
+
+from evolve_envs.progress.episode_state import Answer
 
 __all__ = ["ProgressService", "TrackerStep"]
 
@@ -25,15 +26,15 @@ class ProgressService(Protocol):
 
     def submit_pairwise_critic(
         self, task: str, image_a: np.ndarray, image_b: np.ndarray
-    ) -> Future[Any]: ...
+    ) -> Answer: ...
 
     def submit_trajectory_values(
         self, task: str, frames: list[np.ndarray], *, skip: int = ...
-    ) -> Future[Any]: ...
+    ) -> Answer: ...
 
     def submit_done(
         self, task: str, first_frame: np.ndarray, prev_frame: np.ndarray, curr_frame: np.ndarray
-    ) -> Future[Any]: ...
+    ) -> Answer: ...
 
 
 @dataclass

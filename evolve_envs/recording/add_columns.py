@@ -17,12 +17,16 @@ import os
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from evolve_envs.recording.lerobot_arrow import arrow_type
 from evolve_envs.recording.lerobot_stats import aggregate_stats, feature_stats
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 
 __all__ = ["copy_with_columns"]
 
@@ -58,7 +62,7 @@ def _copy_tree(src: Path, dst: Path, skip: set[Path]) -> None:
         shutil.copy2(path, dst / rel)
 
 
-def _array(values: Sequence[object], feature: Mapping[str, object]) -> Any:
+def _array(values: Sequence[object], feature: Mapping[str, object]) -> pa.Array:
     import pyarrow as pa
 
     kind = arrow_type(feature)

@@ -30,9 +30,15 @@ import uuid
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from evolve_envs.recording.lerobot_read import LeRobotRecording
+
 
 __all__ = [
     "import_pyarrow",
@@ -78,7 +84,7 @@ def import_pyarrow(what: str = "recording or reading episodes") -> tuple[Any, An
 CAMERA_COLUMN = "frame.{}"
 
 
-def _schema(cameras: Sequence[str] = ()) -> Any:
+def _schema(cameras: Sequence[str] = ()) -> pa.Schema:
     pa, _ = import_pyarrow()
     return pa.schema(
         [
@@ -193,7 +199,7 @@ class EpisodeWriter:
         return line
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray):
@@ -218,9 +224,9 @@ class RecordedEpisode:
         self.root = root
         self.meta = meta
         self.label = label
-        self._table: Any = None
+        self._table: pa.Table | None = None
 
-    def table(self) -> Any:
+    def table(self) -> pa.Table:
         """The episode's steps as a ``pyarrow.Table`` (read once)."""
         if self._table is None:
             _, pq = import_pyarrow()
@@ -337,7 +343,7 @@ class Recording(Sequence[RecordedEpisode]):
         return iter(self.episodes)
 
 
-def open_recording(root: str | os.PathLike[str], **options: object) -> Any:
+def open_recording(root: str | os.PathLike[str], **options: object) -> Recording | LeRobotRecording:
     """Open a recording directory written by :class:`EpisodeWriter`, or a LeRobotDataset v3
     folder (``meta/info.json``; ``options`` go to
     :class:`~evolve_envs.recording.lerobot_read.LeRobotRecording`). Both give episodes with

@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 
 __all__ = ["arrow_type", "pyarrow_modules", "tasks_table"]
 
 
-def pyarrow_modules() -> tuple[Any, Any]:
+def pyarrow_modules() -> tuple[ModuleType, ModuleType]:
     """``(pyarrow, pyarrow.parquet)``, or an ImportError naming the extra that installs them."""
     try:
         import pyarrow as pa
@@ -25,7 +30,7 @@ def pyarrow_modules() -> tuple[Any, Any]:
     return pa, pq
 
 
-def arrow_type(feature: Mapping[str, object]) -> Any:
+def arrow_type(feature: Mapping[str, object]) -> pa.DataType:
     """The Arrow type of a non-video feature's column: a scalar for shape ``[1]``, a
     fixed-size list for ``[n]`` (as Hugging Face ``datasets`` writes ``Sequence(length=n)``).
 
@@ -51,7 +56,7 @@ def arrow_type(feature: Mapping[str, object]) -> Any:
     raise ValueError(f"only 1-D features are written, got shape {shape}")
 
 
-def tasks_table(tasks: Sequence[str]) -> Any:
+def tasks_table(tasks: Sequence[str]) -> pa.Table:
     """``meta/tasks.parquet`` as pandas writes ``DataFrame({"task_index": ...}, index=task)``:
     the ``task`` column is the frame's index (LeRobot looks tasks up by it)."""
     pa, _ = pyarrow_modules()

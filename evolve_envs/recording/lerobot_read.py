@@ -22,12 +22,16 @@ import json
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from evolve_envs.recording.lerobot_video import decode_frames
 from evolve_envs.recording.orientation import MUJOCO_ORIENTATIONS, reorient
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 
 __all__ = ["LeRobotEpisode", "LeRobotRecording", "model_labels"]
 
@@ -118,7 +122,7 @@ class LeRobotRecording(Sequence["LeRobotEpisode"]):
             keep = [c for c in table.column_names if not c.startswith("stats/")]
             rows.extend(table.select(keep).to_pylist())
         rows.sort(key=lambda r: int(r["episode_index"]))
-        self._tables: dict[Path, Any] = {}
+        self._tables: dict[Path, pa.Table] = {}
         self.episodes = [LeRobotEpisode(self, row) for row in rows]
 
     def _pick_camera(self, camera: str | None) -> str:
@@ -150,7 +154,7 @@ class LeRobotRecording(Sequence["LeRobotEpisode"]):
             raise ValueError(f"{self.root}: {template} points outside the dataset ({path})")
         return path
 
-    def data_table(self, chunk: int, file: int) -> Any:
+    def data_table(self, chunk: int, file: int) -> pa.Table:
         """One data file as a ``pyarrow.Table`` (the last two read are kept)."""
         import pyarrow.parquet as pq
 
@@ -186,7 +190,7 @@ class LeRobotEpisode:
         self.dataset = dataset
         self.row = row
         self.index = int(row["episode_index"])
-        self._table: Any = None
+        self._table: pa.Table | None = None
         tasks = row.get("tasks") or []
         data_path = dataset.info["data_path"].format(
             chunk_index=row.get("data/chunk_index", 0), file_index=row.get("data/file_index", 0)
@@ -227,7 +231,7 @@ class LeRobotEpisode:
         """The dataset's cameras, the default one first."""
         return [self.dataset.camera, *(c for c in self.dataset.cameras if c != self.dataset.camera)]
 
-    def table(self) -> Any:
+    def table(self) -> pa.Table:
         """The episode's rows as a ``pyarrow.Table``, in frame order."""
         if self._table is None:
             import pyarrow.compute as pc

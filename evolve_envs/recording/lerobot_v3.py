@@ -22,7 +22,7 @@ import shutil
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from types import ModuleType
 
 import numpy as np
 
@@ -248,7 +248,7 @@ class LeRobotWriter:
         os.replace(self._tmp, self.root)
         return self.root
 
-    def _finish(self, pa: Any, pq: Any) -> None:
+    def _finish(self, pa: ModuleType, pq: ModuleType) -> None:
         if self._data["writer"] is not None:
             self._data["writer"].close()
             self._data["writer"] = None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from fractions import Fraction
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -57,7 +58,7 @@ CODECS: dict[str, Codec] = {
 }
 
 
-def _av() -> Any:
+def _av() -> ModuleType:
     try:
         import av
     except ImportError as exc:  # pragma: no cover - av comes with the record extra

@@ -14,7 +14,6 @@ import io
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -24,12 +23,12 @@ __all__ = ["VIDEO_EXTRA", "gif_bytes", "overlay_progress", "pick_frame", "write_
 VIDEO_EXTRA = "pip install 'evolve-envs[video]'"
 
 
-def pick_frame(obs: Any, key: str | None = None) -> np.ndarray | None:
+def pick_frame(obs: object, key: str | None = None) -> np.ndarray | None:
     """The camera image of one observation: ``obs[key]`` when given and present, else the first
     ``uint8`` ``(H, W, 3)`` array of a dict observation (or the observation itself); None when
     there is none."""
 
-    def image(value: Any) -> bool:
+    def image(value: object) -> bool:
         arr = np.asarray(value) if isinstance(value, np.ndarray) else None
         return arr is not None and arr.dtype == np.uint8 and arr.ndim == 3 and arr.shape[-1] == 3
 
