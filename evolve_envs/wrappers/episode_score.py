@@ -156,7 +156,7 @@ class EpisodeScoreReward(
     # ------------------------------------------------------------------ Gymnasium API
     def reset(
         self, *, seed: int | None = None, options: dict[str, object] | None = None
-    ) -> tuple[Any, dict[str, object]]:
+    ) -> tuple[ObsType, dict[str, object]]:
         obs, info = self.env.reset(seed=seed, options=options)
         self._task_text = task_text(self.env, self.task, info, "EpisodeScoreReward")
         self._scored = None
@@ -171,7 +171,7 @@ class EpisodeScoreReward(
         )
         return obs, info
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, object]]:
+    def step(self, action: ActType) -> tuple[ObsType, float, bool, bool, dict[str, object]]:
         obs, env_reward, terminated, truncated, info = self.env.step(action)
         success = bool(info.get(self.success_key, False))
         info.setdefault(self.success_key, success)

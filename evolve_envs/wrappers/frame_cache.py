@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -28,7 +28,7 @@ __all__ = ["FrameStore", "FrameCache", "find_frame_store", "uniform_indices"]
 
 def find_frame_store(env: gym.Env) -> FrameStore | None:
     """The :class:`FrameStore` of the nearest :class:`FrameCache` in ``env``'s stack, if any."""
-    current: Any = env
+    current: gym.Env = env
     while current is not None:
         if isinstance(current, FrameCache):
             return current.frame_store
@@ -71,7 +71,7 @@ class FrameCache(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.Reco
         self.frame_store = FrameStore(encoding, jpeg_quality, max_frames)
         self.episode_step = 0
 
-    def frame_of(self, obs: Any) -> np.ndarray:
+    def frame_of(self, obs: ObsType) -> np.ndarray:
         """The cached camera's frame in an observation of this env."""
         if self.camera is None:
             return np.asarray(obs)
@@ -82,14 +82,14 @@ class FrameCache(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.Reco
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, object] | None = None
-    ) -> tuple[Any, dict[str, object]]:
+    ) -> tuple[ObsType, dict[str, object]]:
         obs, info = self.env.reset(seed=seed, options=options)
         self.frame_store.clear()
         self.episode_step = 0
         self.frame_store.add(0, self.frame_of(obs))
         return obs, info
 
-    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, object]]:
+    def step(self, action: ActType) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, object]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.episode_step += 1
         self.frame_store.add(self.episode_step, self.frame_of(obs))

@@ -13,10 +13,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from evolve_envs.progress.tracker_config import TrackerConfig
+from evolve_envs.reward.protocol.wire import Capabilities
 
 __all__ = ["LentClient", "OpenModel", "check_open_model", "lend"]
 
@@ -28,7 +30,7 @@ class OpenModel(Protocol):
     def client(self) -> Any: ...
 
     @property
-    def capabilities(self) -> Any: ...
+    def capabilities(self) -> Capabilities | Mapping[str, object] | None: ...
 
     @property
     def settings(self) -> TrackerConfig | None: ...
@@ -42,14 +44,16 @@ class LentClient:
 
     client: Any
     settings: TrackerConfig | None = None
-    capabilities: Any = None
+    capabilities: Capabilities | Mapping[str, object] | None = None
 
     def close(self) -> None:
         """Nothing: the client is closed by whoever opened it."""
 
 
 def lend(
-    client: Any, settings: TrackerConfig | None = None, capabilities: Any = None
+    client: Any,
+    settings: TrackerConfig | None = None,
+    capabilities: Capabilities | Mapping[str, object] | None = None,
 ) -> LentClient:
     """``client`` for a reward wrapper that must not close it (docs/wrappers.md)."""
     return LentClient(client, settings, capabilities)

@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
 
 import gymnasium as gym
+from gymnasium.core import ActType, ObsType
 
 from evolve_envs.progress.settled_episode import SettledEpisode
 
 __all__ = ["ModelSuccessBonus", "bonus_paid", "with_bonus"]
 
 
-def bonus_paid(summary: Any, bonus: float, threshold: float) -> float:
+def bonus_paid(summary: Mapping[str, object] | None, bonus: float, threshold: float) -> float:
     """The bonus an episode earns from its reward-model summary: ``bonus`` when the final
     progress (percent) is at least ``100 * threshold``, else 0. Shared by the wrapper and the
     RLinf adapter, so both pay the same.
@@ -64,7 +64,7 @@ class ModelSuccessBonus(gym.Wrapper):
         self.bonus = float(bonus)
         self.threshold = float(threshold)
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, object]]:
+    def step(self, action: ActType) -> tuple[ObsType, float, bool, bool, dict[str, object]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         if terminated or truncated:
             paid = bonus_paid(info.get("episode_reward_model"), self.bonus, self.threshold)

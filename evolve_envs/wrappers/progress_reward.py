@@ -41,7 +41,6 @@ import dataclasses
 import logging
 import warnings
 from collections.abc import Mapping
-from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -51,6 +50,7 @@ from evolve_envs.progress.settled_episode import SettledEpisode
 from evolve_envs.progress.task_text import task_text
 from evolve_envs.progress.tracker import ProgressTracker
 from evolve_envs.progress.tracker_config import TrackerConfig
+from evolve_envs.reward.protocol.wire import Capabilities
 from evolve_envs.wrappers.model_handle import OpenModel, check_open_model
 
 __all__ = ["ProgressReward", "StandInModelWarning", "stand_in"]
@@ -65,7 +65,7 @@ class StandInModelWarning(UserWarning):
     """A stand-in reward model (the ``mock`` backend's rules) ended an episode."""
 
 
-def stand_in(capabilities: Any) -> str | None:
+def stand_in(capabilities: Capabilities | Mapping[str, object] | None) -> str | None:
     """The model id of a stand-in backend (``mock-change``), ``None`` for a learned model or
     when the service did not say.
 
@@ -94,7 +94,7 @@ class ProgressReward(
         task: str | None = None,
         reward_weight: float = 1.0,
         env_reward_weight: float = 0.0,
-        capabilities: Any = None,
+        capabilities: Capabilities | Mapping[str, object] | None = None,
         **setting_overrides: object,
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
@@ -145,7 +145,7 @@ class ProgressReward(
     def settings(self) -> TrackerConfig:
         return self.tracker.settings
 
-    def _frame(self, obs: Any) -> np.ndarray:
+    def _frame(self, obs: ObsType) -> np.ndarray:
         if self.camera is None:
             return np.asarray(obs)
         if isinstance(self.camera, tuple):  # several cameras: stacked, K x H x W x 3
@@ -153,7 +153,7 @@ class ProgressReward(
         return self._one_frame(obs, self.camera)
 
     @staticmethod
-    def _one_frame(obs: Any, camera: str) -> np.ndarray:
+    def _one_frame(obs: ObsType, camera: str) -> np.ndarray:
         if not isinstance(obs, Mapping) or camera not in obs:
             keys = sorted(obs) if isinstance(obs, Mapping) else type(obs).__name__
             raise KeyError(f"ProgressReward: observation has no camera key {camera!r} ({keys})")
@@ -161,7 +161,7 @@ class ProgressReward(
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, object] | None = None
-    ) -> tuple[Any, dict[str, object]]:
+    ) -> tuple[ObsType, dict[str, object]]:
         obs, info = self.env.reset(seed=seed, options=options)
         if self._deferred and not self.tracker.episode_over:  # dropped, as under sync
             self._env_rewards.pop(self.tracker.episodes, None)
@@ -180,7 +180,7 @@ class ProgressReward(
     def _deferred(self) -> bool:
         return self.tracker.settings.calls == "deferred"
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, object]]:
+    def step(self, action: ActType) -> tuple[ObsType, float, bool, bool, dict[str, object]]:
         obs, env_reward, terminated, truncated, info = self.env.step(action)
         self.episode_step += 1
         info.setdefault("is_success", False)

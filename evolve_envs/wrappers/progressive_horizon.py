@@ -18,7 +18,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal, SupportsFloat
 
 import gymnasium as gym
 from gymnasium.core import ActType, ObsType
@@ -162,7 +162,7 @@ class ProgressiveHorizon(
     # ------------------------------------------------------------------ Gymnasium API
     def reset(
         self, *, seed: int | None = None, options: dict[str, object] | None = None
-    ) -> tuple[Any, dict[str, object]]:
+    ) -> tuple[ObsType, dict[str, object]]:
         if self._episode_open:  # the previous episode was cut short by the caller
             self._record_episode(self._last_success)
         if self.by == "episodes" and self.episodes_seen == 0:
@@ -181,7 +181,7 @@ class ProgressiveHorizon(
         ):
             self._stage += 1
 
-    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, object]]:
+    def step(self, action: ActType) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, object]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._elapsed += 1
         if self._elapsed >= self.max_episode_steps and not terminated:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, SupportsFloat
+from typing import SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -87,13 +87,13 @@ class RecordEpisodes(
         self._steps: list[dict[str, object]] = []
         self._episode: dict[str, object] = {}
 
-    def _add_frames(self, obs: Any) -> None:
+    def _add_frames(self, obs: ObsType) -> None:
         """Append the JPEG of every camera's frame in ``obs``."""
         for key in self.cameras:
             frame = obs[key] if isinstance(obs, Mapping) else obs
             self._frames[key].append(self.writer.encode(np.asarray(frame, dtype=np.uint8)))
 
-    def _state(self, obs: Any) -> np.ndarray | None:
+    def _state(self, obs: ObsType) -> np.ndarray | None:
         if self.state_key is None or not isinstance(obs, Mapping):
             return None
         return np.asarray(obs[self.state_key], dtype=np.float64).ravel()
@@ -194,12 +194,12 @@ class RecordEpisodes(
         super().close()
 
 
-def _orientation(base: Any) -> str:
+def _orientation(base: gym.Env) -> str:
     """How the base env's frames are oriented (its ``image_orientation``, else as rendered)."""
     return str(getattr(base, "image_orientation", None) or "as_rendered")
 
 
-def _fps(base: Any) -> float | None:
+def _fps(base: gym.Env) -> float | None:
     fps = (getattr(base, "metadata", None) or {}).get("render_fps")
     return None if fps is None else float(fps)
 
@@ -237,7 +237,7 @@ def _guess_camera(env: gym.Env) -> str:
 
 def _describe_reward_wrapper(env: gym.Env) -> str | None:
     """``"<reward wrapper>: <endpoint URLs>"`` of the first wrapper in the stack with a client."""
-    layer: Any = env
+    layer: gym.Env = env
     while layer is not None:
         urls = getattr(getattr(getattr(layer, "client", None), "pool", None), "urls", None)
         if urls:
