@@ -1,6 +1,5 @@
 """LIBERO in a process: its prints sent to logging, setup errors that name the fix, the GL
-context's owner, and simulators closed before EGL shuts down at exit.
-"""
+context's owner, and simulators closed before EGL shuts down at exit."""
 
 from __future__ import annotations
 

@@ -145,8 +145,7 @@ class EpisodeLedger:
 
 class DeferredSettlement:
     """A tracker's ended deferred episodes, waiting for answers or settled and not yet handed on
-    (docs/PROGRESS.md); the tracker keeps the open episode's ledger and passes it in.
-    """
+    (docs/PROGRESS.md); the tracker keeps the open episode's ledger and passes it in."""
 
     def __init__(
         self,
@@ -341,8 +340,7 @@ class DeferredSettlement:
         not yet handed on), ``unsettled_frame_bytes``, and the running ``episodes_settled``,
         ``saturation_waits`` / ``saturation_wait_s`` (resets that waited: the service is
         saturated), ``answer_timeouts``, ``cut_steps`` / ``cut_checks`` (played / sent after a
-        model done), ``abandoned``, ``peak_unsettled_episodes``, ``peak_unsettled_frame_bytes``.
-        """
+        model done), ``abandoned``, ``peak_unsettled_episodes``, ``peak_unsettled_frame_bytes``."""
         return {
             "unsettled_episodes": len(self.unsettled),
             "settled_waiting": len(self.ready),

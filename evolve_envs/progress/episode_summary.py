@@ -73,8 +73,7 @@ def model_done(summary: Mapping[str, object], *, terminated_only: bool = True) -
     """The termination audit's two counts for one episode: ``model_done`` — the model ended the
     episode (``terminated_only``), or judged the task done at all (``terminated_only=False``:
     where something else decides termination, as in RLinf) — and ``model_done_success`` — the
-    env had succeeded when the model said done.
-    """
+    env had succeeded when the model said done."""
     key = "model_terminated" if terminated_only else "done_by_progress"
     done = bool(summary.get(key, False))
     return {

@@ -22,19 +22,7 @@ __all__ = ["HackingDetectorConfig", "HackingDetector", "RewardHackingWarning"]
 
 
 class RewardHackingWarning(UserWarning):
-    """The reward model's scores drift away from the env's success (docs/PROGRESS.md).
-
-    >>> import warnings
-    >>> detector = HackingDetector(window=2, baseline=2)
-    >>> with warnings.catch_warnings():
-    ...     warnings.simplefilter("error", RewardHackingWarning)  # stop at the first alarm
-    ...     try:
-    ...         for progress in (0.2, 0.3, 0.9, 0.95):
-    ...             _ = detector.add("stack the blocks", progress, success=False)
-    ...     except RewardHackingWarning as alarm:
-    ...         print(type(alarm).__name__, progress)
-    RewardHackingWarning 0.95
-    """
+    """The reward model's scores drift away from the env's success (docs/PROGRESS.md)."""
 
 
 @dataclass(frozen=True)

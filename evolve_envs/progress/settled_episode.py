@@ -21,8 +21,7 @@ __all__ = ["SettledEpisode"]
 @dataclass(frozen=True)
 class SettledEpisode:
     """One settled episode (docs/PROGRESS.md). Step ``t`` (1 = after the first action)
-    is at index ``t - 1`` of every array.
-    """
+    is at index ``t - 1`` of every array."""
 
     index: int
     task: str

@@ -265,8 +265,7 @@ class ProgressTracker:
     def settled(self, wait: bool = False) -> list[SettledEpisode]:
         """``calls: deferred``: the episodes settled since the last call, in the order they
         were played, each handed on once. An episode is settled when its last answer is in;
-        ``wait=True`` waits for the answers of every episode that has ended (not the open one).
-        """
+        ``wait=True`` waits for the answers of every episode that has ended (not the open one)."""
         return self._deferred.settled(wait)
 
     def running_episode(self, wait: bool = True) -> SettledEpisode | None:
@@ -274,8 +273,7 @@ class ProgressTracker:
         ``wait`` after waiting for every answer sent so far, so that each of these steps'
         rewards is final (a sparse or binary level is paid later, at the episode's last step).
         A model done among them shows as ``terminated`` at its step; the next ``observe`` ends
-        the episode. ``None`` when no episode is open (or not in deferred mode).
-        """
+        the episode. ``None`` when no episode is open (or not in deferred mode)."""
         ledger = self._ledger
         if ledger is None or ledger.ended:
             return None

@@ -21,8 +21,7 @@ __all__ = ["ProgressService", "TrackerStep"]
 
 class ProgressService(Protocol):
     """What the tracker needs from a progress client (``evolve_envs.reward.clients.ProgressClient``
-    fits).
-    """
+    fits)."""
 
     def submit_pairwise_critic(
         self, task: str, image_a: np.ndarray, image_b: np.ndarray

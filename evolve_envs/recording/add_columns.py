@@ -42,8 +42,7 @@ def copy_with_columns(
 ) -> None:
     """Copy the dataset ``src`` into the new folder ``dst`` with ``columns`` added.
 
-    ``features`` describes each new column (``dtype``, ``shape``, ``names``); docs/RECORDING.md.
-    """
+    ``features`` describes each new column (``dtype``, ``shape``, ``names``); docs/RECORDING.md."""
     src, dst = Path(src), Path(dst)
     if dst.exists():
         raise FileExistsError(f"{dst} exists; the new dataset needs a new folder")

@@ -208,17 +208,7 @@ def _plain(value: object) -> object:
 
 
 class RecordedEpisode:
-    """One recorded episode: ``meta`` (its index line) and lazily read columns and frames.
-
-    >>> import tempfile
-    >>> root = tempfile.mkdtemp()
-    >>> frames = [np.zeros((8, 8, 3), np.uint8)] * 2  # the reset frame and one step's
-    >>> last = {"action": [0.5], "reward": 1.0, "terminated": True, "is_success": True}
-    >>> _ = EpisodeWriter(root).write(frames, [{}, last], {"task": "reach"})
-    >>> episode = open_recording(root)[0]
-    >>> len(episode), episode.column("is_success"), episode.frames([1]).shape
-    (1, [False, True], (1, 8, 8, 3))
-    """
+    """One recorded episode: ``meta`` (its index line) and lazily read columns and frames."""
 
     def __init__(self, root: Path, meta: dict[str, object], label: str | None = None) -> None:
         self.root = root
@@ -289,17 +279,7 @@ class RecordedEpisode:
 
 
 class Recording(Sequence[RecordedEpisode]):
-    """The finished episodes of a recording directory, in the order they were written.
-
-    >>> import tempfile
-    >>> root = tempfile.mkdtemp()
-    >>> writer = EpisodeWriter(root, meta={"config": "libero_10"})
-    >>> for task in ("reach", "place"):
-    ...     _ = writer.write([np.zeros((8, 8, 3), np.uint8)], [{}], {"task": task})
-    >>> recording = Recording(root)
-    >>> [episode.meta["task"] for episode in recording], recording.meta["config"]
-    (['reach', 'place'], 'libero_10')
-    """
+    """The finished episodes of a recording directory, in the order they were written."""
 
     def __init__(self, root: str | os.PathLike[str], *, label: str | None = None) -> None:
         self.root = Path(root)
@@ -347,8 +327,7 @@ def open_recording(root: str | os.PathLike[str], **options: object) -> Recording
     """Open a recording directory written by :class:`EpisodeWriter`, or a LeRobotDataset v3
     folder (``meta/info.json``; ``options`` go to
     :class:`~evolve_envs.recording.lerobot_read.LeRobotRecording`). Both give episodes with
-    ``meta``, ``len()``, ``frames()``, ``column()`` and ``cameras``.
-    """
+    ``meta``, ``len()``, ``frames()``, ``column()`` and ``cameras``."""
     if (Path(root) / "meta" / "info.json").is_file():
         from evolve_envs.recording.lerobot_read import LeRobotRecording
 

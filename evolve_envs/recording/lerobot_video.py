@@ -156,8 +156,7 @@ def video_info(path: str | os.PathLike[str], codec: Codec | None = None) -> dict
     """A feature's ``info`` block in ``info.json``, probed from a written file the way LeRobot
     probes its own (``video.height``, ``video.width``, ``video.codec``, ``video.pix_fmt``,
     ``video.is_depth_map``, ``video.fps``, ``video.channels``, ``has_audio``) plus the encoder
-    settings of ``codec``.
-    """
+    settings of ``codec``."""
     av = _av()
     with av.open(os.fspath(path)) as container:
         stream = container.streams.video[0]
@@ -185,8 +184,7 @@ def decode_frames(
     indices: list[int] | None = None,
 ) -> np.ndarray:
     """Frames ``indices`` (default: all ``count``) of the episode that starts at
-    ``from_timestamp`` in the video ``path``, as ``[N, H, W, 3]`` uint8.
-    """
+    ``from_timestamp`` in the video ``path``, as ``[N, H, W, 3]`` uint8."""
     av = _av()
     wanted = list(range(count)) if indices is None else [int(i) for i in indices]
     if not wanted:

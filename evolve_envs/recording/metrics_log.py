@@ -1,12 +1,4 @@
-"""Per-episode metrics of a rollout, appended as each episode finishes: CSV, TensorBoard, W&B.
-
->>> import tempfile, pathlib
->>> out = pathlib.Path(tempfile.mkdtemp())
->>> with EpisodeLog(out, tensorboard=False) as log:
-...     log.add(0, {"steps": 80, "final_progress": 12.5})
->>> (out / "metrics.csv").read_text().splitlines()
-['episode,steps,final_progress', '0,80,12.5']
-"""
+"""Per-episode metrics of a rollout, appended as each episode finishes: CSV, TensorBoard, W&B."""
 
 from __future__ import annotations
 

@@ -1,17 +1,4 @@
-"""Per-episode frame cache for the reward wrappers above it.
-
->>> import gymnasium as gym
->>> picture = gym.spaces.Box(0, 255, (16, 16, 3), np.uint8)  # an env whose observation is a picture
->>> env = gym.wrappers.TransformObservation(
-...     gym.make("CartPole-v1"), lambda _: np.full(picture.shape, 120, np.uint8), picture)
->>> env = FrameCache(env, camera=None)
->>> _ = env.reset(seed=0)
->>> for _ in range(3):
-...     _ = env.step(0)
->>> store = env.get_wrapper_attr("frame_store")
->>> store.steps, store.get(2).shape
-([0, 1, 2, 3], (16, 16, 3))
-"""
+"""Per-episode frame cache for the reward wrappers above it."""
 
 from __future__ import annotations
 

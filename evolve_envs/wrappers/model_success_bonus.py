@@ -54,8 +54,7 @@ def with_bonus(ep: SettledEpisode, bonus: float, threshold: float) -> SettledEpi
 
 class ModelSuccessBonus(gym.Wrapper):
     """Add ``bonus`` to the reward of an episode's last step when the reward model's final
-    progress (``info["episode_reward_model"]["progress"]``, percent) is ``>= 100 * threshold``.
-    """
+    progress (``info["episode_reward_model"]["progress"]``, percent) is ``>= 100 * threshold``."""
 
     def __init__(self, env: gym.Env, bonus: float, threshold: float) -> None:
         super().__init__(env)

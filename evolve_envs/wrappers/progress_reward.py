@@ -225,8 +225,7 @@ class ProgressReward(
 
     def settled_episodes(self, wait: bool = False) -> list[SettledEpisode]:
         """``calls: deferred``: the episodes settled since the last call, in the order played
-        (``wait``: wait for the answers of every episode that has ended).
-        """
+        (``wait``: wait for the answers of every episode that has ended)."""
         return [self._with_env_part(ep) for ep in self.tracker.settled(wait)]
 
     def running_episode(self, wait: bool = True) -> SettledEpisode | None:

@@ -82,15 +82,7 @@ def parse_stages(stages: Sequence[Mapping[str, object] | HorizonStage]) -> list[
 class ProgressiveHorizon(
     gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.RecordConstructorArgs
 ):
-    """Truncate episodes at a max-steps value that grows in stages (docs/wrappers.md).
-
-    >>> import gymnasium as gym
-    >>> stages = [{"max_steps": 100}, {"max_steps": 200, "min_success_rate": 0.6}]
-    >>> env = ProgressiveHorizon(gym.make("CartPole-v1"), stages, by="success_rate",
-    ...                          window=10)
-    >>> [stage.max_steps for stage in env.stages]
-    [100, 200]
-    """
+    """Truncate episodes at a max-steps value that grows in stages (docs/wrappers.md)."""
 
     def __init__(
         self,

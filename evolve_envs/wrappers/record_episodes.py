@@ -1,16 +1,4 @@
-"""RecordEpisodes: write every episode (frames, actions, rewards, model progress) to disk.
-
->>> import tempfile, gymnasium as gym
->>> from evolve_envs.envs.synthetic import ReachPlaceEnv
->>> d = tempfile.mkdtemp()
->>> env = RecordEpisodes(gym.wrappers.TimeLimit(ReachPlaceEnv(), 3), d, camera="image")
->>> _ = env.reset(seed=0)
->>> for _ in range(3):
-...     *_, truncated, info = env.step(env.action_space.sample())
->>> info["recorded_episode"]["length"], info["recorded_episode"]["seed"]
-(3, 0)
->>> env.close()
-"""
+"""RecordEpisodes: write every episode (frames, actions, rewards, model progress) to disk."""
 
 from __future__ import annotations
 
@@ -256,15 +244,7 @@ def wrap_recording(
     reward_model: str | None = None,
     meta: Mapping[str, object] | None = None,
 ) -> RecordEpisodes:
-    """Record ``env``'s episodes into ``root``; the camera defaults to the observation's image.
-
-    >>> import tempfile, gymnasium as gym
-    >>> from evolve_envs.envs.synthetic import ReachPlaceEnv
-    >>> env = wrap_recording(gym.wrappers.TimeLimit(ReachPlaceEnv(), 2), tempfile.mkdtemp())
-    >>> env.camera
-    'image'
-    >>> env.close()
-    """
+    """Record ``env``'s episodes into ``root``; the camera defaults to the observation's image."""
     return RecordEpisodes(
         env,
         root,

@@ -35,8 +35,7 @@ def settled_episodes(env: gym.Env, wait: bool = False) -> list[SettledEpisode]:
 @dataclass(frozen=True)
 class SettledRollout:
     """The vector steps ``start, start + 1, ...`` since the previous :meth:`SettledRewards.settle`,
-    one row per step, one column per sub-env.
-    """
+    one row per step, one column per sub-env."""
 
     start: int
     rewards: np.ndarray
