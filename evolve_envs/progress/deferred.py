@@ -1,28 +1,6 @@
 """Deferred settlement (``calls: deferred``): the env never waits, each answer settles its step.
 
->>> from concurrent.futures import Future
->>> from evolve_envs.progress.check_schedule import AnswerTiming
->>> from evolve_envs.progress.done_rules import TerminationAudit
->>> from evolve_envs.progress.episode_state import EpisodeState, PendingCheck
->>> from evolve_envs.progress.request_modes import REQUEST_MODES
->>> from evolve_envs.progress.tracker_config import TrackerConfig
->>> from evolve_envs.reward.clients.results import CallResult
->>> s = TrackerConfig(mode="incremental", calls="deferred")
->>> clock = lambda: 0.0
->>> book = DeferredSettlement(s, REQUEST_MODES[s.mode](s), AnswerTiming(clock),
-...                           TerminationAudit(), strict=False, clock=clock)
->>> ledger = book.start(1, EpisodeState(task="open the drawer"))
->>> for t in (1, 2):
-...     ledger.played(t, env_success=False)
->>> critic: Future[CallResult[float]] = Future()
->>> ledger.ep.pending.append(PendingCheck(step=1, base_step=0, milestone=True, critic=critic))
->>> book.end(ledger, env_terminated=False, env_truncated=True)
->>> book.settled()                                   # the answer is not back
-[]
->>> critic.set_result(CallResult(40.0, ok=True, fallback=False, latency_s=0.5, endpoint=None))
->>> [ep] = book.settled()
->>> ep.rewards.tolist(), ep.progress.tolist(), ep.truncated
-([0.4, 0.0], [40.0, 40.0], True)
+The contract: docs/PROGRESS.md, "Deferred settlement".
 """
 
 from __future__ import annotations

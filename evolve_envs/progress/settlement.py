@@ -1,20 +1,4 @@
-"""Applying a tracker's answers to its episode, and settling the episode's model reward.
-
->>> from concurrent.futures import Future
->>> from evolve_envs.progress.check_schedule import AnswerTiming
->>> from evolve_envs.progress.request_modes import REQUEST_MODES
->>> from evolve_envs.reward.clients.results import CallResult
->>> s = TrackerConfig(mode="incremental")
->>> answers = AnswerSettlement(s, REQUEST_MODES[s.mode](s), s.rule.judge(),
-...                            AnswerTiming(clock=lambda: 0.0))
->>> critic: Future[Any] = Future()
->>> critic.set_result(CallResult(value=40.0, ok=True, fallback=False, latency_s=0.1,
-...                              endpoint=None))
->>> ep = EpisodeState(task="open the drawer", step=4)
->>> ep.pending.append(PendingCheck(step=4, base_step=0, milestone=True, critic=critic))
->>> answers.apply_due(ep, 4), ep.progress, ep.values
-((0.4, 1, False), 40.0, {0: 0.0, 4: 40.0})
-"""
+"""Applying a tracker's answers to its episode, and settling the episode's model reward."""
 
 from __future__ import annotations
 

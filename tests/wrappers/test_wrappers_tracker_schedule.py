@@ -19,7 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evolve_envs.progress import arithmetic as pm
-from evolve_envs.progress.check_schedule import episode_limit
+from evolve_envs.progress.check_schedule import AnswerTiming, episode_limit
+from evolve_envs.progress.episode_state import EpisodeState, PendingCheck
+from evolve_envs.progress.request_modes import REQUEST_MODES
+from evolve_envs.progress.settlement import AnswerSettlement
 from evolve_envs.progress.tracker import ProgressTracker
 from evolve_envs.progress.tracker_config import TrackerConfig
 from evolve_envs.reward.clients.results import CallResult
@@ -259,3 +262,16 @@ def test_make_env_tells_the_tracker_the_time_limit() -> None:
         assert env.tracker._ep.limit == 6
     finally:
         env.close()
+
+
+def test_an_applied_answer_becomes_the_check_frames_value() -> None:
+    s = TrackerConfig(mode="incremental")
+    answers = AnswerSettlement(
+        s, REQUEST_MODES[s.mode](s), s.rule.judge(), AnswerTiming(clock=lambda: 0.0)
+    )
+    critic: Future[CallResult[object]] = Future()
+    critic.set_result(CallResult(40.0, ok=True, fallback=False, latency_s=0.1, endpoint=None))
+    ep = EpisodeState(task="open the drawer", step=4)
+    ep.pending.append(PendingCheck(step=4, base_step=0, milestone=True, critic=critic))
+    assert answers.apply_due(ep, 4) == (0.4, 1, False)  # (model reward, answers applied, fallback)
+    assert ep.progress == 40.0 and ep.values == {0: 0.0, 4: 40.0}
