@@ -32,11 +32,7 @@ DONE_BY: tuple[str, ...] = ("threshold", "backend", "either", "both")
 
 @dataclass(frozen=True)
 class DoneRule:
-    """A done rule (docs/PROGRESS.md); validated on construction.
-
-    >>> DoneRule("all", rules=(DoneRule("k_of_n", k=2, n=2), DoneRule("backend"))).describe()
-    'all(2_of_2, backend)'
-    """
+    """A done rule (docs/PROGRESS.md); validated on construction."""
 
     kind: DoneKind = "threshold"
     k: int = 1

@@ -1,11 +1,4 @@
-"""Per-episode frame storage for reward models, without Gymnasium.
-
->>> import numpy as np
->>> store = FrameStore(encoding="raw")
->>> store.add(0, np.zeros((4, 4, 3), np.uint8)); store.add(1, np.ones((4, 4, 3), np.uint8))
->>> store.steps, int(store.get(1).max())
-([0, 1], 1)
-"""
+"""Per-episode frame storage for reward models, without Gymnasium."""
 
 from __future__ import annotations
 

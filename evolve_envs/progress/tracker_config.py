@@ -1,4 +1,4 @@
-"""The wrappers' part of the ``reward_model`` schema, and the one configuration error.
+"""The wrappers' part of the ``reward_model`` schema: progress keys, reward shaping, done rules.
 
 >>> s = TrackerConfig(start_step=8, call_every=4)
 >>> s.start_step, s.mode, s.reward_mode
@@ -58,11 +58,7 @@ STRICT = ConfigDict(extra="forbid", strict=True, validate_default=True)
 
 
 class RewardShaping(BaseModel):
-    """How a score in [0, 1] becomes the model reward (every reward kind reads these keys).
-
-    >>> RewardShaping(reward_coef=2.0).success_threshold
-    0.5
-    """
+    """How a score in [0, 1] becomes the model reward (every reward kind reads these keys)."""
 
     model_config = STRICT
 
@@ -125,11 +121,7 @@ _UNION_TAGS = ("done-by-name", "done-rule", "int", "str")
 
 
 class ProgressKeys(RewardShaping):
-    """The ``reward_model`` keys of ``kind: progress`` that the tracker reads (docs/PROGRESS.md).
-
-    >>> ProgressKeys(mode="trajectory").trajectory_max_frames
-    32
-    """
+    """The ``reward_model`` keys of ``kind: progress`` that the tracker reads (docs/PROGRESS.md)."""
 
     mode: ProgressMode = "pairwise"
     calls: CallMode = "sync"
@@ -184,19 +176,11 @@ class TrackerConfig(ProgressKeys):
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, object]) -> TrackerConfig:
-        """Build settings from a mapping, ignoring keys that are not settings.
-
-        >>> TrackerConfig.from_mapping({"call_every": 8, "camera": "wrist"}).call_every
-        8
-        """
+        """Build settings from a mapping, ignoring keys that are not settings."""
         return cls(**{k: v for k, v in values.items() if k in cls.model_fields})
 
     def replace(self, **changes: object) -> TrackerConfig:
-        """A copy with ``changes`` applied (and validated).
-
-        >>> TrackerConfig().replace(start_step=4).start_step
-        4
-        """
+        """A copy with ``changes`` applied (and validated)."""
         return TrackerConfig(**{**self.model_dump(), **changes})
 
     @property
