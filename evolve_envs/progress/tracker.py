@@ -29,7 +29,6 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from typing import Any
 
 import numpy as np
 
@@ -50,6 +49,7 @@ from evolve_envs.progress.tracker_config import TrackerConfig, check_capabilitie
 from evolve_envs.progress.tracker_info import close_episode, step_info
 from evolve_envs.progress.tracker_step import ProgressService, TrackerStep
 from evolve_envs.reward.clients.errors import RewardServiceError
+from evolve_envs.reward.protocol.wire import Capabilities
 
 __all__ = ["ProgressService", "ProgressTracker", "TrackerStep"]
 
@@ -64,7 +64,7 @@ class ProgressTracker:
         client: ProgressService,
         settings: TrackerConfig | Mapping[str, object] | None = None,
         *,
-        capabilities: Any = None,
+        capabilities: Capabilities | Mapping[str, object] | None = None,
         audit: TerminationAudit | None = None,
         time_limit: int | Callable[[], int | None] | None = None,
         clock: Callable[[], float] = time.monotonic,

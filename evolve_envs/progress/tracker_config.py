@@ -28,6 +28,7 @@ from pydantic import (
 from evolve_envs.progress.arithmetic import Comparison, NegativeRule
 from evolve_envs.progress.config_error import ConfigError
 from evolve_envs.progress.done_rules import DoneRule
+from evolve_envs.reward.protocol.wire import Capabilities
 
 __all__ = [
     "ProgressMode",
@@ -215,7 +216,9 @@ def _describe(exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def check_capabilities(settings: TrackerConfig, capabilities: Any) -> None:
+def check_capabilities(
+    settings: TrackerConfig, capabilities: Capabilities | Mapping[str, object] | None
+) -> None:
     """Raise :class:`ConfigError` if the backend cannot serve ``settings``.
 
     >>> check_capabilities(TrackerConfig(mode="trajectory"), {"progress": True})
