@@ -33,7 +33,7 @@ from evolve_envs.envs.registration import ENV_IDS
 from evolve_envs.stack.registration import register_envs
 
 if TYPE_CHECKING:
-    from evolve_envs.progress.settings import ConfigError
+    from evolve_envs.progress.config_error import ConfigError
     from evolve_envs.stack.factory import make_env
     from evolve_envs.stack.loading import load_config
     from evolve_envs.stack.reward_model import RewardModel, open_reward_model
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 register_envs()
 
 _LAZY = {
-    "ConfigError": "evolve_envs.progress.settings",
+    "ConfigError": "evolve_envs.progress.config_error",
     "load_config": "evolve_envs.stack.loading",
     "make_env": "evolve_envs.stack.factory",
     "make_vec": "evolve_envs.stack.vector",

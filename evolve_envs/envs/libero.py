@@ -1,31 +1,4 @@
-"""LIBERO as a :class:`gymnasium.Env`.
-
-The simulator (``libero.libero.envs.OffScreenRenderEnv``) is built lazily on the first ``reset``, so
-constructing the env is cheap and ``gym.make_vec(..., vectorization_mode="async")`` builds exactly
-one simulator per worker process.
-
-Image orientation. MuJoCo renders LIBERO's cameras upside down. ``image_orientation`` chooses what
-the observation holds:
-
-* ``"upright"`` (default) — ``raw[::-1]``, the true camera view. Reward models (VLAC, VLM judges)
-  were trained on natural, upright video, and recorded videos should look right to people.
-* ``"rot180"`` — ``raw[::-1, ::-1]``, the 180°-rotated frames OpenVLA, OpenVLA-OFT, LeRobot and
-  RLinf feed their LIBERO policies; pick it when a policy was fine-tuned on those datasets.
-* ``"raw"`` — as rendered.
-
-Same init state, same scene. LIBERO places its fixtures (cabinets, racks, stoves: bodies without a
-free joint) on every reset with robosuite's placement samplers, which draw from NumPy's global RNG,
-and writes them into the model (``body_pos``), not into the simulator state that
-``set_init_state`` restores; and LIBERO re-registers its joint samplers on every model rebuild,
-so each reset draws more numbers than the one before. Left alone, the fixtures move with every
-reset and differ between processes. :class:`LiberoEnv` keeps one set of joint samplers and runs
-each simulator reset under a global RNG seeded from (suite, task name, init-state id), restoring
-the caller's global RNG state afterwards, so the rendered scene is a function of the suite, the
-task and the init state only: not of the reset seed, the process, or the resets before it.
-
-Actions are 7-D OSC_POSE deltas in ``[-1, 1]`` (last = gripper, -1 open). Out-of-range actions are
-clipped to the action space; actions of the wrong shape or with NaN/inf raise ``ValueError``.
-"""
+"""LIBERO as a :class:`gymnasium.Env`."""
 
 from __future__ import annotations
 
@@ -68,35 +41,11 @@ SETTLE_ACTION = np.array([0, 0, 0, 0, 0, 0, -1], dtype=np.float64)
 class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     """One LIBERO task as a Gymnasium environment.
 
-    Observation: ``{"agentview_image": uint8 (H, W, 3), "wrist_image": uint8 (H, W, 3),
-    "state": float32 (8,)}`` (one image key per requested camera). Reward: 1.0 on the step the
-    task succeeds, else 0.0; ``terminated`` is ``check_success()``. Episode length is not limited
-    here: :func:`evolve_envs.stack.factory.make_env` (and ``gym.make``) add the suite's time limit.
-
-    ``info`` keys: ``task_description`` (the language instruction), ``task_name``, ``suite``,
-    ``task_id``, ``init_state_id``, ``is_success``.
-
-    Example (needs the LIBERO simulator, ~8 s to build, so not run as a doctest; tests/libero
-    does)::
-
-        >>> env = LiberoEnv("libero_10", task_id=0, image_size=128)  # doctest: +SKIP
-        >>> obs, info = env.reset(seed=0)  # doctest: +SKIP
-        >>> obs["agentview_image"].shape  # doctest: +SKIP
-        (128, 128, 3)
-        >>> env.close()  # doctest: +SKIP
-
-    Args:
-        suite: one of :data:`~evolve_envs.envs.libero_tasks.SUITES`.
-        task_id: task index in the suite, or the task's name (``Task.name``) or its language.
-        cameras: subset of ``("agentview", "wrist")``.
-        image_size: rendered image side, or ``(height, width)``.
-        image_orientation: ``"upright"`` (default), ``"rot180"`` (OpenVLA/RLinf policy input) or
-            ``"raw"``; see the module docstring.
-        init_state: ``"random"`` (drawn from the reset seed), ``"ordered"`` (0, 1, 2, … per reset)
-            or a fixed init-state id. ``reset(options={"init_state_id": k})`` overrides per reset.
-        num_settle_steps: no-op steps (gripper open) after placing the init state, as LIBERO
-            evaluations do to let objects settle; not counted as episode steps.
-        render_mode: ``"rgb_array"`` (returns the first camera's latest frame) or ``None``.
+    >>> env = LiberoEnv("libero_10", task_id=0, image_size=128)  # doctest: +SKIP
+    >>> obs, info = env.reset(seed=0)  # doctest: +SKIP
+    >>> obs["agentview_image"].shape  # doctest: +SKIP
+    (128, 128, 3)
+    >>> env.close()  # doctest: +SKIP
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
@@ -154,8 +103,8 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     # ------------------------------------------------------------------ Gymnasium API
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        self, *, seed: int | None = None, options: dict[str, object] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, object]]:
         super().reset(seed=seed)
         sim_env = self._ensure_sim()
         init_state_id = self._choose_init_state(options)
@@ -167,7 +116,9 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         obs = self._convert_obs(raw)
         return obs, self._info(success=bool(sim_env.check_success()))
 
-    def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+    def step(
+        self, action: Any
+    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, object]]:
         if self._sim_env is None:
             raise RuntimeError("LiberoEnv.step() called before reset()")
         act = self._check_action(action)
@@ -182,11 +133,7 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return self._last_obs[f"{self.cameras[0]}_image"]
 
     def close(self) -> None:
-        """Free the simulator and its GL context (idempotent).
-
-        An env that is never closed is closed at interpreter exit, while the GL display is still
-        alive, so a forgotten ``close()`` costs nothing but the memory until then.
-        """
+        """Free the simulator and its GL context (idempotent)."""
         forget_at_exit(self)
         if self._sim_env is not None:
             try:
@@ -204,10 +151,7 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return self._init_states
 
     def scene_seed(self, init_state_id: int) -> int:
-        """The seed LIBERO's placement samplers get when resetting to ``init_state_id``.
-
-        A stable hash of (suite, task name, init-state id), the same in every process.
-        """
+        """The seed LIBERO's placement samplers get when resetting to ``init_state_id``."""
         return zlib.crc32(f"{self.suite}/{self.task_name}/{int(init_state_id)}".encode())
 
     @property
@@ -267,16 +211,7 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return sim_env
 
     def _reset_sim(self, init_state_id: int) -> None:
-        """LIBERO's (hard) reset with its random draws made a function of the init state.
-
-        Two things keep the fixture placement from repeating: the samplers draw from the global
-        RNG, which is seeded here from :meth:`scene_seed` (and restored afterwards); and LIBERO
-        appends its open/close and on/off joint samplers to ``object_property_initializers`` again
-        on every model rebuild without dropping the old ones, so each reset draws once more per
-        articulated object before placing the fixtures. The list is emptied right before a reset
-        that rebuilds the model, which adds the current samplers back, once. (The joint values
-        they draw are overwritten by the init state in any case.)
-        """
+        """LIBERO's (hard) reset with its random draws made a function of the init state."""
         sim_env = self._ensure_sim()
         problem = sim_env.env
         rebuilds = problem.hard_reset and not problem.deterministic_reset
@@ -285,7 +220,7 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         with seeded_global_rng(self.scene_seed(init_state_id)):
             sim_env.reset()
 
-    def _choose_init_state(self, options: dict[str, Any] | None) -> int:
+    def _choose_init_state(self, options: dict[str, object] | None) -> int:
         n = self.num_init_states
         requested = (options or {}).get("init_state_id", self._init_state_mode)
         if isinstance(requested, str):
@@ -321,7 +256,7 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             image = image[::-1, ::-1]
         return np.ascontiguousarray(image, dtype=np.uint8)
 
-    def _convert_obs(self, raw: dict[str, Any]) -> dict[str, np.ndarray]:
+    def _convert_obs(self, raw: dict[str, object]) -> dict[str, np.ndarray]:
         obs: dict[str, np.ndarray] = {
             f"{alias}_image": self._orient(raw[f"{CAMERAS[alias]}_image"]) for alias in self.cameras
         }
@@ -335,7 +270,7 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self._last_obs = obs
         return obs
 
-    def _info(self, *, success: bool) -> dict[str, Any]:
+    def _info(self, *, success: bool) -> dict[str, object]:
         return {
             "task_description": self.task_description,
             "task_name": self.task_name,
@@ -349,10 +284,6 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 @contextmanager
 def seeded_global_rng(seed: int) -> Iterator[None]:
     """Run a block under ``np.random.seed(seed)``, then restore the global RNG's previous state.
-
-    For library code that draws from NumPy's global RNG (robosuite's and LIBERO's placement
-    samplers). The global state is shared by the whole process: do not reset simulators
-    concurrently from several threads.
 
     >>> import numpy as np
     >>> with seeded_global_rng(7):

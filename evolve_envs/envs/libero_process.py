@@ -1,11 +1,5 @@
 """LIBERO in a process: its prints sent to logging, setup errors that name the fix, the GL
-context's owner, and simulators closed before EGL shuts down at exit.
-
-LIBERO ``print``s while loading and rendering needs one OpenGL context per process that a forked
-child cannot reuse; :class:`~evolve_envs.envs.libero.LiberoEnv` builds its simulator through these
-helpers so that a missing install, a broken GL stack or a fork after the first simulator each
-fail with one line saying what to do.
-"""
+context's owner, and simulators closed before EGL shuts down at exit."""
 
 from __future__ import annotations
 
@@ -48,7 +42,7 @@ _FORKED_AFTER_GL = (
     "the simulators before any in the parent."
 )
 # Envs holding a simulator, closed at interpreter exit (see _close_open_envs).
-_OPEN_ENVS: weakref.WeakSet[Any] = weakref.WeakSet()
+_OPEN_ENVS: weakref.WeakSet[object] = weakref.WeakSet()
 _CLOSE_AT_EXIT_REGISTERED = False
 
 
@@ -69,14 +63,7 @@ _PRINT_LEVELS = {"[warning]": logging.WARNING, "[error]": logging.ERROR}
 
 @contextmanager
 def stdout_to_log() -> Iterator[None]:
-    """Send what LIBERO ``print``s while loading (``[info] Applying task order …``) to logging.
-
-    stdout belongs to the program (``evolve-envs tasks | …``). Lines tagged ``[warning]`` or
-    ``[error]`` are logged at that level, everything else at INFO, on the
-    ``evolve_envs.envs.libero`` logger. Like
-    :func:`contextlib.redirect_stdout` it swaps ``sys.stdout`` for the whole process, so it is used
-    only around loading a suite and building a simulator, not around every reset or step.
-    """
+    """Send what LIBERO ``print``s while loading (``[info] Applying task order …``) to logging."""
     captured = io.StringIO()
     try:
         with redirect_stdout(captured):
@@ -91,13 +78,7 @@ def stdout_to_log() -> Iterator[None]:
 
 
 def close_at_exit(env: Any) -> None:
-    """Have ``env`` closed at interpreter exit unless it is closed before.
-
-    robosuite registers ``eglTerminate`` with :mod:`atexit` when it creates its first EGL
-    context. A simulator still alive after that handler ran frees its context against a dead
-    display and prints ``EGLError`` tracebacks. atexit handlers run last-registered first, so
-    the hook registered here, after the first simulator exists, closes the envs in time.
-    """
+    """Have ``env`` closed at interpreter exit unless it is closed before."""
     global _CLOSE_AT_EXIT_REGISTERED
     _OPEN_ENVS.add(env)
     if not _CLOSE_AT_EXIT_REGISTERED:

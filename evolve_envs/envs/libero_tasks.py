@@ -1,10 +1,5 @@
 """LIBERO's suites and tasks: the suite tables, loading a suite, finding a task by id or name.
 
-:class:`~evolve_envs.envs.libero.LiberoEnv` checks its arguments against these tables
-(:data:`SUITES`, :data:`CAMERAS`) and loads its task through :func:`load_suite` and
-:func:`resolve_task`; :func:`default_max_episode_steps` is the time limit ``make_env`` and
-``gym.make`` add.
-
 >>> default_max_episode_steps("libero_10")
 520
 >>> check_cameras("wrist")

@@ -1,31 +1,13 @@
 """The registered ids of the synthetic task and the LIBERO suites (tables only).
 
-Importing :mod:`evolve_envs` registers the ids
-(:func:`evolve_envs.stack.registration.register_envs`). ``gym.make(id)`` with no arguments builds
-what the table in docs/getting-started.md, "What gym.make(id) gives" says; keyword arguments go to
-:func:`evolve_envs.stack.factory.make_env` (``config=...``, ``reward_model=...``, env keys)::
-
-    >>> import gymnasium as gym
-    >>> import evolve_envs  # noqa: F401  (registers the ids)
-    >>> gym.spec("evolve_envs/ReachPlace-v0").max_episode_steps
-    50
-    >>> gym.spec("evolve_envs/LIBERO-10-v0").max_episode_steps
-    520
-    >>> DEFAULT_CONFIGS["evolve_envs/ReachPlace-v0"]  # its default stack: reward model on
-    'reach_place'
-
-Each id registers its limit (ReachPlace's 50 steps, each LIBERO suite's own), so Gymnasium puts
-its ``TimeLimit`` outside the env and ``env.spec.max_episode_steps`` tells the truth. The stack
-puts the same limit *inside* the reward wrappers, read from the spec, so they see the truncation
-and settle the episode; both count the same steps and end on the same step. A config's
-``env.max_episode_steps`` sets the stack's limit (a shorter one ends the episode first; with a
-longer one pass ``max_episode_steps=-1`` or the same number to ``gym.make``). Gymnasium keeps
-its own ``max_episode_steps=N`` from the entry point and sets only the outer limit with it, whose
-truncation the reward wrappers cannot see: change the episode length in the config, e.g.
-``gym.make(id, config=["reach_place", {"env": {"max_episode_steps": 300}}],
-max_episode_steps=-1)``, or call ``make_env``. ``gym.make_vec(id)`` passes the limit to the
-vector entry point (:func:`evolve_envs.stack.vector.make_vec_registered`), which sets it inside
-every sub-env.
+>>> import gymnasium as gym
+>>> import evolve_envs  # noqa: F401  (registers the ids)
+>>> gym.spec("evolve_envs/ReachPlace-v0").max_episode_steps
+50
+>>> gym.spec("evolve_envs/LIBERO-10-v0").max_episode_steps
+520
+>>> DEFAULT_CONFIGS["evolve_envs/ReachPlace-v0"]  # its default stack: reward model on
+'reach_place'
 """
 
 from __future__ import annotations

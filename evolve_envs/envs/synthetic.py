@@ -1,44 +1,15 @@
 """ReachPlace: a fast 2-D reach-and-place image task with ground-truth progress.
 
-A square arena is rendered with NumPy (64 x 64 by default) from above: a blue *gripper*, a red
-*block*, a green *target zone* and a yellow *distractor* block. The agent moves the gripper
-(actions ``(dx, dy)`` in ``[-1, 1]``, scaled by ``speed``). The gripper grasps the red block
-automatically when it comes within ``grasp_radius`` of it (and turns white: closed) and carries
-it from then on; the episode
-succeeds (and terminates) when the carried block's centre is within ``place_radius`` of the
-target's centre. The yellow distractor, once the gripper touches it, is dragged along by
-the gripper's moves; it has nothing to do with the task.
-
-Ground-truth progress (``info["true_progress"]``, in ``[0, 1]``; the reward stack uses
-``info["progress"]`` for the *model's* progress), with ``D = 1`` the arena's width:
-
-* before the grasp: ``0.5 * (1 - min(1, |gripper - block| / D))``,
-* while carrying: ``0.5 + 0.5 * (1 - min(1, |block - target| / D))``,
-* ``1.0`` on success.
-
-The reward service's mock backend reads the same quantity back from the rendered pixels (rule
-``reach_place``; ``reach_place_hackable`` reads the *distractor* instead of the block, a reward
-model that can be gamed; ``random`` ignores the scene), so rewards can come from the real service.
-
-Observation: ``{"image": uint8 (S, S, 3), "state": float32 (3,)}`` with ``state = (gripper x,
-gripper y, holding)``, bounded: x and y in ``[0.03, 0.97]`` (the gripper stays inside the arena),
-holding 0 or 1; the block, target and distractor are only visible in the image.
-The layout is drawn from the reset seed (or from ``options={"init_state_id": k}``, which fixes
-layout ``k`` whatever the seed), so the same seed gives the same scene.
-
-Example:
-    >>> env = ReachPlaceEnv()
-    >>> obs, info = env.reset(seed=0)
-    >>> obs["image"].shape, obs["state"].shape, info["true_progress"] < 0.5
-    ((64, 64, 3), (3,), True)
-    >>> obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
-    >>> sorted(k for k in info if k in ("is_success", "true_progress", "task_description"))
-    ['is_success', 'task_description', 'true_progress']
+>>> env = ReachPlaceEnv()
+>>> obs, info = env.reset(seed=0)
+>>> obs["image"].shape, obs["state"].shape, info["true_progress"] < 0.5
+((64, 64, 3), (3,), True)
+>>> obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+>>> sorted(k for k in info if k in ("is_success", "true_progress", "task_description"))
+['is_success', 'task_description', 'true_progress']
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -63,13 +34,10 @@ TASK = "pick up the red block and place it in the green zone"
 class ReachPlaceEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     """Reach the red block, carry it to the green zone; a yellow distractor can be pushed around.
 
-    See the module docstring for the scene, the progress and the observation.
-
-    Example:
-        >>> env = ReachPlaceEnv(image_size=32)
-        >>> obs, info = env.reset(seed=3)
-        >>> obs["image"].shape
-        (32, 32, 3)
+    >>> env = ReachPlaceEnv(image_size=32)
+    >>> obs, info = env.reset(seed=3)
+    >>> obs["image"].shape
+    (32, 32, 3)
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
@@ -125,8 +93,8 @@ class ReachPlaceEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
                 return pos
 
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        self, *, seed: int | None = None, options: dict[str, object] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, object]]:
         super().reset(seed=seed)
         init_state_id = (options or {}).get("init_state_id")
         if init_state_id is not None:
@@ -143,7 +111,7 @@ class ReachPlaceEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     # --- dynamics -------------------------------------------------------------------------------
     def step(
         self, action: np.ndarray
-    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, object]]:
         if not self._pos:
             raise RuntimeError("call reset() before step()")
         a = np.clip(np.asarray(action, dtype=np.float64).reshape(2), -1.0, 1.0)
@@ -166,7 +134,7 @@ class ReachPlaceEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return self._obs(), reward, self._success, False, self._info()
 
     def progress(self) -> float:
-        """Ground-truth progress of the current state, in [0, 1] (see the module docstring)."""
+        """Ground-truth progress of the current state, in [0, 1] (docs/envs.md)."""
         if self._success:
             return 1.0
         if not self._holding:
@@ -194,7 +162,7 @@ class ReachPlaceEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         state = np.array([g[0], g[1], float(self._holding)], dtype=np.float32)
         return {"image": self.render(), "state": state}
 
-    def _info(self) -> dict[str, Any]:
+    def _info(self) -> dict[str, object]:
         return {
             "task_description": self.task_description,
             "true_progress": self.progress(),
@@ -216,7 +184,6 @@ def scripted_action(env: ReachPlaceEnv, goal: str = "task") -> np.ndarray:
     distractor onto the target (``goal="distractor"``, the behaviour that games a reward model
     reading the distractor).
 
-    Example:
         >>> env = ReachPlaceEnv()
         >>> _ = env.reset(seed=1)
         >>> for _ in range(60):
@@ -267,7 +234,6 @@ def play_behaviours(env: gym.Env, counts: dict[str, int], *, seed: int = 0) -> i
     (uniform actions) to a number of episodes; reset seeds count up from ``seed``. Returns the
     number of episodes played (e.g. to fill a recording with known successes and failures).
 
-    Example:
         >>> play_behaviours(gym.wrappers.TimeLimit(ReachPlaceEnv(), 20), {"task": 1, "random": 1})
         2
     """

@@ -1,23 +1,5 @@
 """Pure progress arithmetic: critic accumulation, the check schedule, thresholds.
 
-Everything here is a plain function of numbers (no I/O, no state), so the progress wrappers and
-trainer integrations share one definition of the EVOLVE-VLA / VLAC math (docs/PROGRESS.md). The
-accumulation itself lives in :mod:`evolve_envs.reward.protocol.progress` (the service uses it too)
-and is re-exported here:
-
-* A *critic* ``c ∈ [-100, 100]`` says how much closer a later frame is to completion than an
-  earlier one; *progress* ``v ∈ [0, 100]``.
-* ``"vlac"`` rule (VLAC ``critic_to_value_simple``, EVOLVE-VLA eq. 2): ``v ← v + (100 − v)·c/100``
-  for every ``c``; unbounded below in the original, so the result is clamped to ``[0, 100]``.
-* ``"robodopamine"`` rule: the same for ``c ≥ 0``; for ``c < 0`` the loss scales with the progress
-  achieved so far, ``v ← v + v·c/100`` (never below 0).
-
-Schedule: no checks before ``start_step``; then a check every ``call_every`` steps
-(``start_step``, ``start_step + call_every``, …). A check is a *milestone* when at least
-``milestone_every`` steps have passed since the previous milestone (step 0, the first frame, is the
-initial milestone). With the paper's numbers (64 / 16 / 64) checks fall on 64, 80, 96, … and
-milestones on 64, 128, 192, …
-
 >>> from evolve_envs.progress.arithmetic import accumulate, is_check_step, reached
 >>> v = accumulate(0.0, 40.0)
 >>> v = accumulate(v, 50.0)
@@ -76,10 +58,7 @@ def _check_schedule_args(start_step: int, call_every: int) -> None:
 
 
 def is_check_step(step: int, *, start_step: int, call_every: int) -> bool:
-    """True when the reward model is asked at episode step ``step`` (1 = after the first action).
-
-    Step 0 (the reset frame) is never a check: it is the reference every episode starts from.
-    """
+    """True when the reward model is asked at episode step ``step`` (1 = after the first action)."""
     _check_schedule_args(start_step, call_every)
     if step < 1 or step < start_step:
         return False
@@ -96,12 +75,7 @@ def check_steps(max_steps: int, *, start_step: int, call_every: int) -> Iterator
 
 
 def is_milestone(step: int, last_milestone_step: int, milestone_every: int) -> bool:
-    """True when a check at ``step`` commits a new milestone.
-
-    A milestone is committed at the first check at least ``milestone_every`` steps after the
-    previous milestone (``last_milestone_step``, 0 for the first frame). ``milestone_every <= 0``
-    disables milestones (every check compares against the first frame).
-    """
+    """True when a check at ``step`` commits a new milestone."""
     if milestone_every <= 0:
         return False
     return step - last_milestone_step >= milestone_every
@@ -127,10 +101,7 @@ def as_fraction(progress: float) -> float:
 
 
 def dense_rewards(values: Iterable[float], start: float = 0.0) -> list[float]:
-    """Per-check dense rewards ``Δv/100`` for a sequence of progress values.
-
-    They telescope: ``sum(dense_rewards(vs, s)) == (vs[-1] - s)/100`` up to float rounding.
-    """
+    """Per-check dense rewards ``Δv/100`` for a sequence of progress values."""
     out: list[float] = []
     prev = float(start)
     for v in values:

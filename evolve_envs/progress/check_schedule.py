@@ -1,17 +1,7 @@
 """When a tracker sends its checks and when it waits for their answers.
 
-The check grid (``start_step``, every ``call_every``) is :func:`~evolve_envs.progress.arithmetic.
-is_check_step`; this module adds what depends on time, for ``calls: async`` (the contract is the
-"Async timing" part of :mod:`evolve_envs.progress.tracker`'s docstring):
-
-* :class:`AnswerTiming` measures, across episodes, how long answers take and how long an env step
-  takes; their ratio is the answer latency in steps;
-* :func:`check_now` moves the grid's late end with ``last_check="before_limit"`` so the last
-  answer is back before the time limit (:func:`episode_limit` reads the limit off a wrapper);
-* :func:`answer_deadline` is the step at which an answer is waited for (``max_lag_steps``).
-
->>> from evolve_envs.progress.settings import TrackerSettings
->>> s = TrackerSettings(calls="async", start_step=2, call_every=2, max_lag_steps="auto")
+>>> from evolve_envs.progress.tracker_config import TrackerConfig
+>>> s = TrackerConfig(calls="async", start_step=2, call_every=2, max_lag_steps="auto")
 >>> answer_deadline(s, AnswerTiming(clock=lambda: 0.0), 4)  # nothing measured: 4 * call_every
 12
 """
@@ -26,7 +16,7 @@ from typing import Any
 
 from evolve_envs.progress.arithmetic import is_check_step
 from evolve_envs.progress.episode_state import EpisodeState, PendingCheck
-from evolve_envs.progress.settings import TrackerSettings
+from evolve_envs.progress.tracker_config import TrackerConfig
 
 __all__ = ["AnswerTiming", "answer_deadline", "ceil_steps", "check_now", "episode_limit"]
 
@@ -40,9 +30,9 @@ def ceil_steps(steps: float) -> int:
     return math.ceil(round(steps, 6))
 
 
-def check_now(s: TrackerSettings, ep: EpisodeState, timing: AnswerTiming, step: int) -> bool:
+def check_now(s: TrackerConfig, ep: EpisodeState, timing: AnswerTiming, step: int) -> bool:
     """Whether a check is sent at ``step``: the grid's, unless ``last_check="before_limit"``
-    moves the late end of it (see the module docstring). Marks ``ep.final_sent`` when it sends
+    moves the late end of it (docs/PROGRESS.md). Marks ``ep.final_sent`` when it sends
     the moved last check."""
     grid = is_check_step(step, start_step=s.start_step, call_every=s.call_every)
     limit = ep.limit
@@ -62,7 +52,7 @@ def check_now(s: TrackerSettings, ep: EpisodeState, timing: AnswerTiming, step: 
     return ep.last_sent_step == 0 or 2 * (step - ep.last_sent_step) >= s.call_every
 
 
-def answer_deadline(s: TrackerSettings, timing: AnswerTiming, step: int) -> int:
+def answer_deadline(s: TrackerConfig, timing: AnswerTiming, step: int) -> int:
     """The step at which the answer to the check sent at ``step`` is waited for."""
     if s.calls == "sync":
         return step

@@ -1,46 +1,6 @@
 """Deferred settlement (``calls: deferred``): the env never waits, each answer settles its step.
 
-A :class:`~evolve_envs.progress.tracker.ProgressTracker` in deferred mode sends its checks on the
-``sync`` grid through the client's ``submit_*`` and returns every step at once with a model
-reward of 0. Each episode has an :class:`EpisodeLedger`: its answers are applied in send order as
-they come back, each *at its own step* (the step is set back to the check's while the answer is
-applied, with the env's success flag of that step), through the same
-:class:`~evolve_envs.progress.settlement.AnswerSettlement` as ``sync`` with a done judge of its
-own. So the rewards, the progress and the done decision are literally ``sync``'s. A model done
-(``terminate_on_done``) found at the check of step ``t`` ends the episode at ``t``: the steps
-played after it are cut, and the checks sent after it are dropped (``sync`` never sends them).
-When the env ends an episode its ledger is detached (its kept frames freed) and the tracker can
-reset at once; :class:`DeferredSettlement` keeps the detached ledgers, at most
-``max_unsettled_episodes`` of them (a ``reset`` at the bound waits for the oldest: the service
-is saturated, counted in :meth:`DeferredSettlement.stats`), and hands on each episode, in the
-order they were played, as a :class:`~evolve_envs.progress.settled_episode.SettledEpisode` once
-its last answer is in. An answer not back ``answer_timeout_s`` after its check was sent gets the
-client's failure policy: a fallback (progress held, counted, logged as a warning), or, with a
-fail-fast client, :class:`~evolve_envs.reward.clients.errors.RewardServiceError`.
-
->>> from concurrent.futures import Future
->>> from evolve_envs.progress.check_schedule import AnswerTiming
->>> from evolve_envs.progress.done_rules import TerminationAudit
->>> from evolve_envs.progress.episode_state import EpisodeState, PendingCheck
->>> from evolve_envs.progress.request_modes import REQUEST_MODES
->>> from evolve_envs.progress.settings import TrackerSettings
->>> from evolve_envs.reward.clients.results import CallResult
->>> s = TrackerSettings(mode="incremental", calls="deferred")
->>> clock = lambda: 0.0
->>> book = DeferredSettlement(s, REQUEST_MODES[s.mode](s), AnswerTiming(clock),
-...                           TerminationAudit(), strict=False, clock=clock)
->>> ledger = book.start(1, EpisodeState(task="open the drawer"))
->>> for t in (1, 2):
-...     ledger.played(t, env_success=False)
->>> critic: Future[CallResult[float]] = Future()
->>> ledger.ep.pending.append(PendingCheck(step=1, base_step=0, milestone=True, critic=critic))
->>> book.end(ledger, env_terminated=False, env_truncated=True)
->>> book.settled()                                   # the answer is not back
-[]
->>> critic.set_result(CallResult(40.0, ok=True, fallback=False, latency_s=0.5, endpoint=None))
->>> [ep] = book.settled()
->>> ep.rewards.tolist(), ep.progress.tolist(), ep.truncated
-([0.4, 0.0], [40.0, 40.0], True)
+The contract: docs/PROGRESS.md, "Deferred settlement".
 """
 
 from __future__ import annotations
@@ -51,17 +11,16 @@ import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, Future
 from concurrent.futures import wait as wait_futures
-from typing import Any
 
 import numpy as np
 
 from evolve_envs.progress.check_schedule import AnswerTiming
 from evolve_envs.progress.done_rules import TerminationAudit
-from evolve_envs.progress.episode_state import EpisodeState, PendingCheck
+from evolve_envs.progress.episode_state import Answer, EpisodeState, PendingCheck
 from evolve_envs.progress.request_modes import RequestMode
-from evolve_envs.progress.settings import TrackerSettings
 from evolve_envs.progress.settled_episode import SettledEpisode
 from evolve_envs.progress.settlement import AnswerSettlement
+from evolve_envs.progress.tracker_config import TrackerConfig
 from evolve_envs.progress.tracker_info import close_episode
 from evolve_envs.reward.clients.errors import ErrorKind, RewardServiceError
 from evolve_envs.reward.clients.results import CallResult
@@ -164,21 +123,11 @@ class EpisodeLedger:
 
 class DeferredSettlement:
     """A tracker's ended deferred episodes, waiting for answers or settled and not yet handed on
-    (see the module docstring); the tracker keeps the open episode's ledger and passes it in.
-
-    Args:
-        settings: the tracker's settings (``max_unsettled_episodes``, ``answer_timeout_s``).
-        mode: the tracker's request mode (shared; it keeps no state of its own).
-        timing: the tracker's answer timing (latencies are measured in deferred mode too).
-        audit: the tracker's termination audit; episodes are recorded as they settle, in order.
-        strict: the client raises instead of falling back (``fail_on_request_error``); an answer
-            past ``answer_timeout_s`` then raises too.
-        clock: seconds, monotonic.
-    """
+    (docs/PROGRESS.md); the tracker keeps the open episode's ledger and passes it in."""
 
     def __init__(
         self,
-        settings: TrackerSettings,
+        settings: TrackerConfig,
         mode: RequestMode,
         timing: AnswerTiming,
         audit: TerminationAudit,
@@ -314,11 +263,11 @@ class DeferredSettlement:
             "raising (fail_on_request_error)" if self.strict else "progress held (fallback)",
         )
         for name in ("critic", "done"):
-            future: Future[Any] | None = getattr(p, name)
+            future: Answer | None = getattr(p, name)
             if future is None or future.done():
                 continue
             future.cancel()
-            stand_in: Future[Any] = Future()
+            stand_in: Answer = Future()
             if self.strict:
                 error = RewardServiceError(None, "", cause, kind=ErrorKind.TIMEOUT)
                 stand_in.set_exception(error)

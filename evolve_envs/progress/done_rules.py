@@ -1,33 +1,11 @@
 """Done rules: when the reward model judges an episode's task done, and an audit of those calls.
 
-A :class:`DoneRule` is data (from YAML, ``reward_model.done_rule``); a :class:`DoneJudge` applies
-one to the checks of one episode, one answer at a time. Rules:
-
-* ``threshold`` — this check's progress reached the done threshold (today's ``done_by:
-  threshold``; the threshold and comparison are the tracker's ``done_threshold`` /
-  ``done_comparison``);
-* ``k_of_n`` — at least ``k`` of the last ``n`` answered checks reached the threshold (Robometer's
-  vote; ``k == n`` asks for ``n`` consecutive checks). A failed answer is not a vote: it neither
-  enters nor clears the window;
-* ``backend`` — the service's ``/done`` answer for this check (needs the ``done`` capability);
-* ``any`` / ``all`` — OR / AND of ``rules`` (themselves rules, nested as deep as wanted). Every
-  sub-rule sees every check, so a ``k_of_n`` inside ``all`` keeps its window.
-
-The older ``done_by`` key maps to rules one to one (:meth:`DoneRule.from_done_by`): ``threshold``
-→ ``threshold``; ``backend`` → ``backend``; ``either`` → ``any[threshold, backend]``; ``both`` →
-``all[threshold, backend]``.
-
-:class:`TerminationAudit` keeps running counts, per task, of the episodes the reward model judged
-done and how many of them the env judged successful — the precision of model termination — and
-the recall (model-done among env successes).
-
-Example:
-    >>> rule = DoneRule.parse({"kind": "k_of_n", "k": 2, "n": 3})
-    >>> judge = rule.judge()
-    >>> [judge.update(above=a) for a in (True, False, None, True)]
-    [False, False, False, True]
-    >>> DoneRule.from_done_by("either").describe()
-    'any(threshold, backend)'
+>>> rule = DoneRule.parse({"kind": "k_of_n", "k": 2, "n": 3})
+>>> judge = rule.judge()
+>>> [judge.update(above=a) for a in (True, False, None, True)]
+[False, False, False, True]
+>>> DoneRule.from_done_by("either").describe()
+'any(threshold, backend)'
 """
 
 from __future__ import annotations
@@ -36,7 +14,7 @@ import collections
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 __all__ = [
     "DONE_BY",
@@ -54,18 +32,7 @@ DONE_BY: tuple[str, ...] = ("threshold", "backend", "either", "both")
 
 @dataclass(frozen=True)
 class DoneRule:
-    """A done rule (see the module docstring); validated on construction.
-
-    Args:
-        kind: ``threshold``, ``k_of_n``, ``backend``, ``any`` or ``all``.
-        k: votes needed (``k_of_n`` only), ``1 <= k <= n``.
-        n: window of answered checks (``k_of_n`` only).
-        rules: the combined rules (``any`` / ``all`` only; at least one).
-
-    Example:
-        >>> DoneRule("all", rules=(DoneRule("k_of_n", k=2, n=2), DoneRule("backend"))).describe()
-        'all(2_of_2, backend)'
-    """
+    """A done rule (docs/PROGRESS.md); validated on construction."""
 
     kind: DoneKind = "threshold"
     k: int = 1
@@ -103,11 +70,10 @@ class DoneRule:
         raise ValueError(f"done_by: expected one of {DONE_BY}, got {done_by!r}")
 
     @classmethod
-    def parse(cls, spec: DoneRule | Mapping[str, Any] | str) -> DoneRule:
+    def parse(cls, spec: DoneRule | Mapping[str, object] | str) -> DoneRule:
         """A rule from a mapping (``{kind, k, n, rules}``; ``rules`` a list of such mappings), a
         kind's name (``"backend"``) or a :class:`DoneRule`.
 
-        Example:
             >>> DoneRule.parse({"kind": "any", "rules": ["backend", {"kind": "k_of_n",
             ...                 "k": 3, "n": 3}]}).describe()
             'any(backend, 3_of_3)'
@@ -160,10 +126,9 @@ class DoneRule:
 class DoneJudge:
     """Applies a :class:`DoneRule` to one episode's checks (call :meth:`reset` per episode).
 
-    Example:
-        >>> judge = DoneRule("all", rules=(DoneRule("threshold"), DoneRule("backend"))).judge()
-        >>> judge.update(above=True, backend=False), judge.update(above=True, backend=True)
-        (False, True)
+    >>> judge = DoneRule("all", rules=(DoneRule("threshold"), DoneRule("backend"))).judge()
+    >>> judge.update(above=True, backend=False), judge.update(above=True, backend=True)
+    (False, True)
     """
 
     def __init__(self, rule: DoneRule) -> None:
@@ -178,13 +143,7 @@ class DoneJudge:
             child.reset()
 
     def update(self, *, above: bool | None = None, backend: bool | None = None) -> bool:
-        """Account one check and say whether the rule judges the task done at it.
-
-        Args:
-            above: this check's progress reached the done threshold; ``None`` when the progress
-                answer failed (no vote).
-            backend: the service's ``/done`` answer; ``None`` when not asked or failed.
-        """
+        """Account one check and say whether the rule judges the task done at it."""
         kind = self.rule.kind
         if kind == "threshold":
             return bool(above)
@@ -201,23 +160,13 @@ class DoneJudge:
 class TerminationAudit:
     """Running counts, per task, of reward-model done decisions against the env's success.
 
-    ``record`` one finished episode; ``counts(task)`` gives ``episodes``, ``model_done`` (episodes
-    the reward model judged done), ``model_done_success`` (of those, the env had succeeded when
-    the decision was made), ``env_success`` (episodes the env judged successful at the end),
-    ``success_model_done`` (env successes the reward model had judged done), ``unknown``
-    (episodes without an env success flag, left out of the rates), ``precision``
-    (``model_done_success / model_done``) and ``recall`` (``success_model_done / env_success``);
-    rates are ``None`` while their denominator is 0. ``counts()`` without a task sums all tasks.
-    Thread-safe, so several trackers (the sub-envs of one vectorised env) can share one.
-
-    Example:
-        >>> audit = TerminationAudit()
-        >>> audit.record("open the drawer", model_done=True, success_at_done=True,
-        ...              env_success=True)
-        >>> audit.record("open the drawer", model_done=True, success_at_done=False,
-        ...              env_success=False)
-        >>> audit.counts("open the drawer")["precision"]
-        0.5
+    >>> audit = TerminationAudit()
+    >>> audit.record("open the drawer", model_done=True, success_at_done=True,
+    ...              env_success=True)
+    >>> audit.record("open the drawer", model_done=True, success_at_done=False,
+    ...              env_success=False)
+    >>> audit.counts("open the drawer")["precision"]
+    0.5
     """
 
     _KEYS = (
@@ -259,7 +208,7 @@ class TerminationAudit:
         with self._lock:
             return list(self._tasks)
 
-    def counts(self, task: str | None = None) -> dict[str, Any]:
+    def counts(self, task: str | None = None) -> dict[str, object]:
         """The counts and rates of ``task`` (all tasks summed when ``None``)."""
         with self._lock:
             if task is None:

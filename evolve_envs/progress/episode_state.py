@@ -1,12 +1,5 @@
 """The per-episode records a :class:`~evolve_envs.progress.tracker.ProgressTracker` keeps.
 
-Plain data, no logic: the open episode (:class:`EpisodeState`: frames kept as bases of later
-checks, running progress, call counters, the done decision, the summary once settled) and each
-check sent and not yet applied (:class:`PendingCheck`). The tracker, its request modes
-(:mod:`evolve_envs.progress.request_modes`) and its schedule
-(:mod:`evolve_envs.progress.check_schedule`) all read and write them, so they live apart from
-each.
-
 >>> ep = EpisodeState(task="open the drawer")
 >>> ep.values, ep.progress, len(ep.pending)
 ({0: 0.0}, 0.0, 0)
@@ -18,14 +11,19 @@ import collections
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
+
+from evolve_envs.reward.clients.results import CallResult
 
 __all__ = ["Frame", "FrameHolder", "EpisodeState", "PendingCheck"]
 
 Frame = np.ndarray | Callable[[], np.ndarray]
 """A frame, or a zero-argument callable returning one (materialised only on check steps)."""
+
+
+#: a check's answer, as the client's ``submit_*`` returns it
+Answer = Future[CallResult[object]]
 
 
 @dataclass
@@ -42,8 +40,8 @@ class PendingCheck:
     step: int
     base_step: int
     milestone: bool
-    critic: Future[Any]
-    done: Future[Any] | None = None
+    critic: Answer
+    done: Answer | None = None
     deadline: int = 0  # the step at which the answer is waited for (async)
     sent_at: float = 0.0  # clock time of the request (async)
     answered_at: list[float] = field(default_factory=list)  # clock times of its answers
@@ -55,7 +53,7 @@ class PendingCheck:
 
 @dataclass
 class EpisodeState:
-    """The open (or last settled) episode of a tracker; see the module docstring."""
+    """The open (or last settled) episode of a tracker; docs/PROGRESS.md."""
 
     task: str = ""
     first_frame: np.ndarray | None = None
@@ -89,7 +87,7 @@ class EpisodeState:
     env_success: bool | None = None
     model_reward: float = 0.0
     finished: bool = False
-    summary: dict[str, Any] | None = None
+    summary: dict[str, object] | None = None
 
 
 class FrameHolder:

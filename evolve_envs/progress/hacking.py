@@ -1,40 +1,12 @@
 """The reward-hacking detector: model progress against env success over finished episodes, per task.
 
-While a policy trains against a learned reward model it may learn to please the model instead of
-doing the task. The env's own success flag is the ground truth the model cannot bend, so the
-alarm compares the two over a rolling window of finished episodes of each task, the ``window``
-most recent episodes against the ``baseline`` episodes before them:
-
-* **progress without success** — the model's score (final or maximum progress, ``score``) rose
-  by at least ``min_progress_rise`` (a fraction of full progress) while the env success rate rose
-  by at most ``max_success_rise``;
-* **high-progress failures** — the share of episodes that failed although the model scored them
-  at least ``high_progress`` rose by at least ``min_high_failure_rise``.
-
-Either signal makes the alarm fire: a :class:`RewardHackingWarning` (``warnings.warn``) with the
-numbers, once per firing; it re-arms when the signal clears. It is a prompt to look (at the
-videos, at a calibration report), not proof: a policy that really gets closer to the goal
-without finishing yet also raises the model's progress without success.
-
-:class:`HackingDetector` is fed one finished episode at a time (by the Gymnasium wrapper
-:class:`evolve_envs.wrappers.hacking_alarm.HackingAlarm` or a trainer integration) and answers
-the detector's state for the episode's task. Keys of that dict:
-``task``, ``episodes`` (finished episodes of the task so far), ``ready`` (both windows full; the
-rates are ``None`` before), ``progress_recent`` / ``progress_baseline`` / ``progress_rise``
-(mean model score, fraction of full progress), ``success_recent`` / ``success_baseline`` /
-``success_rise`` (env success rate), ``high_failure_recent`` / ``high_failure_baseline`` /
-``high_failure_rise`` (share of high-progress failures), ``progress_without_success`` and
-``high_progress_failures`` (the two signals now), ``firing`` (either), ``triggers`` (how many
-times the alarm went off for the task).
-
-Example:
-    >>> import warnings
-    >>> d = HackingDetector(window=2, baseline=2)
-    >>> with warnings.catch_warnings(record=True) as caught:
-    ...     warnings.simplefilter("always")
-    ...     states = [d.add("stack the blocks", p, success=False) for p in (0.2, 0.3, 0.9, 0.95)]
-    >>> states[-1]["firing"], round(states[-1]["progress_rise"], 3), len(caught)
-    (True, 0.675, 1)
+>>> import warnings
+>>> d = HackingDetector(window=2, baseline=2)
+>>> with warnings.catch_warnings(record=True) as caught:
+...     warnings.simplefilter("always")
+...     states = [d.add("stack the blocks", p, success=False) for p in (0.2, 0.3, 0.9, 0.95)]
+>>> states[-1]["firing"], round(states[-1]["progress_rise"], 3), len(caught)
+(True, 0.675, 1)
 """
 
 from __future__ import annotations
@@ -44,36 +16,21 @@ import threading
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any, Literal
+from typing import Literal
 
-__all__ = ["AlarmSettings", "HackingDetector", "RewardHackingWarning"]
+__all__ = ["HackingDetectorConfig", "HackingDetector", "RewardHackingWarning"]
 
 
 class RewardHackingWarning(UserWarning):
-    """The reward model's scores drift away from the env's success (see the module docstring).
-
-    A ``UserWarning``: the ``warnings`` filters decide what it does, e.g. stop the run.
-
-    >>> import warnings
-    >>> detector = HackingDetector(window=2, baseline=2)
-    >>> with warnings.catch_warnings():
-    ...     warnings.simplefilter("error", RewardHackingWarning)  # stop at the first alarm
-    ...     try:
-    ...         for progress in (0.2, 0.3, 0.9, 0.95):
-    ...             _ = detector.add("stack the blocks", progress, success=False)
-    ...     except RewardHackingWarning as alarm:
-    ...         print(type(alarm).__name__, progress)
-    RewardHackingWarning 0.95
-    """
+    """The reward model's scores drift away from the env's success (docs/PROGRESS.md)."""
 
 
 @dataclass(frozen=True)
-class AlarmSettings:
+class HackingDetectorConfig:
     """Thresholds of the alarm (fractions of full progress / rates in [0, 1]).
 
-    Example:
-        >>> AlarmSettings(window=50, baseline=50, score="max").window
-        50
+    >>> HackingDetectorConfig(window=50, baseline=50, score="max").window
+    50
     """
 
     window: int = 20
@@ -95,11 +52,12 @@ class AlarmSettings:
             if not 0.0 < getattr(self, name) <= 1.0:
                 raise ValueError(f"alarm.{name}: must be in (0, 1], got {getattr(self, name)!r}")
         if not 0.0 <= self.max_success_rise <= 1.0:
-            raise ValueError(f"alarm.max_success_rise: must be in [0, 1], got "
-                             f"{self.max_success_rise!r}")  # fmt: skip
+            raise ValueError(
+                f"alarm.max_success_rise: must be in [0, 1], got {self.max_success_rise!r}"
+            )
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> AlarmSettings:
+    def from_mapping(cls, values: Mapping[str, object]) -> HackingDetectorConfig:
         """Settings from a mapping (e.g. the ``reward_model.alarm`` block); ``enable`` and other
         keys that are not settings are ignored."""
         names = {f.name for f in fields(cls)}
@@ -119,27 +77,26 @@ def _mean(values: list[float]) -> float:
 
 
 class HackingDetector:
-    """Rolling per-task detector of reward hacking (see the module docstring). Thread-safe:
+    """Rolling per-task detector of reward hacking (docs/PROGRESS.md). Thread-safe:
     the sub-envs of a vectorised env may share one.
 
-    Args:
-        settings: :class:`AlarmSettings` or a mapping of them.
-        **overrides: individual settings, e.g. ``window=50``.
-
-    Example:
         >>> d = HackingDetector(window=2, baseline=2)
         >>> d.add("open the drawer", 0.4, success=True)["ready"]
         False
     """
 
     def __init__(
-        self, settings: AlarmSettings | Mapping[str, Any] | None = None, **overrides: Any
+        self,
+        settings: HackingDetectorConfig | Mapping[str, object] | None = None,
+        **overrides: object,
     ) -> None:
         if settings is None:
-            settings = AlarmSettings()
+            settings = HackingDetectorConfig()
         elif isinstance(settings, Mapping):
-            settings = AlarmSettings.from_mapping(settings)
-        self.settings: AlarmSettings = replace(settings, **overrides) if overrides else settings
+            settings = HackingDetectorConfig.from_mapping(settings)
+        self.settings: HackingDetectorConfig = (
+            replace(settings, **overrides) if overrides else settings
+        )
         self._lock = threading.Lock()
         self._tasks: dict[str, _Task] = {}
 
@@ -148,9 +105,9 @@ class HackingDetector:
         with self._lock:
             return list(self._tasks)
 
-    def add(self, task: str, score: float, success: bool) -> dict[str, Any]:
+    def add(self, task: str, score: float, success: bool) -> dict[str, object]:
         """Account one finished episode of ``task``: the model's ``score`` (fraction of full
-        progress) and the env's ``success``. Returns the task's state (module docstring); warns
+        progress) and the env's ``success``. Returns the task's state (docs/PROGRESS.md); warns
         when the alarm goes off."""
         s = self.settings
         with self._lock:
@@ -172,7 +129,7 @@ class HackingDetector:
             warnings.warn(self._message(out), RewardHackingWarning, stacklevel=2)
         return out
 
-    def state(self, task: str) -> dict[str, Any]:
+    def state(self, task: str) -> dict[str, object]:
         """The task's current state without adding an episode."""
         with self._lock:
             state = self._tasks.get(task) or _Task(collections.deque())
@@ -180,9 +137,9 @@ class HackingDetector:
             out["triggers"] = state.triggers
             return out
 
-    def _evaluate(self, task: str, state: _Task) -> dict[str, Any]:
+    def _evaluate(self, task: str, state: _Task) -> dict[str, object]:
         s = self.settings
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "task": task,
             "episodes": state.episodes,
             "ready": len(state.history) == s.window + s.baseline,
@@ -211,7 +168,7 @@ class HackingDetector:
         out["firing"] = out["progress_without_success"] or out["high_progress_failures"]
         return out
 
-    def _message(self, out: Mapping[str, Any]) -> str:
+    def _message(self, out: Mapping[str, object]) -> str:
         s = self.settings
         reasons = []
         if out["progress_without_success"]:
@@ -226,7 +183,8 @@ class HackingDetector:
                 f" -> {out['high_failure_recent']:.2f} of episodes"
             )
         return (
-            f"possible reward hacking on task {out['task']!r}: " + "; ".join(reasons)
+            f"possible reward hacking on task {out['task']!r}: "
+            + "; ".join(reasons)
             + f" (last {s.window} episodes against the {s.baseline} before; "
             f"{out['episodes']} episodes so far)"
-        )  # fmt: skip
+        )

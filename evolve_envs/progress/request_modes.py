@@ -1,15 +1,8 @@
 """The tracker's three request modes: what a check asks the service, which frames it keeps,
 and how the answer becomes progress.
 
-``pairwise`` (the critic between the last milestone frame and the current one; milestones
-commit), ``incremental`` (the critic between the previous check frame and the current one,
-accumulated) and ``trajectory`` (``/trajectory-critic`` over the check frames). A
-:class:`~evolve_envs.progress.tracker.ProgressTracker` picks one strategy object from
-:data:`REQUEST_MODES` by ``TrackerSettings.mode`` and never branches on the mode again; the
-contract of each mode is in the tracker's module docstring.
-
->>> from evolve_envs.progress.settings import TrackerSettings
->>> mode = REQUEST_MODES["incremental"](TrackerSettings(mode="incremental"))
+>>> from evolve_envs.progress.tracker_config import TrackerConfig
+>>> mode = REQUEST_MODES["incremental"](TrackerConfig(mode="incremental"))
 >>> ep = EpisodeState(task="open the drawer")
 >>> mode.keep(ep, 4, np.zeros((2, 2, 3), np.uint8), milestone=True)
 >>> ep.prev_check_step, sorted(ep.frames)
@@ -19,32 +12,31 @@ contract of each mode is in the tracker's module docstring.
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
 
 from evolve_envs.progress.arithmetic import accumulate, clamp_progress, is_milestone
-from evolve_envs.progress.episode_state import EpisodeState, PendingCheck
-from evolve_envs.progress.frames import uniform_indices
-from evolve_envs.progress.settings import TrackerSettings
+from evolve_envs.progress.episode_state import Answer, EpisodeState, PendingCheck
+from evolve_envs.progress.frame_store import uniform_indices
+from evolve_envs.progress.tracker_config import TrackerConfig
 
 __all__ = ["RequestMode", "PairwiseMode", "IncrementalMode", "TrajectoryMode", "REQUEST_MODES"]
 
-Call = Callable[..., "Future[Any]"]
+Call = Callable[..., Answer]
 """``call(method, *args)``: ask the client (the tracker's ``_call``)."""
 
 
 class RequestMode:
     """One request mode: what a check asks, which frames it keeps, how an answer becomes
-    progress. Chosen once per tracker from ``TrackerSettings.mode``."""
+    progress. Chosen once per tracker from ``TrackerConfig.mode``."""
 
-    def __init__(self, settings: TrackerSettings) -> None:
+    def __init__(self, settings: TrackerConfig) -> None:
         self.settings = settings
 
     def send(
         self, call: Call, ep: EpisodeState, step: int, frame: np.ndarray
-    ) -> tuple[int, bool, Future[Any]]:
+    ) -> tuple[int, bool, Answer]:
         """Send the check at ``step`` with ``call(method, *args)``: ``(base step, milestone,
         future)``."""
         raise NotImplementedError
@@ -74,7 +66,7 @@ class PairwiseMode(RequestMode):
 
     def send(
         self, call: Call, ep: EpisodeState, step: int, frame: np.ndarray
-    ) -> tuple[int, bool, Future[Any]]:
+    ) -> tuple[int, bool, Answer]:
         base = ep.milestone_step
         future = call("pairwise_critic", ep.task, ep.frames[base], frame)
         return base, is_milestone(step, ep.milestone_step, self.settings.milestone_every), future
@@ -95,7 +87,7 @@ class IncrementalMode(RequestMode):
 
     def send(
         self, call: Call, ep: EpisodeState, step: int, frame: np.ndarray
-    ) -> tuple[int, bool, Future[Any]]:
+    ) -> tuple[int, bool, Answer]:
         base = ep.prev_check_step
         return base, True, call("pairwise_critic", ep.task, ep.frames[base], frame)
 
@@ -108,7 +100,7 @@ class TrajectoryMode(RequestMode):
 
     def send(
         self, call: Call, ep: EpisodeState, step: int, frame: np.ndarray
-    ) -> tuple[int, bool, Future[Any]]:
+    ) -> tuple[int, bool, Answer]:
         kept = ep.check_frames + [(step, frame)]
         idx = uniform_indices(len(kept), self.settings.trajectory_max_frames)
         future = call("trajectory_values", ep.task, [kept[i][1] for i in idx], skip=1)

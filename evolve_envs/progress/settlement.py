@@ -1,29 +1,4 @@
-"""Applying a tracker's answers to its episode, and settling the episode's model reward.
-
-A check's answer moves the episode in one place, :meth:`AnswerSettlement.apply`: the answer is
-counted (latency, errors, fallbacks), becomes progress through the request mode (a failed answer
-holds it), is committed as the base of later checks, pays the model reward of the reward mode
-(``dense``, or the change of the ``sparse`` / ``binary`` level with ``use_rel_reward``), and goes
-to the done rule's judge. :meth:`~AnswerSettlement.apply_due` applies answers in send order as
-they come back or reach their deadline; :meth:`~AnswerSettlement.settle` waits for every one
-still out and pays the level owed at the end. The contract (modes, rewards, failures) is in
-:mod:`evolve_envs.progress.tracker`'s docstring and docs/PROGRESS.md.
-
->>> from concurrent.futures import Future
->>> from evolve_envs.progress.check_schedule import AnswerTiming
->>> from evolve_envs.progress.request_modes import REQUEST_MODES
->>> from evolve_envs.reward.clients.results import CallResult
->>> s = TrackerSettings(mode="incremental")
->>> answers = AnswerSettlement(s, REQUEST_MODES[s.mode](s), s.rule.judge(),
-...                            AnswerTiming(clock=lambda: 0.0))
->>> critic: Future[Any] = Future()
->>> critic.set_result(CallResult(value=40.0, ok=True, fallback=False, latency_s=0.1,
-...                              endpoint=None))
->>> ep = EpisodeState(task="open the drawer", step=4)
->>> ep.pending.append(PendingCheck(step=4, base_step=0, milestone=True, critic=critic))
->>> answers.apply_due(ep, 4), ep.progress, ep.values
-((0.4, 1, False), 40.0, {0: 0.0, 4: 40.0})
-"""
+"""Applying a tracker's answers to its episode, and settling the episode's model reward."""
 
 from __future__ import annotations
 
@@ -35,17 +10,17 @@ from evolve_envs.progress.check_schedule import AnswerTiming
 from evolve_envs.progress.done_rules import DoneJudge
 from evolve_envs.progress.episode_state import EpisodeState, PendingCheck
 from evolve_envs.progress.request_modes import RequestMode
-from evolve_envs.progress.settings import TrackerSettings
+from evolve_envs.progress.tracker_config import TrackerConfig
 
 __all__ = ["AnswerSettlement"]
 
 
 class AnswerSettlement:
-    """Applies answers to an episode and settles it (see the module docstring); one per
+    """Applies answers to an episode and settles it (docs/PROGRESS.md); one per
     tracker, sharing the tracker's request mode, done judge and answer timing."""
 
     def __init__(
-        self, settings: TrackerSettings, mode: RequestMode, judge: DoneJudge, timing: AnswerTiming
+        self, settings: TrackerConfig, mode: RequestMode, judge: DoneJudge, timing: AnswerTiming
     ) -> None:
         self.settings = settings
         self.mode = mode

@@ -14,18 +14,14 @@ ValueError: ProgressReward needs the task text: pass task=... or have the env pu
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import gymnasium as gym
 
 __all__ = ["task_text"]
 
 
-def task_text(env: gym.Env, task: str | None, info: Mapping[str, Any], owner: str) -> str:
-    """``task`` if given, else ``info["task_description"]``, else the env's ``task_description``.
-
-    Raises ValueError naming ``owner`` (the wrapper's class) when none of them holds a text.
-    """
+def task_text(env: gym.Env, task: str | None, info: Mapping[str, object], owner: str) -> str:
+    """``task`` if given, else ``info["task_description"]``, else the env's ``task_description``."""
     text = task or info.get("task_description")
     if not text:
         text = getattr(env.unwrapped, "task_description", None)

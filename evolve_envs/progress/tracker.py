@@ -1,107 +1,14 @@
 """ProgressTracker: the per-episode progress state machine, independent of Gymnasium.
 
-One tracker follows one episode at a time. It owns every piece of the EVOLVE-VLA progress logic —
-the check schedule, milestones, the three request modes, sync/async calls, done decisions, the
-reward modes and the end-of-episode settlement — so that the Gymnasium wrapper
-(:class:`evolve_envs.wrappers.progress_reward.ProgressReward`) and trainer integrations that step
-many envs at once (one tracker per sub-env) share one implementation.
-
-This module holds the lifecycle (reset, observe, finish) and sends the checks; each other job
-has a module of its own, so each can be read and tested alone:
-:mod:`~evolve_envs.progress.check_schedule` (when checks are sent and waited for),
-:mod:`~evolve_envs.progress.request_modes` (what a check asks, how its answer becomes progress),
-:mod:`~evolve_envs.progress.settlement` (applying answers: progress, done, model reward),
-:mod:`~evolve_envs.progress.tracker_info` (the info keys and the summary), and
-:mod:`~evolve_envs.progress.episode_state` (the records they share).
-
-Protocol of use (one episode)::
-
-    tracker.reset(task, first_frame)                  # frame 0, progress 0
-    for t in 1, 2, ...:                               # after each env step
-        out = tracker.observe(t, frame_t, env_terminated=term, env_truncated=trunc,
-                              env_success=info.get("is_success"))
-        reward_t = out.reward                         # model reward owed at step t
-        if out.terminate: ...                         # the reward model judged the task done
-        if out.episode_over: break                    # settled; out.summary holds the episode
-    extra = tracker.finish()                          # only if the caller ends the episode itself
-
-``frame`` may be an array or a zero-argument callable returning one; it is only materialised on
-check steps. Step ``t`` counts env steps since ``reset`` (the first ``observe`` is step 1).
-
-Modes (``TrackerSettings.mode``; all values are progress in [0, 100], frame 0 has progress 0):
-
-* ``"pairwise"`` (EVOLVE-VLA's milestone critic): the check at ``t`` asks the critic between the
-  *previous* milestone frame ``F_m`` (value ``V_m``) and ``o_t``; progress ``v_t = acc(V_m, c)``.
-  At a milestone check (see :func:`~evolve_envs.progress.arithmetic.is_milestone`) ``v_t`` is
-  committed: ``o_t`` becomes the milestone frame and ``v_t`` its value. Needs the ``pairwise``
-  capability.
-* ``"incremental"``: the critic between the previous check frame and ``o_t``, accumulated.
-  Needs ``pairwise``.
-* ``"trajectory"``: ``/trajectory-critic`` over the frames seen at check steps (step 0 and every
-  check up to ``t``, at most ``trajectory_max_frames``, spread uniformly); progress is the last
-  value. Works with progress-only backends (a plugin without a pairwise critic).
-
-Calls: ``"sync"`` — the check at ``t`` is answered before ``observe(t)`` returns, so it decides
-step ``t``. ``"async"`` — the request is sent at ``t`` and ``observe`` returns at once; the answer
-is applied (reward, progress, termination) at the first later step where it is back, and at the
-latest at step ``t + max_lag_steps``, where the tracker waits for it. Answers are applied in the
-order they were sent. When the episode ends (env termination/truncation, or progress-done), every
-outstanding request is waited for and applied, so the episode's reward sum is exact in both modes.
-
-Async timing (``max_lag_steps="auto"``, ``last_check="before_limit"``): the tracker measures the
-answer latency in env steps and waits only for answers late for this service, and moves the
-grid's last check so its answer is back before a known time limit (the rules:
-docs/PROGRESS.md, "Hiding the latency (async)"). Either way every answer sent is applied (and
-waited for at the end if it is not back), so the reward sum stays exact. The summary counts the
-answers waited for mid-episode (``lag_waits``) and at the end (``end_waits``).
-
-``"deferred"`` — the env never waits: checks are sent on the ``sync`` grid, ``observe`` returns a
-model reward of 0 and the episode is handed on, settled, once its last answer is in:
-:meth:`ProgressTracker.settled` returns
-:class:`~evolve_envs.progress.settled_episode.SettledEpisode` records whose per-step rewards,
-progress and end are ``sync``'s for the same actions (a model done ends the episode at its
-check's step; the steps played after it are cut). :mod:`evolve_envs.progress.deferred` has the
-contract and its bounds (``max_unsettled_episodes``, ``answer_timeout_s``).
-
-Done: ``done_by="threshold"`` — ``progress/100 {>=|>} done_threshold`` (``done_comparison``;
-the fraction is rounded to 9 decimals first, so accumulation noise cannot flip it);
-``"backend"`` — the service's ``/done`` answer (needs the ``done`` capability); ``"either"`` /
-``"both"`` — OR / AND of the two; or any :class:`~evolve_envs.progress.done_rules.DoneRule` (k of
-the last n checks above the threshold, the backend, and any/all combinations of rules). With
-``terminate_on_done`` the decision ends the episode. Every settled episode is counted in the
-tracker's :class:`~evolve_envs.progress.done_rules.TerminationAudit` (shareable between trackers):
-the summary reports whether the model judged the episode done, whether the env had succeeded at that
-moment, and the running counts and precision of model termination for the episode's task.
-
-Rewards (model part, scaled by ``reward_coef``):
-
-* ``"dense"`` — ``Δv/100`` whenever a check is applied (0 between), telescoping to the final
-  progress/100;
-* ``"sparse"`` — the final progress/100, paid at the episode's last step;
-* ``"binary"`` — ``[final progress/100 >= success_threshold]``, paid at the last step.
-
-``use_rel_reward`` (RLinf's definition: pay ``coef·score_t − coef·score_{t−1}``) makes sparse and
-binary pay the change of their running score whenever a check is applied, instead of the final
-value at the end; the episode sum is the same. Dense rewards are already relative.
-
-Failures. A failed call (fallback result, service down) leaves progress unchanged and never
-decides done; a failed milestone still moves the milestone frame, with the progress held at that
-time as its value. With a client in fail-fast mode the :class:`~evolve_envs.reward.clients.errors.
-RewardServiceError` propagates out of :meth:`observe`; the failed check is then accounted
-exactly like a fallback (progress held, error counted), so a caller that catches the error can
-keep stepping the episode and later checks work as soon as the service is back. When an episode
-ends with more than ``failure_warn_fraction`` of its answers failed, a warning says so (with the
-counts) on this module's logger.
-
 Example (against a local mock service whose *intensity* rule reads a uniformly grey frame of
-level ``g`` as progress ``round(100 * g / 255)``)::
+level ``g`` as progress ``round(100 * g / 255)``):
 
     >>> import numpy as np
     >>> from evolve_envs.reward.clients.progress_client import ProgressClient
     >>> from evolve_envs.reward.service.embedded import EmbeddedService
     >>> svc = EmbeddedService("mock", {"rule": "intensity"}).start()
     >>> client = ProgressClient(svc.url)
-    >>> settings = TrackerSettings(start_step=2, call_every=2, milestone_every=2)
+    >>> settings = TrackerConfig(start_step=2, call_every=2, milestone_every=2)
     >>> tracker = ProgressTracker(client, settings)
     >>> grey = lambda level: np.full((32, 32, 3), level, np.uint8)
     >>> tracker.reset("open the drawer", grey(0))
@@ -122,21 +29,27 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from typing import Any
 
 import numpy as np
 
 from evolve_envs.progress.check_schedule import AnswerTiming, answer_deadline, check_now
 from evolve_envs.progress.deferred import DeferredSettlement, EpisodeLedger
 from evolve_envs.progress.done_rules import TerminationAudit
-from evolve_envs.progress.episode_state import EpisodeState, Frame, FrameHolder, PendingCheck
+from evolve_envs.progress.episode_state import (
+    Answer,
+    EpisodeState,
+    Frame,
+    FrameHolder,
+    PendingCheck,
+)
 from evolve_envs.progress.request_modes import REQUEST_MODES, RequestMode
-from evolve_envs.progress.settings import TrackerSettings, check_capabilities
 from evolve_envs.progress.settled_episode import SettledEpisode
 from evolve_envs.progress.settlement import AnswerSettlement
+from evolve_envs.progress.tracker_config import TrackerConfig, check_capabilities
 from evolve_envs.progress.tracker_info import close_episode, step_info
 from evolve_envs.progress.tracker_step import ProgressService, TrackerStep
 from evolve_envs.reward.clients.errors import RewardServiceError
+from evolve_envs.reward.protocol.wire import Capabilities
 
 __all__ = ["ProgressService", "ProgressTracker", "TrackerStep"]
 
@@ -144,43 +57,23 @@ logger = logging.getLogger(__name__)
 
 
 class ProgressTracker:
-    """Per-episode progress state machine (see the module docstring for the full contract).
-
-    Args:
-        client: a progress client (:class:`ProgressService`), e.g.
-            ``evolve_envs.reward.clients.progress_client.ProgressClient``.
-        settings: :class:`TrackerSettings` (or a mapping of them).
-        capabilities: the service's ``/capabilities`` answer; when given, the settings are
-            checked against it (:func:`~evolve_envs.progress.settings.check_capabilities`).
-            Ask the service once and share it.
-        audit: the :class:`~evolve_envs.progress.done_rules.TerminationAudit` that counts this
-            tracker's episodes (share one between the trackers of a vectorised env); default a new
-            one.
-        time_limit: the episodes' time limit in steps, or a zero-argument callable read at
-            every :meth:`reset` (e.g. ``lambda: episode_limit(env)``, with
-            :func:`~evolve_envs.progress.check_schedule.episode_limit`); used by
-            ``last_check="before_limit"``. Settable later as the attribute ``time_limit``.
-        clock: seconds, monotonic (the async timing's clock; tests pass a fake one).
-
-    The module docstring has a runnable example.
-
-    """
+    """Per-episode progress state machine (docs/PROGRESS.md)."""
 
     def __init__(
         self,
         client: ProgressService,
-        settings: TrackerSettings | Mapping[str, Any] | None = None,
+        settings: TrackerConfig | Mapping[str, object] | None = None,
         *,
-        capabilities: Any = None,
+        capabilities: Capabilities | Mapping[str, object] | None = None,
         audit: TerminationAudit | None = None,
         time_limit: int | Callable[[], int | None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if settings is None:
-            settings = TrackerSettings()
+            settings = TrackerConfig()
         elif isinstance(settings, Mapping):
-            settings = TrackerSettings.from_mapping(settings)
-        self.settings: TrackerSettings = settings
+            settings = TrackerConfig.from_mapping(settings)
+        self.settings: TrackerConfig = settings
         if capabilities is not None:
             check_capabilities(settings, capabilities)
         self.client = client
@@ -217,7 +110,7 @@ class ProgressTracker:
         """Requests sent and not yet applied."""
         return len(self._ep.pending)
 
-    def totals(self) -> dict[str, Any]:
+    def totals(self) -> dict[str, object]:
         """Running totals of the current (or, once settled, the last) episode: ``progress``,
         ``max_progress``, ``done_by_progress``, ``model_reward`` (the model reward paid so far),
         ``progress_calls`` and ``reward_model_errors``."""
@@ -238,11 +131,11 @@ class ProgressTracker:
         return dict(self._ep.frames)
 
     @property
-    def summary(self) -> dict[str, Any] | None:
+    def summary(self) -> dict[str, object] | None:
         """The last settled episode's summary (``None`` while an episode runs)."""
         return self._ep.summary
 
-    def step_info(self, checked: bool = False, fallback: bool = False) -> dict[str, Any]:
+    def step_info(self, checked: bool = False, fallback: bool = False) -> dict[str, object]:
         """The per-step ``info`` keys for the episode's current state (after ``reset``: zeros);
         see :func:`evolve_envs.progress.tracker_info.step_info`."""
         return step_info(self._ep, checked, fallback)
@@ -253,11 +146,7 @@ class ProgressTracker:
         return self._timing.latency_steps()
 
     def reset(self, task: str, first_frame: np.ndarray, *, time_limit: int | None = None) -> None:
-        """Start a new episode for ``task`` whose first frame (step 0) is ``first_frame``.
-
-        ``time_limit``: this episode's limit in steps (default: the tracker's ``time_limit``).
-        An unfinished previous episode is abandoned: its outstanding requests are not waited for.
-        """
+        """Start a new episode for ``task`` whose first frame (step 0) is ``first_frame``."""
         if not isinstance(task, str) or not task.strip():
             raise ValueError(f"task must be a non-empty string, got {task!r}")
         first = np.array(first_frame, copy=True)
@@ -285,11 +174,7 @@ class ProgressTracker:
         env_truncated: bool = False,
         env_success: bool | None = None,
     ) -> TrackerStep:
-        """Account for env step ``step`` whose resulting frame is ``frame``.
-
-        Sends the scheduled check, applies answers that are due, and — when the env ends the
-        episode here or the reward model decides done — settles the episode.
-        """
+        """Account for env step ``step`` whose resulting frame is ``frame``."""
         ep = self._ep
         if ep.finished:
             raise RuntimeError("ProgressTracker.observe() without an open episode: call reset()")
@@ -341,11 +226,7 @@ class ProgressTracker:
         )
 
     def finish(self) -> float:
-        """Settle the episode now (caller ends it, e.g. a chunked rollout stops early).
-
-        Waits for and applies outstanding requests; returns the model reward still owed (0.0 if
-        the episode was already settled). The summary is then in :attr:`summary`.
-        """
+        """Settle the episode now (caller ends it, e.g. a chunked rollout stops early)."""
         if self._ep.finished:
             return 0.0
         if self._ledger is not None:  # deferred: detached; settled() hands it on
@@ -384,13 +265,7 @@ class ProgressTracker:
     def settled(self, wait: bool = False) -> list[SettledEpisode]:
         """``calls: deferred``: the episodes settled since the last call, in the order they
         were played, each handed on once. An episode is settled when its last answer is in;
-        ``wait=True`` waits for the answers of every episode that has ended (not the open one).
-
-        Each :class:`~evolve_envs.progress.settled_episode.SettledEpisode` holds the model reward
-        and the progress of each step (``sync``'s for the same actions), its end and the steps
-        cut after a model done. The summary (``.summary``) is the one ``sync`` writes at the
-        episode's last step, plus ``steps_played`` and ``cut_steps``. Returns ``[]`` in the other
-        modes."""
+        ``wait=True`` waits for the answers of every episode that has ended (not the open one)."""
         return self._deferred.settled(wait)
 
     def running_episode(self, wait: bool = True) -> SettledEpisode | None:
@@ -438,14 +313,14 @@ class ProgressTracker:
         ep.last_sent_step = step
         self._mode.keep(ep, step, frame, milestone)
 
-    def _call(self, method: str, *args: Any, **kwargs: Any) -> Future[Any]:
+    def _call(self, method: str, *args: object, **kwargs: object) -> Answer:
         """Ask the client: in sync mode directly on this thread (the answer is needed before
         ``observe`` returns anyway), in async mode through its ``submit_*`` twin. Either way
         the answer is a future, so both modes apply answers the same way."""
         direct = getattr(self.client, method, None) if self.settings.calls == "sync" else None
         if direct is None:
             return getattr(self.client, f"submit_{method}")(*args, **kwargs)
-        future: Future[Any] = Future()
+        future: Answer = Future()
         try:
             future.set_result(direct(*args, **kwargs))
         except RewardServiceError as exc:  # fail-fast mode: raised where the answer is applied

@@ -1,11 +1,5 @@
 """What a tracker reports: the per-step ``info`` keys and the settled episode's summary.
 
-Both are read off the tracker's :class:`~evolve_envs.progress.episode_state.EpisodeState`;
-nothing here changes it. They are kept apart from
-:class:`~evolve_envs.progress.tracker.ProgressTracker` because they are the tracker's output
-format (the keys docs/wrappers.md, "`info` keys", and
-:class:`~evolve_envs.progress.episode_summary.EpisodeSummary` document), not its logic.
-
 >>> ep = EpisodeState(task="open the drawer", progress=40.0, calls=2)
 >>> info = step_info(ep, checked=True)
 >>> info["progress"], info["progress_checked"], info["progress_calls"]
@@ -14,17 +8,15 @@ format (the keys docs/wrappers.md, "`info` keys", and
 
 from __future__ import annotations
 
-from typing import Any
-
 from evolve_envs.progress.arithmetic import as_fraction, reached
 from evolve_envs.progress.done_rules import TerminationAudit
 from evolve_envs.progress.episode_state import EpisodeState
-from evolve_envs.progress.settings import TrackerSettings
+from evolve_envs.progress.tracker_config import TrackerConfig
 
 __all__ = ["step_info", "episode_summary", "close_episode"]
 
 
-def step_info(ep: EpisodeState, checked: bool = False, fallback: bool = False) -> dict[str, Any]:
+def step_info(ep: EpisodeState, checked: bool = False, fallback: bool = False) -> dict[str, object]:
     """The per-step ``info`` keys for the episode's current state (after ``reset``: zeros)."""
     return {
         "progress": ep.progress,
@@ -39,13 +31,13 @@ def step_info(ep: EpisodeState, checked: bool = False, fallback: bool = False) -
 
 
 def episode_summary(
-    ep: EpisodeState, s: TrackerSettings, audit: TerminationAudit
-) -> dict[str, Any]:
+    ep: EpisodeState, s: TrackerConfig, audit: TerminationAudit
+) -> dict[str, object]:
     """The summary of the settled episode ``ep`` (``info["episode_reward_model"]``), with the
     running termination counts of its task from ``audit``.
 
     >>> ep = EpisodeState(task="open the drawer", progress=40.0, finished=True)
-    >>> summary = episode_summary(ep, TrackerSettings(), TerminationAudit())
+    >>> summary = episode_summary(ep, TrackerConfig(), TerminationAudit())
     >>> summary["progress"], summary["high_progress_on_failure"], summary["task"]
     (40.0, None, 'open the drawer')
     """
@@ -78,12 +70,12 @@ def episode_summary(
     }
 
 
-def close_episode(ep: EpisodeState, s: TrackerSettings, audit: TerminationAudit) -> dict[str, Any]:
+def close_episode(ep: EpisodeState, s: TrackerConfig, audit: TerminationAudit) -> dict[str, object]:
     """Count the settled episode ``ep`` in ``audit`` and return its summary
     (:func:`episode_summary`); both call modes' settlements end an episode here.
 
     >>> audit = TerminationAudit()
-    >>> close_episode(EpisodeState(task="t", finished=True), TrackerSettings(), audit)["task"]
+    >>> close_episode(EpisodeState(task="t", finished=True), TrackerConfig(), audit)["task"]
     't'
     """
     audit.record(

@@ -9,56 +9,41 @@ True
 
 from __future__ import annotations
 
-from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
+
+from evolve_envs.progress.episode_state import Answer
 
 __all__ = ["ProgressService", "TrackerStep"]
 
 
 class ProgressService(Protocol):
     """What the tracker needs from a progress client (``evolve_envs.reward.clients.ProgressClient``
-    fits).
-
-    Each method returns a ``Future`` of a result with ``value``, ``ok``, ``fallback``,
-    ``latency_s`` and ``error`` (a ``evolve_envs.reward.clients.results.CallResult``).
-    """
+    fits)."""
 
     def submit_pairwise_critic(
         self, task: str, image_a: np.ndarray, image_b: np.ndarray
-    ) -> Future[Any]: ...
+    ) -> Answer: ...
 
     def submit_trajectory_values(
         self, task: str, frames: list[np.ndarray], *, skip: int = ...
-    ) -> Future[Any]: ...
+    ) -> Answer: ...
 
     def submit_done(
         self, task: str, first_frame: np.ndarray, prev_frame: np.ndarray, curr_frame: np.ndarray
-    ) -> Future[Any]: ...
+    ) -> Answer: ...
 
 
 @dataclass
 class TrackerStep:
-    """What :meth:`ProgressTracker.observe` returns for one step.
-
-    Attributes:
-        reward: model reward owed at this step (already scaled by ``reward_coef``; includes any
-            settlement when the episode ends here).
-        progress: progress in [0, 100] after every answer applied so far.
-        terminate: the reward model ends the episode here (done decided, ``terminate_on_done``).
-        episode_over: the episode is settled (env ended it, or ``terminate``).
-        checked: at least one check answer was applied at this step.
-        info: per-step info keys (docs/wrappers.md, "`info` keys"); at the end also
-            ``"episode_reward_model"`` (= ``summary``).
-        summary: the episode summary when ``episode_over``, else ``None``.
-    """
+    """What :meth:`ProgressTracker.observe` returns for one step."""
 
     reward: float
     progress: float
     terminate: bool
     episode_over: bool
     checked: bool
-    info: dict[str, Any]
-    summary: dict[str, Any] | None = None
+    info: dict[str, object]
+    summary: dict[str, object] | None = None

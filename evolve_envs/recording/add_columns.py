@@ -1,21 +1,13 @@
 """A copy of a dataset with new per-frame columns: how relabelling writes, never in place.
 
-:func:`copy_with_columns` copies a LeRobotDataset v3 folder or a recording folder into a new one
-and appends columns to every row: for v3, to the ``data/`` files (matched by ``episode_index`` and
-``frame_index``), with their features in ``meta/info.json``, their statistics in
-``meta/stats.json`` and in each episode's ``stats/<name>/...`` of ``meta/episodes``; for a
-recording, to every ``episodes/<id>.parquet`` (matched by row), listed in ``meta.json``'s
-``added_columns``. Every other file is copied byte for byte; the source is only read.
-
-Example:
-    >>> import json, tempfile, numpy as np
-    >>> from evolve_envs.recording.episodes import EpisodeWriter, open_recording
-    >>> src, dst = tempfile.mkdtemp() + "/rec", tempfile.mkdtemp() + "/new"
-    >>> _ = EpisodeWriter(src).write([np.zeros((8, 8, 3), np.uint8)] * 2, [{}, {}], {"task": "t"})
-    >>> features = {"reward_model.m.progress": {"dtype": "float32", "shape": [1], "names": None}}
-    >>> copy_with_columns(src, dst, {0: {"reward_model.m.progress": [0.0, 50.0]}}, features)
-    >>> open_recording(dst)[0].column("reward_model.m.progress")
-    [0.0, 50.0]
+>>> import json, tempfile, numpy as np
+>>> from evolve_envs.recording.episodes import EpisodeWriter, open_recording
+>>> src, dst = tempfile.mkdtemp() + "/rec", tempfile.mkdtemp() + "/new"
+>>> _ = EpisodeWriter(src).write([np.zeros((8, 8, 3), np.uint8)] * 2, [{}, {}], {"task": "t"})
+>>> features = {"reward_model.m.progress": {"dtype": "float32", "shape": [1], "names": None}}
+>>> copy_with_columns(src, dst, {0: {"reward_model.m.progress": [0.0, 50.0]}}, features)
+>>> open_recording(dst)[0].column("reward_model.m.progress")
+[0.0, 50.0]
 """
 
 from __future__ import annotations
@@ -25,26 +17,32 @@ import os
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from evolve_envs.recording.lerobot_v3 import aggregate_stats, arrow_type, feature_stats
+from evolve_envs.recording.lerobot_arrow import arrow_type
+from evolve_envs.recording.lerobot_stats import aggregate_stats, feature_stats
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 
 __all__ = ["copy_with_columns"]
 
 #: per episode (its position in the dataset), per new column, one value per row
-Columns = Mapping[int, Mapping[str, Sequence[Any]]]
+Columns = Mapping[int, Mapping[str, Sequence[object]]]
 
 
 def copy_with_columns(
     src: str | os.PathLike[str],
     dst: str | os.PathLike[str],
     columns: Columns,
-    features: Mapping[str, Mapping[str, Any]],
+    features: Mapping[str, Mapping[str, object]],
 ) -> None:
-    """Copy the dataset ``src`` into the new folder ``dst`` with ``columns`` added (see the
-    module docstring). ``features`` describes each new column (``dtype``, ``shape``, ``names``)."""
+    """Copy the dataset ``src`` into the new folder ``dst`` with ``columns`` added.
+
+    ``features`` describes each new column (``dtype``, ``shape``, ``names``); docs/RECORDING.md."""
     src, dst = Path(src), Path(dst)
     if dst.exists():
         raise FileExistsError(f"{dst} exists; the new dataset needs a new folder")
@@ -63,7 +61,7 @@ def _copy_tree(src: Path, dst: Path, skip: set[Path]) -> None:
         shutil.copy2(path, dst / rel)
 
 
-def _array(values: Sequence[Any], feature: Mapping[str, Any]) -> Any:
+def _array(values: Sequence[object], feature: Mapping[str, object]) -> pa.Array:
     import pyarrow as pa
 
     kind = arrow_type(feature)
@@ -73,11 +71,11 @@ def _array(values: Sequence[Any], feature: Mapping[str, Any]) -> Any:
     return pa.array(list(values), type=kind)
 
 
-def _numeric(feature: Mapping[str, Any]) -> bool:
+def _numeric(feature: Mapping[str, object]) -> bool:
     return feature["dtype"] != "string"
 
 
-def _lerobot(src: Path, dst: Path, columns: Columns, features: Mapping[str, Any]) -> None:
+def _lerobot(src: Path, dst: Path, columns: Columns, features: Mapping[str, object]) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -107,7 +105,7 @@ def _lerobot(src: Path, dst: Path, columns: Columns, features: Mapping[str, Any]
     per_episode: dict[str, list[dict[str, np.ndarray]]] = {n: [] for n in features}
     for path in episode_files:
         table = pq.read_table(path)  # its columns kept as they are; stats columns appended
-        added: dict[str, list[Any]] = {}
+        added: dict[str, list[object]] = {}
         for episode in table.column("episode_index").to_pylist():
             for name, feature in features.items():
                 if not _numeric(feature):
@@ -131,7 +129,7 @@ def _lerobot(src: Path, dst: Path, columns: Columns, features: Mapping[str, Any]
     (dst / "meta" / "stats.json").write_text(json.dumps(stats, indent=2))
 
 
-def _recording(src: Path, dst: Path, columns: Columns, features: Mapping[str, Any]) -> None:
+def _recording(src: Path, dst: Path, columns: Columns, features: Mapping[str, object]) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -1,45 +1,23 @@
 """The recorded-episode format: one Parquet file per episode plus an append-only index.
 
-A recording is a directory (schema in ``docs/RECORDING.md``)::
-
-    meta.json                     {"format": "evolve-envs-episodes", "version": 2, ...}
-    episodes.jsonl                one JSON line per finished episode (its metadata + file name)
-    episodes/<episode_id>.parquet one row per frame: step 0 is the reset frame
-
-Each episode is written when it ends: its Parquet file first (to a temporary name, then renamed),
-then its line in ``episodes.jsonl``, so a crash or Ctrl-C keeps every finished episode and never
-leaves a half-written one in the index. Several processes (vector-env workers) may write into one
-directory: episode ids carry the time, the writer's process id, a random token and a counter.
-
-Step columns: ``step`` (int32), ``frame`` (JPEG bytes of the reward camera), ``action``
-(list<float64>, null at step 0), ``state`` (list<float64>, the robot state; null where the env
-has none), ``reward`` (the stack's reward), ``env_reward``, ``model_progress`` (the reward model's
-progress in percent at a check step, else null), ``is_check``, ``terminated``, ``truncated``,
-``is_success``; and ``frame.<key>`` (JPEG bytes) for every other camera the episode names in
-``cameras``. Version 1 recordings (one camera, float32 actions, no state) read the same way.
-
-:func:`open_recording` also opens a LeRobotDataset v3 folder
-(:mod:`evolve_envs.recording.lerobot_read`), with the same episode interface.
-
-Example:
-    >>> import tempfile, numpy as np
-    >>> d = tempfile.mkdtemp()
-    >>> w = EpisodeWriter(d)
-    >>> frames = [np.zeros((8, 8, 3), np.uint8)] * 3
-    >>> steps = [dict(action=None, reward=None, env_reward=None, model_progress=None,
-    ...               is_check=False, terminated=False, truncated=False, is_success=False)]
-    >>> steps += [dict(action=[0.1, 0.2], reward=0.5, env_reward=0.0, model_progress=40.0,
-    ...                is_check=True, terminated=False, truncated=i == 1, is_success=False)
-    ...           for i in range(2)]
-    >>> meta = w.write(frames, steps, {"task": "reach", "seed": 3})
-    >>> rec = open_recording(d)
-    >>> len(rec), rec[0].meta["task"], rec[0].frames().shape, rec[0].column("model_progress")
-    (1, 'reach', (3, 8, 8, 3), [None, 40.0, 40.0])
-    >>> wrist = [np.full((8, 8, 3), 255, np.uint8)] * 3
-    >>> meta = w.write(frames, steps, {"task": "reach", "camera": "image"},
-    ...                camera_frames={"wrist_image": wrist})
-    >>> open_recording(d)[1].cameras, int(open_recording(d)[1].frames(camera="wrist_image").min())
-    (['image', 'wrist_image'], 255)
+>>> import tempfile, numpy as np
+>>> d = tempfile.mkdtemp()
+>>> w = EpisodeWriter(d)
+>>> frames = [np.zeros((8, 8, 3), np.uint8)] * 3
+>>> steps = [dict(action=None, reward=None, env_reward=None, model_progress=None,
+...               is_check=False, terminated=False, truncated=False, is_success=False)]
+>>> steps += [dict(action=[0.1, 0.2], reward=0.5, env_reward=0.0, model_progress=40.0,
+...                is_check=True, terminated=False, truncated=i == 1, is_success=False)
+...           for i in range(2)]
+>>> meta = w.write(frames, steps, {"task": "reach", "seed": 3})
+>>> rec = open_recording(d)
+>>> len(rec), rec[0].meta["task"], rec[0].frames().shape, rec[0].column("model_progress")
+(1, 'reach', (3, 8, 8, 3), [None, 40.0, 40.0])
+>>> wrist = [np.full((8, 8, 3), 255, np.uint8)] * 3
+>>> meta = w.write(frames, steps, {"task": "reach", "camera": "image"},
+...                camera_frames={"wrist_image": wrist})
+>>> open_recording(d)[1].cameras, int(open_recording(d)[1].frames(camera="wrist_image").min())
+(['image', 'wrist_image'], 255)
 """
 
 from __future__ import annotations
@@ -52,9 +30,15 @@ import uuid
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from evolve_envs.recording.lerobot_read import LeRobotRecording
+
 
 __all__ = [
     "import_pyarrow",
@@ -100,7 +84,7 @@ def import_pyarrow(what: str = "recording or reading episodes") -> tuple[Any, An
 CAMERA_COLUMN = "frame.{}"
 
 
-def _schema(cameras: Sequence[str] = ()) -> Any:
+def _schema(cameras: Sequence[str] = ()) -> pa.Schema:
     pa, _ = import_pyarrow()
     return pa.schema(
         [
@@ -132,17 +116,11 @@ def _jpeg(frame: np.ndarray | bytes, quality: int) -> bytes:
 
 
 class EpisodeWriter:
-    """Writes finished episodes into a recording directory (see the module docstring).
+    """Writes finished episodes into a recording directory (docs/RECORDING.md).
 
-    Args:
-        root: the recording directory (created; an existing recording is appended to).
-        jpeg_quality: JPEG quality of the stored frames.
-        meta: extra fields for ``meta.json`` when the directory is new (e.g. the config).
-
-    Example:
-        >>> import tempfile
-        >>> EpisodeWriter(tempfile.mkdtemp()).root.joinpath("meta.json").is_file()
-        True
+    >>> import tempfile
+    >>> EpisodeWriter(tempfile.mkdtemp()).root.joinpath("meta.json").is_file()
+    True
     """
 
     def __init__(
@@ -169,30 +147,18 @@ class EpisodeWriter:
         self._lock = threading.Lock()
 
     def encode(self, frame: np.ndarray) -> bytes:
-        """One ``HxWx3`` uint8 frame as JPEG bytes, at this writer's quality.
-
-        Callers that keep an episode in memory until it ends store these (a few KB a frame)
-        rather than raw frames, and pass them to :meth:`write` as they are.
-        """
+        """One ``HxWx3`` uint8 frame as JPEG bytes, at this writer's quality."""
         return _jpeg(frame, self.jpeg_quality)
 
     def write(
         self,
         frames: Sequence[np.ndarray | bytes],
-        steps: Sequence[Mapping[str, Any]],
-        meta: Mapping[str, Any],
+        steps: Sequence[Mapping[str, object]],
+        meta: Mapping[str, object],
         *,
         camera_frames: Mapping[str, Sequence[np.ndarray | bytes]] | None = None,
-    ) -> dict[str, Any]:
-        """Write one episode: ``frames[k]`` and ``steps[k]`` describe step ``k`` (0 = reset).
-
-        A frame is an ``HxWx3`` uint8 array or JPEG bytes from :meth:`encode`. ``frames`` are the
-        reward camera's (``meta["camera"]``); ``camera_frames`` maps every other camera's
-        observation key to its frames, one per step like ``frames``.
-
-        Returns the episode's index line (``meta`` plus ``episode_id``, ``file``, ``length``,
-        and ``cameras``: the reward camera first, then the others).
-        """
+    ) -> dict[str, object]:
+        """Write one episode: ``frames[k]`` and ``steps[k]`` describe step ``k`` (0 = reset)."""
         others = dict(camera_frames or {})
         if len(frames) != len(steps):
             raise ValueError(f"{len(frames)} frames for {len(steps)} step rows")
@@ -203,7 +169,7 @@ class EpisodeWriter:
         with self._lock:
             self._count += 1
             episode_id = f"{time.time_ns():x}-{os.getpid()}-{self._token}-{self._count}"
-        columns: dict[str, list[Any]] = {c: [] for c in STEP_COLUMNS}
+        columns: dict[str, list[object]] = {c: [] for c in STEP_COLUMNS}
         for k, (frame, row) in enumerate(zip(frames, steps, strict=True)):
             columns["step"].append(k)
             columns["frame"].append(_jpeg(frame, self.jpeg_quality))
@@ -233,7 +199,7 @@ class EpisodeWriter:
         return line
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray):
@@ -242,27 +208,15 @@ def _plain(value: Any) -> Any:
 
 
 class RecordedEpisode:
-    """One recorded episode: ``meta`` (its index line) and lazily read columns and frames.
+    """One recorded episode: ``meta`` (its index line) and lazily read columns and frames."""
 
-    ``len()`` is the number of steps after the reset frame.
-
-    >>> import tempfile
-    >>> root = tempfile.mkdtemp()
-    >>> frames = [np.zeros((8, 8, 3), np.uint8)] * 2  # the reset frame and one step's
-    >>> last = {"action": [0.5], "reward": 1.0, "terminated": True, "is_success": True}
-    >>> _ = EpisodeWriter(root).write(frames, [{}, last], {"task": "reach"})
-    >>> episode = open_recording(root)[0]
-    >>> len(episode), episode.column("is_success"), episode.frames([1]).shape
-    (1, [False, True], (1, 8, 8, 3))
-    """
-
-    def __init__(self, root: Path, meta: dict[str, Any], label: str | None = None) -> None:
+    def __init__(self, root: Path, meta: dict[str, object], label: str | None = None) -> None:
         self.root = root
         self.meta = meta
         self.label = label
-        self._table: Any = None
+        self._table: pa.Table | None = None
 
-    def table(self) -> Any:
+    def table(self) -> pa.Table:
         """The episode's steps as a ``pyarrow.Table`` (read once)."""
         if self._table is None:
             _, pq = import_pyarrow()
@@ -275,7 +229,7 @@ class RecordedEpisode:
             self._table = pq.read_table(path)
         return self._table
 
-    def column(self, name: str) -> list[Any]:
+    def column(self, name: str) -> list[object]:
         """One step column as a Python list (see ``STEP_COLUMNS``); a column that a version 1
         recording lacks (``state``) reads as nulls. With a ``label`` (a relabelled model's
         columns, ``evolve-envs relabel``), ``model_progress`` and ``is_check`` are that model's."""
@@ -325,17 +279,7 @@ class RecordedEpisode:
 
 
 class Recording(Sequence[RecordedEpisode]):
-    """The finished episodes of a recording directory, in the order they were written.
-
-    >>> import tempfile
-    >>> root = tempfile.mkdtemp()
-    >>> writer = EpisodeWriter(root, meta={"config": "libero_10"})
-    >>> for task in ("reach", "place"):
-    ...     _ = writer.write([np.zeros((8, 8, 3), np.uint8)], [{}], {"task": task})
-    >>> recording = Recording(root)
-    >>> [episode.meta["task"] for episode in recording], recording.meta["config"]
-    (['reach', 'place'], 'libero_10')
-    """
+    """The finished episodes of a recording directory, in the order they were written."""
 
     def __init__(self, root: str | os.PathLike[str], *, label: str | None = None) -> None:
         self.root = Path(root)
@@ -379,7 +323,7 @@ class Recording(Sequence[RecordedEpisode]):
         return iter(self.episodes)
 
 
-def open_recording(root: str | os.PathLike[str], **options: Any) -> Any:
+def open_recording(root: str | os.PathLike[str], **options: object) -> Recording | LeRobotRecording:
     """Open a recording directory written by :class:`EpisodeWriter`, or a LeRobotDataset v3
     folder (``meta/info.json``; ``options`` go to
     :class:`~evolve_envs.recording.lerobot_read.LeRobotRecording`). Both give episodes with

@@ -1,53 +1,18 @@
 """Converting a recording (:mod:`evolve_envs.recording.episodes`) into a LeRobotDataset v3.
 
-A recorded episode of ``L`` steps has ``L + 1`` rows (row 0 is the reset frame). A LeRobot frame
-is an observation with the action taken at it: frame ``t`` holds row ``t``'s observation
-(cameras, state, the reward model's progress on that frame) and row ``t + 1``'s action and
-outcome (``next.*``). The last observation, after the final action, is frame ``L`` with the
-last action repeated, ``next.reward`` 0 and ``next.done`` true, as LeRobot's own
-``lerobot_eval`` pads it (``final_frame="keep"``, the default: the dataset shows how each
-episode ended, which reward models judge); ``final_frame="drop"`` leaves it out (``L`` frames,
-as ``lerobot-eval --recording`` writes them).
-
-Column mapping (``docs/RECORDING.md``):
-
-============================  ===============================================================
-dataset                       recording
-============================  ===============================================================
-observation.images.<name>     every camera (LIBERO: ``agentview_image`` -> ``image``,
-                              ``wrist_image`` -> ``image2``, as ``lerobot/libero``)
-observation.state             ``state`` (float32)
-action                        ``action`` of the next row (float32)
-next.reward                   ``env_reward`` of the next row: the env's own reward
-next.done                     ``terminated or truncated`` of the next row
-next.truncated                ``truncated`` of the next row
-next.success                  ``is_success`` of the next row
-reward_model.run.reward       ``reward`` of the next row: what the stack paid (env + model)
-reward_model.run.progress     ``model_progress`` (percent), held between checks, 0 before
-reward_model.run.is_check     ``is_check``
-============================  ===============================================================
-
-Orientation: cameras recorded in one of LIBERO's MuJoCo orientations (``upright``, ``rot180``,
-``raw``) are written rotated 180 degrees from MuJoCo's raw render (``raw[::-1, ::-1]``), the
-orientation of ``lerobot/libero`` (LeRobot's ``LiberoProcessorStep`` turns the simulator's
-frames the same way); ``orientation="as_recorded"`` keeps them. Each video feature's ``info``
-states it (``image_orientation``), with the recording's ``observation_key`` and whether it was
-the ``reward_camera``.
-
-Example:
-    >>> import json, tempfile, gymnasium as gym
-    >>> from evolve_envs.envs.synthetic import ReachPlaceEnv
-    >>> from evolve_envs.wrappers.record_episodes import RecordEpisodes
-    >>> rec = tempfile.mkdtemp()
-    >>> env = RecordEpisodes(gym.wrappers.TimeLimit(ReachPlaceEnv(), 5), rec, camera="image")
-    >>> for seed in (0, 1):
-    ...     _ = env.reset(seed=seed)
-    ...     for _ in range(5):
-    ...         _ = env.step(env.action_space.sample())
-    >>> out = export_lerobot(rec, tempfile.mkdtemp() + "/ds", codec="lossless")
-    >>> info = json.load(open(out / "meta/info.json"))
-    >>> info["total_frames"], info["fps"], sorted(info["features"])[:4]
-    (12, 10, ['action', 'episode_index', 'frame_index', 'index'])
+>>> import json, tempfile, gymnasium as gym
+>>> from evolve_envs.envs.synthetic import ReachPlaceEnv
+>>> from evolve_envs.wrappers.record_episodes import RecordEpisodes
+>>> rec = tempfile.mkdtemp()
+>>> env = RecordEpisodes(gym.wrappers.TimeLimit(ReachPlaceEnv(), 5), rec, camera="image")
+>>> for seed in (0, 1):
+...     _ = env.reset(seed=seed)
+...     for _ in range(5):
+...         _ = env.step(env.action_space.sample())
+>>> out = export_lerobot(rec, tempfile.mkdtemp() + "/ds", codec="lossless")
+>>> info = json.load(open(out / "meta/info.json"))
+>>> info["total_frames"], info["fps"], sorted(info["features"])[:4]
+(12, 10, ['action', 'episode_index', 'frame_index', 'index'])
 """
 
 from __future__ import annotations
@@ -88,7 +53,7 @@ def feature_key(observation_key: str, libero: bool) -> str:
     return f"observation.images.{name}"
 
 
-def _held(progress: list[Any]) -> np.ndarray:
+def _held(progress: list[object]) -> np.ndarray:
     """Progress per row: the last check's value, 0 before the first."""
     out, value = [], 0.0
     for p in progress:
@@ -99,18 +64,21 @@ def _held(progress: list[Any]) -> np.ndarray:
 
 def _episode_columns(
     ep: RecordedEpisode, with_state: bool, with_model: bool, keep_final: bool
-) -> dict[str, Any]:
+) -> dict[str, object]:
     table = ep.table()
-    col = {name: table.column(name).to_pylist() for name in table.column_names if name != "frame"
-           and not name.startswith("frame.")}  # fmt: skip
+    col = {
+        name: table.column(name).to_pylist()
+        for name in table.column_names
+        if name != "frame" and not name.startswith("frame.")
+    }
     n = len(ep) + 1 if keep_final else len(ep)  # frames
     last = len(ep)
 
-    def outcome(name: str, pad: Any) -> list[Any]:  # row t + 1's value at frame t
+    def outcome(name: str, pad: Any) -> list[object]:  # row t + 1's value at frame t
         values = col[name][1 : last + 1]
         return values + [pad(values)] if keep_final else values
 
-    data: dict[str, Any] = {}
+    data: dict[str, object] = {}
     if with_state:
         data["observation.state"] = np.asarray(col["state"][:n], np.float32)
     data["action"] = np.asarray(outcome("action", lambda v: v[-1]), np.float32)
@@ -127,7 +95,7 @@ def _episode_columns(
     return data
 
 
-def _scalar(dtype: str) -> dict[str, Any]:
+def _scalar(dtype: str) -> dict[str, object]:
     return {"dtype": dtype, "shape": [1], "names": None}
 
 
@@ -141,11 +109,7 @@ def export_lerobot(
     task: str | None = None,
     final_frame: str = "keep",
 ) -> Path:
-    """Write the recording's episodes as a LeRobotDataset v3 in ``out`` (a new folder).
-
-    ``fps`` defaults to the recording's (the env's ``render_fps``); ``task`` fills in episodes
-    recorded without an instruction. Returns ``out``. See the module docstring for the mapping.
-    """
+    """Write the recording's episodes as a LeRobotDataset v3 in ``out`` (a new folder)."""
     if orientation not in ("lerobot", "as_recorded"):
         raise ValueError(f"orientation must be 'lerobot' or 'as_recorded', got {orientation!r}")
     if final_frame not in ("keep", "drop"):
@@ -176,8 +140,8 @@ def export_lerobot(
     with_model = any(ep.meta.get("reward_model") or any(ep.column("is_check")) for ep in episodes)
     state_dim = len(first.column("state")[0]) if with_state else 0
     action_dim = len(first.column("action")[1])
-    features: dict[str, dict[str, Any]] = {}
-    extra: dict[str, dict[str, Any]] = {}
+    features: dict[str, dict[str, object]] = {}
+    extra: dict[str, dict[str, object]] = {}
     turn: dict[str, tuple[str, str] | None] = {}
     shapes = {cam: first.frames([0], camera=cam).shape[1:] for cam in cameras}
     for cam in cameras:
@@ -187,10 +151,16 @@ def export_lerobot(
         if orientation == "lerobot" and src in MUJOCO_ORIENTATIONS:
             dst = LEROBOT_LIBERO_ORIENTATION
         turn[cam] = (src, dst) if dst != src else None
-        features[key] = {"dtype": "video", "shape": list(shapes[cam]),
-                         "names": ["height", "width", "channels"]}  # fmt: skip
-        extra[key] = {"image_orientation": dst, "observation_key": cam,
-                      "reward_camera": cam == cameras[0]}  # fmt: skip
+        features[key] = {
+            "dtype": "video",
+            "shape": list(shapes[cam]),
+            "names": ["height", "width", "channels"],
+        }
+        extra[key] = {
+            "image_orientation": dst,
+            "observation_key": cam,
+            "reward_camera": cam == cameras[0],
+        }
     if with_state:
         names = LIBERO_STATE_NAMES if libero and state_dim == 8 else None
         features["observation.state"] = {"dtype": "float32", "shape": [state_dim], "names": names}
@@ -204,9 +174,13 @@ def export_lerobot(
         features[PREFIX + "progress"] = _scalar("float32")
         features[PREFIX + "is_check"] = _scalar("bool")
     writer = LeRobotWriter(
-        out, fps=fps, features=features, codec=codec, video_info_extra=extra,
+        out,
+        fps=fps,
+        features=features,
+        codec=codec,
+        video_info_extra=extra,
         robot_type="panda" if libero else None,
-    )  # fmt: skip
+    )
     with writer:
         for ep in episodes:
             instruction = str(ep.meta.get("task") or task or "")

@@ -1,44 +1,19 @@
 """Reading a local LeRobotDataset v3 with pyarrow and PyAV, as a recording's episodes.
 
-:class:`LeRobotRecording` opens a v3 folder (any: written by ``lerobot``, by
-:mod:`evolve_envs.recording.lerobot_v3` or by hand) and gives the same interface as
-:class:`~evolve_envs.recording.episodes.Recording`: a sequence of episodes with ``meta`` (``task``,
-``success``, ``length``, ``episode_id``...), ``len()`` (frames after the first), ``cameras``,
-``frames(indices, camera=)`` and ``column(name)``. ``evolve-envs calibrate`` and ``relabel`` read
-datasets through it.
-
-* **Camera**: ``camera`` picks the feature (``observation.images.image`` or its short name
-  ``image``); by default the one the dataset marks as its ``reward_camera``, else
-  ``observation.images.image``, else the first camera. An unknown camera is refused in one line
-  naming the ones there are.
-* **Task**: the episode's ``tasks`` in ``meta/episodes``, else its ``task_index`` looked up in
-  ``meta/tasks.parquet``; neither gives one clear line.
-* **Success**: ``next.success`` at any frame. A dataset without that column (demonstrations,
-  like ``lerobot/libero``) counts every episode as a success and says so in ``meta``
-  (``success_known: False``).
-* **Orientation**: frames are returned *upright* (as the reward model saw them during a run)
-  when their orientation relative to MuJoCo's render is known: stated by the feature's
-  ``info.image_orientation`` (datasets exported here) or given as ``stored_orientation``
-  (``"rot180"`` for ``lerobot/libero``). Otherwise as stored.
-* **Columns**: ``column()`` takes the dataset's names, or a recording's: ``step``
-  (``frame_index``), ``state``, ``is_success``, and ``model_progress`` / ``is_check`` from the
-  ``reward_model.<label>.*`` columns (``label`` ``run`` by default, else the only one there is).
-
-Example:
-    >>> import tempfile, numpy as np
-    >>> from evolve_envs.recording.lerobot_v3 import LeRobotWriter
-    >>> root = tempfile.mkdtemp() + "/ds"
-    >>> features = {"observation.images.image": {"dtype": "video", "shape": [16, 16, 3]},
-    ...             "action": {"dtype": "float32", "shape": [1]}}
-    >>> with LeRobotWriter(root, fps=10, features=features, codec="lossless") as writer:
-    ...     frames = [np.full((16, 16, 3), 20 * k, np.uint8) for k in range(5)]
-    ...     _ = writer.add_episode("push", {"action": np.arange(5)},
-    ...                            {"observation.images.image": frames})
-    >>> (episode,) = LeRobotRecording(root)
-    >>> episode.meta["task"], len(episode), episode.frames([0, 4])[:, 0, 0, 0].tolist()
-    ('push', 4, [0, 80])
-    >>> episode.meta["success"], episode.meta["success_known"], episode.column("step")[-1]
-    (True, False, 4)
+>>> import tempfile, numpy as np
+>>> from evolve_envs.recording.lerobot_v3 import LeRobotWriter
+>>> root = tempfile.mkdtemp() + "/ds"
+>>> features = {"observation.images.image": {"dtype": "video", "shape": [16, 16, 3]},
+...             "action": {"dtype": "float32", "shape": [1]}}
+>>> with LeRobotWriter(root, fps=10, features=features, codec="lossless") as writer:
+...     frames = [np.full((16, 16, 3), 20 * k, np.uint8) for k in range(5)]
+...     _ = writer.add_episode("push", {"action": np.arange(5)},
+...                            {"observation.images.image": frames})
+>>> (episode,) = LeRobotRecording(root)
+>>> episode.meta["task"], len(episode), episode.frames([0, 4])[:, 0, 0, 0].tolist()
+('push', 4, [0, 80])
+>>> episode.meta["success"], episode.meta["success_known"], episode.column("step")[-1]
+(True, False, 4)
 """
 
 from __future__ import annotations
@@ -47,12 +22,16 @@ import json
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from evolve_envs.recording.lerobot_video import decode_frames
 from evolve_envs.recording.orientation import MUJOCO_ORIENTATIONS, reorient
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 
 __all__ = ["LeRobotEpisode", "LeRobotRecording", "model_labels"]
 
@@ -74,16 +53,7 @@ def model_labels(features: Sequence[str]) -> list[str]:
 
 
 class LeRobotRecording(Sequence["LeRobotEpisode"]):
-    """The episodes of a local LeRobotDataset v3 folder (see the module docstring).
-
-    Args:
-        root: the dataset folder (with ``meta/info.json``).
-        camera: the camera whose frames ``frames()`` returns by default.
-        stored_orientation: the MuJoCo orientation of frames whose feature does not state one.
-        label: whose ``reward_model.<label>.*`` columns stand for ``model_progress``.
-
-    The module docstring has a runnable example.
-    """
+    """The episodes of a local LeRobotDataset v3 folder (docs/RECORDING.md)."""
 
     def __init__(
         self,
@@ -108,7 +78,7 @@ class LeRobotRecording(Sequence["LeRobotEpisode"]):
                 f"stored_orientation must be one of {', '.join(MUJOCO_ORIENTATIONS)}, "
                 f"got {stored_orientation!r}"
             )
-        self.features: dict[str, dict[str, Any]] = self.info["features"]
+        self.features: dict[str, dict[str, object]] = self.info["features"]
         self.fps = float(self.info["fps"])
         self.cameras = [k for k, ft in self.features.items() if ft["dtype"] in ("video", "image")]
         self.camera = self._pick_camera(camera)
@@ -121,27 +91,38 @@ class LeRobotRecording(Sequence["LeRobotEpisode"]):
             )
         fallback = RUN_LABEL if RUN_LABEL in labels else (labels[0] if labels else None)
         self.label = label or fallback
-        self.meta: dict[str, Any] = {
-            "format": "lerobot", "codebase_version": version, "fps": self.fps,
-            "camera": self.camera, "cameras": self.cameras,
-        }  # fmt: skip
+        self.meta: dict[str, object] = {
+            "format": "lerobot",
+            "codebase_version": version,
+            "fps": self.fps,
+            "camera": self.camera,
+            "cameras": self.cameras,
+        }
         tasks_path = self.root / "meta" / "tasks.parquet"
         self.tasks: dict[int, str] = {}
         if tasks_path.is_file():
             table = pq.read_table(tasks_path)
             pandas_meta = json.loads((table.schema.metadata or {}).get(b"pandas", b"{}"))
-            name = "task" if "task" in table.column_names else (pandas_meta.get(
-                "index_columns") or [None])[0]  # fmt: skip
+            name = (
+                "task"
+                if "task" in table.column_names
+                else (pandas_meta.get("index_columns") or [None])[0]
+            )
             if name in table.column_names:
-                self.tasks = dict(zip(table.column("task_index").to_pylist(),
-                                      table.column(name).to_pylist(), strict=True))  # fmt: skip
-        rows: list[dict[str, Any]] = []
+                self.tasks = dict(
+                    zip(
+                        table.column("task_index").to_pylist(),
+                        table.column(name).to_pylist(),
+                        strict=True,
+                    )
+                )
+        rows: list[dict[str, object]] = []
         for path in sorted((self.root / "meta" / "episodes").glob("chunk-*/file-*.parquet")):
             table = pq.read_table(path)
             keep = [c for c in table.column_names if not c.startswith("stats/")]
             rows.extend(table.select(keep).to_pylist())
         rows.sort(key=lambda r: int(r["episode_index"]))
-        self._tables: dict[Path, Any] = {}
+        self._tables: dict[Path, pa.Table] = {}
         self.episodes = [LeRobotEpisode(self, row) for row in rows]
 
     def _pick_camera(self, camera: str | None) -> str:
@@ -154,14 +135,18 @@ class LeRobotRecording(Sequence["LeRobotEpisode"]):
             raise ValueError(
                 f"{self.root} has no camera {camera!r} (cameras: {', '.join(self.cameras)})"
             )
-        marked = [k for k in self.cameras
-                  if (self.features[k].get("info") or {}).get("reward_camera")]  # fmt: skip
+        marked = [
+            k for k in self.cameras if (self.features[k].get("info") or {}).get("reward_camera")
+        ]
         if marked:
             return marked[0]
-        return "observation.images.image" if "observation.images.image" in self.cameras else (
-            self.cameras[0])  # fmt: skip
+        return (
+            "observation.images.image"
+            if "observation.images.image" in self.cameras
+            else (self.cameras[0])
+        )
 
-    def path(self, template: str, **fields: Any) -> Path:
+    def path(self, template: str, **fields: object) -> Path:
         """A file of the dataset from one of ``info.json``'s path templates; one that would lie
         outside the dataset's folder is refused."""
         path = (self.root / str(self.info[template]).format(**fields)).resolve()
@@ -169,7 +154,7 @@ class LeRobotRecording(Sequence["LeRobotEpisode"]):
             raise ValueError(f"{self.root}: {template} points outside the dataset ({path})")
         return path
 
-    def data_table(self, chunk: int, file: int) -> Any:
+    def data_table(self, chunk: int, file: int) -> pa.Table:
         """One data file as a ``pyarrow.Table`` (the last two read are kept)."""
         import pyarrow.parquet as pq
 
@@ -201,20 +186,25 @@ class LeRobotEpisode:
     """One episode of a :class:`LeRobotRecording`; ``len()`` is its frames after the first.
     The module docstring has a runnable example."""
 
-    def __init__(self, dataset: LeRobotRecording, row: dict[str, Any]) -> None:
+    def __init__(self, dataset: LeRobotRecording, row: dict[str, object]) -> None:
         self.dataset = dataset
         self.row = row
         self.index = int(row["episode_index"])
-        self._table: Any = None
+        self._table: pa.Table | None = None
         tasks = row.get("tasks") or []
         data_path = dataset.info["data_path"].format(
             chunk_index=row.get("data/chunk_index", 0), file_index=row.get("data/file_index", 0)
         )
-        self.meta: dict[str, Any] = {
-            "episode_id": f"episode_{self.index:06d}", "episode_index": self.index,
-            "task": str(tasks[0]) if tasks else None, "length": int(row["length"]) - 1,
-            "file": data_path, "camera": dataset.camera, "seed": None, "init_state_id": None,
-        }  # fmt: skip
+        self.meta: dict[str, object] = {
+            "episode_id": f"episode_{self.index:06d}",
+            "episode_index": self.index,
+            "task": str(tasks[0]) if tasks else None,
+            "length": int(row["length"]) - 1,
+            "file": data_path,
+            "camera": dataset.camera,
+            "seed": None,
+            "init_state_id": None,
+        }
         if "next.success" in dataset.features:
             self.meta["success_known"] = True
             self.meta["success"] = None  # read with the data, below
@@ -241,7 +231,7 @@ class LeRobotEpisode:
         """The dataset's cameras, the default one first."""
         return [self.dataset.camera, *(c for c in self.dataset.cameras if c != self.dataset.camera)]
 
-    def table(self) -> Any:
+    def table(self) -> pa.Table:
         """The episode's rows as a ``pyarrow.Table``, in frame order."""
         if self._table is None:
             import pyarrow.compute as pc
@@ -260,8 +250,8 @@ class LeRobotEpisode:
             self._table = rows.sort_by("frame_index")
         return self._table
 
-    def column(self, name: str) -> list[Any]:
-        """A column of the dataset, or a recording's name for one (see the module docstring)."""
+    def column(self, name: str) -> list[object]:
+        """A column of the dataset, or a recording's name for one (docs/RECORDING.md)."""
         table = self.table()
         label = self.dataset.label
         if name == "step":
@@ -274,8 +264,11 @@ class LeRobotEpisode:
             if label is None:
                 raise ValueError(f"{self.dataset.root} has no reward_model.<label>.* columns")
             flags = f"reward_model.{label}.is_check"  # without it: every frame was judged
-            checks = (table.column(flags).to_pylist() if flags in table.column_names
-                      else [True] * table.num_rows)  # fmt: skip
+            checks = (
+                table.column(flags).to_pylist()
+                if flags in table.column_names
+                else [True] * table.num_rows
+            )
             if name == "is_check":
                 return checks
             values = table.column(f"reward_model.{label}.progress").to_pylist()
@@ -298,13 +291,18 @@ class LeRobotEpisode:
         feature = self.dataset.features[key]
         if feature["dtype"] == "video":
             path = self.dataset.path(
-                "video_path", video_key=key, chunk_index=int(self.row[f"videos/{key}/chunk_index"]),
+                "video_path",
+                video_key=key,
+                chunk_index=int(self.row[f"videos/{key}/chunk_index"]),
                 file_index=int(self.row[f"videos/{key}/file_index"]),
-            )  # fmt: skip
+            )
             frames = decode_frames(
-                path, from_timestamp=float(self.row[f"videos/{key}/from_timestamp"]),
-                count=count, fps=self.dataset.fps, indices=picks,
-            )  # fmt: skip
+                path,
+                from_timestamp=float(self.row[f"videos/{key}/from_timestamp"]),
+                count=count,
+                fps=self.dataset.fps,
+                indices=picks,
+            )
         else:
             frames = self._images(key, picks)
         stored = self.dataset.orientation(key)

@@ -1,34 +1,17 @@
 """Writing LeRobotDataset v3 (``codebase_version: "v3.0"``) with pyarrow and PyAV, no lerobot.
 
-The layout is the one ``lerobot`` writes (``docs/RECORDING.md`` has the column mapping)::
-
-    meta/info.json                            fps, features (dtype, shape, names, video info),
-                                              totals, chunk and file sizes, path templates, splits
-    meta/stats.json                           per feature: min, max, mean, std, count, q01..q99
-    meta/tasks.parquet                        task_index, indexed by task (pandas' index metadata)
-    meta/episodes/chunk-000/file-000.parquet  one row per episode: tasks, length, data and video
-                                              file indices, timestamps, per-episode stats
-    data/chunk-000/file-000.parquet           one row per frame, several episodes per file
-    videos/<key>/chunk-000/file-000.mp4       several episodes per file, addressed by timestamps
-
-A new file is started when the current one reaches ``data_files_size_in_mb`` /
-``video_files_size_in_mb``; after ``chunks_size`` files the chunk index moves on. Everything is
-written into a temporary folder beside ``root`` and renamed when :meth:`LeRobotWriter.close`
-finishes, so an interrupted write leaves nothing under ``root``.
-
-Example:
-    >>> import json, tempfile, numpy as np
-    >>> root = tempfile.mkdtemp() + "/ds"
-    >>> features = {"observation.images.image": {"dtype": "video", "shape": [16, 16, 3]},
-    ...             "action": {"dtype": "float32", "shape": [2], "names": ["x", "y"]}}
-    >>> with LeRobotWriter(root, fps=10, features=features, codec="lossless") as writer:
-    ...     for n in (4, 3):
-    ...         frames = [np.full((16, 16, 3), 9 * k, np.uint8) for k in range(n)]
-    ...         _ = writer.add_episode("reach", {"action": np.zeros((n, 2))},
-    ...                                {"observation.images.image": frames})
-    >>> info = json.load(open(root + "/meta/info.json"))
-    >>> info["codebase_version"], info["total_episodes"], info["total_frames"], info["splits"]
-    ('v3.0', 2, 7, {'train': '0:2'})
+>>> import json, tempfile, numpy as np
+>>> root = tempfile.mkdtemp() + "/ds"
+>>> features = {"observation.images.image": {"dtype": "video", "shape": [16, 16, 3]},
+...             "action": {"dtype": "float32", "shape": [2], "names": ["x", "y"]}}
+>>> with LeRobotWriter(root, fps=10, features=features, codec="lossless") as writer:
+...     for n in (4, 3):
+...         frames = [np.full((16, 16, 3), 9 * k, np.uint8) for k in range(n)]
+...         _ = writer.add_episode("reach", {"action": np.zeros((n, 2))},
+...                                {"observation.images.image": frames})
+>>> info = json.load(open(root + "/meta/info.json"))
+>>> info["codebase_version"], info["total_episodes"], info["total_frames"], info["splits"]
+('v3.0', 2, 7, {'train': '0:2'})
 """
 
 from __future__ import annotations
@@ -39,10 +22,12 @@ import shutil
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from types import ModuleType
 
 import numpy as np
 
+from evolve_envs.recording.lerobot_arrow import arrow_type, pyarrow_modules, tasks_table
+from evolve_envs.recording.lerobot_stats import aggregate_stats, feature_stats, image_stats
 from evolve_envs.recording.lerobot_video import VideoFile, check_codec, video_info
 
 __all__ = [
@@ -53,11 +38,6 @@ __all__ = [
     "LeRobotWriter",
     "TASKS_PATH",
     "VIDEO_PATH",
-    "aggregate_stats",
-    "arrow_type",
-    "feature_stats",
-    "image_stats",
-    "tasks_table",
 ]
 
 CODEBASE_VERSION = "v3.0"
@@ -67,163 +47,19 @@ VIDEO_PATH = "videos/{video_key}/" + CHUNK_FILE + ".mp4"
 EPISODES_PATH = "meta/episodes/" + CHUNK_FILE + ".parquet"
 TASKS_PATH = "meta/tasks.parquet"
 #: the columns every v3 data file has, after the dataset's own features
-DEFAULT_FEATURES: dict[str, dict[str, Any]] = {
+DEFAULT_FEATURES: dict[str, dict[str, object]] = {
     "timestamp": {"dtype": "float32", "shape": [1], "names": None},
     "frame_index": {"dtype": "int64", "shape": [1], "names": None},
     "episode_index": {"dtype": "int64", "shape": [1], "names": None},
     "index": {"dtype": "int64", "shape": [1], "names": None},
     "task_index": {"dtype": "int64", "shape": [1], "names": None},
 }
-QUANTILES = (0.01, 0.10, 0.50, 0.90, 0.99)
 _NUMPY = {"float32": np.float32, "float64": np.float64, "int64": np.int64, "int32": np.int32,
           "bool": np.bool_}  # fmt: skip
 
 
-def _pa() -> tuple[Any, Any]:
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError as exc:  # pragma: no cover - pyarrow comes with the record extra
-        raise ImportError(
-            "LeRobot datasets need pyarrow: pip install 'evolve-envs[record]'"
-        ) from exc
-    return pa, pq
-
-
-def arrow_type(feature: Mapping[str, Any]) -> Any:
-    """The Arrow type of a non-video feature's column: a scalar for shape ``[1]``, a
-    fixed-size list for ``[n]`` (as Hugging Face ``datasets`` writes ``Sequence(length=n)``).
-
-    >>> str(arrow_type({"dtype": "float32", "shape": [7]}))
-    'fixed_size_list<item: float>[7]'
-    """
-    pa, _ = _pa()
-    scalar = {"float32": pa.float32(), "float64": pa.float64(), "int64": pa.int64(),
-              "int32": pa.int32(), "bool": pa.bool_(), "string": pa.string()}  # fmt: skip
-    dtype, shape = feature["dtype"], list(feature["shape"])
-    if dtype not in scalar:
-        raise ValueError(f"unsupported feature dtype {dtype!r} (use {', '.join(scalar)})")
-    if shape == [1]:
-        return scalar[dtype]
-    if len(shape) == 1:
-        return pa.list_(scalar[dtype], int(shape[0]))
-    raise ValueError(f"only 1-D features are written, got shape {shape}")
-
-
-def _estimate_samples(n: int) -> int:
-    """How many frames LeRobot samples for image statistics: ``n**0.75`` in [100, 10000]."""
-    return min(n, max(100, min(int(n**0.75), 10_000)))
-
-
-def feature_stats(values: np.ndarray) -> dict[str, np.ndarray]:
-    """min, max, mean, std, count and the quantiles of ``[N]`` or ``[N, D]`` values, per
-    dimension (a scalar feature keeps a dimension of 1, as LeRobot stores it)."""
-    arr = np.asarray(values, dtype=np.float64)
-    arr = arr.reshape(len(arr), -1)
-    stats = {
-        "min": arr.min(axis=0), "max": arr.max(axis=0), "mean": arr.mean(axis=0),
-        "std": arr.std(axis=0), "count": np.array([len(arr)]),
-    }  # fmt: skip
-    for q in QUANTILES:
-        stats[f"q{round(q * 100):02d}"] = np.quantile(arr, q, axis=0)
-    return stats
-
-
-def image_stats(frames: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
-    """Per-channel statistics of ``HxWx3`` uint8 frames, in [0, 1], shaped ``(3, 1, 1)``: on an
-    evenly spaced sample of the frames as LeRobot draws it, each downsampled to at most 96
-    pixels a side (the statistics of a whole scene's colours, not of its details)."""
-    picks = np.round(np.linspace(0, len(frames) - 1, _estimate_samples(len(frames)))).astype(int)
-    side = max(np.asarray(frames[0]).shape[:2])
-    step = -(-side // 96)  # every step-th pixel: at most 96 a side (LeRobot: ~150 above 300)
-    sample = np.stack([np.asarray(frames[i], np.uint8)[::step, ::step] for i in picks])
-    # uint8 pixels: every statistic, quantiles included, is exact from a 256-bin histogram
-    counts = np.bincount((sample.reshape(-1, 3) + np.array([0, 256, 512], np.uint16)).ravel(),
-                         minlength=768)  # fmt: skip
-    per_channel = [_histogram_stats(counts[256 * c : 256 * (c + 1)]) for c in range(3)]
-    out = {k: np.array([s[k] for s in per_channel]).reshape(3, 1, 1) for k in per_channel[0]}
-    out["count"] = np.array([len(sample)])
-    return out
-
-
-def _histogram_stats(hist: np.ndarray) -> dict[str, float]:
-    """min, max, mean, std and quantiles (numpy's linear interpolation) of pixel values / 255
-    counted in ``hist`` (``hist[v]`` pixels of value ``v``)."""
-    values = np.arange(len(hist)) / 255.0
-    n = int(hist.sum())
-    mean = float((hist * values).sum() / n)
-    var = float((hist * values**2).sum() / n - mean**2)
-    seen = np.flatnonzero(hist)
-    ends = np.cumsum(hist)
-
-    def order(k: int) -> float:  # the k-th smallest value (0-based)
-        return float(values[np.searchsorted(ends, k, side="right")])
-
-    out = {"min": float(values[seen[0]]), "max": float(values[seen[-1]]), "mean": mean,
-           "std": float(np.sqrt(max(var, 0.0)))}  # fmt: skip
-    for q in QUANTILES:
-        pos = q * (n - 1)
-        lo = int(np.floor(pos))
-        a, b = order(lo), order(min(lo + 1, n - 1))
-        out[f"q{round(q * 100):02d}"] = a + (pos - lo) * (b - a)
-    return out
-
-
-def aggregate_stats(per_episode: Sequence[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """One feature's statistics over several episodes: count-weighted mean, pooled variance,
-    min of minima, max of maxima; quantiles as LeRobot bounds them (the lowest of the episodes'
-    for q <= 50, the highest above).
-
-    >>> a, b = feature_stats(np.array([0.0, 2.0])), feature_stats(np.array([4.0, 6.0]))
-    >>> s = aggregate_stats([a, b])
-    >>> float(s["mean"][0]), float(s["std"][0]) == float(np.std([0, 2, 4, 6])), int(s["count"][0])
-    (3.0, True, 4)
-    """
-    counts = np.array([float(s["count"][0]) for s in per_episode])
-    total = counts.sum()
-    means = np.stack([s["mean"] for s in per_episode])
-    shape = (-1,) + (1,) * (means.ndim - 1)
-    weights = counts.reshape(shape)
-    mean = (means * weights).sum(axis=0) / total
-    variances = np.stack([s["std"] ** 2 for s in per_episode])
-    var = ((variances + (means - mean) ** 2) * weights).sum(axis=0) / total
-    out = {
-        "min": np.min(np.stack([s["min"] for s in per_episode]), axis=0),
-        "max": np.max(np.stack([s["max"] for s in per_episode]), axis=0),
-        "mean": mean, "std": np.sqrt(var), "count": np.array([int(total)]),
-    }  # fmt: skip
-    for key in per_episode[0]:
-        if key.startswith("q") and key[1:].isdigit():
-            values = np.stack([s[key] for s in per_episode])
-            out[key] = values.min(axis=0) if int(key[1:]) <= 50 else values.max(axis=0)
-    return out
-
-
-def _plain(stats: Mapping[str, np.ndarray]) -> dict[str, Any]:
+def _plain(stats: Mapping[str, np.ndarray]) -> dict[str, object]:
     return {k: np.asarray(v).tolist() for k, v in stats.items()}
-
-
-def tasks_table(tasks: Sequence[str]) -> Any:
-    """``meta/tasks.parquet`` as pandas writes ``DataFrame({"task_index": ...}, index=task)``:
-    the ``task`` column is the frame's index (LeRobot looks tasks up by it)."""
-    pa, _ = _pa()
-    pandas_meta = {
-        "index_columns": ["task"],
-        "column_indexes": [{"name": None, "field_name": None, "pandas_type": "unicode",
-                            "numpy_type": "object", "metadata": {"encoding": "UTF-8"}}],
-        "columns": [
-            {"name": "task_index", "field_name": "task_index", "pandas_type": "int64",
-             "numpy_type": "int64", "metadata": None},
-            {"name": "task", "field_name": "task", "pandas_type": "unicode",
-             "numpy_type": "object", "metadata": None},
-        ],
-        "creator": {"library": "pyarrow", "version": pa.__version__},
-        "pandas_version": "2.2.3",
-    }  # fmt: skip
-    schema = pa.schema([("task_index", pa.int64()), ("task", pa.string())]).with_metadata(
-        {b"pandas": json.dumps(pandas_meta).encode()}
-    )
-    return pa.table({"task_index": list(range(len(tasks))), "task": list(tasks)}, schema=schema)
 
 
 def _next_file(chunk: int, file: int, chunks_size: int) -> tuple[int, int]:
@@ -231,31 +67,17 @@ def _next_file(chunk: int, file: int, chunks_size: int) -> tuple[int, int]:
 
 
 class LeRobotWriter:
-    """Writes a LeRobotDataset v3 folder episode by episode (see the module docstring).
-
-    Args:
-        root: the dataset folder to create (refused if it exists).
-        fps: frames per second (an integer, as ``info.json`` holds it).
-        features: the dataset's own features, ``name -> {"dtype", "shape", "names"}``; cameras
-            have dtype ``"video"`` and shape ``[H, W, 3]``. The default columns (timestamp,
-            frame_index, episode_index, index, task_index) are added.
-        codec: a name of :data:`~evolve_envs.recording.lerobot_video.CODECS`.
-        robot_type: ``info.json``'s ``robot_type``.
-        video_info_extra: per video feature, keys added to its ``info`` block.
-        chunks_size, data_files_size_in_mb, video_files_size_in_mb: LeRobot's file settings.
-
-    The module docstring has a runnable example.
-    """
+    """Writes a LeRobotDataset v3 folder episode by episode (docs/RECORDING.md)."""
 
     def __init__(
         self,
         root: str | os.PathLike[str],
         *,
         fps: int,
-        features: Mapping[str, Mapping[str, Any]],
+        features: Mapping[str, Mapping[str, object]],
         codec: str = "av1",
         robot_type: str | None = None,
-        video_info_extra: Mapping[str, Mapping[str, Any]] | None = None,
+        video_info_extra: Mapping[str, Mapping[str, object]] | None = None,
         chunks_size: int = 1000,
         data_files_size_in_mb: int = 100,
         video_files_size_in_mb: int = 200,
@@ -281,11 +103,11 @@ class LeRobotWriter:
         self._tmp = self.root.parent / f".{self.root.name}.writing-{uuid.uuid4().hex[:8]}"
         self._tmp.mkdir(parents=True)
         self.tasks: dict[str, int] = {}
-        self.episodes: list[dict[str, Any]] = []
+        self.episodes: list[dict[str, object]] = []
         self._stats: list[dict[str, dict[str, np.ndarray]]] = []
         self._frames = 0
-        self._data: dict[str, Any] = {"chunk": 0, "file": 0, "writer": None, "bytes": 0}
-        self._videos: dict[str, dict[str, Any]] = {
+        self._data: dict[str, object] = {"chunk": 0, "file": 0, "writer": None, "bytes": 0}
+        self._videos: dict[str, dict[str, object]] = {
             k: {"chunk": 0, "file": 0, "video": None} for k in self.video_keys
         }
         self._first_video: dict[str, Path] = {}
@@ -294,10 +116,10 @@ class LeRobotWriter:
     def add_episode(
         self,
         task: str,
-        data: Mapping[str, Any],
+        data: Mapping[str, object],
         videos: Mapping[str, Sequence[np.ndarray]] | None = None,
         *,
-        extra: Mapping[str, Any] | None = None,
+        extra: Mapping[str, object] | None = None,
     ) -> int:
         """Add one episode: ``data`` holds one column (``[L, ...]``) per non-video feature,
         ``videos`` the ``L`` frames of each camera. ``extra``: more columns of its row in
@@ -326,14 +148,16 @@ class LeRobotWriter:
                 continue
             arr = np.asarray(data[name], dtype=_NUMPY[ft["dtype"]])
             columns[name] = arr.reshape(length, *([] if ft["shape"] == [1] else ft["shape"]))
-        columns.update({
-            "timestamp": (frame_index / self.fps).astype(np.float32),
-            "frame_index": frame_index,
-            "episode_index": np.full(length, index, np.int64),
-            "index": np.arange(self._frames, self._frames + length, dtype=np.int64),
-            "task_index": np.full(length, task_index, np.int64),
-        })  # fmt: skip
-        row: dict[str, Any] = {"episode_index": index, "tasks": [task], "length": length}
+        columns.update(
+            {
+                "timestamp": (frame_index / self.fps).astype(np.float32),
+                "frame_index": frame_index,
+                "episode_index": np.full(length, index, np.int64),
+                "index": np.arange(self._frames, self._frames + length, dtype=np.int64),
+                "task_index": np.full(length, task_index, np.int64),
+            }
+        )
+        row: dict[str, object] = {"episode_index": index, "tasks": [task], "length": length}
         row.update(self._write_data(columns, length))
         for key in self.video_keys:
             row.update(self._write_video(key, videos[key]))
@@ -353,11 +177,11 @@ class LeRobotWriter:
         self._frames += length
         return index
 
-    def _ft(self, name: str) -> dict[str, Any]:
+    def _ft(self, name: str) -> dict[str, object]:
         return self.features.get(name) or DEFAULT_FEATURES[name]
 
-    def _write_data(self, columns: Mapping[str, Any], length: int) -> dict[str, Any]:
-        pa, pq = _pa()
+    def _write_data(self, columns: Mapping[str, object], length: int) -> dict[str, object]:
+        pa, pq = pyarrow_modules()
         names = [*[k for k in self.features if k not in self.video_keys], *DEFAULT_FEATURES]
         schema = pa.schema([(n, arrow_type(self._ft(n))) for n in names])
         arrays = []
@@ -382,11 +206,13 @@ class LeRobotWriter:
         d["writer"].write_table(table)
         d["bytes"] += table.nbytes
         return {
-            "data/chunk_index": d["chunk"], "data/file_index": d["file"],
-            "dataset_from_index": self._frames, "dataset_to_index": self._frames + length,
-        }  # fmt: skip
+            "data/chunk_index": d["chunk"],
+            "data/file_index": d["file"],
+            "dataset_from_index": self._frames,
+            "dataset_to_index": self._frames + length,
+        }
 
-    def _write_video(self, key: str, frames: Sequence[np.ndarray]) -> dict[str, Any]:
+    def _write_video(self, key: str, frames: Sequence[np.ndarray]) -> dict[str, object]:
         v = self._videos[key]
         if v["video"] is not None and v["video"].size >= self.video_mb * 2**20:
             v["video"].close()
@@ -401,15 +227,16 @@ class LeRobotWriter:
         for frame in frames:
             video.add(frame)
         return {
-            f"videos/{key}/chunk_index": v["chunk"], f"videos/{key}/file_index": v["file"],
+            f"videos/{key}/chunk_index": v["chunk"],
+            f"videos/{key}/file_index": v["file"],
             f"videos/{key}/from_timestamp": start / self.fps,
             f"videos/{key}/to_timestamp": video.frames / self.fps,
-        }  # fmt: skip
+        }
 
     # ------------------------------------------------------------------ finishing
     def close(self) -> Path:
         """Finish every file, write the metadata and move the dataset to ``root``."""
-        pa, pq = _pa()
+        pa, pq = pyarrow_modules()
         if not self.episodes:
             self.abort()
             raise ValueError(f"no episode to write into {self.root}")
@@ -421,7 +248,7 @@ class LeRobotWriter:
         os.replace(self._tmp, self.root)
         return self.root
 
-    def _finish(self, pa: Any, pq: Any) -> None:
+    def _finish(self, pa: ModuleType, pq: ModuleType) -> None:
         if self._data["writer"] is not None:
             self._data["writer"].close()
             self._data["writer"] = None
@@ -442,7 +269,7 @@ class LeRobotWriter:
         (meta / "stats.json").write_text(json.dumps(stats, indent=2))
         (meta / "info.json").write_text(json.dumps(self.info(), indent=2))
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> dict[str, object]:
         """``meta/info.json`` as it stands (video info read from the first finished files)."""
         features = {}
         for name, ft in self.features.items():
@@ -450,8 +277,10 @@ class LeRobotWriter:
             if ft["dtype"] == "video":
                 ft["names"] = ft.get("names") or ["height", "width", "channels"]
                 rel = self._first_video[name].relative_to(self.root)
-                ft["info"] = {**video_info(self._tmp / rel, self.codec),
-                              **self.video_info_extra.get(name, {})}  # fmt: skip
+                ft["info"] = {
+                    **video_info(self._tmp / rel, self.codec),
+                    **self.video_info_extra.get(name, {}),
+                }
             features[name] = ft
         features.update({k: dict(v) for k, v in DEFAULT_FEATURES.items()})
         n = len(self.episodes)
@@ -488,7 +317,7 @@ class LeRobotWriter:
     def __enter__(self) -> LeRobotWriter:
         return self
 
-    def __exit__(self, exc_type: Any, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         if exc_type is None:
             self.close()
         else:

@@ -1,28 +1,15 @@
 """The videos of a LeRobotDataset v3: several episodes per MP4 file, encoded and decoded with PyAV.
 
-A v3 video file holds the frames of consecutive episodes back to back; an episode is addressed
-by ``from_timestamp`` (its first frame's time in the file) and its length. :class:`VideoFile`
-encodes one file frame by frame (frame ``k`` of the file has presentation time ``k / fps``);
-:func:`decode_frames` reads the frames of one episode back by timestamp, as LeRobot's own PyAV
-reader does (seek to the keyframe at or before the first, decode forward).
-
-Codecs (``CODECS``): ``av1`` is LeRobot's default (``libsvtav1``, ``yuv420p``, GOP 2, CRF 30,
-preset 12: the settings ``lerobot`` records with, so a dataset written here can be merged with
-one LeRobot wrote, e.g. ``lerobot/libero``); ``h264`` (``libx264``, ``yuv420p``, GOP 2, CRF 23,
-veryfast) plays everywhere; ``lossless`` (``libx264rgb`` at QP 0, GOP 2) keeps every pixel
-exactly, at ~15x the size.
-
-Example:
-    >>> import tempfile, numpy as np
-    >>> path = tempfile.mkdtemp() + "/file-000.mp4"
-    >>> video = VideoFile(path, CODECS["lossless"], fps=10)
-    >>> frames = [np.full((16, 16, 3), 10 * k, np.uint8) for k in range(6)]
-    >>> for frame in frames:
-    ...     video.add(frame)
-    >>> video.close()
-    >>> got = decode_frames(path, from_timestamp=0.2, count=3, fps=10)
-    >>> got.shape, bool((got == np.stack(frames[2:5])).all())
-    ((3, 16, 16, 3), True)
+>>> import tempfile, numpy as np
+>>> path = tempfile.mkdtemp() + "/file-000.mp4"
+>>> video = VideoFile(path, CODECS["lossless"], fps=10)
+>>> frames = [np.full((16, 16, 3), 10 * k, np.uint8) for k in range(6)]
+>>> for frame in frames:
+...     video.add(frame)
+>>> video.close()
+>>> got = decode_frames(path, from_timestamp=0.2, count=3, fps=10)
+>>> got.shape, bool((got == np.stack(frames[2:5])).all())
+((3, 16, 16, 3), True)
 """
 
 from __future__ import annotations
@@ -30,6 +17,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from fractions import Fraction
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -51,9 +39,9 @@ class Codec:
     options: dict[str, str] = field(default_factory=dict)
     lossless: bool = False
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> dict[str, object]:
         """The encoder settings as ``info.json`` records them (``video.g``, ``video.crf``...)."""
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         for key in ("g", "crf", "preset", "qp"):
             if key in self.options:
                 value = self.options[key]
@@ -70,7 +58,7 @@ CODECS: dict[str, Codec] = {
 }
 
 
-def _av() -> Any:
+def _av() -> ModuleType:
     try:
         import av
     except ImportError as exc:  # pragma: no cover - av comes with the record extra
@@ -95,13 +83,7 @@ def check_codec(name: str) -> Codec:
 
 
 class VideoFile:
-    """Encodes one MP4 file frame by frame (frames of several episodes, back to back).
-
-    The file is written under a temporary name and renamed by :meth:`close`, so a crash never
-    leaves a truncated MP4 under the final name. ``frames`` counts the frames added; ``size``
-    is the bytes written so far (to decide when to start the next file). The module docstring
-    has a runnable example.
-    """
+    """Encodes one MP4 file frame by frame (frames of several episodes, back to back)."""
 
     def __init__(self, path: str | os.PathLike[str], codec: Codec, fps: int) -> None:
         self.path = os.fspath(path)
@@ -170,7 +152,7 @@ class VideoFile:
             os.remove(self._tmp)
 
 
-def video_info(path: str | os.PathLike[str], codec: Codec | None = None) -> dict[str, Any]:
+def video_info(path: str | os.PathLike[str], codec: Codec | None = None) -> dict[str, object]:
     """A feature's ``info`` block in ``info.json``, probed from a written file the way LeRobot
     probes its own (``video.height``, ``video.width``, ``video.codec``, ``video.pix_fmt``,
     ``video.is_depth_map``, ``video.fps``, ``video.channels``, ``has_audio``) plus the encoder
@@ -178,7 +160,7 @@ def video_info(path: str | os.PathLike[str], codec: Codec | None = None) -> dict
     av = _av()
     with av.open(os.fspath(path)) as container:
         stream = container.streams.video[0]
-        info: dict[str, Any] = {
+        info: dict[str, object] = {
             "video.height": int(stream.height),
             "video.width": int(stream.width),
             "video.codec": stream.codec_context.codec.canonical_name,
@@ -202,11 +184,7 @@ def decode_frames(
     indices: list[int] | None = None,
 ) -> np.ndarray:
     """Frames ``indices`` (default: all ``count``) of the episode that starts at
-    ``from_timestamp`` in the video ``path``, as ``[N, H, W, 3]`` uint8.
-
-    A frame belongs to frame index ``round((t - from_timestamp) * fps)``; a frame the file does
-    not hold raises ``ValueError`` naming the file and the timestamp.
-    """
+    ``from_timestamp`` in the video ``path``, as ``[N, H, W, 3]`` uint8."""
     av = _av()
     wanted = list(range(count)) if indices is None else [int(i) for i in indices]
     if not wanted:

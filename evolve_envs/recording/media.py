@@ -1,18 +1,11 @@
 """Episode videos for people and trackers: MP4 files and animated GIFs from frame lists.
 
-:func:`write_mp4` writes an MP4 (imageio with its ffmpeg plugin: the ``video`` extra);
-:func:`gif_bytes` encodes an animated GIF in memory with Pillow, the form TensorBoard's image
-dashboard plays; :func:`pick_frame` finds the camera image in an observation;
-:func:`overlay_progress` draws a progress bar and its label on a frame. Frames are
-``uint8`` arrays ``(H, W, 3)``; episodes of different sizes are not mixed in one file.
-
-Example:
-    >>> import numpy as np
-    >>> frames = [np.full((8, 8, 3), v, np.uint8) for v in (0, 128, 255)]
-    >>> gif_bytes(frames)[:6]
-    b'GIF89a'
-    >>> pick_frame({"state": np.zeros(3), "image": frames[1]}).shape
-    (8, 8, 3)
+>>> import numpy as np
+>>> frames = [np.full((8, 8, 3), v, np.uint8) for v in (0, 128, 255)]
+>>> gif_bytes(frames)[:6]
+b'GIF89a'
+>>> pick_frame({"state": np.zeros(3), "image": frames[1]}).shape
+(8, 8, 3)
 """
 
 from __future__ import annotations
@@ -21,7 +14,6 @@ import io
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -31,12 +23,12 @@ __all__ = ["VIDEO_EXTRA", "gif_bytes", "overlay_progress", "pick_frame", "write_
 VIDEO_EXTRA = "pip install 'evolve-envs[video]'"
 
 
-def pick_frame(obs: Any, key: str | None = None) -> np.ndarray | None:
+def pick_frame(obs: object, key: str | None = None) -> np.ndarray | None:
     """The camera image of one observation: ``obs[key]`` when given and present, else the first
     ``uint8`` ``(H, W, 3)`` array of a dict observation (or the observation itself); None when
     there is none."""
 
-    def image(value: Any) -> bool:
+    def image(value: object) -> bool:
         arr = np.asarray(value) if isinstance(value, np.ndarray) else None
         return arr is not None and arr.dtype == np.uint8 and arr.ndim == 3 and arr.shape[-1] == 3
 

@@ -1,28 +1,4 @@
-"""Per-episode metrics of a rollout, appended as each episode finishes: CSV, TensorBoard, W&B.
-
-:class:`EpisodeLog` takes one flat row of numbers per finished episode and writes it to
-
-* ``metrics.csv`` (always; the header is fixed by the first row, later rows fill missing
-  columns with blanks),
-* TensorBoard event files under ``tensorboard/`` (when the ``tensorboard`` package is
-  installed and ``tensorboard=True``), one scalar series per column, the episode index as step,
-* a Weights & Biases run (only when a ``wandb_project`` is given; W&B must then be installed:
-  the ``wandb`` extra).
-
-:meth:`EpisodeLog.log_scalars` adds series to TensorBoard and W&B only (the training loop's
-held-out evaluation, whose rows go to a CSV of their own), and :meth:`EpisodeLog.log_video` an
-episode video: an animated GIF in TensorBoard's image dashboard, the MP4 in W&B.
-
-Every write is flushed, so an interrupted job keeps the rows of the episodes that finished.
-
-Example:
-    >>> import tempfile, pathlib
-    >>> out = pathlib.Path(tempfile.mkdtemp())
-    >>> with EpisodeLog(out, tensorboard=False) as log:
-    ...     log.add(0, {"steps": 80, "final_progress": 12.5})
-    >>> (out / "metrics.csv").read_text().splitlines()
-    ['episode,steps,final_progress', '0,80,12.5']
-"""
+"""Per-episode metrics of a rollout, appended as each episode finishes: CSV, TensorBoard, W&B."""
 
 from __future__ import annotations
 
@@ -58,17 +34,6 @@ def tensorboard_available() -> bool:
 class EpisodeLog:
     """Append per-episode metric rows to CSV, TensorBoard and (optionally) W&B.
 
-    Args:
-        out: folder for ``metrics.csv`` and ``tensorboard/`` (created if missing).
-        tensorboard: write TensorBoard events too (skipped when the package is missing).
-        wandb_project: log to this W&B project (raises ``ImportError`` if W&B is unusable).
-        run_config: recorded as the W&B run's config.
-        step_column: name of the first CSV column, the step :meth:`add` is given.
-        tb_prefix: TensorBoard / W&B series are named ``<tb_prefix>/<column>``.
-        csv_name: the CSV file's name in ``out``.
-
-    An existing ``metrics.csv`` (a resumed run) is appended to under its own header.
-
     >>> import tempfile
     >>> out = Path(tempfile.mkdtemp())
     >>> with EpisodeLog(out, tensorboard=False, step_column="update") as log:
@@ -85,7 +50,7 @@ class EpisodeLog:
         *,
         tensorboard: bool = True,
         wandb_project: str | None = None,
-        run_config: Mapping[str, Any] | None = None,
+        run_config: Mapping[str, object] | None = None,
         step_column: str = "episode",
         tb_prefix: str = "episode",
         csv_name: str = "metrics.csv",
@@ -141,7 +106,7 @@ class EpisodeLog:
         if self._wandb is not None:
             self._wandb.log({f"{self.tb_prefix}/{k}": v for k, v in numeric.items()}, step=episode)
 
-    def log_scalars(self, prefix: str, step: int, metrics: Mapping[str, Any]) -> None:
+    def log_scalars(self, prefix: str, step: int, metrics: Mapping[str, object]) -> None:
         """Series ``<prefix>/<key>`` at ``step`` in TensorBoard and W&B (not the CSV); None, NaN
         and non-numbers are skipped."""
         numeric = {
@@ -157,9 +122,14 @@ class EpisodeLog:
             self._wandb.log(numeric, step=step)
 
     def log_video(
-        self, tag: str, frames: Sequence[Any], step: int, *, mp4: str | Path | None = None,
+        self,
+        tag: str,
+        frames: Sequence[object],
+        step: int,
+        *,
+        mp4: str | Path | None = None,
         fps: int = 10,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """An episode video at ``step``: an animated GIF image ``tag`` in TensorBoard (its image
         dashboard plays it), and in W&B the MP4 file ``mp4`` when one was written."""
         if self._tb is not None and len(frames):

@@ -1,16 +1,9 @@
 """How camera frames are turned: MuJoCo's orientations, and turning frames from one to another.
 
-MuJoCo renders LIBERO's cameras upside down. An orientation names the turn from that raw
-render: ``raw`` (as rendered), ``upright`` (``raw[::-1]``, the true view; LIBERO envs here give
-it by default) and ``rot180`` (``raw[::-1, ::-1]``, the frames of ``lerobot/libero`` and of the
-OpenVLA-family datasets). Recordings state each camera's orientation; the LeRobot export and
-readers turn frames with :func:`reorient`.
-
-Example:
-    >>> import numpy as np
-    >>> raw = np.arange(4).reshape(1, 2, 2, 1)
-    >>> reorient(raw, "raw", "rot180")[0, :, :, 0].tolist()
-    [[3, 2], [1, 0]]
+>>> import numpy as np
+>>> raw = np.arange(4).reshape(1, 2, 2, 1)
+>>> reorient(raw, "raw", "rot180")[0, :, :, 0].tolist()
+[[3, 2], [1, 0]]
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ is :mod:`evolve_envs.stack.loading`; this module only declares what a valid conf
 :class:`ProgressModelConfig` (``progress``, the default), :class:`VideoScoreConfig` and
 :class:`PickleScorerConfig`. They share :class:`RewardModelConfig`'s keys (endpoint, timeouts,
 token, embedded service, camera, JPEG quality, weights, horizon); the progress keys themselves
-are declared once, in :class:`evolve_envs.progress.settings.ProgressKeys`, which the tracker reads.
+are declared once, in :class:`evolve_envs.progress.tracker_config.ProgressKeys`, which the
+tracker reads.
 Every model is strict: unknown keys and wrong types fail validation.
 
 >>> cfg = StackConfig.model_validate({"env": {"suite": "libero_10"},
@@ -46,14 +47,14 @@ from pydantic import (
     field_validator,
 )
 
-from evolve_envs.progress.settings import (
+from evolve_envs.progress.config_error import ConfigError
+from evolve_envs.progress.tracker_config import (
     STRICT,
-    ConfigError,
     DoneRuleConfig,
     ProgressKeys,
     RewardMode,
     RewardShaping,
-    TrackerSettings,
+    TrackerConfig,
 )
 
 __all__ = [
@@ -163,7 +164,7 @@ class AlarmConfig(BaseModel):
     min_high_failure_rise: float = Field(default=0.2, gt=0.0, le=1.0)
 
     def detector_settings(self) -> dict[str, Any]:
-        """The keyword arguments of ``evolve_envs.progress.hacking.AlarmSettings``."""
+        """The keyword arguments of ``evolve_envs.progress.hacking.HackingDetectorConfig``."""
         return self.model_dump(exclude={"enable"})
 
 
@@ -228,7 +229,7 @@ class RewardModelConfig(BaseModel):
     env_reward_weight: float = 0.0
     ignore_terminations: bool = False
     # a bonus on an episode's last step when the model's final progress says done
-    # (evolve_envs.wrappers.success_bonus); success_progress None: the block's done_threshold
+    # (evolve_envs.wrappers.model_success_bonus); success_progress None: the block's done_threshold
     success_bonus: float = Field(default=0.0, ge=0)
     success_progress: float | None = Field(default=None, ge=0, le=1)
 
@@ -305,7 +306,7 @@ class RewardModelConfig(BaseModel):
 
 class ProgressModelConfig(RewardModelConfig, ProgressKeys):
     """``kind: progress``: the shared keys, the tracker's keys
-    (:class:`~evolve_envs.progress.settings.ProgressKeys`) and ``dense_reward``.
+    (:class:`~evolve_envs.progress.tracker_config.ProgressKeys`) and ``dense_reward``.
 
     Reward mode: ``dense_reward`` → dense; else ``binary_reward`` → binary; else sparse.
 
@@ -324,11 +325,12 @@ class ProgressModelConfig(RewardModelConfig, ProgressKeys):
             return "dense"
         return "binary" if self.binary_reward else "sparse"
 
-    def tracker_settings(self) -> TrackerSettings:
-        """The :class:`~evolve_envs.progress.settings.TrackerSettings` this block describes: its
-        :class:`~evolve_envs.progress.settings.ProgressKeys` and the derived ``reward_mode``."""
+    def tracker_settings(self) -> TrackerConfig:
+        """The :class:`~evolve_envs.progress.tracker_config.TrackerConfig` this block describes:
+        its :class:`~evolve_envs.progress.tracker_config.ProgressKeys` and the derived
+        ``reward_mode``."""
         keys = self.model_dump(include=set(ProgressKeys.model_fields))
-        return TrackerSettings(**keys, reward_mode=self.reward_mode)
+        return TrackerConfig(**keys, reward_mode=self.reward_mode)
 
 
 class EpisodeScoreConfig(RewardModelConfig, RewardShaping):

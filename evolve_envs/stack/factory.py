@@ -45,8 +45,7 @@ Invalid keys are refused with their path (here on Gymnasium's CartPole, whose co
     >>> make_env(env_factory=CartPoleEnv, colour="red")
     Traceback (most recent call last):
     ...
-    evolve_envs.progress.settings.ConfigError: env.colour: unknown key for CartPoleEnv (accepted:
-    ...)
+    evolve_envs.progress.config_error.ConfigError: env.colour: unknown key for CartPoleEnv ...
 """
 
 from __future__ import annotations
@@ -64,8 +63,8 @@ import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
 
 from evolve_envs.progress.check_schedule import episode_limit
+from evolve_envs.progress.config_error import ConfigError
 from evolve_envs.stack.config import (
-    ConfigError,
     PickleScorerConfig,
     ProgressModelConfig,
     RewardModelConfig,
@@ -77,9 +76,9 @@ from evolve_envs.stack.reward_model import open_reward_model
 from evolve_envs.wrappers.episode_score import EpisodeScoreReward
 from evolve_envs.wrappers.frame_cache import FrameCache
 from evolve_envs.wrappers.hacking_alarm import HackingAlarm
+from evolve_envs.wrappers.model_success_bonus import ModelSuccessBonus
 from evolve_envs.wrappers.progress_reward import ProgressReward
 from evolve_envs.wrappers.progressive_horizon import ProgressiveHorizon
-from evolve_envs.wrappers.success_bonus import ModelSuccessBonus
 
 __all__ = ["MOCK_RULES", "make_env", "build_stack", "describe_reward_model", "progress_source"]
 

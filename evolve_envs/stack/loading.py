@@ -32,13 +32,13 @@ kind says so. Layering is ``OmegaConf.merge``.
 >>> load_config({"reward_model": {"kind": "video_score", "mode": "pairwise"}}, environ={})
 Traceback (most recent call last):
 ...
-evolve_envs.progress.settings.ConfigError: reward_model.mode: `mode` is a progress key;
+evolve_envs.progress.config_error.ConfigError: reward_model.mode: `mode` is a progress key;
 reward_model.kind is \
 video_score
 >>> load_config({"reward_model": {"call_evry": 8}}, environ={})
 Traceback (most recent call last):
 ...
-evolve_envs.progress.settings.ConfigError: reward_model.call_evry: unknown key (did you mean
+evolve_envs.progress.config_error.ConfigError: reward_model.call_evry: unknown key (did you mean
 'call_every'?)
 """
 
@@ -56,7 +56,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from evolve_envs.progress.settings import ConfigError
+from evolve_envs.progress.config_error import ConfigError
 from evolve_envs.stack.config import REWARD_KINDS, StackConfig, kind_of
 
 __all__ = [

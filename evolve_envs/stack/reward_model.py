@@ -40,10 +40,10 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from evolve_envs.progress.config_error import ConfigError
 from evolve_envs.progress.done_rules import TerminationAudit
 from evolve_envs.progress.tracker import ProgressTracker
 from evolve_envs.stack.config import (
-    ConfigError,
     PickleScorerConfig,
     ProgressModelConfig,
     RewardModelConfig,

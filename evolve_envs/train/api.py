@@ -73,7 +73,7 @@ def train(
         log: where the per-interval lines go (default ``sys.stderr``).
         **overrides: config keys, by block (``run={"max_updates": 10}``) or dotted path.
 
-    Raises :class:`~evolve_envs.progress.settings.ConfigError` naming a bad key before
+    Raises :class:`~evolve_envs.progress.config_error.ConfigError` naming a bad key before
     anything starts (see the module's example).
     """
     if config is None and resume is None:

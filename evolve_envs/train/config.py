@@ -45,7 +45,7 @@ from pydantic import (
     model_validator,
 )
 
-from evolve_envs.progress.settings import ConfigError
+from evolve_envs.progress.config_error import ConfigError
 from evolve_envs.stack.loading import (
     format_validation_error,
     merge,

@@ -20,7 +20,7 @@ _LAZY = {
     "HackingAlarm": "evolve_envs.wrappers.hacking_alarm",
     "LentClient": "evolve_envs.wrappers.model_handle",
     "lend": "evolve_envs.wrappers.model_handle",
-    "ModelSuccessBonus": "evolve_envs.wrappers.success_bonus",
+    "ModelSuccessBonus": "evolve_envs.wrappers.model_success_bonus",
     "ProgressReward": "evolve_envs.wrappers.progress_reward",
     "ProgressiveHorizon": "evolve_envs.wrappers.progressive_horizon",
     "RecordEpisodes": "evolve_envs.wrappers.record_episodes",

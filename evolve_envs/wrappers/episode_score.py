@@ -1,31 +1,7 @@
 """EpisodeScoreReward: one reward-model score per episode, paid at its end (RLinf-RLAIF style).
 
-At the episode's end — termination or truncation, or truncation only with
-``ignore_terminations`` (then the env's terminations are hidden from the caller, as RLinf does,
-and the episode runs to its time limit) — the wrapper sends the episode's frames from the
-:class:`~evolve_envs.wrappers.frame_cache.FrameCache` below it
-
-* to a video scorer (``evolve_envs.reward.clients.video_score_client.VideoScoreClient``):
-  ``nframes`` frames spread uniformly over the episode (first and last included), or
-* to a pickle image scorer (``evolve_envs.reward.clients.pickle_scorer_client.PickleScorerClient``):
-  the last ``last_frames`` frames, each with the task text as prompt; the score is their mean.
-
-Score to reward (RLinf-RLAIF's rule): if the call failed (fail-soft client), the score is the
-env's success flag at the end (1.0 / 0.0); with ``binary_reward`` the score becomes
-``1.0 if score >= success_threshold else 0.0``; the reward is ``reward_coef · score``, paid on the
-last step. ``use_rel_reward`` (RLinf: pay ``coef·score_t − coef·score_{t−1}``) only differs if the
-caller keeps stepping after the end without a reset: then the relative form pays 0, the absolute
-one pays the score again on every extra step (RLinf's behaviour within an action chunk).
-A fail-fast client raises :class:`~evolve_envs.reward.clients.errors.RewardServiceError` instead.
-
-The final reward is ``env_reward_weight · env_reward + reward_weight · model_reward``.
-
-``info``: ``is_success``, ``env_reward``, ``reward_model_reward``, ``reward_model_errors``,
-``reward_model_fallback``, ``reward_model_latency_s`` on every step; ``episode_score`` and
-``episode_reward_model`` (summary) on the last one. See docs/wrappers.md, "`info` keys".
-
 Example: CartPole with a flat grey camera picture (level 204, which the local mock service's
-*intensity* rule scores 0.8), scored once at the end of a 3-step episode::
+*intensity* rule scores 0.8), scored once at the end of a 3-step episode:
 
     >>> import gymnasium as gym
     >>> import numpy as np
@@ -71,24 +47,7 @@ ScorerKind = Literal["video_score", "pickle_scorer"]
 class EpisodeScoreReward(
     gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.RecordConstructorArgs
 ):
-    """Pay a reward-model score of the whole episode on its last step (see module docstring).
-
-    Args:
-        env: an env with a :class:`~evolve_envs.wrappers.frame_cache.FrameCache` in its stack.
-        model: an open reward model of a ``video_score`` or ``pickle_scorer`` block (from
-            :func:`evolve_envs.open_reward_model`; closed after the env), or a
-            ``VideoScoreClient`` / ``PickleScorerClient`` lent with
-            :func:`~evolve_envs.wrappers.model_handle.lend` (it stays the caller's).
-        kind: ``"video_score"`` or ``"pickle_scorer"``; inferred from the client if omitted.
-        task: task text; default ``info["task_description"]`` at reset.
-        binary_reward, success_threshold, reward_coef, use_rel_reward, ignore_terminations:
-            RLinf-RLAIF's keys (see module docstring).
-        last_frames: frames sent to a pickle scorer.
-        reward_weight, env_reward_weight: mix of model and env rewards.
-        success_key: ``info`` key of the env's success flag.
-
-    The module docstring has a runnable example.
-    """
+    """Pay a reward-model score of the whole episode on its last step (docs/wrappers.md)."""
 
     def __init__(
         self,
@@ -151,7 +110,7 @@ class EpisodeScoreReward(
         self.env_reward_weight = float(env_reward_weight)
         self.success_key = success_key
         self._task_text = ""
-        self._scored: dict[str, Any] | None = None
+        self._scored: dict[str, object] | None = None
         self._errors = 0
 
     # ------------------------------------------------------------------ scoring
@@ -196,8 +155,8 @@ class EpisodeScoreReward(
 
     # ------------------------------------------------------------------ Gymnasium API
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
+        self, *, seed: int | None = None, options: dict[str, object] | None = None
+    ) -> tuple[ObsType, dict[str, object]]:
         obs, info = self.env.reset(seed=seed, options=options)
         self._task_text = task_text(self.env, self.task, info, "EpisodeScoreReward")
         self._scored = None
@@ -212,7 +171,7 @@ class EpisodeScoreReward(
         )
         return obs, info
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    def step(self, action: ActType) -> tuple[ObsType, float, bool, bool, dict[str, object]]:
         obs, env_reward, terminated, truncated, info = self.env.step(action)
         success = bool(info.get(self.success_key, False))
         info.setdefault(self.success_key, success)

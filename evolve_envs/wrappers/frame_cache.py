@@ -1,49 +1,21 @@
-"""Per-episode frame cache for the reward wrappers above it.
-
-:class:`FrameCache` is the Gymnasium wrapper that fills a
-:class:`~evolve_envs.progress.frames.FrameStore` (the storage, without Gymnasium) from one camera of
-the observation on every ``reset``/``step``.
-
-Memory. Frames are JPEG-compressed by default (quality 90: a 256×256 LIBERO frame takes ~10–25 kB
-instead of 196 kB raw, so a 520-step episode costs a few MB); ``encoding="raw"`` keeps exact copies.
-The store is bounded: past ``max_frames`` it *thins* — the sampling stride doubles and frames off
-the new grid are dropped — so it always holds the first frame, the latest frame and a uniform
-coverage of the episode in between.
-
-Vector envs. Each sub-env has its own wrapper and store; ``reset`` (also the automatic one a
-vector env performs) clears the store and bumps ``episode_id``, and frames are keyed by the step
-index inside the episode, so frames never mix across episodes. On the final step of an episode
-the store still holds that episode's frames: wrappers above read them inside the same ``step``.
-
->>> import gymnasium as gym
->>> picture = gym.spaces.Box(0, 255, (16, 16, 3), np.uint8)  # an env whose observation is a picture
->>> env = gym.wrappers.TransformObservation(
-...     gym.make("CartPole-v1"), lambda _: np.full(picture.shape, 120, np.uint8), picture)
->>> env = FrameCache(env, camera=None)
->>> _ = env.reset(seed=0)
->>> for _ in range(3):
-...     _ = env.step(0)
->>> store = env.get_wrapper_attr("frame_store")
->>> store.steps, store.get(2).shape
-([0, 1, 2, 3], (16, 16, 3))
-"""
+"""Per-episode frame cache for the reward wrappers above it."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import SupportsFloat
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.core import ActType, ObsType
 
-from evolve_envs.progress.frames import Encoding, FrameStore, uniform_indices
+from evolve_envs.progress.frame_store import Encoding, FrameStore, uniform_indices
 
 __all__ = ["FrameStore", "FrameCache", "find_frame_store", "uniform_indices"]
 
 
 def find_frame_store(env: gym.Env) -> FrameStore | None:
     """The :class:`FrameStore` of the nearest :class:`FrameCache` in ``env``'s stack, if any."""
-    current: Any = env
+    current: gym.Env = env
     while current is not None:
         if isinstance(current, FrameCache):
             return current.frame_store
@@ -53,15 +25,6 @@ def find_frame_store(env: gym.Env) -> FrameStore | None:
 
 class FrameCache(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.RecordConstructorArgs):
     """Keep the current episode's frames of one camera for the wrappers above.
-
-    Wrappers above find the store with ``env.get_wrapper_attr("frame_store")`` or
-    :func:`find_frame_store`. Observations, rewards and ``info`` pass through unchanged.
-
-    Args:
-        env: environment whose observation is a dict holding ``camera`` (or an image itself when
-            ``camera`` is ``None``).
-        camera: observation key of the frames, e.g. ``"agentview_image"``.
-        encoding, jpeg_quality, max_frames: see :class:`FrameStore`.
 
     >>> camera = gym.spaces.Box(0, 255, (8, 8, 3), np.uint8)
     >>> env = gym.wrappers.TransformObservation(  # CartPole, observed as one camera picture
@@ -95,7 +58,7 @@ class FrameCache(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.Reco
         self.frame_store = FrameStore(encoding, jpeg_quality, max_frames)
         self.episode_step = 0
 
-    def frame_of(self, obs: Any) -> np.ndarray:
+    def frame_of(self, obs: ObsType) -> np.ndarray:
         """The cached camera's frame in an observation of this env."""
         if self.camera is None:
             return np.asarray(obs)
@@ -105,15 +68,15 @@ class FrameCache(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.Reco
         return np.asarray(obs[self.camera])
 
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
+        self, *, seed: int | None = None, options: dict[str, object] | None = None
+    ) -> tuple[ObsType, dict[str, object]]:
         obs, info = self.env.reset(seed=seed, options=options)
         self.frame_store.clear()
         self.episode_step = 0
         self.frame_store.add(0, self.frame_of(obs))
         return obs, info
 
-    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+    def step(self, action: ActType) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, object]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.episode_step += 1
         self.frame_store.add(self.episode_step, self.frame_of(obs))

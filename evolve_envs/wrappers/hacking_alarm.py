@@ -1,22 +1,16 @@
-"""HackingAlarm: the reward-hacking detector as a Gymnasium wrapper.
-
-Feeds each finished episode's reward-model summary (``info["episode_reward_model"]``) and the
-env's success flag to a :class:`~evolve_envs.progress.hacking.HackingDetector` (the detector and
-its two signals are described there) and puts the detector's state for the episode's task in
-``info["reward_alarm"]`` on the episode's last step.
-"""
+"""HackingAlarm: the reward-hacking detector as a Gymnasium wrapper."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, SupportsFloat
+from typing import SupportsFloat
 
 import gymnasium as gym
 from gymnasium.core import ActType, ObsType
 
 from evolve_envs.progress.episode_summary import model_score
-from evolve_envs.progress.hacking import AlarmSettings, HackingDetector
+from evolve_envs.progress.hacking import HackingDetector, HackingDetectorConfig
 from evolve_envs.progress.settled_episode import SettledEpisode
 from evolve_envs.progress.task_text import task_text
 
@@ -27,19 +21,9 @@ class HackingAlarm(
     gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.RecordConstructorArgs
 ):
     """Feed each finished episode to a :class:`HackingDetector`; ``info["reward_alarm"]`` on the
-    last step (module docstring). Put it outside the reward wrapper (``ProgressReward`` or
+    last step (docs/wrappers.md). Put it outside the reward wrapper (``ProgressReward`` or
     ``EpisodeScoreReward``), whose ``info["episode_reward_model"]`` it reads; ``make_env`` does
     so with ``reward_model.alarm.enable: true``.
-
-    Args:
-        env: the env with its reward wrapper inside.
-        settings: :class:`AlarmSettings` or a mapping of them (``**overrides`` for single keys).
-        detector: a detector to share (e.g. between the sub-envs of a sync vector env);
-            default a new one with ``settings``.
-        task: the task text; default ``info["task_description"]`` at reset.
-
-    Examples:
-        A stand-in for a reward wrapper's end-of-episode summary:
 
         >>> class Scored(gym.Wrapper):
         ...     def step(self, action):
@@ -61,11 +45,11 @@ class HackingAlarm(
     def __init__(
         self,
         env: gym.Env[ObsType, ActType],
-        settings: AlarmSettings | Mapping[str, Any] | None = None,
+        settings: HackingDetectorConfig | Mapping[str, object] | None = None,
         *,
         detector: HackingDetector | None = None,
         task: str | None = None,
-        **overrides: Any,
+        **overrides: object,
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, settings=settings, task=task, **overrides)
         gym.Wrapper.__init__(self, env)
@@ -75,8 +59,8 @@ class HackingAlarm(
         self._open = False
 
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[ObsType, dict[str, Any]]:
+        self, *, seed: int | None = None, options: dict[str, object] | None = None
+    ) -> tuple[ObsType, dict[str, object]]:
         obs, info = self.env.reset(seed=seed, options=options)
         self._task = task_text(self.env, self.task, info, "HackingAlarm")
         self._open = True
@@ -95,7 +79,7 @@ class HackingAlarm(
             out.append(ep)
         return out
 
-    def step(self, action: ActType) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, Any]]:
+    def step(self, action: ActType) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, object]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         if (terminated or truncated) and self._open:
             self._open = False

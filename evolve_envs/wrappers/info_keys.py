@@ -1,12 +1,5 @@
 """The ``info`` keys of the stack, declared once.
 
-Each producer (the base env, a time-limit wrapper, a reward wrapper, the alarm) lists the keys it
-adds to the ``info`` of ``reset`` and ``step``: name, type, when it is present and what it means.
-The docs' tables (docs/wrappers.md, "info keys") are :func:`markdown_table` of these, and the
-tests check both that the tables match and that the wrappers emit exactly these keys. The
-episode summary under ``episode_reward_model`` is
-:class:`~evolve_envs.progress.episode_summary.EpisodeSummary`.
-
 >>> [key.names for key in INFO_KEYS["HackingAlarm"]]
 [('reward_alarm',)]
 >>> print(markdown_table("HackingAlarm").splitlines()[0])

@@ -1,68 +1,61 @@
 """What the reward wrappers take: an open reward model, which they close after the env.
 
-:func:`evolve_envs.open_reward_model` opens one (the service, the pool, the client, the start-up
-check); any object of its shape (:class:`OpenModel`: ``client``, ``capabilities``, ``settings``
-and ``close()``) does too. A client opened elsewhere (a test double, a trainer's own client) goes
-in through :func:`lend`, which gives it that shape with a ``close`` that leaves the client open:
-it stays the caller's, who closes it.
-
-Example:
-    >>> class Client:
-    ...     closed = False
-    ...     def close(self):
-    ...         self.closed = True
-    >>> client = Client()
-    >>> model = lend(client)
-    >>> model.close()
-    >>> model.client is client, client.closed
-    (True, False)
+>>> class Client:
+...     closed = False
+...     def close(self):
+...         self.closed = True
+>>> client = Client()
+>>> model = lend(client)
+>>> model.close()
+>>> model.client is client, client.closed
+(True, False)
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from evolve_envs.progress.settings import TrackerSettings
+from evolve_envs.progress.tracker_config import TrackerConfig
+from evolve_envs.reward.protocol.wire import Capabilities
 
 __all__ = ["LentClient", "OpenModel", "check_open_model", "lend"]
 
 
 class OpenModel(Protocol):
-    """An open reward model as the reward wrappers use it (see the module docstring)."""
+    """An open reward model as the reward wrappers use it (docs/wrappers.md)."""
 
     @property
     def client(self) -> Any: ...
 
     @property
-    def capabilities(self) -> Any: ...
+    def capabilities(self) -> Capabilities | Mapping[str, object] | None: ...
 
     @property
-    def settings(self) -> TrackerSettings | None: ...
+    def settings(self) -> TrackerConfig | None: ...
 
     def close(self) -> None: ...
 
 
 @dataclass(frozen=True)
 class LentClient:
-    """A client lent to a reward wrapper: the wrapper's ``close`` leaves it open.
-
-    ``settings`` are the progress settings to use (``None``: the wrapper's, else the
-    defaults); ``capabilities`` the service's, to check them against (``None``: not checked).
-    """
+    """A client lent to a reward wrapper: the wrapper's ``close`` leaves it open."""
 
     client: Any
-    settings: TrackerSettings | None = None
-    capabilities: Any = None
+    settings: TrackerConfig | None = None
+    capabilities: Capabilities | Mapping[str, object] | None = None
 
     def close(self) -> None:
         """Nothing: the client is closed by whoever opened it."""
 
 
 def lend(
-    client: Any, settings: TrackerSettings | None = None, capabilities: Any = None
+    client: Any,
+    settings: TrackerConfig | None = None,
+    capabilities: Capabilities | Mapping[str, object] | None = None,
 ) -> LentClient:
-    """``client`` for a reward wrapper that must not close it (see the module docstring)."""
+    """``client`` for a reward wrapper that must not close it (docs/wrappers.md)."""
     return LentClient(client, settings, capabilities)
 
 

@@ -1,39 +1,7 @@
 """ProgressReward: rewards and termination from a progress reward model (EVOLVE-VLA / VLAC).
 
-A thin Gymnasium wrapper around :class:`evolve_envs.progress.tracker.ProgressTracker`,
-which holds the whole contract (schedule, milestones, modes, sync/async calls, done, reward modes,
-settlement); read its module docstring for the semantics. This wrapper
-
-* takes the task text from ``info["task_description"]`` at reset (or ``task=``),
-* feeds the tracker the chosen camera's frame after every step,
-* mixes rewards: ``env_reward_weight · env_reward + reward_weight · model_reward`` (defaults 0 and
-  1: the model reward replaces LIBERO's; ``1, 1`` adds them; ``1, 0`` keeps the env's),
-* terminates when the env does or when the tracker decides progress-done,
-* fills ``info`` (docs/wrappers.md, "`info` keys"): ``progress``, ``progress_calls``,
-  ``progress_checked``, ``progress_pending``, ``reward_model_latency_s``, ``reward_model_errors``,
-  ``reward_model_fallback``, ``done_by_progress``, ``is_success``, ``env_reward``,
-  ``reward_model_reward`` and, on the last step, ``episode_reward_model``.
-
-The reward model comes from :func:`evolve_envs.open_reward_model`, the one way to open one: it
-starts an embedded service when asked, opens the endpoint pool and the client, and checks the
-service (a dead, refusing or foreign service fails there, in one line). Handed the open model, the
-wrapper takes its client, its progress settings and the service's capabilities (settings the
-backend cannot serve, e.g. ``mode="pairwise"`` on a progress-only backend, are refused with
-:class:`~evolve_envs.progress.settings.ConfigError`) and closes the model after the env. A
-progress client opened elsewhere (a test double, a trainer's own client) is lent:
-``ProgressReward(env, lend(client))`` (:func:`~evolve_envs.wrappers.model_handle.lend`); it
-stays the caller's.
-
-Put the time limit *below* this wrapper so truncation reaches it and the episode is settled.
-
-With ``calls: deferred`` a step never waits for the reward model: the reward returned is the env
-part alone (``env_reward_weight · env_reward``), and :meth:`ProgressReward.settled_episodes`
-hands on each episode once its last answer is in, with the reward ``sync`` would have paid at
-every step (model and env parts) and the steps cut after a model done. ``info`` carries
-``settlement_episode`` (the episode's number) and ``settlement_step`` (its step) in every mode.
-
 Example: an env whose camera frame gets 64 grey levels brighter each step, against a local mock
-service whose *intensity* rule reads a flat grey frame of level ``g`` as progress ``100 g/255``::
+service whose *intensity* rule reads a flat grey frame of level ``g`` as progress ``100 g/255``:
 
     >>> import gymnasium as gym
     >>> import numpy as np
@@ -73,16 +41,16 @@ import dataclasses
 import logging
 import warnings
 from collections.abc import Mapping
-from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.core import ActType, ObsType
 
-from evolve_envs.progress.settings import TrackerSettings
 from evolve_envs.progress.settled_episode import SettledEpisode
 from evolve_envs.progress.task_text import task_text
 from evolve_envs.progress.tracker import ProgressTracker
+from evolve_envs.progress.tracker_config import TrackerConfig
+from evolve_envs.reward.protocol.wire import Capabilities
 from evolve_envs.wrappers.model_handle import OpenModel, check_open_model
 
 __all__ = ["ProgressReward", "StandInModelWarning", "stand_in"]
@@ -97,11 +65,10 @@ class StandInModelWarning(UserWarning):
     """A stand-in reward model (the ``mock`` backend's rules) ended an episode."""
 
 
-def stand_in(capabilities: Any) -> str | None:
+def stand_in(capabilities: Capabilities | Mapping[str, object] | None) -> str | None:
     """The model id of a stand-in backend (``mock-change``), ``None`` for a learned model or
     when the service did not say.
 
-    Example:
         >>> from types import SimpleNamespace as Caps
         >>> stand_in(Caps(backend="mock", model_id="mock-change")), stand_in(Caps(backend="vlac"))
         ('mock-change', None)
@@ -115,42 +82,20 @@ def stand_in(capabilities: Any) -> str | None:
 class ProgressReward(
     gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.RecordConstructorArgs
 ):
-    """Reward and terminate from a progress reward model (see module docstring).
-
-    Args:
-        env: the env (with its time limit inside).
-        model: an open reward model (from :func:`evolve_envs.open_reward_model`, or a client
-            lent with :func:`~evolve_envs.wrappers.model_handle.lend`); closed after the env.
-        settings: :class:`~evolve_envs.progress.settings.TrackerSettings` or a
-            mapping of them (default: the reward model's, else the defaults).
-        camera: observation key of the frames sent to the reward model (``None``: the
-            observation is the image); a tuple of keys sends them stacked (``K x H x W x 3``),
-            for a client that averages over cameras
-            (:class:`~evolve_envs.reward.clients.camera_average.CameraAverageClient`).
-        task: task text; default ``info["task_description"]`` at reset.
-        reward_weight: weight of the model reward.
-        env_reward_weight: weight of the wrapped env's reward.
-        capabilities: the service's capabilities, to check the settings against (default: the
-            reward model's; None for a lent client: not checked).
-        **setting_overrides: individual :class:`TrackerSettings` fields, e.g. ``start_step=8``.
-
-    The module docstring has a runnable example. Settings can also be given one by one:
-    ``ProgressReward(env, model, mode="trajectory", calls="async", max_lag_steps=8,
-    reward_mode="sparse")``.
-    """
+    """Reward and terminate from a progress reward model (docs/wrappers.md)."""
 
     def __init__(
         self,
         env: gym.Env[ObsType, ActType],
         model: OpenModel,
-        settings: TrackerSettings | Mapping[str, Any] | None = None,
+        settings: TrackerConfig | Mapping[str, object] | None = None,
         *,
         camera: str | tuple[str, ...] | None = "agentview_image",
         task: str | None = None,
         reward_weight: float = 1.0,
         env_reward_weight: float = 0.0,
-        capabilities: Any = None,
-        **setting_overrides: Any,
+        capabilities: Capabilities | Mapping[str, object] | None = None,
+        **setting_overrides: object,
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
             self,
@@ -170,9 +115,9 @@ class ProgressReward(
         if capabilities is None:
             capabilities = model.capabilities
         if settings is None:
-            settings = TrackerSettings()
+            settings = TrackerConfig()
         elif isinstance(settings, Mapping):
-            settings = TrackerSettings.from_mapping(settings)
+            settings = TrackerConfig.from_mapping(settings)
         if setting_overrides:
             settings = settings.replace(**setting_overrides)
         self.client = client
@@ -188,7 +133,7 @@ class ProgressReward(
             raise
         self.episode_step = 0
         self._warned_after_end = False
-        self._last_info: dict[str, Any] = {}
+        self._last_info: dict[str, object] = {}
         self.model_id: str | None = getattr(capabilities, "model_id", None) or getattr(
             capabilities, "backend", None
         )
@@ -197,10 +142,10 @@ class ProgressReward(
         self._env_rewards: dict[int, list[float]] = {}  # deferred: per episode, per step
 
     @property
-    def settings(self) -> TrackerSettings:
+    def settings(self) -> TrackerConfig:
         return self.tracker.settings
 
-    def _frame(self, obs: Any) -> np.ndarray:
+    def _frame(self, obs: ObsType) -> np.ndarray:
         if self.camera is None:
             return np.asarray(obs)
         if isinstance(self.camera, tuple):  # several cameras: stacked, K x H x W x 3
@@ -208,15 +153,15 @@ class ProgressReward(
         return self._one_frame(obs, self.camera)
 
     @staticmethod
-    def _one_frame(obs: Any, camera: str) -> np.ndarray:
+    def _one_frame(obs: ObsType, camera: str) -> np.ndarray:
         if not isinstance(obs, Mapping) or camera not in obs:
             keys = sorted(obs) if isinstance(obs, Mapping) else type(obs).__name__
             raise KeyError(f"ProgressReward: observation has no camera key {camera!r} ({keys})")
         return np.asarray(obs[camera])
 
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
+        self, *, seed: int | None = None, options: dict[str, object] | None = None
+    ) -> tuple[ObsType, dict[str, object]]:
         obs, info = self.env.reset(seed=seed, options=options)
         if self._deferred and not self.tracker.episode_over:  # dropped, as under sync
             self._env_rewards.pop(self.tracker.episodes, None)
@@ -235,7 +180,7 @@ class ProgressReward(
     def _deferred(self) -> bool:
         return self.tracker.settings.calls == "deferred"
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    def step(self, action: ActType) -> tuple[ObsType, float, bool, bool, dict[str, object]]:
         obs, env_reward, terminated, truncated, info = self.env.step(action)
         self.episode_step += 1
         info.setdefault("is_success", False)
@@ -280,14 +225,7 @@ class ProgressReward(
 
     def settled_episodes(self, wait: bool = False) -> list[SettledEpisode]:
         """``calls: deferred``: the episodes settled since the last call, in the order played
-        (``wait``: wait for the answers of every episode that has ended).
-
-        Each record's ``rewards`` are this wrapper's rewards as ``sync`` pays them,
-        ``env_reward_weight · env_reward + reward_weight · model_reward`` per step up to
-        ``length`` (the steps cut after a model done are left out); ``model_rewards`` is the
-        model part. Wrappers above that add to the reward (``ModelSuccessBonus``) add theirs
-        when asked through them: call ``env.get_wrapper_attr("settled_episodes")`` on the
-        outermost env, or :func:`evolve_envs.wrappers.settled.settled_episodes`."""
+        (``wait``: wait for the answers of every episode that has ended)."""
         return [self._with_env_part(ep) for ep in self.tracker.settled(wait)]
 
     def running_episode(self, wait: bool = True) -> SettledEpisode | None:

@@ -1,30 +1,5 @@
 """A time limit whose max episode steps grow in stages during training.
 
-EVOLVE-VLA's "progressive max step" (``USE_PROGRESSIVE_MAX_STEP``) starts with short episodes and
-lengthens them as training goes on; the paper gives no numbers, so the schedule is data:
-
-.. code-block:: yaml
-
-    progressive_schedule:
-      by: episodes            # or success_rate
-      window: 20              # success_rate: episodes per evaluation window
-      stages:
-        - {max_steps: 256}
-        - {max_steps: 384, after_episodes: 100}            # by: episodes
-        - {max_steps: 520, after_episodes: 300}
-      # by: success_rate -> {max_steps: 384, min_success_rate: 0.5}
-
-* ``by="episodes"``: stage ``i`` holds once this env has *finished* ``stages[i].after_episodes``
-  episodes (stage 0 from the start).
-* ``by="success_rate"``: the env moves from stage ``i`` to ``i + 1`` when, over the last ``window``
-  episodes played in stage ``i`` (at least ``window`` of them), the success rate reaches
-  ``stages[i + 1].min_success_rate``. Success is ``info[success_key]`` at episode end.
-
-Stages only grow and change at ``reset``, never inside an episode. In a vector env each sub-env
-counts its own episodes; divide ``after_episodes`` by the number of envs to count globally.
-Episodes end with ``truncated=True`` when they reach the current stage's max steps (unless they
-terminated on that step). ``info`` gains ``max_episode_steps`` and ``horizon_stage``.
-
 >>> import gymnasium as gym
 >>> env = ProgressiveHorizon(
 ...     gym.make("CartPole-v1"), [{"max_steps": 3}, {"max_steps": 6, "after_episodes": 1}]
@@ -43,7 +18,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal, SupportsFloat
 
 import gymnasium as gym
 from gymnasium.core import ActType, ObsType
@@ -67,12 +42,8 @@ class HorizonStage:
     min_success_rate: float = 0.0
 
 
-def parse_stages(stages: Sequence[Mapping[str, Any] | HorizonStage]) -> list[HorizonStage]:
-    """Validate a stage list (mappings or :class:`HorizonStage`) and return stages.
-
-    Raises ``ValueError`` naming the offending stage: non-increasing ``max_steps`` or
-    ``after_episodes``, ``max_steps < 1``, success rates outside ``[0, 1]``, unknown keys.
-    """
+def parse_stages(stages: Sequence[Mapping[str, object] | HorizonStage]) -> list[HorizonStage]:
+    """Validate a stage list (mappings or :class:`HorizonStage`) and return stages."""
     if not stages:
         raise ValueError("progressive horizon needs at least one stage")
     out: list[HorizonStage] = []
@@ -111,29 +82,12 @@ def parse_stages(stages: Sequence[Mapping[str, Any] | HorizonStage]) -> list[Hor
 class ProgressiveHorizon(
     gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.RecordConstructorArgs
 ):
-    """Truncate episodes at a max-steps value that grows in stages (see module docstring).
-
-    Args:
-        env: the environment (without its own time limit).
-        stages: stage list, mappings with ``max_steps`` and ``after_episodes`` or
-            ``min_success_rate``.
-        by: ``"episodes"`` or ``"success_rate"``.
-        window: episodes per success-rate window.
-        success_key: ``info`` key holding episode success.
-
-    Examples:
-        >>> import gymnasium as gym
-        >>> stages = [{"max_steps": 100}, {"max_steps": 200, "min_success_rate": 0.6}]
-        >>> env = ProgressiveHorizon(gym.make("CartPole-v1"), stages, by="success_rate",
-        ...                          window=10)
-        >>> [stage.max_steps for stage in env.stages]
-        [100, 200]
-    """
+    """Truncate episodes at a max-steps value that grows in stages (docs/wrappers.md)."""
 
     def __init__(
         self,
         env: gym.Env[ObsType, ActType],
-        stages: Sequence[Mapping[str, Any] | HorizonStage],
+        stages: Sequence[Mapping[str, object] | HorizonStage],
         *,
         by: StageRule = "episodes",
         window: int = 20,
@@ -199,8 +153,8 @@ class ProgressiveHorizon(
 
     # ------------------------------------------------------------------ Gymnasium API
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
+        self, *, seed: int | None = None, options: dict[str, object] | None = None
+    ) -> tuple[ObsType, dict[str, object]]:
         if self._episode_open:  # the previous episode was cut short by the caller
             self._record_episode(self._last_success)
         if self.by == "episodes" and self.episodes_seen == 0:
@@ -219,7 +173,7 @@ class ProgressiveHorizon(
         ):
             self._stage += 1
 
-    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+    def step(self, action: ActType) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, object]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._elapsed += 1
         if self._elapsed >= self.max_episode_steps and not terminated:

@@ -1,47 +1,10 @@
-"""RecordEpisodes: write every episode (frames, actions, rewards, model progress) to disk.
-
-Put it outermost, above the reward wrappers, so it sees their ``info``. Each episode is written
-when it ends, in the format of :mod:`evolve_envs.recording.episodes` (Parquet + JPEG,
-``docs/RECORDING.md``), so a reward model can be re-scored later (``evolve-envs calibrate``) without
-simulating again. An episode cut short by ``close()`` or a new ``reset()`` is dropped, never
-half-written. Frames are JPEG-encoded as they arrive, so an episode held until its end costs a few
-KB per step.
-
-Per step it keeps the frame of every camera (the reward camera's in ``frame``, every other
-``HxWx3`` uint8 observation key in ``frame.<key>``), the action and the robot state
-(``observation["state"]``) at full precision (float64), the stack's reward, ``info["env_reward"]``
-(or the reward where the stack has none), the model's ``info["progress"]`` on check steps
-(``info["progress_checked"]``), and the flags. Per episode: ``cameras`` (the reward camera first),
-``orientation`` (per camera: the base env's ``image_orientation``, LIBERO's ``upright``,
-``rot180`` or ``raw`` relative to MuJoCo's render, else ``as_rendered``), ``fps`` (the base env's
-``render_fps``), ``task`` (the reset's
-``info["task_description"]``), ``seed``, ``init_state_id``, ``env_id``/``suite``/``task_id`` where
-the base env has them, ``init_sim_state`` (the base env's flattened simulator state right after
-the reset, from its ``get_sim_state()`` where it has one: LIBERO's MuJoCo state, else null),
-``return``, ``env_return``, ``success``, ``model_terminated`` (``info["done_by_progress"]``),
-``final_progress`` and ``max_progress`` (percent) and the ``reward_model`` description given
-here.
-
-``info`` key added on the last step: ``recorded_episode`` (the episode's index line).
-
-Example:
-    >>> import tempfile, gymnasium as gym
-    >>> from evolve_envs.envs.synthetic import ReachPlaceEnv
-    >>> d = tempfile.mkdtemp()
-    >>> env = RecordEpisodes(gym.wrappers.TimeLimit(ReachPlaceEnv(), 3), d, camera="image")
-    >>> _ = env.reset(seed=0)
-    >>> for _ in range(3):
-    ...     *_, truncated, info = env.step(env.action_space.sample())
-    >>> info["recorded_episode"]["length"], info["recorded_episode"]["seed"]
-    (3, 0)
-    >>> env.close()
-"""
+"""RecordEpisodes: write every episode (frames, actions, rewards, model progress) to disk."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, SupportsFloat
+from typing import SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -55,18 +18,7 @@ __all__ = ["RecordEpisodes", "image_keys", "wrap_recording"]
 class RecordEpisodes(
     gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.RecordConstructorArgs
 ):
-    """Records each finished episode into ``root`` (see the module docstring).
-
-    Args:
-        env: the env (with its reward wrappers) to record.
-        root: the recording directory.
-        camera: the observation key of the reward camera (its frames go in ``frame``).
-        cameras: the observation keys of every camera to keep (default: every ``HxWx3`` uint8
-            key of the observation space; the reward camera is always kept).
-        state_key: the observation key of the robot state (kept where the observation has it).
-        jpeg_quality: JPEG quality of the stored frames.
-        reward_model: a description of the reward model stored with each episode.
-        meta: extra fields for the recording's ``meta.json`` (e.g. the config).
+    """Records each finished episode into ``root`` (docs/wrappers.md).
 
     >>> import tempfile
     >>> from evolve_envs.recording.episodes import open_recording
@@ -94,12 +46,17 @@ class RecordEpisodes(
         state_key: str = "state",
         jpeg_quality: int = 90,
         reward_model: str | None = None,
-        meta: Mapping[str, Any] | None = None,
+        meta: Mapping[str, object] | None = None,
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
-            self, root=str(root), camera=camera, cameras=cameras, state_key=state_key,
-            jpeg_quality=jpeg_quality, reward_model=reward_model,
-        )  # fmt: skip
+            self,
+            root=str(root),
+            camera=camera,
+            cameras=cameras,
+            state_key=state_key,
+            jpeg_quality=jpeg_quality,
+            reward_model=reward_model,
+        )
         gym.Wrapper.__init__(self, env)
         space = env.observation_space
         keys = list(space.spaces) if isinstance(space, gym.spaces.Dict) else []
@@ -115,23 +72,23 @@ class RecordEpisodes(
         self.reward_model = reward_model
         self.writer = EpisodeWriter(root, jpeg_quality=jpeg_quality, meta=meta)
         self._frames: dict[str, list[bytes]] = {}  # JPEG: KB per step in memory, not raw
-        self._steps: list[dict[str, Any]] = []
-        self._episode: dict[str, Any] = {}
+        self._steps: list[dict[str, object]] = []
+        self._episode: dict[str, object] = {}
 
-    def _add_frames(self, obs: Any) -> None:
+    def _add_frames(self, obs: ObsType) -> None:
         """Append the JPEG of every camera's frame in ``obs``."""
         for key in self.cameras:
             frame = obs[key] if isinstance(obs, Mapping) else obs
             self._frames[key].append(self.writer.encode(np.asarray(frame, dtype=np.uint8)))
 
-    def _state(self, obs: Any) -> np.ndarray | None:
+    def _state(self, obs: ObsType) -> np.ndarray | None:
         if self.state_key is None or not isinstance(obs, Mapping):
             return None
         return np.asarray(obs[self.state_key], dtype=np.float64).ravel()
 
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[ObsType, dict[str, Any]]:
+        self, *, seed: int | None = None, options: dict[str, object] | None = None
+    ) -> tuple[ObsType, dict[str, object]]:
         obs, info = self.env.reset(seed=seed, options=options)
         base = self.env.unwrapped
         init_state_id = info.get("init_state_id")
@@ -162,13 +119,21 @@ class RecordEpisodes(
         self._frames = {key: [] for key in self.cameras}
         self._add_frames(obs)
         self._steps = [
-            {"action": None, "state": self._state(obs), "reward": None, "env_reward": None,
-             "model_progress": None, "is_check": False, "terminated": False, "truncated": False,
-             "is_success": bool(info.get("is_success", False))}
-        ]  # fmt: skip
+            {
+                "action": None,
+                "state": self._state(obs),
+                "reward": None,
+                "env_reward": None,
+                "model_progress": None,
+                "is_check": False,
+                "terminated": False,
+                "truncated": False,
+                "is_success": bool(info.get("is_success", False)),
+            }
+        ]
         return obs, info
 
-    def step(self, action: ActType) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, Any]]:
+    def step(self, action: ActType) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, object]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         if not self._steps:  # stepping without a reset through this wrapper: nothing to record
             return obs, reward, terminated, truncated, info
@@ -193,7 +158,7 @@ class RecordEpisodes(
             info["recorded_episode"] = self._write(info)
         return obs, reward, terminated, truncated, info
 
-    def _write(self, info: Mapping[str, Any]) -> dict[str, Any]:
+    def _write(self, info: Mapping[str, object]) -> dict[str, object]:
         steps = self._steps[1:]
         summary = info.get("episode_reward_model") or {}
         meta = {
@@ -217,12 +182,12 @@ class RecordEpisodes(
         super().close()
 
 
-def _orientation(base: Any) -> str:
+def _orientation(base: gym.Env) -> str:
     """How the base env's frames are oriented (its ``image_orientation``, else as rendered)."""
     return str(getattr(base, "image_orientation", None) or "as_rendered")
 
 
-def _fps(base: Any) -> float | None:
+def _fps(base: gym.Env) -> float | None:
     fps = (getattr(base, "metadata", None) or {}).get("render_fps")
     return None if fps is None else float(fps)
 
@@ -233,10 +198,13 @@ def image_keys(env: gym.Env) -> list[str]:
     if not isinstance(space, gym.spaces.Dict):
         return []
     return [
-        key for key, sub in space.spaces.items()
-        if isinstance(sub, gym.spaces.Box) and sub.dtype == np.uint8 and len(sub.shape) == 3
+        key
+        for key, sub in space.spaces.items()
+        if isinstance(sub, gym.spaces.Box)
+        and sub.dtype == np.uint8
+        and len(sub.shape) == 3
         and sub.shape[-1] == 3
-    ]  # fmt: skip
+    ]
 
 
 def _guess_camera(env: gym.Env) -> str:
@@ -257,7 +225,7 @@ def _guess_camera(env: gym.Env) -> str:
 
 def _describe_reward_wrapper(env: gym.Env) -> str | None:
     """``"<reward wrapper>: <endpoint URLs>"`` of the first wrapper in the stack with a client."""
-    layer: Any = env
+    layer: gym.Env = env
     while layer is not None:
         urls = getattr(getattr(getattr(layer, "client", None), "pool", None), "urls", None)
         if urls:
@@ -274,23 +242,9 @@ def wrap_recording(
     cameras: Sequence[str] | None = None,
     jpeg_quality: int = 90,
     reward_model: str | None = None,
-    meta: Mapping[str, Any] | None = None,
+    meta: Mapping[str, object] | None = None,
 ) -> RecordEpisodes:
-    """Record ``env``'s episodes into ``root``; the camera defaults to the observation's image.
-
-    For code that builds envs itself (training workers): call it on the finished stack, so the
-    recorder sees the reward wrappers' ``info``. Several envs and processes may share ``root``.
-    ``reward_model`` (stored with each episode) defaults to the reward wrapper's name and its
-    service URLs. Stacks built from a config get the same with a ``record: {dir: ...}`` block.
-
-    Example:
-        >>> import tempfile, gymnasium as gym
-        >>> from evolve_envs.envs.synthetic import ReachPlaceEnv
-        >>> env = wrap_recording(gym.wrappers.TimeLimit(ReachPlaceEnv(), 2), tempfile.mkdtemp())
-        >>> env.camera
-        'image'
-        >>> env.close()
-    """
+    """Record ``env``'s episodes into ``root``; the camera defaults to the observation's image."""
     return RecordEpisodes(
         env,
         root,

@@ -1,17 +1,5 @@
 """SettledRewards: a vector env's rollout with the rewards ``calls: sync`` would have paid.
 
-Under ``reward_model.calls: deferred`` no step waits for the reward model, so the rewards a
-vector env returns hold the env part alone. Wrap the vector env (``make_vec``'s, or any
-``gymnasium.vector`` env of ``ProgressReward`` stacks) in :class:`SettledRewards`, step it as
-usual, and call :meth:`SettledRewards.settle` before the update: it returns a
-:class:`SettledRollout` for every vector step since the previous call — the reward of each
-step, the ``terminated`` / ``truncated`` flags ``sync`` would have returned (a model done at
-the step of its check), and ``valid``, false on rows that are not part of an episode: the steps
-played after a model done (cut) and the autoreset rows of Gymnasium's next-step autoreset. It
-waits for the answers of every check sent so far (at most one answer latency: the last check's);
-what it returns is exactly ``sync``'s data for the same actions. :meth:`SettledRewards.episodes`
-hands on whole settled episodes instead, without waiting (for off-policy learners).
-
 >>> from evolve_envs import make_vec
 >>> vec = SettledRewards(make_vec("reach_place", num_envs=2, max_episode_steps=6,
 ...                               reward_model={"calls": "deferred"}))
@@ -47,18 +35,7 @@ def settled_episodes(env: gym.Env, wait: bool = False) -> list[SettledEpisode]:
 @dataclass(frozen=True)
 class SettledRollout:
     """The vector steps ``start, start + 1, ...`` since the previous :meth:`SettledRewards.settle`,
-    one row per step, one column per sub-env.
-
-    Attributes:
-        start: the vector step of row 0 (vector steps count from 0 at construction).
-        rewards: ``float64[steps, num_envs]``, the stack's reward of each step as ``sync`` pays it
-            (0 on rows that are not ``valid``).
-        terminated, truncated: ``bool[steps, num_envs]``, the episode ends at this row, as under
-            ``sync`` (a model done at the row of its check).
-        valid: ``bool[steps, num_envs]``: the row is a step of an episode (false for steps cut
-            after a model done, reset rows, and episodes abandoned by a ``reset``).
-        episodes: ``(sub-env index, SettledEpisode)`` of the episodes settled in this call.
-    """
+    one row per step, one column per sub-env."""
 
     start: int
     rewards: np.ndarray
@@ -69,11 +46,8 @@ class SettledRollout:
 
 
 class SettledRewards(gym.vector.VectorWrapper):
-    """Rows of settled rewards and done flags for a vector env of deferred stacks (see the
-    module docstring, which has a runnable example).
-
-    Every sub-env must be a stack with ``ProgressReward`` under ``calls: deferred`` (its ``info``
-    carries ``settlement_episode`` and ``settlement_step``)."""
+    """Rows of settled rewards and done flags for a vector env of deferred stacks
+    (docs/wrappers.md has a runnable example)."""
 
     def __init__(self, env: gym.vector.VectorEnv) -> None:
         super().__init__(env)
@@ -93,18 +67,18 @@ class SettledRewards(gym.vector.VectorWrapper):
         self._start = 0
 
     # gymnasium's VectorWrapper does not forward these
-    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+    def call(self, name: str, *args: object, **kwargs: object) -> tuple[object, ...]:
         return self.env.call(name, *args, **kwargs)
 
-    def get_attr(self, name: str) -> tuple[Any, ...]:
+    def get_attr(self, name: str) -> tuple[object, ...]:
         return self.env.get_attr(name)
 
-    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, object]]:
         obs, rewards, terminated, truncated, info = self.env.step(actions)
         self._rows.append(self._row(info))
         return obs, rewards, terminated, truncated, info
 
-    def _row(self, info: dict[str, Any]) -> np.ndarray:
+    def _row(self, info: dict[str, object]) -> np.ndarray:
         row = np.full((self.num_envs, 2), -1, np.int64)
         if "settlement_episode" not in info:  # a step past an episode's end: not a row of one
             return row

@@ -19,7 +19,7 @@ MODULES = [
     "evolve_envs.train.grpo.algorithm",
     "evolve_envs.train.driver",
     "evolve_envs.train.loop",
-    "evolve_envs.wrappers.success_bonus",
+    "evolve_envs.wrappers.model_success_bonus",
     "evolve_envs.train.evaluation",
     "evolve_envs.train.policies.transformer",
     "evolve_envs.train.entropy_floor",

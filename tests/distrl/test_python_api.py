@@ -75,9 +75,9 @@ def test_the_top_level_names() -> None:
 
     from evolve_envs.train.api import train
 
-    settings = importlib.import_module("evolve_envs.progress.settings")
+    errors = importlib.import_module("evolve_envs.progress.config_error")
     loading = importlib.import_module("evolve_envs.stack.loading")
-    assert evolve_envs.ConfigError is settings.ConfigError
+    assert evolve_envs.ConfigError is errors.ConfigError
     assert evolve_envs.load_config is loading.load_config
     assert callable(evolve_envs.train) and evolve_envs.train.api.train is train
     public = {"train", "load_config", "load_policy", "make_env", "make_vec", "open_reward_model"}

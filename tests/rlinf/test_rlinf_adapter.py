@@ -18,14 +18,14 @@ from omegaconf import OmegaConf
 from evolve_envs import ConfigError, load_config
 from evolve_envs.integrations.rlinf.adapter import RLinfProgressReward, wrap_env_from_config
 from evolve_envs.integrations.rlinf.stack import build_progress_stack
-from evolve_envs.progress.settings import TrackerSettings
 from evolve_envs.progress.tracker import ProgressTracker
+from evolve_envs.progress.tracker_config import TrackerConfig
 from evolve_envs.reward.clients.progress_client import ProgressClient
 from tests.rlinf.standin_env import StandinLiberoEnv, grey, standin_cfg
 
 REPO = Path(__file__).resolve().parents[2]
 
-EVERY_STEP = TrackerSettings(
+EVERY_STEP = TrackerConfig(
     mode="incremental", start_step=1, call_every=1, done_threshold=0.95, reward_mode="dense"
 )
 

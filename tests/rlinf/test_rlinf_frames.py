@@ -15,11 +15,11 @@ import torch
 
 from evolve_envs.integrations.rlinf.adapter import RLinfProgressReward
 from evolve_envs.integrations.rlinf.frames import orientation_of, to_upright
-from evolve_envs.progress.settings import TrackerSettings
 from evolve_envs.progress.tracker import ProgressTracker
+from evolve_envs.progress.tracker_config import TrackerConfig
 from tests.rlinf.standin_env import StandinLiberoEnv, standin_cfg
 
-SETTINGS = TrackerSettings(start_step=1, call_every=1, milestone_every=1, mode="incremental")
+SETTINGS = TrackerConfig(start_step=1, call_every=1, milestone_every=1, mode="incremental")
 
 
 class RecordingTracker(ProgressTracker):

@@ -10,7 +10,11 @@ from pathlib import Path
 import pytest
 
 from evolve_envs import ConfigError, load_config, make_env
-from evolve_envs.progress.hacking import AlarmSettings, HackingDetector, RewardHackingWarning
+from evolve_envs.progress.hacking import (
+    HackingDetector,
+    HackingDetectorConfig,
+    RewardHackingWarning,
+)
 from evolve_envs.reward.service.embedded import EmbeddedService
 from evolve_envs.wrappers.hacking_alarm import HackingAlarm
 from tests.helpers.synthetic_env import SyntheticProgressEnv
@@ -98,7 +102,7 @@ def test_score_max_reads_max_progress() -> None:
 )
 def test_bad_settings_are_refused(bad: dict) -> None:
     with pytest.raises(ValueError, match="alarm"):
-        AlarmSettings(**bad)
+        HackingDetectorConfig(**bad)
     with pytest.raises(ConfigError, match=r"^reward_model\.alarm\."):
         load_config({"reward_model": {"alarm": bad}}, environ={})
 

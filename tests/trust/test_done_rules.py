@@ -15,7 +15,7 @@ import pytest
 
 from evolve_envs import ConfigError, load_config
 from evolve_envs.progress.done_rules import DoneRule, TerminationAudit
-from evolve_envs.progress.settings import TrackerSettings, check_capabilities
+from evolve_envs.progress.tracker_config import TrackerConfig, check_capabilities
 from evolve_envs.reward.clients.progress_client import ProgressClient
 from evolve_envs.reward.service.embedded import EmbeddedService
 from evolve_envs.wrappers.frame_cache import FrameCache
@@ -132,8 +132,8 @@ def test_rule_needing_done_is_refused_on_a_progress_only_backend() -> None:
     rule = {"kind": "all", "rules": [{"kind": "k_of_n", "k": 2, "n": 2}, {"kind": "backend"}]}
     caps = {"backend": "progress-only", "progress": True, "pairwise": True, "done": False}
     with pytest.raises(ConfigError, match=r"all\(2_of_2, backend\).*/done"):
-        check_capabilities(TrackerSettings(done_by=rule), caps)
-    check_capabilities(TrackerSettings(done_by={"kind": "k_of_n", "k": 2, "n": 2}), caps)
+        check_capabilities(TrackerConfig(done_by=rule), caps)
+    check_capabilities(TrackerConfig(done_by={"kind": "k_of_n", "k": 2, "n": 2}), caps)
 
 
 # ---------------------------------------------------------------------------- through the service

@@ -6,14 +6,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from concurrent.futures import Future
 
 import numpy as np
 import pytest
 
 from evolve_envs import make_env
+from evolve_envs.progress.check_schedule import AnswerTiming
+from evolve_envs.progress.deferred import DeferredSettlement
+from evolve_envs.progress.done_rules import TerminationAudit
+from evolve_envs.progress.episode_state import EpisodeState, PendingCheck
+from evolve_envs.progress.request_modes import REQUEST_MODES
 from evolve_envs.progress.tracker import ProgressTracker
+from evolve_envs.progress.tracker_config import TrackerConfig
 from evolve_envs.reward.clients.errors import RewardServiceError
 from evolve_envs.reward.clients.progress_client import ProgressClient
+from evolve_envs.reward.clients.results import CallResult
 from evolve_envs.reward.clients.service_check import ServiceUnavailableError
 from evolve_envs.reward.service.embedded import EmbeddedService
 from tests.helpers.synthetic_env import SyntheticProgressEnv, paint
@@ -107,10 +115,11 @@ def test_a_dead_service_fails_at_start_up() -> None:
 
 
 def test_deferred_is_refused_with_a_clear_error_when_misspelt() -> None:
-    from evolve_envs.progress.settings import ConfigError, TrackerSettings
+    from evolve_envs import ConfigError
+    from evolve_envs.progress.tracker_config import TrackerConfig
 
     with pytest.raises(ConfigError, match="calls: expected one of 'sync', 'async' or 'deferred'"):
-        TrackerSettings(calls="defered")
+        TrackerConfig(calls="defered")
 
 
 def test_settled_rewards_refuses_a_stack_that_does_not_defer(slow: EmbeddedService) -> None:
@@ -129,7 +138,7 @@ def test_settled_rewards_refuses_a_stack_that_does_not_defer(slow: EmbeddedServi
 
 
 def test_recording_a_deferred_stack_is_refused(tmp_path) -> None:
-    from evolve_envs.progress.settings import ConfigError
+    from evolve_envs import ConfigError
 
     rm = {"enable": True, "endpoint": "http://127.0.0.1:9", "calls": "deferred"}
     with pytest.raises(ConfigError, match="record: .* calls: sync or async"):
@@ -138,3 +147,27 @@ def test_recording_a_deferred_stack_is_refused(tmp_path) -> None:
             env_factory=SyntheticProgressEnv,
             max_episode_steps=4,
         )
+
+
+def test_an_ended_episode_is_handed_on_once_its_answer_is_back() -> None:
+    s = TrackerConfig(mode="incremental", calls="deferred")
+    clock = lambda: 0.0  # noqa: E731
+    book = DeferredSettlement(
+        s,
+        REQUEST_MODES[s.mode](s),
+        AnswerTiming(clock),
+        TerminationAudit(),
+        strict=False,
+        clock=clock,
+    )
+    ledger = book.start(1, EpisodeState(task="open the drawer"))
+    for t in (1, 2):
+        ledger.played(t, env_success=False)
+    critic: Future[CallResult[object]] = Future()
+    ledger.ep.pending.append(PendingCheck(step=1, base_step=0, milestone=True, critic=critic))
+    book.end(ledger, env_terminated=False, env_truncated=True)
+    assert book.settled() == []  # the answer is not back
+    critic.set_result(CallResult(40.0, ok=True, fallback=False, latency_s=0.5, endpoint=None))
+    [ep] = book.settled()
+    assert ep.rewards.tolist() == [0.4, 0.0]  # paid at the check's own step
+    assert ep.progress.tolist() == [40.0, 40.0] and ep.truncated

@@ -23,9 +23,9 @@ import pytest
 from evolve_envs.reward.clients.progress_client import ProgressClient
 from evolve_envs.reward.service.embedded import EmbeddedService
 from evolve_envs.wrappers.model_handle import lend
+from evolve_envs.wrappers.model_success_bonus import ModelSuccessBonus
 from evolve_envs.wrappers.progress_reward import ProgressReward
 from evolve_envs.wrappers.settled_rewards import SettledRewards, settled_episodes
-from evolve_envs.wrappers.success_bonus import ModelSuccessBonus
 from tests.helpers.synthetic_env import SyntheticProgressEnv
 
 # step:  0  1   2   3   4   5   6   7   8   9  10  11  12  13  14  15  16  17  18  19  20

@@ -233,7 +233,7 @@ def test_embedded_endpoint_starts_and_stops_a_shared_service() -> None:
 )
 def test_tracker_settings_carry_every_key(dense: bool, binary: bool, reward_mode: str) -> None:
     """Each tracker setting comes from the block key of the same name (non-default values)."""
-    from evolve_envs.progress.settings import TrackerSettings
+    from evolve_envs.progress.tracker_config import TrackerConfig
 
     block = {
         "mode": "trajectory", "start_step": 3, "call_every": 7, "milestone_every": 21,
@@ -245,8 +245,8 @@ def test_tracker_settings_carry_every_key(dense: bool, binary: bool, reward_mode
         "dense_reward": dense, "binary_reward": binary,
     }  # fmt: skip
     settings = load_config({"reward_model": block}, environ={}).reward_model.tracker_settings()
-    defaults = TrackerSettings()
-    for name in TrackerSettings.model_fields:
+    defaults = TrackerConfig()
+    for name in TrackerConfig.model_fields:
         want = reward_mode if name == "reward_mode" else block[name]
         assert getattr(settings, name) == want, name
         if name != "reward_mode" or reward_mode != "dense":

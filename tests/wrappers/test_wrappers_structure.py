@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import evolve_envs
-from evolve_envs import load_config, make_env
-from evolve_envs.progress.settings import ConfigError, TrackerSettings
+from evolve_envs import ConfigError, load_config, make_env
 from evolve_envs.progress.tracker import ProgressTracker
+from evolve_envs.progress.tracker_config import TrackerConfig
 from evolve_envs.reward.clients.progress_client import ProgressClient
 from evolve_envs.stack.config import (
     PickleScorerConfig,
@@ -70,7 +70,7 @@ class _ThreadRecordingClient(ProgressClient):
 @pytest.mark.parametrize("calls", ["sync", "async"])
 def test_sync_checks_run_on_the_stepping_thread(mock_service, calls: str) -> None:
     with _ThreadRecordingClient(mock_service.url) as client:
-        settings = TrackerSettings(start_step=1, call_every=1, milestone_every=1, calls=calls)
+        settings = TrackerConfig(start_step=1, call_every=1, milestone_every=1, calls=calls)
         tracker = ProgressTracker(client, settings)
         tracker.reset("paint the frame", paint(0))
         outs = [tracker.observe(t, paint(10 * t)) for t in (1, 2, 3)]

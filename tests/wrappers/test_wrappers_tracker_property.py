@@ -16,8 +16,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from evolve_envs.progress import arithmetic as pm
-from evolve_envs.progress.settings import TrackerSettings
 from evolve_envs.progress.tracker import ProgressTracker
+from evolve_envs.progress.tracker_config import TrackerConfig
 from evolve_envs.reward.clients.results import CallResult
 
 
@@ -78,7 +78,7 @@ def frame(step: int) -> np.ndarray:
     return np.full((2, 2, 3), step % 256, np.uint8)
 
 
-def run(critic: ScriptedCritic, s: TrackerSettings, length: int, end_by: str = "truncation"):
+def run(critic: ScriptedCritic, s: TrackerConfig, length: int, end_by: str = "truncation"):
     tracker = ProgressTracker(critic, s)
     tracker.reset("task", frame(0))
     rewards, out = [], None
@@ -121,7 +121,7 @@ settings_st = st.fixed_dictionaries(
 )
 def test_dense_sum_equals_final_progress(answers, polls, cfg, length, end_by) -> None:
     critic = ScriptedCritic(answers, polls)
-    rewards, tracker = run(critic, TrackerSettings(**cfg), length, end_by)
+    rewards, tracker = run(critic, TrackerConfig(**cfg), length, end_by)
     final = tracker.summary["progress"]
     assert 0.0 <= final <= 100.0
     assert sum(rewards) == pytest.approx(final / 100.0, abs=1e-9)
@@ -140,7 +140,7 @@ def test_dense_sum_equals_final_progress(answers, polls, cfg, length, end_by) ->
     coef=st.floats(0.1, 5.0),
 )
 def test_sparse_and_binary_pay_the_final_value(answers, polls, cfg, length, mode, rel, coef):
-    s = TrackerSettings(**cfg, reward_mode=mode, use_rel_reward=rel, reward_coef=coef)
+    s = TrackerConfig(**cfg, reward_mode=mode, use_rel_reward=rel, reward_coef=coef)
     rewards, tracker = run(ScriptedCritic(answers, polls), s, length)
     final = tracker.summary["progress"]
     # binary: the documented comparison on the fraction rounded to 9 decimals
@@ -160,7 +160,7 @@ def test_sparse_and_binary_pay_the_final_value(answers, polls, cfg, length, mode
 )
 def test_reference_frame_is_the_previous_milestone(start, every, milestone_every, length, mode):
     critic = ScriptedCritic([(10.0, True)], [0])
-    s = TrackerSettings(
+    s = TrackerConfig(
         mode=mode,
         start_step=start,
         call_every=every,
@@ -188,14 +188,14 @@ def test_paper_schedule_checks_and_milestones() -> None:
             last = t
     assert milestones == [64, 128, 192]
     critic = ScriptedCritic([(10.0, True)], [0])
-    run(critic, TrackerSettings(terminate_on_done=False), 200)
+    run(critic, TrackerConfig(terminate_on_done=False), 200)
     assert critic.pairs[:6] == [(0, 64), (64, 80), (64, 96), (64, 112), (64, 128), (128, 144)]
 
 
 def test_async_answer_applied_when_back_or_at_max_lag() -> None:
     # The first answer is back after 1 poll; the second never comes back by itself.
     critic = ScriptedCritic([(50.0, True), (50.0, True)], [1, 10**6])
-    s = TrackerSettings(
+    s = TrackerConfig(
         mode="incremental", start_step=2, call_every=2, calls="async", max_lag_steps=3
     )
     tracker = ProgressTracker(critic, s)
@@ -209,7 +209,7 @@ def test_async_answer_applied_when_back_or_at_max_lag() -> None:
 
 def test_failed_answer_holds_progress_and_counts() -> None:
     critic = ScriptedCritic([(40.0, True), (0.0, False), (50.0, True)], [0])
-    s = TrackerSettings(start_step=2, call_every=2, milestone_every=2)
+    s = TrackerConfig(start_step=2, call_every=2, milestone_every=2)
     tracker = ProgressTracker(critic, s)
     tracker.reset("task", frame(0))
     outs = [tracker.observe(t, frame(t), env_truncated=t == 6) for t in range(1, 7)]
@@ -248,8 +248,8 @@ def test_reached_is_explicit() -> None:
 
 def test_settings_reject_bad_values() -> None:
     with pytest.raises(ValueError, match="call_every"):
-        TrackerSettings(call_every=0)
+        TrackerConfig(call_every=0)
     with pytest.raises(ValueError, match="done_threshold"):
-        TrackerSettings(done_threshold=95)
+        TrackerConfig(done_threshold=95)
     with pytest.raises(ValueError, match="mode"):
-        TrackerSettings(mode="milestone")  # type: ignore[arg-type]
+        TrackerConfig(mode="milestone")  # type: ignore[arg-type]

@@ -19,9 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evolve_envs.progress import arithmetic as pm
-from evolve_envs.progress.check_schedule import episode_limit
-from evolve_envs.progress.settings import TrackerSettings
+from evolve_envs.progress.check_schedule import AnswerTiming, episode_limit
+from evolve_envs.progress.episode_state import EpisodeState, PendingCheck
+from evolve_envs.progress.request_modes import REQUEST_MODES
+from evolve_envs.progress.settlement import AnswerSettlement
 from evolve_envs.progress.tracker import ProgressTracker
+from evolve_envs.progress.tracker_config import TrackerConfig
 from evolve_envs.reward.clients.results import CallResult
 from evolve_envs.wrappers.progressive_horizon import ProgressiveHorizon
 
@@ -120,7 +123,7 @@ def test_last_check_before_limit_leaves_nothing_outstanding_at_the_last_step() -
     for last_check in ("grid", "before_limit"):
         clock = Clock()
         critic = TimedCritic(clock, [0.5], [10.0])
-        s = TrackerSettings(**P2, max_lag_steps=32, last_check=last_check)
+        s = TrackerConfig(**P2, max_lag_steps=32, last_check=last_check)
         tracker = ProgressTracker(critic, s, time_limit=300, clock=clock)
         runs = [play(tracker, critic, clock, 300, 0.02) for _ in range(3)]
         results[last_check] = runs
@@ -144,7 +147,7 @@ def test_last_check_moves_before_the_cutoff_when_the_grid_ends_late() -> None:
     replaces them (the previous one, 256, is half an interval back)."""
     clock = Clock()
     critic = TimedCritic(clock, [0.7], [20.0, -5.0])
-    s = TrackerSettings(**P2, max_lag_steps="auto", last_check="before_limit")
+    s = TrackerConfig(**P2, max_lag_steps="auto", last_check="before_limit")
     tracker = ProgressTracker(critic, s, time_limit=lambda: 300, clock=clock)
     for _ in range(3):
         rewards, summary, sent, last_wait = play(tracker, critic, clock, 300, 0.02)
@@ -162,14 +165,14 @@ def test_auto_lag_waits_only_for_late_answers() -> None:
     for lag in (32, "auto"):
         clock = Clock()
         critic = TimedCritic(clock, [0.65], [10.0])
-        tracker = ProgressTracker(critic, TrackerSettings(**P2, max_lag_steps=lag), clock=clock)
+        tracker = ProgressTracker(critic, TrackerConfig(**P2, max_lag_steps=lag), clock=clock)
         runs = [play(tracker, critic, clock, 300, 0.02) for _ in range(2)]
         waits[lag] = runs[-1][1]["lag_waits"]
     assert waits[32] >= 5 and waits["auto"] == 0
     clock = Clock()
     latencies = [0.65] * 20 + [5.0] + [0.65] * 20
     critic = TimedCritic(clock, latencies, [10.0])
-    tracker = ProgressTracker(critic, TrackerSettings(**P2, max_lag_steps="auto"), clock=clock)
+    tracker = ProgressTracker(critic, TrackerConfig(**P2, max_lag_steps="auto"), clock=clock)
     summaries = [play(tracker, critic, clock, 300, 0.02)[1] for _ in range(3)]
     assert sum(s["lag_waits"] for s in summaries) == 1
 
@@ -177,7 +180,7 @@ def test_auto_lag_waits_only_for_late_answers() -> None:
 def test_without_a_measured_latency_or_a_limit_the_grid_is_used() -> None:
     clock = Clock()
     critic = TimedCritic(clock, [0.5], [10.0])
-    s = TrackerSettings(**P2, max_lag_steps="auto", last_check="before_limit")
+    s = TrackerConfig(**P2, max_lag_steps="auto", last_check="before_limit")
     tracker = ProgressTracker(critic, s, clock=clock)  # no time limit known
     _, summary, sent, _ = play(tracker, critic, clock, 300, 0.02)
     assert sent == list(range(64, 301, 16)) and summary["end_waits"] == 1
@@ -214,7 +217,7 @@ def test_sums_stay_exact_with_random_latencies(
     never sends more checks than the grid: a prefix of the grid and at most one moved check."""
     clock = Clock()
     critic = TimedCritic(clock, latencies, critics)
-    s = TrackerSettings(
+    s = TrackerConfig(
         mode=mode, start_step=start, call_every=every, milestone_every=2 * every, calls="async",
         max_lag_steps=lag, last_check="before_limit", reward_mode=reward_mode,
         terminate_on_done=False,
@@ -259,3 +262,16 @@ def test_make_env_tells_the_tracker_the_time_limit() -> None:
         assert env.tracker._ep.limit == 6
     finally:
         env.close()
+
+
+def test_an_applied_answer_becomes_the_check_frames_value() -> None:
+    s = TrackerConfig(mode="incremental")
+    answers = AnswerSettlement(
+        s, REQUEST_MODES[s.mode](s), s.rule.judge(), AnswerTiming(clock=lambda: 0.0)
+    )
+    critic: Future[CallResult[object]] = Future()
+    critic.set_result(CallResult(40.0, ok=True, fallback=False, latency_s=0.1, endpoint=None))
+    ep = EpisodeState(task="open the drawer", step=4)
+    ep.pending.append(PendingCheck(step=4, base_step=0, milestone=True, critic=critic))
+    assert answers.apply_due(ep, 4) == (0.4, 1, False)  # (model reward, answers applied, fallback)
+    assert ep.progress == 40.0 and ep.values == {0: 0.0, 4: 40.0}

@@ -85,7 +85,7 @@ from evolve_envs.integrations.rlinf.stack import build_progress_stack, enabled_b
 from evolve_envs.progress.hacking import HackingDetector
 from evolve_envs.progress.tracker import ProgressTracker, TrackerStep
 from evolve_envs.train.arrays import like, to_numpy, torch_of
-from evolve_envs.wrappers.success_bonus import bonus_paid
+from evolve_envs.wrappers.model_success_bonus import bonus_paid
 
 __all__ = ["RLinfProgressReward", "wrap_env_from_config"]
 
@@ -149,7 +149,7 @@ class RLinfProgressReward:
         >>> import torch
         >>> from evolve_envs.reward.clients.progress_client import ProgressClient
         >>> from evolve_envs.reward.service.embedded import EmbeddedService
-        >>> from evolve_envs.progress.settings import TrackerSettings
+        >>> from evolve_envs.progress.tracker_config import TrackerConfig
         >>> class Brighter:  # the shape of RLinf's LiberoEnv, without a simulator
         ...     num_envs, auto_reset, ignore_terminations = 2, False, False
         ...     def reset(self, env_idx=None, reset_state_ids=None):
@@ -167,7 +167,7 @@ class RLinfProgressReward:
         ...         return {"main_images": frames, "task_descriptions": ["light up"] * 2}
         >>> svc = EmbeddedService("mock", {"rule": "intensity"}).start()
         >>> client = ProgressClient(svc.url)
-        >>> settings = TrackerSettings(start_step=2, call_every=2, milestone_every=2)
+        >>> settings = TrackerConfig(start_step=2, call_every=2, milestone_every=2)
         >>> env = RLinfProgressReward(Brighter(), lambda i: ProgressTracker(client, settings))
         >>> obs, infos = env.reset()
         >>> obs_list, rewards, terms, truncs, infos_list = env.chunk_step(torch.zeros((2, 4, 7)))

@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from evolve_envs.progress.config_error import ConfigError
 from evolve_envs.progress.done_rules import TerminationAudit
 from evolve_envs.progress.hacking import HackingDetector
-from evolve_envs.progress.settings import ConfigError
 from evolve_envs.progress.tracker import ProgressTracker
 
 __all__ = [
@@ -66,7 +66,7 @@ def reward_model_block(env_cfg: Any, where: str = "env.train") -> Any | None:
     >>> reward_model_block({"reward_model": {"type": "ResnetRewModel", "enable": True}})
     Traceback (most recent call last):
     ...
-    evolve_envs.progress.settings.ConfigError: env.train.reward_model: mixes RLinf's ...
+    evolve_envs.progress.config_error.ConfigError: env.train.reward_model: mixes RLinf's ...
     """
     if env_cfg is None:
         return None
@@ -111,7 +111,7 @@ def check_reward_switches(cfg: Any) -> None:
     ...                        "env": {"train": {"reward_model": {"enable": True}}}})
     Traceback (most recent call last):
     ...
-    evolve_envs.progress.settings.ConfigError: reward.use_reward_model and env.train.reward_model...
+    evolve_envs.progress.config_error.ConfigError: reward.use_reward_model and ...
     """
     reward = cfg.get("reward", None) or {}
     env = cfg.get("env", None) or {}

@@ -1,23 +1,11 @@
 """Recorded episodes shipped with the package, found by name.
 
-``reach_place``: 10 episodes of the synthetic ReachPlace task (``evolve_envs/ReachPlace-v0``,
-64 x 64 frames, about 0.2 MB): 4 with the task done (successes), 3 with only the distractor
-dragged onto the target and 3 of random actions (failures). Each index line names its
-``behaviour``. They are the controls of ``evolve-envs calibrate``: on them a right reward model
-(``mock:reach_place``) must rank above a random one and a gameable one
-(``evolve-envs calibrate shipped --service mock:reach_place --service mock:random``).
-``python -m evolve_envs.cli.make_controls`` writes them again, the same way.
-
-A recording argument ``shipped`` (the default set) or ``shipped:<name>`` names one of them; any
-other argument is a folder (a folder called ``shipped`` is written ``./shipped``).
-
-Example:
-    >>> from evolve_envs.recording.episodes import open_recording
-    >>> recording = open_recording(resolve_recording("shipped"))
-    >>> len(recording), sum(ep.meta["success"] for ep in recording)
-    (10, 4)
-    >>> resolve_recording("runs/rec")
-    PosixPath('runs/rec')
+>>> from evolve_envs.recording.episodes import open_recording
+>>> recording = open_recording(resolve_recording("shipped"))
+>>> len(recording), sum(ep.meta["success"] for ep in recording)
+(10, 4)
+>>> resolve_recording("runs/rec")
+PosixPath('runs/rec')
 """
 
 from __future__ import annotations

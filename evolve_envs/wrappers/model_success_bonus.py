@@ -1,48 +1,32 @@
 """A bonus for episodes the reward model judges done at their end.
 
-With dense progress rewards an episode's return telescopes to the reward model's *last applied*
-progress, so a success that ends the episode between two checks is paid for whatever the model
-last saw, while a block parked just short of the goal is paid its near-full progress on every
-check. Two settings together make a placed block earn more than any near miss:
-
-* ``reward_model.check_at_episode_end: true`` — the model judges the frame the episode ends on
-  (env termination or time limit), so the return is the model's judgement of the final state;
-* ``reward_model.success_bonus: b`` — :class:`ModelSuccessBonus` adds ``b`` on the last step when
-that
-  final model progress is at least ``reward_model.success_progress`` (default: the reward model's
-  ``done_threshold``).
-
-Both read only the reward model's answers (``info["episode_reward_model"]``); the env's success
-flag is never used for rewards.
-
-Example:
-    >>> import gymnasium as gym
-    >>> class Ends(gym.Env):
-    ...     observation_space = action_space = gym.spaces.Discrete(2)
-    ...     def reset(self, *, seed=None, options=None):
-    ...         return 0, {}
-    ...     def step(self, action):
-    ...         return 0, 0.3, True, False, {"episode_reward_model": {"progress": 100.0}}
-    >>> env = ModelSuccessBonus(Ends(), bonus=1.0, threshold=0.95)
-    >>> _ = env.reset()
-    >>> env.step(0)[1]
-    1.3
+>>> import gymnasium as gym
+>>> class Ends(gym.Env):
+...     observation_space = action_space = gym.spaces.Discrete(2)
+...     def reset(self, *, seed=None, options=None):
+...         return 0, {}
+...     def step(self, action):
+...         return 0, 0.3, True, False, {"episode_reward_model": {"progress": 100.0}}
+>>> env = ModelSuccessBonus(Ends(), bonus=1.0, threshold=0.95)
+>>> _ = env.reset()
+>>> env.step(0)[1]
+1.3
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
 
 import gymnasium as gym
+from gymnasium.core import ActType, ObsType
 
 from evolve_envs.progress.settled_episode import SettledEpisode
 
 __all__ = ["ModelSuccessBonus", "bonus_paid", "with_bonus"]
 
 
-def bonus_paid(summary: Any, bonus: float, threshold: float) -> float:
+def bonus_paid(summary: Mapping[str, object] | None, bonus: float, threshold: float) -> float:
     """The bonus an episode earns from its reward-model summary: ``bonus`` when the final
     progress (percent) is at least ``100 * threshold``, else 0. Shared by the wrapper and the
     RLinf adapter, so both pay the same.
@@ -70,10 +54,7 @@ def with_bonus(ep: SettledEpisode, bonus: float, threshold: float) -> SettledEpi
 
 class ModelSuccessBonus(gym.Wrapper):
     """Add ``bonus`` to the reward of an episode's last step when the reward model's final
-    progress (``info["episode_reward_model"]["progress"]``, percent) is ``>= 100 * threshold``.
-
-    Sets ``info["success_bonus"]`` (the bonus paid, 0.0 when none) on the last step.
-    """
+    progress (``info["episode_reward_model"]["progress"]``, percent) is ``>= 100 * threshold``."""
 
     def __init__(self, env: gym.Env, bonus: float, threshold: float) -> None:
         super().__init__(env)
@@ -82,7 +63,7 @@ class ModelSuccessBonus(gym.Wrapper):
         self.bonus = float(bonus)
         self.threshold = float(threshold)
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    def step(self, action: ActType) -> tuple[ObsType, float, bool, bool, dict[str, object]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         if terminated or truncated:
             paid = bonus_paid(info.get("episode_reward_model"), self.bonus, self.threshold)

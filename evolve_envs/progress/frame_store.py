@@ -1,20 +1,4 @@
-"""Per-episode frame storage for reward models, without Gymnasium.
-
-:class:`FrameStore` keeps one episode's frames keyed by step index. Frames are JPEG-compressed
-by default (quality 90: a 256×256 LIBERO frame takes ~10–25 kB instead of 196 kB raw, so a
-520-step episode costs a few MB); ``encoding="raw"`` keeps exact copies. The store is bounded:
-past ``max_frames`` it *thins* — the sampling stride doubles and frames off the new grid are
-dropped — so it always holds the first frame, the latest frame and a uniform coverage of the
-episode in between. The Gymnasium wrapper that fills a store from an env's camera is
-:class:`evolve_envs.wrappers.frame_cache.FrameCache`; trainer integrations keep one store per
-sub-env themselves.
-
->>> import numpy as np
->>> store = FrameStore(encoding="raw")
->>> store.add(0, np.zeros((4, 4, 3), np.uint8)); store.add(1, np.ones((4, 4, 3), np.uint8))
->>> store.steps, int(store.get(1).max())
-([0, 1], 1)
-"""
+"""Per-episode frame storage for reward models, without Gymnasium."""
 
 from __future__ import annotations
 
@@ -35,10 +19,7 @@ Encoding = Literal["jpeg", "raw"]
 
 
 def uniform_indices(n: int, k: int) -> list[int]:
-    """``k`` indices spread uniformly over ``range(n)``, always including 0 and ``n - 1``.
-
-    Returns all of ``range(n)`` when ``k >= n``.
-    """
+    """``k`` indices spread uniformly over ``range(n)``, always including 0 and ``n - 1``."""
     if n <= 0:
         return []
     if k >= n:
@@ -70,12 +51,6 @@ def _decode(data: bytes) -> np.ndarray:
 
 class FrameStore:
     """Frames of one episode keyed by step index, compressed and bounded.
-
-    Args:
-        encoding: ``"jpeg"`` (default) or ``"raw"``. Frames that JPEG cannot hold (not uint8
-            HxWx3) are kept raw.
-        jpeg_quality: JPEG quality in ``[1, 100]``.
-        max_frames: most frames kept (>= 3); past it the store thins (see module docstring).
 
     >>> store = FrameStore(max_frames=4)
     >>> for t in range(10):

@@ -1,18 +1,12 @@
-"""The wrappers' part of the ``reward_model`` schema, and the one configuration error.
+"""The wrappers' part of the ``reward_model`` schema: progress keys, reward shaping, done rules.
 
-These pydantic models declare each key once. ``evolve_envs.stack.config`` composes its
-``reward_model``
-kinds from them (so the YAML keys, their types, bounds and defaults live here, next to the code
-that reads them), and :class:`~evolve_envs.progress.tracker.ProgressTracker` takes
-:class:`TrackerSettings`, the progress keys plus the derived ``reward_mode``.
-
->>> s = TrackerSettings(start_step=8, call_every=4)
+>>> s = TrackerConfig(start_step=8, call_every=4)
 >>> s.start_step, s.mode, s.reward_mode
 (8, 'pairwise', 'dense')
->>> TrackerSettings(call_every=0)
+>>> TrackerConfig(call_every=0)
 Traceback (most recent call last):
 ...
-evolve_envs.progress.settings.ConfigError: call_every: must be >= 1, got 0
+evolve_envs.progress.config_error.ConfigError: call_every: must be >= 1, got 0
 """
 
 from __future__ import annotations
@@ -32,10 +26,11 @@ from pydantic import (
 )
 
 from evolve_envs.progress.arithmetic import Comparison, NegativeRule
+from evolve_envs.progress.config_error import ConfigError
 from evolve_envs.progress.done_rules import DoneRule
+from evolve_envs.reward.protocol.wire import Capabilities
 
 __all__ = [
-    "ConfigError",
     "ProgressMode",
     "RewardMode",
     "CallMode",
@@ -48,7 +43,7 @@ __all__ = [
     "STRICT",
     "RewardShaping",
     "ProgressKeys",
-    "TrackerSettings",
+    "TrackerConfig",
     "check_capabilities",
 ]
 
@@ -59,25 +54,12 @@ LastCheck = Literal["grid", "before_limit"]
 DoneName = Literal["threshold", "backend", "either", "both"]
 
 
-class ConfigError(ValueError):
-    """An invalid configuration: a bad key or value (the message starts with the key's path), or
-    settings the reward service's backend cannot serve.
-
-    >>> str(ConfigError("reward_model.call_every: expected int, got 'abc'"))
-    "reward_model.call_every: expected int, got 'abc'"
-    """
-
-
 #: Strict validation: unknown keys and wrong types are errors (no coercion of ``"8"`` to 8).
 STRICT = ConfigDict(extra="forbid", strict=True, validate_default=True)
 
 
 class RewardShaping(BaseModel):
-    """How a score in [0, 1] becomes the model reward (every reward kind reads these keys).
-
-    >>> RewardShaping(reward_coef=2.0).success_threshold
-    0.5
-    """
+    """How a score in [0, 1] becomes the model reward (every reward kind reads these keys)."""
 
     model_config = STRICT
 
@@ -112,9 +94,13 @@ class DoneRuleConfig(BaseModel):
         return DoneRule.parse(self.model_dump())
 
 
-def _rule_mapping(rule: DoneRule) -> dict[str, Any]:
-    return {"kind": rule.kind, "k": rule.k, "n": rule.n,
-            "rules": [_rule_mapping(r) for r in rule.rules]}  # fmt: skip
+def _rule_mapping(rule: DoneRule) -> dict[str, object]:
+    return {
+        "kind": rule.kind,
+        "k": rule.k,
+        "n": rule.n,
+        "rules": [_rule_mapping(r) for r in rule.rules],
+    }
 
 
 #: ``reward_model.done_by``: one of the four names, or a rule mapping (the union's tags are left
@@ -136,13 +122,7 @@ _UNION_TAGS = ("done-by-name", "done-rule", "int", "str")
 
 
 class ProgressKeys(RewardShaping):
-    """The ``reward_model`` keys of ``kind: progress`` that the tracker reads (docs/PROGRESS.md).
-
-    Defaults are EVOLVE-VLA's: start 64, every 16, milestones every 64, done at progress >= 95.
-
-    >>> ProgressKeys(mode="trajectory").trajectory_max_frames
-    32
-    """
+    """The ``reward_model`` keys of ``kind: progress`` that the tracker reads (docs/PROGRESS.md)."""
 
     mode: ProgressMode = "pairwise"
     calls: CallMode = "sync"
@@ -176,12 +156,12 @@ _BOUNDS = {
 }
 
 
-class TrackerSettings(ProgressKeys):
+class TrackerConfig(ProgressKeys):
     """Everything a :class:`~evolve_envs.progress.tracker.ProgressTracker` needs: the
     progress keys and ``reward_mode`` (``dense`` / ``sparse`` / ``binary``). Immutable; invalid
     values raise :class:`ConfigError` naming the key.
 
-    >>> TrackerSettings(mode="trajectory", calls="async", reward_mode="sparse").needs_pairwise
+    >>> TrackerConfig(mode="trajectory", calls="async", reward_mode="sparse").needs_pairwise
     False
     """
 
@@ -189,28 +169,20 @@ class TrackerSettings(ProgressKeys):
 
     reward_mode: RewardMode = "dense"
 
-    def __init__(self, **values: Any) -> None:
+    def __init__(self, **values: object) -> None:
         try:
             super().__init__(**values)
         except ValidationError as exc:
             raise ConfigError(_describe(exc)) from None
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> TrackerSettings:
-        """Build settings from a mapping, ignoring keys that are not settings.
-
-        >>> TrackerSettings.from_mapping({"call_every": 8, "camera": "wrist"}).call_every
-        8
-        """
+    def from_mapping(cls, values: Mapping[str, object]) -> TrackerConfig:
+        """Build settings from a mapping, ignoring keys that are not settings."""
         return cls(**{k: v for k, v in values.items() if k in cls.model_fields})
 
-    def replace(self, **changes: Any) -> TrackerSettings:
-        """A copy with ``changes`` applied (and validated).
-
-        >>> TrackerSettings().replace(start_step=4).start_step
-        4
-        """
-        return TrackerSettings(**{**self.model_dump(), **changes})
+    def replace(self, **changes: object) -> TrackerConfig:
+        """A copy with ``changes`` applied (and validated)."""
+        return TrackerConfig(**{**self.model_dump(), **changes})
 
     @property
     def needs_pairwise(self) -> bool:
@@ -229,7 +201,7 @@ class TrackerSettings(ProgressKeys):
 
 
 def _describe(exc: ValidationError) -> str:
-    """``<key>: <rule>, got <value>`` for each problem of a :class:`TrackerSettings`."""
+    """``<key>: <rule>, got <value>`` for each problem of a :class:`TrackerConfig`."""
     lines = []
     for err in exc.errors():
         loc = [p for p in err.get("loc", ()) if p not in _UNION_TAGS]
@@ -244,17 +216,16 @@ def _describe(exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def check_capabilities(settings: TrackerSettings, capabilities: Any) -> None:
+def check_capabilities(
+    settings: TrackerConfig, capabilities: Capabilities | Mapping[str, object] | None
+) -> None:
     """Raise :class:`ConfigError` if the backend cannot serve ``settings``.
 
-    ``capabilities`` is the service's ``/capabilities`` answer (an object or mapping with
-    ``backend``, ``progress``, ``pairwise``, ``done``).
-
-    >>> check_capabilities(TrackerSettings(mode="trajectory"), {"progress": True})
-    >>> check_capabilities(TrackerSettings(), {"backend": "acme", "progress": True})
+    >>> check_capabilities(TrackerConfig(mode="trajectory"), {"progress": True})
+    >>> check_capabilities(TrackerConfig(), {"backend": "acme", "progress": True})
     Traceback (most recent call last):
     ...
-    evolve_envs.progress.settings.ConfigError: reward_model.mode='pairwise' needs the pairwise
+    evolve_envs.progress.config_error.ConfigError: reward_model.mode='pairwise' needs the pairwise
     critic, \
 but backend 'acme' offers progress only; use mode='trajectory'
     """
