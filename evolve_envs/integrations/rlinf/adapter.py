@@ -1,61 +1,19 @@
-"""Progress rewards for RLinf's vectorised environments (LIBERO and others of the same shape).
+"""Progress rewards for RLinf's vectorised envs (LIBERO and others of the same shape).
 
-RLinf (``pip install rlinf``) steps ``N`` sub-envs at once through ``chunk_step(actions[N, C, A])``
-and returns ``obs_list`` (``C`` observation dicts with ``main_images[N, H, W, 3]``,
-``wrist_images``, ``states``, ``task_descriptions``), ``rewards[N, C]``, ``terminations[N, C]``,
-``truncations[N, C]`` (torch tensors) and ``infos_list``. :class:`RLinfProgressReward` wraps such
-an env object and, after every (chunk) step, feeds each sub-env's ``main_images`` frame to that
-sub-env's :class:`~evolve_envs.progress.tracker.ProgressTracker`; it returns the same shapes with
+:class:`RLinfProgressReward` wraps an env with RLinf's ``chunk_step(actions[N, C, A])`` and feeds
+each sub-env's frames to that sub-env's :class:`~evolve_envs.progress.tracker.ProgressTracker`;
+it returns the same shapes with ``rewards = env_reward_weight * env + reward_weight * model`` and
+the model's done OR-ed into ``terminations``, under RLinf's auto-reset, ``ignore_terminations``
+and no-auto-reset (GRPO) semantics. ``calls: deferred`` returns the env's part only and settles
+the rest later (:mod:`~evolve_envs.integrations.rlinf.late_rewards`). docs/rlinf.md has the
+semantics and the info keys (:mod:`~evolve_envs.integrations.rlinf.env_state`); neither RLinf nor
+torch is imported here.
 
-* ``rewards = env_reward_weight * env_reward + reward_weight * model_reward`` (defaults 0 and 1:
-  the model reward replaces the env's),
-* ``terminations`` OR-ed with the reward model's done decision (``terminate_on_done``),
+Example (needs RLinf's LIBERO env; tests/rlinf runs the same calls on a stand-in env)::
 
-hands the reward model upright frames whatever the env emits (RLinf's LIBERO env emits them
-turned 180°: :mod:`evolve_envs.integrations.rlinf.frames`), and keeps RLinf's semantics:
-
-* **auto-reset** (``env.auto_reset``): RLinf marks an episode's end on the chunk's last action and
-  resets the sub-env after the chunk; the tracker ends there too (the terminal frame comes from
-  ``infos["final_observation"]``) and restarts on the reset frame. A sub-env that the reward model
-  ends mid-chunk is reset at the chunk's end as the env resets its own (``reset(env_idx,
-  reset_state_ids)``, new reset state ids with ``use_fixed_reset_state_ids``), with
-  ``final_observation`` / ``final_info`` filled for it. An evaluation env (``is_eval``) draws its
-  reset states itself, so there the model may report done but not terminate.
-* **ignore_terminations** (``env.ignore_terminations``): episodes run to truncation; the model's
-  done decision is reported in ``infos`` (``done_by_progress``) but never terminates.
-* **no auto-reset** (RLinf's GRPO setting): after an episode ends the sub-env keeps stepping until
-  the rollout epoch's reset; those steps get the env's reward part only (GRPO masks them anyway).
-
-The attributes RLinf reads from its env are forwarded to the wrapped env by name
-(``is_start``, ``update_reset_state_ids``, ``flush_video``, ``seed``, …); anything else, such
-as ``offload``, is found by ``get_wrapper_attr`` (RLinf's ``get_env_attr``), which walks down
-the wrapper stack as Gymnasium's does.
-
-Info keys added to every ``infos`` dict of the chunk (``progress``, ``reward_model_reward``,
-``env_reward``, ``done_by_progress``) and to RLinf's ``episode`` blocks (the episode's progress,
-model return and calls, the audit of model termination, the alarm's numbers, and ``return`` /
-``reward`` of the rewards this wrapper returns) are listed in
-:mod:`evolve_envs.integrations.rlinf.env_state`, which keeps each sub-env's episode state.
-:mod:`evolve_envs.integrations.rlinf.stack` builds the trackers from a ``reward_model`` block.
-
-In a YAML run the wrapper is installed by :mod:`evolve_envs.integrations.rlinf.worker` from the
-``env.train.reward_model`` block; see docs/rlinf.md, "3. Add a `reward_model` block to your RLinf
-config". This module imports
-neither RLinf nor torch at import time.
-
-Example (needs RLinf's LIBERO env, so not run as a doctest; tests/rlinf runs the same calls on a
-stand-in env)::
-
-    >>> from rlinf.envs.libero.libero_env import LiberoEnv  # doctest: +SKIP
-    >>> env = LiberoEnv(cfg, num_envs=8, seed_offset=0, total_num_processes=1,
-    ...                 worker_info=None)  # doctest: +SKIP
     >>> env = RLinfProgressReward.from_config(
-    ...     env, {"enable": True, "endpoint": "http://127.0.0.1:8111", "start_step": 64,
-    ...           "call_every": 16})  # doctest: +SKIP
-    >>> obs, infos = env.reset()  # doctest: +SKIP
+    ...     libero_env, {"enable": True, "endpoint": "http://127.0.0.1:8111"})  # doctest: +SKIP
     >>> obs_list, rewards, terms, truncs, infos_list = env.chunk_step(actions)  # doctest: +SKIP
-    >>> infos_list[-1]["progress"].shape  # doctest: +SKIP
-    torch.Size([8])
 """
 
 from __future__ import annotations
@@ -74,7 +32,13 @@ from evolve_envs.integrations.rlinf.env_state import (
     task_of,
     write_episode_block,
 )
+from evolve_envs.integrations.rlinf.forwarding import ForwardsToEnv
 from evolve_envs.integrations.rlinf.frames import resolve as resolve_orientation
+from evolve_envs.integrations.rlinf.late_rewards import (
+    LateReward,
+    LateRewardBook,
+    check_late_rewards_exact,
+)
 from evolve_envs.integrations.rlinf.resets import (
     check_resets_sub_envs,
     env_success_flags,
@@ -106,42 +70,16 @@ def _as_index_list(env_idx: Any, num_envs: int) -> list[int]:
     return [int(i) for i in np.atleast_1d(arr)]
 
 
-def _forwarded(name: str) -> property:
-    """A read-only attribute that reads ``name`` from the wrapped env (absent when it is)."""
-
-    def get(self: RLinfProgressReward) -> Any:
-        return getattr(self.env, name)
-
-    return property(get, doc=f"The wrapped env's ``{name}``.")
-
-
 # ---------------------------------------------------------------------------- the wrapper
 
 
-class RLinfProgressReward:
-    """Apply progress rewards/termination to an RLinf vectorised env (see module docstring).
+class RLinfProgressReward(ForwardsToEnv):
+    """Progress rewards and the model's done for an RLinf vectorised env.
 
-    Args:
-        env: the RLinf env object (``LiberoEnv`` or a wrapper around it) with ``num_envs``,
-            ``reset(env_idx=None, reset_state_ids=None)`` and ``chunk_step`` / ``step``.
-        trackers: one :class:`ProgressTracker` per sub-env, or a factory ``i -> tracker``.
-        reward_weight: weight of the reward model's reward.
-        env_reward_weight: weight of the wrapped env's reward.
-        image_key: observation key of the frames sent to the reward model.
-        frame_orientation: how the env's frames are turned (``auto``: from the env; see
-            :mod:`~evolve_envs.integrations.rlinf.frames`); the reward model gets them upright.
-        task_key: observation key of the per-sub-env instruction texts.
-        max_workers: threads that step sync-mode trackers in parallel (their requests overlap,
-            and the service batches them); default ``min(num_envs, 64)``. Async-mode trackers
-            only submit to their client's workers, so they are stepped on the calling thread.
-        model_terminates: the reward model's done decision terminates episodes (False: it is
-            only reported in ``infos["done_by_progress"]``; ``reward_model.ignore_terminations``).
-        on_close: callables run by :meth:`close` (e.g. closing a client or stopping a service).
-        alarm: a :class:`~evolve_envs.progress.hacking.HackingDetector` fed every finished
-            episode (its numbers go to the ``episode`` block); ``None``: no alarm.
-
-    ``RLinfProgressReward(libero_env, [model.tracker() for _ in range(n)])`` with ``model`` from
-    :func:`evolve_envs.stack.reward_model.open_reward_model`; usually :meth:`from_config`.
+    ``trackers``: one per sub-env, or a factory ``i -> tracker``. ``max_workers``: threads that
+    step sync trackers in parallel (default ``min(num_envs, 64)``). ``model_terminates=False``
+    only reports the model's done (``infos["done_by_progress"]``). ``on_close``: run by
+    :meth:`close`. ``alarm``: fed every finished episode. Usually built by :meth:`from_config`.
 
     Example (two sub-envs whose frames get 64 grey levels brighter each step, against a local
     mock service whose *intensity* rule reads grey level ``g`` as progress ``100 g/255``)::
@@ -224,12 +162,28 @@ class RLinfProgressReward:
         )
         self._on_close = list(on_close)
         self._closed = False
-        if (
-            bool(getattr(env, "auto_reset", False))
-            and self.model_terminates
+        model_ends = (
+            self.model_terminates
             and any(t.settings.terminate_on_done for t in self.trackers)
-            and not bool(getattr(env, "ignore_terminations", False))
-        ):
+            and not self.ignore_terminations
+        )
+        #: ``calls: deferred``: where each step was played, until its episode is settled
+        self.late: LateRewardBook | None = None
+        self.chunks = 0  # chunk steps so far (a late reward names the one it was played in)
+        if all(t.settings.calls == "deferred" for t in self.trackers):
+            check_late_rewards_exact(
+                auto_reset=self.auto_reset,
+                model_ends=model_ends,
+                is_eval=bool(getattr(env, "is_eval", False)),
+            )
+            self.late = LateRewardBook(
+                self._n,
+                self.reward_weight,
+                success_bonus=self.success_bonus,
+                success_threshold=self.success_threshold,
+                model_ends=model_ends,
+            )
+        elif self.auto_reset and model_ends:
             check_resets_sub_envs(env)
 
     # ------------------------------------------------------------------ construction
@@ -252,64 +206,9 @@ class RLinfProgressReward:
             success_threshold=stack.config.success_bonus_threshold,
         )
 
-    # ------------------------------------------------------------------ forwarding
-    # What RLinf reads from the env it built, named one by one: its ``EnvWorker`` sets
-    # ``is_start``, calls ``update_reset_state_ids`` and, through ``get_env_attr``,
-    # ``flush_video`` and ``offload``; its ``RecordVideo`` wrapper reads ``seed``, ``num_envs``,
-    # ``task_descriptions``, ``capture_image``, ``cfg`` and ``metadata``; the reset state ids,
-    # ``group_size`` and the reset modes describe the env to a launcher. Anything else is reached
-    # with :meth:`get_wrapper_attr` (Gymnasium's walk down the wrapper stack).
-    seed = _forwarded("seed")
-    cfg = _forwarded("cfg")
-    metadata = _forwarded("metadata")
-    task_descriptions = _forwarded("task_descriptions")
-    reset_state_ids = _forwarded("reset_state_ids")
-    group_size = _forwarded("group_size")
-    capture_image = _forwarded("capture_image")
-
-    def get_wrapper_attr(self, name: str) -> Any:
-        """``name`` from this wrapper, else from the env stack below it (Gymnasium's lookup,
-        which RLinf's ``get_env_attr`` uses: ``offload``, ``flush_video``, ...)."""
-        if hasattr(self, name):
-            return getattr(self, name)
-        inner = getattr(self.env, "get_wrapper_attr", None)
-        try:
-            return inner(name) if callable(inner) else getattr(self.env, name)
-        except AttributeError as exc:
-            raise AttributeError(
-                f"{type(self).__name__} and the env it wraps have no attribute {name!r}"
-            ) from exc
-
-    @property
-    def unwrapped(self) -> Any:
-        return getattr(self.env, "unwrapped", self.env)
-
     @property
     def num_envs(self) -> int:
         return self._n
-
-    @property
-    def is_start(self) -> bool:
-        return self.env.is_start
-
-    @is_start.setter
-    def is_start(self, value: bool) -> None:
-        self.env.is_start = value
-
-    def update_reset_state_ids(self, *args: Any, **kwargs: Any) -> Any:
-        return self.env.update_reset_state_ids(*args, **kwargs)
-
-    def flush_video(self, *args: Any, **kwargs: Any) -> Any:
-        fn = getattr(self.env, "flush_video", None)
-        return fn(*args, **kwargs) if callable(fn) else None
-
-    @property
-    def auto_reset(self) -> bool:
-        return bool(getattr(self.env, "auto_reset", False))
-
-    @property
-    def ignore_terminations(self) -> bool:
-        return bool(getattr(self.env, "ignore_terminations", False))
 
     # ------------------------------------------------------------------ env API
     def reset(self, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
@@ -339,6 +238,24 @@ class RLinfProgressReward:
         return self._process(
             list(obs_list), rewards, terms, truncs, list(infos_list), resets_done=self.auto_reset
         )
+
+    def late_rewards(self) -> list[LateReward]:
+        """``calls: deferred``: every step's reward settled since the last call, waiting for
+        the answers sent so far; a running episode pays its steps so far.
+
+        A model done found here, after the episode's last step, ends the episode at its check.
+        """
+        if self.late is None:
+            return []
+        out: list[LateReward] = []
+        for i, tracker in enumerate(self.trackers):
+            running = tracker.running_episode(wait=True)
+            if running is not None and running.terminated:
+                tracker.finish()  # cut at the check that judged it done, as sync ends it there
+                running = None
+            for record in [*tracker.settled(wait=True), *([running] if running else [])]:
+                out.extend(self.late.place(i, record))
+        return out
 
     def close(self) -> None:
         """Close the wrapped env, the tracker threads and what :meth:`from_config` opened."""
@@ -370,7 +287,11 @@ class RLinfProgressReward:
         fallback_tasks = getattr(self.env, "task_descriptions", None)
         for i in idx:
             task = task_of(obs, self.task_key, i, fallback_tasks)
+            if self.late is not None and not self.trackers[i].episode_over:
+                self.late.drop(i)  # the open episode is abandoned: its record never comes
             self.episodes.start(i, task, frame_getter(images, i, self.frame_orientation)())
+            if self.late is not None:
+                self.late.start(i, self.trackers[i].episodes)
 
     def _observe_all(self, calls: list[tuple[int, dict[str, Any]]]) -> dict[int, TrackerStep]:
         def run(item: tuple[int, dict[str, Any]]) -> tuple[int, TrackerStep]:
@@ -393,6 +314,7 @@ class RLinfProgressReward:
     ):
         n, c = self._n, len(obs_list)
         env_rewards = rewards
+        self.chunks += 1
         term_np = to_numpy(terms, bool)
         trunc_np = to_numpy(truncs, bool)
         if term_np.shape != (n, c) or trunc_np.shape != (n, c):
@@ -442,6 +364,9 @@ class RLinfProgressReward:
                 )
             for i, out in self._observe_all(calls).items():
                 model_r[i, t] = out.reward
+                if self.late is not None:  # settled later; a model done is written then
+                    paid = self.env_reward_weight * env_r[i, t]
+                    self.late.played(i, chunk=self.chunks - 1, action=t, paid=paid)
                 if out.summary is not None:
                     self.episodes.record_end(i, out.summary)
                     if self.success_bonus > 0:
@@ -453,7 +378,7 @@ class RLinfProgressReward:
                     + self.reward_weight * out.reward
                     + bonus_r[i, t]
                 )
-                if out.terminate and not ignore_terms:
+                if out.terminate and not ignore_terms and self.late is None:
                     model_term[i, t] = True
             snapshots.append(self.episodes.stats_arrays())
             progress[:, t] = snapshots[-1]["progress"]

@@ -138,7 +138,6 @@ def build_progress_stack(
     and impossible settings are refused here, and a dead, refusing or foreign service fails here
     exactly as in ``make_env`` (``reward_model.require_service``). ``endpoint: embedded`` starts
     a local service (``embedded_backend``) owned by this stack (stopped by its ``on_close``).
-    ``calls: deferred`` is refused: the adapter pays each chunk's rewards as the chunk returns.
     """
     from evolve_envs.stack.config import ProgressModelConfig
     from evolve_envs.stack.loading import load_config, reward_model_source
@@ -150,12 +149,6 @@ def build_progress_stack(
     if not isinstance(cfg, ProgressModelConfig):
         raise ConfigError(
             f"reward_model.kind: the RLinf integration supports 'progress', got {cfg.kind!r}"
-        )
-    if cfg.calls == "deferred":
-        raise ConfigError(
-            "reward_model.calls: 'deferred' is not supported in RLinf's env worker: it keeps "
-            "each chunk's rewards as the chunk returns (docs/rlinf.md, \"Late rewards in "
-            'RLinf"); use calls: async'
         )
     with contextlib.ExitStack() as undo:  # a failure here closes the model again
         model = undo.enter_context(open_reward_model(cfg, max_workers=max(1, min(num_envs, 64))))

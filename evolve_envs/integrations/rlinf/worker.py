@@ -1,19 +1,10 @@
 """RLinf ``EnvWorker`` that installs progress rewards from the ``reward_model`` YAML block.
 
-RLinf builds its envs in ``EnvWorker._setup_env_and_wrappers(env_cls, env_cfg, ...)``. This
-subclass hands RLinf a constructor that builds the env and wraps it in
-:class:`~evolve_envs.integrations.rlinf.adapter.RLinfProgressReward` when
-``env_cfg.reward_model.enable``
-is true, then lets RLinf add its own wrappers (video recording, data collection) around it as
-usual, so recorded videos show the progress rewards. ``env.train`` and ``env.eval`` are handled
-independently (a block under ``env.eval`` is honoured too, but evaluation normally reports the
-simulator's success). A ``reward_model`` block that is RLinf's own (its world-model envs' reward
-network) is left alone, and a config that also turns on RLinf's reward worker
-(``reward.use_reward_model``) is refused (:mod:`evolve_envs.integrations.rlinf.stack`).
-
-Importing this module needs RLinf (``pip install 'evolve-envs[rlinf]'`` or RLinf's own install);
-without it the ImportError says so. Use it through
-``python -m evolve_envs.integrations.rlinf.launch`` (no changes to RLinf) or in your own launcher::
+:class:`ProgressEnvWorker` hands RLinf a constructor that wraps each built env in
+:class:`~evolve_envs.integrations.rlinf.adapter.RLinfProgressReward` (``env.train`` and
+``env.eval`` each by their own block) before RLinf adds its own wrappers, and writes the late
+rewards of ``calls: deferred`` into the stored rollout before it is sent. Needs RLinf; use it
+through ``python -m evolve_envs.integrations.rlinf.launch`` or in your own launcher::
 
     from evolve_envs.integrations.rlinf.worker import ProgressEnvWorker
 
@@ -26,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from evolve_envs.integrations.rlinf.adapter import RLinfProgressReward
+from evolve_envs.integrations.rlinf.late_rewards import write_late_rewards
 from evolve_envs.integrations.rlinf.quiet_gym import import_gym_quietly
 from evolve_envs.integrations.rlinf.stack import check_reward_switches, enabled_block
 
@@ -59,6 +51,15 @@ def with_progress_reward(env_cls: Any, env_cfg: Any, where: str = "env.train") -
     return build
 
 
+def progress_wrapper(env: object) -> RLinfProgressReward | None:
+    """The :class:`RLinfProgressReward` in ``env``'s wrapper chain (``None`` without one)."""
+    for _ in range(16):
+        if isinstance(env, RLinfProgressReward):
+            return env
+        env = getattr(env, "env", None)
+    return None
+
+
 class ProgressEnvWorker(_RLinfEnvWorker):
     """RLinf's ``EnvWorker`` with progress rewards installed from ``env.*.reward_model``.
 
@@ -68,6 +69,9 @@ class ProgressEnvWorker(_RLinfEnvWorker):
                                                    placement_strategy=env_placement)
     """
 
+    #: per stage: the stored rollout and, per chunk step of the wrapper, its indices there
+    _late_slots: dict[int, tuple[object, dict[int, tuple[int, int]]]]
+
     def _setup_env_and_wrappers(self, env_cls, env_cfg, num_envs_per_stage: int):  # noqa: ANN001
         check_reward_switches(self.cfg)
         where = "env.eval" if bool(env_cfg.get("is_eval", False)) else "env.train"
@@ -76,6 +80,51 @@ class ProgressEnvWorker(_RLinfEnvWorker):
             env_cfg=env_cfg,
             num_envs_per_stage=num_envs_per_stage,
         )
+
+    def env_interact_step(self, chunk_actions, stage_id: int):  # noqa: ANN001, ANN201
+        """RLinf's step, noting where its rewards and dones will be stored (``deferred``)."""
+        out = super().env_interact_step(chunk_actions, stage_id)
+        wrapper = progress_wrapper(self.env_list[stage_id])
+        if wrapper is not None and wrapper.late is not None:
+            result = self.rollout_results[stage_id]
+            slots = self.__dict__.setdefault("_late_slots", {})
+            if stage_id not in slots or slots[stage_id][0] is not result:
+                slots[stage_id] = (result, {})  # a new rollout
+            # RLinf appends this step's result next: at the current lengths
+            where = (len(result.rewards), len(result.terminations))
+            slots[stage_id][1][wrapper.chunks - 1] = where
+        return out
+
+    def write_late_rewards(self) -> int:
+        """Write every settled reward (and model done) into the stored rollout; returns how
+        many entries were written. Waits only for answers still out."""
+        count = 0
+        slots = self.__dict__.get("_late_slots", {})
+        for stage_id, env in enumerate(self.env_list):
+            wrapper = progress_wrapper(env)
+            if wrapper is None or wrapper.late is None:
+                continue
+            late = wrapper.late_rewards()
+            results = getattr(self, "rollout_results", None)
+            result = results[stage_id] if results else None
+            known = slots.get(stage_id, (None, {}))
+            count += write_late_rewards(
+                result.rewards if result is not None else [],
+                result.dones if result is not None else [],
+                known[1] if known[0] is result else {},
+                late,
+                terminations=result.terminations if result is not None else [],
+            )
+        return count
+
+    def finish_rollout(self, mode: str = "train") -> None:
+        if mode == "train":  # an evaluation env takes no deferred calls (refused at build)
+            self.write_late_rewards()
+        super().finish_rollout(mode)
+
+    async def send_rollout_trajectories_pipeline(self, rollout_results, channel) -> None:  # noqa: ANN001
+        self.write_late_rewards()
+        await super().send_rollout_trajectories_pipeline(rollout_results, channel)
 
     def check_chunk(self, chunk: int, action_dim: int) -> list[dict[str, Any]]:
         """Reset each train env and step it through one chunk of zero actions (start-up check).
@@ -91,6 +140,9 @@ class ProgressEnvWorker(_RLinfEnvWorker):
             num_envs = len(obs["task_descriptions"])
             actions = torch.zeros((num_envs, chunk, action_dim))
             _, rewards, _, _, infos_list = env.chunk_step(actions)
+            wrapper = progress_wrapper(env)
+            if wrapper is not None:
+                wrapper.late_rewards()  # this chunk is no part of any rollout
             last = infos_list[-1]
             episode = last.get("episode", {})
             results.append(
