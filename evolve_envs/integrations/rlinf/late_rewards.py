@@ -177,8 +177,7 @@ def check_late_rewards_exact(*, auto_reset: bool, model_ends: bool, is_eval: boo
         raise ConfigError(
             "reward_model.calls: 'deferred' with env auto_reset: true needs a model that never "
             "ends episodes (terminate_on_done: false or ignore_terminations: true); a model "
-            'done resets the sub-env, so use calls: async (docs/rlinf.md, "Late rewards in '
-            'RLinf")'
+            "done resets the sub-env; use calls: async (docs/rlinf.md, #late-rewards-in-rlinf)"
         )
     if is_eval:
         raise ConfigError(
