@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
@@ -32,18 +32,20 @@ from evolve_envs.integrations.rlinf.env_state import (
     task_of,
     write_episode_block,
 )
-from evolve_envs.integrations.rlinf.forwarding import ForwardsToEnv
+from evolve_envs.integrations.rlinf.forwarding import ForwardsToEnv, RLinfEnv
 from evolve_envs.integrations.rlinf.frames import resolve as resolve_orientation
 from evolve_envs.integrations.rlinf.late_rewards import (
     LateReward,
     LateRewardBook,
     check_late_rewards_exact,
+    settle_trackers,
 )
 from evolve_envs.integrations.rlinf.resets import (
     check_resets_sub_envs,
     env_success_flags,
     final_mask,
     reset_ended,
+    reset_indices,
 )
 from evolve_envs.integrations.rlinf.stack import build_progress_stack, enabled_block
 from evolve_envs.progress.hacking import HackingDetector
@@ -56,21 +58,15 @@ __all__ = ["RLinfProgressReward", "wrap_env_from_config"]
 logger = logging.getLogger(__name__)
 
 TrackerFactory = Callable[[int], ProgressTracker]
+Batch = object  #: a torch tensor or numpy array, ``[N]`` or ``[N, C]``
 
 
-# ---------------------------------------------------------------------------- small helpers
-
-
-def _as_index_list(env_idx: Any, num_envs: int) -> list[int]:
-    if env_idx is None:
-        return list(range(num_envs))
-    arr = to_numpy(env_idx)
-    if arr.dtype == bool:
-        return [int(i) for i in np.flatnonzero(arr)]
-    return [int(i) for i in np.atleast_1d(arr)]
-
-
-# ---------------------------------------------------------------------------- the wrapper
+class _Observed(TypedDict):
+    step: int
+    frame: Callable[[], np.ndarray]
+    env_terminated: bool
+    env_truncated: bool
+    env_success: bool | None
 
 
 class RLinfProgressReward(ForwardsToEnv):
@@ -118,7 +114,7 @@ class RLinfProgressReward(ForwardsToEnv):
 
     def __init__(
         self,
-        env: Any,
+        env: RLinfEnv,
         trackers: Sequence[ProgressTracker] | TrackerFactory,
         *,
         reward_weight: float = 1.0,
@@ -127,7 +123,7 @@ class RLinfProgressReward(ForwardsToEnv):
         task_key: str = "task_descriptions",
         max_workers: int | None = None,
         model_terminates: bool = True,
-        on_close: Sequence[Callable[[], Any]] = (),
+        on_close: Sequence[Callable[[], object]] = (),
         alarm: HackingDetector | None = None,
         success_bonus: float = 0.0,
         success_threshold: float = 0.95,
@@ -186,13 +182,12 @@ class RLinfProgressReward(ForwardsToEnv):
         elif self.auto_reset and model_ends:
             check_resets_sub_envs(env)
 
-    # ------------------------------------------------------------------ construction
     @classmethod
     def from_config(
-        cls, env: Any, reward_model: Any, *, environ: Mapping[str, str] | None = None
+        cls, env: RLinfEnv, reward_model: object, *, environ: Mapping[str, str] | None = None
     ) -> RLinfProgressReward:
-        """Wrap ``env`` as the ``reward_model`` block (mapping, OmegaConf node or YAML path)
-        describes. The block must have ``enable: true`` and ``kind: progress``."""
+        """Wrap ``env`` as a ``reward_model`` block (mapping, OmegaConf node or YAML path)
+        with ``enable: true`` describes."""
         stack = build_progress_stack(reward_model, int(env.num_envs), environ=environ)
         return cls(
             env,
@@ -210,15 +205,14 @@ class RLinfProgressReward(ForwardsToEnv):
     def num_envs(self) -> int:
         return self._n
 
-    # ------------------------------------------------------------------ env API
-    def reset(self, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+    def reset(self, *args: object, **kwargs: object) -> tuple[Mapping[str, object], dict]:
         """Reset (all or ``env_idx`` sub-envs) and start their trackers on the reset frames."""
         obs, infos = self.env.reset(*args, **kwargs)
         env_idx = kwargs.get("env_idx", args[0] if args else None)
-        self._start_episodes(obs, _as_index_list(env_idx, self._n))
+        self._start_episodes(obs, reset_indices(env_idx, self._n))
         return obs, infos
 
-    def step(self, actions: Any = None, auto_reset: bool = True):
+    def step(self, actions: Batch = None, auto_reset: bool = True):
         """One step of every sub-env (RLinf's ``step``): rewards/terminations shaped ``[N]``."""
         obs, rewards, terms, truncs, infos = self.env.step(actions, auto_reset=auto_reset)
         obs_l, rew, term, trunc, infos_l = self._process(
@@ -231,31 +225,16 @@ class RLinfProgressReward(ForwardsToEnv):
         )
         return obs_l[0], rew[:, 0], term[:, 0], trunc[:, 0], infos_l[0]
 
-    def chunk_step(self, chunk_actions: Any):
-        """``C`` steps of every sub-env: ``obs_list, rewards[N,C], terms[N,C], truncs[N,C],
-        infos_list``, as RLinf's ``chunk_step``."""
+    def chunk_step(self, chunk_actions: Batch):
+        """``C`` steps of every sub-env, as RLinf's ``chunk_step``."""
         obs_list, rewards, terms, truncs, infos_list = self.env.chunk_step(chunk_actions)
         return self._process(
             list(obs_list), rewards, terms, truncs, list(infos_list), resets_done=self.auto_reset
         )
 
     def late_rewards(self) -> list[LateReward]:
-        """``calls: deferred``: every step's reward settled since the last call, waiting for
-        the answers sent so far; a running episode pays its steps so far.
-
-        A model done found here, after the episode's last step, ends the episode at its check.
-        """
-        if self.late is None:
-            return []
-        out: list[LateReward] = []
-        for i, tracker in enumerate(self.trackers):
-            running = tracker.running_episode(wait=True)
-            if running is not None and running.terminated:
-                tracker.finish()  # cut at the check that judged it done, as sync ends it there
-                running = None
-            for record in [*tracker.settled(wait=True), *([running] if running else [])]:
-                out.extend(self.late.place(i, record))
-        return out
+        """``calls: deferred``: the rewards settled since the last call."""
+        return [] if self.late is None else settle_trackers(self.trackers, self.late)
 
     def close(self) -> None:
         """Close the wrapped env, the tracker threads and what :meth:`from_config` opened."""
@@ -281,8 +260,7 @@ class RLinfProgressReward(ForwardsToEnv):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # ------------------------------------------------------------------ internals
-    def _start_episodes(self, obs: Mapping[str, Any], idx: list[int]) -> None:
+    def _start_episodes(self, obs: Mapping[str, object], idx: list[int]) -> None:
         images = obs[self.image_key]
         fallback_tasks = getattr(self.env, "task_descriptions", None)
         for i in idx:
@@ -293,8 +271,8 @@ class RLinfProgressReward(ForwardsToEnv):
             if self.late is not None:
                 self.late.start(i, self.trackers[i].episodes)
 
-    def _observe_all(self, calls: list[tuple[int, dict[str, Any]]]) -> dict[int, TrackerStep]:
-        def run(item: tuple[int, dict[str, Any]]) -> tuple[int, TrackerStep]:
+    def _observe_all(self, calls: list[tuple[int, _Observed]]) -> dict[int, TrackerStep]:
+        def run(item: tuple[int, _Observed]) -> tuple[int, TrackerStep]:
             i, kw = item
             return i, self.trackers[i].observe(**kw)
 
@@ -304,11 +282,11 @@ class RLinfProgressReward(ForwardsToEnv):
 
     def _process(
         self,
-        obs_list: list[Any],
-        rewards: Any,
-        terms: Any,
-        truncs: Any,
-        infos_list: list[Any],
+        obs_list: list[Mapping[str, object]],
+        rewards: Batch,
+        terms: Batch,
+        truncs: Batch,
+        infos_list: list[dict[str, object]],
         *,
         resets_done: bool,
     ):
@@ -342,26 +320,21 @@ class RLinfProgressReward(ForwardsToEnv):
                 final_images = final_obs[self.image_key]
             else:
                 mask, final_images = None, None
-            calls: list[tuple[int, dict[str, Any]]] = []
+            calls: list[tuple[int, _Observed]] = []
             for i in range(n):
                 if self.trackers[i].episode_over:
                     continue
                 src = final_images if mask is not None and mask[i] else images
                 self.episodes.steps[i] += 1
-                calls.append(
-                    (
-                        i,
-                        {
-                            "step": int(self.episodes.steps[i]),
-                            "frame": frame_getter(src, i, self.frame_orientation),
-                            "env_terminated": bool(term_np[i, t]),
-                            "env_truncated": bool(trunc_np[i, t]),
-                            "env_success": (
-                                None if env_success[t] is None else bool(env_success[t][i])
-                            ),
-                        },
-                    )
+                success = None if env_success[t] is None else bool(env_success[t][i])
+                observed = _Observed(
+                    step=int(self.episodes.steps[i]),
+                    frame=frame_getter(src, i, self.frame_orientation),
+                    env_terminated=bool(term_np[i, t]),
+                    env_truncated=bool(trunc_np[i, t]),
+                    env_success=success,
                 )
+                calls.append((i, observed))
             for i, out in self._observe_all(calls).items():
                 model_r[i, t] = out.reward
                 if self.late is not None:  # settled later; a model done is written then
@@ -415,7 +388,7 @@ class RLinfProgressReward(ForwardsToEnv):
         return obs_list, rewards_out, terms_out, truncs, infos_list
 
 
-def wrap_env_from_config(env: Any, env_cfg: Any) -> Any:
+def wrap_env_from_config(env: RLinfEnv, env_cfg: object) -> RLinfEnv:
     """Wrap ``env`` with :class:`RLinfProgressReward` if ``env_cfg.reward_model.enable`` is true.
 
     ``env_cfg`` is RLinf's ``env.train`` (or ``env.eval``) node. Returns ``env`` unchanged when

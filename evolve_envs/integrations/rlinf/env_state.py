@@ -102,6 +102,12 @@ def _dtype_of(value: Any) -> Any:
     return np.int64 if isinstance(value, int) else np.float32
 
 
+#: Episode-block keys that run across episodes (kept when a sub-env restarts).
+RUNNING_KEYS = ("model_done_total", "model_done_success_total", "model_done_precision",
+                "alarm_progress_rise", "alarm_success_rise", "alarm_high_failure_rise",
+                "alarm_firing", "alarm_triggers")  # fmt: skip
+
+
 class SubEnvEpisodes:
     """The running episode of each of ``len(trackers)`` sub-envs (one tracker each).
 
@@ -122,11 +128,6 @@ class SubEnvEpisodes:
         >>> stats["reward"].tolist(), stats["max_progress"].tolist()
         ([0.5, 0.0], [50.0, 50.0])
     """
-
-    #: Episode-block keys that run across episodes (kept when a sub-env restarts).
-    RUNNING = ("model_done_total", "model_done_success_total", "model_done_precision",
-               "alarm_progress_rise", "alarm_success_rise", "alarm_high_failure_rise",
-               "alarm_firing", "alarm_triggers")  # fmt: skip
 
     def __init__(
         self, trackers: Sequence[ProgressTracker], alarm: HackingDetector | None = None
@@ -151,11 +152,15 @@ class SubEnvEpisodes:
             "model_done_precision": float("nan"),
         }
         if self.alarm is not None:
-            stats.update(alarm_progress_rise=0.0, alarm_success_rise=0.0,
-                         alarm_high_failure_rise=0.0, alarm_firing=False,
-                         alarm_triggers=0)  # fmt: skip
+            stats.update(
+                alarm_progress_rise=0.0,
+                alarm_success_rise=0.0,
+                alarm_high_failure_rise=0.0,
+                alarm_firing=False,
+                alarm_triggers=0,
+            )
         if previous is not None:
-            stats.update({k: previous[k] for k in self.RUNNING if k in previous and k in stats})
+            stats.update({k: previous[k] for k in RUNNING_KEYS if k in previous and k in stats})
         return stats
 
     def start(self, i: int, task: str, frame: np.ndarray) -> None:

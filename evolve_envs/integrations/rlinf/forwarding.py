@@ -16,15 +16,20 @@ is reached with :meth:`ForwardsToEnv.get_wrapper_attr`, Gymnasium's walk down th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol
 
 __all__ = ["ForwardsToEnv", "RLinfEnv"]
 
 
 class RLinfEnv(Protocol):
-    """What every RLinf env has (its LIBERO env, and a wrapper around it)."""
+    """What RLinf's vectorised envs have (its LIBERO env, and a wrapper around it)."""
 
     is_start: bool
+
+    def reset(self, *args: object, **kwargs: object) -> tuple[Mapping[str, object], dict]: ...
+
+    def chunk_step(self, chunk_actions: object) -> tuple[list, object, object, object, list]: ...
 
     def update_reset_state_ids(self, *args: object, **kwargs: object) -> object: ...
 

@@ -26,7 +26,7 @@ episode there), which the env worker writes into its stored rollout with
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, MutableSequence
+from collections.abc import Iterable, Mapping, MutableSequence, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, SupportsFloat
 
@@ -34,9 +34,16 @@ import numpy as np
 
 from evolve_envs.progress.settings import ConfigError
 from evolve_envs.progress.settled_episode import SettledEpisode
+from evolve_envs.progress.tracker import ProgressTracker
 from evolve_envs.wrappers.success_bonus import bonus_paid
 
-__all__ = ["LateReward", "LateRewardBook", "check_late_rewards_exact", "write_late_rewards"]
+__all__ = [
+    "LateReward",
+    "LateRewardBook",
+    "check_late_rewards_exact",
+    "settle_trackers",
+    "write_late_rewards",
+]
 
 
 class Cells(Protocol):
@@ -138,6 +145,20 @@ class LateRewardBook:
         if record.final:
             del self._episodes[i][int(record.index)]
         return out
+
+
+def settle_trackers(trackers: Sequence[ProgressTracker], book: LateRewardBook) -> list[LateReward]:
+    """Every step's reward settled since the last call, waiting for the answers sent so far; a
+    running episode pays its steps so far, and a model done found now ends it at its check."""
+    out: list[LateReward] = []
+    for i, tracker in enumerate(trackers):
+        running = tracker.running_episode(wait=True)
+        if running is not None and running.terminated:
+            tracker.finish()  # cut at the check that judged it done, as sync ends it there
+            running = None
+        for record in [*tracker.settled(wait=True), *([running] if running else [])]:
+            out.extend(book.place(i, record))
+    return out
 
 
 def write_late_rewards(

@@ -127,8 +127,8 @@ def main(argv: list[str] | None = None) -> None:
             raise
         except Exception as exc:  # noqa: BLE001 - one line naming the cause, no traceback
             first = (str(exc).strip().splitlines() or [""])[0]
-            print(f"rlinf_launch: the config was refused: {type(exc).__name__}: {first}",
-                  file=sys.stderr)  # fmt: skip
+            refused = f"rlinf_launch: the config was refused: {type(exc).__name__}: {first}"
+            print(refused, file=sys.stderr)
             raise SystemExit(1) from None
         if cfg_flag is not None:
             from omegaconf import OmegaConf

@@ -119,8 +119,8 @@ def compose(config_path: str, config_name: str, overrides: list[str]) -> Any:
 def _layout_error(exc: Exception) -> Exception:
     """``exc``, or a ValueError naming the switch when a group of one layout is missing."""
     message = str(exc).splitlines()[0].rstrip(".")
-    for wanted, other in (("training_backend", "hybrid_engines"),
-                          ("hybrid_engines", "training_backend")):  # fmt: skip
+    pairs = (("training_backend", "hybrid_engines"), ("hybrid_engines", "training_backend"))
+    for wanted, other in pairs:
         if f"'{wanted}/" in message:
             return ValueError(
                 f"{message}: the RLinf config tree on Hydra's search path (EMBODIED_PATH) has "

@@ -19,7 +19,23 @@ import numpy as np
 from evolve_envs.progress.settings import ConfigError
 from evolve_envs.train.arrays import to_numpy
 
-__all__ = ["check_resets_sub_envs", "env_success_flags", "final_mask", "reset_ended"]
+__all__ = [
+    "check_resets_sub_envs",
+    "env_success_flags",
+    "final_mask",
+    "reset_ended",
+    "reset_indices",
+]
+
+
+def reset_indices(env_idx: object, num_envs: int) -> list[int]:
+    """The sub-envs a ``reset(env_idx)`` resets: all for ``None``, else the indices or mask."""
+    if env_idx is None:
+        return list(range(num_envs))
+    arr = to_numpy(env_idx)
+    if arr.dtype == bool:
+        return [int(i) for i in np.flatnonzero(arr)]
+    return [int(i) for i in np.atleast_1d(arr)]
 
 
 def final_mask(infos: Mapping[str, Any], n: int) -> np.ndarray:
