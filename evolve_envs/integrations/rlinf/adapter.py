@@ -1,19 +1,37 @@
 """Progress rewards for RLinf's vectorised envs (LIBERO and others of the same shape).
 
-:class:`RLinfProgressReward` wraps an env with RLinf's ``chunk_step(actions[N, C, A])`` and feeds
-each sub-env's frames to that sub-env's :class:`~evolve_envs.progress.tracker.ProgressTracker`;
-it returns the same shapes with ``rewards = env_reward_weight * env + reward_weight * model`` and
-the model's done OR-ed into ``terminations``, under RLinf's auto-reset, ``ignore_terminations``
-and no-auto-reset (GRPO) semantics. ``calls: deferred`` returns the env's part only and settles
-the rest later (:mod:`~evolve_envs.integrations.rlinf.late_rewards`). docs/rlinf.md has the
-semantics and the info keys (:mod:`~evolve_envs.integrations.rlinf.env_state`); neither RLinf nor
-torch is imported here.
+:class:`RLinfProgressReward` feeds the frames of RLinf's ``chunk_step`` to one tracker per
+sub-env and returns ``env_reward_weight * env + reward_weight * model`` rewards with the model's
+done in ``terminations`` (docs/rlinf.md). Two sub-envs whose frames get 64 grey levels brighter
+each step, against a mock service reading grey level ``g`` as progress ``100 g/255``:
 
-Example (needs RLinf's LIBERO env; tests/rlinf runs the same calls on a stand-in env)::
-
-    >>> env = RLinfProgressReward.from_config(
-    ...     libero_env, {"enable": True, "endpoint": "http://127.0.0.1:8111"})  # doctest: +SKIP
-    >>> obs_list, rewards, terms, truncs, infos_list = env.chunk_step(actions)  # doctest: +SKIP
+>>> import torch
+>>> from evolve_envs.reward.clients.progress_client import ProgressClient
+>>> from evolve_envs.reward.service.embedded import EmbeddedService
+>>> from evolve_envs.progress.settings import TrackerSettings
+>>> class Brighter:  # the shape of RLinf's LiberoEnv, without a simulator
+...     num_envs, auto_reset, ignore_terminations, t = 2, False, False, 0
+...     def reset(self, env_idx=None, reset_state_ids=None):
+...         return self._obs(0), {}
+...     def chunk_step(self, actions):
+...         obs_list = [self._obs(1) for _ in range(actions.shape[1])]
+...         zeros = torch.zeros((2, actions.shape[1]))
+...         return obs_list, zeros, zeros.bool(), zeros.bool(), [{} for _ in obs_list]
+...     def _obs(self, steps):
+...         self.t += steps
+...         frames = torch.full((2, 32, 32, 3), min(64 * self.t, 255), dtype=torch.uint8)
+...         return {"main_images": frames, "task_descriptions": ["light up"] * 2}
+>>> svc = EmbeddedService("mock", {"rule": "intensity"}).start()
+>>> client = ProgressClient(svc.url)
+>>> settings = TrackerSettings(start_step=2, call_every=2, milestone_every=2)
+>>> env = RLinfProgressReward(Brighter(), lambda i: ProgressTracker(client, settings))
+>>> obs, infos = env.reset()
+>>> obs_list, rewards, terms, truncs, infos_list = env.chunk_step(torch.zeros((2, 4, 7)))
+>>> rewards[0].tolist(), infos_list[-1]["progress"].tolist()  # 50 at step 2, 100 at 4
+([0.0, 0.5, 0.0, 0.5], [100.0, 100.0])
+>>> terms[:, -1].tolist()  # done: progress >= 95
+[True, True]
+>>> env.close(); client.close(); svc.stop()
 """
 
 from __future__ import annotations
@@ -70,47 +88,12 @@ class _Observed(TypedDict):
 
 
 class RLinfProgressReward(ForwardsToEnv):
-    """Progress rewards and the model's done for an RLinf vectorised env.
+    """Progress rewards and the model's done for an RLinf vectorised env (module docstring).
 
     ``trackers``: one per sub-env, or a factory ``i -> tracker``. ``max_workers``: threads that
     step sync trackers in parallel (default ``min(num_envs, 64)``). ``model_terminates=False``
     only reports the model's done (``infos["done_by_progress"]``). ``on_close``: run by
-    :meth:`close`. ``alarm``: fed every finished episode. Usually built by :meth:`from_config`.
-
-    Example (two sub-envs whose frames get 64 grey levels brighter each step, against a local
-    mock service whose *intensity* rule reads grey level ``g`` as progress ``100 g/255``)::
-
-        >>> import torch
-        >>> from evolve_envs.reward.clients.progress_client import ProgressClient
-        >>> from evolve_envs.reward.service.embedded import EmbeddedService
-        >>> from evolve_envs.progress.settings import TrackerSettings
-        >>> class Brighter:  # the shape of RLinf's LiberoEnv, without a simulator
-        ...     num_envs, auto_reset, ignore_terminations = 2, False, False
-        ...     def reset(self, env_idx=None, reset_state_ids=None):
-        ...         self.t = 0
-        ...         return self._obs(), {}
-        ...     def chunk_step(self, actions):
-        ...         obs_list = []
-        ...         for _ in range(actions.shape[1]):
-        ...             self.t += 1
-        ...             obs_list.append(self._obs())
-        ...         zeros = torch.zeros((2, actions.shape[1]))
-        ...         return obs_list, zeros, zeros.bool(), zeros.bool(), [{} for _ in obs_list]
-        ...     def _obs(self):
-        ...         frames = torch.full((2, 32, 32, 3), min(64 * self.t, 255), dtype=torch.uint8)
-        ...         return {"main_images": frames, "task_descriptions": ["light up"] * 2}
-        >>> svc = EmbeddedService("mock", {"rule": "intensity"}).start()
-        >>> client = ProgressClient(svc.url)
-        >>> settings = TrackerSettings(start_step=2, call_every=2, milestone_every=2)
-        >>> env = RLinfProgressReward(Brighter(), lambda i: ProgressTracker(client, settings))
-        >>> obs, infos = env.reset()
-        >>> obs_list, rewards, terms, truncs, infos_list = env.chunk_step(torch.zeros((2, 4, 7)))
-        >>> rewards[0].tolist(), infos_list[-1]["progress"].tolist()  # 50 at step 2, 100 at 4
-        ([0.0, 0.5, 0.0, 0.5], [100.0, 100.0])
-        >>> terms[:, -1].tolist()  # done: progress >= 95
-        [True, True]
-        >>> env.close(); client.close(); svc.stop()
-    """
+    :meth:`close`. ``alarm``: fed every finished episode. Usually built by :meth:`from_config`."""
 
     def __init__(
         self,
@@ -186,8 +169,7 @@ class RLinfProgressReward(ForwardsToEnv):
     def from_config(
         cls, env: RLinfEnv, reward_model: object, *, environ: Mapping[str, str] | None = None
     ) -> RLinfProgressReward:
-        """Wrap ``env`` as a ``reward_model`` block (mapping, OmegaConf node or YAML path)
-        with ``enable: true`` describes."""
+        """Wrap ``env`` as a ``reward_model`` block (mapping, OmegaConf node, YAML path) says."""
         stack = build_progress_stack(reward_model, int(env.num_envs), environ=environ)
         return cls(
             env,
@@ -389,10 +371,6 @@ class RLinfProgressReward(ForwardsToEnv):
 
 
 def wrap_env_from_config(env: RLinfEnv, env_cfg: object) -> RLinfEnv:
-    """Wrap ``env`` with :class:`RLinfProgressReward` if ``env_cfg.reward_model.enable`` is true.
-
-    ``env_cfg`` is RLinf's ``env.train`` (or ``env.eval``) node. Returns ``env`` unchanged when
-    the block is missing, disabled or RLinf's own (``stack.reward_model_block``).
-    """
+    """``env`` wrapped per ``env_cfg.reward_model`` (RLinf's ``env.train`` node), or as is."""
     block = enabled_block(env_cfg)
     return env if block is None else RLinfProgressReward.from_config(env, block)

@@ -1,9 +1,5 @@
-"""What RLinf reads from the env it built, forwarded by a wrapper to the env it wraps.
-
-RLinf's ``EnvWorker`` sets ``is_start``, calls ``update_reset_state_ids`` and, through
-``get_env_attr``, ``flush_video`` and ``offload``; its ``RecordVideo`` reads ``seed``,
-``num_envs``, ``task_descriptions``, ``capture_image``, ``cfg`` and ``metadata``. Anything else
-is reached with :meth:`ForwardsToEnv.get_wrapper_attr`, Gymnasium's walk down the wrapper stack.
+"""What RLinf reads from the env it built (``is_start``, ``seed``, ``cfg``, ``flush_video``, ...),
+forwarded by a wrapper to the env it wraps; anything else through ``get_wrapper_attr``.
 
 >>> class Inner:
 ...     seed, auto_reset, offload = 7, True, "here"
@@ -57,8 +53,7 @@ class ForwardsToEnv:
     capture_image = _forwarded("capture_image")
 
     def get_wrapper_attr(self, name: str) -> object:
-        """``name`` from this wrapper, else from the env stack below it (RLinf's
-        ``get_env_attr``: ``offload``, ``flush_video``, ...)."""
+        """``name`` from this wrapper, else from the env stack below it."""
         if hasattr(self, name):
             return getattr(self, name)
         inner = getattr(self.env, "get_wrapper_attr", None)

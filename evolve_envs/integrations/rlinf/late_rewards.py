@@ -1,11 +1,8 @@
 """Late rewards: ``calls: deferred`` in RLinf, each settled step written where it was played.
 
-Under ``reward_model.calls: deferred`` the wrapper returns each chunk with the env's part of the
-reward only and notes in a :class:`LateRewardBook` where every step of every episode was played
-(the wrapper's chunk step and the action in it). Settled episodes become :class:`LateReward`
-entries (the reward ``calls: sync`` pays at that step, and whether the model's done ends the
-episode there), which the env worker writes into its stored rollout with
-:func:`write_late_rewards` before the rollout goes to the actor.
+The wrapper returns each chunk with the env's reward part and notes where each step was played
+(:class:`LateRewardBook`); settled episodes become :class:`LateReward` entries (``sync``'s reward
+of that step, and a model done), which the env worker writes into its stored rollout.
 
 >>> import numpy as np, torch
 >>> from evolve_envs.progress.settled_episode import SettledEpisode
@@ -56,11 +53,8 @@ class Cells(Protocol):
 
 @dataclass(frozen=True)
 class LateReward:
-    """The settled reward of sub-env ``env``'s step played at ``(chunk, action)``.
-
-    ``paid`` is what the wrapper returned there so far; ``terminated``: the model's done ends
-    the episode at this step.
-    """
+    """Sub-env ``env``'s settled ``reward`` at ``(chunk, action)``; ``paid``: what is stored there
+    so far; ``terminated``: the model's done ends the episode here."""
 
     chunk: int
     action: int
@@ -120,8 +114,7 @@ class LateRewardBook:
         return sum(len(ep.where) for eps in self._episodes for ep in eps.values())
 
     def place(self, i: int, record: SettledEpisode) -> list[LateReward]:
-        """What changes where sub-env ``i`` played ``record``'s steps (a running view pays its
-        steps so far; the final record the rest). Steps cut after a model done get nothing."""
+        """What changes where sub-env ``i`` played ``record``'s steps (cut steps get nothing)."""
         ep = self._episodes[i].get(int(record.index))
         if ep is None:
             return []
@@ -169,11 +162,8 @@ def write_late_rewards(
     *,
     terminations: MutableSequence[Cells],
 ) -> int:
-    """Write ``late`` into a stored rollout; ``slots`` maps a chunk step to its index in
-    ``rewards`` and in ``dones`` / ``terminations``. Returns how many entries were written.
-
-    A value already added to the stored reward (RLinf's bootstrap value) is kept.
-    """
+    """Write ``late`` into a stored rollout (``slots``: chunk step -> its index in ``rewards``
+    and in ``dones``); returns the count. A value RLinf added (its bootstrap value) is kept."""
     count = 0
     for item in late:
         if item.chunk not in slots:

@@ -1,12 +1,8 @@
 """RLinf ``EnvWorker`` that installs progress rewards from the ``reward_model`` YAML block.
 
-:class:`ProgressEnvWorker` hands RLinf a constructor that wraps each built env in
-:class:`~evolve_envs.integrations.rlinf.adapter.RLinfProgressReward` (``env.train`` and
-``env.eval`` each by their own block) before RLinf adds its own wrappers, and writes the late
-rewards of ``calls: deferred`` into the stored rollout before it is sent. Needs RLinf; use it
-through ``python -m evolve_envs.integrations.rlinf.launch`` or in your own launcher::
-
-    from evolve_envs.integrations.rlinf.worker import ProgressEnvWorker
+:class:`ProgressEnvWorker` wraps each env RLinf builds in
+:class:`~evolve_envs.integrations.rlinf.adapter.RLinfProgressReward` and writes the late rewards
+of ``calls: deferred`` into the stored rollout before it is sent. Needs RLinf::
 
     env_group = ProgressEnvWorker.create_group(cfg).launch(
         cluster, name=cfg.env.group_name, placement_strategy=env_placement)
@@ -14,12 +10,13 @@ through ``python -m evolve_envs.integrations.rlinf.launch`` or in your own launc
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 from evolve_envs.integrations.rlinf.adapter import RLinfProgressReward
+from evolve_envs.integrations.rlinf.forwarding import RLinfEnv
 from evolve_envs.integrations.rlinf.late_rewards import write_late_rewards
 from evolve_envs.integrations.rlinf.quiet_gym import import_gym_quietly
-from evolve_envs.integrations.rlinf.stack import check_reward_switches, enabled_block
+from evolve_envs.integrations.rlinf.stack import Node, check_reward_switches, enabled_block
 
 import_gym_quietly()  # RLinf's envs import gym: no "unmaintained" banner in every worker
 
@@ -35,16 +32,15 @@ except ImportError as exc:  # pragma: no cover - exercised only without RLinf
 __all__ = ["ProgressEnvWorker", "with_progress_reward"]
 
 
-def with_progress_reward(env_cls: Any, env_cfg: Any, where: str = "env.train") -> Any:
-    """A drop-in for RLinf's ``env_cls`` that wraps each built env per ``env_cfg.reward_model``.
-
-    Returns ``env_cls`` itself when the block is absent, disabled or RLinf's own.
-    """
+def with_progress_reward(
+    env_cls: Callable[..., RLinfEnv], env_cfg: Node, where: str = "env.train"
+) -> Callable[..., RLinfEnv]:
+    """RLinf's ``env_cls``, wrapping what it builds per ``env_cfg.reward_model`` (if enabled)."""
     block = enabled_block(env_cfg, where)
     if block is None:
         return env_cls
 
-    def build(*args: Any, **kwargs: Any) -> Any:
+    def build(*args: object, **kwargs: object) -> RLinfEnv:
         return RLinfProgressReward.from_config(env_cls(*args, **kwargs), block)
 
     build.__name__ = f"ProgressReward[{getattr(env_cls, '__name__', 'env')}]"
@@ -61,13 +57,7 @@ def progress_wrapper(env: object) -> RLinfProgressReward | None:
 
 
 class ProgressEnvWorker(_RLinfEnvWorker):
-    """RLinf's ``EnvWorker`` with progress rewards installed from ``env.*.reward_model``.
-
-    Usage (in an RLinf launcher, with a Ray cluster)::
-
-        ProgressEnvWorker.create_group(cfg).launch(cluster, name=cfg.env.group_name,
-                                                   placement_strategy=env_placement)
-    """
+    """RLinf's ``EnvWorker`` with progress rewards installed from ``env.*.reward_model``."""
 
     #: per stage: the stored rollout and, per chunk step of the wrapper, its indices there
     _late_slots: dict[int, tuple[object, dict[int, tuple[int, int]]]]
@@ -96,8 +86,7 @@ class ProgressEnvWorker(_RLinfEnvWorker):
         return out
 
     def write_late_rewards(self) -> int:
-        """Write every settled reward (and model done) into the stored rollout; returns how
-        many entries were written. Waits only for answers still out."""
+        """Write every settled reward into the stored rollout; returns the count of entries."""
         count = 0
         slots = self.__dict__.get("_late_slots", {})
         for stage_id, env in enumerate(self.env_list):
@@ -126,11 +115,8 @@ class ProgressEnvWorker(_RLinfEnvWorker):
         self.write_late_rewards()
         await super().send_rollout_trajectories_pipeline(rollout_results, channel)
 
-    def check_chunk(self, chunk: int, action_dim: int) -> list[dict[str, Any]]:
-        """Reset each train env and step it through one chunk of zero actions (start-up check).
-
-        Returns, per env, the sub-envs' progress, reward-model calls and summed rewards.
-        """
+    def check_chunk(self, chunk: int, action_dim: int) -> list[dict[str, list[float]]]:
+        """Start-up check: each train env reset and stepped through one chunk of zero actions."""
         import torch
 
         results = []

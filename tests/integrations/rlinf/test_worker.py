@@ -68,12 +68,21 @@ def policy(epoch: int, k: int) -> torch.Tensor:
     return a
 
 
-def make_worker(url: str, calls: str, *, auto_reset: bool, epochs: int, **rm: object):
+def make_worker(
+    url: str,
+    calls: str,
+    *,
+    auto_reset: bool,
+    epochs: int,
+    pipeline: bool = False,
+    episode_steps: int = CHUNK * CHUNKS,
+    **rm: object,
+):
     """A ProgressEnvWorker with RLinf's rollout loop state set, its env built by RLinf."""
     cls = worker_module.ProgressEnvWorker
     w = cls.__new__(cls)
     train = {
-        **standin_cfg(auto_reset=auto_reset, max_episode_steps=CHUNK * CHUNKS, success_at=101),
+        **standin_cfg(auto_reset=auto_reset, max_episode_steps=episode_steps, success_at=101),
         "env_type": "libero",
         "max_steps_per_rollout_epoch": CHUNK * CHUNKS,
         "rollout_epoch": epochs,
@@ -96,7 +105,8 @@ def make_worker(url: str, calls: str, *, auto_reset: bool, epochs: int, **rm: ob
     w.rollout_epoch, w.n_train_chunk_steps = epochs, CHUNKS
     w.train_num_envs_per_stage = w.train_batch_size = N
     w._prefetched_train_bootstrap = None
-    w.env_decoupled_mode = w.use_training_pipeline = w.collect_transitions = False
+    w.env_decoupled_mode = w.collect_transitions = False
+    w.use_training_pipeline = pipeline
     w.collect_prev_infos, w.actor_split_num = True, 1
     w.reward_mode, w.history_reward_assign, w.use_external_reward_model = "per_step", False, False
     w.env_list = w._setup_env_and_wrappers(StandinLiberoEnv, w.cfg.env.train, N)
@@ -126,14 +136,27 @@ def make_worker(url: str, calls: str, *, auto_reset: bool, epochs: int, **rm: ob
 
 
 def rollout(worker) -> dict[str, torch.Tensor]:
-    """One ``interact`` of RLinf's loop; the stored rewards, dones and terminations sent."""
+    """One ``interact`` of RLinf's loop; the stored rewards, dones and terminations sent (with
+    the training pipeline: each epoch's, as RLinf hands them to its pipeline send)."""
     channel = Channel()
     asyncio.run(worker._run_interact_once(None, None, None, channel, cooperative_yield=False))
-    (traj,) = channel.items
-    return {"rewards": traj.rewards, "dones": traj.dones, "terminations": traj.terminations}
+    if worker.use_training_pipeline:
+        trajs = [result.to_trajectory() for result in channel.items]
+    else:
+        (traj,) = channel.items
+        trajs = [traj]
+    keys = ("rewards", "dones", "terminations")
+    return {k: torch.cat([getattr(t, k) for t in trajs]) for k in keys}
 
 
-def run_both(url: str, *, auto_reset: bool, epochs: int, monkeypatch, **rm: object):
+async def pipeline_send(self, rollout_results, channel) -> None:
+    """RLinf's per-epoch send with the training pipeline, keeping the stored rollout."""
+    channel.items.extend(rollout_results)
+
+
+def run_both(
+    url: str, *, auto_reset: bool, epochs: int, monkeypatch, interacts: int = 1, **rm: object
+):
     waits = {"during": 0, "flush": 0}
     phase = {"now": "during"}
     real_wait = deferred.wait_futures
@@ -154,11 +177,14 @@ def run_both(url: str, *, auto_reset: bool, epochs: int, monkeypatch, **rm: obje
             phase["now"] = "during"
 
     monkeypatch.setattr(cls, "write_late_rewards", write)
+    rlinf_worker = cls.__mro__[1]
+    monkeypatch.setattr(rlinf_worker, "send_rollout_trajectories_pipeline", pipeline_send)
     out = {}
     for calls in ("sync", "deferred"):
         w = make_worker(url, calls, auto_reset=auto_reset, epochs=epochs, **rm)
         try:
-            out[calls] = rollout(w)
+            runs = [rollout(w) for _ in range(interacts)]  # RLinf's interact() per step
+            out[calls] = {k: torch.cat([run[k] for run in runs]) for k in runs[0]}
         finally:
             w.env_list[0].close()
     return out["sync"], out["deferred"], waits
@@ -169,8 +195,11 @@ def assert_same(sync: dict[str, torch.Tensor], late: dict[str, torch.Tensor]) ->
         assert torch.equal(sync[key], late[key]), (key, sync[key], late[key])
 
 
-def test_grpo_without_auto_reset_stores_what_sync_stores(service, monkeypatch):
-    sync, late, waits = run_both(service.url, auto_reset=False, epochs=2, monkeypatch=monkeypatch)
+@pytest.mark.parametrize("pipeline", [False, True], ids=["at_the_end", "training_pipeline"])
+def test_grpo_without_auto_reset_stores_what_sync_stores(service, monkeypatch, pipeline):
+    sync, late, waits = run_both(
+        service.url, auto_reset=False, epochs=2, monkeypatch=monkeypatch, pipeline=pipeline
+    )
     assert_same(sync, late)
     assert sync["rewards"].shape == (2 * CHUNKS, N, CHUNK)
     assert sync["rewards"].abs().sum() > 0  # the model paid something
@@ -181,8 +210,15 @@ def test_grpo_without_auto_reset_stores_what_sync_stores(service, monkeypatch):
 
 
 def test_ppo_auto_reset_with_a_model_that_never_ends_episodes(service, monkeypatch):
+    # 11-step episodes: they run across chunk steps, epochs and the rollout's end
     sync, late, waits = run_both(
-        service.url, auto_reset=True, epochs=2, monkeypatch=monkeypatch, terminate_on_done=False
+        service.url,
+        auto_reset=True,
+        epochs=2,
+        monkeypatch=monkeypatch,
+        episode_steps=11,
+        interacts=2,
+        terminate_on_done=False,
     )
     assert_same(sync, late)
     assert sync["rewards"].abs().sum() > 0
