@@ -2,7 +2,7 @@
 
 :class:`SubEnvEpisodes` keeps each sub-env's step count, return and end-of-episode statistics;
 :func:`annotate` writes them into RLinf's ``infos`` and ``episode`` blocks (the keys:
-docs/rlinf.md, "Metrics").
+docs/rlinf.md, "What changes in training").
 
     >>> task_of({"task_descriptions": ["open the drawer"]}, "task_descriptions", 0, None)
     'open the drawer'
