@@ -390,9 +390,12 @@ def test_config_errors_name_the_key(mock_service):
         build_progress_stack(block(mock_service.url, kind="video_score"), 2)
     with pytest.raises(ConfigError, match="enable"):
         build_progress_stack({"enable": False}, 2)
-    # a late reward would be lost: RLinf's env worker stores each chunk's rewards at once
-    with pytest.raises(ConfigError, match=r"reward_model.calls: 'deferred' is not supported"):
-        build_progress_stack(block(mock_service.url, calls="deferred"), 2)
+    # deferred is refused where a model done resets sub-envs: the env's future waits on it
+    resets = StandinLiberoEnv(standin_cfg(auto_reset=True), num_envs=2)
+    with pytest.raises(ConfigError, match=r"calls: 'deferred' with env auto_reset: true needs"):
+        RLinfProgressReward.from_config(resets, block(mock_service.url, calls="deferred"))
+    quiet = block(mock_service.url, calls="deferred", terminate_on_done=False)
+    RLinfProgressReward.from_config(resets, quiet).close()
 
 
 def test_block_from_a_yaml_path(mock_service, tmp_path):

@@ -1,29 +1,8 @@
 """The env side of an RLinf launch, for machines without a CUDA device.
 
-An RLinf embodied training run (``train_embodied_agent.py``) starts three worker groups on Ray:
-the actor (FSDP training of the policy, e.g. ``EmbodiedFSDPActor`` for OpenVLA-OFT), the rollout
-workers (``MultiStepRolloutWorker``, the same policy generating actions) and the env workers
-(``EnvWorker``, here :class:`~evolve_envs.integrations.rlinf.worker.ProgressEnvWorker`). The
-actor and rollout workers load the policy's weights from ``actor.model.model_path`` and run on
-CUDA GPUs; the env workers need neither. On a machine without CUDA, :func:`run_env_check` does
-what the launch does up to and including the env workers, with RLinf's own code:
-
-1. compose the Hydra config (``--config-path``, ``--config-name``, overrides, and the
-   installed RLinf's layout: :mod:`~evolve_envs.integrations.rlinf.layout`), refuse RLinf's
-   reward worker and ours on together, and run RLinf's ``validate_cfg``;
-2. start RLinf's ``Cluster`` (Ray) and its ``HybridComponentPlacement``;
-3. launch the ``ProgressEnvWorker`` group with the env placement and run ``init_worker``: each
-   worker builds its envs (e.g. LIBERO) wrapped in the progress reward, which checks the reward
-   service at start-up;
-4. reset the envs and step them through one action chunk of zeros, so frames reach the reward
-   service from the env workers;
-
-and stops before the actor and rollout groups, which is where a CPU-only run has to stop.
-:mod:`evolve_envs.integrations.rlinf.launch` calls it when ``torch.cuda.is_available()`` is
-false; the launch then exits with status :data:`EXIT_STOPPED_BEFORE_GPU_WORKERS` and a message
-saying so.
-
-Example (starts RLinf's env workers, so not run as a doctest; tests/rlinf does)::
+:func:`run_env_check` composes and validates the config, starts RLinf's cluster, launches the
+``ProgressEnvWorker`` group and steps its envs through one chunk of zeros, then stops before the
+actor and rollout workers (which need CUDA).
 
     >>> report = run_env_check(["--config-path", "evolve_envs/configs/rlinf",
     ...                         "--config-name", "my_config"])  # doctest: +SKIP
@@ -58,12 +37,7 @@ EXIT_STOPPED_BEFORE_GPU_WORKERS = 5
 
 @dataclass
 class EnvCheckReport:
-    """What the env side of a launch started (see :func:`run_env_check`).
-
-    >>> r = EnvCheckReport("EnvGroup", 1, [["ProgressReward", "LiberoEnv"]], "openvla_oft", "/m")
-    >>> "stopped before the actor" in r.message()
-    True
-    """
+    """What the env side of a launch started (:func:`run_env_check`)."""
 
     group_name: str
     num_workers: int
@@ -102,11 +76,7 @@ class EnvCheckReport:
 
 
 def parse_hydra_args(args: Sequence[str]) -> tuple[str | None, str | None, list[str]]:
-    """Split a Hydra command line into ``(config_path, config_name, overrides)``.
-
-    >>> parse_hydra_args(["--config-path", "/c", "--config-name=x", "a.b=1"])
-    ('/c', 'x', ['a.b=1'])
-    """
+    """Split a Hydra command line into ``(config_path, config_name, overrides)``."""
     path = name = None
     overrides: list[str] = []
     it = iter(args)
@@ -130,11 +100,8 @@ def parse_hydra_args(args: Sequence[str]) -> tuple[str | None, str | None, list[
 
 
 def run_env_check(hydra_args: Sequence[str]) -> EnvCheckReport:
-    """Compose, validate, start the cluster and the ``ProgressEnvWorker`` group, then stop.
-
-    Ray is shut down before returning. A failure (bad config, unreachable reward service, an
-    env that does not build, …) raises :class:`EnvCheckError` naming the stage.
-    """
+    """Compose, validate, start the cluster and the ``ProgressEnvWorker`` group, then stop (Ray
+    shut down); a failure raises :class:`EnvCheckError` naming the stage."""
     config_path, config_name, overrides = parse_hydra_args(hydra_args)
     if not config_path or not config_name:
         raise SystemExit("rlinf_launch: the CPU check needs --config-path and --config-name")

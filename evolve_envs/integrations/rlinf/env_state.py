@@ -1,34 +1,11 @@
-"""Per-sub-env episode state of the RLinf adapter: steps, returns, end-of-episode statistics.
+"""Per-sub-env episode state of the RLinf adapter, and the info keys it writes for RLinf.
 
-:class:`~evolve_envs.integrations.rlinf.adapter.RLinfProgressReward` steps ``N`` sub-envs as one
-batch; :class:`SubEnvEpisodes` keeps what belongs to each sub-env's running episode: its step
-count, the return of the rewards the adapter paid, and the statistics set when the episode ends
-(the termination audit and the reward-hacking alarm's numbers). :func:`annotate` writes them into
-RLinf's ``infos`` dicts and ``episode`` blocks.
+:class:`SubEnvEpisodes` keeps each sub-env's step count, return and end-of-episode statistics;
+:func:`annotate` writes them into RLinf's ``infos`` and ``episode`` blocks (the keys:
+docs/rlinf.md, "What changes in training").
 
-Info keys added to every ``infos`` dict of the chunk (tensors ``[N]``): ``progress`` (0–100),
-``reward_model_reward``, ``env_reward``, ``done_by_progress``; and, when the env keeps an
-``infos["episode"]`` block of running episode statistics (RLinf's LIBERO does; RLinf logs its keys
-as ``env/<key>`` metrics), ``progress``, ``max_progress``, ``done_by_progress``,
-``reward_model_return``, ``reward_model_calls`` and ``reward_model_errors`` for the current (or,
-after an episode ends, the last) episode; ``reward_model_fallback_episodes``, the episodes of
-all sub-envs so far that got fallback rewards because reward-model calls failed (the first one
-also logs a warning); the audit of model termination: ``model_done`` and
-``model_done_success`` (this episode: the model judged it done; and the env had succeeded then —
-the ratio of their means is the precision of model termination over a logging interval), the
-running ``model_done_total`` / ``model_done_success_total`` of the episode's task (trackers share
-one :class:`~evolve_envs.progress.done_rules.TerminationAudit`) and the running
-``model_done_precision`` over all tasks of this env (model-terminated episodes the env judged
-successful / model-terminated episodes, as the episode ended; NaN until the model has ended an
-episode, and RLinf's mean of it is NaN while any logged row is); and with
-``reward_model.alarm.enable`` the reward-hacking alarm's numbers for the task
-(:mod:`evolve_envs.progress.hacking`): ``alarm_progress_rise``, ``alarm_success_rise``,
-``alarm_high_failure_rise`` (0 until its windows are full), ``alarm_firing``, ``alarm_triggers``.
-With auto-reset the ended episodes' values are in ``infos["final_info"]["episode"]``. The block's
-``return`` and ``reward`` (RLinf's ``env/return`` and ``env/reward`` metrics) are replaced by the
-episode's sum and per-step mean of the rewards the adapter returns, i.e. the reward RLinf trains
-on, up to and including the step that ended the episode; the env's own values move to ``env_return``
-and ``env_reward_mean``.
+    >>> task_of({"task_descriptions": ["open the drawer"]}, "task_descriptions", 0, None)
+    'open the drawer'
 """
 
 from __future__ import annotations
@@ -57,14 +34,7 @@ def _torch():
 
 
 def frame_getter(images: Any, i: int, orientation: str = "upright") -> Callable[[], np.ndarray]:
-    """A zero-argument callable returning sub-env ``i``'s frame as a NumPy uint8 array, turned
-    upright from ``orientation`` (:func:`evolve_envs.integrations.rlinf.frames.to_upright`).
-
-    >>> frame_getter(np.zeros((2, 4, 4, 3), dtype=np.uint8), 1)().shape
-    (4, 4, 3)
-    >>> frame_getter(np.arange(4).reshape(1, 1, 4, 1), 0, "rot180")()[0, :, 0].tolist()
-    [3, 2, 1, 0]
-    """
+    """A callable returning sub-env ``i``'s frame as a uint8 array, turned upright."""
 
     def get() -> np.ndarray:
         frame = to_numpy(images[i])
@@ -75,12 +45,8 @@ def frame_getter(images: Any, i: int, orientation: str = "upright") -> Callable[
     return get
 
 
-def task_of(obs: Mapping[str, Any], key: str, i: int, fallback: Any) -> str:
-    """Sub-env ``i``'s instruction text from ``obs[key]`` (else ``fallback``); it must be one.
-
-    >>> task_of({"task_descriptions": ["open the drawer"]}, "task_descriptions", 0, None)
-    'open the drawer'
-    """
+def task_of(obs: Mapping[str, object], key: str, i: int, fallback: object) -> str:
+    """Sub-env ``i``'s instruction text from ``obs[key]`` (else ``fallback``)."""
     tasks = obs.get(key) if isinstance(obs, Mapping) else None
     if tasks is None:
         tasks = fallback
@@ -96,37 +62,21 @@ def task_of(obs: Mapping[str, Any], key: str, i: int, fallback: Any) -> str:
     return task
 
 
-def _dtype_of(value: Any) -> Any:
+def _dtype_of(value: object) -> type:
     if isinstance(value, bool):
         return bool
     return np.int64 if isinstance(value, int) else np.float32
 
 
+#: Episode-block keys that run across episodes (kept when a sub-env restarts).
+RUNNING_KEYS = ("model_done_total", "model_done_success_total", "model_done_precision",
+                "alarm_progress_rise", "alarm_success_rise", "alarm_high_failure_rise",
+                "alarm_firing", "alarm_triggers")  # fmt: skip
+
+
 class SubEnvEpisodes:
-    """The running episode of each of ``len(trackers)`` sub-envs (one tracker each).
-
-    ``steps`` and ``returns`` are the sub-envs' step counts and returns of the rewards the adapter
-    paid; :meth:`record_end` sets the end-of-episode statistics; :meth:`stats_arrays` gives
-    every episode-block key as an array over the sub-envs.
-
-    Example (a tracker stand-in that reports fixed totals):
-        >>> class Tracker:
-        ...     def reset(self, task, frame): self.task = task
-        ...     def totals(self):
-        ...         return {"progress": 40.0, "max_progress": 50.0, "done_by_progress": False,
-        ...                 "model_reward": 0.4, "progress_calls": 2, "reward_model_errors": 0}
-        >>> episodes = SubEnvEpisodes([Tracker(), Tracker()])
-        >>> episodes.start(0, "lift the cup", np.zeros((4, 4, 3), dtype=np.uint8))
-        >>> episodes.steps[0], episodes.returns[0] = 4, 2.0
-        >>> stats = episodes.stats_arrays()
-        >>> stats["reward"].tolist(), stats["max_progress"].tolist()
-        ([0.5, 0.0], [50.0, 50.0])
-    """
-
-    #: Episode-block keys that run across episodes (kept when a sub-env restarts).
-    RUNNING = ("model_done_total", "model_done_success_total", "model_done_precision",
-               "alarm_progress_rise", "alarm_success_rise", "alarm_high_failure_rise",
-               "alarm_firing", "alarm_triggers")  # fmt: skip
+    """Each sub-env's running episode: ``steps``, ``returns`` of the rewards paid, and the
+    statistics set when it ends (:meth:`record_end`); :meth:`stats_arrays` gives them per key."""
 
     def __init__(
         self, trackers: Sequence[ProgressTracker], alarm: HackingDetector | None = None
@@ -141,8 +91,7 @@ class SubEnvEpisodes:
         self.fallback_episodes = 0
 
     def episode_end_stats(self, previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The episode-block keys set when an episode ends (the termination audit and the
-        alarm), as they stand before it ends; running keys carry over from ``previous``."""
+        """The episode-end keys as they stand before the end (running keys from ``previous``)."""
         stats: dict[str, Any] = {
             "model_done": False,
             "model_done_success": False,
@@ -151,11 +100,15 @@ class SubEnvEpisodes:
             "model_done_precision": float("nan"),
         }
         if self.alarm is not None:
-            stats.update(alarm_progress_rise=0.0, alarm_success_rise=0.0,
-                         alarm_high_failure_rise=0.0, alarm_firing=False,
-                         alarm_triggers=0)  # fmt: skip
+            stats.update(
+                alarm_progress_rise=0.0,
+                alarm_success_rise=0.0,
+                alarm_high_failure_rise=0.0,
+                alarm_firing=False,
+                alarm_triggers=0,
+            )
         if previous is not None:
-            stats.update({k: previous[k] for k in self.RUNNING if k in previous and k in stats})
+            stats.update({k: previous[k] for k in RUNNING_KEYS if k in previous and k in stats})
         return stats
 
     def start(self, i: int, task: str, frame: np.ndarray) -> None:
@@ -165,7 +118,7 @@ class SubEnvEpisodes:
         self.returns[i] = 0.0
         self._ended[i] = self.episode_end_stats(self._ended[i])
 
-    def record_end(self, i: int, summary: Mapping[str, Any]) -> None:
+    def record_end(self, i: int, summary: Mapping[str, object]) -> None:
         """An episode of sub-env ``i`` ended: its termination audit and the alarm's numbers."""
         stats = self._ended[i]
         if int(summary.get("reward_model_fallbacks") or 0) > 0:
@@ -195,19 +148,17 @@ class SubEnvEpisodes:
             stats["alarm_triggers"] = int(state["triggers"])
 
     def model_done_precision(self) -> float:
-        """Model-terminated episodes the env judged successful / model-terminated episodes,
-        over all tasks and every audit the trackers count in; NaN before the first."""
+        """Model-ended episodes the env judged successful / model-ended episodes (NaN: none)."""
         audits = {id(t.audit): t.audit for t in self.trackers}.values()
         counts = [a.counts() for a in audits]
         done = sum(c["model_done"] for c in counts)
         return sum(c["model_done_success"] for c in counts) / done if done else float("nan")
 
     def stats_arrays(self) -> dict[str, np.ndarray]:
-        """Each sub-env's episode statistics: the tracker's totals, and the return / mean
-        reward of the rewards the adapter returned."""
+        """Each sub-env's episode statistics, per episode-block key."""
         totals = [t.totals() for t in self.trackers]
 
-        def col(key: str, dtype: Any) -> np.ndarray:
+        def col(key: str, dtype: type) -> np.ndarray:
             return np.array([tot[key] for tot in totals], dtype=dtype)
 
         ended = {
@@ -229,14 +180,8 @@ class SubEnvEpisodes:
 
 
 def write_episode_block(block: dict[str, Any], stats: dict[str, np.ndarray]) -> None:
-    """Put the episode statistics into the env's ``episode`` block; the env's own
-    ``return`` / ``reward`` (its reward only) move to ``env_return`` / ``env_reward_mean``.
-
-    >>> block = {"return": 1.0}
-    >>> write_episode_block(block, {"return": np.array([2.0], dtype=np.float32)})
-    >>> block["env_return"], block["return"].tolist()
-    (1.0, [2.0])
-    """
+    """The statistics into the env's ``episode`` block; the env's own ``return`` / ``reward`` move
+    to ``env_return`` / ``env_reward_mean``."""
     torch = _torch()
     for key, moved in (("return", "env_return"), ("reward", "env_reward_mean")):
         if key in block and moved not in block:
@@ -246,15 +191,14 @@ def write_episode_block(block: dict[str, Any], stats: dict[str, np.ndarray]) -> 
 
 
 def annotate(
-    infos_list: list[Any],
+    infos_list: list[object],
     env_r: np.ndarray,
     model_r: np.ndarray,
     progress: np.ndarray,
     done_flag: np.ndarray,
     snapshots: list[dict[str, np.ndarray]],
 ) -> None:
-    """Write each step's ``[N, C]`` rewards and progress, and its episode statistics
-    (``snapshots[t]``), into the chunk's ``infos`` dicts (see the module docstring)."""
+    """Each step's rewards, progress and episode statistics into the chunk's ``infos``."""
     torch = _torch()
     for t, infos in enumerate(infos_list):
         if not isinstance(infos, dict):

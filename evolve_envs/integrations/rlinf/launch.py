@@ -1,34 +1,14 @@
 """Run an RLinf training script with :class:`ProgressEnvWorker` in place of RLinf's EnvWorker.
 
-RLinf's launch scripts (e.g. ``examples/embodiment/train_embodied_agent.py``) import
-``EnvWorker`` from ``rlinf.workers.env.env_worker`` and start it as the env worker group. This
-launcher points that name at :class:`~evolve_envs.integrations.rlinf.worker.ProgressEnvWorker`
-and then runs the script unchanged, with the remaining arguments (Hydra's):
+Points ``rlinf.workers.env.env_worker.EnvWorker`` at our worker, adds the installed RLinf's
+``rlinf_layout``, refuses both reward switches on, and runs the script unchanged; without CUDA
+it runs the env side only (:mod:`~evolve_envs.integrations.rlinf.env_check`, exit status 5).
+``--cfg job`` prints the composed config and exits; ``rlinf_layout=...`` picks the other layout.
 
 .. code-block:: bash
 
-    export EMBODIED_PATH=/path/to/RLinf/examples/embodiment
-    python -m evolve_envs.integrations.rlinf.launch \\
-        $EMBODIED_PATH/train_embodied_agent.py \\
+    python -m evolve_envs.integrations.rlinf.launch $EMBODIED_PATH/train_embodied_agent.py \\
         --config-path $PWD/evolve_envs/configs/rlinf --config-name libero_10_grpo_openvlaoft
-
-Nothing in RLinf is modified on disk. The worker class travels to Ray workers by reference, so
-``evolve-envs`` must be installed on every node (it is a normal pip package).
-
-The launcher adds ``rlinf_layout=<the installed RLinf's>`` to the overrides of a config that
-selects RLinf's layout (ours do; :mod:`~evolve_envs.integrations.rlinf.layout`), unless the
-command line names one. Before anything starts it composes the config and refuses one that turns
-on both RLinf's reward worker and our progress reward (one line, exit status 1).
-
-``--cfg job`` (Hydra's flag) is the compose step alone: the launcher composes the config as the
-launch would, prints it and exits (status 0), with or without a CUDA device.
-
-Without a CUDA device (``torch.cuda.is_available()`` false) the script is not run: RLinf's actor
-and rollout workers load the policy and need CUDA GPUs. The launcher then does the launch's env
-side with RLinf's own code (compose and validate the config, start the cluster, launch and
-initialise the ``ProgressEnvWorker`` group, see :mod:`~evolve_envs.integrations.rlinf.env_check`),
-prints what it started and where it stopped, and exits with status 5 (the env side works;
-nothing was trained). A failure on the env side exits 1 with the stage named.
 """
 
 from __future__ import annotations
@@ -127,8 +107,8 @@ def main(argv: list[str] | None = None) -> None:
             raise
         except Exception as exc:  # noqa: BLE001 - one line naming the cause, no traceback
             first = (str(exc).strip().splitlines() or [""])[0]
-            print(f"rlinf_launch: the config was refused: {type(exc).__name__}: {first}",
-                  file=sys.stderr)  # fmt: skip
+            refused = f"rlinf_launch: the config was refused: {type(exc).__name__}: {first}"
+            print(refused, file=sys.stderr)
             raise SystemExit(1) from None
         if cfg_flag is not None:
             from omegaconf import OmegaConf

@@ -1,22 +1,8 @@
-"""RLinf's two config layouts, and composing our RLinf configs against either.
+"""RLinf's two config layouts (0.3's ``training_backend``, ``main``'s ``hybrid_engines``).
 
-Our RLinf configs (``evolve_envs/configs/rlinf``) take RLinf's config groups from its example
-tree (``EMBODIED_PATH/config``). One of those groups changed its name: RLinf 0.3.x, the release
-on PyPI, keeps the FSDP settings in ``training_backend/fsdp.yaml``; RLinf's ``main`` branch
-(0.4.0, unreleased) renamed the group to ``hybrid_engines/``. Our configs name the group through
-their own ``rlinf_layout`` group, whose two options pull in the one or the other:
+:func:`with_layout` adds ``rlinf_layout=<installed>`` unless the command line names one;
+:func:`compose` composes a config as RLinf's launch script does (docs/rlinf.md).
 
-* ``rlinf_layout=training_backend``: RLinf 0.3.x (the configs' default);
-* ``rlinf_layout=hybrid_engines``: RLinf ``main`` / 0.4.
-
-:func:`with_layout` picks the option from the installed RLinf (:func:`installed_layout`) unless
-the command line names one; ``python -m evolve_envs.integrations.rlinf.launch`` applies it, so
-the same command composes against either tree. ``rlinf_layout=...`` on the command line is the
-switch that overrides it (also for launch scripts of your own). :func:`compose` composes a
-config as RLinf's launch script does, and says which option to use when the tree at
-``EMBODIED_PATH`` has the other layout.
-
-Example:
     >>> installed_layout("0.3.0"), installed_layout("0.4.0"), installed_layout("0.4.0.dev2")
     ('training_backend', 'hybrid_engines', 'hybrid_engines')
     >>> with_layout(["a=1", "rlinf_layout=hybrid_engines"], "0.3.0")
@@ -64,12 +50,7 @@ def installed_layout(version: str | None = None) -> str:
 
 
 def config_uses_layout(config_path: str | None, config_name: str | None) -> bool:
-    """Whether the primary config ``config_path/config_name.yaml`` selects ``rlinf_layout``
-    (ours do; RLinf's own configs and copies of them do not).
-
-    >>> config_uses_layout(None, "x")
-    False
-    """
+    """Whether ``config_path/config_name.yaml`` selects ``rlinf_layout`` (ours do)."""
     if not config_path or not config_name:
         return False
     path = Path(config_path) / f"{config_name.removesuffix('.yaml')}.yaml"
@@ -87,10 +68,8 @@ def with_layout(
     config_path: str | None = None,
     config_name: str | None = None,
 ) -> list[str]:
-    """``overrides`` plus ``rlinf_layout=<installed layout>`` unless they name one already.
-
-    With ``config_path`` and ``config_name``, only when that config selects ``rlinf_layout``.
-    """
+    """``overrides`` plus ``rlinf_layout=<installed>`` unless named (with ``config_path`` and
+    ``config_name``: only for a config that selects it)."""
     if any(o.lstrip("+~").startswith(SWITCH + "=") for o in overrides):
         return list(overrides)
     if config_name is not None and not config_uses_layout(config_path, config_name):
@@ -99,9 +78,7 @@ def with_layout(
 
 
 def compose(config_path: str, config_name: str, overrides: list[str]) -> Any:
-    """Compose ``config_name`` from ``config_path`` with Hydra, as RLinf's launch script does
-    (``version_base="1.1"``). A group of the other RLinf layout is reported with the switch
-    that selects this tree's layout (``ValueError``)."""
+    """Compose a config with Hydra as RLinf's launch script does (naming the layout switch)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.errors import MissingConfigException
@@ -119,8 +96,8 @@ def compose(config_path: str, config_name: str, overrides: list[str]) -> Any:
 def _layout_error(exc: Exception) -> Exception:
     """``exc``, or a ValueError naming the switch when a group of one layout is missing."""
     message = str(exc).splitlines()[0].rstrip(".")
-    for wanted, other in (("training_backend", "hybrid_engines"),
-                          ("hybrid_engines", "training_backend")):  # fmt: skip
+    pairs = (("training_backend", "hybrid_engines"), ("hybrid_engines", "training_backend"))
+    for wanted, other in pairs:
         if f"'{wanted}/" in message:
             return ValueError(
                 f"{message}: the RLinf config tree on Hydra's search path (EMBODIED_PATH) has "

@@ -1,15 +1,7 @@
-"""Import the legacy ``gym`` package without its "unmaintained" banner.
+"""Import RLinf's legacy ``gym`` without its "unmaintained" banner in every worker.
 
-RLinf's env modules import ``gym`` (0.26), whose ``__init__`` prints a multi-line notice on
-stderr in every process that imports it (each Ray worker, each env subprocess). Our code uses
-Gymnasium only; the notice says nothing about this run. :func:`import_gym_quietly` imports
-``gym`` once with the notice table of ``gym_notices`` emptied for the import, then puts the table
-back; everything else ``gym`` prints, and every warning, is left alone. Call it before importing
-RLinf (this package's modules do).
-
-Example:
-    >>> import_gym_quietly() in (True, False)
-    True
+>>> import_gym_quietly() in (True, False)
+True
 """
 
 from __future__ import annotations
@@ -20,8 +12,7 @@ __all__ = ["import_gym_quietly"]
 
 
 def import_gym_quietly() -> bool:
-    """Import ``gym`` with its version notice held back; returns whether ``gym`` is imported.
-    A no-op where ``gym`` is already imported or not installed."""
+    """Import ``gym`` with its notice held back; returns whether ``gym`` is imported."""
     if "gym" in sys.modules:
         return True
     try:

@@ -1,24 +1,23 @@
-"""Building the RLinf adapter's reward side from a ``reward_model`` block: trackers and weights.
-
-:func:`build_progress_stack` validates the block (the same schema and loading as ``make_env``)
-and opens the reward model once for all sub-envs; :class:`ProgressStack` is what it returns, and
-what :meth:`~evolve_envs.integrations.rlinf.adapter.RLinfProgressReward.from_config` wraps an env
-with. :func:`reward_model_block` finds our block in an RLinf env config (never RLinf's own
-world-model ``reward_model`` block), and :func:`check_reward_switches` refuses a config that turns
-on both RLinf's reward worker and ours.
-"""
+"""The RLinf adapter's reward side from a ``reward_model`` block: trackers and weights
+(:func:`build_progress_stack`), and telling our block from RLinf's (:func:`reward_model_block`)."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evolve_envs.progress.config_error import ConfigError
 from evolve_envs.progress.done_rules import TerminationAudit
 from evolve_envs.progress.hacking import HackingDetector
 from evolve_envs.progress.tracker import ProgressTracker
+
+if TYPE_CHECKING:
+    from evolve_envs.stack.config import ProgressModelConfig
+
+#: An RLinf config node: a mapping or an OmegaConf ``DictConfig`` (a mapping too)
+Node = Mapping[str, object]
 
 __all__ = [
     "ProgressStack",
@@ -37,37 +36,19 @@ RLINF_WORLD_MODEL_KEYS = ("type", "from_pretrained")
 
 @dataclass
 class ProgressStack:
-    """Trackers and weights built from a ``reward_model`` block (:func:`build_progress_stack`).
-
-    >>> stack = ProgressStack(trackers=[], reward_weight=1.0, env_reward_weight=0.0,
-    ...                       on_close=[], config=None)
-    >>> stack.reward_weight, stack.alarm
-    (1.0, None)
-    """
+    """Trackers and weights built from a ``reward_model`` block (:func:`build_progress_stack`)."""
 
     trackers: list[ProgressTracker]
     reward_weight: float
     env_reward_weight: float
-    on_close: list[Callable[[], Any]]
-    config: Any
+    on_close: list[Callable[[], object]]
+    config: ProgressModelConfig | None
     alarm: HackingDetector | None = None
 
 
-def reward_model_block(env_cfg: Any, where: str = "env.train") -> Any | None:
-    """Our ``reward_model`` block of an RLinf env config (``env.train`` / ``env.eval``), or None.
-
-    A block is ours when it has an ``enable`` or ``kind`` key. RLinf's world-model envs keep
-    their own reward network under the same name (``type``, ``from_pretrained``); such a block
-    is RLinf's and is left to RLinf (None). A block with keys of both is refused.
-
-    >>> reward_model_block({"reward_model": {"enable": True, "endpoint": "http://h:1"}})
-    {'enable': True, 'endpoint': 'http://h:1'}
-    >>> reward_model_block({"reward_model": {"type": "ResnetRewModel", "from_pretrained": "x"}})
-    >>> reward_model_block({"reward_model": {"type": "ResnetRewModel", "enable": True}})
-    Traceback (most recent call last):
-    ...
-    evolve_envs.progress.config_error.ConfigError: env.train.reward_model: mixes RLinf's ...
-    """
+def reward_model_block(env_cfg: Node | None, where: str = "env.train") -> Node | None:
+    """Our ``reward_model`` block (one with ``enable`` or ``kind``), None for RLinf's world-model
+    block (``type``, ``from_pretrained``); a mix of both is refused."""
     if env_cfg is None:
         return None
     getter = getattr(env_cfg, "get", None)
@@ -91,28 +72,14 @@ def reward_model_block(env_cfg: Any, where: str = "env.train") -> Any | None:
     return block
 
 
-def enabled_block(env_cfg: Any, where: str = "env.train") -> Any | None:
-    """:func:`reward_model_block` when it is ours and ``enable`` is true, else None.
-
-    >>> enabled_block({"reward_model": {"enable": False}}) is None
-    True
-    """
+def enabled_block(env_cfg: Node | None, where: str = "env.train") -> Node | None:
+    """:func:`reward_model_block` when it is ours with ``enable: true``, else None."""
     block = reward_model_block(env_cfg, where)
     return block if block is not None and bool(block.get("enable", False)) else None
 
 
-def check_reward_switches(cfg: Any) -> None:
-    """Refuse RLinf's reward worker (``reward.use_reward_model``) and our progress reward
-    (``env.train.reward_model.enable``) on together: both would reward the same steps.
-
-    >>> check_reward_switches({"reward": {"use_reward_model": False},
-    ...                        "env": {"train": {"reward_model": {"enable": True}}}})
-    >>> check_reward_switches({"reward": {"use_reward_model": True},
-    ...                        "env": {"train": {"reward_model": {"enable": True}}}})
-    Traceback (most recent call last):
-    ...
-    evolve_envs.progress.config_error.ConfigError: reward.use_reward_model and ...
-    """
+def check_reward_switches(cfg: Node) -> None:
+    """Refuse ``reward.use_reward_model`` and ``env.train.reward_model.enable`` on together."""
     reward = cfg.get("reward", None) or {}
     env = cfg.get("env", None) or {}
     if not bool(reward.get("use_reward_model", False)):
@@ -126,20 +93,10 @@ def check_reward_switches(cfg: Any) -> None:
 
 
 def build_progress_stack(
-    reward_model: Any, num_envs: int, *, environ: Mapping[str, str] | None = None
+    reward_model: object, num_envs: int, *, environ: Mapping[str, str] | None = None
 ) -> ProgressStack:
-    """Validate a ``reward_model`` block and build one tracker per sub-env.
-
-    The block is validated by :func:`evolve_envs.stack.loading.load_config` (unknown keys and wrong
-    types are errors naming the key; the ``VLAC_*`` environment variables override it).
-    The reward model is opened by :func:`evolve_envs.stack.reward_model.open_reward_model`, the
-    builder
-    ``make_env`` uses: one client serves all trackers, the service's capabilities are asked once
-    and impossible settings are refused here, and a dead, refusing or foreign service fails here
-    exactly as in ``make_env`` (``reward_model.require_service``). ``endpoint: embedded`` starts
-    a local service (``embedded_backend``) owned by this stack (stopped by its ``on_close``).
-    ``calls: deferred`` is refused: the adapter pays each chunk's rewards as the chunk returns.
-    """
+    """One tracker per sub-env from a ``reward_model`` block (mapping, OmegaConf node or YAML
+    path), validated and opened as ``make_env`` does; an embedded service is stopped on close."""
     from evolve_envs.stack.config import ProgressModelConfig
     from evolve_envs.stack.loading import load_config, reward_model_source
     from evolve_envs.stack.reward_model import open_reward_model
@@ -150,12 +107,6 @@ def build_progress_stack(
     if not isinstance(cfg, ProgressModelConfig):
         raise ConfigError(
             f"reward_model.kind: the RLinf integration supports 'progress', got {cfg.kind!r}"
-        )
-    if cfg.calls == "deferred":
-        raise ConfigError(
-            "reward_model.calls: 'deferred' is not supported in RLinf's env worker: it keeps "
-            "each chunk's rewards as the chunk returns (docs/rlinf.md, \"Late rewards in "
-            'RLinf"); use calls: async'
         )
     with contextlib.ExitStack() as undo:  # a failure here closes the model again
         model = undo.enter_context(open_reward_model(cfg, max_workers=max(1, min(num_envs, 64))))

@@ -1,21 +1,8 @@
 """RLinf ``EnvWorker`` that installs progress rewards from the ``reward_model`` YAML block.
 
-RLinf builds its envs in ``EnvWorker._setup_env_and_wrappers(env_cls, env_cfg, ...)``. This
-subclass hands RLinf a constructor that builds the env and wraps it in
-:class:`~evolve_envs.integrations.rlinf.adapter.RLinfProgressReward` when
-``env_cfg.reward_model.enable``
-is true, then lets RLinf add its own wrappers (video recording, data collection) around it as
-usual, so recorded videos show the progress rewards. ``env.train`` and ``env.eval`` are handled
-independently (a block under ``env.eval`` is honoured too, but evaluation normally reports the
-simulator's success). A ``reward_model`` block that is RLinf's own (its world-model envs' reward
-network) is left alone, and a config that also turns on RLinf's reward worker
-(``reward.use_reward_model``) is refused (:mod:`evolve_envs.integrations.rlinf.stack`).
-
-Importing this module needs RLinf (``pip install 'evolve-envs[rlinf]'`` or RLinf's own install);
-without it the ImportError says so. Use it through
-``python -m evolve_envs.integrations.rlinf.launch`` (no changes to RLinf) or in your own launcher::
-
-    from evolve_envs.integrations.rlinf.worker import ProgressEnvWorker
+:class:`ProgressEnvWorker` wraps each env RLinf builds in
+:class:`~evolve_envs.integrations.rlinf.adapter.RLinfProgressReward` and writes the late rewards
+of ``calls: deferred`` into the stored rollout before it is sent. Needs RLinf::
 
     env_group = ProgressEnvWorker.create_group(cfg).launch(
         cluster, name=cfg.env.group_name, placement_strategy=env_placement)
@@ -23,11 +10,13 @@ without it the ImportError says so. Use it through
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 from evolve_envs.integrations.rlinf.adapter import RLinfProgressReward
+from evolve_envs.integrations.rlinf.forwarding import RLinfEnv
+from evolve_envs.integrations.rlinf.late_rewards import write_late_rewards
 from evolve_envs.integrations.rlinf.quiet_gym import import_gym_quietly
-from evolve_envs.integrations.rlinf.stack import check_reward_switches, enabled_block
+from evolve_envs.integrations.rlinf.stack import Node, check_reward_switches, enabled_block
 
 import_gym_quietly()  # RLinf's envs import gym: no "unmaintained" banner in every worker
 
@@ -43,30 +32,35 @@ except ImportError as exc:  # pragma: no cover - exercised only without RLinf
 __all__ = ["ProgressEnvWorker", "with_progress_reward"]
 
 
-def with_progress_reward(env_cls: Any, env_cfg: Any, where: str = "env.train") -> Any:
-    """A drop-in for RLinf's ``env_cls`` that wraps each built env per ``env_cfg.reward_model``.
-
-    Returns ``env_cls`` itself when the block is absent, disabled or RLinf's own.
-    """
+def with_progress_reward(
+    env_cls: Callable[..., RLinfEnv], env_cfg: Node, where: str = "env.train"
+) -> Callable[..., RLinfEnv]:
+    """RLinf's ``env_cls``, wrapping what it builds per ``env_cfg.reward_model`` (if enabled)."""
     block = enabled_block(env_cfg, where)
     if block is None:
         return env_cls
 
-    def build(*args: Any, **kwargs: Any) -> Any:
+    def build(*args: object, **kwargs: object) -> RLinfEnv:
         return RLinfProgressReward.from_config(env_cls(*args, **kwargs), block)
 
     build.__name__ = f"ProgressReward[{getattr(env_cls, '__name__', 'env')}]"
     return build
 
 
+def progress_wrapper(env: object) -> RLinfProgressReward | None:
+    """The :class:`RLinfProgressReward` in ``env``'s wrapper chain (``None`` without one)."""
+    for _ in range(16):
+        if isinstance(env, RLinfProgressReward):
+            return env
+        env = getattr(env, "env", None)
+    return None
+
+
 class ProgressEnvWorker(_RLinfEnvWorker):
-    """RLinf's ``EnvWorker`` with progress rewards installed from ``env.*.reward_model``.
+    """RLinf's ``EnvWorker`` with progress rewards installed from ``env.*.reward_model``."""
 
-    Usage (in an RLinf launcher, with a Ray cluster)::
-
-        ProgressEnvWorker.create_group(cfg).launch(cluster, name=cfg.env.group_name,
-                                                   placement_strategy=env_placement)
-    """
+    #: per stage: the stored rollout and, per chunk step of the wrapper, its indices there
+    _late_slots: dict[int, tuple[object, dict[int, tuple[int, int]]]]
 
     def _setup_env_and_wrappers(self, env_cls, env_cfg, num_envs_per_stage: int):  # noqa: ANN001
         check_reward_switches(self.cfg)
@@ -77,11 +71,52 @@ class ProgressEnvWorker(_RLinfEnvWorker):
             num_envs_per_stage=num_envs_per_stage,
         )
 
-    def check_chunk(self, chunk: int, action_dim: int) -> list[dict[str, Any]]:
-        """Reset each train env and step it through one chunk of zero actions (start-up check).
+    def env_interact_step(self, chunk_actions, stage_id: int):  # noqa: ANN001, ANN201
+        """RLinf's step, noting where its rewards and dones will be stored (``deferred``)."""
+        out = super().env_interact_step(chunk_actions, stage_id)
+        wrapper = progress_wrapper(self.env_list[stage_id])
+        if wrapper is not None and wrapper.late is not None:
+            result = self.rollout_results[stage_id]
+            slots = self.__dict__.setdefault("_late_slots", {})
+            if stage_id not in slots or slots[stage_id][0] is not result:
+                slots[stage_id] = (result, {})  # a new rollout
+            # RLinf appends this step's result next: at the current lengths
+            where = (len(result.rewards), len(result.terminations))
+            slots[stage_id][1][wrapper.chunks - 1] = where
+        return out
 
-        Returns, per env, the sub-envs' progress, reward-model calls and summed rewards.
-        """
+    def write_late_rewards(self) -> int:
+        """Write every settled reward into the stored rollout; returns the count of entries."""
+        count = 0
+        slots = self.__dict__.get("_late_slots", {})
+        for stage_id, env in enumerate(self.env_list):
+            wrapper = progress_wrapper(env)
+            if wrapper is None or wrapper.late is None:
+                continue
+            late = wrapper.late_rewards()
+            results = getattr(self, "rollout_results", None)
+            result = results[stage_id] if results else None
+            known = slots.get(stage_id, (None, {}))
+            count += write_late_rewards(
+                result.rewards if result is not None else [],
+                result.dones if result is not None else [],
+                known[1] if known[0] is result else {},
+                late,
+                terminations=result.terminations if result is not None else [],
+            )
+        return count
+
+    def finish_rollout(self, mode: str = "train") -> None:
+        if mode == "train":  # an evaluation env takes no deferred calls (refused at build)
+            self.write_late_rewards()
+        super().finish_rollout(mode)
+
+    async def send_rollout_trajectories_pipeline(self, rollout_results, channel) -> None:  # noqa: ANN001
+        self.write_late_rewards()
+        await super().send_rollout_trajectories_pipeline(rollout_results, channel)
+
+    def check_chunk(self, chunk: int, action_dim: int) -> list[dict[str, list[float]]]:
+        """Start-up check: each train env reset and stepped through one chunk of zero actions."""
         import torch
 
         results = []
@@ -91,6 +126,9 @@ class ProgressEnvWorker(_RLinfEnvWorker):
             num_envs = len(obs["task_descriptions"])
             actions = torch.zeros((num_envs, chunk, action_dim))
             _, rewards, _, _, infos_list = env.chunk_step(actions)
+            wrapper = progress_wrapper(env)
+            if wrapper is not None:
+                wrapper.late_rewards()  # this chunk is no part of any rollout
             last = infos_list[-1]
             episode = last.get("episode", {})
             results.append(
