@@ -234,11 +234,16 @@ def score_episode(
         frames = list(episode.frames(indices, camera=camera))
     except Exception as exc:  # a missing or damaged file costs that episode, not the report
         return EpisodeScore(
-            task=task, success=bool(episode.meta.get("success", False)), values=[], critics=[],
-            indices=indices, latency_s=0.0, ok=False,
+            task=task,
+            success=bool(episode.meta.get("success", False)),
+            values=[],
+            critics=[],
+            indices=indices,
+            latency_s=0.0,
+            ok=False,
             error=f"cannot read {episode.meta.get('file')}: {type(exc).__name__}: {exc}",
             meta={k: episode.meta.get(k) for k in _META_KEYS},
-        )  # fmt: skip
+        )
     result = client.trajectory_values(task, frames, skip=1)
     tv = result.value
     ok = bool(result.ok and tv is not None)
@@ -269,16 +274,33 @@ def recorded_score(episode: RecordedEpisode) -> EpisodeScore:
     try:
         steps, progress = episode.column("step"), episode.column("model_progress")
     except Exception as exc:
-        return EpisodeScore(task, success, [], [], [], None, False,
-                            f"cannot read {episode.meta.get('file')}: {exc}", meta)  # fmt: skip
+        return EpisodeScore(
+            task,
+            success,
+            [],
+            [],
+            [],
+            None,
+            False,
+            f"cannot read {episode.meta.get('file')}: {exc}",
+            meta,
+        )
     checks = [(k, p) for k, p in zip(steps, progress, strict=True) if p is not None]
     if not checks:
-        return EpisodeScore(task, success, [], [], [], None, False,
-                            "no reward-model checks were recorded", meta)  # fmt: skip
+        return EpisodeScore(
+            task, success, [], [], [], None, False, "no reward-model checks were recorded", meta
+        )
     return EpisodeScore(
-        task, success, [float(p) for _, p in checks], [], [int(k) for k, _ in checks], None,
-        True, None, meta,
-    )  # fmt: skip
+        task,
+        success,
+        [float(p) for _, p in checks],
+        [],
+        [int(k) for k, _ in checks],
+        None,
+        True,
+        None,
+        meta,
+    )
 
 
 def check_services(services: Sequence[str], *, token: str | None = None) -> None:
@@ -371,14 +393,17 @@ def service_url(spec: str) -> Iterator[str]:
     from evolve_envs.reward.service.embedded import EmbeddedService
 
     if _model_dir(spec):
-        with EmbeddedService("fitted", {"ckpt_path": os.path.abspath(spec)},
-                             startup_timeout=120) as svc:  # fmt: skip
+        with EmbeddedService(
+            "fitted", {"ckpt_path": os.path.abspath(spec)}, startup_timeout=120
+        ) as svc:
             yield svc.url
         return
     backend, _, rule = spec.partition(":")
     if backend != "mock":
-        raise ValueError(f"service {spec!r}: expected a URL, mock:<rule> (e.g. mock:reach_place) "
-                         "or a model directory")  # fmt: skip
+        raise ValueError(
+            f"service {spec!r}: expected a URL, mock:<rule> (e.g. mock:reach_place) "
+            "or a model directory"
+        )
     svc = EmbeddedService("mock", {"rule": rule or "change"})
     svc.start()
     try:
@@ -427,9 +452,10 @@ def calibrate(
         if _is_recorded(spec):
             label = spec.partition(":")[2] or None
             judged = (
-                episodes if label is None
+                episodes
+                if label is None
                 else open_episodes(recordings, camera=camera, orientation=orientation, label=label)
-            )  # fmt: skip
+            )
             per_service_scores[spec] = scores = [recorded_score(ep) for ep in judged]
             report["services"][spec] = _service_report(scores, threshold)
             continue

@@ -289,8 +289,9 @@ def _per_task_plot(report: dict[str, Any], tasks: list[str], png: Path, plt: Any
     axes[1].set_ylabel("VOC (successes)")
     axes[1].axhline(0, color="k", lw=0.6)
     axes[1].set_xticks(np.arange(len(tasks)) + 0.4 - width / 2)
-    axes[1].set_xticklabels([t if len(t) <= 28 else t[:26] + "…" for t in tasks],
-                            rotation=20, ha="right", fontsize=7)  # fmt: skip
+    axes[1].set_xticklabels(
+        [t if len(t) <= 28 else t[:26] + "…" for t in tasks], rotation=20, ha="right", fontsize=7
+    )
     axes[0].legend(fontsize=7)
     axes[0].set_title("Per task")
     fig.tight_layout()

@@ -73,8 +73,12 @@ def add_demo(sub: argparse._SubParsersAction) -> None:
         "--episodes", type=int, default=4, help="ReachPlace episodes per policy (default 4)"
     )
     de.add_argument("--no-libero", action="store_true", help="skip the LIBERO episode")
-    de.add_argument("--fit-epochs", type=int, default=40,
-                    help="epochs of the model fitted on the recorded episodes")  # fmt: skip
+    de.add_argument(
+        "--fit-epochs",
+        type=int,
+        default=40,
+        help="epochs of the model fitted on the recorded episodes",
+    )
     de.add_argument(
         "--libero-steps", type=int, default=300, help="the LIBERO episode's limit (default 300)"
     )
@@ -144,11 +148,12 @@ def play_reach_place(
     overrides: dict[str, Any] = {
         "env": {"max_episode_steps": STEPS},
         "reward_model": {
-            "start_step": 10, "call_every": 10,
+            "start_step": 10,
+            "call_every": 10,
             "check_at_episode_end": True,
             "alarm": {"enable": True, "window": episodes, "baseline": episodes},
         },
-    }  # fmt: skip
+    }
     if record is not None:
         overrides["record"] = {"dir": str(record), "camera": "image"}
     from evolve_envs.envs.synthetic import clean_gaming_seeds
@@ -193,22 +198,36 @@ def play_reach_place(
 
 
 def _reach_place_table(groups: list[GroupResult]) -> str:
-    head = ("reward model", "policy", "model progress", "true progress", "env success",
-            "model said done", "hacking alarm (after these episodes)")  # fmt: skip
+    head = (
+        "reward model",
+        "policy",
+        "model progress",
+        "true progress",
+        "env success",
+        "model said done",
+        "hacking alarm (after these episodes)",
+    )
     rows = [head]
     for g in groups:
         n = g.episodes
-        rows.append((
-            g.model, g.policy, f"{np.mean(g.model_progress):.0f} %",
-            f"{np.mean(g.true_progress):.0f} %", f"{g.success}/{n}", f"{g.model_done}/{n}",
-            g.alarm_text(),
-        ))  # fmt: skip
+        rows.append(
+            (
+                g.model,
+                g.policy,
+                f"{np.mean(g.model_progress):.0f} %",
+                f"{np.mean(g.true_progress):.0f} %",
+                f"{g.success}/{n}",
+                f"{g.model_done}/{n}",
+                g.alarm_text(),
+            )
+        )
     widths = [max(len(r[c]) for r in rows) for c in range(len(head))]
     return "\n".join(
-        "  ".join(v.ljust(widths[c]) if c in (0, 1, 6) else v.rjust(widths[c])
-                  for c, v in enumerate(r)).rstrip()
+        "  ".join(
+            v.ljust(widths[c]) if c in (0, 1, 6) else v.rjust(widths[c]) for c, v in enumerate(r)
+        ).rstrip()
         for r in rows
-    )  # fmt: skip
+    )
 
 
 def _calibration_lines(report: dict[str, Any]) -> list[str]:
@@ -289,20 +308,32 @@ def _fit(rec: Path, out: Path, epochs: int) -> Path:
     from evolve_envs.train.reward_fit.fit import FitOptions, fit_reward
 
     start = time.monotonic()
-    print(f"\n2. A learned reward model: evolve-envs fit-reward fits a progress model (frame + task"
-          f" -> progress)\n   on the episodes recorded under the right model ({epochs} epochs):",
-          flush=True)  # fmt: skip
-    report = fit_reward(FitOptions(str(rec), str(out), epochs=epochs, held_out=0.25,
-                                   progress=False, name="demo-reach-place"))  # fmt: skip
+    print(
+        f"\n2. A learned reward model: evolve-envs fit-reward fits a progress model (frame + task"
+        f" -> progress)\n   on the episodes recorded under the right model ({epochs} epochs):",
+        flush=True,
+    )
+    report = fit_reward(
+        FitOptions(
+            str(rec),
+            str(out),
+            epochs=epochs,
+            held_out=0.25,
+            progress=False,
+            name="demo-reach-place",
+        )
+    )
     held = report["held_out"]
 
     def num(v: float | None) -> str:
         return "-" if v is None else f"{v:.2f}"
 
-    print(f"   wrote {out} ({report['content_hash']}, {report['size_bytes'] // 1024} KiB, "
-          f"{time.monotonic() - start:.0f} s): on its {held['episodes']} held-out episodes VOC "
-          f"{num(held['voc'])}, done precision {num(held['done_precision'])} recall "
-          f"{num(held['done_recall'])}")  # fmt: skip
+    print(
+        f"   wrote {out} ({report['content_hash']}, {report['size_bytes'] // 1024} KiB, "
+        f"{time.monotonic() - start:.0f} s): on its {held['episodes']} held-out episodes VOC "
+        f"{num(held['voc'])}, done precision {num(held['done_precision'])} recall "
+        f"{num(held['done_recall'])}"
+    )
     return out
 
 
@@ -342,13 +373,18 @@ def run_demo(args: argparse.Namespace) -> int:
     model = _fit(rec, out / "reach_place" / "model", args.fit_epochs)
     fitted = play_reach_place("", n, name="fitted", model_dir=model, fresh=True)
     table = _indent(_reach_place_table(fitted))
-    print(f"\n   the fitted model (served by the fitted backend) under the same three policies, "
-          f"on {3 * n} scenes\n   it was not fitted on:\n\n{table}")  # fmt: skip
+    print(
+        f"\n   the fitted model (served by the fitted backend) under the same three policies, "
+        f"on {3 * n} scenes\n   it was not fitted on:\n\n{table}"
+    )
     fired = [g.policy for g in fitted if g.alarm.get("firing")]
     print(f"\n   the hacking alarm fired on: {', '.join(fired) or 'nothing'}")
-    print(f"\n3. Which reward model to trust? evolve-envs calibrate re-scores the {3 * n} episodes "
-          "recorded above\n   with each model and checks its judgement against the env's success "
-          "flag (the fitted model\n   was fitted on these episodes):", flush=True)  # fmt: skip
+    print(
+        f"\n3. Which reward model to trust? evolve-envs calibrate re-scores the {3 * n} episodes "
+        "recorded above\n   with each model and checks its judgement against the env's success "
+        "flag (the fitted model\n   was fitted on these episodes):",
+        flush=True,
+    )
     report = calibrate([str(rec)], [str(model), *SERVICES], threshold=95.0)
     write_report(report, out / "reach_place" / "calibration")
     print("\n".join(_calibration_lines(report)))
@@ -358,17 +394,26 @@ def run_demo(args: argparse.Namespace) -> int:
         from evolve_envs.cli.rollout import RolloutOptions, run_rollout
 
         part = time.monotonic()
-        print(f"\n4. LIBERO-10 task 0: one random episode ({args.libero_steps} steps at most, the "
-              "agentview camera at 128 px)\n   through the full stack, rewards from the shipped "
-              "config's embedded mock:", flush=True)  # fmt: skip
+        print(
+            f"\n4. LIBERO-10 task 0: one random episode ({args.libero_steps} steps at most, the "
+            "agentview camera at 128 px)\n   through the full stack, rewards from the shipped "
+            "config's embedded mock:",
+            flush=True,
+        )
         libero = run_rollout(
             RolloutOptions(
-                config="libero_10", task_id=0, episodes=1, max_steps=args.libero_steps,
-                out=out / "libero", overrides=["env.image_size=128", "env.cameras=[agentview]"],
+                config="libero_10",
+                task_id=0,
+                episodes=1,
+                max_steps=args.libero_steps,
+                out=out / "libero",
+                overrides=["env.image_size=128", "env.cameras=[agentview]"],
             )
-        )  # fmt: skip
+        )
         print(f"{_indent(libero.table)}\n{_LIBERO_NOTE} ({time.monotonic() - part:.0f} s)")
     libero_files = "" if args.no_libero else ", libero/ (summary, metrics, plot, video)"
-    print(f"\nwrote {out}: reach_place/ (recording, fitted model, calibration report)"
-          f"{libero_files} ({time.monotonic() - t0:.0f} s)")  # fmt: skip
+    print(
+        f"\nwrote {out}: reach_place/ (recording, fitted model, calibration report)"
+        f"{libero_files} ({time.monotonic() - t0:.0f} s)"
+    )
     return 0

@@ -102,13 +102,17 @@ def _add_rollout(sub: argparse._SubParsersAction) -> None:
     )
     ro.add_argument("--wandb", default=None, metavar="PROJECT", help="also log to this W&B project")
     ro.add_argument(
-        "--record", default=None, metavar="DIR",
+        "--record",
+        default=None,
+        metavar="DIR",
         help="also record every episode (frames, actions, model progress) for re-scoring",
-    )  # fmt: skip
+    )
     ro.add_argument(
-        "overrides", nargs="*", metavar="KEY=VALUE",
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
         help="config keys set last, e.g. reward_model.call_every=3 (as `train` takes them)",
-    )  # fmt: skip
+    )
 
 
 def _rollout(args: argparse.Namespace) -> int:
@@ -155,8 +159,10 @@ def _rollout(args: argparse.Namespace) -> int:
         ) from exc
     print()
     print(report.table)
-    print(f"\nwrote {report.out}: {', '.join(_written(report.out, report.episodes))} "
-          f"({report.wall_s:.0f} s)")  # fmt: skip
+    print(
+        f"\nwrote {report.out}: {', '.join(_written(report.out, report.episodes))} "
+        f"({report.wall_s:.0f} s)"
+    )
     if report.degraded:
         d = report.degraded
         print(
@@ -217,37 +223,50 @@ def _tasks(args: argparse.Namespace) -> int:
 def _add_calibrate(sub: argparse._SubParsersAction) -> None:
     ca = sub.add_parser("calibrate", help="how right is a reward model on recorded episodes?")
     ca.add_argument(
-        "recordings", nargs="*",
+        "recordings",
+        nargs="*",
         help="recording folders (rollout --record DIR), LeRobotDataset v3 folders, or 'shipped' "
         "for the package's ReachPlace controls (4 successes, 6 failures; a folder named so: "
         "./shipped)",
-    )  # fmt: skip
+    )
     ca.add_argument(
-        "--service", action="append", default=[],
+        "--service",
+        action="append",
+        default=[],
         metavar="URL|mock:RULE|MODEL_DIR|recorded[:LABEL]",
         help="a reward service to score with (repeat to compare services side by side); "
         "MODEL_DIR: a model written by fit-reward, served here; "
         "'recorded': the progress the model reported while the episodes were recorded; "
         "'recorded:LABEL': a LeRobot dataset's reward_model.LABEL.* columns (relabel)",
-    )  # fmt: skip
-    ca.add_argument("--camera", default=None, help="the camera to score (default: the reward "
-                    "camera, or the dataset's observation.images.image)")  # fmt: skip
+    )
     ca.add_argument(
-        "--orientation", choices=("rot180", "upright", "raw"), default=None,
+        "--camera",
+        default=None,
+        help="the camera to score (default: the reward "
+        "camera, or the dataset's observation.images.image)",
+    )
+    ca.add_argument(
+        "--orientation",
+        choices=("rot180", "upright", "raw"),
+        default=None,
         help="how a LeRobot dataset's LIBERO frames are turned from MuJoCo's render when it does "
         "not say (lerobot/libero: rot180); they are scored upright",
-    )  # fmt: skip
+    )
     ca.add_argument("--out", default=None, help="report folder (default: runs/calibrate-<time>)")
     ca.add_argument(
-        "--threshold", type=float, default=None,
+        "--threshold",
+        type=float,
+        default=None,
         help="done threshold in [0, 1] (default: the --config's done_threshold, else the one "
         "the recorded run used, else 0.95)",
-    )  # fmt: skip
+    )
     ca.add_argument("--max-frames", type=int, default=32, help="frames scored per episode")
     ca.add_argument(
-        "--config", action="append", default=None,
+        "--config",
+        action="append",
+        default=None,
         help="no recordings: run --episodes new ones with this config first (repeatable)",
-    )  # fmt: skip
+    )
     ca.add_argument("--episodes", type=int, default=10, help="new episodes with --config")
     ca.add_argument("--policy", default="random", help="policy of the new episodes")
     ca.add_argument("--max-steps", type=int, default=None, help="episode limit of new episodes")
@@ -292,19 +311,30 @@ def _calibrate(args: argparse.Namespace) -> int:
         rec = out / "episodes"
         run_rollout(
             RolloutOptions(
-                config=args.config, episodes=args.episodes, policy=args.policy,
-                out=out / "rollout", video=False, progress_bar=False, record=rec,
+                config=args.config,
+                episodes=args.episodes,
+                policy=args.policy,
+                out=out / "rollout",
+                video=False,
+                progress_bar=False,
+                record=rec,
                 max_steps=args.max_steps,
             )
-        )  # fmt: skip
+        )
         recordings = [str(rec)]
     report = calibrate(
-        recordings, args.service, threshold=100 * args.threshold, max_frames=args.max_frames,
-        camera=args.camera, orientation=args.orientation,
-    )  # fmt: skip
+        recordings,
+        args.service,
+        threshold=100 * args.threshold,
+        max_frames=args.max_frames,
+        camera=args.camera,
+        orientation=args.orientation,
+    )
     if report["assumed_successes"]:
-        print(f"{report['assumed_successes']} episode(s) without next.success count as "
-              "successful demonstrations")  # fmt: skip
+        print(
+            f"{report['assumed_successes']} episode(s) without next.success count as "
+            "successful demonstrations"
+        )
     write_report(report, out)
     for name, svc in report["services"].items():
         print(summary_line(name, svc["overall"], args.threshold))
@@ -340,8 +370,9 @@ def _build_parser() -> argparse.ArgumentParser:
     for add, _run in COMMANDS.values():
         add(sub)
     for command in sub.choices.values():  # also after the subcommand: `rollout --debug`
-        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                             help=debug_help)  # fmt: skip
+        command.add_argument(
+            "--debug", action="store_true", default=argparse.SUPPRESS, help=debug_help
+        )
     return parser
 
 

@@ -78,21 +78,29 @@ def _slug(text: str) -> str:
 
 def _identity(caps: Any) -> dict[str, str]:
     if caps is None:
-        raise CliError("the reward service did not say who it is (/capabilities unreadable)",
-                       ExitStatus.SERVICE)  # fmt: skip
+        raise CliError(
+            "the reward service did not say who it is (/capabilities unreadable)",
+            ExitStatus.SERVICE,
+        )
     return {
-        "backend": str(caps.backend), "model_id": str(caps.model_id or ""),
-        "revision": str(caps.model_revision or ""), "config_hash": str(caps.config_hash or ""),
-    }  # fmt: skip
+        "backend": str(caps.backend),
+        "model_id": str(caps.model_id or ""),
+        "revision": str(caps.model_revision or ""),
+        "config_hash": str(caps.config_hash or ""),
+    }
 
 
 def _reward_block(opts: RelabelOptions, url: str) -> Any:
     from evolve_envs.stack.loading import load_config
 
     block: dict[str, Any] = {
-        "enable": True, "kind": "progress", "endpoint": url, "calls": "sync",
-        "terminate_on_done": False, "last_check": "grid",
-    }  # fmt: skip
+        "enable": True,
+        "kind": "progress",
+        "endpoint": url,
+        "calls": "sync",
+        "terminate_on_done": False,
+        "last_check": "grid",
+    }
     if opts.every_frame:
         block.update(call_every=1, start_step=1)
     for key in ("call_every", "start_step", "mode"):
@@ -117,8 +125,9 @@ def _open_work(work: Path, state: dict[str, Any]) -> int:
         if differs:
             raise CliError(
                 f"{work} holds an interrupted relabel with another {', '.join(differs)}; "
-                "remove it, or relabel into another --out", ExitStatus.USAGE,
-            )  # fmt: skip
+                "remove it, or relabel into another --out",
+                ExitStatus.USAGE,
+            )
         return len(list((work / "scores").glob("*.json")))
     _write_json(found, state)
     return 0
@@ -175,8 +184,7 @@ def relabel(opts: RelabelOptions, *, log: Callable[[str], None] = print) -> Path
             identity = _identity(model.capabilities)
             label = _slug(opts.label or identity["backend"])
             names = [f"reward_model.{label}.{k}" for k in ("progress", "is_check", *IDENTITY)]
-            have = set(getattr(dataset, "features", {})) | set(
-                episodes[0].table().column_names)  # fmt: skip
+            have = set(getattr(dataset, "features", {})) | set(episodes[0].table().column_names)
             if have & set(names):
                 raise ValueError(
                     f"{src} already has reward_model.{label}.* columns; give another --label"
@@ -186,9 +194,14 @@ def relabel(opts: RelabelOptions, *, log: Callable[[str], None] = print) -> Path
                 raise ValueError(f"{out} exists; give a new folder with --out")
             work = out.parent / f".{out.name}.relabel"
             settings = model.settings.model_dump(mode="json")
-            state = {"dataset": str(src.resolve()), "label": label, "identity": identity,
-                     "schedule": settings, "camera": opts.camera or None,
-                     "orientation": opts.orientation}  # fmt: skip
+            state = {
+                "dataset": str(src.resolve()),
+                "label": label,
+                "identity": identity,
+                "schedule": settings,
+                "camera": opts.camera or None,
+                "orientation": opts.orientation,
+            }
             kept = _open_work(work, state)
             if kept:
                 log(f"resuming: {kept} of {len(episodes)} episodes were scored before")
@@ -210,11 +223,14 @@ def relabel(opts: RelabelOptions, *, log: Callable[[str], None] = print) -> Path
                     raise CliError(
                         f"the reward service failed on episode {key} (frame {exc.frame}): "
                         f"{why}; {scored} of {len(episodes)} episodes are scored and kept in "
-                        f"{work}: run the same command again to resume", ExitStatus.SERVICE,
-                    ) from None  # fmt: skip
+                        f"{work}: run the same command again to resume",
+                        ExitStatus.SERVICE,
+                    ) from None
                 _write_json(path, scores)
-                log(f"episode {done + 1}/{len(episodes)}: {sum(scores['is_check'])} checks, "
-                    f"final progress {scores['progress'][-1]:.1f}%")  # fmt: skip
+                log(
+                    f"episode {done + 1}/{len(episodes)}: {sum(scores['is_check'])} checks, "
+                    f"final progress {scores['progress'][-1]:.1f}%"
+                )
     columns: dict[int, dict[str, Any]] = {}
     for key in keys:
         scores = json.loads((work / "scores" / f"{key:06d}.json").read_text())
@@ -230,9 +246,16 @@ def relabel(opts: RelabelOptions, *, log: Callable[[str], None] = print) -> Path
     copy_with_columns(src, staging, columns, features)
     note = staging / ("meta" if lerobot else "") / "relabel.json"
     notes = json.loads(note.read_text()) if note.is_file() else []
-    notes.append({"label": label, "identity": identity, "service": opts.service,
-                  "schedule": settings, "columns": names,
-                  "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")})  # fmt: skip
+    notes.append(
+        {
+            "label": label,
+            "identity": identity,
+            "service": opts.service,
+            "schedule": settings,
+            "columns": names,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+    )
     note.write_text(json.dumps(notes, indent=2))
     os.replace(staging, out)
     shutil.rmtree(work, ignore_errors=True)
@@ -245,8 +268,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "relabel", help="score every episode of a dataset with a reward model, into a new one"
     )
     rl.add_argument("dataset", help="a LeRobotDataset v3 folder or a recording folder")
-    rl.add_argument("--service", required=True, metavar="URL|mock:RULE|MODEL_DIR",
-                    help="the reward service to score with (MODEL_DIR: fit-reward's)")  # fmt: skip
+    rl.add_argument(
+        "--service",
+        required=True,
+        metavar="URL|mock:RULE|MODEL_DIR",
+        help="the reward service to score with (MODEL_DIR: fit-reward's)",
+    )
     rl.add_argument("--out", default=None, help="the new dataset (default: DATASET-<label>)")
     rl.add_argument(
         "--config",
@@ -270,29 +297,44 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     rl.add_argument("--camera", default=None, help="the camera to score (default: the dataset's)")
     rl.add_argument(
-        "--orientation", choices=("rot180", "upright", "raw"), default=None,
+        "--orientation",
+        choices=("rot180", "upright", "raw"),
+        default=None,
         help="how a LeRobot dataset's LIBERO frames are turned from MuJoCo's render when it does "
         "not say (lerobot/libero: rot180); they are scored upright",
-    )  # fmt: skip
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``evolve-envs relabel``."""
     opts = RelabelOptions(
-        dataset=args.dataset, service=args.service, out=args.out, config=list(args.config),
-        call_every=args.call_every, start_step=args.start_step, every_frame=args.every_frame,
-        mode=args.mode, label=args.label, camera=args.camera, orientation=args.orientation,
-    )  # fmt: skip
+        dataset=args.dataset,
+        service=args.service,
+        out=args.out,
+        config=list(args.config),
+        call_every=args.call_every,
+        start_step=args.start_step,
+        every_frame=args.every_frame,
+        mode=args.mode,
+        label=args.label,
+        camera=args.camera,
+        orientation=args.orientation,
+    )
     start = time.perf_counter()
     try:
         out = relabel(opts)
     except KeyboardInterrupt:
-        print("\nevolve-envs relabel: interrupted; the scored episodes are kept: run the same "
-              "command again to resume", flush=True)  # fmt: skip
+        print(
+            "\nevolve-envs relabel: interrupted; the scored episodes are kept: run the same "
+            "command again to resume",
+            flush=True,
+        )
         return ExitStatus.INTERRUPTED
     note = out / "meta" / "relabel.json"
     notes = json.loads((note if note.is_file() else out / "relabel.json").read_text())[-1]
     who = notes["identity"]
-    print(f"wrote {out}: columns reward_model.{notes['label']}.* by {who['backend']} "
-          f"{who['model_id']} ({time.perf_counter() - start:.1f} s)")  # fmt: skip
+    print(
+        f"wrote {out}: columns reward_model.{notes['label']}.* by {who['backend']} "
+        f"{who['model_id']} ({time.perf_counter() - start:.1f} s)"
+    )
     return ExitStatus.OK

@@ -307,9 +307,12 @@ def _make_vector_env(
     if num_envs == 1:
         return make_vec(config, 1, vectorization_mode="sync", **env_kwargs)
     return make_vec(
-        config, num_envs, vectorization_mode="async", vector_kwargs={"context": "spawn"},
+        config,
+        num_envs,
+        vectorization_mode="async",
+        vector_kwargs={"context": "spawn"},
         **env_kwargs,
-    )  # fmt: skip
+    )
 
 
 def _collect(

@@ -459,8 +459,17 @@ def _percentiles(values: np.ndarray) -> dict[str, float | None]:
 def format_table(episodes: list[dict[str, Any]], source: str | None = None) -> str:
     """A short plain-text table of the episodes; with ``source`` (where the model's progress
     comes from) a first line says what each number is."""
-    head = ("ep", "steps", "env success", "model progress", "reward", "calls", "errors",
-            "p50 ms", "done")  # fmt: skip
+    head = (
+        "ep",
+        "steps",
+        "env success",
+        "model progress",
+        "reward",
+        "calls",
+        "errors",
+        "p50 ms",
+        "done",
+    )
     rows = [head]
     for e in episodes:
         p50 = e["latency_s"]["p50"]

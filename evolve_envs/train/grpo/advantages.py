@@ -233,16 +233,23 @@ def grpo_advantages(
         [1.0, 0.0]
     """
     if layout not in LAYOUTS:
-        raise ValueError(f"layout must be 'time_major' ([T, B]) or 'batch_major' ([B, T]), "
-                         f"got {layout!r}")  # fmt: skip
+        raise ValueError(
+            f"layout must be 'time_major' ([T, B]) or 'batch_major' ([B, T]), got {layout!r}"
+        )
     torch_mod = torch_of(rewards, dones)
     r = to_numpy(rewards, np.float64, name="rewards")
     d = to_numpy(dones, bool, name="dones")
     if layout == "batch_major":
         if r.ndim != 2:
             raise ValueError(f"rewards must be [B, T], got shape {r.shape}")
-        res = grpo_advantages(r.T, d.T, group_size, layout="time_major", eps=eps,
-                              mask_after_first_done=mask_after_first_done)  # fmt: skip
+        res = grpo_advantages(
+            r.T,
+            d.T,
+            group_size,
+            layout="time_major",
+            eps=eps,
+            mask_after_first_done=mask_after_first_done,
+        )
         return GrpoAdvantages(
             advantages=like(np.ascontiguousarray(res.advantages.T), rewards, torch_mod),
             loss_mask=like(np.ascontiguousarray(res.loss_mask.T), dones, torch_mod, is_bool=True),

@@ -126,9 +126,16 @@ class GRPO:
         self.cfg = ctx.cfg
         self.policy = ctx.policy
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=ctx.cfg.grpo.lr)
-        self._counters = {"updates": 0, "version": 0, "rounds": 0, "episodes": 0,
-                          "env_steps_in": 0, "overlapped_rounds": 0, "stale_episodes": 0,
-                          "max_lag": 0}  # fmt: skip
+        self._counters = {
+            "updates": 0,
+            "version": 0,
+            "rounds": 0,
+            "episodes": 0,
+            "env_steps_in": 0,
+            "overlapped_rounds": 0,
+            "stale_episodes": 0,
+            "max_lag": 0,
+        }
         self.next_round: tuple[list[Any], list[int]] | None = None  # grpo.overlap's round k+1
         self.rng = np.random.default_rng([ctx.cfg.run.seed, 0])
         self.last_stats: dict[str, float] = {}
@@ -247,8 +254,12 @@ class GRPO:
 
     def metrics(self) -> dict[str, Any]:
         c = self._counters
-        return {"rounds": c["rounds"], "env_steps_in": c["env_steps_in"],
-                "skipped_updates": self.finite.skipped, **self.last_stats}  # fmt: skip
+        return {
+            "rounds": c["rounds"],
+            "env_steps_in": c["env_steps_in"],
+            "skipped_updates": self.finite.skipped,
+            **self.last_stats,
+        }
 
     def running_calls(self) -> list[Any]:
         return []  # every call is waited for inside collect()

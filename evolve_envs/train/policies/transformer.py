@@ -114,20 +114,28 @@ class TinyVLAPolicy(Policy):
         self.tokenizer = build_instruction_tokenizer()
         self.vision = transformers.ViTModel(
             transformers.ViTConfig(
-                image_size=image_size, patch_size=patch_size, num_channels=3,
-                hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                image_size=image_size,
+                patch_size=patch_size,
+                num_channels=3,
+                hidden_size=hidden,
+                num_hidden_layers=layers,
+                num_attention_heads=heads,
                 intermediate_size=2 * hidden,
             ),
             add_pooling_layer=False,
-        )  # fmt: skip
+        )
         self.text = transformers.BertModel(
             transformers.BertConfig(
-                vocab_size=len(self.tokenizer), hidden_size=hidden, num_hidden_layers=layers,
-                num_attention_heads=heads, intermediate_size=2 * hidden,
-                max_position_embeddings=max(32, max_text_len), pad_token_id=0,
+                vocab_size=len(self.tokenizer),
+                hidden_size=hidden,
+                num_hidden_layers=layers,
+                num_attention_heads=heads,
+                intermediate_size=2 * hidden,
+                max_position_embeddings=max(32, max_text_len),
+                pad_token_id=0,
             ),
             add_pooling_layer=False,
-        )  # fmt: skip
+        )
         self.state_dim = int(state_dim)
         self.state = nn.Linear(max(1, state_dim), hidden)
         feat = 3 * hidden
@@ -136,8 +144,9 @@ class TinyVLAPolicy(Policy):
         self.log_std = nn.Linear(2 * hidden, action_dim)
         nn.init.zeros_(self.log_std.weight)
         nn.init.constant_(self.log_std.bias, init_log_std)
-        self.value_head = nn.Sequential(nn.Linear(feat, 2 * hidden), nn.Tanh(),
-                                        nn.Linear(2 * hidden, 1))  # fmt: skip
+        self.value_head = nn.Sequential(
+            nn.Linear(feat, 2 * hidden), nn.Tanh(), nn.Linear(2 * hidden, 1)
+        )
 
     @classmethod
     def from_spaces(cls, observation_space: Any, action_space: Any, **kwargs: Any) -> TinyVLAPolicy:
@@ -152,8 +161,9 @@ class TinyVLAPolicy(Policy):
         n = images.shape[0]
         text = obs.get("task_description", "")
         texts = [str(text)] * n if isinstance(text, str) else [str(t) for t in np.ravel(text)]
-        enc = self.tokenizer(texts, padding="max_length", truncation=True,
-                             max_length=self.max_text_len)  # fmt: skip
+        enc = self.tokenizer(
+            texts, padding="max_length", truncation=True, max_length=self.max_text_len
+        )
         if self.state_dim:
             state = np.asarray(obs[self.state_key], np.float32).reshape(n, -1)
         else:

@@ -89,8 +89,12 @@ def _resize(frames: np.ndarray, size: int) -> np.ndarray:
         return frames.astype(np.uint8, copy=False)
     from PIL import Image
 
-    return np.stack([np.asarray(Image.fromarray(f).resize((size, size), Image.Resampling.BILINEAR))
-                     for f in frames])  # fmt: skip
+    return np.stack(
+        [
+            np.asarray(Image.fromarray(f).resize((size, size), Image.Resampling.BILINEAR))
+            for f in frames
+        ]
+    )
 
 
 def _open(path: str | os.PathLike[str], camera: str | None) -> Any:
@@ -103,8 +107,10 @@ def _open(path: str | os.PathLike[str], camera: str | None) -> Any:
         raise UnusableDataError(f"{path}: {exc}") from None
     lerobot = (Path(root) / "meta" / "info.json").is_file()
     if not lerobot and not (Path(root) / "meta.json").is_file():
-        raise UnusableDataError(f"{path} is neither a LeRobotDataset v3 folder (meta/info.json) "
-                                "nor a recording (meta.json)")  # fmt: skip
+        raise UnusableDataError(
+            f"{path} is neither a LeRobotDataset v3 folder (meta/info.json) "
+            "nor a recording (meta.json)"
+        )
     try:
         return open_recording(root, **({"camera": camera} if lerobot and camera else {}))
     except (OSError, ValueError, KeyError) as exc:
@@ -126,15 +132,20 @@ def load_episodes(
     recording = _open(path, camera)
     episodes = list(recording)
     if len(episodes) < 2:
-        raise UnusableDataError(f"{path} has {len(episodes)} episode(s); fitting needs at least "
-                                "two (whole episodes are held out)")  # fmt: skip
+        raise UnusableDataError(
+            f"{path} has {len(episodes)} episode(s); fitting needs at least "
+            "two (whole episodes are held out)"
+        )
     first = episodes[0]
     if first.meta.get("success_known") is False and not demonstrations:
-        raise UnusableDataError(f"{path} has no success flag (next.success); pass "
-                                "--demonstrations if every episode is a success")  # fmt: skip
+        raise UnusableDataError(
+            f"{path} has no success flag (next.success); pass "
+            "--demonstrations if every episode is a success"
+        )
     if camera is not None and hasattr(first, "root") and camera not in first.cameras:
-        raise UnusableDataError(f"{path} has no camera {camera!r} "
-                                f"(cameras: {', '.join(first.cameras)})")  # fmt: skip
+        raise UnusableDataError(
+            f"{path} has no camera {camera!r} (cameras: {', '.join(first.cameras)})"
+        )
     out: list[FitEpisode] = []
     for k, ep in enumerate(episodes):
         try:
@@ -145,22 +156,28 @@ def load_episodes(
                 f"{path}: episode {ep.meta.get('episode_id')!r} cannot be read: {exc}"
             ) from None
         if frames.ndim != 4 or frames.shape[-1] < 3:
-            raise UnusableDataError(f"{path}: episode {ep.meta.get('episode_id')!r} has no RGB "
-                                    f"frames (shape {frames.shape})")  # fmt: skip
-        out.append(FitEpisode(
-            episode_id=str(ep.meta.get("episode_id") or k),
-            task=str(ep.meta.get("task") or "complete the task"),
-            success=bool(ep.meta.get("success", False)),
-            frames=_resize(frames[..., :3], input_size),
-        ))  # fmt: skip
+            raise UnusableDataError(
+                f"{path}: episode {ep.meta.get('episode_id')!r} has no RGB "
+                f"frames (shape {frames.shape})"
+            )
+        out.append(
+            FitEpisode(
+                episode_id=str(ep.meta.get("episode_id") or k),
+                task=str(ep.meta.get("task") or "complete the task"),
+                success=bool(ep.meta.get("success", False)),
+                frames=_resize(frames[..., :3], input_size),
+            )
+        )
         if on_episode is not None:
             on_episode(k + 1, len(episodes))
     if not any(e.success for e in out):
-        raise UnusableDataError(f"{path} has no successful episode: progress labels come from "
-                                "successes")  # fmt: skip
+        raise UnusableDataError(
+            f"{path} has no successful episode: progress labels come from successes"
+        )
     if sum(e.success for e in out) < 2:
-        raise UnusableDataError(f"{path} has one successful episode; fitting needs two (one "
-                                "to fit on, one held out)")  # fmt: skip
+        raise UnusableDataError(
+            f"{path} has one successful episode; fitting needs two (one to fit on, one held out)"
+        )
     return out
 
 

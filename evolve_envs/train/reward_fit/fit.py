@@ -138,8 +138,11 @@ def _save_work(work: Path, net: ProgressNet, opt: Any, epoch: int, meta: dict[st
     from safetensors.torch import save_file
 
     work.mkdir(parents=True, exist_ok=True)
-    model = {k: v.detach().cpu().contiguous() for k, v in net.module.state_dict().items()
-             if not k.startswith("backbone.")}  # fmt: skip
+    model = {
+        k: v.detach().cpu().contiguous()
+        for k, v in net.module.state_dict().items()
+        if not k.startswith("backbone.")
+    }
     tensors, groups = _optimizer_tensors(opt)
     save_file(model, str(work / "model.tmp"))
     save_file({k: v.cpu().contiguous() for k, v in tensors.items()}, str(work / "optimizer.tmp"))
@@ -154,8 +157,9 @@ def _load_work(work: Path, net: ProgressNet, opt: Any) -> tuple[int, list[float]
     from safetensors.torch import load_file
 
     state = json.loads((work / "state.json").read_text())
-    net.module.load_state_dict(load_file(str(work / "model.safetensors"), device=net.device),
-                               strict=False)  # fmt: skip
+    net.module.load_state_dict(
+        load_file(str(work / "model.safetensors"), device=net.device), strict=False
+    )
     flat = load_file(str(work / "optimizer.safetensors"), device=net.device)
     per: dict[int, dict[str, Any]] = {}
     for key, value in flat.items():
@@ -172,8 +176,14 @@ def _bar(total: int, initial: int, enabled: bool) -> Any:
         from tqdm import tqdm
     except ImportError:  # pragma: no cover - tqdm comes with the report and fit extras
         return None
-    return tqdm(total=total, initial=initial, desc="fit-reward", unit="epoch", file=sys.stderr,
-                dynamic_ncols=True)  # fmt: skip
+    return tqdm(
+        total=total,
+        initial=initial,
+        desc="fit-reward",
+        unit="epoch",
+        file=sys.stderr,
+        dynamic_ncols=True,
+    )
 
 
 def fit_reward(opts: FitOptions) -> dict[str, Any]:
@@ -191,26 +201,37 @@ def fit_reward(opts: FitOptions) -> dict[str, Any]:
     if not 0 <= opts.failure_cap < 1:
         raise ValueError(f"failure_cap is a progress in [0, 1), got {opts.failure_cap}")
     started = time.perf_counter()
-    episodes = load_episodes(opts.data, input_size=opts.input_size, camera=opts.camera,
-                             demonstrations=opts.demonstrations)  # fmt: skip
+    episodes = load_episodes(
+        opts.data,
+        input_size=opts.input_size,
+        camera=opts.camera,
+        demonstrations=opts.demonstrations,
+    )
     train, held = split_episodes(episodes, opts.held_out, seed=opts.seed)
     meta = {"options": opts.fingerprint(), "data_hash": _data_hash(episodes)}
     if (work / "state.json").is_file():
         old = json.loads((work / "state.json").read_text())
         if {k: old.get(k) for k in meta} != meta:
-            raise UnusableDataError(f"{work} holds an interrupted fit of other data or options; "
-                                    "remove it, or fit into another --out")  # fmt: skip
+            raise UnusableDataError(
+                f"{work} holds an interrupted fit of other data or options; "
+                "remove it, or fit into another --out"
+            )
     device = pick_device(opts.device)
     torch.manual_seed(opts.seed)
     backbone, dim = load_backbone(opts.backbone, device) if opts.backbone else (None, 0)
     size = int(getattr(backbone.config, "image_size", 0) or 0) if backbone is not None else 0
     if size and size != opts.input_size:  # the encoder's own input size
-        episodes = load_episodes(opts.data, input_size=size, camera=opts.camera,
-                                 demonstrations=opts.demonstrations)  # fmt: skip
+        episodes = load_episodes(
+            opts.data, input_size=size, camera=opts.camera, demonstrations=opts.demonstrations
+        )
         train, held = split_episodes(episodes, opts.held_out, seed=opts.seed)
-    config = ProgressNetConfig(input_size=size or opts.input_size, channels=opts.channels,
-                               backbone=backbone is not None, backbone_dim=dim,
-                               name=opts.name or out.name)  # fmt: skip
+    config = ProgressNetConfig(
+        input_size=size or opts.input_size,
+        channels=opts.channels,
+        backbone=backbone is not None,
+        backbone_dim=dim,
+        name=opts.name or out.name,
+    )
     net = ProgressNet(config, backbone=backbone, device=device)
     params = [p for p in net.module.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=opts.lr)
@@ -220,13 +241,15 @@ def fit_reward(opts: FitOptions) -> dict[str, Any]:
     ok = ~np.isnan(labels)
     target = torch.as_tensor(np.nan_to_num(labels), device=net.device)
     is_success = torch.as_tensor(ok, device=net.device)
-    weight = torch.as_tensor(np.where(labels == 1.0, DONE_WEIGHT, 1.0), device=net.device,
-                             dtype=torch.float32)  # fmt: skip
+    weight = torch.as_tensor(
+        np.where(labels == 1.0, DONE_WEIGHT, 1.0), device=net.device, dtype=torch.float32
+    )
     bar = _bar(opts.epochs, start, opts.progress)
     for epoch in range(start, opts.epochs):
         net.module.train()
-        order = torch.randperm(len(frames), generator=torch.Generator().manual_seed(
-            opts.seed * 100_003 + epoch)).numpy()  # fmt: skip
+        order = torch.randperm(
+            len(frames), generator=torch.Generator().manual_seed(opts.seed * 100_003 + epoch)
+        ).numpy()
         total, batches = 0.0, 0
         for i in range(0, len(order), opts.batch_size):
             idx = order[i : i + opts.batch_size]
@@ -255,8 +278,15 @@ def fit_reward(opts: FitOptions) -> dict[str, Any]:
     train_max = [float(net.predict(e.frames, [e.task] * len(e.frames)).max()) for e in train]
     net.config.done_threshold = pick_done_threshold(train_max, [e.success for e in train])
     save_model(net, out)
-    report = write_report(net, out, train=train, held_out=held, losses=losses,
-                          fit_s=time.perf_counter() - started, data=str(opts.data),
-                          options=opts.fingerprint())  # fmt: skip
+    report = write_report(
+        net,
+        out,
+        train=train,
+        held_out=held,
+        losses=losses,
+        fit_s=time.perf_counter() - started,
+        data=str(opts.data),
+        options=opts.fingerprint(),
+    )
     shutil.rmtree(work, ignore_errors=True)
     return report

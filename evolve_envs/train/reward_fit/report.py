@@ -72,7 +72,8 @@ def episode_metrics(
     vocs = [voc(c) for c, s in zip(curves, success, strict=True) if s and len(c) > 2]
     finals = [c[-1] for c, s in zip(curves, success, strict=True) if s]
     return {
-        "episodes": len(curves), "successes": int(truth.sum()),
+        "episodes": len(curves),
+        "successes": int(truth.sum()),
         "voc": float(np.mean(vocs)) if vocs else None,
         "voc_min": float(np.min(vocs)) if vocs else None,
         "voc_per_episode": vocs,
@@ -81,16 +82,23 @@ def episode_metrics(
         "done": {"tp": tp, "fp": fp, "fn": fn, "threshold": threshold},
         "final_progress_on_success": float(np.mean(finals)) if finals else None,
         "max_progress_on_failure": float(np.mean(top[~truth])) if (~truth).any() else None,
-    }  # fmt: skip
+    }
 
 
 def _curves(net: ProgressNet, episodes: Sequence[FitEpisode]) -> list[list[float]]:
-    return [net.predict(e.frames, [e.task] * len(e.frames)).astype(float).tolist()
-            for e in episodes]  # fmt: skip
+    return [
+        net.predict(e.frames, [e.task] * len(e.frames)).astype(float).tolist() for e in episodes
+    ]
 
 
-def _plot(path: Path, held: Sequence[FitEpisode], curves: list[list[float]], losses: list[float],
-          threshold: float, cap: float) -> bool:  # fmt: skip
+def _plot(
+    path: Path,
+    held: Sequence[FitEpisode],
+    curves: list[list[float]],
+    losses: list[float],
+    threshold: float,
+    cap: float,
+) -> bool:
     try:
         import matplotlib
 
@@ -105,8 +113,12 @@ def _plot(path: Path, held: Sequence[FitEpisode], curves: list[list[float]], los
     ax.plot([0, 1], [0, 1], "k--", lw=1, label="label of a success (t / T)")
     ax.axhline(threshold, color="grey", ls=":", label=f"done threshold {threshold:.2f}")
     ax.axhline(cap, color="tab:red", ls=":", lw=0.8, label="failure cap")
-    ax.set(xlabel="fraction of the episode", ylabel="model progress", ylim=(-0.02, 1.02),
-           title="held-out episodes (green: success, red: failure)")  # fmt: skip
+    ax.set(
+        xlabel="fraction of the episode",
+        ylabel="model progress",
+        ylim=(-0.02, 1.02),
+        title="held-out episodes (green: success, red: failure)",
+    )
     ax.legend(fontsize=7, loc="upper left")
     lx.plot(range(1, len(losses) + 1), losses)
     lx.set(xlabel="epoch", ylabel="training loss", yscale="log", title="fit")
@@ -197,7 +209,7 @@ def write_report(
                 ],
             }
             for e, c in zip(held_out, held_curves, strict=True)
-        ],  # fmt: skip
+        ],
         "losses": losses,
         "fit_s": fit_s,
         "device": net.device,
@@ -205,8 +217,9 @@ def write_report(
         "size_bytes": (out / WEIGHTS_FILE).stat().st_size,
         "options": options,
     }
-    report["curves_png"] = _plot(out / "curves.png", held_out, held_curves, losses, threshold,
-                                 options["failure_cap"])  # fmt: skip
+    report["curves_png"] = _plot(
+        out / "curves.png", held_out, held_curves, losses, threshold, options["failure_cap"]
+    )
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
     (out / "README.md").write_text(_card(report))
     return report
