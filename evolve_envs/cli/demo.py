@@ -1,35 +1,11 @@
 """``evolve-envs demo`` (``make demo``): what a learned reward does to RL, on a CPU, in minutes.
 
-Four parts, every number on the terminal naming where it comes from:
-
-1. **ReachPlace** (the synthetic task, whose env knows its true progress) under two reward models
-   served by the real reward service: a *right* one (mock rule ``reach_place``, which reads the
-   block from the pixels) and a *gameable* one (``reach_place_hackable``, which reads the yellow
-   distractor instead). Three scripted policies play ``--episodes`` episodes each, in order: a
-   random one (the alarm's baseline), a gaming one (drags the distractor to the green zone, never
-   touches the block) and a solving one (the expert). The table puts the model's progress beside
-   the env's true progress and success flag, counts the episodes the model called done, and shows
-   the reward-hacking alarm (``reward_model.alarm``) after each policy: it fires on the gameable
-   model when the gaming policy raises its progress without success.
-2. **A learned model**: a progress model fitted on the episodes of part 1 (``evolve-envs
-   fit-reward``, recorded under the right model; about a minute of CPU), served by the
-   ``fitted`` backend, under the same three policies on scenes it was not fitted on, with the
-   alarm.
-3. **Calibration**: the episodes of part 1 re-scored by the fitted model, the right, the
-   gameable and a random model (``evolve-envs calibrate``), and the ranking by value-order
-   correlation and done precision/recall against the env's success flag. The fitted model is
-   scored on the episodes it was fitted on (its held-out numbers are in its own report).
-4. **LIBERO-10**, one random episode through the full stack with the shipped config's embedded
-   mock, whose ``change`` rule measures pixel change from the first frame: the table and the plot
-   say so, because a flailing arm scores high on it.
-
-Files go to ``--out`` (default ``runs/demo``): ``reach_place/`` (the recording, the fitted
-``model/`` and ``calibration/``'s report) and ``libero/`` (the rollout report: summary, metrics,
-plot, video).
+Four parts: ReachPlace under a right and a gameable reward model with the hacking alarm, a
+progress model fitted on those episodes, their calibration, and one LIBERO-10 episode under the
+pixel-change mock (docs/getting-started.md walks through the output).
 
 Usage (shell)::
 
-    evolve-envs demo                     # all four parts, into runs/demo
     evolve-envs demo --no-libero --out runs/demo-rp
 """
 
@@ -231,7 +207,7 @@ def _reach_place_table(groups: list[GroupResult]) -> str:
 
 
 def _calibration_lines(report: dict[str, Any]) -> list[str]:
-    from evolve_envs.cli.calibrate_report import ranking
+    from evolve_envs.cli.reports.calibrate import ranking
 
     def num(v: Any, fmt: str = ".2f") -> str:
         return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
@@ -351,7 +327,7 @@ def run_demo(args: argparse.Namespace) -> int:
         raise ValueError(f"--libero-steps must be >= 1, got {args.libero_steps}")
     _check_extras(not args.no_libero)
     from evolve_envs.cli.calibrate import calibrate
-    from evolve_envs.cli.calibrate_report import write_report
+    from evolve_envs.cli.reports.calibrate import write_report
 
     t0 = part = time.monotonic()
     out = Path(args.out)

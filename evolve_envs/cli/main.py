@@ -1,40 +1,10 @@
-"""``evolve-envs``: the command-line entry point.
-
-Subcommands (one parser builder and one runner each, registered in ``COMMANDS``; the longer
-ones live in modules of their own):
-
-* ``rollout`` — roll out episodes through the full wrapper stack and write a report
-  (``summary.json``, ``metrics.csv``, ``tensorboard/``, ``progress_<ep>.png``,
-  ``episode_<ep>.mp4``) as episodes finish; see :mod:`evolve_envs.cli.rollout`.
-* ``tasks`` — list a suite's task ids, names and instructions.
-* ``train`` — DistRL or GRPO on Ray; see :mod:`evolve_envs.cli.train` and
-  :mod:`evolve_envs.train.driver`.
-* ``evaluate`` — a saved policy's held-out success (JSON and an MP4); see
-  :mod:`evolve_envs.cli.evaluate`.
-* ``demo`` — what the library is for, in two minutes on a CPU (``make demo``); see
-  :mod:`evolve_envs.cli.demo`.
-* ``calibrate`` — re-score recorded episodes (or a LeRobotDataset v3) with reward services and
-  report how right they are (done precision/recall, value-order correlation, failure modes); see
-  :mod:`evolve_envs.cli.calibrate`.
-* ``export`` — a recording as a LeRobotDataset v3 folder; see :mod:`evolve_envs.cli.export`.
-* ``fit-reward`` — fit a progress model on a dataset's episodes into a model directory; see
-  :mod:`evolve_envs.cli.fit_reward`.
-* ``relabel`` — a reward model's judgement of every episode of a dataset, as new columns of a
-  new dataset; see :mod:`evolve_envs.cli.relabel`.
-
-``--config`` takes a YAML path or the name of a shipped config (``libero_10``, ``fast_dev``,
-see ``docs/PRESETS.md``); repeat it to layer a preset on a suite config.
+"""``evolve-envs``: the command-line entry point; one parser builder and one runner per
+subcommand (rollout, tasks, train, evaluate, demo, calibrate, export, fit-reward, relabel), the
+longer ones in modules of their own. The commands are described in docs/getting-started.md.
 
 Usage (shell)::
 
     evolve-envs rollout --config libero_10 --task-id 0 --episodes 1 --out runs/demo
-    evolve-envs rollout --config libero_goal --config short_precise \\
-        --task-id "open the middle drawer of the cabinet" --policy my_pkg.policies:act
-    evolve-envs tasks libero_goal
-    evolve-envs rollout --config reach_place --episodes 20 --record runs/rec
-    evolve-envs calibrate runs/rec --service mock:reach_place --service http://gpu-1:8111
-    evolve-envs export runs/rec --format lerobot --out runs/rec-lerobot
-    evolve-envs relabel runs/rec-lerobot --service http://gpu-1:8111 --every-frame
 """
 
 from __future__ import annotations
@@ -276,7 +246,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     import time
 
     from evolve_envs.cli.calibrate import calibrate, check_services
-    from evolve_envs.cli.calibrate_report import summary_line, write_report
+    from evolve_envs.cli.reports.calibrate import summary_line, write_report
 
     out = Path(args.out or f"runs/calibrate-{time.strftime('%Y%m%d-%H%M%S')}")
     if args.threshold is None:  # the config's, else the recorded run's, else 0.95

@@ -1,7 +1,7 @@
 """The main job: roll out episodes through the full wrapper stack and write a report.
 
 For each episode it records the agentview frames and the per-step progress/reward the wrappers
-put in ``info``; :mod:`evolve_envs.cli.rollout_report` writes them into ``out`` *as each episode
+put in ``info``; :mod:`evolve_envs.cli.reports.rollout` writes them into ``out`` *as each episode
 finishes* (an interrupted job keeps every finished episode): ``summary.json`` (the effective
 configuration and one row per episode), ``metrics.csv`` / ``tensorboard/``, a progress plot and a
 video per episode, and a plain-text table (returned, and printed by the CLI).
@@ -27,11 +27,9 @@ import contextlib
 import importlib
 import importlib.util
 import math
-import os
-import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,21 +37,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from evolve_envs.cli.rollout_media import REPORT_EXTRA
-from evolve_envs.cli.rollout_report import (
-    EpisodeRecord,
-    ReportWriter,
-    RolloutReport,
-    callable_name,
-)
+from evolve_envs.cli.reports.media import REPORT_EXTRA
+from evolve_envs.cli.reports.rollout import EpisodeRecord, ReportWriter, RolloutReport
+from evolve_envs.cli.reports.rollout_table import callable_name
+from evolve_envs.cli.rollout_policy import PolicyFn, resolve_policy
 from evolve_envs.recording.metrics_log import import_wandb
 from evolve_envs.stack.config import StackConfig
 from evolve_envs.stack.loading import load_config
-
-PolicyFn = Callable[[Any], Any]
-"""A policy: one env's observation (a dict of arrays) -> that env's action."""
-
-BUILTIN_POLICIES = ("random", "zero")
 
 
 @dataclass
@@ -101,68 +91,6 @@ def check_options(opts: RolloutOptions) -> None:
     steps = opts.max_steps
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
         raise ValueError(f"max_steps must be an int >= 1 (the episode limit), got {steps!r}")
-
-
-def resolve_policy(policy: str | PolicyFn) -> str | PolicyFn:
-    """A built-in policy name, or the callable that ``policy`` (``"module:function"``) names.
-
-    Example:
-        >>> resolve_policy("numpy:zeros_like") is __import__("numpy").zeros_like
-        True
-    """
-    if callable(policy):
-        return policy
-    if not isinstance(policy, str):
-        raise ValueError(f"policy must be a name, 'module:function' or a callable, got {policy!r}")
-    if policy in BUILTIN_POLICIES:
-        return policy
-    module_name, sep, attr = policy.rpartition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(
-            "policy must be 'random', 'zero', 'module:function' or 'path/to/file.py:function', "
-            f"got {policy!r}"
-        )
-    module = _policy_module(policy, module_name)
-    target: Any = module
-    for part in attr.split("."):
-        if not hasattr(target, part):
-            raise ValueError(f"policy {policy!r}: {module_name!r} has no attribute {attr!r}")
-        target = getattr(target, part)
-    if not callable(target):
-        raise ValueError(f"policy {policy!r}: {attr!r} is not callable")
-    return target
-
-
-def _policy_module(policy: str, name: str) -> Any:
-    """The module a ``--policy`` names: a file path (``./my_policy.py``), a module importable
-    here, or one in the current folder (a console script's ``sys.path`` does not hold it)."""
-    if name.endswith(".py") or "/" in name or os.sep in name:
-        path = Path(name).expanduser()
-        if not path.is_file():
-            raise ValueError(f"policy {policy!r}: no file {str(path)!r}")
-        spec = importlib.util.spec_from_file_location(f"_evolve_policy_{path.stem}", path)
-        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-        try:
-            spec.loader.exec_module(module)  # type: ignore[union-attr]
-        except Exception as exc:  # noqa: BLE001 - the user's file: its error in one line
-            raise ValueError(
-                f"policy {policy!r}: {path} raised {type(exc).__name__}: {exc}"
-            ) from None
-        return module
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        top = name.split(".")[0]
-        here = Path.cwd()
-        if exc.name == top and ((here / f"{top}.py").is_file() or (here / top).is_dir()):
-            sys.path.insert(0, str(here))
-            return _policy_module(policy, name)
-        raise ValueError(
-            f"policy {policy!r}: cannot import {name!r} ({exc}); give a module on PYTHONPATH or "
-            f"in the current folder, or a file path such as ./{top.replace('.', '/')}.py:function"
-        ) from None
-    except ImportError as exc:
-        raise ValueError(f"policy {policy!r}: cannot import {name!r}: {exc}") from None
 
 
 def check_extras(opts: RolloutOptions, cfg: StackConfig) -> None:

@@ -65,6 +65,7 @@ def add_train(sub: argparse._SubParsersAction) -> None:
 def run_train_command(args: argparse.Namespace) -> int:
     """Run ``evolve-envs train``; returns its exit status."""
     from evolve_envs.train.algorithm import RewardModelFailedError, WorkerFailedError
+    from evolve_envs.train.common.finite import NonFiniteError
     from evolve_envs.train.driver import (
         LearnerLostError,
         TrainOptions,
@@ -73,10 +74,9 @@ def run_train_command(args: argparse.Namespace) -> int:
         run_dir_of,
         run_train,
     )
-    from evolve_envs.train.finite import NonFiniteError
-    from evolve_envs.train.head_watch import ClusterLostError
-    from evolve_envs.train.placement import PlacementError
     from evolve_envs.train.run_dir import claim_run_dir
+    from evolve_envs.train.runtime.head_watch import ClusterLostError
+    from evolve_envs.train.runtime.placement import PlacementError
     from evolve_envs.train.worker import WorkerStartError
 
     overrides = list(args.overrides)

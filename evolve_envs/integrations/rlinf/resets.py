@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from evolve_envs.progress.settings import ConfigError
-from evolve_envs.train.arrays import to_numpy
+from evolve_envs.train.common.arrays import to_numpy
 
 __all__ = ["check_resets_sub_envs", "env_success_flags", "final_mask", "reset_ended"]
 

@@ -6,7 +6,7 @@ dragged onto the target and 3 of random actions (failures). Each index line name
 ``behaviour``. They are the controls of ``evolve-envs calibrate``: on them a right reward model
 (``mock:reach_place``) must rank above a random one and a gameable one
 (``evolve-envs calibrate shipped --service mock:reach_place --service mock:random``).
-``python -m evolve_envs.cli.make_controls`` writes them again, the same way.
+``python scripts/make_controls.py`` (in a source checkout) writes them again, the same way.
 
 A recording argument ``shipped`` (the default set) or ``shipped:<name>`` names one of them; any
 other argument is a folder (a folder called ``shipped`` is written ``./shipped``).
@@ -47,7 +47,7 @@ def shipped_recording(name: str = DEFAULT) -> Path:
     if not (folder / "meta.json").is_file():
         raise FileNotFoundError(
             f"the shipped recording {name!r} is missing from {folder} (an install without the "
-            "package data; `python -m evolve_envs.cli.make_controls --out DIR` writes it)"
+            "package data; `python scripts/make_controls.py --out DIR` writes it from a checkout)"
         )
     return folder
 

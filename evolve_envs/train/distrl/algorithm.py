@@ -1,33 +1,6 @@
-"""DistRL: workers collect, the learner learns, nobody waits (an :class:`~evolve_envs.train.distrl.
-loop.Algorithm` run by :func:`~evolve_envs.train.loop.run_loop`).
-
-:meth:`DistRL.start` publishes the initial weights and starts every worker's
-:meth:`~evolve_envs.train.worker.RolloutWorker.run` loop. Then, per pass of the shared loop:
-
-* :meth:`DistRL.collect` drains whatever is queued (never waits);
-* :meth:`DistRL.update` puts it into the replay (priorities from the current policy) and takes
-  one A-RIDE update when the buffer holds ``min_buffer`` fresh trajectories (data more than
-  ``max_staleness`` policy versions behind is retired first) and the sample ratio (trajectories
-  sampled per trajectory taken in) is below ``max_sample_ratio`` (on a small box the learner
-  would otherwise take the CPU the workers need; allowance left unused is kept only up to one
-  batch), then publishes the weights every ``publish_every`` updates (``ray.put`` + the
-  registry). An update whose loss or gradient is not finite is skipped
-  (:mod:`evolve_envs.train.finite`).
-
-With ``learner.barrier`` the workers wait instead (the synchronous cell of the 2×2): once an
-update is due, :meth:`DistRL.update` pauses them (:func:`~evolve_envs.train.pause.hold_workers`),
-takes what they queued, trains while the sample ratio allows, publishes and lets them go on with
-the new weights; the metrics ``barriers`` and ``barrier_wait_ms`` count it (this run's, from
-its start or resume).
-
-:meth:`DistRL.stop` asks the workers to stop and waits briefly for them. Budget, checkpoints,
-logging and worker health are the loop's.
-
-A worker whose *process* dies is restarted by Ray and goes on collecting. A worker whose
-``run`` loop *raises* (for example a reward service outage with ``fail_on_request_error: true``,
-the stack's fail-fast policy) is not restarted: the loop notices within a second, writes a
-checkpoint and stops the run with a :class:`~evolve_envs.train.algorithm.WorkerFailedError` naming
-the worker and the cause, so ``--resume`` can continue once the cause is fixed.
+"""DistRL as an :class:`~evolve_envs.train.algorithm.Algorithm`: workers collect, the learner
+learns from prioritized replay, nobody waits (``learner.barrier`` makes them wait). The schedule
+is described in docs/DISTRL.md.
 
 Example:
     >>> DistRL.name
@@ -84,7 +57,7 @@ class DistRL:
         """``learner.barrier``: when an update is due, stop the workers, train while the sample
         ratio allows, publish, let them go on."""
         from evolve_envs.train.algorithm import check_worker_calls
-        from evolve_envs.train.pause import hold_workers
+        from evolve_envs.train.runtime.pause import hold_workers
 
         learner, c = self.learner, self.cfg.learner
         learner.ingest(trajectories)

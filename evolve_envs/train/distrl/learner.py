@@ -28,7 +28,7 @@ Off-policy control:
   scales (EMAs of the batch's mean ``|δ|`` and ``|−log π|``) and ``ρ`` is clipped at ``rho_bar``;
 * **entropy floor** — with ``entropy_target`` the entropy coefficient is multiplied by
   ``exp(entropy_adapt_rate · (target − H))`` after each update, never below ``entropy_coef``
-  (``entropy_coef_now`` in the statistics; :mod:`evolve_envs.train.entropy_floor`, which GRPO
+  (``entropy_coef_now`` in the statistics; :mod:`evolve_envs.train.common.entropy_floor`, which GRPO
   shares).
 
 :meth:`Learner.state_dict` / :meth:`Learner.load_state_dict` carry the policy, the optimizer,
@@ -50,8 +50,8 @@ from typing import Any
 
 import numpy as np
 
-from evolve_envs.train.entropy_floor import next_entropy_coef
-from evolve_envs.train.finite import FiniteSteps
+from evolve_envs.train.common.entropy_floor import next_entropy_coef
+from evolve_envs.train.common.finite import FiniteSteps
 
 __all__ = ["Learner"]
 
@@ -76,8 +76,8 @@ class Learner:
     ) -> None:
         import torch
 
+        from evolve_envs.train.common.validators import default_validator
         from evolve_envs.train.distrl.replay import PrioritizedReplay
-        from evolve_envs.train.validators import default_validator
 
         self.policy = policy
         self.cfg = config
@@ -178,7 +178,7 @@ class Learner:
         """One prioritized A-RIDE update; ``run_fraction`` (0..1) is the share of the run's budget
         spent, which anneals β unless ``beta_anneal_updates`` is set. Returns its statistics;
         ``{"skipped": 1.0, ...}`` when the loss or gradient was not finite and no step was taken
-        (:mod:`evolve_envs.train.finite`)."""
+        (:mod:`evolve_envs.train.common.finite`)."""
         import torch
 
         from evolve_envs.train.distrl.loss import aride_loss

@@ -11,7 +11,7 @@ importance sampling, ``rho_t = pi(a_t|s_t) / mu(a_t|s_t)`` from the stored behav
                  + value_coef * 0.5 * mean_t[ w * (V(s_t) - V_ret(s_t))^2 ]
 
 Targets, advantages and ratios are constants (no gradient flows through them). ``P_invalid`` is
-the differentiable surrogate described in :mod:`evolve_envs.train.validators`.
+the differentiable surrogate described in :mod:`evolve_envs.train.common.validators`.
 
 Off-policy control (each off by default, switched on by the learner's config):
 
@@ -44,16 +44,16 @@ import torch
 from gymnasium import spaces
 from torch.distributions import Independent, Normal
 
-from evolve_envs.train.distrl.replay import PRIORITY_EPS
-from evolve_envs.train.distrl.retrace import retrace_targets, td_errors
-from evolve_envs.train.loss_output import LOG_RATIO_CLAMP, LossOutput, policy_device
-from evolve_envs.train.policies.base import Policy
-from evolve_envs.train.trajectory import Trajectory, stack_obs
-from evolve_envs.train.validators import (
+from evolve_envs.train.common.loss_output import LOG_RATIO_CLAMP, LossOutput, policy_device
+from evolve_envs.train.common.trajectory import Trajectory, stack_obs
+from evolve_envs.train.common.validators import (
     ActionValidator,
     gaussian_mass_outside,
     out_of_bounds_or_nonfinite,
 )
+from evolve_envs.train.distrl.replay import PRIORITY_EPS
+from evolve_envs.train.distrl.retrace import retrace_targets, td_errors
+from evolve_envs.train.policies.base import Policy
 
 __all__ = [
     "DEFAULT_PRIORITY_WEIGHTS",
@@ -218,7 +218,7 @@ def aride_loss(
     >>> import numpy as np
     >>> from gymnasium import spaces
     >>> from evolve_envs.train.policies.base import CNNGaussianPolicy
-    >>> from evolve_envs.train.trajectory import Trajectory
+    >>> from evolve_envs.train.common.trajectory import Trajectory
     >>> pol = CNNGaussianPolicy(action_dim=1, state_dim=2, image_key=None)
     >>> obs = pol.encode_obs({"state": np.zeros((5, 2), np.float32)})
     >>> a, logp = pol.act({k: v[:4] for k, v in obs.items()})

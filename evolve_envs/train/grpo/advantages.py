@@ -40,7 +40,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from evolve_envs.train.arrays import like, to_numpy, torch_of
+from evolve_envs.train.common.arrays import like, to_numpy, torch_of
 
 __all__ = [
     "GRPO_EPS",

@@ -16,7 +16,7 @@ Each round (:meth:`GRPO.collect` then :meth:`GRPO.update`):
 4. ``epochs`` passes of PPO-clip (:func:`~evolve_envs.train.grpo.loss.ppo_clip_loss`) over every
    step in minibatches of ``minibatch_steps``, the behaviour log-probs as the old ones, with the
    same control knobs as DistRL's learner: an entropy bonus whose coefficient can have a floor
-   (``entropy_target``, :mod:`evolve_envs.train.entropy_floor`; ``entropy_coef_now`` in the
+   (``entropy_target``, :mod:`evolve_envs.train.common.entropy_floor`; ``entropy_coef_now`` in the
    metrics) and a penalty on the probability of actions outside the action space
    (``invalid_coef``, the default validator's; ``invalid_rate`` in the metrics);
 5. bump the policy version.
@@ -41,8 +41,8 @@ from typing import Any
 import numpy as np
 
 from evolve_envs.train.algorithm import TrainContext, UpdateResult, get_from_workers
-from evolve_envs.train.entropy_floor import next_entropy_coef
-from evolve_envs.train.finite import FiniteSteps
+from evolve_envs.train.common.entropy_floor import next_entropy_coef
+from evolve_envs.train.common.finite import FiniteSteps
 
 __all__ = ["GRPO", "grpo_batch", "round_groups"]
 
@@ -75,7 +75,7 @@ def grpo_batch(trajectories: list[Any], group_size: int) -> dict[str, Any]:
 
     Example:
         >>> import numpy as np
-        >>> from evolve_envs.train.trajectory import Trajectory
+        >>> from evolve_envs.train.common.trajectory import Trajectory
         >>> def ep(r):
         ...     return Trajectory({"s": np.zeros((3, 1), np.float32)}, np.zeros((2, 1), np.float32),
         ...         np.zeros(2, np.float32), np.array([0.0, r], np.float32),
@@ -140,7 +140,7 @@ class GRPO:
         self.rng = np.random.default_rng([ctx.cfg.run.seed, 0])
         self.last_stats: dict[str, float] = {}
         self.finite = FiniteSteps(who="GRPO's learner")
-        from evolve_envs.train.validators import default_validator
+        from evolve_envs.train.common.validators import default_validator
 
         self.action_space = ctx.spaces["action_space"]
         self.validator = default_validator(self.action_space)

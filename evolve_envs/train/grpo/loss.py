@@ -14,18 +14,18 @@ import torch
 from gymnasium import spaces
 from torch.distributions import Independent, Normal
 
-from evolve_envs.train.loss_output import (
+from evolve_envs.train.common.loss_output import (
     LOG_RATIO_CLAMP,
     LossOutput,
     as_float_tensor,
     policy_device,
 )
-from evolve_envs.train.policies.base import Policy
-from evolve_envs.train.validators import (
+from evolve_envs.train.common.validators import (
     ActionValidator,
     gaussian_mass_outside,
     out_of_bounds_or_nonfinite,
 )
+from evolve_envs.train.policies.base import Policy
 
 __all__ = ["ppo_clip_loss"]
 

@@ -1,7 +1,7 @@
 """The synchronous barrier of ``learner.barrier``: the workers stop stepping while the learner
 trains, then go on with the new weights.
 
-The learner asks the :class:`~evolve_envs.train.weight_registry.WeightRegistry` to pause
+The learner asks the :class:`~evolve_envs.train.runtime.weight_registry.WeightRegistry` to pause
 (:func:`hold_workers`), waits until every worker has said it stopped, trains, publishes and
 resumes. A worker's :meth:`~evolve_envs.train.worker.RolloutWorker.run` loop sees the pause in a
 poll answer and sits it out (:func:`sit_out`); its ``pauses`` and ``paused_ms`` counters
@@ -38,7 +38,7 @@ def sit_out(
     milliseconds waited).
 
     Example (the plain registry, paused and resumed by the second poll):
-        >>> from evolve_envs.train.weight_registry import WeightRegistry
+        >>> from evolve_envs.train.runtime.weight_registry import WeightRegistry
         >>> reg = WeightRegistry(); reg.publish(4, [{"w": 1}]); reg.pause()
         >>> real_poll = reg.poll
         >>> def poll(*args):
@@ -65,7 +65,7 @@ def hold_workers(registry: Any, n_workers: int, check: Callable[[], None] = lamb
     while waiting (a worker loop that ended raises there). Returns the seconds waited.
 
     Example (the plain registry, the worker answering in the check):
-        >>> from evolve_envs.train.weight_registry import WeightRegistry
+        >>> from evolve_envs.train.runtime.weight_registry import WeightRegistry
         >>> reg = WeightRegistry()
         >>> waited = hold_workers(reg, 1, check=lambda: reg.poll(0, -1, True))
         >>> reg.paused(), waited < 1.0

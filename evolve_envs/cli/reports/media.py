@@ -1,6 +1,6 @@
 """The rollout report's per-episode pictures: the progress plot (PNG) and the video (MP4).
 
-:class:`evolve_envs.cli.rollout_report.ReportWriter` calls them as each episode finishes. Both
+:class:`evolve_envs.cli.reports.rollout.ReportWriter` calls them as each episode finishes. Both
 name what the progress number is (``source`` / ``label``, from
 :func:`evolve_envs.stack.factory.progress_source`): the mock's ``change`` rule is pixel change,
 not task progress. matplotlib comes with the ``report`` extra, the MP4 writer with ``video``.

@@ -1,29 +1,7 @@
-"""The rollout's report: what ``evolve-envs rollout`` leaves in its output folder.
-
-:mod:`evolve_envs.cli.rollout` runs the episodes; this module records and writes them, into
-``out`` *as each episode finishes* (an interrupted job keeps every finished episode):
-
-* ``summary.json`` — the effective configuration (suite, resolved task id and description, the
-  episode limit actually used, policy, ...), then per episode: steps, env success, final
-  progress, reward sum, reward-model calls, errors, fallbacks, latency percentiles,
-  done-by-progress, the model's done decision against env success (and the running
-  ``termination_audit`` per task and overall), the alarm's state (``reward_alarm``, with
-  ``reward_model.alarm.enable``); ``"complete": false`` until the job ends
-  (``"interrupted": true`` after Ctrl-C);
-* ``metrics.csv`` and ``tensorboard/`` — one row / one scalar step per episode (W&B too with
-  ``wandb_project``), see :mod:`evolve_envs.recording.metrics_log`;
-* ``progress_<ep>.png`` — progress and reward vs step, check steps and the done threshold marked;
-* ``episode_<ep>.mp4`` — the agentview frames with progress overlaid (every ``video_every``-th
-  episode, none with ``video=False``);
-* a short plain-text table (returned, and printed by the CLI).
-
-Every progress number says where it comes from (:func:`~evolve_envs.stack.factory.progress_source`:
-the mock's ``change`` rule is *pixel change*, not task progress): the table's first line, the
-plot's title and axis, the video's overlay, the per-episode lines and ``summary.json``'s
-``effective.progress_source``.
-
-It is split from the rollout loop because it is a job of its own (the files, their plots and
-videos) that reads only finished records, never the envs' stepping.
+"""The rollout's report: what ``evolve-envs rollout`` leaves in its output folder, written as
+each episode finishes (an interrupted job keeps every finished episode): ``summary.json``,
+``metrics.csv`` / ``tensorboard/``, a progress plot and a video per episode, and the text table.
+The files are described in docs/getting-started.md.
 
 Example:
     >>> rec = EpisodeRecord(index=0, env_index=0, steps=1, rewards=[0.5], progress=[50.0])
@@ -48,7 +26,14 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from evolve_envs.cli.rollout_media import write_plot, write_video
+from evolve_envs.cli.reports.media import write_plot, write_video
+from evolve_envs.cli.reports.rollout_table import (
+    callable_name,
+    degradation,
+    episode_metrics,
+    format_table,
+    percentiles,
+)
 from evolve_envs.progress.done_rules import TerminationAudit
 from evolve_envs.recording.metrics_log import EpisodeLog
 from evolve_envs.stack.config import StackConfig
@@ -132,7 +117,7 @@ class EpisodeRecord:
             "fallback_steps": self.fallback_steps,
             "last_reward_model_error": s.get("last_error"),
             "stop_reason": self.stop_reason(),
-            "latency_s": _percentiles(lat),
+            "latency_s": percentiles(lat),
             "done_by_progress": bool(s.get("done_by_progress", False)),
             "done_step": s.get("done_step"),
             "high_progress_on_failure": s.get("high_progress_on_failure"),
@@ -320,7 +305,7 @@ class ReportWriter:
             )
             row["termination_audit"] = self.audit.counts(row["task_description"])
         self.episodes.append(row)
-        self.log.add(rec.index, _metrics(row))
+        self.log.add(rec.index, episode_metrics(row))
         self._write_summary(wall_s=None, complete=False, interrupted=False)
         if self.opts.progress_bar and not self.interactive:
             prog = row["final_progress"]
@@ -396,99 +381,3 @@ class ReportWriter:
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
         os.replace(tmp, path)
-
-
-def degradation(episodes: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """How many episodes and steps got fallback rewards (a reward-model call failed and its
-    answer was the fallback), and why; ``None`` when none did.
-
-    >>> degradation([{"fallback_steps": 0, "reward_model_errors": 0}]) is None
-    True
-    >>> degradation([{"fallback_steps": 3, "reward_model_errors": 3, "steps": 50,
-    ...               "last_reward_model_error": "connection refused"},
-    ...              {"fallback_steps": 0, "reward_model_errors": 0, "steps": 50}])["episodes"]
-    1
-    """
-    hit = [e for e in episodes if e.get("fallback_steps") or e.get("reward_model_errors")]
-    if not hit:
-        return None
-    reasons = [e.get("last_reward_model_error") for e in hit if e.get("last_reward_model_error")]
-    return {
-        "episodes": len(hit),
-        "of_episodes": len(episodes),
-        "fallback_steps": sum(int(e.get("fallback_steps") or 0) for e in hit),
-        "reward_model_errors": sum(int(e.get("reward_model_errors") or 0) for e in hit),
-        "steps": sum(int(e.get("steps") or 0) for e in episodes),
-        "reason": reasons[-1] if reasons else "reward-model calls failed",
-    }
-
-
-def callable_name(fn: Any) -> str:
-    return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
-
-
-def _metrics(row: dict[str, Any]) -> dict[str, Any]:
-    """The flat numbers of one episode row (for CSV / TensorBoard / W&B)."""
-    lat = row["latency_s"]
-    return {
-        "steps": row["steps"],
-        "env_success": int(row["env_success"]),
-        "final_progress": row["final_progress"],
-        "max_progress": row["max_progress"],
-        "reward_sum": row["reward_sum"],
-        "reward_model_calls": row["reward_model_calls"],
-        "reward_model_errors": row["reward_model_errors"],
-        "reward_model_fallbacks": row["reward_model_fallbacks"],
-        "done_by_progress": int(row["done_by_progress"]),
-        "terminated": int(row["terminated"]),
-        "truncated": int(row["truncated"]),
-        "latency_p50_s": lat["p50"],
-        "latency_max_s": lat["max"],
-        "termination_precision": (row.get("termination_audit") or {}).get("precision"),
-        "alarm_firing": None if row["reward_alarm"] is None else int(row["reward_alarm"]["firing"]),
-    }
-
-
-def _percentiles(values: np.ndarray) -> dict[str, float | None]:
-    if values.size == 0:
-        return {"p50": None, "p90": None, "p99": None, "max": None}
-    p50, p90, p99 = np.percentile(values, [50, 90, 99])
-    return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "max": float(values.max())}
-
-
-def format_table(episodes: list[dict[str, Any]], source: str | None = None) -> str:
-    """A short plain-text table of the episodes; with ``source`` (where the model's progress
-    comes from) a first line says what each number is."""
-    head = (
-        "ep",
-        "steps",
-        "env success",
-        "model progress",
-        "reward",
-        "calls",
-        "errors",
-        "p50 ms",
-        "done",
-    )
-    rows = [head]
-    for e in episodes:
-        p50 = e["latency_s"]["p50"]
-        prog = e["final_progress"]
-        rows.append(
-            (
-                str(e["episode"]),
-                str(e["steps"]),
-                "yes" if e["env_success"] else "no",
-                "-" if prog is None or math.isnan(prog) else f"{prog:.1f}",
-                f"{e['reward_sum']:.3f}",
-                str(e["reward_model_calls"]),
-                str(e["reward_model_errors"]),
-                "-" if p50 is None else f"{1000 * p50:.0f}",
-                "progress" if e["done_by_progress"] else ("env" if e["terminated"] else "limit"),
-            )
-        )
-    widths = [max(len(r[c]) for r in rows) for c in range(len(head))]
-    table = "\n".join("  ".join(v.rjust(widths[c]) for c, v in enumerate(r)) for r in rows)
-    if source is None:
-        return table
-    return f"model progress = {source}; env success = the env's own flag\n{table}"
