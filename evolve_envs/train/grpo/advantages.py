@@ -1,59 +1,37 @@
-"""GRPO group advantages, computed the way RLinf computes them for embodied tasks.
+"""GRPO group advantages, computed the way RLinf computes them for embodied tasks: each
+episode's undiscounted score up to its first ``done``, normalised within its group of
+``group_size`` consecutive envs, ``A = (score - mean) / (std + 1e-6)`` (unbiased std), given to
+every step up to that ``done``. Inputs are NumPy arrays or torch tensors; outputs have the
+input's kind. The layouts and the reward design they imply are described in docs/rlinf.md.
 
-GRPO needs no critic: each episode gets one *score*, the undiscounted sum of its rewards up to
-and including its first ``done``; the score is normalised within its group of ``group_size``
-episodes that started from the same initial state,
-
-    A = (score - mean(group)) / (std(group) + eps),      eps = 1e-6,
-
-with the *unbiased* standard deviation (Bessel's correction, ``torch.Tensor.std``'s default, which
-is what RLinf uses). Every step of the episode up to and including the first ``done`` carries that
-advantage; steps after it are masked out of the loss (``loss_mask`` is False and the advantage 0).
-
-Two consequences for reward design: only the per-episode reward *sum* matters to GRPO (how the
-reward is spread over the steps does not), and a group whose episodes all score the same gets
-advantage 0 everywhere (it teaches nothing).
-
-Layouts:
-
-* **time-major** (plain Gymnasium vector envs): ``rewards[T, B]`` and ``dones[T, B]``, where
-  ``dones[t, b]`` says that env ``b``'s episode ended *at* step ``t`` (terminated or truncated).
-  See :func:`grpo_advantages`.
-* **RLinf's** embodied layout: ``rewards[n_chunks, B, C]`` and ``dones[n_chunks + 1, B, C]``, the
-  first chunk of ``dones`` being the flags before the rollout's first step, with ``reward_type``
-  ``"action_level"`` (one advantage per action) or ``"chunk_level"`` (one per action chunk; rewards
-  summed and dones OR-ed over the chunk). See :func:`rlinf_grpo_advantages`.
-
-Batch index ``b`` belongs to group ``b // group_size``: ``group_size`` *consecutive* envs share an
-initial state (RLinf's ``LiberoEnv`` repeats each reset-state id ``group_size`` times;
-:func:`group_init_ids` and :func:`group_seeds` produce the same for Gymnasium vector envs).
-
-Inputs may be NumPy arrays or torch tensors (torch is optional); outputs have the input's kind
-(torch outputs keep the rewards' dtype and device; NumPy float outputs are float64).
+Example:
+    >>> import numpy as np
+    >>> res = grpo_advantages(np.array([[0.0, 1.0], [1.0, 0.0]]),
+    ...                       np.array([[False, False], [True, True]]), group_size=2,
+    ...                       layout="time_major")
+    >>> res.scores.tolist()
+    [1.0, 1.0]
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
-from evolve_envs.train.common.arrays import like, to_numpy, torch_of
+from evolve_envs.train.common.arrays import Array, like, to_numpy, torch_of
+from evolve_envs.train.grpo.groups import check_group_size
 
 __all__ = [
     "GRPO_EPS",
     "GrpoAdvantages",
     "episode_scores",
     "first_done_mask",
-    "group_init_ids",
     "group_normalize",
-    "group_seeds",
     "grpo_advantages",
     "reward_filter_mask",
     "rlinf_grpo_advantages",
-    "stack_steps",
 ]
 
 GRPO_EPS = 1e-6
@@ -71,33 +49,12 @@ class GrpoAdvantages:
     ``advantages`` and ``loss_mask`` have the layout of the call (time-major ``[T, B]``, or RLinf's
     ``[n_chunks, B, C]`` / ``[n_chunks, B, 1]``); ``scores`` and ``group_advantages`` are ``[B]``.
     ``advantages`` is ``group_advantages`` broadcast over the steps and multiplied by
-    ``loss_mask``.
+    ``loss_mask``."""
 
-    Example:
-        >>> import numpy as np
-        >>> res = grpo_advantages(np.array([[0.0, 1.0], [1.0, 0.0]]),
-        ...                       np.array([[False, False], [True, True]]), group_size=2,
-        ...                       layout="time_major")
-        >>> res.scores.tolist()
-        [1.0, 1.0]
-    """
-
-    advantages: Any
-    loss_mask: Any
-    scores: Any
-    group_advantages: Any
-
-
-def _check_group_size(batch: int, group_size: int) -> None:
-    if not isinstance(group_size, (int, np.integer)) or isinstance(group_size, bool):
-        raise TypeError(f"group_size must be an int, got {type(group_size).__name__}")
-    if group_size < 2:
-        raise ValueError(
-            f"group_size must be >= 2 for GRPO (the group standard deviation needs two "
-            f"episodes), got {group_size}"
-        )
-    if batch % group_size != 0:
-        raise ValueError(f"batch size {batch} is not divisible by group_size {group_size}")
+    advantages: Array
+    loss_mask: Array
+    scores: Array
+    group_advantages: Array
 
 
 def _check_time_major(rewards: np.ndarray, dones: np.ndarray) -> None:
@@ -125,7 +82,7 @@ def _episode_scores_np(rewards: np.ndarray, dones: np.ndarray) -> np.ndarray:
 
 
 def _group_normalize_np(scores: np.ndarray, group_size: int, eps: float) -> np.ndarray:
-    _check_group_size(scores.shape[0], group_size)
+    check_group_size(scores.shape[0], group_size)
     grouped = scores.reshape(-1, group_size)
     mean = grouped.mean(axis=1, keepdims=True)
     std = grouped.std(axis=1, ddof=1, keepdims=True)
@@ -140,7 +97,7 @@ def _group_normalize_np(scores: np.ndarray, group_size: int, eps: float) -> np.n
 # --------------------------------------------------------------------------- public API
 
 
-def first_done_mask(dones: Any) -> Any:
+def first_done_mask(dones: Array) -> Array:
     """Loss mask for time-major ``dones[T, B]``: True up to and including each env's first done.
 
     Example:
@@ -155,7 +112,7 @@ def first_done_mask(dones: Any) -> Any:
     return like(_first_done_mask_np(d, None), dones, torch_mod, is_bool=True)
 
 
-def episode_scores(rewards: Any, dones: Any) -> Any:
+def episode_scores(rewards: Array, dones: Array) -> Array:
     """Undiscounted reward sum of each env's first episode: ``[T, B]`` -> ``[B]``.
 
     Rewards after the first done are ignored; an env that never finishes scores the sum of all
@@ -174,7 +131,7 @@ def episode_scores(rewards: Any, dones: Any) -> Any:
     return like(_episode_scores_np(r, d), rewards, torch_mod)
 
 
-def group_normalize(scores: Any, group_size: int, eps: float = GRPO_EPS) -> Any:
+def group_normalize(scores: Array, group_size: int, eps: float = GRPO_EPS) -> Array:
     """GRPO normalisation of ``scores[B]`` within consecutive groups of ``group_size``.
 
     ``(score - group mean) / (unbiased group std + eps)``. A group whose scores are all equal
@@ -193,8 +150,8 @@ def group_normalize(scores: Any, group_size: int, eps: float = GRPO_EPS) -> Any:
 
 
 def grpo_advantages(
-    rewards: Any,
-    dones: Any,
+    rewards: Array,
+    dones: Array,
     group_size: int,
     *,
     layout: Layout,
@@ -299,8 +256,8 @@ def _flatten_rlinf(
 
 
 def rlinf_grpo_advantages(
-    rewards: Any,
-    dones: Any,
+    rewards: Array,
+    dones: Array,
     group_size: int,
     *,
     reward_type: RewardType = "action_level",
@@ -357,7 +314,9 @@ def rlinf_grpo_advantages(
     )
 
 
-def reward_filter_mask(scores: Any, group_size: int, lower_bound: float, upper_bound: float) -> Any:
+def reward_filter_mask(
+    scores: Array, group_size: int, lower_bound: float, upper_bound: float
+) -> Array:
     """RLinf's ``filter_rewards``: keep groups whose *mean* episode score is in the bounds.
 
     RLinf drops (masks out of the loss) every group whose mean masked reward sum lies outside
@@ -384,56 +343,3 @@ def reward_filter_mask(scores: Any, group_size: int, lower_bound: float, upper_b
     means = s.reshape(-1, group_size).mean(axis=1)
     keep = (means >= lower_bound) & (means <= upper_bound)
     return like(np.repeat(keep, group_size), scores, torch_mod, is_bool=True)
-
-
-# --------------------------------------------------------------------------- grouping helpers
-
-
-def group_init_ids(
-    num_envs: int,
-    group_size: int,
-    num_init_states: int,
-    rng: np.random.Generator | int | None = None,
-) -> np.ndarray:
-    """Initial-state ids for ``num_envs`` envs, shared by ``group_size`` consecutive envs.
-
-    Draws ``num_envs // group_size`` distinct ids (with replacement only when there are more
-    groups than states) from ``range(num_init_states)`` and repeats each ``group_size`` times.
-
-    Example:
-        >>> group_init_ids(6, 3, num_init_states=50, rng=0).reshape(2, 3)[:, 0].shape
-        (2,)
-    """
-    _check_group_size(num_envs, group_size)
-    if num_init_states < 1:
-        raise ValueError(f"num_init_states must be >= 1, got {num_init_states}")
-    gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    n_groups = num_envs // group_size
-    ids = gen.choice(num_init_states, size=n_groups, replace=n_groups > num_init_states)
-    return np.repeat(ids.astype(np.int64), group_size)
-
-
-def group_seeds(
-    num_envs: int, group_size: int, rng: np.random.Generator | int | None = None
-) -> list[int]:
-    """Per-env reset seeds, equal within each group of ``group_size`` consecutive envs.
-
-    For envs whose initial state is a function of the reset seed::
-
-        obs, info = vec_env.reset(seed=group_seeds(vec_env.num_envs, group_size=8, rng=step))
-
-    Example:
-        >>> s = group_seeds(4, 2, rng=0)
-        >>> s[0] == s[1] and s[2] == s[3] and s[0] != s[2]
-        True
-    """
-    _check_group_size(num_envs, group_size)
-    gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    n_groups = num_envs // group_size
-    seeds = gen.choice(2**31 - 1, size=n_groups, replace=False)
-    return [int(s) for s in np.repeat(seeds, group_size)]
-
-
-def stack_steps(steps: Sequence[Any]) -> np.ndarray:
-    """Stack per-step vector-env arrays (``[B]`` each) into a time-major ``[T, B]`` array."""
-    return np.stack([to_numpy(s, name="step") for s in steps], axis=0)

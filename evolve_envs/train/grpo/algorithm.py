@@ -6,7 +6,7 @@ Each round (:meth:`GRPO.collect` then :meth:`GRPO.update`):
 
 1. draw ``groups_per_round`` reset seeds (by default enough groups for ``episodes_per_env``
    episodes per env of the workers) and repeat each ``group_size`` times
-   (:func:`evolve_envs.train.grpo.advantages.group_seeds`): the episodes of a group start from one
+   (:func:`evolve_envs.train.grpo.groups.group_seeds`): the episodes of a group start from one
    initial state;
 2. broadcast the current weights once (``ray.put``) and hand the seeds to the workers in chunks of
    ``num_envs`` (:meth:`~evolve_envs.train.worker.RolloutWorker.collect_episodes`, one whole
@@ -169,7 +169,7 @@ class GRPO:
         """Start one round's calls with the current weights; returns (calls, owners)."""
         import ray
 
-        from evolve_envs.train.grpo.advantages import group_seeds
+        from evolve_envs.train.grpo.groups import group_seeds
 
         g, w = self.cfg.grpo, self.cfg.workers
         seeds = group_seeds(round_groups(self.cfg) * g.group_size, g.group_size, self.rng)
