@@ -1,20 +1,9 @@
-"""``evolve-envs evaluate``: a saved policy's success on held-out scenes, as JSON and an MP4.
-
-``evolve-envs evaluate RUN_OR_CHECKPOINT`` loads a run directory's ``checkpoint.pt`` (``--best``:
-its ``best.pt``) or a ``.pt`` file (a checkpoint, a ``best.pt``, a snapshot), builds the policy
-and the plain env of the training config it was saved with, and plays the config's held-out
-scenes (``eval.episodes``, reset seeds from ``2**31``: scenes training never starts from) with the
-mean action and with sampled actions, as the training loop's evaluation does
-(:func:`evolve_envs.train.evaluation.evaluate_saved`). Success is the env's own flag; no reward
-model is asked. It writes ``result.json`` and ``episodes.mp4`` (the first ``--videos`` episodes)
-into ``--out`` (default: ``evaluate-<file>`` beside the policy file) and prints one line per
-number, each naming its source.
+"""``evolve-envs evaluate``: a saved policy's success on held-out scenes, as JSON and an MP4
+(:func:`evolve_envs.train.evaluation.evaluate_saved`).
 
 Usage (shell)::
 
-    evolve-envs evaluate runs/rp                      # the run's checkpoint.pt
     evolve-envs evaluate runs/rp --best --episodes 50 --videos 5
-    evolve-envs evaluate runs/rp/snapshots/00000120-0000300.0.pt env.max_episode_steps=60
 """
 
 from __future__ import annotations

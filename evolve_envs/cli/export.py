@@ -1,16 +1,9 @@
-"""``evolve-envs export``: a recording as a LeRobotDataset v3 folder.
-
-Converts a recording (``rollout --record DIR``, a ``record:`` block, training workers) with
-:func:`evolve_envs.recording.lerobot_export.export_lerobot`: every camera as an AV1 video (by
-default; ``--codec``), the robot state, the action, ``next.*`` and the reward model's
-``reward_model.run.*`` columns. The dataset is written beside ``--out`` and moved there when
-complete, so an interrupted export leaves nothing under ``--out``.
+"""``evolve-envs export``: a recording as a LeRobotDataset v3 folder, moved into ``--out`` when
+complete (:func:`evolve_envs.recording.lerobot_export.export_lerobot`).
 
 Usage (shell)::
 
-    evolve-envs rollout --config libero_10 --episodes 2 --record runs/rec
     evolve-envs export runs/rec --format lerobot --out runs/rec-lerobot
-    lerobot-doctor runs/rec-lerobot
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
-"""``evolve-envs fit-reward DATA --out MODEL_DIR``: fit a progress model on recorded episodes.
-
-DATA is a LeRobotDataset v3 folder (ours or anyone's), a folder of recordings (``evolve-envs
-rollout --record``) or ``shipped``. The fit (:mod:`evolve_envs.train.reward_fit.fit`) holds whole
-episodes out, shows a progress bar, saves after every epoch and resumes when run again with the
-same arguments; a dataset it cannot use fails in one line with nothing written. The model
-directory is served by the ``fitted`` backend and taken by path by ``calibrate`` and
-``relabel`` (``--service MODEL_DIR``).
+"""``evolve-envs fit-reward DATA --out MODEL_DIR``: fit a progress model on recorded episodes
+(:mod:`evolve_envs.train.reward_fit.fit`).
 
 Usage (shell)::
 
     evolve-envs fit-reward runs/rec --out runs/rp-model --epochs 30 --seed 0
-    evolve-reward-server --backend fitted --ckpt-path runs/rp-model
-    evolve-envs calibrate runs/held-out --service runs/rp-model --service mock:reach_place
 """
 
 from __future__ import annotations

@@ -1,24 +1,10 @@
-"""`evolve-reward-launch`: one reward server per GPU on consecutive ports.
+"""`evolve-reward-launch`: one reward server per GPU on consecutive ports, supervised until
+SIGINT or SIGTERM (docs/reward-service.md); the token reaches the servers through their
+environment, never their command lines.
 
 Usage::
 
-    evolve-reward-launch --backend vlm --ckpt-path /models/Qwen2.5-VL-7B-Instruct \\
-        --base-port 8111 --gpu-ids 0,1,2,3
     evolve-reward-launch --backend mock --gpu-ids 0,1 -- --batch-window-ms 10
-
-Server `i` listens on `base_port + i` with `CUDA_VISIBLE_DEVICES=<gpu_ids[i]>`. The launcher
-waits until every server answers `GET /health`, prints the endpoints and the
-`VLAC_SERVICE_URL` / `VLAC_SERVICE_NUM` to export for the clients, then supervises: SIGINT or
-SIGTERM stops all servers (SIGTERM, then SIGKILL after a grace period). A server that dies is
-reported; the launcher exits with status 1 once none is left. Servers also exit if the launcher
-itself is killed. Arguments after `--` go to every `evolve-reward-server`.
-
-The bearer token comes from `--token-file PATH`, `$EVOLVE_REWARD_TOKEN`,
-`$EVOLVE_REWARD_TOKEN_FILE` or `--token` (which `ps` shows to every user) and reaches the servers
-through their environment, never their command lines. Closed by default: a non-loopback `--host`
-without a token is refused in one line (exit status 2) before any server starts, unless
-`--insecure-no-token` says so. `--backend-kwargs-file` passes a JSON file of backend arguments
-(an API key) by its path.
 """
 
 from __future__ import annotations

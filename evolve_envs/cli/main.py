@@ -350,8 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Console-script entry point; returns the exit status (see :class:`ExitStatus`).
 
     Expected failures print one line (``evolve-envs <command>: error: ...``); ``--debug`` or
-    ``EVOLVE_ENVS_DEBUG=1`` adds their traceback (:mod:`evolve_envs.cli.errors`).
-    """
+    ``EVOLVE_ENVS_DEBUG=1`` adds their traceback (:mod:`evolve_envs.cli.errors`)."""
     parser = _build_parser()
     args, extra = parser.parse_known_args(argv)
     # KEY=VALUE overrides may come in several runs between options (`a=1 --episodes 4 b=2`)

@@ -1,30 +1,9 @@
-"""``evolve-envs relabel``: a reward model's judgement of every episode, as new columns of a copy.
-
-Every episode of a dataset (a LeRobotDataset v3 folder or a recording) is replayed through a
-:class:`~evolve_envs.progress.tracker.ProgressTracker` on the given service, on the schedule
-training uses (the ``reward_model`` block of ``--config``: checks from ``start_step``, every
-``call_every`` frames; ``--every-frame`` checks every frame), in ``sync`` calls, never ending an
-episode early. What it said goes into a **new** dataset (``--out``; the source is only read), as
-per-frame columns under ``reward_model.<label>.``:
-
-* ``progress`` (float32, percent: the model's progress, held between checks, 0 before the first)
-  and ``is_check`` (bool: the model was asked at that frame);
-* ``backend``, ``model_id``, ``revision``, ``config_hash`` (strings: who answered, from the
-  service's ``/capabilities``; empty where the service does not say).
-
-``label`` defaults to the service's backend name. ``meta/relabel.json`` (a recording:
-``relabel.json``) keeps the identity, the service and the schedule.
-
-Interrupted runs resume: each scored episode is kept in ``.<out>.relabel/`` beside ``--out`` as
-it finishes, and the same command picks up where it stopped (a different dataset, label, model
-or schedule is refused). The new dataset is assembled there and moved to ``--out`` only when
-complete. A dead service fails before anything is written; a service that dies mid-run stops
-the run with one line (status 3), the finished episodes kept for the resume.
+"""``evolve-envs relabel``: a reward model's judgement of every episode, as new per-frame columns
+(``reward_model.<label>.*``) of a copy of the dataset; resumable (docs/RECORDING.md).
 
 Usage (shell)::
 
     evolve-envs relabel runs/rec-lerobot --service http://gpu-1:8111 --every-frame
-    evolve-envs calibrate runs/rec-lerobot-vlac --service recorded:vlac
 """
 
 from __future__ import annotations

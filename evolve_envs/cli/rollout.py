@@ -1,24 +1,9 @@
-"""The main job: roll out episodes through the full wrapper stack and write a report.
+"""``evolve-envs rollout``: episodes through the full wrapper stack, the report written as each
+one finishes (:mod:`evolve_envs.cli.reports.rollout`).
 
-For each episode it records the agentview frames and the per-step progress/reward the wrappers
-put in ``info``; :mod:`evolve_envs.cli.reports.rollout` writes them into ``out`` *as each episode
-finishes* (an interrupted job keeps every finished episode): ``summary.json`` (the effective
-configuration and one row per episode), ``metrics.csv`` / ``tensorboard/``, a progress plot and a
-video per episode, and a plain-text table (returned, and printed by the CLI).
+Example::
 
-``config`` takes file paths or the names of shipped configs (``"libero_10"``, ``"fast_dev"``).
-With ``reward_model.endpoint: embedded`` the job starts the reward service itself (the config's
-``embedded_backend``: ``mock`` with the *change* rule in the shipped configs) on a free loopback
-port, shares it between all envs, and stops it at the end.
-
-``policy`` is ``"random"``, ``"zero"`` (gripper open), ``"module:function"`` or a callable; a
-callable gets one env's observation dict and returns that env's action.
-
-Example (runs LIBERO, so not run as a doctest; tests/rollout does)::
-
-    >>> report = run_rollout(RolloutOptions(config="libero_10", episodes=1,
-    ...                                     out="runs/demo"))  # doctest: +SKIP
-    >>> print(report.table)  # doctest: +SKIP
+    report = run_rollout(RolloutOptions(config="libero_10", episodes=1, out="runs/demo"))
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
-"""``evolve-envs train``: DistRL or GRPO on Ray, its one-line refusals and its exit status.
-
-Everything that can be checked is checked before anything is written or started (the config and
-its keys, W&B, the placement on a local Ray, a reward service given by URL, the run directory);
-the run itself is :func:`evolve_envs.train.driver.run_train`, with Ray's and the libraries' own
-output in ``train.log``. The exit status says how the run went: 0 clean, 4 when some episodes
-were scored by fallback rewards (the reward service failed mid-run), 3 when a strict run
-(``reward_model.fail_on_request_error=true``) stopped because the service failed (a checkpoint
-is written to resume from), 1 for a worker or learner that failed.
+"""``evolve-envs train``: DistRL or GRPO on Ray, every check before anything starts, and the exit
+status of the run (docs/getting-started.md, "Exit statuses").
 
 Usage (shell)::
 
     evolve-envs train --config reach_place --minutes 2 --run-dir runs/rp
-    evolve-envs train --config reach_place --minutes 2 --run-dir runs/rp --overwrite
-    evolve-envs train --resume runs/rp --minutes 5
 """
 
 from __future__ import annotations

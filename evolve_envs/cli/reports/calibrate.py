@@ -206,8 +206,7 @@ def _plots(report: dict[str, Any], out: Path, prefix: str = "") -> list[str]:
     """Draw the PNGs into ``out`` (names start with ``prefix``); returns their file names.
 
     The precision-recall curve needs a successful episode (recall is undefined without one) and
-    is left out when no service has one.
-    """
+    is left out when no service has one."""
     try:
         import matplotlib
     except ImportError as e:
@@ -304,8 +303,7 @@ def write_report(report: dict[str, Any], out: str | os.PathLike[str], *, prefix:
     """Write ``report.json``, ``report.md`` and the PNGs into ``out``; returns the folder.
 
     Every file name starts with ``prefix`` (``prefix="cal_"``: ``cal_report.md`` links
-    ``cal_progress_curves.png``), so several reports can share one folder and keep their links.
-    """
+    ``cal_progress_curves.png``), so several reports can share one folder and keep their links."""
     if "/" in prefix or os.sep in prefix:
         raise ValueError(f"prefix is part of a file name, not a path: {prefix!r}")
     out = Path(out)

@@ -75,8 +75,7 @@ def value_order_correlation(
     """VOC of one episode: Spearman of ``values`` against frame order ``indices``.
 
     A flat prediction (every value equal) is 0: it orders nothing, and counts as such instead of
-    dropping out of the mean. NaN with fewer than two frames.
-    """
+    dropping out of the mean. NaN with fewer than two frames."""
     vals = np.asarray(values, dtype=np.float64)
     if len(vals) >= 2 and np.all(vals == vals[0]):
         return 0.0

@@ -1,38 +1,6 @@
-"""The A-RIDE loss with Retrace(lambda) values, and DPER priorities, for DistRL.
-
-A-RIDE on a batch of trajectories sampled from the replay buffer (weights ``w`` from the buffer's
-importance sampling, ``rho_t = pi(a_t|s_t) / mu(a_t|s_t)`` from the stored behaviour log-probs)::
-
-    V_ret      = Retrace(lambda) targets with the current values        (see retrace.py)
-    A_t        = r_t + gamma * V_ret(s_{t+1}) - V(s_t)
-                 (V_ret(s_T) = V(s_T); V_ret = 0 past a termination)
-    L_policy   = -mean_t[ w * min(rho_t, rho_bar) * A_t * log pi(a_t|s_t) ]
-    L          = L_policy - entropy_coef * H(pi) + invalid_coef * P_invalid
-                 + value_coef * 0.5 * mean_t[ w * (V(s_t) - V_ret(s_t))^2 ]
-
-Targets, advantages and ratios are constants (no gradient flows through them). ``P_invalid`` is
-the differentiable surrogate described in :mod:`evolve_envs.train.common.validators`.
-
-Off-policy control (each off by default, switched on by the learner's config):
-
-* ``clip=eps`` — a trust region: the policy term becomes PPO's clipped surrogate on the ratio to
-  the behaviour policy, ``-mean_t[ w * max(min(rho_t A_t, clip(rho_t, 1-eps, 1+eps) A_t),
-  3 A_t if A_t < 0) ]`` (dual clip), so a step that moved the policy too far from the data gets
-  no further push;
-* ``value_scale=s`` — the value loss is computed on targets divided by ``s`` (a running scale of
-  the returns), so it keeps weight in the shared trunk whatever the reward scale.
-
-Each trajectory also gets a fresh DPER priority computed with the current policy::
-
-    p = w1 * mean_t |delta_t| / s_td + w2 * mean_t min(rho_t, rho_clip)
-        + w3 * mean_t (-log pi(a_t|s_t)) / s_h
-
-with ``delta_t`` the one-step TD error, ``s_td`` and ``s_h`` the running scales of the first and
-last terms (``priority_scales``; 1 when not given) and ``rho_clip`` (``priority_rho_clip``; none
-when not given), floored at :data:`~evolve_envs.train.distrl.replay.PRIORITY_EPS` (the entropy
-estimate of a continuous policy can be negative). Normalised, the weights say how much each term
-counts, and the TD error leads.
-"""
+"""DistRL's A-RIDE loss (Retrace(λ) values, truncated importance weights, the invalid-action
+penalty, an optional PPO clip and value scale) and the DPER priorities of trajectories; the
+formulas are in docs/DISTRL.md and :func:`aride_loss` shows a call."""
 
 from __future__ import annotations
 

@@ -237,8 +237,7 @@ class PrioritizedReplay(Generic[T]):
         """Set new priorities for ``indices``.
 
         With ``expected_generations`` (from :meth:`generations` at sampling time) slots whose
-        item was overwritten in between are skipped.
-        """
+        item was overwritten in between are skipped."""
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         p = self._checked(priorities)
         if idx.shape != p.shape:

@@ -1,23 +1,5 @@
-"""Retrace(lambda) value targets for one trajectory.
-
-For a trajectory of ``T`` steps with state values ``V(s_t)`` under the current policy, rewards
-``r_t``, importance ratios ``rho_t = pi(a_t|s_t) / mu(a_t|s_t)`` and termination flags ``dones``::
-
-    V_ret(s_t) = V(s_t) + sum_{k >= t} gamma^(k-t) * (prod_{i=t+1..k} c_i) * delta_k
-    delta_k    = r_k + gamma * V(s_{k+1}) - V(s_k)
-    c_i        = lam * min(1, rho_i)
-
-``V(s_T)`` is ``bootstrap_value``. When ``dones[k]`` is true the episode terminated after step
-``k``: ``V(s_{k+1})`` is taken as 0 in ``delta_k`` and the sum stops at ``k`` (no term beyond a
-termination reaches back across it). It is computed by the reverse recursion
-
-    V_ret(s_t) = V(s_t) + delta_t + gamma * c_{t+1} * (V_ret(s_{t+1}) - V(s_{t+1}))
-
-with the second term dropped when ``dones[t]`` or ``t = T - 1``. With ``lam = 0`` every trace
-coefficient is 0 and the targets are the one-step TD targets ``r_t + gamma * V(s_{t+1})``; with
-``lam = 1`` and on-policy data (``rho = 1``) they are the discounted returns bootstrapped from
-``V(s_T)``.
-"""
+"""Retrace(λ) value targets for one trajectory (the recursion and its edge cases are in
+docs/DISTRL.md, "Retrace(λ)"); :func:`retrace_targets` shows a call."""
 
 from __future__ import annotations
 

@@ -44,12 +44,9 @@ LAYOUTS: tuple[str, ...] = ("time_major", "batch_major")
 
 @dataclass(frozen=True)
 class GrpoAdvantages:
-    """Result of a GRPO advantage computation.
-
-    ``advantages`` and ``loss_mask`` have the layout of the call (time-major ``[T, B]``, or RLinf's
-    ``[n_chunks, B, C]`` / ``[n_chunks, B, 1]``); ``scores`` and ``group_advantages`` are ``[B]``.
-    ``advantages`` is ``group_advantages`` broadcast over the steps and multiplied by
-    ``loss_mask``."""
+    """Advantages and loss mask in the call's layout (``advantages`` is ``group_advantages``
+    broadcast over the steps, times ``loss_mask``); ``scores`` and ``group_advantages`` are ``[B]``.
+    """
 
     advantages: Array
     loss_mask: Array
@@ -98,13 +95,7 @@ def _group_normalize_np(scores: np.ndarray, group_size: int, eps: float) -> np.n
 
 
 def first_done_mask(dones: Array) -> Array:
-    """Loss mask for time-major ``dones[T, B]``: True up to and including each env's first done.
-
-    Example:
-        >>> import numpy as np
-        >>> first_done_mask(np.array([[False], [True], [False]]))[:, 0].tolist()
-        [True, True, False]
-    """
+    """Loss mask for time-major ``dones[T, B]``: True up to and including each env's first done."""
     torch_mod = torch_of(dones)
     d = to_numpy(dones, bool, name="dones")
     if d.ndim != 2:
@@ -113,17 +104,8 @@ def first_done_mask(dones: Array) -> Array:
 
 
 def episode_scores(rewards: Array, dones: Array) -> Array:
-    """Undiscounted reward sum of each env's first episode: ``[T, B]`` -> ``[B]``.
-
-    Rewards after the first done are ignored; an env that never finishes scores the sum of all
-    its rewards (as in RLinf).
-
-    Example:
-        >>> import numpy as np
-        >>> episode_scores(np.array([[1.0], [2.0], [4.0]]),
-        ...                np.array([[False], [True], [False]])).tolist()
-        [3.0]
-    """
+    """Undiscounted reward sum of each env's first episode, ``[T, B]`` -> ``[B]`` (an env that
+    never finishes scores all its rewards, as in RLinf)."""
     torch_mod = torch_of(rewards, dones)
     r = to_numpy(rewards, np.float64, name="rewards")
     d = to_numpy(dones, bool, name="dones")
@@ -132,10 +114,8 @@ def episode_scores(rewards: Array, dones: Array) -> Array:
 
 
 def group_normalize(scores: Array, group_size: int, eps: float = GRPO_EPS) -> Array:
-    """GRPO normalisation of ``scores[B]`` within consecutive groups of ``group_size``.
-
-    ``(score - group mean) / (unbiased group std + eps)``. A group whose scores are all equal
-    gets 0.
+    """``(score - group mean) / (unbiased group std + eps)`` within consecutive groups; a group of
+    equal scores gets 0.
 
     Example:
         >>> import numpy as np
@@ -158,26 +138,11 @@ def grpo_advantages(
     eps: float = GRPO_EPS,
     mask_after_first_done: bool = True,
 ) -> GrpoAdvantages:
-    """GRPO advantages for rewards collected from a Gymnasium vector env.
-
-    A ``[T, B]`` array and a ``[B, T]`` array look alike, so the layout is always named: a
-    batch-major array read as time-major would silently score the wrong axis.
-
-    Args:
-        rewards: ``[T, B]`` rewards with ``layout="time_major"`` (as collected: ``rewards[t]`` is
-            the vector env's reward array at step ``t``, see :func:`stack_steps`), or ``[B, T]``
-            with ``layout="batch_major"`` (one row per episode).
-        dones: bool, ``terminated | truncated`` at each step, in the layout of ``rewards``.
-        group_size: envs ``g*group_size ... (g+1)*group_size - 1`` form group ``g`` and must have
-            started from the same initial state (see :func:`group_seeds`).
-        layout: ``"time_major"`` or ``"batch_major"``; ``advantages`` and ``loss_mask`` come back
-            in the same layout, ``scores`` is ``[B]`` either way.
-        eps: added to the group standard deviation.
-        mask_after_first_done: when False every step keeps the advantage (RLinf does this when
-            ``auto_reset`` or ``ignore_terminations`` is on); scores still stop at the first done.
-
-    Returns:
-        :class:`GrpoAdvantages` with ``advantages[T, B]``, ``loss_mask[T, B]``, ``scores[B]``.
+    """GRPO advantages for rewards of a Gymnasium vector env, in a named layout (``[T, B]`` and
+    ``[B, T]`` look alike): ``"time_major"`` (``rewards[t]`` is the vector env's reward at step
+    ``t``) or ``"batch_major"`` (one row per episode); ``dones`` is ``terminated | truncated``, and
+    ``group_size`` consecutive envs share an initial state. With ``mask_after_first_done=False``
+    every step keeps the advantage, as RLinf does under ``auto_reset`` or ``ignore_terminations``.
 
     Example:
         >>> import numpy as np
@@ -186,8 +151,6 @@ def grpo_advantages(
         >>> res = grpo_advantages(rewards, dones, group_size=2, layout="time_major")
         >>> res.scores.tolist(), res.loss_mask[:, 0].tolist()
         ([1.0, 0.0], [True, True, False])
-        >>> grpo_advantages(rewards.T, dones.T, 2, layout="batch_major").scores.tolist()
-        [1.0, 0.0]
     """
     if layout not in LAYOUTS:
         raise ValueError(
@@ -264,30 +227,17 @@ def rlinf_grpo_advantages(
     eps: float = GRPO_EPS,
     mask_after_first_done: bool = True,
 ) -> GrpoAdvantages:
-    """GRPO advantages in RLinf's embodied layout (``algorithm.adv_type: grpo``).
-
-    Args:
-        rewards: ``[n_chunks, B, C]`` per-action rewards of one rollout epoch (``C`` = actions per
-            chunk, ``num_action_chunks`` in RLinf).
-        dones: ``[n_chunks + 1, B, C]`` bool; chunk 0 holds the flags *before* the first step
-            (RLinf's bootstrap step), chunk ``k + 1`` the flags after chunk ``k``.
-        group_size: ``algorithm.group_size``.
-        reward_type: ``"action_level"`` (advantages ``[n_chunks, B, C]``) or ``"chunk_level"``
-            (rewards summed and dones OR-ed over each chunk; advantages ``[n_chunks, B, 1]``).
-        eps: added to the group standard deviation.
-        mask_after_first_done: RLinf builds this mask only when neither ``auto_reset`` nor
-            ``ignore_terminations`` is set; pass False to mirror those modes.
-
-    A done flag already set before the first step masks the whole rollout (as RLinf's
-    ``compute_loss_mask`` does) but does not cut the score.
+    """GRPO advantages in RLinf's embodied layout: ``rewards[n_chunks, B, C]`` and
+    ``dones[n_chunks + 1, B, C]`` (chunk 0 holds the flags before the first step; one set already
+    masks the whole rollout but does not cut the score). ``reward_type="chunk_level"`` sums
+    rewards and ORs dones over each chunk (advantages ``[n_chunks, B, 1]``).
 
     Example:
         >>> import numpy as np
         >>> rewards = np.zeros((2, 2, 2)); rewards[1, 0, 0] = 5.0
         >>> dones = np.zeros((3, 2, 2), dtype=bool); dones[2, 0, 0] = True
-        >>> res = rlinf_grpo_advantages(rewards, dones, group_size=2)
-        >>> res.advantages.shape, res.loss_mask[:, 0, :].tolist()
-        ((2, 2, 2), [[True, True], [True, False]])
+        >>> rlinf_grpo_advantages(rewards, dones, group_size=2).loss_mask[:, 0, :].tolist()
+        [[True, True], [True, False]]
     """
     torch_mod = torch_of(rewards, dones)
     r = to_numpy(rewards, np.float64, name="rewards")
@@ -317,15 +267,9 @@ def rlinf_grpo_advantages(
 def reward_filter_mask(
     scores: Array, group_size: int, lower_bound: float, upper_bound: float
 ) -> Array:
-    """RLinf's ``filter_rewards``: keep groups whose *mean* episode score is in the bounds.
-
-    RLinf drops (masks out of the loss) every group whose mean masked reward sum lies outside
-    ``[rewards_lower_bound, rewards_upper_bound]``. Its LIBERO defaults (0.5, 4.5) assume a 0/1
-    success times ``reward_coef`` 5, i.e. they drop all-fail and all-success groups. With dense
-    progress rewards an episode sums to its final progress in [0, 1] (times any reward weight):
-    re-tune the bounds on that scale, e.g. (0.05, 0.9) -- the values of the shipped RLinf config
-    and docs/rlinf.md -- to drop groups that made no progress or all reached the done threshold
-    (0.95). Returns a bool ``[B]`` (True = kept).
+    """RLinf's ``filter_rewards``: keep (True, bool ``[B]``) the groups whose mean episode score is
+    in the bounds. RLinf's LIBERO bounds assume 0/1 successes times 5; dense progress sums to its
+    final progress in [0, 1], so the shipped RLinf config uses (0.05, 0.9) (docs/rlinf.md).
 
     Example:
         >>> import numpy as np

@@ -44,21 +44,18 @@ def ppo_clip_loss(
     action_space: spaces.Box | None = None,
     validator: ActionValidator = out_of_bounds_or_nonfinite,
 ) -> LossOutput:
-    """PPO clipped surrogate over a flat batch of steps (for group-normalised GRPO advantages).
+    """PPO clipped surrogate over a flat batch of steps, minus the entropy bonus, plus the
+    invalid-action penalty; ``mask`` (bool ``[B]``) selects the steps that count. No priorities.
 
-    ``L = -mean[min(r * A, clip(r, 1 - clip, 1 + clip) * A)] - entropy_coef * H
-    + invalid_coef * P_invalid`` with ``r = exp(log pi - old_logp)``; ``mask`` (bool ``[B]``)
-    selects the steps that count. Statistics: ``policy_loss``, ``entropy``, ``approx_kl``,
-    ``clip_frac``, ``mean_ratio``, ``invalid_rate``. No priorities (an empty array).
-
-    >>> import numpy as np
-    >>> from evolve_envs.train.policies.base import CNNGaussianPolicy
-    >>> pol = CNNGaussianPolicy(action_dim=2, state_dim=3, image_key=None)
-    >>> inp = pol.encode_obs({"state": np.random.default_rng(0).normal(size=(8, 3))})
-    >>> a, lp = pol.act(inp)
-    >>> out = ppo_clip_loss(pol, inp, a, lp, np.linspace(-1, 1, 8))
-    >>> out.loss.backward(); round(out.stats["mean_ratio"], 4)
-    1.0
+    Example:
+        >>> import numpy as np
+        >>> from evolve_envs.train.policies.base import CNNGaussianPolicy
+        >>> pol = CNNGaussianPolicy(action_dim=2, state_dim=3, image_key=None)
+        >>> inp = pol.encode_obs({"state": np.random.default_rng(0).normal(size=(8, 3))})
+        >>> a, lp = pol.act(inp)
+        >>> out = ppo_clip_loss(pol, inp, a, lp, np.linspace(-1, 1, 8))
+        >>> out.loss.backward(); round(out.stats["mean_ratio"], 4)
+        1.0
     """
     device = policy_device(policy)
     if clip <= 0:

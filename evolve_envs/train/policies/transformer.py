@@ -1,19 +1,6 @@
-"""A small vision-language-action policy built from Hugging Face ``transformers`` configs.
-
-:class:`TinyVLAPolicy` has the shape of a VLA at toy size, with random weights and nothing
-downloaded: a ViT image encoder (``ViTConfig``), the task instruction tokenised by a word-level
-tokenizer built in code (:func:`build_instruction_tokenizer`) and encoded by a one-layer BERT
-(``BertConfig``), a state MLP, and a Gaussian action head (state-dependent mean and standard
-deviation) with a value head on the same features. It plugs in through the config like any
-:class:`~evolve_envs.train.policies.base.Policy`::
-
-    policy:
-      target: evolve_envs.train.policies.transformer:TinyVLAPolicy
-      kwargs: {image_size: 32, hidden: 32}
-
-Workers add the env's ``info["task_description"]`` to the observation (``task_description``);
-:meth:`TinyVLAPolicy.encode_obs` tokenises it into fixed-length ids and a mask, so trajectories
-store integers, not strings.
+"""A small vision-language-action policy from Hugging Face ``transformers`` configs (random
+weights, nothing downloaded): ViT frames, the instruction through a word-level tokenizer and a
+one-layer BERT, a state MLP, Gaussian action and value heads (docs/training.md).
 
 Example:
     >>> import numpy as np
@@ -23,10 +10,7 @@ Example:
     >>> pol = TinyVLAPolicy.from_spaces(obs_space, spaces.Box(-1, 1, (2,), np.float32))
     >>> obs = {"image": np.zeros((2, 64, 64, 3), np.uint8), "state": np.zeros((2, 3), np.float32),
     ...        "task_description": np.array(["pick up the red block"] * 2)}
-    >>> inputs = pol.encode_obs(obs)
-    >>> sorted(inputs), inputs["text_ids"].shape
-    (['pixels', 'state', 'text_ids', 'text_mask'], (2, 16))
-    >>> actions, logp = pol.act(inputs)
+    >>> actions, logp = pol.act(pol.encode_obs(obs))
     >>> actions.shape, logp.shape
     ((2, 2), (2,))
 """
@@ -57,14 +41,8 @@ INSTRUCTION_WORDS = (
 
 
 def build_instruction_tokenizer(words: Iterable[str] = INSTRUCTION_WORDS) -> Any:
-    """A word-level ``PreTrainedTokenizerFast`` over ``words`` (lower-cased, punctuation split
-    off), with ``[PAD]`` = 0 and ``[UNK]`` = 1; built in memory, nothing downloaded.
-
-    Example:
-        >>> tok = build_instruction_tokenizer(["pick", "up"])
-        >>> tok("Pick up it")["input_ids"]
-        [2, 3, 1]
-    """
+    """A word-level ``PreTrainedTokenizerFast`` over ``words`` (``[PAD]`` = 0, ``[UNK]`` = 1), built
+    in memory."""
     from tokenizers import Tokenizer, normalizers, pre_tokenizers
     from tokenizers.models import WordLevel
     from transformers import PreTrainedTokenizerFast
@@ -79,17 +57,8 @@ def build_instruction_tokenizer(words: Iterable[str] = INSTRUCTION_WORDS) -> Any
 
 
 class TinyVLAPolicy(Policy):
-    """ViT image encoder + BERT instruction encoder + state MLP -> Gaussian actions and a value.
-
-    Args:
-        action_dim: size of the action vector.
-        state_dim: size of the proprio state (0: none).
-        image_key / state_key: observation keys.
-        image_size: frames are downscaled to this square size (a multiple of ``patch_size``).
-        patch_size, hidden, layers, heads: the encoders' sizes (both share ``hidden``).
-        max_text_len: instruction tokens kept (padded / truncated).
-        init_log_std: initial log standard deviation of the action distribution.
-    """
+    """ViT image encoder + BERT instruction encoder + state MLP -> Gaussian actions and a value;
+    ``image_size`` must be a multiple of ``patch_size``, both encoders share ``hidden``."""
 
     def __init__(
         self,

@@ -1,38 +1,10 @@
-"""What a progress model is fitted on: episodes read from a dataset, checked, labelled and split.
-
-`load_episodes` reads a LeRobotDataset v3 folder (any writer's) or a folder of our recordings
-(:func:`~evolve_envs.recording.episodes.open_recording`; ``shipped`` for the package's own),
-decodes every frame of the chosen camera at the model's input size, and refuses in one line
-(`UnusableDataError`, before anything is written) a dataset it cannot fit on: no success flag
-(a LeRobot dataset without ``next.success``, unless ``demonstrations`` says every episode is a
-success), fewer than two episodes (nothing to hold out), no camera, or no successful episode.
-
-Labels (`progress_labels`), what each episode says:
-
-* a **successful** episode of ``T`` steps: frame ``t`` is ``t / T`` of the way (GVL and VLAC's
-  "fraction of a successful episode"), so its last frame is 1 (done);
-* a **failed** episode says only that it never got there: its frames are held *below*
-  ``FAILURE_CAP`` (a one-sided penalty, no target), not pushed to 0 — a failure may have done
-  half the task (a random policy that grasped the block), and calling that 0 would teach the
-  model that grasping is worthless;
-* **rewound** segments (ReWiND: a successful episode played forward to a point and back, its
-  labels falling as it plays back) are not generated: the model reads one frame at a time, and a
-  rewound frame is the same frame with the same label as in the forward play, so it would only
-  repeat data. The failed episodes are what teaches this model that motion is not progress.
-
-`split_episodes` holds whole episodes out (never frames of an episode on both sides), successes
-and failures in proportion, from a seed.
+"""What a progress model is fitted on: episodes read from a dataset, checked, labelled (``t / T``
+on successes, held below ``FAILURE_CAP`` on failures) and split by whole episodes; the labels
+are explained in docs/fit-reward.md.
 
 Example:
     >>> progress_labels(4, True).tolist()
     [0.0, 0.25, 0.5, 0.75, 1.0]
-    >>> progress_labels(2, False).tolist()
-    [nan, nan, nan]
-    >>> eps = [FitEpisode(str(k), "t", k % 2 == 0, np.zeros((3, 8, 8, 3), np.uint8))
-    ...        for k in range(10)]
-    >>> train, held = split_episodes(eps, 0.2, seed=0)
-    >>> len(train), len(held), sorted(e.success for e in held)
-    (8, 2, [False, True])
 """
 
 from __future__ import annotations
@@ -127,8 +99,7 @@ def load_episodes(
 ) -> list[FitEpisode]:
     """Every episode of a dataset, checked and decoded (see the module docstring).
 
-    ``on_episode(done, total)`` is called after each episode is read (a progress bar).
-    """
+    ``on_episode(done, total)`` is called after each episode is read (a progress bar)."""
     recording = _open(path, camera)
     episodes = list(recording)
     if len(episodes) < 2:

@@ -1,25 +1,9 @@
-"""`fit_reward`: fit a progress model on a dataset's episodes into a model directory.
+"""`fit_reward`: fit a progress model on a dataset's episodes into a model directory (the loss,
+the resume from ``OUT/.fit/`` and the done threshold are described in docs/fit-reward.md).
 
-The loop, on the labels of :mod:`evolve_envs.train.reward_fit.data`:
+Example::
 
-* the loss is the squared error to ``t / T`` on frames of successful episodes (the last, done
-  frame weighing ``DONE_WEIGHT`` frames) plus the squared excess over ``failure_cap`` on frames
-  of failed ones, each averaged over its frames and the failures' term weighted as much as the
-  successes';
-* Adam, ``epochs`` passes over the training frames in minibatches, shuffled from ``seed`` and the
-  epoch (so a resumed fit draws the same batches as an uninterrupted one);
-* after each epoch the model and the optimizer are saved to ``OUT/.fit/`` (safetensors and
-  JSON); the same call on the same data and options picks up from the last saved epoch, another
-  one is refused;
-* at the end: the done threshold is chosen on the training episodes (the middle of the
-  thresholds with the best F1 of "the episode's highest progress reaches it" against success),
-  the model directory is written (``progress_net.save_model``) with the report and the model
-  card (:mod:`evolve_envs.train.reward_fit.report`), and ``.fit/`` is removed.
-
-Example:
-    >>> opts = FitOptions("shipped", "runs/rp-model", epochs=2)  # doctest: +SKIP
-    >>> fit_reward(opts)["held_out"]["voc"]  # doctest: +SKIP
-    0.97
+    fit_reward(FitOptions("shipped", "runs/rp-model", epochs=2))["held_out"]["voc"]
 """
 
 from __future__ import annotations

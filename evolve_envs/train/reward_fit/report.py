@@ -1,23 +1,9 @@
-"""A fitted progress model's report and card, written into its model directory.
-
-On the held-out episodes (and, for comparison, the training ones), from the model's progress at
-every frame:
-
-* **VOC** per successful episode: Spearman's rank correlation of the progress with frame order
-  (1: it rises steadily; a flat prediction counts 0), and their mean;
-* **done precision and recall** per episode: the episode is judged done when its highest
-  progress reaches the model's done threshold, against the dataset's success flag;
-* the highest progress on failed episodes and the final progress on successful ones.
-
-Files: ``report.json`` (all of it, with each held-out episode's curve), ``curves.png`` (the
-held-out curves against the labels, and the loss per epoch; needs matplotlib) and ``README.md``
-(the model card: data, labels, metrics, identity, how to serve it).
+"""A fitted progress model's report (``report.json``, ``curves.png``) and card (``README.md``),
+written into its model directory: VOC, done precision and recall, held out and on training.
 
 Example:
     >>> round(voc([0.1, 0.2, 0.15, 0.9]), 2)
     0.8
-    >>> voc([0.5, 0.5, 0.5])
-    0.0
 """
 
 from __future__ import annotations
