@@ -16,13 +16,18 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from evolve_envs.cli.reports.calibration_metrics import EpisodeScore, service_metrics
 from evolve_envs.recording.episodes import RecordedEpisode, open_recording
 from evolve_envs.recording.shipped import resolve_recording
+
+if TYPE_CHECKING:
+    from pydantic import JsonValue
+
+    from evolve_envs.reward.clients.progress_client import ProgressClient
 
 __all__ = ["calibrate", "check_services", "open_episodes", "service_url"]
 
@@ -40,7 +45,7 @@ def _frame_indices(length: int, max_frames: int) -> list[int]:
 
 
 def score_episode(
-    client: Any,
+    client: ProgressClient,
     episode: RecordedEpisode,
     max_frames: int,
     *,
@@ -182,7 +187,7 @@ def open_episodes(
     camera: str | None = None,
     orientation: str | None = None,
     label: str | None = None,
-) -> list[Any]:
+) -> list[RecordedEpisode]:
     """The episodes of recordings and LeRobot datasets, opened for scoring ``camera``
     (``orientation`` and ``label`` apply to LeRobot datasets)."""
     out = []
@@ -247,7 +252,7 @@ def calibrate(
     token: str | None = None,
     camera: str | None = None,
     orientation: str | None = None,
-) -> dict[str, Any]:
+) -> dict[str, JsonValue]:
     """Score every recorded episode with every service; the report as a dict (see module doc).
 
     A recording is a folder (ours or a LeRobotDataset v3), or ``shipped`` / ``shipped:<name>``
@@ -265,7 +270,7 @@ def calibrate(
     ours_camera = camera if not any(hasattr(ep, "dataset") for ep in episodes) else None
     if not episodes:
         raise ValueError(f"no recorded episodes in {', '.join(map(str, recordings))}")
-    report: dict[str, Any] = {
+    report: dict[str, JsonValue] = {
         "recordings": [str(r) for r in recordings],
         "episodes": len(episodes),
         "threshold": threshold,
@@ -304,7 +309,7 @@ def calibrate(
     return report
 
 
-def _service_report(scores: list[EpisodeScore], threshold: float) -> dict[str, Any]:
+def _service_report(scores: list[EpisodeScore], threshold: float) -> dict[str, JsonValue]:
     """One service's part of the report: overall, per task, and each episode's values."""
     tasks = sorted({s.task for s in scores})
     return {

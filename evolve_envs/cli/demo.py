@@ -19,9 +19,12 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from pydantic import JsonValue
 
 __all__ = [
     "DEMO_NEEDS",
@@ -76,7 +79,7 @@ class GroupResult:
     true_progress: list[float] = field(default_factory=list)
     success: int = 0
     model_done: int = 0
-    alarm: dict[str, Any] = field(default_factory=dict)
+    alarm: dict[str, JsonValue] = field(default_factory=dict)
 
     def alarm_text(self) -> str:
         """The alarm's state after these episodes, with its numbers when it fires."""
@@ -121,7 +124,7 @@ def play_reach_place(
         base["reward_model"].update(embedded_backend="fitted", embedded_backend_kwargs=kwargs)
     else:
         base["reward_model"]["embedded_backend_kwargs"] = {"rule": rule}
-    overrides: dict[str, Any] = {
+    overrides: dict[str, JsonValue] = {
         "env": {"max_episode_steps": STEPS},
         "reward_model": {
             "start_step": 10,
@@ -206,10 +209,10 @@ def _reach_place_table(groups: list[GroupResult]) -> str:
     )
 
 
-def _calibration_lines(report: dict[str, Any]) -> list[str]:
+def _calibration_lines(report: dict[str, JsonValue]) -> list[str]:
     from evolve_envs.cli.reports.calibrate import ranking
 
-    def num(v: Any, fmt: str = ".2f") -> str:
+    def num(v: JsonValue, fmt: str = ".2f") -> str:
         return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
 
     lines = []

@@ -16,10 +16,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from types import FrameType
+from typing import IO
 
 from evolve_envs.reward.protocol.token import TOKEN_ENV, TOKEN_FILE_ENV, TokenError, resolve_token
 from evolve_envs.reward.service.auth import check_exposure
@@ -167,7 +168,10 @@ def _describe_death(s: ServerProcess) -> str:
 
 
 def _wait_healthy(
-    servers: Sequence[ServerProcess], timeout: float, headers: dict[str, str], stopping: Any
+    servers: Sequence[ServerProcess],
+    timeout: float,
+    headers: dict[str, str],
+    stopping: Callable[[], bool],
 ) -> str | None:
     """None when all answer /health; else the reason they did not."""
     import httpx
@@ -215,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     received: list[int] = []
 
-    def on_signal(signum: int, _frame: Any) -> None:
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
         received.append(signum)
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}

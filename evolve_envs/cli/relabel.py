@@ -17,11 +17,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from evolve_envs.cli.errors import CliError, ExitStatus
+
+if TYPE_CHECKING:
+    from pydantic import JsonValue
+
+    from evolve_envs.progress.tracker import ProgressTracker
+    from evolve_envs.recording.episodes import RecordedEpisode
+    from evolve_envs.reward.protocol.wire import Capabilities
+    from evolve_envs.stack.config import RewardModelConfig
 
 __all__ = ["RelabelOptions", "add_parser", "relabel", "run"]
 
@@ -55,7 +63,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "_", text).strip("_") or "model"
 
 
-def _identity(caps: Any) -> dict[str, str]:
+def _identity(caps: Capabilities | None) -> dict[str, str]:
     if caps is None:
         raise CliError(
             "the reward service did not say who it is (/capabilities unreadable)",
@@ -69,10 +77,10 @@ def _identity(caps: Any) -> dict[str, str]:
     }
 
 
-def _reward_block(opts: RelabelOptions, url: str) -> Any:
+def _reward_block(opts: RelabelOptions, url: str) -> RewardModelConfig:
     from evolve_envs.stack.loading import load_config
 
-    block: dict[str, Any] = {
+    block: dict[str, JsonValue] = {
         "enable": True,
         "kind": "progress",
         "endpoint": url,
@@ -88,14 +96,14 @@ def _reward_block(opts: RelabelOptions, url: str) -> Any:
     return load_config(*opts.config, overrides={"reward_model": block}).reward_model
 
 
-def _write_json(path: Path, body: Any) -> None:
+def _write_json(path: Path, body: JsonValue) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(body))
     os.replace(tmp, path)
 
 
-def _open_work(work: Path, state: dict[str, Any]) -> int:
+def _open_work(work: Path, state: dict[str, JsonValue]) -> int:
     """Create the work folder, or check that it belongs to this run; the episodes it holds."""
     found = work / "state.json"
     if found.is_file():
@@ -112,7 +120,9 @@ def _open_work(work: Path, state: dict[str, Any]) -> int:
     return 0
 
 
-def _score(tracker: Any, episode: Any, camera: str | None) -> dict[str, list[Any]]:
+def _score(
+    tracker: ProgressTracker, episode: RecordedEpisode, camera: str | None
+) -> dict[str, list[float] | list[bool]]:
     """One episode through the tracker: progress and check flag per frame."""
     frames = episode.frames(camera=camera)
     tracker.reset(str(episode.meta.get("task") or "complete the task"), frames[0])
@@ -210,7 +220,7 @@ def relabel(opts: RelabelOptions, *, log: Callable[[str], None] = print) -> Path
                     f"episode {done + 1}/{len(episodes)}: {sum(scores['is_check'])} checks, "
                     f"final progress {scores['progress'][-1]:.1f}%"
                 )
-    columns: dict[int, dict[str, Any]] = {}
+    columns: dict[int, dict[str, JsonValue]] = {}
     for key in keys:
         scores = json.loads((work / "scores" / f"{key:06d}.json").read_text())
         n = len(scores["progress"])

@@ -17,7 +17,6 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -50,7 +49,7 @@ class RolloutOptions:
         (1, 'random')
     """
 
-    config: str | Path | dict[str, Any] | list[Any] = "libero_10"
+    config: str | Path | dict[str, object] | list[str | Path | dict[str, object]] = "libero_10"
     task_id: int | str | None = None
     episodes: int = 1
     num_envs: int = 1
@@ -121,7 +120,7 @@ def run_rollout(opts: RolloutOptions) -> RolloutReport:
     if opts.wandb_project:
         import_wandb(opts.wandb_project)  # fail before anything is written
     sources = list(opts.config) if isinstance(opts.config, list | tuple) else [opts.config]
-    env_kwargs: dict[str, Any] = {}
+    env_kwargs: dict[str, object] = {}
     if opts.task_id is not None:
         env_kwargs["task_id"] = opts.task_id
     if opts.max_steps is not None:
@@ -198,7 +197,7 @@ def _closing_quietly_on_error(env: gym.vector.VectorEnv) -> Iterator[None]:
             env.close()
 
 
-def _first_attr(env: gym.vector.VectorEnv, name: str) -> Any:
+def _first_attr(env: gym.vector.VectorEnv, name: str) -> object:
     """``name`` of the first sub-env (through its wrappers), or None if it has none."""
     try:
         # ask first: a missing attribute raised inside an AsyncVectorEnv worker ends the worker
@@ -211,7 +210,7 @@ def _first_attr(env: gym.vector.VectorEnv, name: str) -> Any:
 
 
 def _make_vector_env(
-    config: list[Any], env_kwargs: dict[str, Any], num_envs: int
+    config: list[str | Path | dict[str, object]], env_kwargs: dict[str, object], num_envs: int
 ) -> gym.vector.VectorEnv:
     """``num_envs`` stacks sharing one service (:func:`evolve_envs.stack.vector.make_vec`): in this
     process for one env, else one spawned process each (LIBERO's GL state does not fork)."""
@@ -295,10 +294,12 @@ def _worker_error_reports_held() -> Iterator[None]:
     dropped; any other error's are shown (they hold the worker's traceback)."""
     from evolve_envs.reward.clients.errors import RewardServiceError
 
-    held: list[tuple[Any, ...]] = []
+    held: list[tuple[object, ...]] = []
     show = warnings.showwarning
 
-    def hold(message: Any, category: Any, filename: str, lineno: int, *rest: Any) -> None:
+    def hold(
+        message: Warning | str, category: type[Warning], filename: str, lineno: int, *rest: object
+    ) -> None:
         if str(message).lstrip("\x1b[0123456789;m").startswith("ERROR: "):
             held.append((message, category, filename, lineno, *rest))
         else:
@@ -317,7 +318,11 @@ def _worker_error_reports_held() -> Iterator[None]:
 
 
 def _start(
-    report: ReportWriter, index: int, env_index: int, obs: Any, infos: dict[str, Any]
+    report: ReportWriter,
+    index: int,
+    env_index: int,
+    obs: dict[str, np.ndarray],
+    infos: dict[str, object],
 ) -> EpisodeRecord:
     video, camera = report.records_video(index), report.cfg.reward_model.camera
     rec = EpisodeRecord(index=index, env_index=env_index, video=video, camera=camera)
@@ -328,7 +333,7 @@ def _start(
 
 
 def _record_step(
-    rec: EpisodeRecord, i: int, obs: Any, reward: float, infos: dict[str, Any]
+    rec: EpisodeRecord, i: int, obs: dict[str, np.ndarray], reward: float, infos: dict[str, object]
 ) -> None:
     rec.steps += 1
     rec.rewards.append(reward)
@@ -346,7 +351,7 @@ def _record_step(
         rec.frames.append(np.asarray(obs[rec.camera][i]).copy())
 
 
-def _item(infos: dict[str, Any], key: str, i: int) -> Any:
+def _item(infos: dict[str, object], key: str, i: int) -> object:
     """``infos[key][i]`` of a vector env's info dict, or None where that env did not set it."""
     if key not in infos:
         return None
@@ -361,7 +366,11 @@ def _item(infos: dict[str, Any], key: str, i: int) -> Any:
 
 
 def _actions(
-    policy: str | PolicyFn, space: gym.spaces.Box, obs: Any, n: int, rng: np.random.Generator
+    policy: str | PolicyFn,
+    space: gym.spaces.Box,
+    obs: dict[str, np.ndarray],
+    n: int,
+    rng: np.random.Generator,
 ) -> np.ndarray:
     if policy == "zero":
         act = np.zeros((n, *space.shape), dtype=space.dtype)

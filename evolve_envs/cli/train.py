@@ -11,9 +11,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evolve_envs.cli.errors import CliError, ExitStatus, library_output_to, one_line
+
+if TYPE_CHECKING:
+    from evolve_envs.train.config import TrainConfig
+    from evolve_envs.train.driver import TrainResult
 
 __all__ = ["add_train", "run_train_command"]
 
@@ -152,7 +156,7 @@ def run_train_command(args: argparse.Namespace) -> int:
     return ExitStatus.OK
 
 
-def _closing_lines(res: Any) -> None:
+def _closing_lines(res: TrainResult) -> None:
     """What this run wrote (a claimed folder holds only this run's files) and its best policy."""
     names = ("config.yaml", "metrics.csv", "eval.csv", "checkpoint.pt", "best.pt")
     names += ("summary.json", "placement.json", "train.log", "eval_videos", "snapshots")
@@ -170,7 +174,7 @@ def _closing_lines(res: Any) -> None:
         )
 
 
-def _check_train_service(cfg: Any) -> None:
+def _check_train_service(cfg: TrainConfig) -> None:
     """Ask a reward service given by URL for its capabilities before the run starts (an
     embedded one is started by the run; a Ray Serve app is reached from the workers)."""
     from evolve_envs.reward.clients.ray_handle_pool import is_ray_endpoint

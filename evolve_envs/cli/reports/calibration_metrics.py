@@ -18,9 +18,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from pydantic import JsonValue
 
 __all__ = ["EpisodeScore", "pr_metrics", "service_metrics", "spearman", "value_order_correlation"]
 
@@ -37,7 +40,7 @@ class EpisodeScore:
     latency_s: float | None
     ok: bool
     error: str | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, JsonValue] = field(default_factory=dict)
     #: the service's ``/done`` verdict on the last scored frames (None: not asked or failed)
     backend_done: bool | None = None
 
@@ -104,7 +107,7 @@ def _mean(values: Sequence[float]) -> float | None:
     return float(np.mean(vals)) if vals else None
 
 
-def service_metrics(scores: Sequence[EpisodeScore], threshold: float) -> dict[str, Any]:
+def service_metrics(scores: Sequence[EpisodeScore], threshold: float) -> dict[str, JsonValue]:
     """Every metric of the module docstring for one service over ``scores`` (percent units)."""
     ok = [s for s in scores if s.ok and s.values]
     success = np.array([s.success for s in ok], dtype=bool)

@@ -22,7 +22,7 @@ import shutil
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
 
@@ -39,13 +39,19 @@ from evolve_envs.recording.metrics_log import EpisodeLog
 from evolve_envs.stack.config import StackConfig
 from evolve_envs.stack.factory import progress_source
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from dataclasses import Field
+
+    from pydantic import JsonValue
+
 
 class ReportOptions(Protocol):
     """The rollout options the report reads; :class:`evolve_envs.cli.rollout.RolloutOptions`
     (a dataclass) fits. Typed structurally so that the report does not import the rollout."""
 
-    __dataclass_fields__: ClassVar[dict[str, Any]]
-    policy: Any
+    __dataclass_fields__: ClassVar[dict[str, Field[object]]]
+    policy: str | Callable[[object], object]
     seed: int
     episodes: int
     num_envs: int
@@ -81,8 +87,8 @@ class EpisodeRecord:
     env_success: bool = False
     terminated: bool = False
     truncated: bool = False
-    summary: dict[str, Any] = field(default_factory=dict)
-    alarm: dict[str, Any] | None = None  # info["reward_alarm"] (reward_model.alarm.enable)
+    summary: dict[str, JsonValue] = field(default_factory=dict)
+    alarm: dict[str, JsonValue] | None = None  # info["reward_alarm"] (reward_model.alarm.enable)
     fallback_steps: int = 0  # steps whose reward-model answer was the fallback (call failed)
 
     def stop_reason(self) -> str:
@@ -97,7 +103,7 @@ class EpisodeRecord:
             return "time_limit"
         return "running"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JsonValue]:
         s = self.summary
         lat = np.asarray(self.latencies_s, dtype=float)
         return {
@@ -145,13 +151,13 @@ class RolloutReport:
     """
 
     out: Path
-    episodes: list[dict[str, Any]]
+    episodes: list[dict[str, JsonValue]]
     table: str
     wall_s: float
-    effective: dict[str, Any] = field(default_factory=dict)
+    effective: dict[str, JsonValue] = field(default_factory=dict)
     interrupted: bool = False
     stop_reason: str = "completed"
-    degraded: dict[str, Any] | None = None
+    degraded: dict[str, JsonValue] | None = None
 
 
 #: The files a rollout report writes (its episodes' plots and videos by index).
@@ -210,8 +216,8 @@ class ReportWriter:
         )
         self.source = progress_source(rm)  # what the progress numbers are, said everywhere
         self.label = progress_source(rm, short=True) or "progress"
-        self.effective: dict[str, Any] = {}
-        self.episodes: list[dict[str, Any]] = []
+        self.effective: dict[str, JsonValue] = {}
+        self.episodes: list[dict[str, JsonValue]] = []
         self.in_flight: list[EpisodeRecord | None] = []  # episodes running now (set by _collect)
         self.stop: dict[str, str | None] = {"stop_reason": "running", "stop_detail": None}
         self.audit = TerminationAudit()  # model done decisions vs env success, whole run
@@ -225,14 +231,19 @@ class ReportWriter:
         )
         self._write_summary(wall_s=None, complete=False, interrupted=False)
 
-    def _options(self) -> dict[str, Any]:
+    def _options(self) -> dict[str, JsonValue]:
         opts = asdict(self.opts)
         if callable(self.opts.policy):
             opts["policy"] = callable_name(self.opts.policy)
         return {k: str(v) if isinstance(v, Path) else v for k, v in opts.items()}
 
     def start(
-        self, *, limit: int | None, task_id: Any, task_description: Any, model_id: Any = None
+        self,
+        *,
+        limit: int | None,
+        task_id: int | str | None,
+        task_description: str | None,
+        model_id: str | None = None,
     ) -> None:
         """Record what the built env actually runs (read after the first reset): its episode
         limit, task id and task description, and the model id its reward service reports."""
@@ -345,7 +356,7 @@ class ReportWriter:
             degraded=degradation(episodes + self._unfinished()),
         )
 
-    def _unfinished(self) -> list[dict[str, Any]]:
+    def _unfinished(self) -> list[dict[str, JsonValue]]:
         """The episodes still running when the run stopped (empty while it runs or when it
         completed), with the run's stop reason as theirs."""
         if self.stop["stop_reason"] in ("running", "completed"):

@@ -13,14 +13,17 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from pydantic import JsonValue
 
 __all__ = ["callable_name", "degradation", "episode_metrics", "format_table", "percentiles"]
 
 
-def degradation(episodes: list[dict[str, Any]]) -> dict[str, Any] | None:
+def degradation(episodes: list[dict[str, JsonValue]]) -> dict[str, JsonValue] | None:
     """How many episodes and steps got fallback rewards (a reward-model call failed and its
     answer was the fallback), and why; ``None`` when none did.
 
@@ -50,7 +53,7 @@ def callable_name(fn: object) -> str:
     return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
 
 
-def episode_metrics(row: dict[str, Any]) -> dict[str, Any]:
+def episode_metrics(row: dict[str, JsonValue]) -> dict[str, JsonValue]:
     """The flat numbers of one episode row (for CSV / TensorBoard / W&B)."""
     lat = row["latency_s"]
     return {
@@ -79,7 +82,7 @@ def percentiles(values: np.ndarray) -> dict[str, float | None]:
     return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "max": float(values.max())}
 
 
-def format_table(episodes: list[dict[str, Any]], source: str | None = None) -> str:
+def format_table(episodes: list[dict[str, JsonValue]], source: str | None = None) -> str:
     """A short plain-text table of the episodes; with ``source`` (where the model's progress
     comes from) a first line says what each number is."""
     head = (

@@ -1,17 +1,9 @@
-"""NumPy <-> torch at the edges: trainers hand tensors in, the math runs on NumPy arrays, and
-results go back as the caller's kind (dtype and device kept). torch is imported only when a
-tensor is actually seen.
+"""NumPy <-> torch at the edges: the math runs on NumPy arrays, results go back as the caller's
+kind (dtype and device kept); torch is imported only when a tensor is seen.
 
 >>> import numpy as np
->>> x = to_numpy([1, 0, 1], bool)
->>> x.dtype, torch_of(x)
-(dtype('bool'), None)
->>> like(np.array([0.5]), [1.0], None)
+>>> like(np.array([0.5]), to_numpy([1.0]), torch_of([1.0]))
 array([0.5])
->>> to_numpy(None, name="rewards")
-Traceback (most recent call last):
-    ...
-ValueError: rewards is required
 """
 
 from __future__ import annotations

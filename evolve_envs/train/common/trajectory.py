@@ -1,13 +1,12 @@
 """One segment of experience collected by one worker with one policy version.
 
-A :class:`Trajectory` holds ``T`` steps. Observations carry one extra row: ``obs[k][T]`` is the
-observation after the last step, which the learner uses to bootstrap a segment that did not end in
-a termination. Observations are the compact policy inputs produced by
-:meth:`evolve_envs.train.policies.base.Policy.encode_obs`, not raw environment observations.
-
-``dones[t]`` is True when the episode *terminated* after step ``t``: the Retrace trace is cut there
-and nothing is bootstrapped past it. A truncated episode (time limit) simply ends the segment with
-``dones[-1] = False`` and is bootstrapped from ``obs[T]``.
+>>> import numpy as np
+>>> tr = Trajectory(obs={"state": np.zeros((4, 2), np.float32)},
+...     actions=np.zeros((3, 1), np.float32), behaviour_logp=np.zeros(3, np.float32),
+...     rewards=np.ones(3, np.float32),
+...     dones=np.array([False, False, True]), policy_version=7)
+>>> tr.validate(); len(tr), tr.action_dim
+(3, 1)
 """
 
 from __future__ import annotations

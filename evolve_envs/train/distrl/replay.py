@@ -1,14 +1,13 @@
-"""Circular replay buffer with prioritized sampling through a sum-tree (DPER).
+"""Circular replay buffer with prioritized sampling (DPER): items drawn with probability
+``p_i^alpha / sum_j p_j^alpha`` and importance weights ``(N P(i))^-beta`` scaled to ``w <= 1``.
 
-Each slot holds one item (a trajectory) and a priority ``p``. Items are sampled with probability
-``P(i) = p_i^alpha / sum_j p_j^alpha`` and come with importance-sampling weights
-``w_i = (N * P(i))^-beta``, divided by the largest weight any item in the buffer can get (the
-one with the smallest priority), so that ``w <= 1`` and weights of different batches share one
-scale. ``alpha = 0`` (or ``uniform=True``) gives uniform sampling with all weights 1. ``beta`` is
-annealed towards 1 by the learner (:meth:`PrioritizedReplay.anneal_beta`).
-
-Sampling and priority updates cost ``O(B log N)`` NumPy work through the
-:class:`~evolve_envs.train.distrl.sum_tree.SumTree`.
+Example:
+    >>> import numpy as np
+    >>> buf = PrioritizedReplay(capacity=3, alpha=1.0, beta=0.4)
+    >>> for name, p in [("a", 1.0), ("b", 1.0), ("c", 2.0), ("d", 4.0)]:
+    ...     _ = buf.add(name, p)
+    >>> len(buf), buf.items()
+    (3, ['d', 'b', 'c'])
 """
 
 from __future__ import annotations
@@ -29,25 +28,9 @@ PRIORITY_EPS = 1e-6
 
 
 class PrioritizedReplay(Generic[T]):
-    """Circular buffer of items sampled in proportion to ``priority ** alpha``.
-
-    ``capacity`` counts items (trajectories); when full, :meth:`add` overwrites the oldest.
-    Indices returned by :meth:`add` and :meth:`sample` are slots ``0 .. capacity-1``;
-    :meth:`generations` tells whether a slot was overwritten since it was sampled.
-
-    >>> import numpy as np
-    >>> buf = PrioritizedReplay(capacity=3, alpha=1.0, beta=0.4)
-    >>> for name, p in [("a", 1.0), ("b", 1.0), ("c", 2.0), ("d", 4.0)]:
-    ...     _ = buf.add(name, p)
-    >>> len(buf), buf.items()
-    (3, ['d', 'b', 'c'])
-    >>> items, idx, w = buf.sample(4, np.random.default_rng(0))
-    >>> len(items), idx.shape, bool(w.max() <= 1.0)
-    (4, (4,), True)
-    >>> buf.update_priorities(idx, np.ones(4))
-    >>> buf.update_priorities([2], [0.5]); buf.priorities().tolist()
-    [1.0, 1.0, 0.5]
-    """
+    """Circular buffer of items sampled in proportion to ``priority ** alpha``; when full,
+    :meth:`add` overwrites the oldest. Indices are slots ``0 .. capacity-1``, and
+    :meth:`generations` tells whether a slot was overwritten since it was sampled."""
 
     def __init__(
         self,
@@ -120,17 +103,8 @@ class PrioritizedReplay(Generic[T]):
         return self._live[np.asarray(indices, dtype=np.int64)].copy()
 
     def retire(self, indices: np.ndarray | Sequence[int]) -> int:
-        """Never sample the items in ``indices`` again (too stale to learn from); their slots
-        are reused in the usual oldest-first order. Returns how many were live.
-
-        >>> buf = PrioritizedReplay(capacity=4, alpha=1.0)
-        >>> for p in (1.0, 2.0, 3.0):
-        ...     _ = buf.add("x", p)
-        >>> buf.retire([0, 1]), buf.live, len(buf)
-        (2, 1, 3)
-        >>> buf.sample(3, np.random.default_rng(0))[1].tolist()
-        [2, 2, 2]
-        """
+        """Never sample the items in ``indices`` again (too stale); their slots are reused oldest
+        first. Returns how many were live."""
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         if idx.size and (idx.min() < 0 or idx.max() >= self._size):
             raise IndexError(f"PrioritizedReplay.retire: index out of range [0, {self._size})")

@@ -32,28 +32,14 @@ def retrace_targets(
     gamma: float,
     lam: float,
 ) -> ArrayT:
-    """Retrace(lambda) targets ``V_ret(s_t)`` for ``t = 0 .. T-1``.
-
-    Args:
-        rewards: ``[T]`` rewards.
-        values: ``[T]`` current value estimates ``V(s_t)``.
-        bootstrap_value: ``V(s_T)``, the value of the observation after the last step (ignored
-            when ``dones[-1]``).
-        rhos: ``[T]`` importance ratios ``pi / mu`` (only ``rhos[1:]`` enter the traces).
-        dones: ``[T]`` bool, the episode terminated after step ``t``.
-        gamma: discount in ``[0, 1]``.
-        lam: trace parameter in ``[0, 1]``.
-
-    Returns:
-        ``[T]`` targets of the input's kind: a NumPy array (float64) for NumPy inputs, a tensor
-        with ``values``' dtype and device for torch inputs (computed without gradients).
+    """Retrace(λ) targets ``V_ret(s_t)`` for ``t = 0 .. T-1`` from ``[T]`` rewards, values, ratios
+    ``pi / mu`` and dones, and ``V(s_T)`` (ignored after a termination); NumPy in, float64 out, or
+    tensors of ``values``' kind (no gradient).
 
     >>> import numpy as np
     >>> r = np.array([1.0, 0.0, 1.0]); v = np.zeros(3); rho = np.ones(3)
     >>> retrace_targets(r, v, 0.0, rho, np.zeros(3, bool), gamma=0.5, lam=1.0).tolist()
     [1.25, 0.5, 1.0]
-    >>> retrace_targets(r, v, 2.0, rho, np.zeros(3, bool), gamma=0.5, lam=0.0).tolist()
-    [1.0, 0.0, 2.0]
     """
     if not 0.0 <= gamma <= 1.0:
         raise ValueError(f"retrace_targets: gamma must be in [0, 1], got {gamma}")

@@ -1,12 +1,10 @@
 """A sum-tree in one NumPy array: prefix-sum sampling and priority updates vectorised over a
-batch (one pass per tree level, ``O(B log N)``), the index of prioritized replay.
+batch (``O(B log N)``), the index of prioritized replay.
 
 Example:
     >>> import numpy as np
     >>> tree = SumTree(4)
     >>> tree.update(np.arange(4), np.array([1.0, 2.0, 3.0, 4.0]))
-    >>> tree.total
-    10.0
     >>> tree.find(np.array([0.5, 1.5, 9.9])).tolist()
     [0, 1, 3]
 """

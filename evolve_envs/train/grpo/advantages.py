@@ -114,14 +114,8 @@ def episode_scores(rewards: Array, dones: Array) -> Array:
 
 
 def group_normalize(scores: Array, group_size: int, eps: float = GRPO_EPS) -> Array:
-    """``(score - group mean) / (unbiased group std + eps)`` within consecutive groups; a group of
-    equal scores gets 0.
-
-    Example:
-        >>> import numpy as np
-        >>> group_normalize(np.array([1.0, 1.0, 0.0, 2.0]), 2).round(4).tolist()
-        [0.0, 0.0, -0.7071, 0.7071]
-    """
+    """``(score - group mean) / (unbiased group std + eps)`` within consecutive groups of
+    ``group_size``; a group of equal scores gets 0."""
     torch_mod = torch_of(scores)
     s = to_numpy(scores, np.float64, name="scores")
     if s.ndim != 1:
@@ -142,16 +136,7 @@ def grpo_advantages(
     ``[B, T]`` look alike): ``"time_major"`` (``rewards[t]`` is the vector env's reward at step
     ``t``) or ``"batch_major"`` (one row per episode); ``dones`` is ``terminated | truncated``, and
     ``group_size`` consecutive envs share an initial state. With ``mask_after_first_done=False``
-    every step keeps the advantage, as RLinf does under ``auto_reset`` or ``ignore_terminations``.
-
-    Example:
-        >>> import numpy as np
-        >>> rewards = np.array([[0.0, 0.0], [1.0, 0.0], [5.0, 0.0]])
-        >>> dones = np.array([[False, False], [True, False], [False, True]])
-        >>> res = grpo_advantages(rewards, dones, group_size=2, layout="time_major")
-        >>> res.scores.tolist(), res.loss_mask[:, 0].tolist()
-        ([1.0, 0.0], [True, True, False])
-    """
+    every step keeps the advantage (as RLinf does under ``auto_reset``, ``ignore_terminations``)."""
     if layout not in LAYOUTS:
         raise ValueError(
             f"layout must be 'time_major' ([T, B]) or 'batch_major' ([B, T]), got {layout!r}"
@@ -230,15 +215,7 @@ def rlinf_grpo_advantages(
     """GRPO advantages in RLinf's embodied layout: ``rewards[n_chunks, B, C]`` and
     ``dones[n_chunks + 1, B, C]`` (chunk 0 holds the flags before the first step; one set already
     masks the whole rollout but does not cut the score). ``reward_type="chunk_level"`` sums
-    rewards and ORs dones over each chunk (advantages ``[n_chunks, B, 1]``).
-
-    Example:
-        >>> import numpy as np
-        >>> rewards = np.zeros((2, 2, 2)); rewards[1, 0, 0] = 5.0
-        >>> dones = np.zeros((3, 2, 2), dtype=bool); dones[2, 0, 0] = True
-        >>> rlinf_grpo_advantages(rewards, dones, group_size=2).loss_mask[:, 0, :].tolist()
-        [[True, True], [True, False]]
-    """
+    rewards and ORs dones over each chunk (advantages ``[n_chunks, B, 1]``)."""
     torch_mod = torch_of(rewards, dones)
     r = to_numpy(rewards, np.float64, name="rewards")
     d = to_numpy(dones, bool, name="dones")

@@ -35,9 +35,6 @@ def round_groups(cfg: TrainConfig) -> int:
         >>> cfg = TrainConfig(workers={"num_workers": 3, "num_envs": 4}, grpo={"group_size": 8})
         >>> round_groups(cfg)                   # 12 envs: 2 groups of 8 (16 episodes)
         2
-        >>> round_groups(cfg.model_copy(update={"grpo": cfg.grpo.model_copy(
-        ...     update={"episodes_per_env": 2})}))   # 24 episodes: 3 groups
-        3
     """
     g, w = cfg.grpo, cfg.workers
     if g.groups_per_round is not None:
@@ -48,18 +45,7 @@ def round_groups(cfg: TrainConfig) -> int:
 
 def grpo_batch(trajectories: list[Trajectory], group_size: int) -> dict[str, np.ndarray]:
     """One round's episodes (in group order) as PPO inputs: ``inputs``, ``actions``, ``old_logp``,
-    ``advantages`` (each step its episode's group-normalised score) and ``scores``.
-
-    Example:
-        >>> import numpy as np
-        >>> from evolve_envs.train.common.trajectory import Trajectory
-        >>> def ep(r):
-        ...     return Trajectory({"s": np.zeros((3, 1), np.float32)}, np.zeros((2, 1), np.float32),
-        ...         np.zeros(2, np.float32), np.array([0.0, r], np.float32),
-        ...         np.array([False, True]), 0)
-        >>> grpo_batch([ep(1.0), ep(0.0)], group_size=2)["scores"].tolist()
-        [1.0, 0.0]
-    """
+    ``advantages`` (each step its episode's group-normalised score) and ``scores``."""
     from evolve_envs.train.grpo.advantages import grpo_advantages
 
     lengths = [len(t) for t in trajectories]
