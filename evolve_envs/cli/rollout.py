@@ -32,16 +32,9 @@ from evolve_envs.stack.loading import load_config
 
 @dataclass
 class RolloutOptions:
-    """What to roll out.
-
-    ``task_id`` is an index, a task name or its instruction (as for ``gym.make``);
-    ``max_steps`` overrides the suite's episode limit; ``policy`` is ``"random"``, ``"zero"``,
-    ``"module:function"`` or a callable (observation -> action); videos are written for every
-    ``video_every``-th episode. ``tensorboard`` writes TensorBoard events when the package is
-    installed; ``wandb_project`` logs to W&B. ``record`` also writes every episode (frames,
-    actions, rewards, model progress) to that directory for re-scoring (``docs/RECORDING.md``).
-    ``overrides`` are ``KEY=VALUE`` strings layered on the config last (e.g.
-    ``"reward_model.call_every=3"``), as ``evolve-envs train`` takes them.
+    """What to roll out: ``task_id`` as for ``gym.make``, ``policy`` as
+    :func:`~evolve_envs.cli.rollout_policy.resolve_policy` takes it, ``record`` a folder for
+    re-scoring (docs/RECORDING.md), ``overrides`` ``KEY=VALUE`` strings layered on the config last.
 
     Example:
         >>> opts = RolloutOptions(config=["libero_goal", "short_precise"], task_id=7, max_steps=80)
@@ -104,17 +97,10 @@ def check_extras(opts: RolloutOptions, cfg: StackConfig) -> None:
 
 
 def run_rollout(opts: RolloutOptions) -> RolloutReport:
-    """Run the job described by ``opts``; files are written to ``opts.out`` per episode.
-
-    Everything that can be checked is checked before ``opts.out`` is created: the options, the
-    config (``ConfigError``), the optional packages the options need (``ImportError``), the
-    reward service (started, or reached and asked for its capabilities:
-    :class:`~evolve_envs.reward.clients.service_check.ServiceUnavailableError`) and the env
-    itself (a bad task id: ``ValueError``). ``KeyboardInterrupt`` propagates after the finished
-    episodes are saved (``summary.json`` then says ``"interrupted": true`` and
-    ``"stop_reason": "interrupted"``); so does a reward service error in strict mode
-    (``"stop_reason": "reward_service_failed"``).
-    """
+    """Run the job described by ``opts``, writing to ``opts.out`` per episode. The options, the
+    config, the extras, the reward service and the env are checked before ``opts.out`` is created;
+    ``KeyboardInterrupt`` and a strict reward-service error propagate after the finished episodes
+    are saved (``summary.json`` says why it stopped)."""
     check_options(opts)
     policy = resolve_policy(opts.policy)
     if opts.wandb_project:

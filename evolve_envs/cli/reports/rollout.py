@@ -138,17 +138,9 @@ class EpisodeRecord:
 
 @dataclass
 class RolloutReport:
-    """What :func:`run_rollout` returns: the output folder, one row per episode (as in
-    ``summary.json``), the plain-text table, the wall time, the effective configuration, and
-    whether Ctrl-C ended the job.
-
-    ``degraded`` is ``None`` for a clean run, else how many episodes and steps got fallback
-    rewards and the last reward-model error (see :func:`degradation`).
-
-    >>> report = RolloutReport(out=Path("runs/demo"), episodes=[], table="", wall_s=0.0)
-    >>> report.interrupted, report.effective, report.degraded
-    (False, {}, None)
-    """
+    """What :func:`~evolve_envs.cli.rollout.run_rollout` returns: the folder, one row per episode
+    (as in ``summary.json``), the table, the wall time, the effective configuration, why it stopped
+    and ``degraded`` (None for a clean run, else :func:`degradation`'s summary)."""
 
     out: Path
     episodes: list[dict[str, JsonValue]]

@@ -18,7 +18,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -26,6 +26,10 @@ from torch import nn
 from torch.distributions import Distribution, Independent, Normal
 
 from evolve_envs.train.policies.base import Policy, downscale_images
+
+if TYPE_CHECKING:
+    import gymnasium as gym
+    from transformers import PreTrainedTokenizerFast
 
 __all__ = ["INSTRUCTION_WORDS", "TinyVLAPolicy", "build_instruction_tokenizer"]
 
@@ -40,7 +44,9 @@ INSTRUCTION_WORDS = (
 ).split()
 
 
-def build_instruction_tokenizer(words: Iterable[str] = INSTRUCTION_WORDS) -> Any:
+def build_instruction_tokenizer(
+    words: Iterable[str] = INSTRUCTION_WORDS,
+) -> PreTrainedTokenizerFast:
     """A word-level ``PreTrainedTokenizerFast`` over ``words`` (``[PAD]`` = 0, ``[UNK]`` = 1), built
     in memory."""
     from tokenizers import Tokenizer, normalizers, pre_tokenizers
@@ -118,14 +124,16 @@ class TinyVLAPolicy(Policy):
         )
 
     @classmethod
-    def from_spaces(cls, observation_space: Any, action_space: Any, **kwargs: Any) -> TinyVLAPolicy:
+    def from_spaces(
+        cls, observation_space: gym.Space, action_space: gym.spaces.Box, **kwargs: object
+    ) -> TinyVLAPolicy:
         """Sizes from the env's spaces (``state_key``'s box, the action box)."""
         state_key = kwargs.get("state_key", "state")
         spaces = getattr(observation_space, "spaces", {})
         state_dim = int(np.prod(spaces[state_key].shape)) if state_key in spaces else 0
         return cls(int(np.prod(action_space.shape)), state_dim, **kwargs)
 
-    def encode_obs(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    def encode_obs(self, obs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         images = np.asarray(obs[self.image_key])
         n = images.shape[0]
         text = obs.get("task_description", "")

@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -36,6 +36,11 @@ from evolve_envs.train.reward_fit.data import (
     progress_labels,
     split_episodes,
 )
+
+if TYPE_CHECKING:
+    import torch
+    from pydantic import JsonValue
+    from tqdm import tqdm
 
 __all__ = ["FitOptions", "fit_reward", "pick_done_threshold"]
 
@@ -70,7 +75,7 @@ class FitOptions:
     name: str | None = None
     progress: bool = True
 
-    def fingerprint(self) -> dict[str, Any]:
+    def fingerprint(self) -> dict[str, JsonValue]:
         """The options a resumed fit must share with the interrupted one (``epochs`` may grow:
         each epoch's batches depend on the seed and the epoch alone)."""
         skip = {"out", "device", "progress", "epochs"}
@@ -112,13 +117,17 @@ def _data_hash(episodes: Sequence[FitEpisode]) -> str:
     return digest.hexdigest()[:16]
 
 
-def _optimizer_tensors(opt: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def _optimizer_tensors(
+    opt: torch.optim.Optimizer,
+) -> tuple[dict[str, torch.Tensor], dict[str, JsonValue]]:
     state = opt.state_dict()
     tensors = {f"{i}.{k}": v for i, s in state["state"].items() for k, v in s.items()}
     return tensors, {"param_groups": state["param_groups"]}
 
 
-def _save_work(work: Path, net: ProgressNet, opt: Any, epoch: int, meta: dict[str, Any]) -> None:
+def _save_work(
+    work: Path, net: ProgressNet, opt: torch.optim.Optimizer, epoch: int, meta: dict[str, JsonValue]
+) -> None:
     from safetensors.torch import save_file
 
     work.mkdir(parents=True, exist_ok=True)
@@ -137,7 +146,7 @@ def _save_work(work: Path, net: ProgressNet, opt: Any, epoch: int, meta: dict[st
     (work / "state.tmp").replace(work / "state.json")
 
 
-def _load_work(work: Path, net: ProgressNet, opt: Any) -> tuple[int, list[float]]:
+def _load_work(work: Path, net: ProgressNet, opt: torch.optim.Optimizer) -> tuple[int, list[float]]:
     from safetensors.torch import load_file
 
     state = json.loads((work / "state.json").read_text())
@@ -145,7 +154,7 @@ def _load_work(work: Path, net: ProgressNet, opt: Any) -> tuple[int, list[float]
         load_file(str(work / "model.safetensors"), device=net.device), strict=False
     )
     flat = load_file(str(work / "optimizer.safetensors"), device=net.device)
-    per: dict[int, dict[str, Any]] = {}
+    per: dict[int, dict[str, torch.Tensor]] = {}
     for key, value in flat.items():
         index, _, name = key.partition(".")
         per.setdefault(int(index), {})[name] = value
@@ -153,7 +162,7 @@ def _load_work(work: Path, net: ProgressNet, opt: Any) -> tuple[int, list[float]
     return int(state["epoch"]), list(state.get("losses", []))
 
 
-def _bar(total: int, initial: int, enabled: bool) -> Any:
+def _bar(total: int, initial: int, enabled: bool) -> tqdm | None:
     if not enabled:
         return None
     try:
@@ -170,7 +179,7 @@ def _bar(total: int, initial: int, enabled: bool) -> Any:
     )
 
 
-def fit_reward(opts: FitOptions) -> dict[str, Any]:
+def fit_reward(opts: FitOptions) -> dict[str, JsonValue]:
     """Fit, write the model directory ``opts.out``, and return its report (see module docs)."""
     import torch
 

@@ -12,7 +12,7 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,6 +22,9 @@ from evolve_envs.reward.service.backends.progress_net import (
     content_hash,
 )
 from evolve_envs.train.reward_fit.data import FitEpisode, progress_labels
+
+if TYPE_CHECKING:
+    from pydantic import JsonValue
 
 __all__ = ["voc", "episode_metrics", "write_report"]
 
@@ -49,7 +52,7 @@ def voc(values: Sequence[float]) -> float:
 
 def episode_metrics(
     curves: Sequence[Sequence[float]], success: Sequence[bool], threshold: float
-) -> dict[str, Any]:
+) -> dict[str, JsonValue]:
     """VOC, done precision/recall and the failure modes over episodes' progress curves."""
     truth = np.asarray(success, bool)
     top = np.array([max(c) for c in curves])
@@ -114,10 +117,10 @@ def _plot(
     return True
 
 
-def _card(report: dict[str, Any]) -> str:
+def _card(report: dict[str, JsonValue]) -> str:
     held, train = report["held_out"], report["train"]
 
-    def num(v: Any) -> str:
+    def num(v: JsonValue) -> str:
         return "n/a" if v is None else f"{v:.3f}"
 
     return f"""# {report["name"]}: a progress model for evolve-envs
@@ -168,13 +171,13 @@ def write_report(
     losses: list[float],
     fit_s: float,
     data: str,
-    options: dict[str, Any],
-) -> dict[str, Any]:
+    options: dict[str, JsonValue],
+) -> dict[str, JsonValue]:
     """Write ``report.json``, ``curves.png`` and ``README.md`` into ``out``; returns the report."""
     threshold = net.config.done_threshold
     held_curves, train_curves = _curves(net, held_out), _curves(net, train)
     trainable = [p for n, p in net.module.named_parameters() if not n.startswith("backbone.")]
-    report: dict[str, Any] = {
+    report: dict[str, JsonValue] = {
         "name": net.config.name,
         "content_hash": content_hash(out),
         "data": data,

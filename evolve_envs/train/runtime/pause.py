@@ -51,8 +51,8 @@ def sit_out(
 def hold_workers(
     registry: Registry, n_workers: int, check: Callable[[], None] = lambda: None
 ) -> float:
-    """Pause the workers and wait until all ``n_workers`` have stopped stepping; ``check`` runs
-    while waiting (a worker loop that ended raises there). Returns the seconds waited.
+    """Pause the workers and wait until all ``n_workers`` have stopped stepping (``check`` runs
+    while waiting); returns the seconds waited.
 
     Example (the plain registry, the worker answering in the check):
         >>> from evolve_envs.train.runtime.weight_registry import WeightRegistry

@@ -57,12 +57,8 @@ class WeightRegistry:
 
         Example:
             >>> reg = WeightRegistry()
-            >>> reg.pause(); reg.poll(0, -1)["pause"], reg.paused()
-            (True, 0)
-            >>> _ = reg.poll(0, -1, paused=True); reg.paused()
+            >>> reg.pause(); _ = reg.poll(0, -1, paused=True); reg.paused()
             1
-            >>> reg.resume(); reg.poll(0, -1)["pause"], reg.paused()
-            (False, 0)
         """
         self._pause, self._paused = True, set()
 
