@@ -8,7 +8,7 @@ report.
 
 Example::
 
-    report = calibrate("shipped", ["mock:reach_place", "mock:random"], max_frames=16)
+    report = calibrate(["shipped"], ["mock:reach_place", "mock:random"], max_frames=16)
 """
 
 from __future__ import annotations
@@ -253,7 +253,7 @@ def calibrate(
     camera: str | None = None,
     orientation: str | None = None,
 ) -> dict[str, JsonValue]:
-    """Score every recorded episode with every service; the report as a dict (see module doc).
+    """Score every recorded episode with every service; the report as a dict (docs/trust.md).
 
     A recording is a folder (ours or a LeRobotDataset v3), or ``shipped`` / ``shipped:<name>``
     for the package's own (:mod:`evolve_envs.recording.shipped`).
