@@ -38,7 +38,7 @@ IDENTITY = ("backend", "model_id", "revision", "config_hash")
 
 @dataclass
 class RelabelOptions:
-    """What ``evolve-envs relabel`` takes (see the module docstring).
+    """What ``evolve-envs relabel`` takes (the options are described in docs/RECORDING.md).
 
     >>> opts = RelabelOptions("runs/ds", "mock:reach_place", every_frame=True)
     >>> opts.out is None, opts.label is None  # default: DATASET-<backend>, label <backend>

@@ -108,7 +108,7 @@ def _mean(values: Sequence[float]) -> float | None:
 
 
 def service_metrics(scores: Sequence[EpisodeScore], threshold: float) -> dict[str, JsonValue]:
-    """Every metric of the module docstring for one service over ``scores`` (percent units)."""
+    """Every metric of the report for one service over ``scores`` (percent units)."""
     ok = [s for s in scores if s.ok and s.values]
     success = np.array([s.success for s in ok], dtype=bool)
     max_v = np.array([s.max_value for s in ok], dtype=np.float64)

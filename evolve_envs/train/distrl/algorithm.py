@@ -22,8 +22,8 @@ __all__ = ["DistRL"]
 
 
 class DistRL:
-    """Asynchronous actor-learner training with prioritized replay and A-RIDE (see the module
-    docstring); the learning rule is :class:`~evolve_envs.train.distrl.learner.Learner`'s."""
+    """Asynchronous actor-learner training with prioritized replay and A-RIDE (docs/DISTRL.md);
+    the learning rule is :class:`~evolve_envs.train.distrl.learner.Learner`'s."""
 
     name = "distrl"
 

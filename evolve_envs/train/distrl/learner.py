@@ -31,14 +31,8 @@ __all__ = ["Learner"]
 
 
 class Learner:
-    """Prioritized-replay A-RIDE learner (see the module docstring).
-
-    Args:
-        policy: a :class:`~evolve_envs.train.policies.base.Policy`.
-        config: the :class:`~evolve_envs.train.config.LearnerConfig`.
-        action_space: the env's action space (for the invalid-action validator).
-        seed: sampling RNG seed.
-    """
+    """Prioritized-replay A-RIDE learner over a :class:`~evolve_envs.train.policies.base.Policy`,
+    configured by ``learner.*`` (docs/DISTRL.md)."""
 
     def __init__(
         self,

@@ -97,9 +97,8 @@ def load_episodes(
     demonstrations: bool = False,
     on_episode: Callable[[int, int], None] | None = None,
 ) -> list[FitEpisode]:
-    """Every episode of a dataset, checked and decoded (see the module docstring).
-
-    ``on_episode(done, total)`` is called after each episode is read (a progress bar)."""
+    """Every episode of a dataset, checked and decoded; a dataset it cannot fit on is an
+    :class:`UnusableDataError`. ``on_episode(done, total)`` runs after each episode is read."""
     recording = _open(path, camera)
     episodes = list(recording)
     if len(episodes) < 2:

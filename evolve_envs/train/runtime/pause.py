@@ -1,6 +1,6 @@
 """The synchronous barrier of ``learner.barrier``, both sides: the learner pauses the workers
 through the weight registry (:func:`hold_workers`) and a worker sits the pause out
-(:func:`sit_out`). The examples below run both on a plain registry."""
+(:func:`sit_out`); :func:`hold_workers` shows it on a plain registry."""
 
 from __future__ import annotations
 
