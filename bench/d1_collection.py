@@ -66,7 +66,7 @@ def measure(cfg: Any, window: float, repeats: int, ideal: float) -> tuple[list[l
     import ray
     from ray.util.queue import Queue
 
-    from evolve_envs.train.weight_registry import WeightRegistry
+    from evolve_envs.train.runtime.weight_registry import WeightRegistry
     from evolve_envs.train.worker import start_workers
     from evolve_envs.train.worker_env import policy_from_config
 

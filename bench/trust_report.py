@@ -26,7 +26,7 @@ import numpy as np
 
 from evolve_envs import make_env
 from evolve_envs.cli.calibrate import calibrate
-from evolve_envs.cli.calibrate_report import write_report
+from evolve_envs.cli.reports.calibrate import write_report
 from evolve_envs.envs.synthetic import play_behaviours
 
 

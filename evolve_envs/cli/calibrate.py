@@ -1,204 +1,35 @@
 """``evolve-envs calibrate``: how right is a reward model on recorded episodes?
 
-Re-scores recorded episodes (:mod:`evolve_envs.recording.episodes`; ``evolve-envs rollout --record
-DIR``) with one or more reward services into a report per task and overall, which
-:mod:`evolve_envs.cli.calibrate_report` writes (``report.json``, ``report.md``, PNGs). Each
-episode's frames (at most ``max_frames``, evenly spaced, first and last kept) go to
-``/trajectory-critic`` in one call; its ``value_list`` (progress in percent relative to the first
-frame, VLAC's accumulation) is the model's judgement of the episode. Measured against the env's
-success flag:
+Each episode's frames (at most ``max_frames``, evenly spaced, first and last kept) go to a
+service's ``/trajectory-critic`` in one call, and the values are judged against the env's
+success flag (:mod:`evolve_envs.cli.reports.calibration_metrics`; the metrics and the kinds of
+service are described in docs/trust.md); :mod:`evolve_envs.cli.reports.calibrate` writes the
+report.
 
-* **done at the threshold**: the model says *done* when an episode's highest value reaches
-  ``threshold`` (percent); precision, recall and F1 against success, and the same across
-  thresholds 0..100 (the precision-recall curve and the threshold with the best F1);
-* **Value-Order Correlation** (VOC): Spearman's rank correlation of the values with frame order on
-  successful episodes (1 = progress rises steadily; the metric of GVL and VLAC). A flat
-  prediction (the same value at every frame) says nothing about order: its VOC is 0, not
-  undefined, so a model that never moves ranks below one that follows the task;
-* the two failure modes: **failures judged high** (max value >= threshold on a failed episode)
-  and **successes judged low** (final value < threshold on a successful one), with the mean
-  progress at success and the mean maximum progress on failures;
-* **negative-critic rate** (critics < 0) and **latency** (p50/p95 of one call).
+Example::
 
-Services are URLs, ``mock:<rule>`` for a local mock service (e.g. ``mock:reach_place``), the
-path of a model directory written by ``evolve-envs fit-reward`` (served here by the ``fitted``
-backend), or
-``recorded``: no service, the progress the reward model reported at its checks while the episodes
-were recorded (``model_progress``), judged the same way (no critics, no latency);
-``recorded:<label>`` reads the ``reward_model.<label>.*`` columns of a LeRobot dataset or a
-recording (a model's judgement added by ``evolve-envs relabel``).
-
-A recording is a folder written by ``rollout --record`` or a LeRobotDataset v3 folder
-(:mod:`evolve_envs.recording.lerobot_read`): ``camera`` picks the camera scored, and
-``orientation`` says how a LeRobot dataset's LIBERO frames are turned from MuJoCo's render when
-the dataset does not (``rot180`` for ``lerobot/libero``). Episodes of a LeRobot dataset without
-``next.success`` count as successful demonstrations (the report says how many).
-
-Example:
-    >>> import numpy as np
-    >>> round(spearman(np.arange(5), np.array([0, 10, 5, 30, 40])), 2)
-    0.9
-    >>> value_order_correlation([0, 1, 2], [0.0, 0.0, 0.0])  # flat: says nothing about order
-    0.0
-    >>> pr = pr_metrics(np.array([99, 20, 97, 96]), np.array([True, False, True, False]), 95)
-    >>> pr["precision"], pr["recall"]
-    (0.6666666666666666, 1.0)
+    report = calibrate(["shipped"], ["mock:reach_place", "mock:random"], max_frames=16)
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from evolve_envs.cli.reports.calibration_metrics import EpisodeScore, service_metrics
 from evolve_envs.recording.episodes import RecordedEpisode, open_recording
 from evolve_envs.recording.shipped import resolve_recording
 
-__all__ = [
-    "EpisodeScore",
-    "calibrate",
-    "check_services",
-    "open_episodes",
-    "pr_metrics",
-    "spearman",
-    "service_metrics",
-    "value_order_correlation",
-]
+if TYPE_CHECKING:
+    from pydantic import JsonValue
 
+    from evolve_envs.reward.clients.progress_client import ProgressClient
 
-@dataclass
-class EpisodeScore:
-    """One episode as one service judged it."""
-
-    task: str
-    success: bool
-    values: list[float]
-    critics: list[float]
-    indices: list[int]
-    latency_s: float | None
-    ok: bool
-    error: str | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-    #: the service's ``/done`` verdict on the last scored frames (None: not asked or failed)
-    backend_done: bool | None = None
-
-    @property
-    def max_value(self) -> float:
-        return max(self.values) if self.values else math.nan
-
-    @property
-    def final_value(self) -> float:
-        return self.values[-1] if self.values else math.nan
-
-
-def _ranks(x: np.ndarray) -> np.ndarray:
-    order = np.argsort(x, kind="mergesort")
-    ranks = np.empty(len(x), dtype=np.float64)
-    ranks[order] = np.arange(len(x), dtype=np.float64)
-    for value in np.unique(x):  # average ranks of ties
-        tie = x == value
-        if tie.sum() > 1:
-            ranks[tie] = ranks[tie].mean()
-    return ranks
-
-
-def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
-    """Spearman's rank correlation (ties get average ranks); NaN when either side is constant."""
-    rx, ry = _ranks(np.asarray(x, dtype=np.float64)), _ranks(np.asarray(y, dtype=np.float64))
-    if len(rx) < 2 or rx.std() == 0 or ry.std() == 0:
-        return math.nan
-    return float(np.corrcoef(rx, ry)[0, 1])
-
-
-def value_order_correlation(
-    indices: Sequence[float] | np.ndarray, values: Sequence[float] | np.ndarray
-) -> float:
-    """VOC of one episode: Spearman of ``values`` against frame order ``indices``.
-
-    A flat prediction (every value equal) is 0: it orders nothing, and counts as such instead of
-    dropping out of the mean. NaN with fewer than two frames.
-    """
-    vals = np.asarray(values, dtype=np.float64)
-    if len(vals) >= 2 and np.all(vals == vals[0]):
-        return 0.0
-    return spearman(indices, vals)
-
-
-def pr_metrics(scores: np.ndarray, success: np.ndarray, threshold: float) -> dict[str, float]:
-    """Precision/recall/F1 of "done when score >= threshold" against ``success``."""
-    pred = np.asarray(scores) >= threshold
-    truth = np.asarray(success, dtype=bool)
-    tp = int(np.sum(pred & truth))
-    fp = int(np.sum(pred & ~truth))
-    fn = int(np.sum(~pred & truth))
-    precision = tp / (tp + fp) if tp + fp else math.nan
-    recall = tp / (tp + fn) if tp + fn else math.nan
-    f1 = (
-        2 * precision * recall / (precision + recall)
-        if tp and not math.isnan(precision + recall)
-        else 0.0
-    )
-    return {"precision": precision, "recall": recall, "f1": f1, "tp": tp, "fp": fp, "fn": fn}
-
-
-def _mean(values: Sequence[float]) -> float | None:
-    vals = [v for v in values if not math.isnan(v)]
-    return float(np.mean(vals)) if vals else None
-
-
-def service_metrics(scores: Sequence[EpisodeScore], threshold: float) -> dict[str, Any]:
-    """Every metric of the module docstring for one service over ``scores`` (percent units)."""
-    ok = [s for s in scores if s.ok and s.values]
-    success = np.array([s.success for s in ok], dtype=bool)
-    max_v = np.array([s.max_value for s in ok], dtype=np.float64)
-    final_v = np.array([s.final_value for s in ok], dtype=np.float64)
-    at = pr_metrics(max_v, success, threshold)
-    curve = [{"threshold": float(t), **pr_metrics(max_v, success, float(t))} for t in range(0, 101)]
-    best = max(curve, key=lambda row: (row["f1"], row["threshold"]))
-    vocs = [
-        value_order_correlation(s.indices, s.values) for s in ok if s.success and len(s.values) > 2
-    ]
-    critics = [c for s in ok for c in s.critics]
-    latencies = [s.latency_s for s in scores if s.ok and s.latency_s is not None]
-    asked = [s for s in scores if s.backend_done is not None]
-    backend_done = (
-        pr_metrics(
-            np.array([float(s.backend_done) for s in asked]),
-            np.array([s.success for s in asked], dtype=bool),
-            0.5,
-        )
-        | {"episodes": len(asked)}
-        if asked
-        else None
-    )
-    return {
-        "episodes": len(scores),
-        "scored": len(ok),
-        "failed_calls": len(scores) - len(ok),
-        "successes": int(success.sum()),
-        "threshold": threshold,
-        "done": at,
-        "backend_done": backend_done,
-        "best_threshold": {k: best[k] for k in ("threshold", "precision", "recall", "f1")},
-        "pr_curve": curve,
-        "voc": _mean(vocs),
-        "voc_episodes": len([v for v in vocs if not math.isnan(v)]),
-        "voc_flat_episodes": sum(
-            1 for s in ok if s.success and len(s.values) > 2 and len(set(s.values)) == 1
-        ),
-        "progress_at_success": _mean(list(final_v[success])),
-        "max_progress_on_failure": _mean(list(max_v[~success])),
-        "failures_judged_high": int(np.sum((max_v >= threshold) & ~success)),
-        "successes_judged_low": int(np.sum((final_v < threshold) & success)),
-        "negative_critic_rate": (float(np.mean(np.array(critics) < 0)) if critics else None),
-        "latency_p50_s": float(np.percentile(latencies, 50)) if latencies else None,
-        "latency_p95_s": float(np.percentile(latencies, 95)) if latencies else None,
-    }
+__all__ = ["calibrate", "check_services", "open_episodes", "service_url"]
 
 
 #: episode index fields carried into the report's per-episode entries
@@ -214,7 +45,7 @@ def _frame_indices(length: int, max_frames: int) -> list[int]:
 
 
 def score_episode(
-    client: Any,
+    client: ProgressClient,
     episode: RecordedEpisode,
     max_frames: int,
     *,
@@ -234,11 +65,16 @@ def score_episode(
         frames = list(episode.frames(indices, camera=camera))
     except Exception as exc:  # a missing or damaged file costs that episode, not the report
         return EpisodeScore(
-            task=task, success=bool(episode.meta.get("success", False)), values=[], critics=[],
-            indices=indices, latency_s=0.0, ok=False,
+            task=task,
+            success=bool(episode.meta.get("success", False)),
+            values=[],
+            critics=[],
+            indices=indices,
+            latency_s=0.0,
+            ok=False,
             error=f"cannot read {episode.meta.get('file')}: {type(exc).__name__}: {exc}",
             meta={k: episode.meta.get(k) for k in _META_KEYS},
-        )  # fmt: skip
+        )
     result = client.trajectory_values(task, frames, skip=1)
     tv = result.value
     ok = bool(result.ok and tv is not None)
@@ -269,16 +105,33 @@ def recorded_score(episode: RecordedEpisode) -> EpisodeScore:
     try:
         steps, progress = episode.column("step"), episode.column("model_progress")
     except Exception as exc:
-        return EpisodeScore(task, success, [], [], [], None, False,
-                            f"cannot read {episode.meta.get('file')}: {exc}", meta)  # fmt: skip
+        return EpisodeScore(
+            task,
+            success,
+            [],
+            [],
+            [],
+            None,
+            False,
+            f"cannot read {episode.meta.get('file')}: {exc}",
+            meta,
+        )
     checks = [(k, p) for k, p in zip(steps, progress, strict=True) if p is not None]
     if not checks:
-        return EpisodeScore(task, success, [], [], [], None, False,
-                            "no reward-model checks were recorded", meta)  # fmt: skip
+        return EpisodeScore(
+            task, success, [], [], [], None, False, "no reward-model checks were recorded", meta
+        )
     return EpisodeScore(
-        task, success, [float(p) for _, p in checks], [], [int(k) for k, _ in checks], None,
-        True, None, meta,
-    )  # fmt: skip
+        task,
+        success,
+        [float(p) for _, p in checks],
+        [],
+        [int(k) for k, _ in checks],
+        None,
+        True,
+        None,
+        meta,
+    )
 
 
 def check_services(services: Sequence[str], *, token: str | None = None) -> None:
@@ -334,7 +187,7 @@ def open_episodes(
     camera: str | None = None,
     orientation: str | None = None,
     label: str | None = None,
-) -> list[Any]:
+) -> list[RecordedEpisode]:
     """The episodes of recordings and LeRobot datasets, opened for scoring ``camera``
     (``orientation`` and ``label`` apply to LeRobot datasets)."""
     out = []
@@ -371,14 +224,17 @@ def service_url(spec: str) -> Iterator[str]:
     from evolve_envs.reward.service.embedded import EmbeddedService
 
     if _model_dir(spec):
-        with EmbeddedService("fitted", {"ckpt_path": os.path.abspath(spec)},
-                             startup_timeout=120) as svc:  # fmt: skip
+        with EmbeddedService(
+            "fitted", {"ckpt_path": os.path.abspath(spec)}, startup_timeout=120
+        ) as svc:
             yield svc.url
         return
     backend, _, rule = spec.partition(":")
     if backend != "mock":
-        raise ValueError(f"service {spec!r}: expected a URL, mock:<rule> (e.g. mock:reach_place) "
-                         "or a model directory")  # fmt: skip
+        raise ValueError(
+            f"service {spec!r}: expected a URL, mock:<rule> (e.g. mock:reach_place) "
+            "or a model directory"
+        )
     svc = EmbeddedService("mock", {"rule": rule or "change"})
     svc.start()
     try:
@@ -396,8 +252,8 @@ def calibrate(
     token: str | None = None,
     camera: str | None = None,
     orientation: str | None = None,
-) -> dict[str, Any]:
-    """Score every recorded episode with every service; the report as a dict (see module doc).
+) -> dict[str, JsonValue]:
+    """Score every recorded episode with every service; the report as a dict (docs/trust.md).
 
     A recording is a folder (ours or a LeRobotDataset v3), or ``shipped`` / ``shipped:<name>``
     for the package's own (:mod:`evolve_envs.recording.shipped`).
@@ -414,7 +270,7 @@ def calibrate(
     ours_camera = camera if not any(hasattr(ep, "dataset") for ep in episodes) else None
     if not episodes:
         raise ValueError(f"no recorded episodes in {', '.join(map(str, recordings))}")
-    report: dict[str, Any] = {
+    report: dict[str, JsonValue] = {
         "recordings": [str(r) for r in recordings],
         "episodes": len(episodes),
         "threshold": threshold,
@@ -427,9 +283,10 @@ def calibrate(
         if _is_recorded(spec):
             label = spec.partition(":")[2] or None
             judged = (
-                episodes if label is None
+                episodes
+                if label is None
                 else open_episodes(recordings, camera=camera, orientation=orientation, label=label)
-            )  # fmt: skip
+            )
             per_service_scores[spec] = scores = [recorded_score(ep) for ep in judged]
             report["services"][spec] = _service_report(scores, threshold)
             continue
@@ -452,7 +309,7 @@ def calibrate(
     return report
 
 
-def _service_report(scores: list[EpisodeScore], threshold: float) -> dict[str, Any]:
+def _service_report(scores: list[EpisodeScore], threshold: float) -> dict[str, JsonValue]:
     """One service's part of the report: overall, per task, and each episode's values."""
     tasks = sorted({s.task for s in scores})
     return {

@@ -1,35 +1,11 @@
 """``evolve-envs demo`` (``make demo``): what a learned reward does to RL, on a CPU, in minutes.
 
-Four parts, every number on the terminal naming where it comes from:
-
-1. **ReachPlace** (the synthetic task, whose env knows its true progress) under two reward models
-   served by the real reward service: a *right* one (mock rule ``reach_place``, which reads the
-   block from the pixels) and a *gameable* one (``reach_place_hackable``, which reads the yellow
-   distractor instead). Three scripted policies play ``--episodes`` episodes each, in order: a
-   random one (the alarm's baseline), a gaming one (drags the distractor to the green zone, never
-   touches the block) and a solving one (the expert). The table puts the model's progress beside
-   the env's true progress and success flag, counts the episodes the model called done, and shows
-   the reward-hacking alarm (``reward_model.alarm``) after each policy: it fires on the gameable
-   model when the gaming policy raises its progress without success.
-2. **A learned model**: a progress model fitted on the episodes of part 1 (``evolve-envs
-   fit-reward``, recorded under the right model; about a minute of CPU), served by the
-   ``fitted`` backend, under the same three policies on scenes it was not fitted on, with the
-   alarm.
-3. **Calibration**: the episodes of part 1 re-scored by the fitted model, the right, the
-   gameable and a random model (``evolve-envs calibrate``), and the ranking by value-order
-   correlation and done precision/recall against the env's success flag. The fitted model is
-   scored on the episodes it was fitted on (its held-out numbers are in its own report).
-4. **LIBERO-10**, one random episode through the full stack with the shipped config's embedded
-   mock, whose ``change`` rule measures pixel change from the first frame: the table and the plot
-   say so, because a flailing arm scores high on it.
-
-Files go to ``--out`` (default ``runs/demo``): ``reach_place/`` (the recording, the fitted
-``model/`` and ``calibration/``'s report) and ``libero/`` (the rollout report: summary, metrics,
-plot, video).
+Four parts: ReachPlace under a right and a gameable reward model with the hacking alarm, a
+progress model fitted on those episodes, their calibration, and one LIBERO-10 episode under the
+pixel-change mock (docs/getting-started.md walks through the output).
 
 Usage (shell)::
 
-    evolve-envs demo                     # all four parts, into runs/demo
     evolve-envs demo --no-libero --out runs/demo-rp
 """
 
@@ -43,9 +19,12 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from pydantic import JsonValue
 
 __all__ = [
     "DEMO_NEEDS",
@@ -73,8 +52,12 @@ def add_demo(sub: argparse._SubParsersAction) -> None:
         "--episodes", type=int, default=4, help="ReachPlace episodes per policy (default 4)"
     )
     de.add_argument("--no-libero", action="store_true", help="skip the LIBERO episode")
-    de.add_argument("--fit-epochs", type=int, default=40,
-                    help="epochs of the model fitted on the recorded episodes")  # fmt: skip
+    de.add_argument(
+        "--fit-epochs",
+        type=int,
+        default=40,
+        help="epochs of the model fitted on the recorded episodes",
+    )
     de.add_argument(
         "--libero-steps", type=int, default=300, help="the LIBERO episode's limit (default 300)"
     )
@@ -96,7 +79,7 @@ class GroupResult:
     true_progress: list[float] = field(default_factory=list)
     success: int = 0
     model_done: int = 0
-    alarm: dict[str, Any] = field(default_factory=dict)
+    alarm: dict[str, JsonValue] = field(default_factory=dict)
 
     def alarm_text(self) -> str:
         """The alarm's state after these episodes, with its numbers when it fires."""
@@ -141,14 +124,15 @@ def play_reach_place(
         base["reward_model"].update(embedded_backend="fitted", embedded_backend_kwargs=kwargs)
     else:
         base["reward_model"]["embedded_backend_kwargs"] = {"rule": rule}
-    overrides: dict[str, Any] = {
+    overrides: dict[str, JsonValue] = {
         "env": {"max_episode_steps": STEPS},
         "reward_model": {
-            "start_step": 10, "call_every": 10,
+            "start_step": 10,
+            "call_every": 10,
             "check_at_episode_end": True,
             "alarm": {"enable": True, "window": episodes, "baseline": episodes},
         },
-    }  # fmt: skip
+    }
     if record is not None:
         overrides["record"] = {"dir": str(record), "camera": "image"}
     from evolve_envs.envs.synthetic import clean_gaming_seeds
@@ -193,28 +177,42 @@ def play_reach_place(
 
 
 def _reach_place_table(groups: list[GroupResult]) -> str:
-    head = ("reward model", "policy", "model progress", "true progress", "env success",
-            "model said done", "hacking alarm (after these episodes)")  # fmt: skip
+    head = (
+        "reward model",
+        "policy",
+        "model progress",
+        "true progress",
+        "env success",
+        "model said done",
+        "hacking alarm (after these episodes)",
+    )
     rows = [head]
     for g in groups:
         n = g.episodes
-        rows.append((
-            g.model, g.policy, f"{np.mean(g.model_progress):.0f} %",
-            f"{np.mean(g.true_progress):.0f} %", f"{g.success}/{n}", f"{g.model_done}/{n}",
-            g.alarm_text(),
-        ))  # fmt: skip
+        rows.append(
+            (
+                g.model,
+                g.policy,
+                f"{np.mean(g.model_progress):.0f} %",
+                f"{np.mean(g.true_progress):.0f} %",
+                f"{g.success}/{n}",
+                f"{g.model_done}/{n}",
+                g.alarm_text(),
+            )
+        )
     widths = [max(len(r[c]) for r in rows) for c in range(len(head))]
     return "\n".join(
-        "  ".join(v.ljust(widths[c]) if c in (0, 1, 6) else v.rjust(widths[c])
-                  for c, v in enumerate(r)).rstrip()
+        "  ".join(
+            v.ljust(widths[c]) if c in (0, 1, 6) else v.rjust(widths[c]) for c, v in enumerate(r)
+        ).rstrip()
         for r in rows
-    )  # fmt: skip
+    )
 
 
-def _calibration_lines(report: dict[str, Any]) -> list[str]:
-    from evolve_envs.cli.calibrate_report import ranking
+def _calibration_lines(report: dict[str, JsonValue]) -> list[str]:
+    from evolve_envs.cli.reports.calibrate import ranking
 
-    def num(v: Any, fmt: str = ".2f") -> str:
+    def num(v: JsonValue, fmt: str = ".2f") -> str:
         return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
 
     lines = []
@@ -289,20 +287,32 @@ def _fit(rec: Path, out: Path, epochs: int) -> Path:
     from evolve_envs.train.reward_fit.fit import FitOptions, fit_reward
 
     start = time.monotonic()
-    print(f"\n2. A learned reward model: evolve-envs fit-reward fits a progress model (frame + task"
-          f" -> progress)\n   on the episodes recorded under the right model ({epochs} epochs):",
-          flush=True)  # fmt: skip
-    report = fit_reward(FitOptions(str(rec), str(out), epochs=epochs, held_out=0.25,
-                                   progress=False, name="demo-reach-place"))  # fmt: skip
+    print(
+        f"\n2. A learned reward model: evolve-envs fit-reward fits a progress model (frame + task"
+        f" -> progress)\n   on the episodes recorded under the right model ({epochs} epochs):",
+        flush=True,
+    )
+    report = fit_reward(
+        FitOptions(
+            str(rec),
+            str(out),
+            epochs=epochs,
+            held_out=0.25,
+            progress=False,
+            name="demo-reach-place",
+        )
+    )
     held = report["held_out"]
 
     def num(v: float | None) -> str:
         return "-" if v is None else f"{v:.2f}"
 
-    print(f"   wrote {out} ({report['content_hash']}, {report['size_bytes'] // 1024} KiB, "
-          f"{time.monotonic() - start:.0f} s): on its {held['episodes']} held-out episodes VOC "
-          f"{num(held['voc'])}, done precision {num(held['done_precision'])} recall "
-          f"{num(held['done_recall'])}")  # fmt: skip
+    print(
+        f"   wrote {out} ({report['content_hash']}, {report['size_bytes'] // 1024} KiB, "
+        f"{time.monotonic() - start:.0f} s): on its {held['episodes']} held-out episodes VOC "
+        f"{num(held['voc'])}, done precision {num(held['done_precision'])} recall "
+        f"{num(held['done_recall'])}"
+    )
     return out
 
 
@@ -320,7 +330,7 @@ def run_demo(args: argparse.Namespace) -> int:
         raise ValueError(f"--libero-steps must be >= 1, got {args.libero_steps}")
     _check_extras(not args.no_libero)
     from evolve_envs.cli.calibrate import calibrate
-    from evolve_envs.cli.calibrate_report import write_report
+    from evolve_envs.cli.reports.calibrate import write_report
 
     t0 = part = time.monotonic()
     out = Path(args.out)
@@ -342,13 +352,18 @@ def run_demo(args: argparse.Namespace) -> int:
     model = _fit(rec, out / "reach_place" / "model", args.fit_epochs)
     fitted = play_reach_place("", n, name="fitted", model_dir=model, fresh=True)
     table = _indent(_reach_place_table(fitted))
-    print(f"\n   the fitted model (served by the fitted backend) under the same three policies, "
-          f"on {3 * n} scenes\n   it was not fitted on:\n\n{table}")  # fmt: skip
+    print(
+        f"\n   the fitted model (served by the fitted backend) under the same three policies, "
+        f"on {3 * n} scenes\n   it was not fitted on:\n\n{table}"
+    )
     fired = [g.policy for g in fitted if g.alarm.get("firing")]
     print(f"\n   the hacking alarm fired on: {', '.join(fired) or 'nothing'}")
-    print(f"\n3. Which reward model to trust? evolve-envs calibrate re-scores the {3 * n} episodes "
-          "recorded above\n   with each model and checks its judgement against the env's success "
-          "flag (the fitted model\n   was fitted on these episodes):", flush=True)  # fmt: skip
+    print(
+        f"\n3. Which reward model to trust? evolve-envs calibrate re-scores the {3 * n} episodes "
+        "recorded above\n   with each model and checks its judgement against the env's success "
+        "flag (the fitted model\n   was fitted on these episodes):",
+        flush=True,
+    )
     report = calibrate([str(rec)], [str(model), *SERVICES], threshold=95.0)
     write_report(report, out / "reach_place" / "calibration")
     print("\n".join(_calibration_lines(report)))
@@ -358,17 +373,26 @@ def run_demo(args: argparse.Namespace) -> int:
         from evolve_envs.cli.rollout import RolloutOptions, run_rollout
 
         part = time.monotonic()
-        print(f"\n4. LIBERO-10 task 0: one random episode ({args.libero_steps} steps at most, the "
-              "agentview camera at 128 px)\n   through the full stack, rewards from the shipped "
-              "config's embedded mock:", flush=True)  # fmt: skip
+        print(
+            f"\n4. LIBERO-10 task 0: one random episode ({args.libero_steps} steps at most, the "
+            "agentview camera at 128 px)\n   through the full stack, rewards from the shipped "
+            "config's embedded mock:",
+            flush=True,
+        )
         libero = run_rollout(
             RolloutOptions(
-                config="libero_10", task_id=0, episodes=1, max_steps=args.libero_steps,
-                out=out / "libero", overrides=["env.image_size=128", "env.cameras=[agentview]"],
+                config="libero_10",
+                task_id=0,
+                episodes=1,
+                max_steps=args.libero_steps,
+                out=out / "libero",
+                overrides=["env.image_size=128", "env.cameras=[agentview]"],
             )
-        )  # fmt: skip
+        )
         print(f"{_indent(libero.table)}\n{_LIBERO_NOTE} ({time.monotonic() - part:.0f} s)")
     libero_files = "" if args.no_libero else ", libero/ (summary, metrics, plot, video)"
-    print(f"\nwrote {out}: reach_place/ (recording, fitted model, calibration report)"
-          f"{libero_files} ({time.monotonic() - t0:.0f} s)")  # fmt: skip
+    print(
+        f"\nwrote {out}: reach_place/ (recording, fitted model, calibration report)"
+        f"{libero_files} ({time.monotonic() - t0:.0f} s)"
+    )
     return 0

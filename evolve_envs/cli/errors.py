@@ -1,14 +1,6 @@
-"""Expected failures of the command-line tools: one line naming the cause and the fix.
-
-Every console script (``evolve-envs rollout|train|calibrate|tasks`` and
-``evolve-reward-server``) runs its command through :func:`run_command`. An *expected* failure (a
-bad option or config, a missing extra, a reward service that is dead, refusing or foreign, a
-service that failed mid-run in strict mode, a port that is taken) prints one line on stderr::
-
-    evolve-envs rollout: error: <cause>; <fix>
-
-and returns its exit status (:class:`ExitStatus`). Anything else is a bug and keeps its
-traceback. ``--debug`` or ``EVOLVE_ENVS_DEBUG=1`` shows the traceback of expected failures too.
+"""Expected failures of the command-line tools: one line naming the cause and the fix, and an
+exit status (:class:`ExitStatus`); anything else keeps its traceback (``--debug`` shows it for
+expected ones too).
 
 Example:
     >>> def fails() -> int:
@@ -137,8 +129,7 @@ def run_command(prog: str, fn: Callable[[], int], *, debug: bool = False) -> int
     """Run ``fn`` (a command returning its exit status); print expected failures as one line.
 
     ``KeyboardInterrupt`` returns 130 with a one-line note (commands that keep partial results
-    catch it themselves and say where they are).
-    """
+    catch it themselves and say where they are)."""
     show_traceback = debug_requested(debug)
     try:
         return fn()

@@ -1,20 +1,9 @@
-"""``evolve-envs evaluate``: a saved policy's success on held-out scenes, as JSON and an MP4.
-
-``evolve-envs evaluate RUN_OR_CHECKPOINT`` loads a run directory's ``checkpoint.pt`` (``--best``:
-its ``best.pt``) or a ``.pt`` file (a checkpoint, a ``best.pt``, a snapshot), builds the policy
-and the plain env of the training config it was saved with, and plays the config's held-out
-scenes (``eval.episodes``, reset seeds from ``2**31``: scenes training never starts from) with the
-mean action and with sampled actions, as the training loop's evaluation does
-(:func:`evolve_envs.train.evaluation.evaluate_saved`). Success is the env's own flag; no reward
-model is asked. It writes ``result.json`` and ``episodes.mp4`` (the first ``--videos`` episodes)
-into ``--out`` (default: ``evaluate-<file>`` beside the policy file) and prints one line per
-number, each naming its source.
+"""``evolve-envs evaluate``: a saved policy's success on held-out scenes, as JSON and an MP4
+(:func:`evolve_envs.train.evaluation.evaluate_saved`).
 
 Usage (shell)::
 
-    evolve-envs evaluate runs/rp                      # the run's checkpoint.pt
     evolve-envs evaluate runs/rp --best --episodes 50 --videos 5
-    evolve-envs evaluate runs/rp/snapshots/00000120-0000300.0.pt env.max_episode_steps=60
 """
 
 from __future__ import annotations
@@ -29,9 +18,10 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
     """The ``evaluate`` subcommand's arguments."""
     ev = sub.add_parser("evaluate", help="held-out success of a saved policy (JSON + MP4)")
     ev.add_argument(
-        "source", metavar="RUN_OR_CHECKPOINT",
+        "source",
+        metavar="RUN_OR_CHECKPOINT",
         help="a run directory (its checkpoint.pt) or a .pt file (checkpoint, best.pt, snapshot)",
-    )  # fmt: skip
+    )
     ev.add_argument("--best", action="store_true", help="a run directory's best.pt")
     ev.add_argument("--episodes", type=int, default=None, help="held-out scenes (eval.episodes)")
     ev.add_argument("--num-envs", type=int, default=None, help="envs played at once")
@@ -40,9 +30,11 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--sample-seed", type=int, default=0, help="seed of the sampled actions")
     ev.add_argument("--out", default=None, help="output folder (default: beside the policy)")
     ev.add_argument(
-        "overrides", nargs="*", metavar="KEY=VALUE",
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
         help="config keys for the evaluation, e.g. env.max_episode_steps=80",
-    )  # fmt: skip
+    )
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
@@ -67,17 +59,24 @@ def run_evaluate(args: argparse.Namespace) -> int:
         saved.cfg = load_train_config(saved.cfg, overrides=list(args.overrides))
     out = Path(args.out) if args.out else saved.path.parent / f"evaluate-{saved.path.stem}"
     result = evaluate_saved(
-        saved, out, episodes=args.episodes, num_envs=args.num_envs,
-        sampled=not args.no_sampled, videos=args.videos, sample_seed=args.sample_seed,
-    )  # fmt: skip
+        saved,
+        out,
+        episodes=args.episodes,
+        num_envs=args.num_envs,
+        sampled=not args.no_sampled,
+        videos=args.videos,
+        sample_seed=args.sample_seed,
+    )
     det, smp = result["deterministic"], result["sampled"]
     source = f"the env's success flag, {det['episodes']} held-out scenes"
     print(
         f"{saved.path}: held-out success {det['success_rate']:.2f} with the mean action ({source})"
     )
     if smp is not None:
-        print(f"{saved.path}: held-out success {smp['success_rate']:.2f} with sampled actions "
-              f"(seed {smp['sample_seed']})")  # fmt: skip
+        print(
+            f"{saved.path}: held-out success {smp['success_rate']:.2f} with sampled actions "
+            f"(seed {smp['sample_seed']})"
+        )
     files = ["result.json"] + ([result["video"]] if result.get("video") else [])
     print(f"wrote {out}: {', '.join(files)}")
     return 0

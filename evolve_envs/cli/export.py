@@ -1,16 +1,9 @@
-"""``evolve-envs export``: a recording as a LeRobotDataset v3 folder.
-
-Converts a recording (``rollout --record DIR``, a ``record:`` block, training workers) with
-:func:`evolve_envs.recording.lerobot_export.export_lerobot`: every camera as an AV1 video (by
-default; ``--codec``), the robot state, the action, ``next.*`` and the reward model's
-``reward_model.run.*`` columns. The dataset is written beside ``--out`` and moved there when
-complete, so an interrupted export leaves nothing under ``--out``.
+"""``evolve-envs export``: a recording as a LeRobotDataset v3 folder, moved into ``--out`` when
+complete (:func:`evolve_envs.recording.lerobot_export.export_lerobot`).
 
 Usage (shell)::
 
-    evolve-envs rollout --config libero_10 --episodes 2 --record runs/rec
     evolve-envs export runs/rec --format lerobot --out runs/rec-lerobot
-    lerobot-doctor runs/rec-lerobot
 """
 
 from __future__ import annotations
@@ -30,25 +23,35 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     ex = sub.add_parser("export", help="convert a recording into a LeRobotDataset v3 folder")
     ex.add_argument("recording", help="a recording folder (rollout --record DIR)")
-    ex.add_argument("--format", choices=("lerobot",), default="lerobot",
-                    help="the dataset format (LeRobotDataset v3.0)")  # fmt: skip
+    ex.add_argument(
+        "--format",
+        choices=("lerobot",),
+        default="lerobot",
+        help="the dataset format (LeRobotDataset v3.0)",
+    )
     ex.add_argument("--out", required=True, help="the new dataset folder (must not exist)")
     ex.add_argument(
-        "--codec", choices=sorted(CODECS), default="av1",
+        "--codec",
+        choices=sorted(CODECS),
+        default="av1",
         help="video codec: av1 (LeRobot's default, libsvtav1), h264, or lossless (libx264rgb)",
-    )  # fmt: skip
+    )
     ex.add_argument("--fps", type=int, default=None, help="frame rate (default: the env's)")
     ex.add_argument(
-        "--orientation", choices=("lerobot", "as_recorded"), default="lerobot",
+        "--orientation",
+        choices=("lerobot", "as_recorded"),
+        default="lerobot",
         help="LIBERO cameras as lerobot/libero has them (180 degrees from MuJoCo's render; the "
         "default) or as recorded",
-    )  # fmt: skip
+    )
     ex.add_argument("--task", default=None, help="the instruction of episodes recorded without one")
     ex.add_argument(
-        "--final-frame", choices=("keep", "drop"), default="keep",
+        "--final-frame",
+        choices=("keep", "drop"),
+        default="keep",
         help="the observation after an episode's last action: a last frame with that action "
         "repeated, next.reward 0 and next.done (keep, as lerobot_eval pads it), or no frame",
-    )  # fmt: skip
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,13 +65,19 @@ def run(args: argparse.Namespace) -> int:
     if not (Path(args.recording) / "meta.json").is_file():
         raise CliError(
             f"{args.recording} is not a recording (no meta.json); record one with "
-            "`evolve-envs rollout --record DIR`", ExitStatus.USAGE,
-        )  # fmt: skip
+            "`evolve-envs rollout --record DIR`",
+            ExitStatus.USAGE,
+        )
     start = time.perf_counter()
     export_lerobot(
-        args.recording, out, codec=args.codec, fps=args.fps, orientation=args.orientation,
-        task=args.task, final_frame=args.final_frame,
-    )  # fmt: skip
+        args.recording,
+        out,
+        codec=args.codec,
+        fps=args.fps,
+        orientation=args.orientation,
+        task=args.task,
+        final_frame=args.final_frame,
+    )
     ds = LeRobotRecording(out)
     frames = ds.info["total_frames"]
     cameras = ", ".join(ds.cameras)

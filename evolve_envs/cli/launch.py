@@ -1,24 +1,10 @@
-"""`evolve-reward-launch`: one reward server per GPU on consecutive ports.
+"""`evolve-reward-launch`: one reward server per GPU on consecutive ports, supervised until
+SIGINT or SIGTERM (docs/reward-service.md); the token reaches the servers through their
+environment, never their command lines.
 
 Usage::
 
-    evolve-reward-launch --backend vlm --ckpt-path /models/Qwen2.5-VL-7B-Instruct \\
-        --base-port 8111 --gpu-ids 0,1,2,3
     evolve-reward-launch --backend mock --gpu-ids 0,1 -- --batch-window-ms 10
-
-Server `i` listens on `base_port + i` with `CUDA_VISIBLE_DEVICES=<gpu_ids[i]>`. The launcher
-waits until every server answers `GET /health`, prints the endpoints and the
-`VLAC_SERVICE_URL` / `VLAC_SERVICE_NUM` to export for the clients, then supervises: SIGINT or
-SIGTERM stops all servers (SIGTERM, then SIGKILL after a grace period). A server that dies is
-reported; the launcher exits with status 1 once none is left. Servers also exit if the launcher
-itself is killed. Arguments after `--` go to every `evolve-reward-server`.
-
-The bearer token comes from `--token-file PATH`, `$EVOLVE_REWARD_TOKEN`,
-`$EVOLVE_REWARD_TOKEN_FILE` or `--token` (which `ps` shows to every user) and reaches the servers
-through their environment, never their command lines. Closed by default: a non-loopback `--host`
-without a token is refused in one line (exit status 2) before any server starts, unless
-`--insecure-no-token` says so. `--backend-kwargs-file` passes a JSON file of backend arguments
-(an API key) by its path.
 """
 
 from __future__ import annotations
@@ -30,10 +16,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from types import FrameType
+from typing import IO
 
 from evolve_envs.reward.protocol.token import TOKEN_ENV, TOKEN_FILE_ENV, TokenError, resolve_token
 from evolve_envs.reward.service.auth import check_exposure
@@ -181,7 +168,10 @@ def _describe_death(s: ServerProcess) -> str:
 
 
 def _wait_healthy(
-    servers: Sequence[ServerProcess], timeout: float, headers: dict[str, str], stopping: Any
+    servers: Sequence[ServerProcess],
+    timeout: float,
+    headers: dict[str, str],
+    stopping: Callable[[], bool],
 ) -> str | None:
     """None when all answer /health; else the reason they did not."""
     import httpx
@@ -229,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     received: list[int] = []
 
-    def on_signal(signum: int, _frame: Any) -> None:
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
         received.append(signum)
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}

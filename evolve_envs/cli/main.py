@@ -1,40 +1,10 @@
-"""``evolve-envs``: the command-line entry point.
-
-Subcommands (one parser builder and one runner each, registered in ``COMMANDS``; the longer
-ones live in modules of their own):
-
-* ``rollout`` — roll out episodes through the full wrapper stack and write a report
-  (``summary.json``, ``metrics.csv``, ``tensorboard/``, ``progress_<ep>.png``,
-  ``episode_<ep>.mp4``) as episodes finish; see :mod:`evolve_envs.cli.rollout`.
-* ``tasks`` — list a suite's task ids, names and instructions.
-* ``train`` — DistRL or GRPO on Ray; see :mod:`evolve_envs.cli.train` and
-  :mod:`evolve_envs.train.driver`.
-* ``evaluate`` — a saved policy's held-out success (JSON and an MP4); see
-  :mod:`evolve_envs.cli.evaluate`.
-* ``demo`` — what the library is for, in two minutes on a CPU (``make demo``); see
-  :mod:`evolve_envs.cli.demo`.
-* ``calibrate`` — re-score recorded episodes (or a LeRobotDataset v3) with reward services and
-  report how right they are (done precision/recall, value-order correlation, failure modes); see
-  :mod:`evolve_envs.cli.calibrate`.
-* ``export`` — a recording as a LeRobotDataset v3 folder; see :mod:`evolve_envs.cli.export`.
-* ``fit-reward`` — fit a progress model on a dataset's episodes into a model directory; see
-  :mod:`evolve_envs.cli.fit_reward`.
-* ``relabel`` — a reward model's judgement of every episode of a dataset, as new columns of a
-  new dataset; see :mod:`evolve_envs.cli.relabel`.
-
-``--config`` takes a YAML path or the name of a shipped config (``libero_10``, ``fast_dev``,
-see ``docs/PRESETS.md``); repeat it to layer a preset on a suite config.
+"""``evolve-envs``: the command-line entry point; one parser builder and one runner per
+subcommand (rollout, tasks, train, evaluate, demo, calibrate, export, fit-reward, relabel), the
+longer ones in modules of their own. The commands are described in docs/getting-started.md.
 
 Usage (shell)::
 
     evolve-envs rollout --config libero_10 --task-id 0 --episodes 1 --out runs/demo
-    evolve-envs rollout --config libero_goal --config short_precise \\
-        --task-id "open the middle drawer of the cabinet" --policy my_pkg.policies:act
-    evolve-envs tasks libero_goal
-    evolve-envs rollout --config reach_place --episodes 20 --record runs/rec
-    evolve-envs calibrate runs/rec --service mock:reach_place --service http://gpu-1:8111
-    evolve-envs export runs/rec --format lerobot --out runs/rec-lerobot
-    evolve-envs relabel runs/rec-lerobot --service http://gpu-1:8111 --every-frame
 """
 
 from __future__ import annotations
@@ -102,13 +72,17 @@ def _add_rollout(sub: argparse._SubParsersAction) -> None:
     )
     ro.add_argument("--wandb", default=None, metavar="PROJECT", help="also log to this W&B project")
     ro.add_argument(
-        "--record", default=None, metavar="DIR",
+        "--record",
+        default=None,
+        metavar="DIR",
         help="also record every episode (frames, actions, model progress) for re-scoring",
-    )  # fmt: skip
+    )
     ro.add_argument(
-        "overrides", nargs="*", metavar="KEY=VALUE",
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
         help="config keys set last, e.g. reward_model.call_every=3 (as `train` takes them)",
-    )  # fmt: skip
+    )
 
 
 def _rollout(args: argparse.Namespace) -> int:
@@ -155,8 +129,10 @@ def _rollout(args: argparse.Namespace) -> int:
         ) from exc
     print()
     print(report.table)
-    print(f"\nwrote {report.out}: {', '.join(_written(report.out, report.episodes))} "
-          f"({report.wall_s:.0f} s)")  # fmt: skip
+    print(
+        f"\nwrote {report.out}: {', '.join(_written(report.out, report.episodes))} "
+        f"({report.wall_s:.0f} s)"
+    )
     if report.degraded:
         d = report.degraded
         print(
@@ -217,37 +193,50 @@ def _tasks(args: argparse.Namespace) -> int:
 def _add_calibrate(sub: argparse._SubParsersAction) -> None:
     ca = sub.add_parser("calibrate", help="how right is a reward model on recorded episodes?")
     ca.add_argument(
-        "recordings", nargs="*",
+        "recordings",
+        nargs="*",
         help="recording folders (rollout --record DIR), LeRobotDataset v3 folders, or 'shipped' "
         "for the package's ReachPlace controls (4 successes, 6 failures; a folder named so: "
         "./shipped)",
-    )  # fmt: skip
+    )
     ca.add_argument(
-        "--service", action="append", default=[],
+        "--service",
+        action="append",
+        default=[],
         metavar="URL|mock:RULE|MODEL_DIR|recorded[:LABEL]",
         help="a reward service to score with (repeat to compare services side by side); "
         "MODEL_DIR: a model written by fit-reward, served here; "
         "'recorded': the progress the model reported while the episodes were recorded; "
         "'recorded:LABEL': a LeRobot dataset's reward_model.LABEL.* columns (relabel)",
-    )  # fmt: skip
-    ca.add_argument("--camera", default=None, help="the camera to score (default: the reward "
-                    "camera, or the dataset's observation.images.image)")  # fmt: skip
+    )
     ca.add_argument(
-        "--orientation", choices=("rot180", "upright", "raw"), default=None,
+        "--camera",
+        default=None,
+        help="the camera to score (default: the reward "
+        "camera, or the dataset's observation.images.image)",
+    )
+    ca.add_argument(
+        "--orientation",
+        choices=("rot180", "upright", "raw"),
+        default=None,
         help="how a LeRobot dataset's LIBERO frames are turned from MuJoCo's render when it does "
         "not say (lerobot/libero: rot180); they are scored upright",
-    )  # fmt: skip
+    )
     ca.add_argument("--out", default=None, help="report folder (default: runs/calibrate-<time>)")
     ca.add_argument(
-        "--threshold", type=float, default=None,
+        "--threshold",
+        type=float,
+        default=None,
         help="done threshold in [0, 1] (default: the --config's done_threshold, else the one "
         "the recorded run used, else 0.95)",
-    )  # fmt: skip
+    )
     ca.add_argument("--max-frames", type=int, default=32, help="frames scored per episode")
     ca.add_argument(
-        "--config", action="append", default=None,
+        "--config",
+        action="append",
+        default=None,
         help="no recordings: run --episodes new ones with this config first (repeatable)",
-    )  # fmt: skip
+    )
     ca.add_argument("--episodes", type=int, default=10, help="new episodes with --config")
     ca.add_argument("--policy", default="random", help="policy of the new episodes")
     ca.add_argument("--max-steps", type=int, default=None, help="episode limit of new episodes")
@@ -257,7 +246,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     import time
 
     from evolve_envs.cli.calibrate import calibrate, check_services
-    from evolve_envs.cli.calibrate_report import summary_line, write_report
+    from evolve_envs.cli.reports.calibrate import summary_line, write_report
 
     out = Path(args.out or f"runs/calibrate-{time.strftime('%Y%m%d-%H%M%S')}")
     if args.threshold is None:  # the config's, else the recorded run's, else 0.95
@@ -292,19 +281,30 @@ def _calibrate(args: argparse.Namespace) -> int:
         rec = out / "episodes"
         run_rollout(
             RolloutOptions(
-                config=args.config, episodes=args.episodes, policy=args.policy,
-                out=out / "rollout", video=False, progress_bar=False, record=rec,
+                config=args.config,
+                episodes=args.episodes,
+                policy=args.policy,
+                out=out / "rollout",
+                video=False,
+                progress_bar=False,
+                record=rec,
                 max_steps=args.max_steps,
             )
-        )  # fmt: skip
+        )
         recordings = [str(rec)]
     report = calibrate(
-        recordings, args.service, threshold=100 * args.threshold, max_frames=args.max_frames,
-        camera=args.camera, orientation=args.orientation,
-    )  # fmt: skip
+        recordings,
+        args.service,
+        threshold=100 * args.threshold,
+        max_frames=args.max_frames,
+        camera=args.camera,
+        orientation=args.orientation,
+    )
     if report["assumed_successes"]:
-        print(f"{report['assumed_successes']} episode(s) without next.success count as "
-              "successful demonstrations")  # fmt: skip
+        print(
+            f"{report['assumed_successes']} episode(s) without next.success count as "
+            "successful demonstrations"
+        )
     write_report(report, out)
     for name, svc in report["services"].items():
         print(summary_line(name, svc["overall"], args.threshold))
@@ -340,8 +340,9 @@ def _build_parser() -> argparse.ArgumentParser:
     for add, _run in COMMANDS.values():
         add(sub)
     for command in sub.choices.values():  # also after the subcommand: `rollout --debug`
-        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                             help=debug_help)  # fmt: skip
+        command.add_argument(
+            "--debug", action="store_true", default=argparse.SUPPRESS, help=debug_help
+        )
     return parser
 
 
@@ -349,8 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Console-script entry point; returns the exit status (see :class:`ExitStatus`).
 
     Expected failures print one line (``evolve-envs <command>: error: ...``); ``--debug`` or
-    ``EVOLVE_ENVS_DEBUG=1`` adds their traceback (:mod:`evolve_envs.cli.errors`).
-    """
+    ``EVOLVE_ENVS_DEBUG=1`` adds their traceback (:mod:`evolve_envs.cli.errors`)."""
     parser = _build_parser()
     args, extra = parser.parse_known_args(argv)
     # KEY=VALUE overrides may come in several runs between options (`a=1 --episodes 4 b=2`)

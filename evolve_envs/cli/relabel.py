@@ -1,30 +1,9 @@
-"""``evolve-envs relabel``: a reward model's judgement of every episode, as new columns of a copy.
-
-Every episode of a dataset (a LeRobotDataset v3 folder or a recording) is replayed through a
-:class:`~evolve_envs.progress.tracker.ProgressTracker` on the given service, on the schedule
-training uses (the ``reward_model`` block of ``--config``: checks from ``start_step``, every
-``call_every`` frames; ``--every-frame`` checks every frame), in ``sync`` calls, never ending an
-episode early. What it said goes into a **new** dataset (``--out``; the source is only read), as
-per-frame columns under ``reward_model.<label>.``:
-
-* ``progress`` (float32, percent: the model's progress, held between checks, 0 before the first)
-  and ``is_check`` (bool: the model was asked at that frame);
-* ``backend``, ``model_id``, ``revision``, ``config_hash`` (strings: who answered, from the
-  service's ``/capabilities``; empty where the service does not say).
-
-``label`` defaults to the service's backend name. ``meta/relabel.json`` (a recording:
-``relabel.json``) keeps the identity, the service and the schedule.
-
-Interrupted runs resume: each scored episode is kept in ``.<out>.relabel/`` beside ``--out`` as
-it finishes, and the same command picks up where it stopped (a different dataset, label, model
-or schedule is refused). The new dataset is assembled there and moved to ``--out`` only when
-complete. A dead service fails before anything is written; a service that dies mid-run stops
-the run with one line (status 3), the finished episodes kept for the resume.
+"""``evolve-envs relabel``: a reward model's judgement of every episode, as new per-frame columns
+(``reward_model.<label>.*``) of a copy of the dataset; resumable (docs/RECORDING.md).
 
 Usage (shell)::
 
     evolve-envs relabel runs/rec-lerobot --service http://gpu-1:8111 --every-frame
-    evolve-envs calibrate runs/rec-lerobot-vlac --service recorded:vlac
 """
 
 from __future__ import annotations
@@ -38,11 +17,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from evolve_envs.cli.errors import CliError, ExitStatus
+
+if TYPE_CHECKING:
+    from pydantic import JsonValue
+
+    from evolve_envs.progress.tracker import ProgressTracker
+    from evolve_envs.recording.episodes import RecordedEpisode
+    from evolve_envs.reward.protocol.wire import Capabilities
+    from evolve_envs.stack.config import RewardModelConfig
 
 __all__ = ["RelabelOptions", "add_parser", "relabel", "run"]
 
@@ -51,7 +38,7 @@ IDENTITY = ("backend", "model_id", "revision", "config_hash")
 
 @dataclass
 class RelabelOptions:
-    """What ``evolve-envs relabel`` takes (see the module docstring).
+    """What ``evolve-envs relabel`` takes (the options are described in docs/RECORDING.md).
 
     >>> opts = RelabelOptions("runs/ds", "mock:reach_place", every_frame=True)
     >>> opts.out is None, opts.label is None  # default: DATASET-<backend>, label <backend>
@@ -76,23 +63,31 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "_", text).strip("_") or "model"
 
 
-def _identity(caps: Any) -> dict[str, str]:
+def _identity(caps: Capabilities | None) -> dict[str, str]:
     if caps is None:
-        raise CliError("the reward service did not say who it is (/capabilities unreadable)",
-                       ExitStatus.SERVICE)  # fmt: skip
+        raise CliError(
+            "the reward service did not say who it is (/capabilities unreadable)",
+            ExitStatus.SERVICE,
+        )
     return {
-        "backend": str(caps.backend), "model_id": str(caps.model_id or ""),
-        "revision": str(caps.model_revision or ""), "config_hash": str(caps.config_hash or ""),
-    }  # fmt: skip
+        "backend": str(caps.backend),
+        "model_id": str(caps.model_id or ""),
+        "revision": str(caps.model_revision or ""),
+        "config_hash": str(caps.config_hash or ""),
+    }
 
 
-def _reward_block(opts: RelabelOptions, url: str) -> Any:
+def _reward_block(opts: RelabelOptions, url: str) -> RewardModelConfig:
     from evolve_envs.stack.loading import load_config
 
-    block: dict[str, Any] = {
-        "enable": True, "kind": "progress", "endpoint": url, "calls": "sync",
-        "terminate_on_done": False, "last_check": "grid",
-    }  # fmt: skip
+    block: dict[str, JsonValue] = {
+        "enable": True,
+        "kind": "progress",
+        "endpoint": url,
+        "calls": "sync",
+        "terminate_on_done": False,
+        "last_check": "grid",
+    }
     if opts.every_frame:
         block.update(call_every=1, start_step=1)
     for key in ("call_every", "start_step", "mode"):
@@ -101,14 +96,14 @@ def _reward_block(opts: RelabelOptions, url: str) -> Any:
     return load_config(*opts.config, overrides={"reward_model": block}).reward_model
 
 
-def _write_json(path: Path, body: Any) -> None:
+def _write_json(path: Path, body: JsonValue) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(body))
     os.replace(tmp, path)
 
 
-def _open_work(work: Path, state: dict[str, Any]) -> int:
+def _open_work(work: Path, state: dict[str, JsonValue]) -> int:
     """Create the work folder, or check that it belongs to this run; the episodes it holds."""
     found = work / "state.json"
     if found.is_file():
@@ -117,14 +112,17 @@ def _open_work(work: Path, state: dict[str, Any]) -> int:
         if differs:
             raise CliError(
                 f"{work} holds an interrupted relabel with another {', '.join(differs)}; "
-                "remove it, or relabel into another --out", ExitStatus.USAGE,
-            )  # fmt: skip
+                "remove it, or relabel into another --out",
+                ExitStatus.USAGE,
+            )
         return len(list((work / "scores").glob("*.json")))
     _write_json(found, state)
     return 0
 
 
-def _score(tracker: Any, episode: Any, camera: str | None) -> dict[str, list[Any]]:
+def _score(
+    tracker: ProgressTracker, episode: RecordedEpisode, camera: str | None
+) -> dict[str, list[float] | list[bool]]:
     """One episode through the tracker: progress and check flag per frame."""
     frames = episode.frames(camera=camera)
     tracker.reset(str(episode.meta.get("task") or "complete the task"), frames[0])
@@ -175,8 +173,7 @@ def relabel(opts: RelabelOptions, *, log: Callable[[str], None] = print) -> Path
             identity = _identity(model.capabilities)
             label = _slug(opts.label or identity["backend"])
             names = [f"reward_model.{label}.{k}" for k in ("progress", "is_check", *IDENTITY)]
-            have = set(getattr(dataset, "features", {})) | set(
-                episodes[0].table().column_names)  # fmt: skip
+            have = set(getattr(dataset, "features", {})) | set(episodes[0].table().column_names)
             if have & set(names):
                 raise ValueError(
                     f"{src} already has reward_model.{label}.* columns; give another --label"
@@ -186,9 +183,14 @@ def relabel(opts: RelabelOptions, *, log: Callable[[str], None] = print) -> Path
                 raise ValueError(f"{out} exists; give a new folder with --out")
             work = out.parent / f".{out.name}.relabel"
             settings = model.settings.model_dump(mode="json")
-            state = {"dataset": str(src.resolve()), "label": label, "identity": identity,
-                     "schedule": settings, "camera": opts.camera or None,
-                     "orientation": opts.orientation}  # fmt: skip
+            state = {
+                "dataset": str(src.resolve()),
+                "label": label,
+                "identity": identity,
+                "schedule": settings,
+                "camera": opts.camera or None,
+                "orientation": opts.orientation,
+            }
             kept = _open_work(work, state)
             if kept:
                 log(f"resuming: {kept} of {len(episodes)} episodes were scored before")
@@ -210,12 +212,15 @@ def relabel(opts: RelabelOptions, *, log: Callable[[str], None] = print) -> Path
                     raise CliError(
                         f"the reward service failed on episode {key} (frame {exc.frame}): "
                         f"{why}; {scored} of {len(episodes)} episodes are scored and kept in "
-                        f"{work}: run the same command again to resume", ExitStatus.SERVICE,
-                    ) from None  # fmt: skip
+                        f"{work}: run the same command again to resume",
+                        ExitStatus.SERVICE,
+                    ) from None
                 _write_json(path, scores)
-                log(f"episode {done + 1}/{len(episodes)}: {sum(scores['is_check'])} checks, "
-                    f"final progress {scores['progress'][-1]:.1f}%")  # fmt: skip
-    columns: dict[int, dict[str, Any]] = {}
+                log(
+                    f"episode {done + 1}/{len(episodes)}: {sum(scores['is_check'])} checks, "
+                    f"final progress {scores['progress'][-1]:.1f}%"
+                )
+    columns: dict[int, dict[str, JsonValue]] = {}
     for key in keys:
         scores = json.loads((work / "scores" / f"{key:06d}.json").read_text())
         n = len(scores["progress"])
@@ -230,9 +235,16 @@ def relabel(opts: RelabelOptions, *, log: Callable[[str], None] = print) -> Path
     copy_with_columns(src, staging, columns, features)
     note = staging / ("meta" if lerobot else "") / "relabel.json"
     notes = json.loads(note.read_text()) if note.is_file() else []
-    notes.append({"label": label, "identity": identity, "service": opts.service,
-                  "schedule": settings, "columns": names,
-                  "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")})  # fmt: skip
+    notes.append(
+        {
+            "label": label,
+            "identity": identity,
+            "service": opts.service,
+            "schedule": settings,
+            "columns": names,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+    )
     note.write_text(json.dumps(notes, indent=2))
     os.replace(staging, out)
     shutil.rmtree(work, ignore_errors=True)
@@ -245,8 +257,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "relabel", help="score every episode of a dataset with a reward model, into a new one"
     )
     rl.add_argument("dataset", help="a LeRobotDataset v3 folder or a recording folder")
-    rl.add_argument("--service", required=True, metavar="URL|mock:RULE|MODEL_DIR",
-                    help="the reward service to score with (MODEL_DIR: fit-reward's)")  # fmt: skip
+    rl.add_argument(
+        "--service",
+        required=True,
+        metavar="URL|mock:RULE|MODEL_DIR",
+        help="the reward service to score with (MODEL_DIR: fit-reward's)",
+    )
     rl.add_argument("--out", default=None, help="the new dataset (default: DATASET-<label>)")
     rl.add_argument(
         "--config",
@@ -270,29 +286,44 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     rl.add_argument("--camera", default=None, help="the camera to score (default: the dataset's)")
     rl.add_argument(
-        "--orientation", choices=("rot180", "upright", "raw"), default=None,
+        "--orientation",
+        choices=("rot180", "upright", "raw"),
+        default=None,
         help="how a LeRobot dataset's LIBERO frames are turned from MuJoCo's render when it does "
         "not say (lerobot/libero: rot180); they are scored upright",
-    )  # fmt: skip
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``evolve-envs relabel``."""
     opts = RelabelOptions(
-        dataset=args.dataset, service=args.service, out=args.out, config=list(args.config),
-        call_every=args.call_every, start_step=args.start_step, every_frame=args.every_frame,
-        mode=args.mode, label=args.label, camera=args.camera, orientation=args.orientation,
-    )  # fmt: skip
+        dataset=args.dataset,
+        service=args.service,
+        out=args.out,
+        config=list(args.config),
+        call_every=args.call_every,
+        start_step=args.start_step,
+        every_frame=args.every_frame,
+        mode=args.mode,
+        label=args.label,
+        camera=args.camera,
+        orientation=args.orientation,
+    )
     start = time.perf_counter()
     try:
         out = relabel(opts)
     except KeyboardInterrupt:
-        print("\nevolve-envs relabel: interrupted; the scored episodes are kept: run the same "
-              "command again to resume", flush=True)  # fmt: skip
+        print(
+            "\nevolve-envs relabel: interrupted; the scored episodes are kept: run the same "
+            "command again to resume",
+            flush=True,
+        )
         return ExitStatus.INTERRUPTED
     note = out / "meta" / "relabel.json"
     notes = json.loads((note if note.is_file() else out / "relabel.json").read_text())[-1]
     who = notes["identity"]
-    print(f"wrote {out}: columns reward_model.{notes['label']}.* by {who['backend']} "
-          f"{who['model_id']} ({time.perf_counter() - start:.1f} s)")  # fmt: skip
+    print(
+        f"wrote {out}: columns reward_model.{notes['label']}.* by {who['backend']} "
+        f"{who['model_id']} ({time.perf_counter() - start:.1f} s)"
+    )
     return ExitStatus.OK

@@ -1,24 +1,9 @@
-"""The main job: roll out episodes through the full wrapper stack and write a report.
+"""``evolve-envs rollout``: episodes through the full wrapper stack, the report written as each
+one finishes (:mod:`evolve_envs.cli.reports.rollout`).
 
-For each episode it records the agentview frames and the per-step progress/reward the wrappers
-put in ``info``; :mod:`evolve_envs.cli.rollout_report` writes them into ``out`` *as each episode
-finishes* (an interrupted job keeps every finished episode): ``summary.json`` (the effective
-configuration and one row per episode), ``metrics.csv`` / ``tensorboard/``, a progress plot and a
-video per episode, and a plain-text table (returned, and printed by the CLI).
+Example::
 
-``config`` takes file paths or the names of shipped configs (``"libero_10"``, ``"fast_dev"``).
-With ``reward_model.endpoint: embedded`` the job starts the reward service itself (the config's
-``embedded_backend``: ``mock`` with the *change* rule in the shipped configs) on a free loopback
-port, shares it between all envs, and stops it at the end.
-
-``policy`` is ``"random"``, ``"zero"`` (gripper open), ``"module:function"`` or a callable; a
-callable gets one env's observation dict and returns that env's action.
-
-Example (runs LIBERO, so not run as a doctest; tests/rollout does)::
-
-    >>> report = run_rollout(RolloutOptions(config="libero_10", episodes=1,
-    ...                                     out="runs/demo"))  # doctest: +SKIP
-    >>> print(report.table)  # doctest: +SKIP
+    report = run_rollout(RolloutOptions(config="libero_10", episodes=1, out="runs/demo"))
 """
 
 from __future__ import annotations
@@ -27,47 +12,29 @@ import contextlib
 import importlib
 import importlib.util
 import math
-import os
-import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from evolve_envs.cli.rollout_media import REPORT_EXTRA
-from evolve_envs.cli.rollout_report import (
-    EpisodeRecord,
-    ReportWriter,
-    RolloutReport,
-    callable_name,
-)
+from evolve_envs.cli.reports.media import REPORT_EXTRA
+from evolve_envs.cli.reports.rollout import EpisodeRecord, ReportWriter, RolloutReport
+from evolve_envs.cli.reports.rollout_table import callable_name
+from evolve_envs.cli.rollout_policy import PolicyFn, resolve_policy
 from evolve_envs.recording.metrics_log import import_wandb
 from evolve_envs.stack.config import StackConfig
 from evolve_envs.stack.loading import load_config
 
-PolicyFn = Callable[[Any], Any]
-"""A policy: one env's observation (a dict of arrays) -> that env's action."""
-
-BUILTIN_POLICIES = ("random", "zero")
-
 
 @dataclass
 class RolloutOptions:
-    """What to roll out.
-
-    ``task_id`` is an index, a task name or its instruction (as for ``gym.make``);
-    ``max_steps`` overrides the suite's episode limit; ``policy`` is ``"random"``, ``"zero"``,
-    ``"module:function"`` or a callable (observation -> action); videos are written for every
-    ``video_every``-th episode. ``tensorboard`` writes TensorBoard events when the package is
-    installed; ``wandb_project`` logs to W&B. ``record`` also writes every episode (frames,
-    actions, rewards, model progress) to that directory for re-scoring (``docs/RECORDING.md``).
-    ``overrides`` are ``KEY=VALUE`` strings layered on the config last (e.g.
-    ``"reward_model.call_every=3"``), as ``evolve-envs train`` takes them.
+    """What to roll out: ``task_id`` as for ``gym.make``, ``policy`` as
+    :func:`~evolve_envs.cli.rollout_policy.resolve_policy` takes it, ``record`` a folder for
+    re-scoring (docs/RECORDING.md), ``overrides`` ``KEY=VALUE`` strings layered on the config last.
 
     Example:
         >>> opts = RolloutOptions(config=["libero_goal", "short_precise"], task_id=7, max_steps=80)
@@ -75,7 +42,7 @@ class RolloutOptions:
         (1, 'random')
     """
 
-    config: str | Path | dict[str, Any] | list[Any] = "libero_10"
+    config: str | Path | dict[str, object] | list[str | Path | dict[str, object]] = "libero_10"
     task_id: int | str | None = None
     episodes: int = 1
     num_envs: int = 1
@@ -101,68 +68,6 @@ def check_options(opts: RolloutOptions) -> None:
     steps = opts.max_steps
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
         raise ValueError(f"max_steps must be an int >= 1 (the episode limit), got {steps!r}")
-
-
-def resolve_policy(policy: str | PolicyFn) -> str | PolicyFn:
-    """A built-in policy name, or the callable that ``policy`` (``"module:function"``) names.
-
-    Example:
-        >>> resolve_policy("numpy:zeros_like") is __import__("numpy").zeros_like
-        True
-    """
-    if callable(policy):
-        return policy
-    if not isinstance(policy, str):
-        raise ValueError(f"policy must be a name, 'module:function' or a callable, got {policy!r}")
-    if policy in BUILTIN_POLICIES:
-        return policy
-    module_name, sep, attr = policy.rpartition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(
-            "policy must be 'random', 'zero', 'module:function' or 'path/to/file.py:function', "
-            f"got {policy!r}"
-        )
-    module = _policy_module(policy, module_name)
-    target: Any = module
-    for part in attr.split("."):
-        if not hasattr(target, part):
-            raise ValueError(f"policy {policy!r}: {module_name!r} has no attribute {attr!r}")
-        target = getattr(target, part)
-    if not callable(target):
-        raise ValueError(f"policy {policy!r}: {attr!r} is not callable")
-    return target
-
-
-def _policy_module(policy: str, name: str) -> Any:
-    """The module a ``--policy`` names: a file path (``./my_policy.py``), a module importable
-    here, or one in the current folder (a console script's ``sys.path`` does not hold it)."""
-    if name.endswith(".py") or "/" in name or os.sep in name:
-        path = Path(name).expanduser()
-        if not path.is_file():
-            raise ValueError(f"policy {policy!r}: no file {str(path)!r}")
-        spec = importlib.util.spec_from_file_location(f"_evolve_policy_{path.stem}", path)
-        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-        try:
-            spec.loader.exec_module(module)  # type: ignore[union-attr]
-        except Exception as exc:  # noqa: BLE001 - the user's file: its error in one line
-            raise ValueError(
-                f"policy {policy!r}: {path} raised {type(exc).__name__}: {exc}"
-            ) from None
-        return module
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        top = name.split(".")[0]
-        here = Path.cwd()
-        if exc.name == top and ((here / f"{top}.py").is_file() or (here / top).is_dir()):
-            sys.path.insert(0, str(here))
-            return _policy_module(policy, name)
-        raise ValueError(
-            f"policy {policy!r}: cannot import {name!r} ({exc}); give a module on PYTHONPATH or "
-            f"in the current folder, or a file path such as ./{top.replace('.', '/')}.py:function"
-        ) from None
-    except ImportError as exc:
-        raise ValueError(f"policy {policy!r}: cannot import {name!r}: {exc}") from None
 
 
 def check_extras(opts: RolloutOptions, cfg: StackConfig) -> None:
@@ -192,23 +97,16 @@ def check_extras(opts: RolloutOptions, cfg: StackConfig) -> None:
 
 
 def run_rollout(opts: RolloutOptions) -> RolloutReport:
-    """Run the job described by ``opts``; files are written to ``opts.out`` per episode.
-
-    Everything that can be checked is checked before ``opts.out`` is created: the options, the
-    config (``ConfigError``), the optional packages the options need (``ImportError``), the
-    reward service (started, or reached and asked for its capabilities:
-    :class:`~evolve_envs.reward.clients.service_check.ServiceUnavailableError`) and the env
-    itself (a bad task id: ``ValueError``). ``KeyboardInterrupt`` propagates after the finished
-    episodes are saved (``summary.json`` then says ``"interrupted": true`` and
-    ``"stop_reason": "interrupted"``); so does a reward service error in strict mode
-    (``"stop_reason": "reward_service_failed"``).
-    """
+    """Run the job described by ``opts``, writing to ``opts.out`` per episode. The options, the
+    config, the extras, the reward service and the env are checked before ``opts.out`` is created;
+    ``KeyboardInterrupt`` and a strict reward-service error propagate after the finished episodes
+    are saved (``summary.json`` says why it stopped)."""
     check_options(opts)
     policy = resolve_policy(opts.policy)
     if opts.wandb_project:
         import_wandb(opts.wandb_project)  # fail before anything is written
     sources = list(opts.config) if isinstance(opts.config, list | tuple) else [opts.config]
-    env_kwargs: dict[str, Any] = {}
+    env_kwargs: dict[str, object] = {}
     if opts.task_id is not None:
         env_kwargs["task_id"] = opts.task_id
     if opts.max_steps is not None:
@@ -285,7 +183,7 @@ def _closing_quietly_on_error(env: gym.vector.VectorEnv) -> Iterator[None]:
             env.close()
 
 
-def _first_attr(env: gym.vector.VectorEnv, name: str) -> Any:
+def _first_attr(env: gym.vector.VectorEnv, name: str) -> object:
     """``name`` of the first sub-env (through its wrappers), or None if it has none."""
     try:
         # ask first: a missing attribute raised inside an AsyncVectorEnv worker ends the worker
@@ -298,7 +196,7 @@ def _first_attr(env: gym.vector.VectorEnv, name: str) -> Any:
 
 
 def _make_vector_env(
-    config: list[Any], env_kwargs: dict[str, Any], num_envs: int
+    config: list[str | Path | dict[str, object]], env_kwargs: dict[str, object], num_envs: int
 ) -> gym.vector.VectorEnv:
     """``num_envs`` stacks sharing one service (:func:`evolve_envs.stack.vector.make_vec`): in this
     process for one env, else one spawned process each (LIBERO's GL state does not fork)."""
@@ -307,9 +205,12 @@ def _make_vector_env(
     if num_envs == 1:
         return make_vec(config, 1, vectorization_mode="sync", **env_kwargs)
     return make_vec(
-        config, num_envs, vectorization_mode="async", vector_kwargs={"context": "spawn"},
+        config,
+        num_envs,
+        vectorization_mode="async",
+        vector_kwargs={"context": "spawn"},
         **env_kwargs,
-    )  # fmt: skip
+    )
 
 
 def _collect(
@@ -379,10 +280,12 @@ def _worker_error_reports_held() -> Iterator[None]:
     dropped; any other error's are shown (they hold the worker's traceback)."""
     from evolve_envs.reward.clients.errors import RewardServiceError
 
-    held: list[tuple[Any, ...]] = []
+    held: list[tuple[object, ...]] = []
     show = warnings.showwarning
 
-    def hold(message: Any, category: Any, filename: str, lineno: int, *rest: Any) -> None:
+    def hold(
+        message: Warning | str, category: type[Warning], filename: str, lineno: int, *rest: object
+    ) -> None:
         if str(message).lstrip("\x1b[0123456789;m").startswith("ERROR: "):
             held.append((message, category, filename, lineno, *rest))
         else:
@@ -401,7 +304,11 @@ def _worker_error_reports_held() -> Iterator[None]:
 
 
 def _start(
-    report: ReportWriter, index: int, env_index: int, obs: Any, infos: dict[str, Any]
+    report: ReportWriter,
+    index: int,
+    env_index: int,
+    obs: dict[str, np.ndarray],
+    infos: dict[str, object],
 ) -> EpisodeRecord:
     video, camera = report.records_video(index), report.cfg.reward_model.camera
     rec = EpisodeRecord(index=index, env_index=env_index, video=video, camera=camera)
@@ -412,7 +319,7 @@ def _start(
 
 
 def _record_step(
-    rec: EpisodeRecord, i: int, obs: Any, reward: float, infos: dict[str, Any]
+    rec: EpisodeRecord, i: int, obs: dict[str, np.ndarray], reward: float, infos: dict[str, object]
 ) -> None:
     rec.steps += 1
     rec.rewards.append(reward)
@@ -430,7 +337,7 @@ def _record_step(
         rec.frames.append(np.asarray(obs[rec.camera][i]).copy())
 
 
-def _item(infos: dict[str, Any], key: str, i: int) -> Any:
+def _item(infos: dict[str, object], key: str, i: int) -> object:
     """``infos[key][i]`` of a vector env's info dict, or None where that env did not set it."""
     if key not in infos:
         return None
@@ -445,7 +352,11 @@ def _item(infos: dict[str, Any], key: str, i: int) -> Any:
 
 
 def _actions(
-    policy: str | PolicyFn, space: gym.spaces.Box, obs: Any, n: int, rng: np.random.Generator
+    policy: str | PolicyFn,
+    space: gym.spaces.Box,
+    obs: dict[str, np.ndarray],
+    n: int,
+    rng: np.random.Generator,
 ) -> np.ndarray:
     if policy == "zero":
         act = np.zeros((n, *space.shape), dtype=space.dtype)

@@ -1,18 +1,9 @@
-"""``evolve-envs train``: DistRL or GRPO on Ray, its one-line refusals and its exit status.
-
-Everything that can be checked is checked before anything is written or started (the config and
-its keys, W&B, the placement on a local Ray, a reward service given by URL, the run directory);
-the run itself is :func:`evolve_envs.train.driver.run_train`, with Ray's and the libraries' own
-output in ``train.log``. The exit status says how the run went: 0 clean, 4 when some episodes
-were scored by fallback rewards (the reward service failed mid-run), 3 when a strict run
-(``reward_model.fail_on_request_error=true``) stopped because the service failed (a checkpoint
-is written to resume from), 1 for a worker or learner that failed.
+"""``evolve-envs train``: DistRL or GRPO on Ray, every check before anything starts, and the exit
+status of the run (docs/getting-started.md, "Exit statuses").
 
 Usage (shell)::
 
     evolve-envs train --config reach_place --minutes 2 --run-dir runs/rp
-    evolve-envs train --config reach_place --minutes 2 --run-dir runs/rp --overwrite
-    evolve-envs train --resume runs/rp --minutes 5
 """
 
 from __future__ import annotations
@@ -20,9 +11,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evolve_envs.cli.errors import CliError, ExitStatus, library_output_to, one_line
+
+if TYPE_CHECKING:
+    from evolve_envs.train.config import TrainConfig
+    from evolve_envs.train.driver import TrainResult
 
 __all__ = ["add_train", "run_train_command"]
 
@@ -65,6 +60,7 @@ def add_train(sub: argparse._SubParsersAction) -> None:
 def run_train_command(args: argparse.Namespace) -> int:
     """Run ``evolve-envs train``; returns its exit status."""
     from evolve_envs.train.algorithm import RewardModelFailedError, WorkerFailedError
+    from evolve_envs.train.common.finite import NonFiniteError
     from evolve_envs.train.driver import (
         LearnerLostError,
         TrainOptions,
@@ -73,10 +69,9 @@ def run_train_command(args: argparse.Namespace) -> int:
         run_dir_of,
         run_train,
     )
-    from evolve_envs.train.finite import NonFiniteError
-    from evolve_envs.train.head_watch import ClusterLostError
-    from evolve_envs.train.placement import PlacementError
     from evolve_envs.train.run_dir import claim_run_dir
+    from evolve_envs.train.runtime.head_watch import ClusterLostError
+    from evolve_envs.train.runtime.placement import PlacementError
     from evolve_envs.train.worker import WorkerStartError
 
     overrides = list(args.overrides)
@@ -161,7 +156,7 @@ def run_train_command(args: argparse.Namespace) -> int:
     return ExitStatus.OK
 
 
-def _closing_lines(res: Any) -> None:
+def _closing_lines(res: TrainResult) -> None:
     """What this run wrote (a claimed folder holds only this run's files) and its best policy."""
     names = ("config.yaml", "metrics.csv", "eval.csv", "checkpoint.pt", "best.pt")
     names += ("summary.json", "placement.json", "train.log", "eval_videos", "snapshots")
@@ -179,7 +174,7 @@ def _closing_lines(res: Any) -> None:
         )
 
 
-def _check_train_service(cfg: Any) -> None:
+def _check_train_service(cfg: TrainConfig) -> None:
     """Ask a reward service given by URL for its capabilities before the run starts (an
     embedded one is started by the run; a Ray Serve app is reached from the workers)."""
     from evolve_envs.reward.clients.ray_handle_pool import is_ray_endpoint

@@ -215,7 +215,7 @@ def make_algorithm(name: str) -> Algorithm:
 
 def _worker_error(index: int, exc: BaseException) -> WorkerFailedError:
     from evolve_envs.reward.clients.errors import RewardServiceError
-    from evolve_envs.train.remote_errors import remote_error
+    from evolve_envs.train.runtime.remote_errors import remote_error
 
     cause: BaseException | None = exc
     while cause is not None and not isinstance(cause, RewardServiceError):

@@ -52,9 +52,9 @@ from evolve_envs.stack.loading import load_config
 from evolve_envs.stack.reward_model import shared_service
 from evolve_envs.train.checkpoint import load_checkpoint
 from evolve_envs.train.config import TrainConfig, load_train_config
-from evolve_envs.train.head_watch import ClusterLostError, HeadWatch, gcs_address
-from evolve_envs.train.placement import check_placeable, local_node
 from evolve_envs.train.run_dir import claim_run_dir
+from evolve_envs.train.runtime.head_watch import ClusterLostError, HeadWatch, gcs_address
+from evolve_envs.train.runtime.placement import check_placeable, local_node
 
 __all__ = [
     "LearnerLostError",
@@ -270,7 +270,7 @@ def run_loop_on_cluster(
     import ray
     from ray.util.queue import Empty, Queue
 
-    from evolve_envs.train.placement import learner_request, on_this_node
+    from evolve_envs.train.runtime.placement import learner_request, on_this_node
 
     request = learner_request(cfg)
     lines = Queue(
@@ -365,9 +365,9 @@ def name_reward_model(cfg: TrainConfig, log: TextIO) -> str | None:
 
 def refuse_unplaceable(cfg: TrainConfig, address: str | None) -> None:
     """Before anything starts: when the run will start its own local Ray (no ``address``, no
-    Ray initialised here), raise :class:`~evolve_envs.train.placement.PlacementError` if that
-    Ray cannot hold a rollout worker or the learner (``learner.num_gpus=1`` on a machine without
-    a GPU, a custom resource no local Ray has). A cluster is checked once joined."""
+    Ray initialised here), raise :class:`~evolve_envs.train.runtime.placement.PlacementError` if
+    that Ray cannot hold a rollout worker or the learner (``learner.num_gpus=1`` on a machine
+    without a GPU, a custom resource no local Ray has). A cluster is checked once joined."""
     if address:
         return
     import ray

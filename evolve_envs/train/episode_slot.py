@@ -2,7 +2,7 @@
 
 :class:`EnvSlot` holds the unpushed part of an env's episode as the worker steps it (policy
 inputs, actions, behaviour log-probs, rewards, dones, policy versions) and makes a validated
-:class:`~evolve_envs.train.trajectory.Trajectory` of it (:meth:`EnvSlot.trajectory`).
+:class:`~evolve_envs.train.common.trajectory.Trajectory` of it (:meth:`EnvSlot.trajectory`).
 :func:`episode_stats` is the one place where an ended episode becomes the learner's metrics
 (return, length, env success, the model's final progress, fallbacks, model termination, the
 alarm): the worker's immediate path (``calls: sync | async``) and its settled path
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from evolve_envs.progress.episode_summary import model_done
-from evolve_envs.train.trajectory import Trajectory
+from evolve_envs.train.common.trajectory import Trajectory
 
 __all__ = ["EnvSlot", "episode_stats"]
 

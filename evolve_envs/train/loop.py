@@ -5,7 +5,7 @@ An algorithm is a small object with the :class:`~evolve_envs.train.algorithm.Alg
 everything around it, the same for all of them:
 
 * **Ray lifecycle** — it starts a
-  :class:`~evolve_envs.train.weight_registry.WeightRegistry`, a bounded trajectory queue and
+  :class:`~evolve_envs.train.runtime.weight_registry.WeightRegistry`, a bounded trajectory queue and
   the restartable rollout workers, builds the policy for their spaces, and kills all of them at
   the end, whatever happens;
 * **budget** — ``run.minutes`` of wall-clock (from the first collection, after every worker has
@@ -43,12 +43,12 @@ from evolve_envs.train.algorithm import (
     check_worker_calls,
 )
 from evolve_envs.train.checkpoint import save_checkpoint
+from evolve_envs.train.common.finite import NonFiniteError, nonfinite_tensors
 from evolve_envs.train.config import TrainConfig
 from evolve_envs.train.fallback_watch import FallbackWatch
-from evolve_envs.train.finite import NonFiniteError, nonfinite_tensors
 from evolve_envs.train.periodic_eval import PeriodicEval
-from evolve_envs.train.placement import PlacementError, on_this_node
 from evolve_envs.train.run_log import IntervalStats, TrainLog, format_row
+from evolve_envs.train.runtime.placement import PlacementError, on_this_node
 
 __all__ = [
     "learner_device",
@@ -140,7 +140,7 @@ def run_loop(
     from ray.util.queue import Queue
     from tqdm.auto import tqdm
 
-    from evolve_envs.train.weight_registry import WeightRegistry
+    from evolve_envs.train.runtime.weight_registry import WeightRegistry
     from evolve_envs.train.worker import start_workers
     from evolve_envs.train.worker_env import policy_from_config
 

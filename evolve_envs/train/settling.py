@@ -43,8 +43,8 @@ from typing import Any
 
 import numpy as np
 
+from evolve_envs.train.common.trajectory import Trajectory
 from evolve_envs.train.episode_slot import episode_stats
-from evolve_envs.train.trajectory import Trajectory
 
 __all__ = [
     "SETTLING_COUNTS",

@@ -6,11 +6,11 @@ from the training config's ``env`` + ``reward_model`` blocks (any Gymnasium ID t
 ``env.id``, or LIBERO with the reward stack), and one policy replica. It works in two modes:
 
 * **asynchronous** (DistRL): :meth:`RolloutWorker.run` loops until the
-  :class:`~evolve_envs.train.weight_registry.WeightRegistry` says
+  :class:`~evolve_envs.train.runtime.weight_registry.WeightRegistry` says
   stop. Between steps it checks — without blocking — whether the learner published newer weights
   (a version number plus an object-store reference) and loads them; it pushes every finished
   episode (or every ``segment_length`` steps) as one validated
-  :class:`~evolve_envs.train.trajectory.Trajectory` into the trajectory queue with
+  :class:`~evolve_envs.train.common.trajectory.Trajectory` into the trajectory queue with
   ``put_nowait``, without waiting for the queue actor's answer (it is counted ``pushed`` or
   ``dropped`` when it arrives, a few steps later). Nobody waits for anybody: a slow worker only
   pushes less often (``workers.step_delay_s`` slows chosen workers down: a sleep after each of
@@ -41,7 +41,7 @@ once with the worker's index. Fallback rewards during a run are counted per epis
 
 Example:
     >>> import ray, gymnasium as gym
-    >>> from evolve_envs.train.weight_registry import WeightRegistry
+    >>> from evolve_envs.train.runtime.weight_registry import WeightRegistry
     >>> reg = WeightRegistry()           # the plain class; start_workers uses the actor
     >>> reg.publish(3, [None]); reg.poll(0, -1)["version"]
     3
@@ -58,8 +58,8 @@ from typing import Any
 import numpy as np
 
 from evolve_envs.train.episode_slot import EnvSlot
-from evolve_envs.train.pause import PAUSE_COUNTS, sit_out
-from evolve_envs.train.remote_errors import remote_error
+from evolve_envs.train.runtime.pause import PAUSE_COUNTS, sit_out
+from evolve_envs.train.runtime.remote_errors import remote_error
 from evolve_envs.train.settling import (
     SETTLING_COUNTS,
     episode_index,
@@ -114,8 +114,8 @@ class RolloutWorker:
     Args:
         config: a :class:`~evolve_envs.train.config.TrainConfig` or its ``model_dump()``.
         worker_id: index of this worker (picks its ``workers.env_overrides`` entry).
-        registry: the :class:`~evolve_envs.train.weight_registry.WeightRegistry` actor handle
-            (None in :meth:`collect_episodes`-only use).
+        registry: the :class:`~evolve_envs.train.runtime.weight_registry.WeightRegistry` actor
+            handle (None in :meth:`collect_episodes`-only use).
         queue: a ``ray.util.queue.Queue`` (or anything with ``put_nowait``) for trajectories.
 
     Example (the plain class, in this process; :func:`start_workers` makes Ray actors of it):
@@ -477,7 +477,7 @@ def start_workers(
 
     cfg = config
     n = num_workers if num_workers is not None else cfg.workers.num_workers
-    from evolve_envs.train.placement import worker_actor_options
+    from evolve_envs.train.runtime.placement import worker_actor_options
 
     actor_cls = ray.remote(RolloutWorker).options(**worker_actor_options(cfg))
     dumped = cfg.model_dump()

@@ -9,10 +9,10 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from evolve_envs.train.common.trajectory import Trajectory
 from evolve_envs.train.distrl.loss import aride_loss
 from evolve_envs.train.distrl.replay import PrioritizedReplay
 from evolve_envs.train.policies.base import CNNGaussianPolicy
-from evolve_envs.train.trajectory import Trajectory
 
 BOX = spaces.Box(-1.0, 1.0, (1,), np.float32)
 T, N = 10, 8

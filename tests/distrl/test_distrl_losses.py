@@ -7,13 +7,13 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from evolve_envs.train.common.trajectory import Trajectory
+from evolve_envs.train.common.validators import gaussian_mass_outside, out_of_bounds_or_nonfinite
 from evolve_envs.train.distrl.loss import aride_loss, trajectory_priorities
 from evolve_envs.train.distrl.replay import PRIORITY_EPS
 from evolve_envs.train.distrl.retrace import retrace_targets
 from evolve_envs.train.grpo.loss import ppo_clip_loss
 from evolve_envs.train.policies.base import CNNGaussianPolicy
-from evolve_envs.train.trajectory import Trajectory
-from evolve_envs.train.validators import gaussian_mass_outside, out_of_bounds_or_nonfinite
 
 BOX = spaces.Box(-1.0, 1.0, (1,), np.float32)
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from evolve_envs.train.common.trajectory import Trajectory, stack_obs
 from evolve_envs.train.policies.base import CNNGaussianPolicy, Policy, downscale_images
-from evolve_envs.train.trajectory import Trajectory, stack_obs
 
 
 def libero_like_obs(b: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -185,11 +185,11 @@ def test_trajectory_helpers():
 @pytest.mark.parametrize(
     "module",
     [
-        "train.trajectory",
+        "train.common.trajectory",
         "train.policies.base",
         "train.distrl.replay",
         "train.distrl.retrace",
-        "train.validators",
+        "train.common.validators",
         "train.distrl.loss",
     ],
 )

@@ -9,10 +9,10 @@ from gymnasium import spaces
 from torch import nn
 from torch.distributions import Independent, Normal
 
+from evolve_envs.train.common.trajectory import Trajectory
 from evolve_envs.train.distrl.loss import aride_loss
 from evolve_envs.train.grpo.loss import ppo_clip_loss
 from evolve_envs.train.policies.base import Policy, downscale_images
-from evolve_envs.train.trajectory import Trajectory
 
 transformers = pytest.importorskip("transformers")
 

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evolve_envs.train.distrl.replay import PRIORITY_EPS, PrioritizedReplay, SumTree
+from evolve_envs.train.distrl.replay import PRIORITY_EPS, PrioritizedReplay
+from evolve_envs.train.distrl.sum_tree import SumTree
 
 # chi-square critical values at p = 0.001 (upper tail) for the degrees of freedom used below
 CHI2_CRIT_001 = {6: 22.458, 4: 18.467}

@@ -11,7 +11,7 @@ MODULES = [
     "evolve_envs.train.config",
     "evolve_envs.train.worker",
     "evolve_envs.train.worker_env",
-    "evolve_envs.train.weight_registry",
+    "evolve_envs.train.runtime.weight_registry",
     "evolve_envs.train.distrl.learner",
     "evolve_envs.train.run_log",
     "evolve_envs.train.checkpoint",
@@ -22,7 +22,7 @@ MODULES = [
     "evolve_envs.wrappers.model_success_bonus",
     "evolve_envs.train.evaluation",
     "evolve_envs.train.policies.transformer",
-    "evolve_envs.train.entropy_floor",
+    "evolve_envs.train.common.entropy_floor",
 ]
 
 

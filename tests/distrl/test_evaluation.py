@@ -12,7 +12,7 @@ from evolve_envs.train.evaluation import (
     held_out_seeds,
     make_eval_env,
 )
-from evolve_envs.train.grpo.advantages import group_seeds
+from evolve_envs.train.grpo.groups import group_seeds
 from evolve_envs.train.worker_env import policy_from_config
 
 

@@ -37,7 +37,7 @@ def test_workers_and_learner_get_the_gpu_shares_the_config_asks_for(ray_local):
 
 
 def test_check_placeable_names_the_key_and_what_the_nodes_have() -> None:
-    from evolve_envs.train.placement import PlacementError, check_placeable
+    from evolve_envs.train.runtime.placement import PlacementError, check_placeable
 
     nodes = [{"CPU": 2.0, "memory": 1e9, "node:10.0.0.1": 1.0}]
     gpu = load_train_config(TOY, overrides=["learner.num_gpus=1"])  # the driver's learner

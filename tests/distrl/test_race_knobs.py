@@ -12,9 +12,9 @@ from gymnasium import spaces
 
 from evolve_envs import ConfigError, TrainConfig, load_train_config
 from evolve_envs.train.algorithm import TrainContext
+from evolve_envs.train.common.trajectory import Trajectory
 from evolve_envs.train.grpo.algorithm import GRPO, round_groups
 from evolve_envs.train.policies.base import CNNGaussianPolicy
-from evolve_envs.train.trajectory import Trajectory
 from evolve_envs.train.worker import RolloutWorker
 
 BOX = spaces.Box(-1.0, 1.0, (1,), np.float32)

@@ -147,7 +147,7 @@ class _ListQueue:
 
 def _run(ray: Any, calls: str, seconds: float, **kw: Any) -> tuple[list[Any], dict[str, int]]:
     """DistRL's collection loop for ``seconds`` in this process, weights from a registry actor."""
-    from evolve_envs.train.weight_registry import WeightRegistry
+    from evolve_envs.train.runtime.weight_registry import WeightRegistry
 
     cfg = _config(calls, num_envs=2, **kw)
     registry = ray.remote(WeightRegistry).options(num_cpus=0).remote()

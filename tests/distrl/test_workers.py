@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from evolve_envs import load_train_config
-from evolve_envs.train.weight_registry import WeightRegistry
+from evolve_envs.train.runtime.weight_registry import WeightRegistry
 from evolve_envs.train.worker import start_workers
 from evolve_envs.train.worker_env import policy_from_config
 from tests.distrl.toy_env import ENV_ID
@@ -173,7 +173,7 @@ def test_segments_and_a_full_queue_in_process(ray_local) -> None:
 def test_grpo_groups_start_from_one_initial_state() -> None:
     """The seeds GRPO hands out repeat within a group, and a worker resets its envs from them:
     the episodes of a group start from the same scene; other groups from other scenes."""
-    from evolve_envs.train.grpo.advantages import group_seeds
+    from evolve_envs.train.grpo.groups import group_seeds
     from evolve_envs.train.worker import RolloutWorker
 
     cfg = load_train_config(

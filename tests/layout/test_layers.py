@@ -131,3 +131,16 @@ def test_no_module_is_over_500_lines() -> None:
         if (n := len(path.read_text().splitlines())) > 500
     }
     assert long == {}
+
+
+def test_reports_import_no_program() -> None:
+    """``cli/reports`` renders what the programs hand it; it never imports a program of ``cli/``."""
+    reports = "evolve_envs.cli.reports"
+    upward = sorted(
+        f"{module} imports {dep}"
+        for module, deps in ig.graph().items()
+        if module == reports or module.startswith(reports + ".")
+        for dep in deps
+        if dep.startswith("evolve_envs.cli") and not dep.startswith(reports)
+    )
+    assert upward == []

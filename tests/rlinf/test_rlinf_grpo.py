@@ -14,14 +14,12 @@ from evolve_envs.train.grpo.advantages import (
     GRPO_EPS,
     episode_scores,
     first_done_mask,
-    group_init_ids,
     group_normalize,
-    group_seeds,
     grpo_advantages,
     reward_filter_mask,
     rlinf_grpo_advantages,
-    stack_steps,
 )
+from evolve_envs.train.grpo.groups import group_init_ids, group_seeds, stack_steps
 
 # ----------------------------------------------------------------------------- reference
 

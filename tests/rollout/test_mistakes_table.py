@@ -167,7 +167,7 @@ def test_what_the_mistakes_were_reaching_for_works_from_any_folder(tmp_path, mon
     """The right spelling of each: a checkout's config path from another folder, a policy module
     in the current folder or given as a file."""
     from evolve_envs import load_config, load_train_config
-    from evolve_envs.cli.rollout import resolve_policy
+    from evolve_envs.cli.rollout_policy import resolve_policy
 
     monkeypatch.chdir(tmp_path)
     assert load_train_config("evolve_envs/configs/distrl/reach_place.yaml").algo == "distrl"

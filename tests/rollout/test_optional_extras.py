@@ -8,7 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evolve_envs.cli import calibrate_report, rollout, rollout_media, rollout_report
+from evolve_envs.cli import rollout
+from evolve_envs.cli.reports import calibrate as calibrate_report
+from evolve_envs.cli.reports import media as rollout_media
+from evolve_envs.cli.reports import rollout as rollout_report
 
 
 def _without(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from evolve_envs.cli.main import main
-from evolve_envs.cli.rollout import RolloutOptions, resolve_policy, run_rollout
+from evolve_envs.cli.rollout import RolloutOptions, run_rollout
+from evolve_envs.cli.rollout_policy import resolve_policy
 from evolve_envs.recording.metrics_log import EpisodeLog, tensorboard_available
 
 TASK_1 = "put both the cream cheese box and the butter in the basket"  # libero_10 task 1

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from evolve_envs import load_config
-from evolve_envs.cli.rollout_report import format_table
+from evolve_envs.cli.reports.rollout import format_table
 from evolve_envs.stack.factory import progress_source
 
 

@@ -19,9 +19,14 @@ import numpy as np
 import pytest
 
 from evolve_envs import make_env
-from evolve_envs.cli.calibrate import calibrate, pr_metrics, spearman, value_order_correlation
-from evolve_envs.cli.calibrate_report import write_report
+from evolve_envs.cli.calibrate import calibrate
 from evolve_envs.cli.main import main as cli_main
+from evolve_envs.cli.reports.calibrate import write_report
+from evolve_envs.cli.reports.calibration_metrics import (
+    pr_metrics,
+    spearman,
+    value_order_correlation,
+)
 from evolve_envs.envs.synthetic import play_behaviours, scripted_action
 from evolve_envs.recording.episodes import EpisodeWriter, open_recording
 from evolve_envs.wrappers.record_episodes import wrap_recording
@@ -413,7 +418,7 @@ def test_recording_a_libero_episode(tmp_path: Path) -> None:
 
 
 def test_summary_line_keeps_values_in_range_and_names_why_one_is_undefined() -> None:
-    from evolve_envs.cli.calibrate_report import summary_line
+    from evolve_envs.cli.reports.calibrate import summary_line
 
     base = {"scored": 3, "episodes": 3, "done": {"f1": 0.5}, "voc_episodes": 2,
             "failures_judged_high": 1, "successes_judged_low": 0}  # fmt: skip

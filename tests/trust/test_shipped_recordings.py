@@ -10,17 +10,21 @@ from __future__ import annotations
 import configparser
 import fnmatch
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from evolve_envs.cli.main import main as cli_main
-from evolve_envs.cli.make_controls import BEHAVIOURS, make_reach_place_controls
 from evolve_envs.recording.episodes import open_recording
 from evolve_envs.recording.shipped import SHIPPED, resolve_recording, shipped_recording
 
 ROOT = Path(__file__).resolve().parents[2]
+BEHAVIOURS: dict[str, int] = json.loads((shipped_recording() / "meta.json").read_text())[
+    "behaviours"
+]
 RIGHT, RANDOM, GAMEABLE = "mock:reach_place", "mock:random", "mock:reach_place_hackable"
 
 
@@ -84,7 +88,16 @@ def test_calibrate_shipped_ranks_the_right_rule_above_random_and_gameable(
 
 
 def test_writing_the_controls_again_gives_the_same_episodes(tmp_path: Path) -> None:
-    again = open_recording(make_reach_place_controls(tmp_path / "again"))
+    script = ROOT / "scripts" / "make_controls.py"
+    run = subprocess.run(
+        [sys.executable, str(script), "--out", str(tmp_path / "again")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith(f"wrote {tmp_path / 'again'}: 10 episodes")
+    again = open_recording(tmp_path / "again")
     shipped = open_recording(shipped_recording())
     assert again.meta == shipped.meta
     assert [ep.meta for ep in again] == [ep.meta for ep in shipped]

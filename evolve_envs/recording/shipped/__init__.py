@@ -35,7 +35,8 @@ def shipped_recording(name: str = DEFAULT) -> Path:
     if not (folder / "meta.json").is_file():
         raise FileNotFoundError(
             f"the shipped recording {name!r} is missing from {folder} (an install without the "
-            "package data; `python -m evolve_envs.cli.make_controls --out DIR` writes it)"
+            "package data; in a source checkout `python scripts/make_controls.py --out DIR` "
+            "writes it)"
         )
     return folder
 

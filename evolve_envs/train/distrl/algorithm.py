@@ -1,33 +1,6 @@
-"""DistRL: workers collect, the learner learns, nobody waits (an :class:`~evolve_envs.train.distrl.
-loop.Algorithm` run by :func:`~evolve_envs.train.loop.run_loop`).
-
-:meth:`DistRL.start` publishes the initial weights and starts every worker's
-:meth:`~evolve_envs.train.worker.RolloutWorker.run` loop. Then, per pass of the shared loop:
-
-* :meth:`DistRL.collect` drains whatever is queued (never waits);
-* :meth:`DistRL.update` puts it into the replay (priorities from the current policy) and takes
-  one A-RIDE update when the buffer holds ``min_buffer`` fresh trajectories (data more than
-  ``max_staleness`` policy versions behind is retired first) and the sample ratio (trajectories
-  sampled per trajectory taken in) is below ``max_sample_ratio`` (on a small box the learner
-  would otherwise take the CPU the workers need; allowance left unused is kept only up to one
-  batch), then publishes the weights every ``publish_every`` updates (``ray.put`` + the
-  registry). An update whose loss or gradient is not finite is skipped
-  (:mod:`evolve_envs.train.finite`).
-
-With ``learner.barrier`` the workers wait instead (the synchronous cell of the 2×2): once an
-update is due, :meth:`DistRL.update` pauses them (:func:`~evolve_envs.train.pause.hold_workers`),
-takes what they queued, trains while the sample ratio allows, publishes and lets them go on with
-the new weights; the metrics ``barriers`` and ``barrier_wait_ms`` count it (this run's, from
-its start or resume).
-
-:meth:`DistRL.stop` asks the workers to stop and waits briefly for them. Budget, checkpoints,
-logging and worker health are the loop's.
-
-A worker whose *process* dies is restarted by Ray and goes on collecting. A worker whose
-``run`` loop *raises* (for example a reward service outage with ``fail_on_request_error: true``,
-the stack's fail-fast policy) is not restarted: the loop notices within a second, writes a
-checkpoint and stops the run with a :class:`~evolve_envs.train.algorithm.WorkerFailedError` naming
-the worker and the cause, so ``--resume`` can continue once the cause is fixed.
+"""DistRL as an :class:`~evolve_envs.train.algorithm.Algorithm`: workers collect, the learner
+learns from prioritized replay, nobody waits (``learner.barrier`` makes them wait). The schedule
+is described in docs/DISTRL.md.
 
 Example:
     >>> DistRL.name
@@ -36,16 +9,21 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evolve_envs.train.algorithm import TrainContext, UpdateResult
+
+if TYPE_CHECKING:
+    from ray import ObjectRef
+
+    from evolve_envs.train.common.trajectory import Trajectory
 
 __all__ = ["DistRL"]
 
 
 class DistRL:
-    """Asynchronous actor-learner training with prioritized replay and A-RIDE (see the module
-    docstring); the learning rule is :class:`~evolve_envs.train.distrl.learner.Learner`'s."""
+    """Asynchronous actor-learner training with prioritized replay and A-RIDE (docs/DISTRL.md);
+    the learning rule is :class:`~evolve_envs.train.distrl.learner.Learner`'s."""
 
     name = "distrl"
 
@@ -57,7 +35,7 @@ class DistRL:
         self.learner = Learner(
             ctx.policy, ctx.cfg.learner, ctx.spaces["action_space"], seed=ctx.cfg.run.seed
         )
-        self.runs: list[Any] = []
+        self.runs: list[ObjectRef] = []
         self.ratio_spent = 0  # samples counted against max_sample_ratio (see update)
         self.barrier = {"barriers": 0, "barrier_wait_ms": 0}
 
@@ -71,20 +49,22 @@ class DistRL:
         self._publish()
         self.runs = [w.run.remote() for w in self.ctx.workers]
 
-    def collect(self) -> list[Any]:
+    def collect(self) -> list[Trajectory]:
         n = self.ctx.queue.qsize()
         return self.ctx.queue.get_nowait_batch(n) if n else []
 
-    def update(self, trajectories: list[Any], budget_fraction: float) -> UpdateResult:
+    def update(self, trajectories: list[Trajectory], budget_fraction: float) -> UpdateResult:
         if self.cfg.learner.barrier:
             return self._update_at_barrier(trajectories, budget_fraction)
         return self._update_once(trajectories, budget_fraction)
 
-    def _update_at_barrier(self, trajectories: list[Any], budget_fraction: float) -> UpdateResult:
+    def _update_at_barrier(
+        self, trajectories: list[Trajectory], budget_fraction: float
+    ) -> UpdateResult:
         """``learner.barrier``: when an update is due, stop the workers, train while the sample
         ratio allows, publish, let them go on."""
         from evolve_envs.train.algorithm import check_worker_calls
-        from evolve_envs.train.pause import hold_workers
+        from evolve_envs.train.runtime.pause import hold_workers
 
         learner, c = self.learner, self.cfg.learner
         learner.ingest(trajectories)
@@ -121,7 +101,7 @@ class DistRL:
         return total
 
     def _update_once(
-        self, trajectories: list[Any], budget_fraction: float, publish: bool = True
+        self, trajectories: list[Trajectory], budget_fraction: float, publish: bool = True
     ) -> UpdateResult:
         learner, c = self.learner, self.cfg.learner
         learner.ingest(trajectories)
@@ -147,9 +127,9 @@ class DistRL:
     def counters(self) -> dict[str, int]:
         return self.learner.counters()
 
-    def metrics(self) -> dict[str, Any]:
+    def metrics(self) -> dict[str, float]:
         learner = self.learner
-        row: dict[str, Any] = {
+        row: dict[str, float] = {
             "queue_depth": self.ctx.queue.qsize(),
             "buffer_fill": learner.replay.live / learner.cfg.capacity,
             "priority_spread": learner.priority_spread(),
@@ -168,10 +148,10 @@ class DistRL:
         row.update({k: learner.last_stats.get(k, float("nan")) for k in keys})
         return row
 
-    def running_calls(self) -> list[Any]:
+    def running_calls(self) -> list[ObjectRef]:
         return self.runs
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         return self.learner.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

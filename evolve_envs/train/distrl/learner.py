@@ -1,39 +1,5 @@
-"""The DistRL learner: replay intake, DPER sampling, A-RIDE updates, weights and checkpoints.
-
-:class:`Learner` owns the policy, the Adam optimizer and a
-:class:`~evolve_envs.train.distrl.replay.PrioritizedReplay` (capacity in trajectories, oldest
-overwritten). Per update it
-
-1. samples ``batch_size`` trajectories ∝ ``p^α`` with importance weights (``β`` annealed
-   linearly from ``learner.beta`` to 1 over ``beta_anneal_updates`` updates, or else over the
-   run's budget: the caller passes the fraction of it spent),
-2. takes one Adam step on :func:`~evolve_envs.train.distrl.loss.aride_loss` (Retrace(λ) values,
-   A-RIDE advantages, the invalid-action penalty of the default validator),
-3. writes the priorities the loss computed for the sampled trajectories back (DPER: ``p = w1·mean|δ|
-   + w2·mean ρ + w3·mean H``),
-
-and every ``refresh_every`` updates recomputes the priorities of the whole buffer with the
-current policy. New trajectories enter with priorities computed by the current policy, so a
-fresh trajectory is not starved. ``alpha: 0`` gives uniform sampling (the baseline).
-
-Off-policy control:
-
-* **policy lag at sampling time** — before each draw, trajectories collected more than
-  ``max_staleness`` policy versions ago are retired from the replay (never sampled again); the
-  lag of the sampled trajectories is logged (``sample_lag_mean``, ``sample_lag_max``);
-* **trust region** — ``clip`` makes the policy term PPO's clipped surrogate on ``π/μ``;
-* **value scale** — with ``normalize_values`` the value loss is on targets divided by a running
-  scale (EMA of the Retrace targets' standard deviation, ``value_scale``);
-* **priority scales** — with ``normalize_priorities`` the DPER terms are divided by running
-  scales (EMAs of the batch's mean ``|δ|`` and ``|−log π|``) and ``ρ`` is clipped at ``rho_bar``;
-* **entropy floor** — with ``entropy_target`` the entropy coefficient is multiplied by
-  ``exp(entropy_adapt_rate · (target − H))`` after each update, never below ``entropy_coef``
-  (``entropy_coef_now`` in the statistics; :mod:`evolve_envs.train.entropy_floor`, which GRPO
-  shares).
-
-:meth:`Learner.state_dict` / :meth:`Learner.load_state_dict` carry the policy, the optimizer,
-the counters (updates, policy version, trajectories and env steps taken in) and the replay's
-metadata; trajectories themselves are not checkpointed (the buffer refills from the workers).
+"""The DistRL learner: replay intake, prioritized sampling, A-RIDE updates, weights and state
+(the update and its off-policy controls are described in docs/DISTRL.md).
 
 Example:
     >>> from evolve_envs.train.config import LearnerConfig
@@ -45,39 +11,41 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from evolve_envs.train.entropy_floor import next_entropy_coef
-from evolve_envs.train.finite import FiniteSteps
+from evolve_envs.train.common.entropy_floor import next_entropy_coef
+from evolve_envs.train.common.finite import FiniteSteps
+
+if TYPE_CHECKING:
+    import torch
+    from gymnasium import spaces
+
+    from evolve_envs.train.common.trajectory import Trajectory
+    from evolve_envs.train.config import LearnerConfig
+    from evolve_envs.train.policies.base import Policy
 
 __all__ = ["Learner"]
 
 
 class Learner:
-    """Prioritized-replay A-RIDE learner (see the module docstring).
-
-    Args:
-        policy: a :class:`~evolve_envs.train.policies.base.Policy`.
-        config: the :class:`~evolve_envs.train.config.LearnerConfig`.
-        action_space: the env's action space (for the invalid-action validator).
-        seed: sampling RNG seed.
-    """
+    """Prioritized-replay A-RIDE learner over a :class:`~evolve_envs.train.policies.base.Policy`,
+    configured by ``learner.*`` (docs/DISTRL.md)."""
 
     def __init__(
         self,
-        policy: Any,
-        config: Any,
-        action_space: Any,
+        policy: Policy,
+        config: LearnerConfig,
+        action_space: spaces.Box,
         *,
         seed: int = 0,
     ) -> None:
         import torch
 
+        from evolve_envs.train.common.validators import default_validator
         from evolve_envs.train.distrl.replay import PrioritizedReplay
-        from evolve_envs.train.validators import default_validator
 
         self.policy = policy
         self.cfg = config
@@ -102,14 +70,14 @@ class Learner:
     # ------------------------------------------------------------------ schedule
 
     @staticmethod
-    def beta_at(config: Any, fraction: float) -> float:
+    def beta_at(config: LearnerConfig, fraction: float) -> float:
         """β once ``fraction`` of the annealing span is spent: linear from ``config.beta`` to 1."""
         frac = min(1.0, max(0.0, fraction))
         return round(config.beta + (1.0 - config.beta) * frac, 10)
 
-    def _loss_kwargs(self) -> dict[str, Any]:
+    def _loss_kwargs(self) -> dict[str, object]:
         c = self.cfg
-        kwargs: dict[str, Any] = {
+        kwargs: dict[str, object] = {
             "gamma": c.gamma,
             "lam": c.lam,
             "rho_bar": c.rho_bar,
@@ -147,7 +115,7 @@ class Learner:
 
     # ------------------------------------------------------------------ intake
 
-    def priorities(self, trajectories: Sequence[Any]) -> np.ndarray:
+    def priorities(self, trajectories: Sequence[Trajectory]) -> np.ndarray:
         """DPER priorities of ``trajectories`` under the current policy."""
         from evolve_envs.train.distrl.loss import trajectory_priorities
 
@@ -156,7 +124,7 @@ class Learner:
             dtype=np.float64,
         )
 
-    def ingest(self, trajectories: Sequence[Any]) -> list[int]:
+    def ingest(self, trajectories: Sequence[Trajectory]) -> list[int]:
         """Add trajectories with priorities from the current policy; returns their indices."""
         if not trajectories:
             return []
@@ -178,7 +146,7 @@ class Learner:
         """One prioritized A-RIDE update; ``run_fraction`` (0..1) is the share of the run's budget
         spent, which anneals β unless ``beta_anneal_updates`` is set. Returns its statistics;
         ``{"skipped": 1.0, ...}`` when the loss or gradient was not finite and no step was taken
-        (:mod:`evolve_envs.train.finite`)."""
+        (:mod:`evolve_envs.train.common.finite`)."""
         import torch
 
         from evolve_envs.train.distrl.loss import aride_loss
@@ -254,7 +222,7 @@ class Learner:
         self.refreshes += 1
         return len(items)
 
-    def replay_items(self) -> tuple[list[int], list[Any]]:
+    def replay_items(self) -> tuple[list[int], list[Trajectory]]:
         """(indices, items) of everything live in the replay."""
         items = self.replay.items()
         live = self.replay.is_live(np.arange(len(items)))
@@ -272,7 +240,7 @@ class Learner:
 
     # ------------------------------------------------------------------ weights / checkpoint
 
-    def publish(self) -> tuple[int, dict[str, Any]]:
+    def publish(self) -> tuple[int, dict[str, torch.Tensor]]:
         """Bump the policy version; return it with a CPU copy of the weights."""
         self.version += 1
         sd = {k: v.detach().cpu().clone() for k, v in self.policy.state_dict().items()}
@@ -290,7 +258,7 @@ class Learner:
             "skipped_updates": self.finite.skipped,
         }
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         """Policy, optimizer, counters and replay metadata (not the trajectories)."""
         return {
             "policy": self.policy.state_dict(),
@@ -304,7 +272,7 @@ class Learner:
             "saved_at": time.time(),
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`state_dict` saved."""
         self.policy.load_state_dict(state["policy"])
         self.optimizer.load_state_dict(state["optimizer"])

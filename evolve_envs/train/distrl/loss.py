@@ -1,38 +1,6 @@
-"""The A-RIDE loss with Retrace(lambda) values, and DPER priorities, for DistRL.
-
-A-RIDE on a batch of trajectories sampled from the replay buffer (weights ``w`` from the buffer's
-importance sampling, ``rho_t = pi(a_t|s_t) / mu(a_t|s_t)`` from the stored behaviour log-probs)::
-
-    V_ret      = Retrace(lambda) targets with the current values        (see retrace.py)
-    A_t        = r_t + gamma * V_ret(s_{t+1}) - V(s_t)
-                 (V_ret(s_T) = V(s_T); V_ret = 0 past a termination)
-    L_policy   = -mean_t[ w * min(rho_t, rho_bar) * A_t * log pi(a_t|s_t) ]
-    L          = L_policy - entropy_coef * H(pi) + invalid_coef * P_invalid
-                 + value_coef * 0.5 * mean_t[ w * (V(s_t) - V_ret(s_t))^2 ]
-
-Targets, advantages and ratios are constants (no gradient flows through them). ``P_invalid`` is
-the differentiable surrogate described in :mod:`evolve_envs.train.validators`.
-
-Off-policy control (each off by default, switched on by the learner's config):
-
-* ``clip=eps`` — a trust region: the policy term becomes PPO's clipped surrogate on the ratio to
-  the behaviour policy, ``-mean_t[ w * max(min(rho_t A_t, clip(rho_t, 1-eps, 1+eps) A_t),
-  3 A_t if A_t < 0) ]`` (dual clip), so a step that moved the policy too far from the data gets
-  no further push;
-* ``value_scale=s`` — the value loss is computed on targets divided by ``s`` (a running scale of
-  the returns), so it keeps weight in the shared trunk whatever the reward scale.
-
-Each trajectory also gets a fresh DPER priority computed with the current policy::
-
-    p = w1 * mean_t |delta_t| / s_td + w2 * mean_t min(rho_t, rho_clip)
-        + w3 * mean_t (-log pi(a_t|s_t)) / s_h
-
-with ``delta_t`` the one-step TD error, ``s_td`` and ``s_h`` the running scales of the first and
-last terms (``priority_scales``; 1 when not given) and ``rho_clip`` (``priority_rho_clip``; none
-when not given), floored at :data:`~evolve_envs.train.distrl.replay.PRIORITY_EPS` (the entropy
-estimate of a continuous policy can be negative). Normalised, the weights say how much each term
-counts, and the TD error leads.
-"""
+"""DistRL's A-RIDE loss (Retrace(λ) values, truncated importance weights, the invalid-action
+penalty, an optional PPO clip and value scale) and the DPER priorities of trajectories; the
+formulas are in docs/DISTRL.md and :func:`aride_loss` shows a call."""
 
 from __future__ import annotations
 
@@ -44,16 +12,16 @@ import torch
 from gymnasium import spaces
 from torch.distributions import Independent, Normal
 
-from evolve_envs.train.distrl.replay import PRIORITY_EPS
-from evolve_envs.train.distrl.retrace import retrace_targets, td_errors
-from evolve_envs.train.loss_output import LOG_RATIO_CLAMP, LossOutput, policy_device
-from evolve_envs.train.policies.base import Policy
-from evolve_envs.train.trajectory import Trajectory, stack_obs
-from evolve_envs.train.validators import (
+from evolve_envs.train.common.loss_output import LOG_RATIO_CLAMP, LossOutput, policy_device
+from evolve_envs.train.common.trajectory import Trajectory, stack_obs
+from evolve_envs.train.common.validators import (
     ActionValidator,
     gaussian_mass_outside,
     out_of_bounds_or_nonfinite,
 )
+from evolve_envs.train.distrl.replay import PRIORITY_EPS
+from evolve_envs.train.distrl.retrace import retrace_targets, td_errors
+from evolve_envs.train.policies.base import Policy
 
 __all__ = [
     "DEFAULT_PRIORITY_WEIGHTS",
@@ -199,34 +167,22 @@ def aride_loss(
     priority_scales: Sequence[float] | None = None,
     priority_rho_clip: float | None = None,
 ) -> LossOutput:
-    """A-RIDE policy loss plus Retrace value loss on a batch of trajectories.
-
-    ``is_weights`` are the replay buffer's per-trajectory importance weights (all 1 if None).
-    With ``normalize_advantages`` the policy term uses the batch's advantages scaled to zero mean
-    and unit standard deviation (the value loss and the priorities are unchanged): progress
-    rewards are small (a few hundredths a step), and unscaled they leave the policy gradient far
-    below the entropy and invalid-action terms.
-    ``clip`` switches the policy term to the clipped (trust-region) surrogate, ``value_scale``
-    divides values and targets in the value loss, ``priority_scales`` / ``priority_rho_clip``
-    normalise the priorities (module docstring).
-    ``action_space`` is needed for the invalid-action penalty and the ``invalid_rate`` statistic.
-    Returns the loss, statistics (``policy_loss``, ``value_loss``, ``entropy``, ``mean_rho``,
-    ``clipped_rho_frac``, ``clip_frac``, ``approx_kl``, ``invalid_rate``, ``p_invalid``,
-    ``mean_abs_td``, ``mean_neg_logp``, ``target_std``, ``mean_advantage``, ``mean_target``,
-    ``steps``) and a new priority per trajectory.
+    """A-RIDE policy loss plus Retrace value loss on a batch of trajectories, and a fresh priority
+    per trajectory. ``is_weights`` are the replay's importance weights; ``normalize_advantages``
+    scales the policy term's advantages to unit spread (progress rewards are small);
+    ``action_space`` is needed for the invalid-action penalty.
 
     >>> import numpy as np
     >>> from gymnasium import spaces
     >>> from evolve_envs.train.policies.base import CNNGaussianPolicy
-    >>> from evolve_envs.train.trajectory import Trajectory
+    >>> from evolve_envs.train.common.trajectory import Trajectory
     >>> pol = CNNGaussianPolicy(action_dim=1, state_dim=2, image_key=None)
     >>> obs = pol.encode_obs({"state": np.zeros((5, 2), np.float32)})
     >>> a, logp = pol.act({k: v[:4] for k, v in obs.items()})
     >>> tr = Trajectory(obs, a, logp, np.ones(4, np.float32), np.zeros(4, bool), policy_version=0)
     >>> out = aride_loss(pol, [tr], action_space=spaces.Box(-1, 1, (1,)), invalid_coef=0.1)
-    >>> out.loss.backward()
-    >>> out.priorities.shape, sorted(out.stats)[:3]
-    ((1,), ['approx_kl', 'clip_frac', 'clipped_rho_frac'])
+    >>> out.loss.backward(); out.priorities.shape
+    (1,)
     """
     trajs = list(batch)
     weights3 = _check_weights(priority_weights)

@@ -1,14 +1,13 @@
-"""Circular replay buffer with prioritized sampling through a sum-tree (DPER).
+"""Circular replay buffer with prioritized sampling (DPER): items drawn with probability
+``p_i^alpha / sum_j p_j^alpha`` and importance weights ``(N P(i))^-beta`` scaled to ``w <= 1``.
 
-Each slot holds one item (a trajectory) and a priority ``p``. Items are sampled with probability
-``P(i) = p_i^alpha / sum_j p_j^alpha`` and come with importance-sampling weights
-``w_i = (N * P(i))^-beta``, divided by the largest weight any item in the buffer can get (the
-one with the smallest priority), so that ``w <= 1`` and weights of different batches share one
-scale. ``alpha = 0`` (or ``uniform=True``) gives uniform sampling with all weights 1. ``beta`` is
-annealed towards 1 by the learner (:meth:`PrioritizedReplay.anneal_beta`).
-
-The sum-tree is stored in one NumPy array; sampling and priority updates are vectorised over the
-batch (one pass per tree level), so both cost ``O(B log N)`` NumPy work.
+Example:
+    >>> import numpy as np
+    >>> buf = PrioritizedReplay(capacity=3, alpha=1.0, beta=0.4)
+    >>> for name, p in [("a", 1.0), ("b", 1.0), ("c", 2.0), ("d", 4.0)]:
+    ...     _ = buf.add(name, p)
+    >>> len(buf), buf.items()
+    (3, ['d', 'b', 'c'])
 """
 
 from __future__ import annotations
@@ -18,7 +17,9 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-__all__ = ["PRIORITY_EPS", "PrioritizedReplay", "SumTree"]
+from evolve_envs.train.distrl.sum_tree import SumTree
+
+__all__ = ["PRIORITY_EPS", "PrioritizedReplay"]
 
 T = TypeVar("T")
 
@@ -26,96 +27,10 @@ PRIORITY_EPS = 1e-6
 """Priorities below this (zero included) are raised to it, so every item stays sampleable."""
 
 
-class SumTree:
-    """Binary tree whose internal nodes hold the sum of their children's values.
-
-    Leaves ``0 .. capacity-1``; :meth:`find` maps prefix sums in ``[0, total)`` to leaves, so a
-    uniform draw of the prefix sum picks leaf ``i`` with probability ``value_i / total``.
-
-    >>> import numpy as np
-    >>> tree = SumTree(4)
-    >>> tree.update(np.arange(4), np.array([1.0, 2.0, 3.0, 4.0]))
-    >>> tree.total
-    10.0
-    >>> tree.find(np.array([0.5, 1.5, 9.9])).tolist()
-    [0, 1, 3]
-    """
-
-    def __init__(self, capacity: int) -> None:
-        if capacity < 1:
-            raise ValueError(f"SumTree capacity must be >= 1, got {capacity}")
-        self.capacity = int(capacity)
-        self._leaves = 1
-        while self._leaves < self.capacity:
-            self._leaves *= 2
-        self._depth = self._leaves.bit_length() - 1
-        # node 1 is the root, node k has children 2k and 2k+1, leaves at _leaves .. 2*_leaves-1
-        self._tree = np.zeros(2 * self._leaves, dtype=np.float64)
-
-    @property
-    def total(self) -> float:
-        """Sum of all leaf values."""
-        return float(self._tree[1])
-
-    def values(self, indices: np.ndarray | Sequence[int] | None = None) -> np.ndarray:
-        """Leaf values (all ``capacity`` of them, or those at ``indices``)."""
-        leaves = self._tree[self._leaves : self._leaves + self.capacity]
-        return leaves.copy() if indices is None else leaves[np.asarray(indices, dtype=np.int64)]
-
-    def leaf_min(self, count: int) -> float:
-        """Smallest value among leaves ``0 .. count-1``."""
-        return float(self._tree[self._leaves : self._leaves + count].min())
-
-    def update(self, indices: np.ndarray | Sequence[int], values: np.ndarray | Sequence[float]):
-        """Set leaves ``indices`` to ``values`` (with repeated indices the last one wins)."""
-        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
-        val = np.asarray(values, dtype=np.float64).reshape(-1)
-        if idx.shape != val.shape:
-            raise ValueError(f"SumTree.update: {idx.size} indices but {val.size} values")
-        if idx.size == 0:
-            return
-        if idx.min() < 0 or idx.max() >= self.capacity:
-            raise IndexError(f"SumTree.update: index out of range [0, {self.capacity})")
-        nodes = idx + self._leaves
-        self._tree[nodes] = val  # NumPy fancy assignment: the last duplicate wins
-        # Repeated parents are harmless (each copy writes the same sum), so no np.unique.
-        for _ in range(self._depth):
-            nodes >>= 1
-            self._tree[nodes] = self._tree[2 * nodes] + self._tree[2 * nodes + 1]
-
-    def find(self, prefix_sums: np.ndarray) -> np.ndarray:
-        """Leaf index for each prefix sum (vectorised descent, one step per tree level)."""
-        v = np.asarray(prefix_sums, dtype=np.float64).copy()
-        nodes = np.ones(v.shape, dtype=np.int64)
-        for _ in range(self._depth):
-            nodes <<= 1
-            left = self._tree[nodes]
-            go_right = v >= left
-            v -= left * go_right
-            nodes += go_right
-        return nodes - self._leaves
-
-
 class PrioritizedReplay(Generic[T]):
-    """Circular buffer of items sampled in proportion to ``priority ** alpha``.
-
-    ``capacity`` counts items (trajectories); when full, :meth:`add` overwrites the oldest.
-    Indices returned by :meth:`add` and :meth:`sample` are slots ``0 .. capacity-1``;
-    :meth:`generations` tells whether a slot was overwritten since it was sampled.
-
-    >>> import numpy as np
-    >>> buf = PrioritizedReplay(capacity=3, alpha=1.0, beta=0.4)
-    >>> for name, p in [("a", 1.0), ("b", 1.0), ("c", 2.0), ("d", 4.0)]:
-    ...     _ = buf.add(name, p)
-    >>> len(buf), buf.items()
-    (3, ['d', 'b', 'c'])
-    >>> items, idx, w = buf.sample(4, np.random.default_rng(0))
-    >>> len(items), idx.shape, bool(w.max() <= 1.0)
-    (4, (4,), True)
-    >>> buf.update_priorities(idx, np.ones(4))
-    >>> buf.update_priorities([2], [0.5]); buf.priorities().tolist()
-    [1.0, 1.0, 0.5]
-    """
+    """Circular buffer of items sampled in proportion to ``priority ** alpha``; when full,
+    :meth:`add` overwrites the oldest. Indices are slots ``0 .. capacity-1``, and
+    :meth:`generations` tells whether a slot was overwritten since it was sampled."""
 
     def __init__(
         self,
@@ -188,17 +103,8 @@ class PrioritizedReplay(Generic[T]):
         return self._live[np.asarray(indices, dtype=np.int64)].copy()
 
     def retire(self, indices: np.ndarray | Sequence[int]) -> int:
-        """Never sample the items in ``indices`` again (too stale to learn from); their slots
-        are reused in the usual oldest-first order. Returns how many were live.
-
-        >>> buf = PrioritizedReplay(capacity=4, alpha=1.0)
-        >>> for p in (1.0, 2.0, 3.0):
-        ...     _ = buf.add("x", p)
-        >>> buf.retire([0, 1]), buf.live, len(buf)
-        (2, 1, 3)
-        >>> buf.sample(3, np.random.default_rng(0))[1].tolist()
-        [2, 2, 2]
-        """
+        """Never sample the items in ``indices`` again (too stale); their slots are reused oldest
+        first. Returns how many were live."""
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         if idx.size and (idx.min() < 0 or idx.max() >= self._size):
             raise IndexError(f"PrioritizedReplay.retire: index out of range [0, {self._size})")
@@ -305,8 +211,7 @@ class PrioritizedReplay(Generic[T]):
         """Set new priorities for ``indices``.
 
         With ``expected_generations`` (from :meth:`generations` at sampling time) slots whose
-        item was overwritten in between are skipped.
-        """
+        item was overwritten in between are skipped."""
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         p = self._checked(priorities)
         if idx.shape != p.shape:

@@ -1,23 +1,5 @@
-"""Retrace(lambda) value targets for one trajectory.
-
-For a trajectory of ``T`` steps with state values ``V(s_t)`` under the current policy, rewards
-``r_t``, importance ratios ``rho_t = pi(a_t|s_t) / mu(a_t|s_t)`` and termination flags ``dones``::
-
-    V_ret(s_t) = V(s_t) + sum_{k >= t} gamma^(k-t) * (prod_{i=t+1..k} c_i) * delta_k
-    delta_k    = r_k + gamma * V(s_{k+1}) - V(s_k)
-    c_i        = lam * min(1, rho_i)
-
-``V(s_T)`` is ``bootstrap_value``. When ``dones[k]`` is true the episode terminated after step
-``k``: ``V(s_{k+1})`` is taken as 0 in ``delta_k`` and the sum stops at ``k`` (no term beyond a
-termination reaches back across it). It is computed by the reverse recursion
-
-    V_ret(s_t) = V(s_t) + delta_t + gamma * c_{t+1} * (V_ret(s_{t+1}) - V(s_{t+1}))
-
-with the second term dropped when ``dones[t]`` or ``t = T - 1``. With ``lam = 0`` every trace
-coefficient is 0 and the targets are the one-step TD targets ``r_t + gamma * V(s_{t+1})``; with
-``lam = 1`` and on-policy data (``rho = 1``) they are the discounted returns bootstrapped from
-``V(s_T)``.
-"""
+"""Retrace(λ) value targets for one trajectory (the recursion and its edge cases are in
+docs/DISTRL.md, "Retrace(λ)"); :func:`retrace_targets` shows a call."""
 
 from __future__ import annotations
 
@@ -50,28 +32,14 @@ def retrace_targets(
     gamma: float,
     lam: float,
 ) -> ArrayT:
-    """Retrace(lambda) targets ``V_ret(s_t)`` for ``t = 0 .. T-1``.
-
-    Args:
-        rewards: ``[T]`` rewards.
-        values: ``[T]`` current value estimates ``V(s_t)``.
-        bootstrap_value: ``V(s_T)``, the value of the observation after the last step (ignored
-            when ``dones[-1]``).
-        rhos: ``[T]`` importance ratios ``pi / mu`` (only ``rhos[1:]`` enter the traces).
-        dones: ``[T]`` bool, the episode terminated after step ``t``.
-        gamma: discount in ``[0, 1]``.
-        lam: trace parameter in ``[0, 1]``.
-
-    Returns:
-        ``[T]`` targets of the input's kind: a NumPy array (float64) for NumPy inputs, a tensor
-        with ``values``' dtype and device for torch inputs (computed without gradients).
+    """Retrace(λ) targets ``V_ret(s_t)`` for ``t = 0 .. T-1`` from ``[T]`` rewards, values, ratios
+    ``pi / mu`` and dones, and ``V(s_T)`` (ignored after a termination); NumPy in, float64 out, or
+    tensors of ``values``' kind (no gradient).
 
     >>> import numpy as np
     >>> r = np.array([1.0, 0.0, 1.0]); v = np.zeros(3); rho = np.ones(3)
     >>> retrace_targets(r, v, 0.0, rho, np.zeros(3, bool), gamma=0.5, lam=1.0).tolist()
     [1.25, 0.5, 1.0]
-    >>> retrace_targets(r, v, 2.0, rho, np.zeros(3, bool), gamma=0.5, lam=0.0).tolist()
-    [1.0, 0.0, 2.0]
     """
     if not 0.0 <= gamma <= 1.0:
         raise ValueError(f"retrace_targets: gamma must be in [0, 1], got {gamma}")

@@ -1,33 +1,6 @@
-"""The synchronous GRPO baseline on the same workers, policy and reward service (an
-:class:`~evolve_envs.train.algorithm.Algorithm` run by :func:`~evolve_envs.train.loop.run_loop`,
-like DistRL: same budget, checkpoints, resume, worker health and logging).
-
-Each round (:meth:`GRPO.collect` then :meth:`GRPO.update`):
-
-1. draw ``groups_per_round`` reset seeds (by default enough groups for ``episodes_per_env``
-   episodes per env of the workers) and repeat each ``group_size`` times
-   (:func:`evolve_envs.train.grpo.advantages.group_seeds`): the episodes of a group start from one
-   initial state;
-2. broadcast the current weights once (``ray.put``) and hand the seeds to the workers in chunks of
-   ``num_envs`` (:meth:`~evolve_envs.train.worker.RolloutWorker.collect_episodes`, one whole
-   episode per env), then **wait for all of them** (the barrier DistRL does without);
-3. score each episode (reward sum) and normalise within its group
-   (:func:`evolve_envs.train.grpo.advantages.grpo_advantages`, ``layout="batch_major"``);
-4. ``epochs`` passes of PPO-clip (:func:`~evolve_envs.train.grpo.loss.ppo_clip_loss`) over every
-   step in minibatches of ``minibatch_steps``, the behaviour log-probs as the old ones, with the
-   same control knobs as DistRL's learner: an entropy bonus whose coefficient can have a floor
-   (``entropy_target``, :mod:`evolve_envs.train.entropy_floor`; ``entropy_coef_now`` in the
-   metrics) and a penalty on the probability of actions outside the action space
-   (``invalid_coef``, the default validator's; ``invalid_rate`` in the metrics);
-5. bump the policy version.
-
-With ``grpo.overlap`` (the asynchronous cell of the 2×2, as the async PPO of RLinf or verl's
-one-step off-policy mode) :meth:`GRPO.collect` hands out round k and at once starts round k+1 with
-the weights it has, so the workers play round k+1 while round k trains: every round after the first
-is one version stale, and PPO-clip's ratio is taken against the behaviour log-probs it was
-collected with. ``overlapped_rounds`` counts the rounds trained while the next one was being
-played, ``stale_episodes`` the episodes trained on after their version was replaced, and
-``max_lag`` the largest lag in versions.
+"""The synchronous GRPO baseline as an :class:`~evolve_envs.train.algorithm.Algorithm`: rounds
+of grouped episodes (one reset seed per group), group-normalised scores, PPO-clip epochs;
+``grpo.overlap`` plays the next round while one trains (docs/DISTRL.md).
 
 Example:
     >>> GRPO.name
@@ -36,18 +9,24 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from evolve_envs.train.algorithm import TrainContext, UpdateResult, get_from_workers
-from evolve_envs.train.entropy_floor import next_entropy_coef
-from evolve_envs.train.finite import FiniteSteps
+from evolve_envs.train.common.entropy_floor import next_entropy_coef
+from evolve_envs.train.common.finite import FiniteSteps
+
+if TYPE_CHECKING:
+    from ray import ObjectRef
+
+    from evolve_envs.train.common.trajectory import Trajectory
+    from evolve_envs.train.config import TrainConfig
 
 __all__ = ["GRPO", "grpo_batch", "round_groups"]
 
 
-def round_groups(cfg: Any) -> int:
+def round_groups(cfg: TrainConfig) -> int:
     """Groups per round: ``grpo.groups_per_round``, or else enough whole groups for every env of
     the workers to play ``grpo.episodes_per_env`` episodes (rounded up).
 
@@ -56,9 +35,6 @@ def round_groups(cfg: Any) -> int:
         >>> cfg = TrainConfig(workers={"num_workers": 3, "num_envs": 4}, grpo={"group_size": 8})
         >>> round_groups(cfg)                   # 12 envs: 2 groups of 8 (16 episodes)
         2
-        >>> round_groups(cfg.model_copy(update={"grpo": cfg.grpo.model_copy(
-        ...     update={"episodes_per_env": 2})}))   # 24 episodes: 3 groups
-        3
     """
     g, w = cfg.grpo, cfg.workers
     if g.groups_per_round is not None:
@@ -67,23 +43,9 @@ def round_groups(cfg: Any) -> int:
     return max(1, -(-envs // g.group_size))
 
 
-def grpo_batch(trajectories: list[Any], group_size: int) -> dict[str, Any]:
-    """Flatten one round's episodes (in group order) into PPO inputs with GRPO advantages.
-
-    Returns ``inputs`` (policy inputs of every acting step), ``actions``, ``old_logp``,
-    ``advantages`` (each step carries its episode's group-normalised score) and ``scores``.
-
-    Example:
-        >>> import numpy as np
-        >>> from evolve_envs.train.trajectory import Trajectory
-        >>> def ep(r):
-        ...     return Trajectory({"s": np.zeros((3, 1), np.float32)}, np.zeros((2, 1), np.float32),
-        ...         np.zeros(2, np.float32), np.array([0.0, r], np.float32),
-        ...         np.array([False, True]), 0)
-        >>> b = grpo_batch([ep(1.0), ep(0.0)], group_size=2)
-        >>> b["scores"].tolist(), b["advantages"].astype(float).round(3).tolist()
-        ([1.0, 0.0], [0.707, 0.707, -0.707, -0.707])
-    """
+def grpo_batch(trajectories: list[Trajectory], group_size: int) -> dict[str, np.ndarray]:
+    """One round's episodes (in group order) as PPO inputs: ``inputs``, ``actions``, ``old_logp``,
+    ``advantages`` (each step its episode's group-normalised score) and ``scores``."""
     from evolve_envs.train.grpo.advantages import grpo_advantages
 
     lengths = [len(t) for t in trajectories]
@@ -111,11 +73,8 @@ def grpo_batch(trajectories: list[Any], group_size: int) -> dict[str, Any]:
 
 
 class GRPO:
-    """Synchronous group-relative policy optimisation with PPO-clip (see the module docstring).
-
-    Counters: ``updates`` (optimizer steps), ``version`` (rounds' weights), ``rounds``,
-    ``episodes``, ``env_steps_in``.
-    """
+    """Synchronous group-relative policy optimisation with PPO-clip; counters ``updates``,
+    ``version``, ``rounds``, ``episodes``, ``env_steps_in``."""
 
     name = "grpo"
 
@@ -126,14 +85,21 @@ class GRPO:
         self.cfg = ctx.cfg
         self.policy = ctx.policy
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=ctx.cfg.grpo.lr)
-        self._counters = {"updates": 0, "version": 0, "rounds": 0, "episodes": 0,
-                          "env_steps_in": 0, "overlapped_rounds": 0, "stale_episodes": 0,
-                          "max_lag": 0}  # fmt: skip
-        self.next_round: tuple[list[Any], list[int]] | None = None  # grpo.overlap's round k+1
+        self._counters = {
+            "updates": 0,
+            "version": 0,
+            "rounds": 0,
+            "episodes": 0,
+            "env_steps_in": 0,
+            "overlapped_rounds": 0,
+            "stale_episodes": 0,
+            "max_lag": 0,
+        }
+        self.next_round: tuple[list[ObjectRef], list[int]] | None = None  # grpo.overlap's round k+1
         self.rng = np.random.default_rng([ctx.cfg.run.seed, 0])
         self.last_stats: dict[str, float] = {}
         self.finite = FiniteSteps(who="GRPO's learner")
-        from evolve_envs.train.validators import default_validator
+        from evolve_envs.train.common.validators import default_validator
 
         self.action_space = ctx.spaces["action_space"]
         self.validator = default_validator(self.action_space)
@@ -142,7 +108,7 @@ class GRPO:
     def start(self) -> None:
         pass
 
-    def collect(self) -> list[Any]:
+    def collect(self) -> list[Trajectory]:
         """One round: every worker plays whole episodes from its share of the round's group
         seeds with the current weights; waits for all of them (the barrier). With
         ``grpo.overlap`` the round started before the last update is waited for and the next one
@@ -154,15 +120,15 @@ class GRPO:
         self.next_round = self._launch()
         return trajectories
 
-    def _gather(self, launched: tuple[list[Any], list[int]]) -> list[Any]:
+    def _gather(self, launched: tuple[list[ObjectRef], list[int]]) -> list[Trajectory]:
         calls, owners = launched
         return [t for chunk in get_from_workers(calls, owners) for t in chunk]
 
-    def _launch(self) -> tuple[list[Any], list[int]]:
+    def _launch(self) -> tuple[list[ObjectRef], list[int]]:
         """Start one round's calls with the current weights; returns (calls, owners)."""
         import ray
 
-        from evolve_envs.train.grpo.advantages import group_seeds
+        from evolve_envs.train.grpo.groups import group_seeds
 
         g, w = self.cfg.grpo, self.cfg.workers
         seeds = group_seeds(round_groups(self.cfg) * g.group_size, g.group_size, self.rng)
@@ -181,7 +147,7 @@ class GRPO:
     def version(self) -> int:
         return self._counters["version"]
 
-    def update(self, trajectories: list[Any], budget_fraction: float) -> UpdateResult:
+    def update(self, trajectories: list[Trajectory], budget_fraction: float) -> UpdateResult:
         """``epochs`` passes of PPO-clip over the round's steps, then the next version."""
         import torch
 
@@ -245,15 +211,19 @@ class GRPO:
     def counters(self) -> dict[str, int]:
         return {**self._counters, "skipped_updates": self.finite.skipped}
 
-    def metrics(self) -> dict[str, Any]:
+    def metrics(self) -> dict[str, float]:
         c = self._counters
-        return {"rounds": c["rounds"], "env_steps_in": c["env_steps_in"],
-                "skipped_updates": self.finite.skipped, **self.last_stats}  # fmt: skip
+        return {
+            "rounds": c["rounds"],
+            "env_steps_in": c["env_steps_in"],
+            "skipped_updates": self.finite.skipped,
+            **self.last_stats,
+        }
 
-    def running_calls(self) -> list[Any]:
+    def running_calls(self) -> list[ObjectRef]:
         return []  # every call is waited for inside collect()
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         return {
             "policy": self.policy.state_dict(),
             "optimizer": self.optimizer.state_dict(),

@@ -14,18 +14,18 @@ import torch
 from gymnasium import spaces
 from torch.distributions import Independent, Normal
 
-from evolve_envs.train.loss_output import (
+from evolve_envs.train.common.loss_output import (
     LOG_RATIO_CLAMP,
     LossOutput,
     as_float_tensor,
     policy_device,
 )
-from evolve_envs.train.policies.base import Policy
-from evolve_envs.train.validators import (
+from evolve_envs.train.common.validators import (
     ActionValidator,
     gaussian_mass_outside,
     out_of_bounds_or_nonfinite,
 )
+from evolve_envs.train.policies.base import Policy
 
 __all__ = ["ppo_clip_loss"]
 
@@ -44,21 +44,18 @@ def ppo_clip_loss(
     action_space: spaces.Box | None = None,
     validator: ActionValidator = out_of_bounds_or_nonfinite,
 ) -> LossOutput:
-    """PPO clipped surrogate over a flat batch of steps (for group-normalised GRPO advantages).
+    """PPO clipped surrogate over a flat batch of steps, minus the entropy bonus, plus the
+    invalid-action penalty; ``mask`` (bool ``[B]``) selects the steps that count. No priorities.
 
-    ``L = -mean[min(r * A, clip(r, 1 - clip, 1 + clip) * A)] - entropy_coef * H
-    + invalid_coef * P_invalid`` with ``r = exp(log pi - old_logp)``; ``mask`` (bool ``[B]``)
-    selects the steps that count. Statistics: ``policy_loss``, ``entropy``, ``approx_kl``,
-    ``clip_frac``, ``mean_ratio``, ``invalid_rate``. No priorities (an empty array).
-
-    >>> import numpy as np
-    >>> from evolve_envs.train.policies.base import CNNGaussianPolicy
-    >>> pol = CNNGaussianPolicy(action_dim=2, state_dim=3, image_key=None)
-    >>> inp = pol.encode_obs({"state": np.random.default_rng(0).normal(size=(8, 3))})
-    >>> a, lp = pol.act(inp)
-    >>> out = ppo_clip_loss(pol, inp, a, lp, np.linspace(-1, 1, 8))
-    >>> out.loss.backward(); round(out.stats["mean_ratio"], 4)
-    1.0
+    Example:
+        >>> import numpy as np
+        >>> from evolve_envs.train.policies.base import CNNGaussianPolicy
+        >>> pol = CNNGaussianPolicy(action_dim=2, state_dim=3, image_key=None)
+        >>> inp = pol.encode_obs({"state": np.random.default_rng(0).normal(size=(8, 3))})
+        >>> a, lp = pol.act(inp)
+        >>> out = ppo_clip_loss(pol, inp, a, lp, np.linspace(-1, 1, 8))
+        >>> out.loss.backward(); round(out.stats["mean_ratio"], 4)
+        1.0
     """
     device = policy_device(policy)
     if clip <= 0:

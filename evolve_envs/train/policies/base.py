@@ -1,56 +1,27 @@
-"""The policy interface the distributed learner trains, and a CPU-sized implementation.
-
-Any policy (a small CNN here, a VLA such as OpenVLA-OFT or pi0 elsewhere) plugs into the workers
-and the learner by subclassing :class:`Policy` and implementing two methods:
-
-* :meth:`Policy.encode_obs` turns a *batched* environment observation into the compact NumPy inputs
-  that workers store in trajectories (for example a downscaled uint8 frame and a float32 state, or
-  precomputed features). It runs on the workers, without gradients.
-* :meth:`Policy.forward` maps those inputs (as tensors) to an action distribution over ``[B, A]``
-  whose ``log_prob`` / ``entropy`` return ``[B]`` (wrap per-dimension distributions in
-  :class:`torch.distributions.Independent`) and a value estimate ``[B]``.
-
-:meth:`Policy.act` (sampling with behaviour log-probs) and :meth:`Policy.to_inputs` have default
-implementations. Weights travel as a plain ``state_dict()`` of CPU tensors.
-"""
+"""The policy interface the learners train (:class:`Policy`: ``encode_obs`` on the workers,
+``forward`` to a distribution and a value) and a CPU-sized CNN policy."""
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import nn
 from torch.distributions import Distribution, Independent, Normal
 
+if TYPE_CHECKING:
+    import gymnasium as gym
+
 __all__ = ["CNNGaussianPolicy", "Policy", "SpatialSoftmax", "downscale_images"]
 
 
 class Policy(nn.Module, abc.ABC):
-    """Interface between the distributed trainer and a policy network.
-
-    Subclasses implement :meth:`encode_obs` and :meth:`forward`; :meth:`act` and :meth:`to_inputs`
-    have defaults. Actions are returned *unclipped*: the environment (or a wrapper) clips them to
-    the action space, and the learner penalises actions outside it.
-
-    >>> import numpy as np, torch
-    >>> from torch.distributions import Independent, Normal
-    >>> class Linear(Policy):
-    ...     def __init__(self):
-    ...         super().__init__()
-    ...         self.mu = torch.nn.Linear(2, 1)
-    ...     def encode_obs(self, obs):
-    ...         return {"state": np.asarray(obs["state"], np.float32)}
-    ...     def forward(self, inputs):
-    ...         mu = self.mu(inputs["state"])
-    ...         return Independent(Normal(mu, torch.ones_like(mu)), 1), mu[:, 0]
-    >>> p = Linear()
-    >>> actions, logp = p.act(p.encode_obs({"state": np.zeros((5, 2))}))
-    >>> actions.shape, logp.shape, actions.dtype
-    ((5, 1), (5,), dtype('float32'))
-    """
+    """Interface between the trainers and a policy network: subclasses implement :meth:`encode_obs`
+    and :meth:`forward`. Actions come back *unclipped*: the env clips them, the learner penalises
+    those outside the action space."""
 
     @abc.abstractmethod
     def encode_obs(self, obs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -61,10 +32,8 @@ class Policy(nn.Module, abc.ABC):
         """Inputs ``[B, ...]`` -> (action distribution over ``[B, A]``, value ``[B]``)."""
 
     def to_inputs(self, inputs: Mapping[str, np.ndarray | torch.Tensor]) -> dict[str, torch.Tensor]:
-        """NumPy inputs -> tensors on the policy's device (no dtype change).
-
-        Read-only arrays (as Ray's object store hands them out) are copied; tensors pass through.
-        """
+        """NumPy inputs -> tensors on the policy's device (read-only arrays, as Ray hands them
+        out, are copied)."""
         device = _module_device(self)
         out: dict[str, torch.Tensor] = {}
         for k, v in inputs.items():
@@ -83,8 +52,7 @@ class Policy(nn.Module, abc.ABC):
     ) -> tuple[np.ndarray, np.ndarray]:
         """Sample actions ``[B, A]`` float32 (unclipped) and their log-probs ``[B]`` float32.
 
-        With ``deterministic`` the distribution's mean is returned (log-prob of the mean).
-        """
+        With ``deterministic`` the distribution's mean is returned (log-prob of the mean)."""
         dist, _ = self(self.to_inputs(inputs))
         actions = dist.mean if deterministic else dist.sample()
         logp = dist.log_prob(actions)
@@ -107,14 +75,8 @@ def _module_device(module: nn.Module) -> torch.device:
 
 
 def downscale_images(images: np.ndarray, size: int) -> np.ndarray:
-    """Resize ``[B, H, W, C]`` uint8 frames to ``[B, size, size, C]`` uint8.
-
-    Area averaging when ``H`` and ``W`` are multiples of ``size``, nearest neighbour otherwise.
-
-    >>> import numpy as np
-    >>> downscale_images(np.full((2, 64, 64, 3), 200, np.uint8), 32).shape
-    (2, 32, 32, 3)
-    """
+    """Resize ``[B, H, W, C]`` uint8 frames to ``[B, size, size, C]``: area averaging when the size
+    divides, nearest neighbour otherwise."""
     images = np.asarray(images)
     if images.ndim != 4:
         raise ValueError(f"downscale_images: expected [B, H, W, C], got shape {images.shape}")
@@ -131,19 +93,8 @@ def downscale_images(images: np.ndarray, size: int) -> np.ndarray:
 
 
 class SpatialSoftmax(nn.Module):
-    """Feature maps ``[B, K, H, W]`` -> expected image coordinates ``[B, 2K]`` in ``[-1, 1]``.
-
-    Each channel becomes a probability map (softmax over its pixels, with a learnable
-    temperature) and is reduced to the mean ``(x, y)`` under it: a keypoint. Networks that must
-    find where objects are (deep spatial autoencoders, Levine et al. 2016) learn this far faster
-    than from flattened features.
-
-    >>> import torch
-    >>> maps = torch.full((1, 1, 8, 8), -1e4)
-    >>> maps[0, 0, 0, 7] = 0.0                      # all mass on the top-right pixel
-    >>> SpatialSoftmax()(maps).tolist()
-    [[1.0, -1.0]]
-    """
+    """Feature maps ``[B, K, H, W]`` -> expected image coordinates ``[B, 2K]`` in ``[-1, 1]`` (a
+    softmax keypoint per channel, learnable temperature)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -163,24 +114,15 @@ class SpatialSoftmax(nn.Module):
 
 
 class CNNGaussianPolicy(Policy):
-    """Small CNN over a downscaled frame plus an MLP over the proprio state; Gaussian actions.
-
-    The image (``image_key``, uint8 ``[B, H, W, C]``) is downscaled to ``image_size`` on the worker
-    by :meth:`encode_obs` and stored as uint8; the state (``state_key``) as float32. Either part
-    may be absent (``image_key=None`` or ``state_dim=0``). Actions are
-    ``Normal(mu(s), exp(log_std))`` with a state-independent learnable ``log_std``; the value head
-    sits on its own MLP over the shared features. With ``keypoints=K`` the image branch keeps
-    half the resolution and ends in a :class:`SpatialSoftmax` over ``K`` maps (``2K`` image
-    coordinates) instead of flattening: the choice for tasks where the policy must find objects.
+    """Small CNN over a downscaled frame plus an MLP over the state; ``Normal(mu(s), exp(log_std))``
+    actions and a value head. Either input may be absent (``image_key=None``, ``state_dim=0``);
+    ``keypoints=K`` ends the image branch in a :class:`SpatialSoftmax` (for finding objects).
 
     >>> import numpy as np
     >>> pol = CNNGaussianPolicy(action_dim=7, state_dim=8, image_key="agentview_image")
     >>> obs = {"agentview_image": np.zeros((2, 128, 128, 3), np.uint8),
     ...        "state": np.zeros((2, 8), np.float32)}
-    >>> inputs = pol.encode_obs(obs)
-    >>> inputs["agentview_image"].shape, inputs["state"].dtype
-    ((2, 32, 32, 3), dtype('float32'))
-    >>> actions, logp = pol.act(inputs)
+    >>> actions, logp = pol.act(pol.encode_obs(obs))
     >>> actions.shape, logp.shape
     ((2, 7), (2,))
     """
@@ -269,20 +211,11 @@ class CNNGaussianPolicy(Policy):
             last.bias.zero_()
 
     @classmethod
-    def from_spaces(cls, observation_space: Any, action_space: Any, **kw: Any) -> CNNGaussianPolicy:
-        """Build from Gymnasium spaces.
-
-        A ``Dict`` observation space uses its image key (``kw["image_key"]``, default ``"image"``,
-        dropped if absent) and its state key; a flat ``Box`` is treated as a state-only input.
-
-        >>> import numpy as np
-        >>> from gymnasium import spaces
-        >>> obs_space = spaces.Dict({"image": spaces.Box(0, 255, (64, 64, 3), np.uint8),
-        ...                          "state": spaces.Box(-1, 1, (4,), np.float32)})
-        >>> pol = CNNGaussianPolicy.from_spaces(obs_space, spaces.Box(-1, 1, (2,), np.float32))
-        >>> pol.action_dim, pol.state_dim, pol.image_key
-        (2, 4, 'image')
-        """
+    def from_spaces(
+        cls, observation_space: gym.Space, action_space: gym.spaces.Box, **kw: object
+    ) -> CNNGaussianPolicy:
+        """Build from Gymnasium spaces: a ``Dict`` observation space gives its image key (dropped if
+        absent) and state key, a flat ``Box`` a state-only policy."""
         from gymnasium import spaces
 
         if not isinstance(action_space, spaces.Box):
@@ -310,8 +243,7 @@ class CNNGaussianPolicy(Policy):
     def encode_obs(self, obs: Mapping[str, np.ndarray] | np.ndarray) -> dict[str, np.ndarray]:
         """Batched observation -> ``{image_key: uint8 [B, s, s, C], state_key: float32 [B, D]}``.
 
-        A bare array is taken as the state (for ``Box`` observation spaces).
-        """
+        A bare array is taken as the state (for ``Box`` observation spaces)."""
         if not isinstance(obs, Mapping):
             obs = {self.state_key: np.asarray(obs)}
         out: dict[str, np.ndarray] = {}

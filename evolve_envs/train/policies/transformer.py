@@ -1,19 +1,6 @@
-"""A small vision-language-action policy built from Hugging Face ``transformers`` configs.
-
-:class:`TinyVLAPolicy` has the shape of a VLA at toy size, with random weights and nothing
-downloaded: a ViT image encoder (``ViTConfig``), the task instruction tokenised by a word-level
-tokenizer built in code (:func:`build_instruction_tokenizer`) and encoded by a one-layer BERT
-(``BertConfig``), a state MLP, and a Gaussian action head (state-dependent mean and standard
-deviation) with a value head on the same features. It plugs in through the config like any
-:class:`~evolve_envs.train.policies.base.Policy`::
-
-    policy:
-      target: evolve_envs.train.policies.transformer:TinyVLAPolicy
-      kwargs: {image_size: 32, hidden: 32}
-
-Workers add the env's ``info["task_description"]`` to the observation (``task_description``);
-:meth:`TinyVLAPolicy.encode_obs` tokenises it into fixed-length ids and a mask, so trajectories
-store integers, not strings.
+"""A small vision-language-action policy from Hugging Face ``transformers`` configs (random
+weights, nothing downloaded): ViT frames, the instruction through a word-level tokenizer and a
+one-layer BERT, a state MLP, Gaussian action and value heads (docs/training.md).
 
 Example:
     >>> import numpy as np
@@ -23,10 +10,7 @@ Example:
     >>> pol = TinyVLAPolicy.from_spaces(obs_space, spaces.Box(-1, 1, (2,), np.float32))
     >>> obs = {"image": np.zeros((2, 64, 64, 3), np.uint8), "state": np.zeros((2, 3), np.float32),
     ...        "task_description": np.array(["pick up the red block"] * 2)}
-    >>> inputs = pol.encode_obs(obs)
-    >>> sorted(inputs), inputs["text_ids"].shape
-    (['pixels', 'state', 'text_ids', 'text_mask'], (2, 16))
-    >>> actions, logp = pol.act(inputs)
+    >>> actions, logp = pol.act(pol.encode_obs(obs))
     >>> actions.shape, logp.shape
     ((2, 2), (2,))
 """
@@ -34,7 +18,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -42,6 +26,10 @@ from torch import nn
 from torch.distributions import Distribution, Independent, Normal
 
 from evolve_envs.train.policies.base import Policy, downscale_images
+
+if TYPE_CHECKING:
+    import gymnasium as gym
+    from transformers import PreTrainedTokenizerFast
 
 __all__ = ["INSTRUCTION_WORDS", "TinyVLAPolicy", "build_instruction_tokenizer"]
 
@@ -56,15 +44,11 @@ INSTRUCTION_WORDS = (
 ).split()
 
 
-def build_instruction_tokenizer(words: Iterable[str] = INSTRUCTION_WORDS) -> Any:
-    """A word-level ``PreTrainedTokenizerFast`` over ``words`` (lower-cased, punctuation split
-    off), with ``[PAD]`` = 0 and ``[UNK]`` = 1; built in memory, nothing downloaded.
-
-    Example:
-        >>> tok = build_instruction_tokenizer(["pick", "up"])
-        >>> tok("Pick up it")["input_ids"]
-        [2, 3, 1]
-    """
+def build_instruction_tokenizer(
+    words: Iterable[str] = INSTRUCTION_WORDS,
+) -> PreTrainedTokenizerFast:
+    """A word-level ``PreTrainedTokenizerFast`` over ``words`` (``[PAD]`` = 0, ``[UNK]`` = 1), built
+    in memory."""
     from tokenizers import Tokenizer, normalizers, pre_tokenizers
     from tokenizers.models import WordLevel
     from transformers import PreTrainedTokenizerFast
@@ -79,17 +63,8 @@ def build_instruction_tokenizer(words: Iterable[str] = INSTRUCTION_WORDS) -> Any
 
 
 class TinyVLAPolicy(Policy):
-    """ViT image encoder + BERT instruction encoder + state MLP -> Gaussian actions and a value.
-
-    Args:
-        action_dim: size of the action vector.
-        state_dim: size of the proprio state (0: none).
-        image_key / state_key: observation keys.
-        image_size: frames are downscaled to this square size (a multiple of ``patch_size``).
-        patch_size, hidden, layers, heads: the encoders' sizes (both share ``hidden``).
-        max_text_len: instruction tokens kept (padded / truncated).
-        init_log_std: initial log standard deviation of the action distribution.
-    """
+    """ViT image encoder + BERT instruction encoder + state MLP -> Gaussian actions and a value;
+    ``image_size`` must be a multiple of ``patch_size``, both encoders share ``hidden``."""
 
     def __init__(
         self,
@@ -114,20 +89,28 @@ class TinyVLAPolicy(Policy):
         self.tokenizer = build_instruction_tokenizer()
         self.vision = transformers.ViTModel(
             transformers.ViTConfig(
-                image_size=image_size, patch_size=patch_size, num_channels=3,
-                hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                image_size=image_size,
+                patch_size=patch_size,
+                num_channels=3,
+                hidden_size=hidden,
+                num_hidden_layers=layers,
+                num_attention_heads=heads,
                 intermediate_size=2 * hidden,
             ),
             add_pooling_layer=False,
-        )  # fmt: skip
+        )
         self.text = transformers.BertModel(
             transformers.BertConfig(
-                vocab_size=len(self.tokenizer), hidden_size=hidden, num_hidden_layers=layers,
-                num_attention_heads=heads, intermediate_size=2 * hidden,
-                max_position_embeddings=max(32, max_text_len), pad_token_id=0,
+                vocab_size=len(self.tokenizer),
+                hidden_size=hidden,
+                num_hidden_layers=layers,
+                num_attention_heads=heads,
+                intermediate_size=2 * hidden,
+                max_position_embeddings=max(32, max_text_len),
+                pad_token_id=0,
             ),
             add_pooling_layer=False,
-        )  # fmt: skip
+        )
         self.state_dim = int(state_dim)
         self.state = nn.Linear(max(1, state_dim), hidden)
         feat = 3 * hidden
@@ -136,24 +119,28 @@ class TinyVLAPolicy(Policy):
         self.log_std = nn.Linear(2 * hidden, action_dim)
         nn.init.zeros_(self.log_std.weight)
         nn.init.constant_(self.log_std.bias, init_log_std)
-        self.value_head = nn.Sequential(nn.Linear(feat, 2 * hidden), nn.Tanh(),
-                                        nn.Linear(2 * hidden, 1))  # fmt: skip
+        self.value_head = nn.Sequential(
+            nn.Linear(feat, 2 * hidden), nn.Tanh(), nn.Linear(2 * hidden, 1)
+        )
 
     @classmethod
-    def from_spaces(cls, observation_space: Any, action_space: Any, **kwargs: Any) -> TinyVLAPolicy:
+    def from_spaces(
+        cls, observation_space: gym.Space, action_space: gym.spaces.Box, **kwargs: object
+    ) -> TinyVLAPolicy:
         """Sizes from the env's spaces (``state_key``'s box, the action box)."""
         state_key = kwargs.get("state_key", "state")
         spaces = getattr(observation_space, "spaces", {})
         state_dim = int(np.prod(spaces[state_key].shape)) if state_key in spaces else 0
         return cls(int(np.prod(action_space.shape)), state_dim, **kwargs)
 
-    def encode_obs(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    def encode_obs(self, obs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         images = np.asarray(obs[self.image_key])
         n = images.shape[0]
         text = obs.get("task_description", "")
         texts = [str(text)] * n if isinstance(text, str) else [str(t) for t in np.ravel(text)]
-        enc = self.tokenizer(texts, padding="max_length", truncation=True,
-                             max_length=self.max_text_len)  # fmt: skip
+        enc = self.tokenizer(
+            texts, padding="max_length", truncation=True, max_length=self.max_text_len
+        )
         if self.state_dim:
             state = np.asarray(obs[self.state_key], np.float32).reshape(n, -1)
         else:

@@ -1,38 +1,10 @@
-"""What a progress model is fitted on: episodes read from a dataset, checked, labelled and split.
-
-`load_episodes` reads a LeRobotDataset v3 folder (any writer's) or a folder of our recordings
-(:func:`~evolve_envs.recording.episodes.open_recording`; ``shipped`` for the package's own),
-decodes every frame of the chosen camera at the model's input size, and refuses in one line
-(`UnusableDataError`, before anything is written) a dataset it cannot fit on: no success flag
-(a LeRobot dataset without ``next.success``, unless ``demonstrations`` says every episode is a
-success), fewer than two episodes (nothing to hold out), no camera, or no successful episode.
-
-Labels (`progress_labels`), what each episode says:
-
-* a **successful** episode of ``T`` steps: frame ``t`` is ``t / T`` of the way (GVL and VLAC's
-  "fraction of a successful episode"), so its last frame is 1 (done);
-* a **failed** episode says only that it never got there: its frames are held *below*
-  ``FAILURE_CAP`` (a one-sided penalty, no target), not pushed to 0 — a failure may have done
-  half the task (a random policy that grasped the block), and calling that 0 would teach the
-  model that grasping is worthless;
-* **rewound** segments (ReWiND: a successful episode played forward to a point and back, its
-  labels falling as it plays back) are not generated: the model reads one frame at a time, and a
-  rewound frame is the same frame with the same label as in the forward play, so it would only
-  repeat data. The failed episodes are what teaches this model that motion is not progress.
-
-`split_episodes` holds whole episodes out (never frames of an episode on both sides), successes
-and failures in proportion, from a seed.
+"""What a progress model is fitted on: episodes read from a dataset, checked, labelled (``t / T``
+on successes, held below ``FAILURE_CAP`` on failures) and split by whole episodes; the labels
+are explained in docs/fit-reward.md.
 
 Example:
     >>> progress_labels(4, True).tolist()
     [0.0, 0.25, 0.5, 0.75, 1.0]
-    >>> progress_labels(2, False).tolist()
-    [nan, nan, nan]
-    >>> eps = [FitEpisode(str(k), "t", k % 2 == 0, np.zeros((3, 8, 8, 3), np.uint8))
-    ...        for k in range(10)]
-    >>> train, held = split_episodes(eps, 0.2, seed=0)
-    >>> len(train), len(held), sorted(e.success for e in held)
-    (8, 2, [False, True])
 """
 
 from __future__ import annotations
@@ -89,8 +61,12 @@ def _resize(frames: np.ndarray, size: int) -> np.ndarray:
         return frames.astype(np.uint8, copy=False)
     from PIL import Image
 
-    return np.stack([np.asarray(Image.fromarray(f).resize((size, size), Image.Resampling.BILINEAR))
-                     for f in frames])  # fmt: skip
+    return np.stack(
+        [
+            np.asarray(Image.fromarray(f).resize((size, size), Image.Resampling.BILINEAR))
+            for f in frames
+        ]
+    )
 
 
 def _open(path: str | os.PathLike[str], camera: str | None) -> Any:
@@ -103,8 +79,10 @@ def _open(path: str | os.PathLike[str], camera: str | None) -> Any:
         raise UnusableDataError(f"{path}: {exc}") from None
     lerobot = (Path(root) / "meta" / "info.json").is_file()
     if not lerobot and not (Path(root) / "meta.json").is_file():
-        raise UnusableDataError(f"{path} is neither a LeRobotDataset v3 folder (meta/info.json) "
-                                "nor a recording (meta.json)")  # fmt: skip
+        raise UnusableDataError(
+            f"{path} is neither a LeRobotDataset v3 folder (meta/info.json) "
+            "nor a recording (meta.json)"
+        )
     try:
         return open_recording(root, **({"camera": camera} if lerobot and camera else {}))
     except (OSError, ValueError, KeyError) as exc:
@@ -119,22 +97,25 @@ def load_episodes(
     demonstrations: bool = False,
     on_episode: Callable[[int, int], None] | None = None,
 ) -> list[FitEpisode]:
-    """Every episode of a dataset, checked and decoded (see the module docstring).
-
-    ``on_episode(done, total)`` is called after each episode is read (a progress bar).
-    """
+    """Every episode of a dataset, checked and decoded; a dataset it cannot fit on is an
+    :class:`UnusableDataError`. ``on_episode(done, total)`` runs after each episode is read."""
     recording = _open(path, camera)
     episodes = list(recording)
     if len(episodes) < 2:
-        raise UnusableDataError(f"{path} has {len(episodes)} episode(s); fitting needs at least "
-                                "two (whole episodes are held out)")  # fmt: skip
+        raise UnusableDataError(
+            f"{path} has {len(episodes)} episode(s); fitting needs at least "
+            "two (whole episodes are held out)"
+        )
     first = episodes[0]
     if first.meta.get("success_known") is False and not demonstrations:
-        raise UnusableDataError(f"{path} has no success flag (next.success); pass "
-                                "--demonstrations if every episode is a success")  # fmt: skip
+        raise UnusableDataError(
+            f"{path} has no success flag (next.success); pass "
+            "--demonstrations if every episode is a success"
+        )
     if camera is not None and hasattr(first, "root") and camera not in first.cameras:
-        raise UnusableDataError(f"{path} has no camera {camera!r} "
-                                f"(cameras: {', '.join(first.cameras)})")  # fmt: skip
+        raise UnusableDataError(
+            f"{path} has no camera {camera!r} (cameras: {', '.join(first.cameras)})"
+        )
     out: list[FitEpisode] = []
     for k, ep in enumerate(episodes):
         try:
@@ -145,22 +126,28 @@ def load_episodes(
                 f"{path}: episode {ep.meta.get('episode_id')!r} cannot be read: {exc}"
             ) from None
         if frames.ndim != 4 or frames.shape[-1] < 3:
-            raise UnusableDataError(f"{path}: episode {ep.meta.get('episode_id')!r} has no RGB "
-                                    f"frames (shape {frames.shape})")  # fmt: skip
-        out.append(FitEpisode(
-            episode_id=str(ep.meta.get("episode_id") or k),
-            task=str(ep.meta.get("task") or "complete the task"),
-            success=bool(ep.meta.get("success", False)),
-            frames=_resize(frames[..., :3], input_size),
-        ))  # fmt: skip
+            raise UnusableDataError(
+                f"{path}: episode {ep.meta.get('episode_id')!r} has no RGB "
+                f"frames (shape {frames.shape})"
+            )
+        out.append(
+            FitEpisode(
+                episode_id=str(ep.meta.get("episode_id") or k),
+                task=str(ep.meta.get("task") or "complete the task"),
+                success=bool(ep.meta.get("success", False)),
+                frames=_resize(frames[..., :3], input_size),
+            )
+        )
         if on_episode is not None:
             on_episode(k + 1, len(episodes))
     if not any(e.success for e in out):
-        raise UnusableDataError(f"{path} has no successful episode: progress labels come from "
-                                "successes")  # fmt: skip
+        raise UnusableDataError(
+            f"{path} has no successful episode: progress labels come from successes"
+        )
     if sum(e.success for e in out) < 2:
-        raise UnusableDataError(f"{path} has one successful episode; fitting needs two (one "
-                                "to fit on, one held out)")  # fmt: skip
+        raise UnusableDataError(
+            f"{path} has one successful episode; fitting needs two (one to fit on, one held out)"
+        )
     return out
 
 

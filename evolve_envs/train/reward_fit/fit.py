@@ -1,25 +1,9 @@
-"""`fit_reward`: fit a progress model on a dataset's episodes into a model directory.
+"""`fit_reward`: fit a progress model on a dataset's episodes into a model directory (the loss,
+the resume from ``OUT/.fit/`` and the done threshold are described in docs/fit-reward.md).
 
-The loop, on the labels of :mod:`evolve_envs.train.reward_fit.data`:
+Example::
 
-* the loss is the squared error to ``t / T`` on frames of successful episodes (the last, done
-  frame weighing ``DONE_WEIGHT`` frames) plus the squared excess over ``failure_cap`` on frames
-  of failed ones, each averaged over its frames and the failures' term weighted as much as the
-  successes';
-* Adam, ``epochs`` passes over the training frames in minibatches, shuffled from ``seed`` and the
-  epoch (so a resumed fit draws the same batches as an uninterrupted one);
-* after each epoch the model and the optimizer are saved to ``OUT/.fit/`` (safetensors and
-  JSON); the same call on the same data and options picks up from the last saved epoch, another
-  one is refused;
-* at the end: the done threshold is chosen on the training episodes (the middle of the
-  thresholds with the best F1 of "the episode's highest progress reaches it" against success),
-  the model directory is written (``progress_net.save_model``) with the report and the model
-  card (:mod:`evolve_envs.train.reward_fit.report`), and ``.fit/`` is removed.
-
-Example:
-    >>> opts = FitOptions("shipped", "runs/rp-model", epochs=2)  # doctest: +SKIP
-    >>> fit_reward(opts)["held_out"]["voc"]  # doctest: +SKIP
-    0.97
+    fit_reward(FitOptions("shipped", "runs/rp-model", epochs=2))["held_out"]["voc"]
 """
 
 from __future__ import annotations
@@ -33,7 +17,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -52,6 +36,11 @@ from evolve_envs.train.reward_fit.data import (
     progress_labels,
     split_episodes,
 )
+
+if TYPE_CHECKING:
+    import torch
+    from pydantic import JsonValue
+    from tqdm import tqdm
 
 __all__ = ["FitOptions", "fit_reward", "pick_done_threshold"]
 
@@ -86,7 +75,7 @@ class FitOptions:
     name: str | None = None
     progress: bool = True
 
-    def fingerprint(self) -> dict[str, Any]:
+    def fingerprint(self) -> dict[str, JsonValue]:
         """The options a resumed fit must share with the interrupted one (``epochs`` may grow:
         each epoch's batches depend on the seed and the epoch alone)."""
         skip = {"out", "device", "progress", "epochs"}
@@ -128,18 +117,25 @@ def _data_hash(episodes: Sequence[FitEpisode]) -> str:
     return digest.hexdigest()[:16]
 
 
-def _optimizer_tensors(opt: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def _optimizer_tensors(
+    opt: torch.optim.Optimizer,
+) -> tuple[dict[str, torch.Tensor], dict[str, JsonValue]]:
     state = opt.state_dict()
     tensors = {f"{i}.{k}": v for i, s in state["state"].items() for k, v in s.items()}
     return tensors, {"param_groups": state["param_groups"]}
 
 
-def _save_work(work: Path, net: ProgressNet, opt: Any, epoch: int, meta: dict[str, Any]) -> None:
+def _save_work(
+    work: Path, net: ProgressNet, opt: torch.optim.Optimizer, epoch: int, meta: dict[str, JsonValue]
+) -> None:
     from safetensors.torch import save_file
 
     work.mkdir(parents=True, exist_ok=True)
-    model = {k: v.detach().cpu().contiguous() for k, v in net.module.state_dict().items()
-             if not k.startswith("backbone.")}  # fmt: skip
+    model = {
+        k: v.detach().cpu().contiguous()
+        for k, v in net.module.state_dict().items()
+        if not k.startswith("backbone.")
+    }
     tensors, groups = _optimizer_tensors(opt)
     save_file(model, str(work / "model.tmp"))
     save_file({k: v.cpu().contiguous() for k, v in tensors.items()}, str(work / "optimizer.tmp"))
@@ -150,14 +146,15 @@ def _save_work(work: Path, net: ProgressNet, opt: Any, epoch: int, meta: dict[st
     (work / "state.tmp").replace(work / "state.json")
 
 
-def _load_work(work: Path, net: ProgressNet, opt: Any) -> tuple[int, list[float]]:
+def _load_work(work: Path, net: ProgressNet, opt: torch.optim.Optimizer) -> tuple[int, list[float]]:
     from safetensors.torch import load_file
 
     state = json.loads((work / "state.json").read_text())
-    net.module.load_state_dict(load_file(str(work / "model.safetensors"), device=net.device),
-                               strict=False)  # fmt: skip
+    net.module.load_state_dict(
+        load_file(str(work / "model.safetensors"), device=net.device), strict=False
+    )
     flat = load_file(str(work / "optimizer.safetensors"), device=net.device)
-    per: dict[int, dict[str, Any]] = {}
+    per: dict[int, dict[str, torch.Tensor]] = {}
     for key, value in flat.items():
         index, _, name = key.partition(".")
         per.setdefault(int(index), {})[name] = value
@@ -165,18 +162,24 @@ def _load_work(work: Path, net: ProgressNet, opt: Any) -> tuple[int, list[float]
     return int(state["epoch"]), list(state.get("losses", []))
 
 
-def _bar(total: int, initial: int, enabled: bool) -> Any:
+def _bar(total: int, initial: int, enabled: bool) -> tqdm | None:
     if not enabled:
         return None
     try:
         from tqdm import tqdm
     except ImportError:  # pragma: no cover - tqdm comes with the report and fit extras
         return None
-    return tqdm(total=total, initial=initial, desc="fit-reward", unit="epoch", file=sys.stderr,
-                dynamic_ncols=True)  # fmt: skip
+    return tqdm(
+        total=total,
+        initial=initial,
+        desc="fit-reward",
+        unit="epoch",
+        file=sys.stderr,
+        dynamic_ncols=True,
+    )
 
 
-def fit_reward(opts: FitOptions) -> dict[str, Any]:
+def fit_reward(opts: FitOptions) -> dict[str, JsonValue]:
     """Fit, write the model directory ``opts.out``, and return its report (see module docs)."""
     import torch
 
@@ -191,26 +194,37 @@ def fit_reward(opts: FitOptions) -> dict[str, Any]:
     if not 0 <= opts.failure_cap < 1:
         raise ValueError(f"failure_cap is a progress in [0, 1), got {opts.failure_cap}")
     started = time.perf_counter()
-    episodes = load_episodes(opts.data, input_size=opts.input_size, camera=opts.camera,
-                             demonstrations=opts.demonstrations)  # fmt: skip
+    episodes = load_episodes(
+        opts.data,
+        input_size=opts.input_size,
+        camera=opts.camera,
+        demonstrations=opts.demonstrations,
+    )
     train, held = split_episodes(episodes, opts.held_out, seed=opts.seed)
     meta = {"options": opts.fingerprint(), "data_hash": _data_hash(episodes)}
     if (work / "state.json").is_file():
         old = json.loads((work / "state.json").read_text())
         if {k: old.get(k) for k in meta} != meta:
-            raise UnusableDataError(f"{work} holds an interrupted fit of other data or options; "
-                                    "remove it, or fit into another --out")  # fmt: skip
+            raise UnusableDataError(
+                f"{work} holds an interrupted fit of other data or options; "
+                "remove it, or fit into another --out"
+            )
     device = pick_device(opts.device)
     torch.manual_seed(opts.seed)
     backbone, dim = load_backbone(opts.backbone, device) if opts.backbone else (None, 0)
     size = int(getattr(backbone.config, "image_size", 0) or 0) if backbone is not None else 0
     if size and size != opts.input_size:  # the encoder's own input size
-        episodes = load_episodes(opts.data, input_size=size, camera=opts.camera,
-                                 demonstrations=opts.demonstrations)  # fmt: skip
+        episodes = load_episodes(
+            opts.data, input_size=size, camera=opts.camera, demonstrations=opts.demonstrations
+        )
         train, held = split_episodes(episodes, opts.held_out, seed=opts.seed)
-    config = ProgressNetConfig(input_size=size or opts.input_size, channels=opts.channels,
-                               backbone=backbone is not None, backbone_dim=dim,
-                               name=opts.name or out.name)  # fmt: skip
+    config = ProgressNetConfig(
+        input_size=size or opts.input_size,
+        channels=opts.channels,
+        backbone=backbone is not None,
+        backbone_dim=dim,
+        name=opts.name or out.name,
+    )
     net = ProgressNet(config, backbone=backbone, device=device)
     params = [p for p in net.module.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=opts.lr)
@@ -220,13 +234,15 @@ def fit_reward(opts: FitOptions) -> dict[str, Any]:
     ok = ~np.isnan(labels)
     target = torch.as_tensor(np.nan_to_num(labels), device=net.device)
     is_success = torch.as_tensor(ok, device=net.device)
-    weight = torch.as_tensor(np.where(labels == 1.0, DONE_WEIGHT, 1.0), device=net.device,
-                             dtype=torch.float32)  # fmt: skip
+    weight = torch.as_tensor(
+        np.where(labels == 1.0, DONE_WEIGHT, 1.0), device=net.device, dtype=torch.float32
+    )
     bar = _bar(opts.epochs, start, opts.progress)
     for epoch in range(start, opts.epochs):
         net.module.train()
-        order = torch.randperm(len(frames), generator=torch.Generator().manual_seed(
-            opts.seed * 100_003 + epoch)).numpy()  # fmt: skip
+        order = torch.randperm(
+            len(frames), generator=torch.Generator().manual_seed(opts.seed * 100_003 + epoch)
+        ).numpy()
         total, batches = 0.0, 0
         for i in range(0, len(order), opts.batch_size):
             idx = order[i : i + opts.batch_size]
@@ -255,8 +271,15 @@ def fit_reward(opts: FitOptions) -> dict[str, Any]:
     train_max = [float(net.predict(e.frames, [e.task] * len(e.frames)).max()) for e in train]
     net.config.done_threshold = pick_done_threshold(train_max, [e.success for e in train])
     save_model(net, out)
-    report = write_report(net, out, train=train, held_out=held, losses=losses,
-                          fit_s=time.perf_counter() - started, data=str(opts.data),
-                          options=opts.fingerprint())  # fmt: skip
+    report = write_report(
+        net,
+        out,
+        train=train,
+        held_out=held,
+        losses=losses,
+        fit_s=time.perf_counter() - started,
+        data=str(opts.data),
+        options=opts.fingerprint(),
+    )
     shutil.rmtree(work, ignore_errors=True)
     return report

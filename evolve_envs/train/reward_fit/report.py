@@ -1,23 +1,9 @@
-"""A fitted progress model's report and card, written into its model directory.
-
-On the held-out episodes (and, for comparison, the training ones), from the model's progress at
-every frame:
-
-* **VOC** per successful episode: Spearman's rank correlation of the progress with frame order
-  (1: it rises steadily; a flat prediction counts 0), and their mean;
-* **done precision and recall** per episode: the episode is judged done when its highest
-  progress reaches the model's done threshold, against the dataset's success flag;
-* the highest progress on failed episodes and the final progress on successful ones.
-
-Files: ``report.json`` (all of it, with each held-out episode's curve), ``curves.png`` (the
-held-out curves against the labels, and the loss per epoch; needs matplotlib) and ``README.md``
-(the model card: data, labels, metrics, identity, how to serve it).
+"""A fitted progress model's report (``report.json``, ``curves.png``) and card (``README.md``),
+written into its model directory: VOC, done precision and recall, held out and on training.
 
 Example:
     >>> round(voc([0.1, 0.2, 0.15, 0.9]), 2)
     0.8
-    >>> voc([0.5, 0.5, 0.5])
-    0.0
 """
 
 from __future__ import annotations
@@ -26,7 +12,7 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -36,6 +22,9 @@ from evolve_envs.reward.service.backends.progress_net import (
     content_hash,
 )
 from evolve_envs.train.reward_fit.data import FitEpisode, progress_labels
+
+if TYPE_CHECKING:
+    from pydantic import JsonValue
 
 __all__ = ["voc", "episode_metrics", "write_report"]
 
@@ -63,7 +52,7 @@ def voc(values: Sequence[float]) -> float:
 
 def episode_metrics(
     curves: Sequence[Sequence[float]], success: Sequence[bool], threshold: float
-) -> dict[str, Any]:
+) -> dict[str, JsonValue]:
     """VOC, done precision/recall and the failure modes over episodes' progress curves."""
     truth = np.asarray(success, bool)
     top = np.array([max(c) for c in curves])
@@ -72,7 +61,8 @@ def episode_metrics(
     vocs = [voc(c) for c, s in zip(curves, success, strict=True) if s and len(c) > 2]
     finals = [c[-1] for c, s in zip(curves, success, strict=True) if s]
     return {
-        "episodes": len(curves), "successes": int(truth.sum()),
+        "episodes": len(curves),
+        "successes": int(truth.sum()),
         "voc": float(np.mean(vocs)) if vocs else None,
         "voc_min": float(np.min(vocs)) if vocs else None,
         "voc_per_episode": vocs,
@@ -81,16 +71,23 @@ def episode_metrics(
         "done": {"tp": tp, "fp": fp, "fn": fn, "threshold": threshold},
         "final_progress_on_success": float(np.mean(finals)) if finals else None,
         "max_progress_on_failure": float(np.mean(top[~truth])) if (~truth).any() else None,
-    }  # fmt: skip
+    }
 
 
 def _curves(net: ProgressNet, episodes: Sequence[FitEpisode]) -> list[list[float]]:
-    return [net.predict(e.frames, [e.task] * len(e.frames)).astype(float).tolist()
-            for e in episodes]  # fmt: skip
+    return [
+        net.predict(e.frames, [e.task] * len(e.frames)).astype(float).tolist() for e in episodes
+    ]
 
 
-def _plot(path: Path, held: Sequence[FitEpisode], curves: list[list[float]], losses: list[float],
-          threshold: float, cap: float) -> bool:  # fmt: skip
+def _plot(
+    path: Path,
+    held: Sequence[FitEpisode],
+    curves: list[list[float]],
+    losses: list[float],
+    threshold: float,
+    cap: float,
+) -> bool:
     try:
         import matplotlib
 
@@ -105,8 +102,12 @@ def _plot(path: Path, held: Sequence[FitEpisode], curves: list[list[float]], los
     ax.plot([0, 1], [0, 1], "k--", lw=1, label="label of a success (t / T)")
     ax.axhline(threshold, color="grey", ls=":", label=f"done threshold {threshold:.2f}")
     ax.axhline(cap, color="tab:red", ls=":", lw=0.8, label="failure cap")
-    ax.set(xlabel="fraction of the episode", ylabel="model progress", ylim=(-0.02, 1.02),
-           title="held-out episodes (green: success, red: failure)")  # fmt: skip
+    ax.set(
+        xlabel="fraction of the episode",
+        ylabel="model progress",
+        ylim=(-0.02, 1.02),
+        title="held-out episodes (green: success, red: failure)",
+    )
     ax.legend(fontsize=7, loc="upper left")
     lx.plot(range(1, len(losses) + 1), losses)
     lx.set(xlabel="epoch", ylabel="training loss", yscale="log", title="fit")
@@ -116,10 +117,10 @@ def _plot(path: Path, held: Sequence[FitEpisode], curves: list[list[float]], los
     return True
 
 
-def _card(report: dict[str, Any]) -> str:
+def _card(report: dict[str, JsonValue]) -> str:
     held, train = report["held_out"], report["train"]
 
-    def num(v: Any) -> str:
+    def num(v: JsonValue) -> str:
         return "n/a" if v is None else f"{v:.3f}"
 
     return f"""# {report["name"]}: a progress model for evolve-envs
@@ -170,13 +171,13 @@ def write_report(
     losses: list[float],
     fit_s: float,
     data: str,
-    options: dict[str, Any],
-) -> dict[str, Any]:
+    options: dict[str, JsonValue],
+) -> dict[str, JsonValue]:
     """Write ``report.json``, ``curves.png`` and ``README.md`` into ``out``; returns the report."""
     threshold = net.config.done_threshold
     held_curves, train_curves = _curves(net, held_out), _curves(net, train)
     trainable = [p for n, p in net.module.named_parameters() if not n.startswith("backbone.")]
-    report: dict[str, Any] = {
+    report: dict[str, JsonValue] = {
         "name": net.config.name,
         "content_hash": content_hash(out),
         "data": data,
@@ -197,7 +198,7 @@ def write_report(
                 ],
             }
             for e, c in zip(held_out, held_curves, strict=True)
-        ],  # fmt: skip
+        ],
         "losses": losses,
         "fit_s": fit_s,
         "device": net.device,
@@ -205,8 +206,9 @@ def write_report(
         "size_bytes": (out / WEIGHTS_FILE).stat().st_size,
         "options": options,
     }
-    report["curves_png"] = _plot(out / "curves.png", held_out, held_curves, losses, threshold,
-                                 options["failure_cap"])  # fmt: skip
+    report["curves_png"] = _plot(
+        out / "curves.png", held_out, held_curves, losses, threshold, options["failure_cap"]
+    )
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
     (out / "README.md").write_text(_card(report))
     return report

@@ -1,20 +1,5 @@
-"""Where a training run's parts go on a Ray cluster, and a clear error when they cannot go.
-
-A config names what each part needs as Ray resources:
-
-* rollout workers: ``workers.num_cpus``, ``workers.num_gpus`` and ``workers.resources`` (custom
-  node resources such as ``{sim: 1}``), spread across nodes with ``workers.scheduling: spread``;
-* the learner (``learner.placement: cluster``): ``learner.num_cpus``, ``learner.num_gpus`` and
-  ``learner.resources`` (for example ``{learner: 1}``);
-* the weight registry and the trajectory queue: always the learner's node
-  (:func:`on_this_node`), so losing any other node never loses them.
-
-Nodes advertise custom resources when they start: ``ray start --address HEAD:6379 --resources
-'{"sim": 4}'``. :func:`check_placeable` compares each part's request with every alive node's
-total resources before anything starts, so a request no node can ever meet is one line naming the
-key and what the nodes have instead of an actor that waits forever. A run that starts its own
-local Ray is checked before Ray starts, against :func:`local_node` (the CPUs it will give Ray and
-the GPUs Ray detects here), so ``learner.num_gpus=1`` on a machine without one is refused at once.
+"""Where a training run's parts go on a Ray cluster, and one line naming the key when no node
+can ever hold one (docs/cluster.md).
 
 Example:
     >>> from evolve_envs.train.config import TrainConfig
@@ -23,21 +8,17 @@ Example:
     {'CPU': 1.0, 'sim': 1.0}
     >>> unmet(worker_request(cfg), [{"CPU": 4.0}, {"CPU": 2.0, "sim": 2.0}])
     False
-    >>> unmet({"CPU": 1.0, "learner": 1.0}, [{"CPU": 4.0}])
-    True
-    >>> try:
-    ...     check_placeable(TrainConfig(learner={"num_gpus": 1}), [{"CPU": 2.0}])
-    ... except PlacementError as exc:
-    ...     print(str(exc).split("): ", 1)[1].split(";")[0])
-    learner.num_gpus=1, the most GPU any node has is 0
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evolve_envs.train.config import TrainConfig
+
+if TYPE_CHECKING:
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 __all__ = [
     "PlacementError",
@@ -145,16 +126,8 @@ def check_placeable(
 
 
 def local_node(cfg: TrainConfig) -> dict[str, float] | None:
-    """The resources of the local Ray that ``evolve-envs train`` would start (``ray.num_cpus``
-    CPUs, the accelerators Ray detects on this machine, no custom resources), or None when they
-    cannot be told before Ray starts (``RAY_OVERRIDE_RESOURCES`` set, or Ray's detection
-    unavailable): then :func:`check_placeable` runs on the started Ray only.
-
-    Example:
-        >>> node = local_node(TrainConfig(ray={"num_cpus": 2}))
-        >>> node is None or node["CPU"] == 2.0
-        True
-    """
+    """The resources of the local Ray ``evolve-envs train`` would start, or None when they cannot
+    be told before Ray starts (then only the started Ray is checked)."""
     import os
 
     if os.environ.get("RAY_OVERRIDE_RESOURCES"):
@@ -171,17 +144,11 @@ def local_node(cfg: TrainConfig) -> dict[str, float] | None:
     return node
 
 
-def worker_actor_options(cfg: TrainConfig) -> dict[str, Any]:
-    """``ray.remote(...).options`` of the rollout-worker actors: restartable, their resources,
-    and Ray's SPREAD strategy with ``workers.scheduling: spread``.
-
-    Example:
-        >>> opts = worker_actor_options(TrainConfig(workers={"scheduling": "spread"}))
-        >>> opts["scheduling_strategy"], opts["max_task_retries"]
-        ('SPREAD', -1)
-    """
+def worker_actor_options(cfg: TrainConfig) -> dict[str, object]:
+    """``ray.remote(...).options`` of the rollout workers: restartable, their resources, SPREAD
+    with ``workers.scheduling: spread``."""
     w = cfg.workers
-    options: dict[str, Any] = {
+    options: dict[str, object] = {
         "max_restarts": w.max_restarts,
         "max_task_retries": -1,
         "num_cpus": w.num_cpus,
@@ -194,7 +161,7 @@ def worker_actor_options(cfg: TrainConfig) -> dict[str, Any]:
     return options
 
 
-def on_this_node() -> Any:
+def on_this_node() -> NodeAffinitySchedulingStrategy:
     """A scheduling strategy that keeps an actor on the node of the calling process."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy

@@ -5,15 +5,9 @@ with :func:`~evolve_envs.envs.synthetic.play_behaviours` from seed 0, recorded w
 wrapper, then given stable names (``<k>-<behaviour>``) in place of the writer's time-stamped
 ids, so that writing them again gives the same episodes, frames and index.
 
-Run: ``python -m evolve_envs.cli.make_controls`` (into the package's folder) or
-``... --out DIR``.
+Example (into the package's folder, or ``--out DIR``)::
 
-Example:
-    >>> import tempfile
-    >>> from evolve_envs.recording.episodes import open_recording
-    >>> root = make_reach_place_controls(Path(tempfile.mkdtemp()) / "rec", {"task": 1})
-    >>> [(ep.meta["episode_id"], ep.meta["success"]) for ep in open_recording(root)]
-    [('00-task', True)]
+    python scripts/make_controls.py
 """
 
 from __future__ import annotations
@@ -30,7 +24,7 @@ __all__ = ["BEHAVIOURS", "MAX_EPISODE_STEPS", "make_reach_place_controls", "main
 #: Episodes of each scripted behaviour, in order (seeds count up from 0 across them).
 BEHAVIOURS: dict[str, int] = {"task": 4, "distractor": 3, "random": 3}
 MAX_EPISODE_STEPS = 30
-_HERE = Path(__file__).resolve().parents[1] / "recording" / "shipped"
+_HERE = Path(__file__).resolve().parents[1] / "evolve_envs" / "recording" / "shipped"
 
 
 def make_reach_place_controls(out: Path, behaviours: dict[str, int] | None = None) -> Path:
@@ -65,7 +59,7 @@ def make_reach_place_controls(out: Path, behaviours: dict[str, int] | None = Non
                 "description": "ReachPlace controls for evolve-envs calibrate",
                 "behaviours": behaviours,
                 "max_episode_steps": MAX_EPISODE_STEPS,
-                "written_by": "python -m evolve_envs.cli.make_controls",
+                "written_by": "python scripts/make_controls.py",
             }
         )
         (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
@@ -81,7 +75,7 @@ def make_reach_place_controls(out: Path, behaviours: dict[str, int] | None = Non
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m evolve_envs.cli.make_controls [--out DIR]``."""
+    """``python scripts/make_controls.py [--out DIR]``."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=_HERE / "reach_place", help="target folder")
     args = parser.parse_args(argv)

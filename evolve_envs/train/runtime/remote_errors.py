@@ -10,15 +10,12 @@ _EXCEPTION_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*(?:Error|Ex
 
 
 def remote_error(exc: BaseException) -> str:
-    """``Name: message`` of the exception a Ray actor or task raised, without the remote
-    traceback Ray puts into the message (one line for the user).
+    """``Name: message`` of the exception a Ray actor or task raised, without Ray's remote
+    traceback.
 
     Example:
-        >>> remote_error(ValueError("bad key"))
-        'ValueError: bad key'
         >>> lines = ["The actor died ...", "Traceback ...", "pkg.ServiceUnavailableError: down"]
-        >>> wrapped = RuntimeError(chr(10).join(lines))
-        >>> remote_error(wrapped)
+        >>> remote_error(RuntimeError(chr(10).join(lines)))
         'ServiceUnavailableError: down'
     """
     cause = getattr(exc, "cause", None)

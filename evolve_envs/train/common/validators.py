@@ -1,19 +1,13 @@
-"""Action validators: which sampled actions are invalid, and a differentiable stand-in.
+"""Action validators: which sampled actions are invalid, and a differentiable probability of
+invalidity for the loss's penalty (exact for Gaussian policies; docs/DISTRL.md).
 
-An :class:`ActionValidator` maps raw (unclipped) actions ``[N, A]`` and the action space to a
-probability or indicator of invalidity ``[N]`` in ``[0, 1]``. The default,
-:func:`out_of_bounds_or_nonfinite`, flags actions with a component outside the ``Box`` or not
-finite, before any clipping; it is what the learner reports as the invalid-action rate.
-
-An indicator has no gradient, so the A-RIDE penalty ``lambda_inv * P_invalid`` needs a surrogate.
-For Gaussian policies :func:`gaussian_mass_outside` gives the exact probability that an action
-drawn from the policy at ``s_t`` falls outside the box: with per-dimension mean ``mu_d`` and
-standard deviation ``sigma_d``, the mass outside ``[low_d, high_d]`` is
-``q_d = Phi((low_d - mu_d) / sigma_d) + 1 - Phi((high_d - mu_d) / sigma_d)`` and, the dimensions
-being independent, ``P_invalid = 1 - prod_d (1 - q_d)``. Its gradient moves the mean inside the
-box and shrinks the spread. For any other validator (or distribution) the loss uses the
-score-function form ``invalid(a_t) * log pi(a_t|s_t)``, whose gradient is an unbiased estimate of
-the gradient of ``E_pi[invalid]``.
+Example:
+    >>> import numpy as np, torch
+    >>> from gymnasium import spaces
+    >>> box = spaces.Box(-1.0, 1.0, (2,), np.float32)
+    >>> a = torch.tensor([[0.0, 0.5], [1.5, 0.0], [float("nan"), 0.0]])
+    >>> out_of_bounds_or_nonfinite(a, box).tolist()
+    [0.0, 1.0, 1.0]
 """
 
 from __future__ import annotations
@@ -48,19 +42,8 @@ def box_bounds(
     device: torch.device | None = None,
     width: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(low, high)`` of a ``Box`` as flat tensors.
-
-    With ``width`` a multiple of the box's size the bounds are repeated to that width, so a
-    policy that emits a chunk of ``K`` actions per step (``K * A`` values) is checked against the
-    per-step box.
-
-    >>> import numpy as np
-    >>> from gymnasium import spaces
-    >>> box = spaces.Box(np.array([-1, 0], np.float32), np.array([1, 2], np.float32))
-    >>> low, high = box_bounds(box, width=4)
-    >>> low.tolist(), high.tolist()
-    ([-1.0, 0.0, -1.0, 0.0], [1.0, 2.0, 1.0, 2.0])
-    """
+    """``(low, high)`` of a ``Box`` as flat tensors, repeated to ``width`` (a policy that emits a
+    chunk of actions per step is checked against the per-step box)."""
     if not isinstance(space, spaces.Box):
         raise ValueError(f"expected a gymnasium Box action space, got {space!r}")
     low = torch.as_tensor(np.asarray(space.low, dtype=np.float64).reshape(-1), dtype=dtype)
@@ -77,15 +60,7 @@ def box_bounds(
 
 
 def out_of_bounds_or_nonfinite(raw_actions: torch.Tensor, space: spaces.Box) -> torch.Tensor:
-    """1.0 where any component is outside ``[low, high]`` or not finite, else 0.0.
-
-    >>> import numpy as np, torch
-    >>> from gymnasium import spaces
-    >>> box = spaces.Box(-1.0, 1.0, (2,), np.float32)
-    >>> a = torch.tensor([[0.0, 0.5], [1.5, 0.0], [float("nan"), 0.0]])
-    >>> out_of_bounds_or_nonfinite(a, box).tolist()
-    [0.0, 1.0, 1.0]
-    """
+    """1.0 where any component is outside ``[low, high]`` or not finite, else 0.0."""
     a = torch.as_tensor(raw_actions)
     a = a.reshape(a.shape[0], -1)
     low, high = box_bounds(
@@ -99,13 +74,7 @@ def out_of_bounds_or_nonfinite(raw_actions: torch.Tensor, space: spaces.Box) -> 
 
 
 def default_validator(action_space: spaces.Box | None = None) -> ActionValidator:
-    """The validator used when none is configured: :func:`out_of_bounds_or_nonfinite`.
-
-    ``action_space`` is checked to be a ``Box`` when given (the validator receives it per call).
-
-    >>> default_validator() is out_of_bounds_or_nonfinite
-    True
-    """
+    """The validator used when none is configured: :func:`out_of_bounds_or_nonfinite`."""
     if action_space is not None and not isinstance(action_space, spaces.Box):
         raise ValueError(
             f"the default action validator needs a Box action space, got {action_space}"
@@ -114,19 +83,8 @@ def default_validator(action_space: spaces.Box | None = None) -> ActionValidator
 
 
 def gaussian_mass_outside(dist: Distribution, space: spaces.Box) -> torch.Tensor:
-    """Probability ``[B]`` that an action from a diagonal Gaussian lies outside the box.
-
-    ``dist`` is ``Independent(Normal(mu, sigma), 1)`` over ``[B, A]`` (or a plain ``Normal``).
-    Differentiable in ``mu`` and ``sigma``; infinite bounds contribute no mass.
-
-    >>> import numpy as np, torch
-    >>> from gymnasium import spaces
-    >>> from torch.distributions import Independent, Normal
-    >>> box = spaces.Box(-1.0, 1.0, (1,), np.float32)
-    >>> d = Independent(Normal(torch.tensor([[0.0], [1.0]]), torch.tensor([[1e-3], [1.0]])), 1)
-    >>> [round(x, 3) for x in gaussian_mass_outside(d, box).tolist()]
-    [0.0, 0.523]
-    """
+    """Probability ``[B]`` that an action from a diagonal Gaussian lies outside the box,
+    differentiable in ``mu`` and ``sigma`` (infinite bounds add no mass)."""
     base = dist.base_dist if isinstance(dist, Independent) else dist
     if not isinstance(base, Normal):
         raise TypeError(f"gaussian_mass_outside needs a Normal distribution, got {type(base)}")

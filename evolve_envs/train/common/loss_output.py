@@ -23,13 +23,7 @@ LOG_RATIO_CLAMP = 20.0
 
 @dataclass
 class LossOutput:
-    """A scalar loss to backpropagate, float statistics, and per-trajectory priorities.
-
-    >>> import torch
-    >>> out = LossOutput(loss=torch.tensor(1.0), stats={"policy_loss": 1.0})
-    >>> out.priorities.shape
-    (0,)
-    """
+    """A scalar loss to backpropagate, float statistics, and per-trajectory priorities."""
 
     loss: torch.Tensor
     stats: dict[str, float]

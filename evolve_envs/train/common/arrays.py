@@ -1,29 +1,32 @@
-"""NumPy <-> torch at the edges: trainers hand tensors in, the math runs on NumPy arrays, and
-results go back as the caller's kind (dtype and device kept). torch is imported only when a
-tensor is actually seen.
+"""NumPy <-> torch at the edges: the math runs on NumPy arrays, results go back as the caller's
+kind (dtype and device kept); torch is imported only when a tensor is seen.
 
 >>> import numpy as np
->>> x = to_numpy([1, 0, 1], bool)
->>> x.dtype, torch_of(x)
-(dtype('bool'), None)
->>> like(np.array([0.5]), [1.0], None)
+>>> like(np.array([0.5]), to_numpy([1.0]), torch_of([1.0]))
 array([0.5])
->>> to_numpy(None, name="rewards")
-Traceback (most recent call last):
-    ...
-ValueError: rewards is required
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
+from numpy.typing import DTypeLike
 
-__all__ = ["torch_of", "to_numpy", "like"]
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["Array", "ArrayInput", "torch_of", "to_numpy", "like"]
+
+#: A NumPy array or a torch tensor: what the shared math takes and gives back.
+Array: TypeAlias = "np.ndarray | torch.Tensor"
+#: What :func:`to_numpy` accepts: an array, a tensor, a (nested) sequence of numbers.
+ArrayInput: TypeAlias = "np.ndarray | torch.Tensor | Sequence[object] | float | bool"
 
 
-def torch_of(*arrays: Any) -> Any | None:
+def torch_of(*arrays: object) -> ModuleType | None:
     """The ``torch`` module if any argument is a torch tensor, else ``None``."""
     for a in arrays:
         if type(a).__module__.startswith("torch"):
@@ -34,7 +37,7 @@ def torch_of(*arrays: Any) -> Any | None:
     return None
 
 
-def to_numpy(x: Any, dtype: Any = None, *, name: str = "array") -> np.ndarray:
+def to_numpy(x: ArrayInput | None, dtype: DTypeLike = None, *, name: str = "array") -> np.ndarray:
     """``x`` (a torch tensor, array or sequence) as a NumPy array on the CPU; ``None`` is a
     ``ValueError`` that says ``name`` is required."""
     if x is None:
@@ -45,7 +48,9 @@ def to_numpy(x: Any, dtype: Any = None, *, name: str = "array") -> np.ndarray:
     return arr.astype(dtype, copy=False) if dtype is not None else arr
 
 
-def like(result: np.ndarray, template: Any, torch_mod: Any | None, *, is_bool: bool = False):
+def like(
+    result: np.ndarray, template: Array, torch_mod: ModuleType | None, *, is_bool: bool = False
+) -> Array:
     """``result`` as the kind of ``template``: unchanged for NumPy (``torch_mod`` is ``None``);
     for a tensor, a tensor on its device, with its dtype when floating (else float32) or bool."""
     if torch_mod is None:

@@ -1,34 +1,24 @@
-"""Non-finite numbers never reach the weights or a checkpoint.
-
-One NaN or inf loss (a reward gone wrong, an exploding ratio) would write NaN into the weights and
-the optimizer's moments, and every later step, the published weights and the next checkpoint
-would carry it. :class:`FiniteSteps` is asked before each optimizer step: a step whose loss or
-gradient norm is not finite is skipped (its gradients dropped, the weights left as they were) and
-counted; :data:`LIMIT` skipped steps in a row stop the run with :class:`NonFiniteError`, because
-then the learner no longer learns. :func:`nonfinite_tensors` lets the training loop refuse to
-write a checkpoint whose weights are not finite, so the last good one is kept for ``--resume``.
+"""Non-finite numbers never reach the weights or a checkpoint: a step whose loss or gradient norm
+is not finite is skipped, :data:`LIMIT` of them in a row stop the run, and a checkpoint whose
+weights are not finite is refused.
 
 Example:
     >>> import math
     >>> guard = FiniteSteps(limit=2)
     >>> guard.ok(0.5, 1.0), guard.ok(math.nan, 1.0), guard.skipped
     (True, False, 1)
-    >>> try:
-    ...     guard.ok(1.0, math.inf)
-    ... except NonFiniteError as exc:
-    ...     print(str(exc)[:63])
-    the learner skipped 2 updates in a row: a non-finite loss or gr
-    >>> nonfinite_tensors({"w": [1.0, math.nan], "b": [0.0]})
-    ['w']
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["LIMIT", "FiniteSteps", "NonFiniteError", "nonfinite_tensors"]
 
@@ -40,7 +30,7 @@ class NonFiniteError(RuntimeError):
     """The learner met only non-finite losses or gradients, or its weights are not finite."""
 
 
-def _finite(value: Any) -> bool:
+def _finite(value: float | torch.Tensor) -> bool:
     return math.isfinite(float(value))
 
 
@@ -58,7 +48,7 @@ class FiniteSteps:
         self.skipped = 0
         self.in_a_row = 0
 
-    def ok(self, loss: Any, grad_norm: Any) -> bool:
+    def ok(self, loss: float | torch.Tensor, grad_norm: float | torch.Tensor) -> bool:
         """True when ``loss`` and ``grad_norm`` are finite (take the step); else count a skip,
         and raise :class:`NonFiniteError` at ``limit`` skips in a row."""
         if _finite(loss) and _finite(grad_norm):
@@ -76,7 +66,7 @@ class FiniteSteps:
         return False
 
 
-def nonfinite_tensors(state: Mapping[str, Any]) -> list[str]:
+def nonfinite_tensors(state: Mapping[str, object]) -> list[str]:
     """Names of the entries of a ``state_dict`` holding NaN or inf (floating-point ones only)."""
     bad = []
     for name, value in state.items():

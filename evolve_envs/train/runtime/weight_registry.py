@@ -8,38 +8,37 @@ trajectories.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
 
-__all__ = ["WeightRegistry"]
+if TYPE_CHECKING:
+    from ray import ObjectRef
+
+__all__ = ["PollAnswer", "WeightRegistry"]
+
+#: A worker's poll answer: newer weights (``ref``: ``[ObjectRef]`` or None), the version, the
+#: stop and pause flags.
+PollAnswer: TypeAlias = "dict[str, int | bool | list[ObjectRef | None] | None]"
 
 
 class WeightRegistry:
-    """The small actor through which the learner broadcasts weights and workers report.
-
-    Holds the newest ``(version, [ObjectRef of the state_dict])`` (the reference travels inside a
-    list so Ray does not resolve it), a stop flag, and per-worker counters (incarnations, pushed
-    trajectories, dropped ones, env steps).
-
-    Example:
-        >>> reg = WeightRegistry()
-        >>> reg.poll(0, -1)["version"], reg.hello(0)
-        (-1, 1)
-    """
+    """The small actor through which the learner broadcasts weights and workers report: the newest
+    ``(version, [ObjectRef])`` (in a list, so Ray does not resolve it), the stop and pause flags,
+    per-worker counters."""
 
     def __init__(self) -> None:
         self._version = -1
-        self._ref: list[Any] = [None]
+        self._ref: list[ObjectRef | None] = [None]
         self._stop = False
         self._pause = False
         self._paused: set[int] = set()
         self._workers: dict[int, dict[str, int]] = {}
-        self._where: dict[int, list[dict[str, Any]]] = {}
+        self._where: dict[int, list[dict[str, object]]] = {}
 
-    def publish(self, version: int, ref: list[Any]) -> None:
+    def publish(self, version: int, ref: list[ObjectRef]) -> None:
         """Make ``ref[0]`` (an ObjectRef of a state_dict) the newest weights, as ``version``."""
         self._version, self._ref = int(version), list(ref)
 
-    def poll(self, worker_id: int, have: int, paused: bool = False) -> dict[str, Any]:
+    def poll(self, worker_id: int, have: int, paused: bool = False) -> PollAnswer:
         """What a worker holding version ``have`` needs: the newest version, its reference when
         newer (else None), whether to stop and whether to pause; ``paused``: the worker has
         stopped stepping for a pause (counted by :meth:`paused`)."""
@@ -58,12 +57,8 @@ class WeightRegistry:
 
         Example:
             >>> reg = WeightRegistry()
-            >>> reg.pause(); reg.poll(0, -1)["pause"], reg.paused()
-            (True, 0)
-            >>> _ = reg.poll(0, -1, paused=True); reg.paused()
+            >>> reg.pause(); _ = reg.poll(0, -1, paused=True); reg.paused()
             1
-            >>> reg.resume(); reg.poll(0, -1)["pause"], reg.paused()
-            (False, 0)
         """
         self._pause, self._paused = True, set()
 
@@ -75,7 +70,7 @@ class WeightRegistry:
         """How many workers have stopped stepping since the last :meth:`pause`."""
         return len(self._paused)
 
-    def hello(self, worker_id: int, pid: int = 0, where: Mapping[str, Any] | None = None) -> int:
+    def hello(self, worker_id: int, pid: int = 0, where: Mapping[str, object] | None = None) -> int:
         """A worker (re)started in process ``pid``: count and return its incarnation, and keep
         ``where`` it runs (node id, reward transport) for :meth:`placements`."""
         w = self._workers.setdefault(worker_id, {"incarnations": 0})
@@ -84,7 +79,7 @@ class WeightRegistry:
         self._where.setdefault(worker_id, []).append(dict(where or {}))
         return w["incarnations"]
 
-    def placements(self) -> dict[int, list[dict[str, Any]]]:
+    def placements(self) -> dict[int, list[dict[str, object]]]:
         """Per worker, where each incarnation ran (oldest first)."""
         return {k: [dict(x) for x in v] for k, v in self._where.items()}
 

@@ -17,9 +17,14 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from pydantic import JsonValue
 
 __all__ = ["markdown", "ranking", "summary_line", "write_report"]
 
@@ -28,7 +33,7 @@ def _clamped(value: float, low: float, high: float) -> float:
     return min(high, max(low, value))
 
 
-def summary_line(name: str, m: dict[str, Any], threshold: float) -> str:
+def summary_line(name: str, m: dict[str, JsonValue], threshold: float) -> str:
     """One service's result on one line, every value inside its defined range (F1 in [0, 1],
     VOC in [-1, 1], progress in [0, 100] %) or ``–`` with the reason it is undefined; never nan.
     ``threshold`` is the done threshold as a fraction.
@@ -74,7 +79,7 @@ def summary_line(name: str, m: dict[str, Any], threshold: float) -> str:
     )
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: JsonValue) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
     if isinstance(value, float):
@@ -82,7 +87,7 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def markdown(report: dict[str, Any], plots: list[str]) -> str:
+def markdown(report: dict[str, JsonValue], plots: list[str]) -> str:
     thr = report["threshold"]
     lines = [
         "# Reward-model calibration",
@@ -172,7 +177,7 @@ def markdown(report: dict[str, Any], plots: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def ranking(report: dict[str, Any]) -> list[str]:
+def ranking(report: dict[str, JsonValue]) -> list[str]:
     """One line ranking the services by VOC, done precision, done recall (higher first) and
     latency p50 (lower first), with two or more services."""
     services = report["services"]
@@ -202,12 +207,11 @@ def ranking(report: dict[str, Any]) -> list[str]:
     return ["", "Ranking, best first — " + "; ".join(parts) + "."] if parts else []
 
 
-def _plots(report: dict[str, Any], out: Path, prefix: str = "") -> list[str]:
+def _plots(report: dict[str, JsonValue], out: Path, prefix: str = "") -> list[str]:
     """Draw the PNGs into ``out`` (names start with ``prefix``); returns their file names.
 
     The precision-recall curve needs a successful episode (recall is undefined without one) and
-    is left out when no service has one.
-    """
+    is left out when no service has one."""
     try:
         import matplotlib
     except ImportError as e:
@@ -228,7 +232,7 @@ def _plots(report: dict[str, Any], out: Path, prefix: str = "") -> list[str]:
     return names
 
 
-def _pr_plot(report: dict[str, Any], png: Path, plt: Any) -> str:
+def _pr_plot(report: dict[str, JsonValue], png: Path, plt: ModuleType) -> str:
     """Done precision against recall across thresholds, one line per service."""
     fig, ax = plt.subplots(figsize=(5, 4))
     for name, svc in report["services"].items():
@@ -249,7 +253,7 @@ def _pr_plot(report: dict[str, Any], png: Path, plt: Any) -> str:
     return png.name
 
 
-def _progress_plot(report: dict[str, Any], png: Path, plt: Any) -> str:
+def _progress_plot(report: dict[str, JsonValue], png: Path, plt: ModuleType) -> str:
     """Each episode's values over episode time, one panel per service."""
     n = len(report["services"])
     fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.4), squeeze=False)
@@ -273,7 +277,9 @@ def _progress_plot(report: dict[str, Any], png: Path, plt: Any) -> str:
     return png.name
 
 
-def _per_task_plot(report: dict[str, Any], tasks: list[str], png: Path, plt: Any) -> str:
+def _per_task_plot(
+    report: dict[str, JsonValue], tasks: list[str], png: Path, plt: ModuleType
+) -> str:
     """Done F1 and VOC per task, one bar per service (only drawn with several tasks)."""
     services = list(report["services"])
     width = 0.8 / len(services)
@@ -289,8 +295,9 @@ def _per_task_plot(report: dict[str, Any], tasks: list[str], png: Path, plt: Any
     axes[1].set_ylabel("VOC (successes)")
     axes[1].axhline(0, color="k", lw=0.6)
     axes[1].set_xticks(np.arange(len(tasks)) + 0.4 - width / 2)
-    axes[1].set_xticklabels([t if len(t) <= 28 else t[:26] + "…" for t in tasks],
-                            rotation=20, ha="right", fontsize=7)  # fmt: skip
+    axes[1].set_xticklabels(
+        [t if len(t) <= 28 else t[:26] + "…" for t in tasks], rotation=20, ha="right", fontsize=7
+    )
     axes[0].legend(fontsize=7)
     axes[0].set_title("Per task")
     fig.tight_layout()
@@ -299,12 +306,13 @@ def _per_task_plot(report: dict[str, Any], tasks: list[str], png: Path, plt: Any
     return png.name
 
 
-def write_report(report: dict[str, Any], out: str | os.PathLike[str], *, prefix: str = "") -> Path:
+def write_report(
+    report: dict[str, JsonValue], out: str | os.PathLike[str], *, prefix: str = ""
+) -> Path:
     """Write ``report.json``, ``report.md`` and the PNGs into ``out``; returns the folder.
 
     Every file name starts with ``prefix`` (``prefix="cal_"``: ``cal_report.md`` links
-    ``cal_progress_curves.png``), so several reports can share one folder and keep their links.
-    """
+    ``cal_progress_curves.png``), so several reports can share one folder and keep their links."""
     if "/" in prefix or os.sep in prefix:
         raise ValueError(f"prefix is part of a file name, not a path: {prefix!r}")
     out = Path(out)
@@ -316,7 +324,7 @@ def write_report(report: dict[str, Any], out: str | os.PathLike[str], *, prefix:
     return out
 
 
-def _clean(value: Any) -> Any:
+def _clean(value: object) -> JsonValue:
     """JSON-safe copy: NaN becomes null, NumPy scalars plain numbers."""
     if isinstance(value, dict):
         return {str(k): _clean(v) for k, v in value.items()}

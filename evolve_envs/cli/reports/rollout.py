@@ -1,29 +1,7 @@
-"""The rollout's report: what ``evolve-envs rollout`` leaves in its output folder.
-
-:mod:`evolve_envs.cli.rollout` runs the episodes; this module records and writes them, into
-``out`` *as each episode finishes* (an interrupted job keeps every finished episode):
-
-* ``summary.json`` — the effective configuration (suite, resolved task id and description, the
-  episode limit actually used, policy, ...), then per episode: steps, env success, final
-  progress, reward sum, reward-model calls, errors, fallbacks, latency percentiles,
-  done-by-progress, the model's done decision against env success (and the running
-  ``termination_audit`` per task and overall), the alarm's state (``reward_alarm``, with
-  ``reward_model.alarm.enable``); ``"complete": false`` until the job ends
-  (``"interrupted": true`` after Ctrl-C);
-* ``metrics.csv`` and ``tensorboard/`` — one row / one scalar step per episode (W&B too with
-  ``wandb_project``), see :mod:`evolve_envs.recording.metrics_log`;
-* ``progress_<ep>.png`` — progress and reward vs step, check steps and the done threshold marked;
-* ``episode_<ep>.mp4`` — the agentview frames with progress overlaid (every ``video_every``-th
-  episode, none with ``video=False``);
-* a short plain-text table (returned, and printed by the CLI).
-
-Every progress number says where it comes from (:func:`~evolve_envs.stack.factory.progress_source`:
-the mock's ``change`` rule is *pixel change*, not task progress): the table's first line, the
-plot's title and axis, the video's overlay, the per-episode lines and ``summary.json``'s
-``effective.progress_source``.
-
-It is split from the rollout loop because it is a job of its own (the files, their plots and
-videos) that reads only finished records, never the envs' stepping.
+"""The rollout's report: what ``evolve-envs rollout`` leaves in its output folder, written as
+each episode finishes (an interrupted job keeps every finished episode): ``summary.json``,
+``metrics.csv`` / ``tensorboard/``, a progress plot and a video per episode, and the text table.
+The files are described in docs/getting-started.md.
 
 Example:
     >>> rec = EpisodeRecord(index=0, env_index=0, steps=1, rewards=[0.5], progress=[50.0])
@@ -44,23 +22,36 @@ import shutil
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
 
-from evolve_envs.cli.rollout_media import write_plot, write_video
+from evolve_envs.cli.reports.media import write_plot, write_video
+from evolve_envs.cli.reports.rollout_table import (
+    callable_name,
+    degradation,
+    episode_metrics,
+    format_table,
+    percentiles,
+)
 from evolve_envs.progress.done_rules import TerminationAudit
 from evolve_envs.recording.metrics_log import EpisodeLog
 from evolve_envs.stack.config import StackConfig
 from evolve_envs.stack.factory import progress_source
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from dataclasses import Field
+
+    from pydantic import JsonValue
 
 
 class ReportOptions(Protocol):
     """The rollout options the report reads; :class:`evolve_envs.cli.rollout.RolloutOptions`
     (a dataclass) fits. Typed structurally so that the report does not import the rollout."""
 
-    __dataclass_fields__: ClassVar[dict[str, Any]]
-    policy: Any
+    __dataclass_fields__: ClassVar[dict[str, Field[object]]]
+    policy: str | Callable[[object], object]
     seed: int
     episodes: int
     num_envs: int
@@ -96,8 +87,8 @@ class EpisodeRecord:
     env_success: bool = False
     terminated: bool = False
     truncated: bool = False
-    summary: dict[str, Any] = field(default_factory=dict)
-    alarm: dict[str, Any] | None = None  # info["reward_alarm"] (reward_model.alarm.enable)
+    summary: dict[str, JsonValue] = field(default_factory=dict)
+    alarm: dict[str, JsonValue] | None = None  # info["reward_alarm"] (reward_model.alarm.enable)
     fallback_steps: int = 0  # steps whose reward-model answer was the fallback (call failed)
 
     def stop_reason(self) -> str:
@@ -112,7 +103,7 @@ class EpisodeRecord:
             return "time_limit"
         return "running"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JsonValue]:
         s = self.summary
         lat = np.asarray(self.latencies_s, dtype=float)
         return {
@@ -132,7 +123,7 @@ class EpisodeRecord:
             "fallback_steps": self.fallback_steps,
             "last_reward_model_error": s.get("last_error"),
             "stop_reason": self.stop_reason(),
-            "latency_s": _percentiles(lat),
+            "latency_s": percentiles(lat),
             "done_by_progress": bool(s.get("done_by_progress", False)),
             "done_step": s.get("done_step"),
             "high_progress_on_failure": s.get("high_progress_on_failure"),
@@ -147,26 +138,18 @@ class EpisodeRecord:
 
 @dataclass
 class RolloutReport:
-    """What :func:`run_rollout` returns: the output folder, one row per episode (as in
-    ``summary.json``), the plain-text table, the wall time, the effective configuration, and
-    whether Ctrl-C ended the job.
-
-    ``degraded`` is ``None`` for a clean run, else how many episodes and steps got fallback
-    rewards and the last reward-model error (see :func:`degradation`).
-
-    >>> report = RolloutReport(out=Path("runs/demo"), episodes=[], table="", wall_s=0.0)
-    >>> report.interrupted, report.effective, report.degraded
-    (False, {}, None)
-    """
+    """What :func:`~evolve_envs.cli.rollout.run_rollout` returns: the folder, one row per episode
+    (as in ``summary.json``), the table, the wall time, the effective configuration, why it stopped
+    and ``degraded`` (None for a clean run, else :func:`degradation`'s summary)."""
 
     out: Path
-    episodes: list[dict[str, Any]]
+    episodes: list[dict[str, JsonValue]]
     table: str
     wall_s: float
-    effective: dict[str, Any] = field(default_factory=dict)
+    effective: dict[str, JsonValue] = field(default_factory=dict)
     interrupted: bool = False
     stop_reason: str = "completed"
-    degraded: dict[str, Any] | None = None
+    degraded: dict[str, JsonValue] | None = None
 
 
 #: The files a rollout report writes (its episodes' plots and videos by index).
@@ -225,8 +208,8 @@ class ReportWriter:
         )
         self.source = progress_source(rm)  # what the progress numbers are, said everywhere
         self.label = progress_source(rm, short=True) or "progress"
-        self.effective: dict[str, Any] = {}
-        self.episodes: list[dict[str, Any]] = []
+        self.effective: dict[str, JsonValue] = {}
+        self.episodes: list[dict[str, JsonValue]] = []
         self.in_flight: list[EpisodeRecord | None] = []  # episodes running now (set by _collect)
         self.stop: dict[str, str | None] = {"stop_reason": "running", "stop_detail": None}
         self.audit = TerminationAudit()  # model done decisions vs env success, whole run
@@ -240,14 +223,19 @@ class ReportWriter:
         )
         self._write_summary(wall_s=None, complete=False, interrupted=False)
 
-    def _options(self) -> dict[str, Any]:
+    def _options(self) -> dict[str, JsonValue]:
         opts = asdict(self.opts)
         if callable(self.opts.policy):
             opts["policy"] = callable_name(self.opts.policy)
         return {k: str(v) if isinstance(v, Path) else v for k, v in opts.items()}
 
     def start(
-        self, *, limit: int | None, task_id: Any, task_description: Any, model_id: Any = None
+        self,
+        *,
+        limit: int | None,
+        task_id: int | str | None,
+        task_description: str | None,
+        model_id: str | None = None,
     ) -> None:
         """Record what the built env actually runs (read after the first reset): its episode
         limit, task id and task description, and the model id its reward service reports."""
@@ -320,7 +308,7 @@ class ReportWriter:
             )
             row["termination_audit"] = self.audit.counts(row["task_description"])
         self.episodes.append(row)
-        self.log.add(rec.index, _metrics(row))
+        self.log.add(rec.index, episode_metrics(row))
         self._write_summary(wall_s=None, complete=False, interrupted=False)
         if self.opts.progress_bar and not self.interactive:
             prog = row["final_progress"]
@@ -360,7 +348,7 @@ class ReportWriter:
             degraded=degradation(episodes + self._unfinished()),
         )
 
-    def _unfinished(self) -> list[dict[str, Any]]:
+    def _unfinished(self) -> list[dict[str, JsonValue]]:
         """The episodes still running when the run stopped (empty while it runs or when it
         completed), with the run's stop reason as theirs."""
         if self.stop["stop_reason"] in ("running", "completed"):
@@ -396,90 +384,3 @@ class ReportWriter:
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
         os.replace(tmp, path)
-
-
-def degradation(episodes: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """How many episodes and steps got fallback rewards (a reward-model call failed and its
-    answer was the fallback), and why; ``None`` when none did.
-
-    >>> degradation([{"fallback_steps": 0, "reward_model_errors": 0}]) is None
-    True
-    >>> degradation([{"fallback_steps": 3, "reward_model_errors": 3, "steps": 50,
-    ...               "last_reward_model_error": "connection refused"},
-    ...              {"fallback_steps": 0, "reward_model_errors": 0, "steps": 50}])["episodes"]
-    1
-    """
-    hit = [e for e in episodes if e.get("fallback_steps") or e.get("reward_model_errors")]
-    if not hit:
-        return None
-    reasons = [e.get("last_reward_model_error") for e in hit if e.get("last_reward_model_error")]
-    return {
-        "episodes": len(hit),
-        "of_episodes": len(episodes),
-        "fallback_steps": sum(int(e.get("fallback_steps") or 0) for e in hit),
-        "reward_model_errors": sum(int(e.get("reward_model_errors") or 0) for e in hit),
-        "steps": sum(int(e.get("steps") or 0) for e in episodes),
-        "reason": reasons[-1] if reasons else "reward-model calls failed",
-    }
-
-
-def callable_name(fn: Any) -> str:
-    return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
-
-
-def _metrics(row: dict[str, Any]) -> dict[str, Any]:
-    """The flat numbers of one episode row (for CSV / TensorBoard / W&B)."""
-    lat = row["latency_s"]
-    return {
-        "steps": row["steps"],
-        "env_success": int(row["env_success"]),
-        "final_progress": row["final_progress"],
-        "max_progress": row["max_progress"],
-        "reward_sum": row["reward_sum"],
-        "reward_model_calls": row["reward_model_calls"],
-        "reward_model_errors": row["reward_model_errors"],
-        "reward_model_fallbacks": row["reward_model_fallbacks"],
-        "done_by_progress": int(row["done_by_progress"]),
-        "terminated": int(row["terminated"]),
-        "truncated": int(row["truncated"]),
-        "latency_p50_s": lat["p50"],
-        "latency_max_s": lat["max"],
-        "termination_precision": (row.get("termination_audit") or {}).get("precision"),
-        "alarm_firing": None if row["reward_alarm"] is None else int(row["reward_alarm"]["firing"]),
-    }
-
-
-def _percentiles(values: np.ndarray) -> dict[str, float | None]:
-    if values.size == 0:
-        return {"p50": None, "p90": None, "p99": None, "max": None}
-    p50, p90, p99 = np.percentile(values, [50, 90, 99])
-    return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "max": float(values.max())}
-
-
-def format_table(episodes: list[dict[str, Any]], source: str | None = None) -> str:
-    """A short plain-text table of the episodes; with ``source`` (where the model's progress
-    comes from) a first line says what each number is."""
-    head = ("ep", "steps", "env success", "model progress", "reward", "calls", "errors",
-            "p50 ms", "done")  # fmt: skip
-    rows = [head]
-    for e in episodes:
-        p50 = e["latency_s"]["p50"]
-        prog = e["final_progress"]
-        rows.append(
-            (
-                str(e["episode"]),
-                str(e["steps"]),
-                "yes" if e["env_success"] else "no",
-                "-" if prog is None or math.isnan(prog) else f"{prog:.1f}",
-                f"{e['reward_sum']:.3f}",
-                str(e["reward_model_calls"]),
-                str(e["reward_model_errors"]),
-                "-" if p50 is None else f"{1000 * p50:.0f}",
-                "progress" if e["done_by_progress"] else ("env" if e["terminated"] else "limit"),
-            )
-        )
-    widths = [max(len(r[c]) for r in rows) for c in range(len(head))]
-    table = "\n".join("  ".join(v.rjust(widths[c]) for c, v in enumerate(r)) for r in rows)
-    if source is None:
-        return table
-    return f"model progress = {source}; env success = the env's own flag\n{table}"

@@ -1,13 +1,12 @@
 """One segment of experience collected by one worker with one policy version.
 
-A :class:`Trajectory` holds ``T`` steps. Observations carry one extra row: ``obs[k][T]`` is the
-observation after the last step, which the learner uses to bootstrap a segment that did not end in
-a termination. Observations are the compact policy inputs produced by
-:meth:`evolve_envs.train.policies.base.Policy.encode_obs`, not raw environment observations.
-
-``dones[t]`` is True when the episode *terminated* after step ``t``: the Retrace trace is cut there
-and nothing is bootstrapped past it. A truncated episode (time limit) simply ends the segment with
-``dones[-1] = False`` and is bootstrapped from ``obs[T]``.
+>>> import numpy as np
+>>> tr = Trajectory(obs={"state": np.zeros((4, 2), np.float32)},
+...     actions=np.zeros((3, 1), np.float32), behaviour_logp=np.zeros(3, np.float32),
+...     rewards=np.ones(3, np.float32),
+...     dones=np.array([False, False, True]), policy_version=7)
+>>> tr.validate(); len(tr), tr.action_dim
+(3, 1)
 """
 
 from __future__ import annotations
@@ -22,32 +21,10 @@ __all__ = ["Trajectory", "stack_obs"]
 
 @dataclass
 class Trajectory:
-    """``T`` steps of one worker under one policy version.
-
-    Attributes:
-        obs: policy inputs, each array ``[T + 1, ...]`` (row ``T`` is the observation after the
-            last step, for bootstrapping).
-        actions: ``[T, A]`` float32, sampled actions *before* clipping to the action space.
-        behaviour_logp: ``[T]`` float32, ``log mu(a_t | s_t)`` under the acting policy version.
-        rewards: ``[T]`` float32.
-        dones: ``[T]`` bool, the episode terminated after step ``t``.
-        policy_version: version of the weights that acted.
-        worker_id: id of the worker that collected the segment.
-        episode_stats: one dict per episode that ended in this segment (return, success, ...).
-
-    >>> import numpy as np
-    >>> tr = Trajectory(
-    ...     obs={"state": np.zeros((4, 2), np.float32)},
-    ...     actions=np.zeros((3, 1), np.float32),
-    ...     behaviour_logp=np.zeros(3, np.float32),
-    ...     rewards=np.ones(3, np.float32),
-    ...     dones=np.array([False, False, True]),
-    ...     policy_version=7,
-    ... )
-    >>> tr.validate()
-    >>> len(tr), tr.action_dim
-    (3, 1)
-    """
+    """``T`` steps of one worker under one policy version: policy inputs with one extra row (the
+    observation after the last step, for bootstrapping), actions *before* clipping, behaviour
+    log-probs, rewards, ``dones[t]`` (terminated after step ``t``; a time limit is no termination),
+    and the stats of the episodes that ended in it."""
 
     obs: dict[str, np.ndarray]
     actions: np.ndarray
@@ -78,17 +55,7 @@ class Trajectory:
         return bool(len(self) > 0 and np.asarray(self.dones)[-1])
 
     def validate(self) -> None:
-        """Check shapes, dtypes and finiteness; raise ``ValueError`` naming the offending field.
-
-        >>> import numpy as np
-        >>> bad = Trajectory(obs={"state": np.zeros((3, 2))}, actions=np.zeros((3, 1), np.float32),
-        ...     behaviour_logp=np.zeros(3, np.float32), rewards=np.zeros(3, np.float32),
-        ...     dones=np.zeros(3, bool), policy_version=0)
-        >>> bad.validate()
-        Traceback (most recent call last):
-        ...
-        ValueError: Trajectory.obs['state']: leading dimension 3, expected T + 1 = 4
-        """
+        """Check shapes, dtypes and finiteness; a ``ValueError`` names the offending field."""
         for name in ("actions", "behaviour_logp", "rewards", "dones"):
             if not isinstance(getattr(self, name), np.ndarray):
                 raise ValueError(
@@ -140,17 +107,8 @@ class Trajectory:
 
 
 def stack_obs(trajs: Sequence[Trajectory], *, include_last: bool = True) -> dict[str, np.ndarray]:
-    """Concatenate the observations of several trajectories along the leading axis.
-
-    With ``include_last`` every trajectory contributes ``T_i + 1`` rows (its bootstrap row too),
-    otherwise ``T_i`` rows. All trajectories must have the same observation keys.
-
-    >>> import numpy as np
-    >>> a = Trajectory({"s": np.zeros((3, 2))}, np.zeros((2, 1), np.float32),
-    ...     np.zeros(2, np.float32), np.zeros(2, np.float32), np.zeros(2, bool), 0)
-    >>> stack_obs([a, a])["s"].shape, stack_obs([a, a], include_last=False)["s"].shape
-    ((6, 2), (4, 2))
-    """
+    """The observations of several trajectories along the leading axis: ``T_i + 1`` rows each with
+    ``include_last`` (the bootstrap row), else ``T_i``."""
     if not trajs:
         raise ValueError("stack_obs: no trajectories")
     keys = list(trajs[0].obs)

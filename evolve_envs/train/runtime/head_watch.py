@@ -1,15 +1,4 @@
-"""HeadWatch: a driver that lost the Ray head says so in one line and exits.
-
-When the head node of a Ray cluster dies, its GCS goes with it. A driver then blocks in its next
-``ray.get`` and, a minute later, Ray's core worker ends the process with a long C++ message. A
-training run should instead stop at once with one line that names the cause and the way back
-(the last checkpoint is in the run directory; ``--resume`` continues it on a new cluster).
-
-:class:`HeadWatch` is a daemon thread that opens a TCP connection to the GCS every ``period_s``.
-Once it has failed for ``timeout_s`` seconds in a row it writes ``message`` to ``stream`` and
-ends the process with ``os._exit(status)`` (the main thread may be blocked inside Ray, so a
-normal exit could hang). It does nothing for a Ray Client connection (``ray://``), where the
-lost connection raises in the driver itself.
+"""HeadWatch: a driver that lost the Ray head says so in one line and exits (docs/cluster.md).
 
 Example (a GCS address nobody listens on; the callback stands in for the exit):
     >>> import threading
@@ -50,19 +39,9 @@ def gcs_address() -> str | None:
 
 
 class HeadWatch:
-    """Watch the GCS at ``address`` (``host:port``) from a daemon thread (see the module
-    docstring).
-
-    Args:
-        address: the GCS's ``host:port``.
-        timeout_s: how long the GCS may be unreachable before ``on_lost`` runs.
-        period_s: seconds between connection attempts.
-        on_lost: what to do then (default: write ``message`` to ``stream`` and
-            ``os._exit(status)``).
-        message: the one line written by the default ``on_lost``.
-        stream: where it goes (default: ``sys.stderr``).
-        status: the exit status of the default ``on_lost``.
-    """
+    """Watch the GCS at ``address`` (``host:port``) from a daemon thread; after ``timeout_s``
+    unreachable, ``on_lost`` runs (by default: ``message`` to ``stream``, then
+    ``os._exit(status)``, since the main thread may be blocked inside Ray)."""
 
     def __init__(
         self,

@@ -1,9 +1,9 @@
-"""The rollout report's per-episode pictures: the progress plot (PNG) and the video (MP4).
+"""The rollout report's per-episode pictures: the progress plot (PNG, the ``report`` extra) and
+the video (MP4, the ``video`` extra), each naming what its progress number is.
 
-:class:`evolve_envs.cli.rollout_report.ReportWriter` calls them as each episode finishes. Both
-name what the progress number is (``source`` / ``label``, from
-:func:`evolve_envs.stack.factory.progress_source`): the mock's ``change`` rule is pixel change,
-not task progress. matplotlib comes with the ``report`` extra, the MP4 writer with ``video``.
+Example::
+
+    write_plot(Path("runs/demo/progress_0.png"), record, 0.95, source="mock: pixel change")
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from evolve_envs.recording.media import overlay_progress
 
 
 class EpisodeRecord(Protocol):
-    """What the pictures read of an episode (``rollout_report.EpisodeRecord`` has it)."""
+    """What the pictures read of an episode (the rollout report's ``EpisodeRecord`` has it)."""
 
     index: int
     steps: int
