@@ -2,8 +2,8 @@
 
 Everything here is a plain function of numbers (no I/O, no state), so the progress wrappers and
 trainer integrations share one definition of the EVOLVE-VLA / VLAC math (docs/PROGRESS.md). The
-accumulation itself lives in :mod:`evolve_envs.reward.protocol.progress` (the service uses it too)
-and is re-exported here:
+accumulation itself lives in :mod:`evolve_envs.reward.protocol.critic_math` (the service uses it
+too) and is re-exported here:
 
 * A *critic* ``c ∈ [-100, 100]`` says how much closer a later frame is to completion than an
   earlier one; *progress* ``v ∈ [0, 100]``.
@@ -35,7 +35,7 @@ import math
 from collections.abc import Iterable, Iterator
 from typing import Literal
 
-from evolve_envs.reward.protocol.progress import (
+from evolve_envs.reward.protocol.critic_math import (
     NEGATIVE_RULES,
     NegativeRule,
     accumulate,

@@ -11,7 +11,7 @@ import pytest
 
 from evolve_envs import ConfigError, load_config, make_env
 from evolve_envs.progress.hacking import AlarmSettings, HackingDetector, RewardHackingWarning
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from evolve_envs.wrappers.hacking_alarm import HackingAlarm
 from tests.helpers.synthetic_env import SyntheticProgressEnv
 

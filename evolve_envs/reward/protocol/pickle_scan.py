@@ -42,9 +42,22 @@ _OTHER = _Slot("other")  # any value that takes no BUILD (shared: never changed)
 _MEMO_PUTS = frozenset({"PUT", "BINPUT", "LONG_BINPUT"})
 _MEMO_GETS = frozenset({"GET", "BINGET", "LONG_BINGET"})
 _STRINGS = frozenset({"UNICODE", "SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8"})
-_SPECIAL = _MEMO_PUTS | _MEMO_GETS | _STRINGS | {
-    "MEMOIZE", "GLOBAL", "STACK_GLOBAL", "REDUCE", "INST", "OBJ", "BUILD", "DUP", "POP",
-}  # fmt: skip
+_SPECIAL = (
+    _MEMO_PUTS
+    | _MEMO_GETS
+    | _STRINGS
+    | {
+        "MEMOIZE",
+        "GLOBAL",
+        "STACK_GLOBAL",
+        "REDUCE",
+        "INST",
+        "OBJ",
+        "BUILD",
+        "DUP",
+        "POP",
+    }
+)
 # Every other opcode's stack effect, from pickletools: (pops to a mark?, values popped (below
 # the mark, if any), values pushed).
 _EFFECTS: dict[str, tuple[bool, int, tuple[_Slot, ...]]] = {

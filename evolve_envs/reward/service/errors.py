@@ -25,8 +25,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from evolve_envs.reward.protocol.body_budget import BodyBudgetError
 from evolve_envs.reward.protocol.pickle_codec import safe_pickle_dumps
-from evolve_envs.reward.service.image_decoding import ImageDecodeError
-from evolve_envs.reward.service.video_decoding import VideoDecodeError
+from evolve_envs.reward.service.decoding.images import ImageDecodeError
+from evolve_envs.reward.service.decoding.video import VideoDecodeError
 
 __all__ = [
     "ApiError",

@@ -1,38 +1,11 @@
-"""Reward model backends, looked up by name without importing heavy libraries.
-
-Backends are found through the Python entry-point group ``evolve_envs.reward_backends``: each
-entry maps a backend name to ``module:Class``. The built-in backends are declared there by this
-package's own metadata (``setup.cfg``), and a third-party package adds one the same way, without
-touching this repository:
-
-.. code-block:: ini
-
-    [options.entry_points]
-    evolve_envs.reward_backends =
-        mymodel = my_package.backend:MyModelBackend
-
-Only the chosen backend's module is imported (the `vlm` and `vlac` backends pull in
-torch/transformers, `mock` does not). When this package runs from a source tree whose metadata
-was not reinstalled, the built-in names still resolve (``BUILTIN_BACKENDS``).
-
-A *preset* is a registry entry that names another backend with some arguments fixed: the
-published judges RoboReward, Robo-Dopamine and TOPReward are the `openai` backend with their
-``preset`` (``PRESETS``), so that one YAML line selects the model (``embedded_backend:
-roboreward``) and its kwargs are the `openai` backend's (``base_url``, ``model``, ...) plus
-``preset_options``. For TOPReward on a local transformers checkpoint, use the `vlm` backend with
-``preset: topreward``.
-
-`make_backend("mock", latency_ms=5)` builds a backend and stamps it with a hash of its
-configuration (`config_hash`), which `/capabilities` reports.
+"""Reward model backends by name, through the entry-point group ``evolve_envs.reward_backends``
+(only the chosen backend's module is imported); presets are names with some arguments fixed.
 
 Example:
-    >>> backend = make_backend("mock", rule="intensity")
-    >>> backend.name
+    >>> make_backend("mock", rule="intensity").name
     'mock'
-    >>> "mock" in BACKENDS and "openai" in BACKENDS and "roboreward" in BACKENDS
+    >>> "mock" in BACKENDS and "roboreward" in BACKENDS
     True
-    >>> make_backend("roboreward", base_url="http://127.0.0.1:9/v1", model="m").name
-    'roboreward'
 """
 
 from __future__ import annotations

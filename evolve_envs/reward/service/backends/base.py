@@ -1,18 +1,5 @@
-"""The backend interface: what a reward model must implement to be served.
-
-A backend receives already-decoded frames (`numpy.uint8` arrays, H x W x 3, RGB; 448 x 448 for
-the progress and image routes) in batches assembled by `evolve_envs.reward.service.batching`, and
-answers synchronously. The server runs every backend call in one dedicated worker thread, so a
-backend needs no locking and may block (GPU inference) without stalling the server's I/O.
-
-Answers are held to their documented range (`RESULT_RANGES`): a critic in [-100, 100], a done
-probability in [0, 1], a video or image score within [-100, 100] (the bundled backends answer
-[0, 1]); a value outside it, or not finite, fails that request (502), never reaches a client.
-
-Capabilities: `progress` (`critic_batch`, serving `/trajectory-critic`) is required; `pairwise`
-(`/pairwise-critic`, also through `critic_batch`), `done` (`done_batch`), `video`
-(`score_video`, serving `/score`) and `image_score` (`score_images`, serving the pickle scorer)
-are optional. A route whose capability is missing answers 501 naming the backend.
+"""The backend interface: what a reward model implements to be served (capabilities, batches of
+decoded frames, answers held to `RESULT_RANGES`); docs/reward-models.md, "How the backends answer".
 
 Example:
     >>> class Constant(Backend):

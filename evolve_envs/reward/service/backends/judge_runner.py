@@ -1,19 +1,5 @@
-"""PresetJudge: answers the service's questions with a judge preset, on any VLM backend.
-
-The `vlm` (transformers) and `openai` (OpenAI-compatible server) backends hand their critic,
-done, video and image questions to a `PresetJudge` when built with ``preset=...``. The judge asks
-through the backend's own transport: `generate(requests, max_new_tokens)` for text presets and
-`token_probabilities(requests, top_k)` for token-probability presets (TOPReward). Text answers
-get the backend's `max_new_tokens` (the preset's own budget when the backend has none).
-
-Results are per item: a malformed answer gives a
-:class:`~evolve_envs.reward.service.backends.judge_presets.MalformedAnswerError` *in place of*
-that item's value (the batcher fails only that request, answered 502) and is counted in
-`malformed_answers`. The other items of the batch are answered normally.
-
-Pairwise critics: a preset with its own pairwise question (Robo-Dopamine) asks it once per pair;
-the others ask the progress of both frames (from the episode's first frame) and convert with
-:func:`~evolve_envs.reward.protocol.progress.critic_between`.
+"""PresetJudge: answers the service's questions with a judge preset through a `vlm` or `openai`
+backend's transport; a malformed answer fails only its own item.
 
 Example:
     >>> from evolve_envs.reward.service.backends.judge_presets import make_preset
@@ -23,9 +9,10 @@ Example:
     >>> import numpy as np
     >>> from evolve_envs.reward.service.backends.base import DoneItem
     >>> frame = np.zeros((8, 8, 3), np.uint8)
-    >>> PresetJudge(make_preset("roboreward")).done_batch(Canned(), [DoneItem("t", frame, frame, frame)])
+    >>> item = DoneItem("t", frame, frame, frame)
+    >>> PresetJudge(make_preset("roboreward")).done_batch(Canned(), [item])
     [(True, 1.0)]
-"""  # noqa: E501
+"""
 
 from __future__ import annotations
 
@@ -35,7 +22,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from evolve_envs.reward.protocol.progress import critic_between
+from evolve_envs.reward.protocol.critic_math import critic_between
 from evolve_envs.reward.service.backends.base import (
     CriticItem,
     DoneItem,

@@ -1,21 +1,11 @@
-"""OpenAICompatBackend: the VLM judge on any OpenAI-compatible `/v1/chat/completions` server.
-
-vLLM, SGLang, TGI, `transformers serve` and hosted APIs all speak this protocol. The backend
-sends the same prompts as the `vlm` backend (pairwise critic, progress for `/done`, episode video
-score, image score; overridable the same way), each frame as a base64 JPEG `image_url` data URL
-before the text, and reads the answers with the same parsing (`answer_parsing` through the `vlm`
-backend's methods): only how a batch of prompts is answered differs. Requests of a batch run
-concurrently, at most `max_concurrency` at a time; each has a `timeout` and up to `max_retries`
-retries (the `openai` client's backoff on connection errors, 408/409/429 and 5xx).
-
-The API key comes from the `api_key` kwarg or `$OPENAI_API_KEY` (a local server usually needs
-none: "EMPTY" is sent).
+"""OpenAICompatBackend: the VLM judge on any OpenAI-compatible `/v1/chat/completions` server (vLLM,
+SGLang, TGI, hosted APIs), with the `vlm` backend's prompts and parsing.
 
 Example:
-    >>> backend = OpenAICompatBackend("http://gpu-node:8000/v1", model="Qwen/Qwen2.5-VL-7B-Instruct")  # doctest: +SKIP
+    >>> backend = OpenAICompatBackend("http://gpu:8000/v1", model="qwen")  # doctest: +SKIP
     >>> backend.capabilities().video  # doctest: +SKIP
     True
-"""  # noqa: E501
+"""
 
 from __future__ import annotations
 

@@ -1,35 +1,5 @@
-"""VLACBackend: adapter over the official VLAC library (`evo_vlac`, InternRobotics/VLAC).
-
-VLAC is a Python library on ms-swift, not an HTTP service. Its entry point is
-`evo_vlac.GAC_model(tag="critic")`, set up with `init_model(model_path, model_type, device_map)`,
-`temperature`/`top_k`, `set_config()` and `set_system_prompt()`. Two of its methods answer what the
-service needs:
-
-* `get_trajectory_critic(task, image_list, ref_image_list, batch_num, ref_num, think, skip, rich,
-  reverse_eval, frame_skip, ...)` -> `(critic_list, value_list)`: for n PIL images, n-1 critics
-  (image i-1 -> image i, each in [-100, 100]) and n values on 0-100 (`value_list[0] == 0`,
-  accumulated with `critic_to_value_simple`). With a reference trajectory VLAC also shows the
-  model the trajectory's first image (`image_list[0]`); it samples `ref_num` frames from
-  `ref_image_list` (`ref_num >= 2`).
-* `get_trajectory_done(task, image_list, ref_image_list, batch_num, rich, ref_num, threshold,
-  skip, goal_image)` -> per-frame completion in 0-1 (values `<= threshold` become 0). Without a
-  reference it asks one image at a time; with a reference trajectory it compares (first, previous,
-  current) in context and prepends a 0 for the first frame; with a `goal_image` it compares each
-  frame with the goal.
-
-How the adapter maps the routes onto that API:
-
-* critic items that form one trajectory (each pair starts where the previous ended, the first pair
-  starts at the trajectory's first frame; what `/trajectory-critic` sends) go to VLAC in one
-  `get_trajectory_critic` call with the whole frame list, so VLAC sees the true first frame;
-  any other pair (`/pairwise-critic`, pairs of different requests) is a two-image trajectory.
-* `/done` calls `get_trajectory_done` on `[first, prev, curr]` with a reference trajectory (VLAC's
-  in-context rule needs all three), on `[curr]` with a one-frame reference as `goal_image`, or on
-  `[curr]` alone, and takes the last value as `prob`; done is `prob >= done_threshold`.
-
-The package is imported only when this backend is built; without it, construction raises
-`BackendError` naming the package and how to install it. The model directory comes from
-`--ckpt-path`, `$VLAC_CKPT_PATH` or the `ckpt_path` kwarg (nothing is downloaded).
+"""VLACBackend: adapter over the official VLAC library (`evo_vlac`, imported only when built);
+how routes map onto its API is in docs/reward-models.md ("How the backends answer").
 
 Example:
     >>> backend = VLACBackend("/models/VLAC", device="cuda:0")  # doctest: +SKIP

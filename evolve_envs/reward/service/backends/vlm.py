@@ -1,24 +1,5 @@
-"""VLMBackend: a vision-language model (Qwen2.5-VL family) through `transformers`.
-
-The model directory comes from the user (`--ckpt-path`, `VLAC_CKPT_PATH` or the `ckpt_path`
-kwarg) and is loaded with `local_files_only=True`: this backend never downloads anything.
-torch and transformers are imported only when this backend is built.
-
-Inputs are formatted in the Qwen chat format by this module (tokenizer + image processor,
-no `AutoProcessor`, so no video processor and no torchvision are needed); a video is given to
-the model as its sampled frames, in order. Four prompts, each overridable by a kwarg:
-
-* `pairwise_prompt` (critic between two frames, `/trajectory-critic`, `/pairwise-critic`),
-* `progress_prompt` (completion percentage of the current frame, `/done`),
-* `video_prompt` (episode score, `/score`),
-* `image_prompt` (image-prompt agreement, pickle scorer).
-
-Prompts are `str.format` templates with `{task}` (and `{n}`, the number of frames, for the
-video prompt). The caller's task text has its chat-template tokens neutralised first
-(`prompt_text.template_safe`, with the tokenizer's own special and added tokens), so it cannot
-close the user's turn, open a system turn or add or move image slots. Answers are parsed by
-`answer_parsing`; an answer without a number gives the fallback value (`fallback_critic`,
-`fallback_score`) and is logged.
+"""VLMBackend: a vision-language model (Qwen2.5-VL family) through `transformers`, loaded from a
+local directory (never downloaded); prompts and parsing in docs/reward-models.md.
 
 Example:
     >>> backend = VLMBackend("/models/Qwen2.5-VL-7B-Instruct", device="cuda")  # doctest: +SKIP

@@ -1,44 +1,5 @@
-"""Robometer's evaluation routes, answered by any backend: `POST /evaluate_batch` and
-`POST /evaluate_batch_npy`.
-
-Clients written for Robometer's eval server (its RLinf and policy-learning integrations) send
-*progress samples* and read a per-frame progress curve and per-frame success probabilities. This
-router answers them with this service's backend, so those clients run unchanged against any
-model served here.
-
-Requests (Robometer's published shapes):
-
-* `/evaluate_batch`: JSON, either ``{"samples": [...]}`` or a bare list of samples;
-* `/evaluate_batch_npy`: ``multipart/form-data``; the form field ``sample_<i>`` holds sample i as
-  JSON, in which an array is replaced by ``{"__numpy_file__": "<key>"}`` and sent as the file
-  part ``<key>`` (a ``.npy`` file; e.g. ``sample_0_trajectory_frames``). ``.npy`` files are read
-  without pickle (object arrays are refused).
-
-Both routes are under the limits of every other route, and parse off the event loop. A JSON body
-is held to the decoded-body budget before it is parsed (413: `max_body_nodes` values,
-`max_body_depth` levels), so its frames, as nested lists, hold at most that many values; send
-larger frames as ``.npy`` parts. A multipart body may have at most `max_form_parts` parts (413,
-counted before any is read); it is split in place (the standard library's email parser would
-hold several copies of the body, its binary parts as lines of text), its form fields are at
-most 1 MiB each and their JSON is held to the decoded-body budget together, and each ``.npy``
-part becomes an array over the body's own bytes, never a copy.
-
-A sample is ``{"sample_type": "progress", "trajectory": {"task": str, "frames": uint8 array
-T x H x W x 3, ...}}``; other fields (``use_frame_steps``, ``frame_stride``, ``frames_shape``,
-metadata) are accepted and ignored. Preference samples are refused (422): no backend here
-compares two trajectories.
-
-Answer::
-
-    {"outputs_preference": null,
-     "outputs_progress": {"progress_pred": [[p_0, ..., p_T-1], ...],
-                          "metadata": [{"num_frames": T}, ...]},
-     "outputs_success": {"success_probs": [[s_0, ..., s_T-1], ...]}}
-
-Progress of frame t is the backend's `/done` probability for frame t against the sample's first
-frame (backends without `done`: the accumulated `/trajectory-critic` values / 100); success
-probabilities are the same numbers, since every backend here decides done by thresholding its
-progress. The limits of the other routes apply (frames per request, image side, pixels, text).
+"""Robometer's evaluation routes, answered by any backend: `POST /evaluate_batch` (JSON) and
+`POST /evaluate_batch_npy` (multipart with `.npy` parts); docs/PROTOCOLS.md, section 5.
 
 Example:
     >>> [route.path for route in router.routes]
@@ -67,13 +28,13 @@ from evolve_envs.reward.protocol.body_budget import (
     BodyBudgetError,
     check_json_body,
 )
-from evolve_envs.reward.protocol.progress import value_list
+from evolve_envs.reward.protocol.critic_math import value_list
 from evolve_envs.reward.service.backends.base import CriticItem, DoneItem
-from evolve_envs.reward.service.batching import prepare_frame
 from evolve_envs.reward.service.errors import ApiError, client_input
 from evolve_envs.reward.service.limits import DEFAULT_LIMITS
 from evolve_envs.reward.service.routes.request_body import read_body
-from evolve_envs.reward.service.service_state import ServiceState, State
+from evolve_envs.reward.service.state.batching import prepare_frame
+from evolve_envs.reward.service.state.service_state import ServiceState, State
 
 __all__ = ["router", "form_parts", "parse_json_samples", "parse_multipart_samples", "samples_of"]
 

@@ -15,8 +15,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from evolve_envs.reward.protocol.wire import Capabilities, HealthResponse
-from evolve_envs.reward.service.metrics import PROMETHEUS_CONTENT_TYPE, wants_prometheus
-from evolve_envs.reward.service.service_state import State
+from evolve_envs.reward.service.state.metrics import PROMETHEUS_CONTENT_TYPE, wants_prometheus
+from evolve_envs.reward.service.state.service_state import State
 
 __all__ = ["router"]
 

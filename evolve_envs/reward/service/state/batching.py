@@ -1,28 +1,5 @@
-"""Request coalescing: items from concurrent requests become backend batches of <= 8.
-
-Each progress/image route splits its request into items (one frame pair, one done question, one
-image), resized to `FRAME_SIZE` x `FRAME_SIZE`, and hands them to `Batcher.run`. One consumer
-per item kind waits for the first item, then keeps collecting for up to `window_s` seconds (or
-until `max_batch` items are queued) and calls the backend once for the whole batch, in a single
-dedicated worker thread (the "GPU"). Items from different clients that arrive within the window
-share one backend call; a long trajectory is split across consecutive batches.
-
-Adaptive window. Clients that check in lock step (the workers of a vector env reaching the same
-check step) post their requests over a spread that depends on their CPU load, often longer than
-`window_s`; a fixed short window then splits their burst into part-filled batches, and the late
-part waits a whole extra backend call. So the batcher remembers the size of recent *bursts* (the
-requests whose items arrived within the *cap* of a burst's first item) and, while a batch holds
-items of fewer requests than the largest of the last `history` bursts, keeps waiting — at most
-until the cap after the batch's first item arrived, and never past `max_batch`. The cap is
-`wait_fraction` (1/4) of the backend's recent call time, between `window_s` and `max_window_s`:
-waiting costs at most a quarter of a call where a split burst costs a whole one, and a fast
-backend (a call of a few ms) gets no adaptive wait at all. A lone client (bursts of one) never
-waits beyond `window_s`; a burst that is complete is sent as soon as its last item is in.
-`max_window_s <= window_s` turns the adaptive wait off.
-
-If a batch that mixes several requests fails, each request's items are retried on their own, so
-one bad request cannot fail its neighbours. Every answer is held to its documented range
-(`backends.base.check_range`): one outside it fails its own request (502), not the batch.
+"""Request coalescing: items from concurrent requests become backend batches of at most 8, in one
+backend thread, with the adaptive window of the service's README ("Batching").
 
 Example (inside a running event loop):
     >>> batcher = Batcher(MockBackend(), Metrics(), max_batch=8, window_s=0.005)  # doctest: +SKIP
@@ -48,8 +25,8 @@ from evolve_envs.reward.service.backends.base import (
     OutOfRangeError,
     check_range,
 )
-from evolve_envs.reward.service.image_decoding import resize_square
-from evolve_envs.reward.service.metrics import Metrics
+from evolve_envs.reward.service.decoding.images import resize_square
+from evolve_envs.reward.service.state.metrics import Metrics
 
 __all__ = ["Batcher", "FRAME_SIZE", "MAX_BATCH", "MAX_WINDOW_S", "prepare_frame"]
 

@@ -1,12 +1,7 @@
-"""The `Host`/`Origin` allow-list of the reward service (against DNS rebinding and cross-site
-pages): `HostAllowListMiddleware`.
-
-Starlette's `TrustedHostMiddleware` checks `Host` only and answers a plain-text 400; this one
-answers JSON, `421 Misdirected Request` for a foreign `Host` and `403` for a foreign `Origin`.
+"""The `Host`/`Origin` allow-list (against DNS rebinding): 421 JSON for a foreign `Host`, 403 for a
+foreign `Origin`.
 
 Example:
-    >>> host_name("[::1]:8111"), host_name("LocalHost:80"), host_name("::1")
-    ('[::1]', 'localhost', '::1')
     >>> guard = HostAllowListMiddleware(app=None, allowed_hosts=DEFAULT_ALLOWED_HOSTS)
     >>> guard.allowed("127.0.0.1:8111"), guard.allowed("attacker.example")
     (True, False)

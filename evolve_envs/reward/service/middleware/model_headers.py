@@ -1,16 +1,5 @@
-"""Every answer says who gave it: `X-Reward-Model` headers on each response.
-
-`ModelHeadersMiddleware` adds, to every successful (2xx) HTTP response of the service:
-
-* ``X-Reward-Backend``: the backend name (``vlm``, ``roboreward``, ...);
-* ``X-Reward-Model``: the model id (checkpoint name or served model name);
-* ``X-Reward-Model-Revision``: the model's revision or weight fingerprint, when known;
-* ``X-Reward-Config-Hash``: the hash of the backend's configuration, when known.
-
-Error answers carry none of them: a caller without the token (401), at a `Host` not served
-(421) or with a bad request (4xx) learns nothing about the model. The same values are in
-`GET /capabilities`. Clients compare them with what they saw at start-up
-(`evolve_envs.reward.clients.model_watch`) and report a model that changed mid-run.
+"""`ModelHeadersMiddleware`: every 2xx answer names its model (`X-Reward-Backend`,
+`X-Reward-Model`, `X-Reward-Model-Revision`, `X-Reward-Config-Hash`); error answers carry none.
 
 Example:
     >>> from evolve_envs.reward.service.backends import make_backend

@@ -1,15 +1,6 @@
-"""Decode JPEG/PNG bytes into `numpy.uint8` arrays (H x W x 3, RGB), within limits.
-
-Errors carry the HTTP status the server answers with: `ImageDecodeError` (422) for anything that is
-not a decodable JPEG/PNG (truncated or inconsistent data included), `ImageTooLargeError` (413) for
-an image wider or taller than the limit, over the request's `PixelBudget` (decoded pixels summed
-over its images) or whose decoding would take more memory than the budget's per-image limit (all
-checked from the header, before any pixel is decoded: PNG's IHDR, JPEG's SOF). Large JPEGs are
-decoded reduced (DCT scaling) towards the model's input size; 16-bit greyscale PNGs are scaled to 8
-bits.
-
-Base64 images (strict base64, checked from their first decoded bytes before the rest is
-decoded) are :mod:`evolve_envs.reward.service.base64_images`.
+"""Decode JPEG/PNG bytes into `numpy.uint8` arrays (H x W x 3, RGB) within limits checked from the
+header: `ImageDecodeError` (422) for what is not a decodable image, `ImageTooLargeError` (413) past
+the side, the request's `PixelBudget` or the per-image decoding memory.
 
 Example:
     >>> import io

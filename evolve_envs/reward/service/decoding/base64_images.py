@@ -1,12 +1,5 @@
-"""Base64 images: strict base64 decoding, and the check of an image's first decoded bytes.
-
-A base64 image is checked on its first decoded bytes before the rest of the string is decoded
-(`sniff_image_b64`): the magic bytes, the header's size (PNG's IHDR, JPEG's SOF) against the
-limits of :mod:`evolve_envs.reward.service.image_decoding`, and the string's length against what an
-image of that size can take, so a 30 MB string of zeros, or a valid 8x8 header followed by
-megabytes of padding, is refused (422) without decoding it. The rest is then decoded in slices
-(`b64_to_bytes`), never holding a whitespace-free copy of it; `decode_image_b64` does both and
-decodes the image.
+"""Base64 images: strict base64, an image checked on its first decoded bytes (magic bytes, header
+size, string length) before the rest is decoded in slices (docs/reward-service.md, "Decoding").
 
 Example:
     >>> import base64, io
@@ -27,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from evolve_envs.reward.service.image_decoding import (
+from evolve_envs.reward.service.decoding.images import (
     JPEG_MAGIC,
     PNG_MAGIC,
     ImageDecodeError,
@@ -228,8 +221,9 @@ def _jpeg_header(data: str, head: bytes, what: str) -> ImageHeader:
             if len(head) < size:  # the whole file: no header anywhere
                 raise ImageDecodeError(f"{what} has no readable JPEG header: {exc}") from None
             continue
-        return ImageHeader("jpeg", width, height, "RGB", _JPEG_WORST_BPP * width * height
-                           + _FILE_SLACK)  # fmt: skip
+        return ImageHeader(
+            "jpeg", width, height, "RGB", _JPEG_WORST_BPP * width * height + _FILE_SLACK
+        )
     raise ImageDecodeError(
         f"{what} has no readable JPEG frame header in its first {_JPEG_HEAD_BYTES[-1]} bytes"
     )

@@ -1,16 +1,5 @@
-"""Bearer-token authentication of the reward service, on Starlette's `AuthenticationMiddleware`,
-and the rules for where the token comes from and when one is required.
-
-`add_bearer_auth(app, token)` makes every request need `Authorization: Bearer <token>`; a
-missing or wrong token answers `401` JSON with `WWW-Authenticate: Bearer` before the request
-reaches any route (or has its body read).
-
-`resolve_token` reads the token from a value, a file (`--token-file`, e.g. a Kubernetes Secret
-mounted as a file) or the environment (`EVOLVE_REWARD_TOKEN`, `EVOLVE_REWARD_TOKEN_FILE`), so it
-never needs to be on a command line. `check_exposure` is the closed-by-default rule every way of
-starting the service applies: a non-loopback address without a token is refused unless the
-operator says `--insecure-no-token` (the `Host` allow-list is no access control: a remote
-caller chooses its own `Host` header).
+"""Bearer-token authentication (401 JSON before any route) and the closed-by-default rule
+(`check_exposure`: no token on a non-loopback address unless `--insecure-no-token`).
 
 Example:
     >>> from fastapi import FastAPI

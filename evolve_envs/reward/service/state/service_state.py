@@ -1,17 +1,12 @@
-"""What the reward service's routers share: the backend, its batcher, the metrics and the request
-limits (`ServiceState`, at `app.state.service`), and the steps every route takes with them —
-check a request against the limits, decode its frames off the event loop, run backend work and
-turn its failures into answers naming the backend.
+"""`ServiceState` (at `app.state.service`): the backend, its batcher, the metrics and the request
+limits the routers share, and the steps every route takes with them (limit checks, decoding off
+the event loop, backend failures answered naming the backend).
 
 Example:
     >>> from evolve_envs.reward.service.backends.mock import MockBackend
     >>> state = ServiceState.build(MockBackend(), RequestLimits(), batch_window_ms=2.0)
     >>> state.limits.max_frames
     1024
-    >>> state.check_count("frames", [])
-    Traceback (most recent call last):
-    ...
-    evolve_envs.reward.service.errors.ApiError: frames must not be empty
 """
 
 from __future__ import annotations
@@ -32,13 +27,18 @@ from evolve_envs.reward.service.backends.base import (
     NotSupportedError,
     OutOfRangeError,
 )
-from evolve_envs.reward.service.base64_images import decode_image_b64
-from evolve_envs.reward.service.batching import MAX_BATCH, MAX_WINDOW_S, Batcher, prepare_frame
+from evolve_envs.reward.service.decoding.base64_images import decode_image_b64
+from evolve_envs.reward.service.decoding.images import ImageDecodeError, PixelBudget
+from evolve_envs.reward.service.decoding.video import VideoDecodeError
 from evolve_envs.reward.service.errors import ApiError, client_input
-from evolve_envs.reward.service.image_decoding import ImageDecodeError, PixelBudget
 from evolve_envs.reward.service.limits import DEFAULT_LIMITS
-from evolve_envs.reward.service.metrics import Metrics
-from evolve_envs.reward.service.video_decoding import VideoDecodeError
+from evolve_envs.reward.service.state.batching import (
+    MAX_BATCH,
+    MAX_WINDOW_S,
+    Batcher,
+    prepare_frame,
+)
+from evolve_envs.reward.service.state.metrics import Metrics
 
 __all__ = ["RequestLimits", "ServiceState", "State", "decode_frames", "service_state"]
 

@@ -1,37 +1,9 @@
-"""Opt-in fault injection for client tests and failure drills (never on by default).
-
-Enabled only when the server starts with `--enable-fault-injection` (or
-`create_app(..., enable_faults=True)`). Then three admin routes exist (they obey the bearer
-token like every route, and are never themselves faulted):
-
-* `POST /admin/faults` with JSON
-  `{"mode": ..., "status": 503, "delay_s": 2.0, "count": null, "routes": null}` arms a fault.
-  `count` is how many matching requests it affects (`null`: until cleared); `routes` lists
-  exact paths such as `["/trajectory-critic", "/pickle"]` (`null`: every non-admin route).
-  Arming replaces any previous fault. Answer: the fault status (below).
-* `DELETE /admin/faults` clears it. `GET /admin/faults` returns
-  `{"active": spec or null, "remaining": n or null, "injected": total so far}`.
-
-Modes (what a matching request sees):
-
-* ``status``: HTTP `status` (e.g. 429, 500, 503) with a JSON body `{"error": ..., "fault": ...}`.
-* ``delay``: the real answer, after sleeping `delay_s` seconds (client timeouts).
-* ``invalid_json``: HTTP 200 with a body that is not JSON (nor a pickle).
-* ``wrong_length``: the real answer, made malformed: `value_list` loses its last entry,
-  pickle `scores` gain an extra entry, and scalar answers (`critic`, `prob`, `score`) become
-  two-element lists.
-* ``nan`` / ``inf``: the real answer with every number of the answer (`value_list`,
-  `critic_list`, `critic`, `prob`, `score`, pickle `scores`) replaced by NaN / +Infinity,
-  serialised as the bare JSON tokens `NaN` / `Infinity` as a buggy server would.
-* ``huge``: the real answer with every number of the answer replaced by 1e308 (finite, but far
-  outside every score's range: what a broken or hostile service might send).
-* ``reset``: the connection is aborted (TCP reset) without any response.
+"""Opt-in fault injection for client tests and failure drills: `POST/GET/DELETE /admin/faults`
+(modes in docs/reward-service.md, "Fault injection"); off unless `--enable-fault-injection`.
 
 Example:
-    >>> import httpx  # doctest: +SKIP
-    >>> httpx.post(url + "/admin/faults", json={"mode": "status", "status": 503,
-    ...                                         "count": 2})  # doctest: +SKIP
-    >>> httpx.delete(url + "/admin/faults")  # doctest: +SKIP
+    >>> FaultSpec(mode="status", status=503, count=2).count
+    2
 """
 
 from __future__ import annotations
@@ -310,7 +282,7 @@ def install(app: FastAPI) -> FaultInjector:
 
     @app.post("/admin/faults", tags=["admin"])
     async def arm_fault(spec: FaultSpec) -> dict[str, Any]:
-        """Arm a fault (see `evolve_envs.reward.service.faults`); replaces any armed fault."""
+        """Arm a fault (see this module's docstring); replaces any armed fault."""
         log.warning("fault injection armed: %s", spec.model_dump())
         return injector.arm(spec)
 

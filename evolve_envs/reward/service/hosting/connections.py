@@ -1,36 +1,11 @@
-"""Connection hygiene for uvicorn's HTTP/1.1 protocol: read deadlines, a connection cap that
-evicts stalled connections, JSON errors at the protocol level.
-
-uvicorn closes *idle keep-alive* connections, but not a connection that never sends a request,
-stops half-way through its headers, or trickles its body. `bounded_h11_protocol(...)` returns a
-subclass of uvicorn's h11 protocol that
-
-* gives every request `header_timeout_s` seconds from its first byte (or from the connection's
-  opening) until its headers are complete, and `read_timeout_s` until its body is complete, then
-  answers `408` (JSON) and closes the connection;
-* holds at most `max_connections` connections: at the cap, a new connection closes one with no
-  request in progress: the oldest of those whose headers are not finished (answered `503` JSON),
-  else the one idle longest between requests; only when every connection has a request in
-  progress is the new one refused with `503` (JSON) at once, so stalled sockets can neither use
-  up the process's file descriptors nor lock out new clients or push out kept-alive ones;
-* answers malformed HTTP with a JSON `400` instead of uvicorn's plain text.
-
-`connection_cap(max_connections, headroom)` keeps the cap below the process's `RLIMIT_NOFILE`
-with `headroom` descriptors to spare (log files, pipes, the listening socket), so the cap, not
-the kernel's `EMFILE`, decides.
-
-In the application, `ConcurrencyLimitMiddleware` caps concurrent requests (`503` JSON with
-`Retry-After`, which clients retry) and `BodyLimitMiddleware` request bodies (`413` JSON, from
-`Content-Length` before reading, or once the bytes read pass the limit) and the bytes of all the
-bodies in flight together (`503` with `Retry-After` past `max_inflight_body_bytes`), so the
-concurrent requests cannot each bring a body of the largest size.
+"""Connection hygiene for uvicorn's HTTP/1.1 protocol: header/read deadlines (408), a connection
+cap below `RLIMIT_NOFILE` that evicts stalled connections (503), JSON 400 for malformed HTTP
+(docs/reward-service.md, "Connections").
 
 Example:
     >>> protocol = bounded_h11_protocol(read_timeout_s=30.0, max_connections=512)
     >>> protocol.read_timeout_s, protocol.header_timeout_s, protocol.max_connections
     (30.0, 10.0, 512)
-    >>> connection_cap(512, headroom=64) <= 512
-    True
 """
 
 from __future__ import annotations
@@ -43,18 +18,12 @@ import time
 from typing import Any
 
 import h11
-from starlette.exceptions import HTTPException
-from starlette.responses import JSONResponse
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 __all__ = [
     "bounded_h11_protocol",
     "connection_cap",
     "listen_backlog",
-    "BodyLimitMiddleware",
-    "BodyTooLargeError",
-    "ConcurrencyLimitMiddleware",
-    "InflightBodiesError",
     "raw_json_response",
 ]
 
@@ -263,154 +232,3 @@ def bounded_h11_protocol(
             "max_connections": int(max_connections),
         },
     )
-
-
-class ConcurrencyLimitMiddleware:
-    """ASGI middleware: at most `limit` requests in the application at once; more get 503 JSON.
-
-    Example:
-        >>> ConcurrencyLimitMiddleware(app=None, limit=256).limit
-        256
-    """
-
-    def __init__(self, app: Any, limit: int) -> None:
-        if limit < 1:
-            raise ValueError(f"limit must be >= 1, got {limit}")
-        self.app = app
-        self.limit = int(limit)
-        self.active = 0
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        if self.active >= self.limit:
-            body = json.dumps(
-                {"error": f"too many concurrent requests (limit {self.limit}); retry later"}
-            ).encode()
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 503,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", str(len(body)).encode()),
-                        (b"retry-after", b"1"),
-                    ],
-                }
-            )
-            await send({"type": "http.response.body", "body": body})
-            return
-        self.active += 1
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            self.active -= 1
-
-
-class BodyTooLargeError(HTTPException):
-    """Raised while reading a body larger than the limit (FastAPI re-raises HTTP exceptions, and
-    the app's handler answers them as JSON)."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(413, f"request body larger than the limit of {limit} bytes")
-
-
-class BodyLimitMiddleware:
-    """ASGI middleware: request bodies over `max_body_bytes` answer 413 JSON, and bodies that
-    would take the bytes of all requests in flight past `max_inflight_bytes` answer 503 JSON
-    with `Retry-After` (a request alone is always let in, whatever its size within the limit).
-
-    A `Content-Length` over the limit is answered before the body is read; a body that grows
-    past it while read (chunked) raises `BodyTooLargeError` in the reading route. A body's
-    bytes count against the in-flight total from its `Content-Length` (as they arrive when it
-    has none) until its request is answered.
-
-    Example:
-        >>> BodyLimitMiddleware(app=None, max_body_bytes=1024).limit
-        1024
-    """
-
-    def __init__(
-        self, app: Any, max_body_bytes: int, max_inflight_bytes: int | None = None
-    ) -> None:
-        self.app = app
-        self.limit = max_body_bytes
-        self.max_inflight = max_inflight_bytes
-        self.inflight = 0
-
-    def _room_for(self, nbytes: int, held: int) -> bool:
-        """Whether `nbytes` more may be held (a request holding `held` already)."""
-        if self.max_inflight is None or self.inflight == held:
-            return True  # nobody else holds anything: always let a lone request in
-        return self.inflight + nbytes <= self.max_inflight
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        length = dict(scope["headers"]).get(b"content-length")
-        declared = 0
-        if length is not None:
-            try:
-                declared = max(0, int(length))
-            except ValueError:
-                declared = 0
-            if declared > self.limit:
-                response = JSONResponse(
-                    {
-                        "error": f"request body of {declared} bytes is larger than the "
-                        f"limit of {self.limit} bytes",
-                        "limit": self.limit,
-                    },
-                    status_code=413,
-                )
-                await response(scope, receive, send)
-                return
-        if not self._room_for(declared, 0):
-            await self._busy(scope, receive, send)
-            return
-        held = declared
-        self.inflight += held
-        received = 0
-
-        async def limited_receive() -> dict[str, Any]:
-            nonlocal received, held
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.limit:
-                    raise BodyTooLargeError(self.limit)
-                if received > held:  # no (or a short) Content-Length: count as it arrives
-                    more = received - held
-                    if not self._room_for(more, held):
-                        raise InflightBodiesError(self.max_inflight or 0)
-                    self.inflight += more
-                    held = received
-            return message
-
-        try:
-            await self.app(scope, limited_receive, send)
-        finally:
-            self.inflight -= held
-
-    async def _busy(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        error = InflightBodiesError(self.max_inflight or 0)
-        response = JSONResponse({"error": error.detail}, status_code=503, headers=error.headers)
-        await response(scope, receive, send)
-
-
-class InflightBodiesError(HTTPException):
-    """The bodies of the requests in flight already hold the most bytes allowed (503).
-
-    Example:
-        >>> InflightBodiesError(2**30).headers
-        {'retry-after': '1'}
-    """
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(
-            503,
-            f"the requests in flight already hold {limit} bytes of bodies (the limit); retry later",
-            headers={"retry-after": "1"},
-        )

@@ -1,30 +1,5 @@
-"""The reward service as a Ray Serve application: the same FastAPI app, N replicas.
-
-Each replica builds its backend and the app of `evolve_envs.reward.service.app.create_app` (same
-routes, same validation, same errors, same `/metrics`) and Serve's FastAPI ingress serves it over
-HTTP. Ray actors may skip HTTP: `RewardDeployment.call` takes one request `(method, route,
-json_body, headers)` through a `DeploymentHandle`; `@serve.batch` collects the calls of many actors
-and runs them through the app together, so the app's batcher turns them into one backend batch
-(`evolve_envs.reward.clients.ray_handle_pool.RayHandlePool` is the client side).
-
-Each replica takes at most `max_ongoing_requests` requests at once (64 by default), and each
-caller (Serve's HTTP proxy, a `DeploymentHandle`) queues at most `max_queued_requests` more
-(by default the service's `max_concurrent_requests`, 256): past that the proxy answers 503 and a
-handle raises `BackPressureError`, instead of holding every body that arrives. Inside a replica
-the app's own concurrency cap applies as on a single server.
-
-Start it with `evolve-reward-server --engine ray --replicas N ...`, with `serve_app(...)` from
-Python, or with `serve deploy evolve_envs/configs/serve/mock.yaml` (its `import_path` is
-`build_app`).
-
-Closed by default, as `evolve-reward-server` is: each replica reads its bearer token where it
-runs (the `token_file` argument, e.g. a Kubernetes Secret mounted in the replica's pod, else
-`$EVOLVE_REWARD_TOKEN`, else `$EVOLVE_REWARD_TOKEN_FILE`; a literal `token` argument works too,
-but anyone who can read the Serve config sees it), and refuses to start when Serve's HTTP proxy
-listens on a non-loopback address and there is no token, unless `insecure_no_token: true`. HTTP
-requests and handle calls go through the same app, so both need the token
-(`RayHandlePool(token=...)` sends it). A backend argument written `${NAME}` is the replica's
-environment variable NAME (an API key from a Secret).
+"""The reward service as a Ray Serve application: the same FastAPI app on N replicas, over HTTP or
+by handle (`RewardDeployment.call`); docs/scaling-out.md and docs/reward-service.md ("Ray Serve").
 
 Example:
     >>> app = build_app({"backend": "mock", "replicas": 2})  # doctest: +SKIP
@@ -43,14 +18,18 @@ from ray import serve
 from ray.serve import Application
 
 from evolve_envs.reward.protocol.token import TOKEN_ENV, TOKEN_FILE_ENV, resolve_token
-from evolve_envs.reward.service.auth import check_exposure, expand_env_refs, is_loopback_host
 from evolve_envs.reward.service.limits import APP_LIMITS, DEFAULT_LIMITS, ServiceLimits
+from evolve_envs.reward.service.middleware.auth import (
+    check_exposure,
+    expand_env_refs,
+    is_loopback_host,
+)
 
 __all__ = ["RewardDeployment", "build_app", "deployment_options", "DEFAULT_APP_NAME"]
 
 DEFAULT_APP_NAME = "reward"
 
-log = logging.getLogger("evolve_envs.reward.service.ray_serve")
+log = logging.getLogger("evolve_envs.reward.service.hosting.ray_serve")
 
 #: Serve application arguments that say where the token comes from, read by each replica
 TOKEN_KEYS = ("token_file", "insecure_no_token")
@@ -190,8 +169,10 @@ def deployment_options(
         >>> opts["ray_actor_options"], opts["max_ongoing_requests"], opts["max_queued_requests"]
         ({'num_gpus': 0.0, 'num_cpus': 1.0, 'resources': {'reward': 1.0}}, 64, 256)
     """
-    for name, cap in (("max_ongoing_requests", max_ongoing_requests),
-                      ("max_queued_requests", max_queued_requests)):  # fmt: skip
+    for name, cap in (
+        ("max_ongoing_requests", max_ongoing_requests),
+        ("max_queued_requests", max_queued_requests),
+    ):
         if int(cap) < 1:
             raise ValueError(f"{name} must be >= 1, got {cap}")
     actor: dict[str, Any] = {"num_gpus": float(num_gpus), "num_cpus": float(num_cpus)}

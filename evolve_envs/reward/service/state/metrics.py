@@ -1,17 +1,9 @@
-"""Server metrics: request counts, errors, backend batch sizes and latency percentiles.
-
-Thread-safe. `GET /metrics` answers Prometheus' text exposition format
-(:meth:`Metrics.prometheus_text`, built with `prometheus_client` from a registry of this instance
-alone, so several apps in one process never clash) when the caller asks for it — Prometheus'
-scraper sends `Accept: text/plain` or OpenMetrics — and `Metrics.snapshot()` as JSON otherwise.
-`MetricsMiddleware` records every request's route, status and latency.
+"""Server metrics (thread-safe): request counts, errors, batch sizes, latency percentiles, as JSON
+or Prometheus text; `MetricsMiddleware` records every request.
 
 Example:
     >>> m = Metrics()
     >>> m.record_request("/done", 200, 0.012)
-    >>> m.record_batch("critic", 8)
-    >>> m.snapshot()["batches"]["max_size"]
-    8
     >>> 'reward_requests_total{route="/done"} 1.0' in m.prometheus_text().decode()
     True
 """
@@ -224,8 +216,9 @@ class _SnapshotCollector:
         )
         for kind, info in sorted(snap["batches"]["by_kind"].items()):
             hist = {int(k): v for k, v in info["histogram"].items()}
-            buckets = [(str(b), sum(n for size, n in hist.items() if size <= b))
-                       for b in _BATCH_BUCKETS]  # fmt: skip
+            buckets = [
+                (str(b), sum(n for size, n in hist.items() if size <= b)) for b in _BATCH_BUCKETS
+            ]
             buckets.append(("+Inf", info["count"]))
             sizes.add_metric([kind], buckets, sum_value=info["items"])
         yield sizes

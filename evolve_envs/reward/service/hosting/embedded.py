@@ -1,10 +1,7 @@
 """EmbeddedService: run a reward server in a child process on a free loopback port.
 
-The parent binds a listening socket (port 0 unless one is given) and hands it to the child, so
-there is no race for the port. The child (`python -m evolve_envs.reward.service`) writes its
-output to a log file (its path appears in every error), and exits when the parent dies (it watches
-its stdin pipe) or when `stop()` / `kill()` is called. Whoever starts a service stops it (or uses it
-as a context manager); there is no process-wide registry.
+The parent binds the socket and hands it to the child (no race for the port); the child logs to
+a file named in every error and exits when the parent dies. Whoever starts one stops it.
 
 Example:
     >>> with EmbeddedService("mock", {"latency_ms": 5}) as svc:  # doctest: +SKIP

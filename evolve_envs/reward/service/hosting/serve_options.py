@@ -1,8 +1,5 @@
-"""`evolve-reward-server`'s options: the parser, and reading them (hosts, token, backend arguments).
-
-:func:`build_parser` declares every option; the functions below turn the parsed options into what
-the server needs, each refusing a bad value in one line (:class:`ServeError`, with the exit status)
-before anything binds or loads.
+"""`evolve-reward-server`'s options: :func:`build_parser`, and reading hosts, token and backend
+arguments, each bad value refused in one line (:class:`ServeError`) before anything binds.
 """
 
 from __future__ import annotations
@@ -15,20 +12,20 @@ import socket
 from typing import Any
 
 from evolve_envs.reward.protocol.token import TOKEN_ENV, TOKEN_FILE_ENV, TokenError, resolve_token
-from evolve_envs.reward.service.auth import (
-    check_exposure,
-    check_policy_bind,
-    expand_env_refs,
-    is_loopback_host,
-)
 from evolve_envs.reward.service.backends import BACKENDS
 from evolve_envs.reward.service.backends.base import CKPT_ENV
-from evolve_envs.reward.service.batching import MAX_WINDOW_S
 from evolve_envs.reward.service.limits import (
     ServiceLimits,
     add_limit_arguments,
     limits_from_args,
 )
+from evolve_envs.reward.service.middleware.auth import (
+    check_exposure,
+    check_policy_bind,
+    expand_env_refs,
+    is_loopback_host,
+)
+from evolve_envs.reward.service.state.batching import MAX_WINDOW_S
 
 __all__ = [
     "LOOPBACK_HOSTS",
@@ -71,7 +68,7 @@ class ServeError(Exception):
         self.status = status
 
 
-log = logging.getLogger("evolve_envs.reward.service.serve")
+log = logging.getLogger("evolve_envs.reward.service.hosting.serve")
 
 
 def add_token_arguments(p: argparse.ArgumentParser) -> None:
