@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import FastAPI
 
@@ -56,7 +55,7 @@ __all__ = [
     "RequestLimits",
 ]
 
-_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+_ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
     code: {"model": ErrorResponse} for code in (400, 401, 413, 422, 500, 501)
 }
 
@@ -95,7 +94,7 @@ def _new_app(backend_name: str, enable_faults: bool) -> FastAPI:
 def create_app(
     backend: Backend | str,
     *,
-    backend_kwargs: dict[str, Any] | None = None,
+    backend_kwargs: dict[str, object] | None = None,
     token: str | None = None,
     max_body_bytes: int = DEFAULT_LIMITS["max_body_bytes"],
     max_frames: int = DEFAULT_LIMITS["max_frames"],

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -53,7 +52,7 @@ class ApiError(Exception):
         (501, {'backend': 'mock'})
     """
 
-    def __init__(self, status_code: int, message: str, **extra: Any) -> None:
+    def __init__(self, status_code: int, message: str, **extra: object) -> None:
         super().__init__(message)
         self.status_code = status_code
         self.message = message
@@ -99,7 +98,7 @@ def client_input(what: str, status: int = 400) -> Iterator[None]:
         raise ApiError(status, f"{what} could not be decoded ({type(exc).__name__})") from None
 
 
-def json_error(status: int, message: str, **extra: Any) -> JSONResponse:
+def json_error(status: int, message: str, **extra: object) -> JSONResponse:
     """The JSON error answer `{"error": message, **extra}` with `status`."""
     return JSONResponse({"error": message, **extra}, status_code=status)
 
@@ -109,7 +108,7 @@ def wants_json(request: Request) -> bool:
     return "application/json" in request.headers.get("accept", "")
 
 
-def clean_validation_errors(errors: Sequence[Any]) -> list[dict[str, Any]]:
+def clean_validation_errors(errors: Sequence[object]) -> list[dict[str, object]]:
     """Pydantic errors reduced to `type`, `loc` (as strings) and `msg`."""
     cleaned = []
     for err in errors:
@@ -119,7 +118,7 @@ def clean_validation_errors(errors: Sequence[Any]) -> list[dict[str, Any]]:
     return cleaned
 
 
-def summarise(errors: list[dict[str, Any]]) -> str:
+def summarise(errors: list[dict[str, object]]) -> str:
     """The first three cleaned errors as one line: `loc: msg; ...`."""
     parts = [f"{'.'.join(e['loc']) or 'body'}: {e['msg']}" for e in errors[:3]]
     more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -140,23 +139,25 @@ class ServiceLimits(BaseModel):
     )
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> ServiceLimits:
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, **overrides: object
+    ) -> ServiceLimits:
         """The defaults, with ``EVOLVE_REWARD_<FIELD>`` variables applied, then ``overrides``."""
         environ = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
+        values: dict[str, object] = {}
         for name in cls.model_fields:
             text = environ.get(ENV_PREFIX + name.upper())
             if text is not None and text.strip():
                 values[name] = text.strip()
         return cls(**{**values, **overrides})
 
-    def app_kwargs(self) -> dict[str, Any]:
+    def app_kwargs(self) -> dict[str, object]:
         """The limits ``create_app`` takes (all but the connection layer's)."""
         return {k: v for k, v in self.model_dump().items() if k in APP_LIMITS}
 
 
 #: The defaults, by field name (what the request checks and ``create_app`` default to).
-DEFAULT_LIMITS: dict[str, Any] = ServiceLimits().model_dump()
+DEFAULT_LIMITS: dict[str, object] = ServiceLimits().model_dump()
 #: The limits the uvicorn connection layer enforces (``evolve-reward-server`` only).
 CONNECTION_LIMITS = (
     "header_timeout_s",

@@ -16,7 +16,10 @@ import json
 import logging
 from collections.abc import Iterator, Mapping
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evolve_envs.reward.service.backends.base import Backend
 
 __all__ = [
     "BACKENDS",
@@ -49,7 +52,7 @@ BUILTIN_BACKENDS: dict[str, str] = {
 
 #: Backends that are another backend with arguments fixed: name -> (the backend, the arguments
 #: it fixes, defaults it changes). The published judges' own prompts carry their system prompt.
-PRESETS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
+PRESETS: dict[str, tuple[str, dict[str, object], dict[str, object]]] = {
     "roboreward": ("openai", {"preset": "roboreward"}, {"system_prompt": None}),
     "robodopamine": ("openai", {"preset": "robodopamine"}, {"system_prompt": None}),
     "topreward": ("openai", {"preset": "topreward"}, {"system_prompt": None}),
@@ -122,7 +125,7 @@ def backend_class(name: str) -> type:
     return getattr(importlib.import_module(module_name), attr)
 
 
-def config_hash(name: str, kwargs: Mapping[str, Any]) -> str:
+def config_hash(name: str, kwargs: Mapping[str, object]) -> str:
     """A short, stable hash of a backend's name and constructor arguments.
 
     Secrets (keys named like ``api_key`` or ``token``) are left out, so the hash can be shown.
@@ -137,7 +140,7 @@ def config_hash(name: str, kwargs: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def make_backend(name: str, **kwargs: Any) -> Any:
+def make_backend(name: str, **kwargs: object) -> Backend:
     """Build the backend registered as `name` with `kwargs` (its constructor arguments); a preset
     (``PRESETS``) is its backend with the preset's arguments, named after the preset."""
     cls = backend_class(name)

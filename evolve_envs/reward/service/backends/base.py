@@ -16,7 +16,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -96,7 +96,7 @@ RESULT_RANGES: dict[str, tuple[float, float]] = {
 }
 
 
-def check_range(kind: str, value: Any) -> float:
+def check_range(kind: str, value: object) -> float:
     """`value` as a float within the range of `kind` (a rounding error past an end is clipped);
     raises `OutOfRangeError` when it is not a finite number in that range.
 
@@ -150,7 +150,7 @@ class ImageScoreItem:
 
     prompt: str
     image: Frame
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,7 @@ class VideoItem:
 
     task_text: str
     frames: tuple[Frame, ...]
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, object] = field(default_factory=dict)
 
 
 class Backend(ABC):
@@ -198,7 +198,7 @@ class Backend(ABC):
         """One score per image, in order."""
         raise NotSupportedError(self.name, "image_score")
 
-    def check_video_options(self, backend_kwargs: dict[str, Any]) -> dict[str, Any]:
+    def check_video_options(self, backend_kwargs: dict[str, object]) -> dict[str, object]:
         """The caller's `/score` `backend_kwargs`, checked and capped before any work is done.
 
         Raise `ValueError` or `TypeError` for a value the backend would refuse (answered 422).

@@ -13,7 +13,7 @@ import math
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -291,7 +291,7 @@ PRESETS: dict[str, type[JudgePreset]] = {
 }
 
 
-def make_preset(name: str, **options: Any) -> JudgePreset:
+def make_preset(name: str, **options: object) -> JudgePreset:
     """The preset registered as `name`, built with `options` (e.g. `done_threshold`)."""
     try:
         cls = PRESETS[name]

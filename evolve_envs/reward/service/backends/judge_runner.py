@@ -64,7 +64,7 @@ class PresetJudge:
         log.warning("malformed %s answer #%d: %s", self.preset.name, count, exc)
         return exc
 
-    def _ask(self, backend: Any, requests: list[Request]) -> list[tuple[Any, str]]:
+    def _ask(self, backend: Any, requests: list[Request]) -> list[tuple[object, str]]:
         """`(raw answer, printable answer)` per request, through the backend's transport."""
         if not requests:
             return []
@@ -89,10 +89,10 @@ class PresetJudge:
                 out.append(self._malformed(exc))
         return out
 
-    def critic_batch(self, backend: Any, items: Sequence[CriticItem]) -> list[Any]:
+    def critic_batch(self, backend: Any, items: Sequence[CriticItem]) -> list[object]:
         """A critic in [-100, 100] per pair, or the pair's MalformedAnswerError."""
         if self.pairwise_question:
-            out: list[Any] = []
+            out: list[object] = []
             requests = [self.preset.critic_request(it) for it in items]
             for raw, _ in self._ask(backend, [r for r in requests if r is not None]):
                 try:
@@ -111,7 +111,7 @@ class PresetJudge:
             out.append(bad if bad is not None else critic_between(100.0 * a, 100.0 * b))
         return out
 
-    def done_batch(self, backend: Any, items: Sequence[DoneItem]) -> list[Any]:
+    def done_batch(self, backend: Any, items: Sequence[DoneItem]) -> list[object]:
         """`(done, progress)` per item (progress of `curr` from the episode's first frame)."""
         requests = [self.preset.progress_request(it.task, [it.first, it.curr]) for it in items]
         return [
@@ -130,7 +130,7 @@ class PresetJudge:
         except MalformedAnswerError as exc:
             raise self._malformed(exc) from None
 
-    def score_images(self, backend: Any, items: Sequence[ImageScoreItem]) -> list[Any]:
+    def score_images(self, backend: Any, items: Sequence[ImageScoreItem]) -> list[object]:
         """The progress shown by each single image."""
         return self.progress(
             backend, [self.preset.progress_request(it.prompt, [it.image]) for it in items]

@@ -16,7 +16,6 @@ import os
 import threading
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import numpy as np
 
@@ -87,10 +86,10 @@ class OpenAICompatBackend(VLMBackend):
         progress_prompt: str = DEFAULT_PROMPTS["progress_prompt"],
         video_prompt: str = DEFAULT_PROMPTS["video_prompt"],
         image_prompt: str = DEFAULT_PROMPTS["image_prompt"],
-        extra_body: dict[str, Any] | None = None,
+        extra_body: dict[str, object] | None = None,
         stream: bool = True,
         preset: str | None = None,
-        preset_options: dict[str, Any] | None = None,
+        preset_options: dict[str, object] | None = None,
         disabled: Iterable[str] = (),
     ) -> None:
         Backend.__init__(self, disabled=disabled)  # no local model: VLMBackend's loader is skipped
@@ -141,12 +140,12 @@ class OpenAICompatBackend(VLMBackend):
         """The served model's name; its revision is unknown to the protocol (None)."""
         return self.model, None
 
-    def _messages(self, text: str, images: Sequence[np.ndarray]) -> list[dict[str, Any]]:
+    def _messages(self, text: str, images: Sequence[np.ndarray]) -> list[dict[str, object]]:
         parts = [
             {"type": "image_url", "image_url": {"url": frame_data_url(f, self.jpeg_quality)}}
             for f in images
         ]
-        content: list[dict[str, Any]] = []
+        content: list[dict[str, object]] = []
         if images and text.count(IMAGE_MARK) == len(images):  # each image at its mark
             pieces = text.split(IMAGE_MARK)
             for piece, part in zip(pieces, parts, strict=False):
@@ -157,7 +156,7 @@ class OpenAICompatBackend(VLMBackend):
                 content.append({"type": "text", "text": pieces[-1]})
         else:
             content = [*parts, {"type": "text", "text": text}]
-        messages: list[dict[str, Any]] = []
+        messages: list[dict[str, object]] = []
         if self.system_prompt:
             messages.append({"role": "system", "content": self.system_prompt})
         messages.append({"role": "user", "content": content})

@@ -65,11 +65,11 @@ class ProgressNetConfig:
     done_threshold: float = 0.95
     name: str = "progress-model"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"model_type": MODEL_TYPE, **dataclasses.asdict(self)}
 
     @classmethod
-    def from_json(cls, body: dict[str, Any]) -> ProgressNetConfig:
+    def from_json(cls, body: dict[str, object]) -> ProgressNetConfig:
         if body.get("model_type") != MODEL_TYPE:
             raise ValueError(f"not a progress model config (model_type {body.get('model_type')!r})")
         known = {f.name for f in dataclasses.fields(cls)}
@@ -241,7 +241,7 @@ def is_model_dir(path: str | os.PathLike[str]) -> bool:
         return False
 
 
-def _trainable_state(net: ProgressNet) -> dict[str, Any]:
+def _trainable_state(net: ProgressNet) -> dict[str, object]:
     return {k: v for k, v in net.module.state_dict().items() if not k.startswith("backbone.")}
 
 

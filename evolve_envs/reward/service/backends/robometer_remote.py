@@ -12,7 +12,6 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import httpx
 
@@ -91,7 +90,7 @@ class RobometerRemoteBackend(Backend):
             close_pool=True,
         )
 
-    def _curves(self, what: str, trajectories: list[tuple[str, list]]) -> list[Any]:
+    def _curves(self, what: str, trajectories: list[tuple[str, list]]) -> list[object]:
         """One curve per trajectory, or (a malformed answer) the error for every item."""
         if not trajectories:
             return []
@@ -105,7 +104,7 @@ class RobometerRemoteBackend(Backend):
         assert curves is not None  # fail_on_request_error: a failure raised above
         return list(curves)
 
-    def critic_batch(self, items: Sequence[CriticItem]) -> list[Any]:
+    def critic_batch(self, items: Sequence[CriticItem]) -> list[object]:
         """The change of progress from frame a to frame b, as a critic in [-100, 100]."""
         curves = self._curves(
             "progress", [(it.task, [it.first, it.image_a, it.image_b]) for it in items]
@@ -123,7 +122,7 @@ class RobometerRemoteBackend(Backend):
             return curve.success[-1] >= self.success_threshold, progress
         return progress >= self.done_threshold, progress
 
-    def done_batch(self, items: Sequence[DoneItem]) -> list[Any]:
+    def done_batch(self, items: Sequence[DoneItem]) -> list[object]:
         """`(done, progress of the current frame)` per item (see module docs)."""
         curves = self._curves("done", [(it.task, [it.first, it.prev, it.curr]) for it in items])
         return [c if isinstance(c, Exception) else self._done(c) for c in curves]

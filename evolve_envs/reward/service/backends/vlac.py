@@ -42,7 +42,7 @@ def _import_vlac() -> Any:
         ) from exc
 
 
-def _number(value: Any, what: str) -> float:
+def _number(value: object, what: str) -> float:
     """VLAC answers are strings or floats; anything that is not a finite number is an error."""
     try:
         out = float(value)
@@ -140,7 +140,7 @@ class VLACBackend(Backend):
 
         return model_id_from_path(self.ckpt_path), model_fingerprint(self.ckpt_path)
 
-    def _reference(self, reference: Sequence[np.ndarray] | None) -> list[Any] | None:
+    def _reference(self, reference: Sequence[np.ndarray] | None) -> list[object] | None:
         if not reference:
             return None
         if len(reference) < 2:
@@ -185,7 +185,7 @@ class VLACBackend(Backend):
 
     def _done_one(self, it: DoneItem) -> float:
         task = template_safe(it.task)
-        kwargs: dict[str, Any] = {"task": task, "batch_num": self.batch_num, "rich": self.rich}
+        kwargs: dict[str, object] = {"task": task, "batch_num": self.batch_num, "rich": self.rich}
         if it.reference and len(it.reference) >= 2:
             frames = [it.first, it.curr] if it.prev is it.first else [it.first, it.prev, it.curr]
             kwargs["image_list"] = [self._pil(f) for f in frames]

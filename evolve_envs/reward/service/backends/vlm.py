@@ -119,10 +119,10 @@ class VLMBackend(Backend):
         video_prompt: str = DEFAULT_PROMPTS["video_prompt"],
         image_prompt: str = DEFAULT_PROMPTS["image_prompt"],
         attn_implementation: str | None = None,
-        generation_kwargs: dict[str, Any] | None = None,
+        generation_kwargs: dict[str, object] | None = None,
         caller_max_new_tokens: int = 1024,
         preset: str | None = None,
-        preset_options: dict[str, Any] | None = None,
+        preset_options: dict[str, object] | None = None,
         disabled: Iterable[str] = (),
     ) -> None:
         super().__init__(disabled=disabled)
@@ -198,7 +198,7 @@ class VLMBackend(Backend):
             self.image_processor = transformers.Qwen2VLImageProcessor.from_pretrained(
                 path, local_files_only=True, **pixel_kwargs
             )
-            model_kwargs: dict[str, Any] = {"local_files_only": True, "dtype": torch_dtype}
+            model_kwargs: dict[str, object] = {"local_files_only": True, "dtype": torch_dtype}
             if attn_implementation:
                 model_kwargs["attn_implementation"] = attn_implementation
             self.model = cls.from_pretrained(path, **model_kwargs).to(device).eval()
@@ -260,7 +260,7 @@ class VLMBackend(Backend):
         self.system_prompt = system_prompt
         self.prompts = prompts
 
-    def _set_preset(self, preset: str | None, options: dict[str, Any] | None) -> None:
+    def _set_preset(self, preset: str | None, options: dict[str, object] | None) -> None:
         """Hand the judgements to a `PresetJudge` for `preset` (None: this backend's prompts)."""
         self.judge = None
         self.preset = preset
@@ -286,7 +286,7 @@ class VLMBackend(Backend):
         """Answers that broke the preset's format (0 without a preset)."""
         return self.judge.malformed_answers if self.judge is not None else 0
 
-    def _encode(self, requests: Sequence[tuple[str, Sequence[np.ndarray]]]) -> dict[str, Any]:
+    def _encode(self, requests: Sequence[tuple[str, Sequence[np.ndarray]]]) -> dict[str, object]:
         """Model inputs (on the model's device) of a batch of `(prompt text, images)`."""
         flat = [np.ascontiguousarray(img) for _, imgs in requests for img in imgs]
         vision = self.image_processor(images=flat, return_tensors="pt") if flat else {}
@@ -301,7 +301,7 @@ class VLMBackend(Backend):
                 k += 1
             texts.append(chat.replace(_PLACEHOLDER, _IMAGE_PAD))
         enc = self.tokenizer(texts, return_tensors="pt", padding=True)
-        inputs: dict[str, Any] = {key: value.to(self.device) for key, value in enc.items()}
+        inputs: dict[str, object] = {key: value.to(self.device) for key, value in enc.items()}
         if flat:
             inputs["pixel_values"] = vision["pixel_values"].to(self.device, dtype=self.dtype)
             inputs["image_grid_thw"] = grid.to(self.device)
@@ -343,14 +343,14 @@ class VLMBackend(Backend):
         torch = self._torch
         inputs = self._encode(requests)
         prompt_len = inputs["input_ids"].shape[1]
-        sampling: dict[str, Any] = {"do_sample": False}
+        sampling: dict[str, object] = {"do_sample": False}
         if self.temperature > 0:
             sampling = {"do_sample": True, "temperature": self.temperature}
         if stop is not None:
             from transformers import StoppingCriteria, StoppingCriteriaList
 
             class _StopWhenSet(StoppingCriteria):
-                def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+                def __call__(self, input_ids: Any, scores: Any, **kwargs: object) -> Backend:
                     return torch.full(
                         (input_ids.shape[0],),
                         stop.is_set(),
@@ -414,10 +414,10 @@ class VLMBackend(Backend):
             out.append((prob * 100.0 >= self.done_threshold, prob))
         return out
 
-    def check_video_options(self, backend_kwargs: dict[str, Any]) -> dict[str, Any]:
+    def check_video_options(self, backend_kwargs: dict[str, object]) -> dict[str, object]:
         """`score_mode` must be a known mode; `max_new_tokens` an int in
         [1, `caller_max_new_tokens`] (the server-side cap). Other keys are ignored."""
-        checked: dict[str, Any] = {}
+        checked: dict[str, object] = {}
         if "score_mode" in backend_kwargs:
             mode = backend_kwargs["score_mode"]
             if not isinstance(mode, str) or mode not in SCORE_MODES:

@@ -21,7 +21,6 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from evolve_envs.reward.protocol.token import TOKEN_ENV, TOKEN_FILE_ENV
 
@@ -61,7 +60,7 @@ class EmbeddedService:
     def __init__(
         self,
         backend: str = "mock",
-        backend_kwargs: dict[str, Any] | None = None,
+        backend_kwargs: dict[str, object] | None = None,
         *,
         host: str = "127.0.0.1",
         port: int | None = None,

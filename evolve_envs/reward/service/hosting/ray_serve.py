@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 import httpx
 from ray import serve
@@ -24,6 +24,9 @@ from evolve_envs.reward.service.middleware.auth import (
     expand_env_refs,
     is_loopback_host,
 )
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 __all__ = ["RewardDeployment", "build_app", "deployment_options", "DEFAULT_APP_NAME"]
 
@@ -67,8 +70,8 @@ class RewardDeployment:
     def __init__(
         self,
         backend: str,
-        backend_kwargs: Mapping[str, Any] | None = None,
-        app_kwargs: Mapping[str, Any] | None = None,
+        backend_kwargs: Mapping[str, object] | None = None,
+        app_kwargs: Mapping[str, object] | None = None,
     ) -> None:
         from evolve_envs.reward.service.app import create_app
 
@@ -78,7 +81,7 @@ class RewardDeployment:
         self._app = create_app(backend, backend_kwargs=backend_kwargs, **app_kwargs)
         self._client: httpx.AsyncClient | None = None
 
-    def __serve_build_asgi_app__(self) -> Any:
+    def __serve_build_asgi_app__(self) -> FastAPI:
         return self._app
 
     def _asgi_client(self) -> httpx.AsyncClient:
@@ -116,7 +119,7 @@ def proxy_host() -> str | None:
         return None
 
 
-def replica_token(app_kwargs: dict[str, Any], host: str | None) -> str | None:
+def replica_token(app_kwargs: dict[str, object], host: str | None) -> str | None:
     """Pop the token arguments from ``app_kwargs`` and return the replica's bearer token: the
     ``token`` argument, else ``token_file``, else ``$EVOLVE_REWARD_TOKEN``, else
     ``$EVOLVE_REWARD_TOKEN_FILE`` (all read on the replica's node). Raises
@@ -151,11 +154,11 @@ def deployment_options(
     replicas: int | None = 1,
     num_gpus: float = 0.0,
     num_cpus: float = 1.0,
-    autoscaling: Mapping[str, Any] | None = None,
+    autoscaling: Mapping[str, object] | None = None,
     max_ongoing_requests: int = 64,
     max_queued_requests: int = DEFAULT_LIMITS["max_concurrent_requests"],
     resources: Mapping[str, float] | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """`Deployment.options(...)` for `replicas` fixed replicas or an `autoscaling` config.
 
     `max_ongoing_requests` caps the requests one replica runs at once, `max_queued_requests`
@@ -175,10 +178,10 @@ def deployment_options(
     ):
         if int(cap) < 1:
             raise ValueError(f"{name} must be >= 1, got {cap}")
-    actor: dict[str, Any] = {"num_gpus": float(num_gpus), "num_cpus": float(num_cpus)}
+    actor: dict[str, object] = {"num_gpus": float(num_gpus), "num_cpus": float(num_cpus)}
     if resources:
         actor["resources"] = {str(k): float(v) for k, v in resources.items()}
-    opts: dict[str, Any] = {
+    opts: dict[str, object] = {
         "ray_actor_options": actor,
         "max_ongoing_requests": int(max_ongoing_requests),
         "max_queued_requests": int(max_queued_requests),
@@ -193,7 +196,7 @@ def deployment_options(
     return opts
 
 
-def build_app(args: Mapping[str, Any]) -> Application:
+def build_app(args: Mapping[str, object]) -> Application:
     """Serve application builder (the `import_path` of `evolve_envs/configs/serve/*.yaml`).
 
     `args`: `backend` (required), `backend_kwargs`, `replicas`, `num_gpus`, `num_cpus`,

@@ -20,7 +20,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evolve_envs.reward.service.hosting.serve_options import (
     SERVICE,
@@ -34,6 +34,11 @@ from evolve_envs.reward.service.hosting.serve_options import (
     server_token,
 )
 from evolve_envs.reward.service.limits import limits_from_args
+
+if TYPE_CHECKING:
+    import uvicorn
+
+    from evolve_envs.reward.service.backends.base import Backend
 
 __all__ = ["PROG", "main", "run_program"]
 
@@ -60,7 +65,7 @@ def _watch_stdin_then_exit() -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
-def _settings(backend: Any) -> str:
+def _settings(backend: Backend) -> str:
     """The backend's plain settings (public attributes holding simple values), for the log."""
     simple = (str, int, float, bool, tuple, list, type(None))
     items = {
@@ -229,7 +234,7 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return 0
 
 
-def _ready_server(config: Any, ready: str) -> Any:
+def _ready_server(config: uvicorn.Config, ready: str) -> uvicorn.Server:
     """A uvicorn server that prints ``ready`` once start-up is complete (the app's lifespan ran
     and the socket accepts connections), never before and never when start-up failed."""
     import uvicorn
@@ -246,7 +251,7 @@ def _ready_server(config: Any, ready: str) -> Any:
 def _serve_on_ray(
     args: argparse.Namespace,
     parser: argparse.ArgumentParser,
-    kwargs: dict[str, Any],
+    kwargs: dict[str, object],
     token: str | None,
 ) -> int:
     """Run the app as a Ray Serve application until SIGINT/SIGTERM (or stdin EOF)."""
@@ -259,7 +264,7 @@ def _serve_on_ray(
 
     from evolve_envs.reward.service.hosting.ray_serve import build_app
 
-    app_args: dict[str, Any] = {
+    app_args: dict[str, object] = {
         "backend": args.backend,
         "backend_kwargs": kwargs,
         "replicas": args.replicas,

@@ -9,7 +9,6 @@ import json
 import logging
 import os
 import socket
-from typing import Any
 
 from evolve_envs.reward.protocol.token import TOKEN_ENV, TOKEN_FILE_ENV, TokenError, resolve_token
 from evolve_envs.reward.service.backends import BACKENDS
@@ -47,7 +46,7 @@ __all__ = [
 #: Backend kwargs `--backend mock` starts with unless `--backend-kwargs` sets them: the same rule
 #: as `reward_model.endpoint: embedded` (`embedded_backend_kwargs`), which scores how far camera
 #: frames have moved from the first one -- the intensity rule only reads painted test frames.
-MOCK_DEFAULTS: dict[str, Any] = {"rule": "change"}
+MOCK_DEFAULTS: dict[str, object] = {"rule": "change"}
 
 #: Exit statuses of the server program (the same numbers as every command line tool's):
 #: a bad option, host or token; a port that is taken.
@@ -227,7 +226,7 @@ def allowed_hosts(args: argparse.Namespace) -> list[str]:
     return hosts
 
 
-def backend_kwargs_file(path: str) -> dict[str, Any]:
+def backend_kwargs_file(path: str) -> dict[str, object]:
     """The JSON object a `--backend-kwargs-file` holds; anything else is one line
     (:class:`ServeError`, status 2)."""
     try:
@@ -253,7 +252,7 @@ def backend_kwargs_file(path: str) -> dict[str, Any]:
     return value
 
 
-def backend_kwargs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[str, Any]:
+def backend_kwargs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[str, object]:
     try:
         kwargs = json.loads(args.backend_kwargs)
     except json.JSONDecodeError as exc:
@@ -322,7 +321,7 @@ def server_token(args: argparse.Namespace) -> str | None:
     return token
 
 
-def app_kwargs(args: argparse.Namespace, token: str | None) -> dict[str, Any]:
+def app_kwargs(args: argparse.Namespace, token: str | None) -> dict[str, object]:
     """`create_app` keyword arguments (limits, paths, hosts) from the command line; one reading
     for both engines."""
     return {
@@ -339,7 +338,7 @@ def app_kwargs(args: argparse.Namespace, token: str | None) -> dict[str, Any]:
 
 def json_object(
     parser: argparse.ArgumentParser, option: str, text: str | None, example: str
-) -> dict[str, Any] | None:
+) -> dict[str, object] | None:
     """The JSON object an option holds (None when not given); anything else is a usage error."""
     if not text:
         return None

@@ -10,7 +10,8 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from evolve_envs.reward.service.errors import json_error
 
@@ -36,7 +37,7 @@ class HostAllowListMiddleware:
     reach a loopback-only server.
     """
 
-    def __init__(self, app: Any, allowed_hosts: Sequence[str]) -> None:
+    def __init__(self, app: ASGIApp, allowed_hosts: Sequence[str]) -> None:
         self.app = app
         self.allow_any = "*" in allowed_hosts
         self.hosts = {host_name(h) for h in allowed_hosts}
@@ -45,7 +46,7 @@ class HostAllowListMiddleware:
         """Whether a `Host` value (or an Origin's authority) is served."""
         return self.allow_any or host_name(host) in self.hosts
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

@@ -9,7 +9,12 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from evolve_envs.reward.service.backends.base import Backend
 
 __all__ = [
     "HEADER_BACKEND",
@@ -31,7 +36,7 @@ def _header_value(text: str) -> bytes:
     return "".join(c if 32 <= ord(c) < 127 else "?" for c in text[:200]).encode("ascii")
 
 
-def model_headers(backend: Any) -> list[tuple[bytes, bytes]]:
+def model_headers(backend: Backend) -> list[tuple[bytes, bytes]]:
     """The identity headers of `backend` (see module docs), from its `/capabilities` answer."""
     caps = backend.capabilities()
     pairs = [
@@ -51,16 +56,16 @@ class ModelHeadersMiddleware:
         headers: the `(name, value)` byte pairs to add (`model_headers(backend)`).
     """
 
-    def __init__(self, app: Any, headers: list[tuple[bytes, bytes]]) -> None:
+    def __init__(self, app: ASGIApp, headers: list[tuple[bytes, bytes]]) -> None:
         self.app = app
         self.headers = list(headers)
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
 
-        async def send_with_headers(message: dict[str, Any]) -> None:
+        async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start" and 200 <= message["status"] < 300:
                 message = {**message, "headers": [*message.get("headers", []), *self.headers]}
             await send(message)

@@ -78,7 +78,7 @@ async def parse_json_model(request: Request, model: type[M]) -> M:
         raise RequestValidationError(errors) from None
 
 
-def json_body_doc(model: type[BaseModel]) -> dict[str, Any]:
+def json_body_doc(model: type[BaseModel]) -> dict[str, object]:
     """OpenAPI `requestBody` of a route that reads its JSON body with `parse_json_model`."""
     schema = model.model_json_schema()
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}

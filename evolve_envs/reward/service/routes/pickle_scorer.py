@@ -9,7 +9,6 @@ Example:
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
@@ -122,7 +121,7 @@ async def pickle_score(request: Request, state: State) -> Response:
         ]
 
     scores = await state.run_in_chunks("image", len(req.images), make_chunk, request)
-    payload: dict[str, Any] = {"scores": [float(s) for s in scores]}
+    payload: dict[str, object] = {"scores": [float(s) for s in scores]}
     if flow_grpo:  # flow_grpo's remote scorers read these keys
         payload.update(
             outputs=payload["scores"],

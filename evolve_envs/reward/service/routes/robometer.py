@@ -17,7 +17,6 @@ import math
 import tokenize
 from collections.abc import Iterator, Sequence
 from email.message import Message
-from typing import Any
 
 import numpy as np
 from fastapi import APIRouter, Request
@@ -47,7 +46,7 @@ MAX_FIELD_BYTES = 1 << 20
 _MAX_PART_HEADER_BYTES = 16 * 1024
 
 
-def samples_of(payload: Any) -> list[dict[str, Any]]:
+def samples_of(payload: object) -> list[dict[str, object]]:
     """The sample list of a JSON payload (``{"samples": [...]}`` or a bare list)."""
     samples = payload.get("samples") if isinstance(payload, dict) else payload
     if not isinstance(samples, list) or not all(isinstance(s, dict) for s in samples):
@@ -166,7 +165,7 @@ def parse_multipart_samples(
     body: bytes,
     max_parts: int = DEFAULT_LIMITS["max_form_parts"],
     budget: BodyBudget = DEFAULT_BODY_BUDGET,
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """Robometer's multipart batch: ``sample_<i>`` JSON fields with ``.npy`` file parts merged in.
 
     >>> buf = io.BytesIO(); np.save(buf, np.zeros((1, 2, 2, 3), np.uint8))
@@ -216,7 +215,7 @@ def parse_multipart_samples(
     return samples
 
 
-def _merge_arrays(value: Any, arrays: dict[str, np.ndarray]) -> Any:
+def _merge_arrays(value: object, arrays: dict[str, np.ndarray]) -> object:
     if isinstance(value, dict):
         if set(value) == {_NUMPY_REF}:
             key = value[_NUMPY_REF]
@@ -229,7 +228,9 @@ def _merge_arrays(value: Any, arrays: dict[str, np.ndarray]) -> Any:
     return value
 
 
-def _trajectory(state: Any, sample: dict[str, Any], index: int) -> tuple[str, np.ndarray]:
+def _trajectory(
+    state: ServiceState, sample: dict[str, object], index: int
+) -> tuple[str, np.ndarray]:
     """`(task, frames)` of a progress sample, checked against the service limits."""
     kind = sample.get("sample_type", "progress")
     if kind != "progress":
@@ -259,7 +260,9 @@ def _trajectory(state: Any, sample: dict[str, Any], index: int) -> tuple[str, np
     return task, frames
 
 
-async def _progress_curve(state: Any, task: str, frames: Sequence[np.ndarray]) -> list[float]:
+async def _progress_curve(
+    state: ServiceState, task: str, frames: Sequence[np.ndarray]
+) -> list[float]:
     first = frames[0]
     if state.backend.supports("done"):
         items = [
@@ -272,7 +275,9 @@ async def _progress_curve(state: Any, task: str, frames: Sequence[np.ndarray]) -
     return [min(1.0, max(0.0, v / 100.0)) for v in value_list(critics)]
 
 
-def _trajectories(state: ServiceState, samples: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+def _trajectories(
+    state: ServiceState, samples: list[dict[str, object]]
+) -> list[tuple[str, np.ndarray]]:
     """Every sample's `(task, frames)`, within the request's frame and pixel limits."""
     if not isinstance(samples, list) or not all(isinstance(s, dict) for s in samples):
         raise ApiError(422, "expected {'samples': [...]} or a list of sample objects")
@@ -286,7 +291,7 @@ def _trajectories(state: ServiceState, samples: list[dict[str, Any]]) -> list[tu
     return trajectories
 
 
-async def _evaluate(state: ServiceState, samples: list[dict[str, Any]]) -> dict[str, Any]:
+async def _evaluate(state: ServiceState, samples: list[dict[str, object]]) -> dict[str, object]:
     trajectories = await asyncio.to_thread(_trajectories, state, samples)
     curves = []
     for task, frames in trajectories:
@@ -303,11 +308,11 @@ async def _evaluate(state: ServiceState, samples: list[dict[str, Any]]) -> dict[
 
 
 @router.post("/evaluate_batch")
-async def evaluate_batch(request: Request, state: State) -> dict[str, Any]:
+async def evaluate_batch(request: Request, state: State) -> dict[str, object]:
     """Robometer's JSON batch: a progress curve per sample (see module docs)."""
     body = await read_body(request)
 
-    def parse() -> list[dict[str, Any]]:
+    def parse() -> list[dict[str, object]]:
         with client_input("request body"):
             return parse_json_samples(body, state.limits.body_budget)
 
@@ -315,13 +320,13 @@ async def evaluate_batch(request: Request, state: State) -> dict[str, Any]:
 
 
 @router.post("/evaluate_batch_npy")
-async def evaluate_batch_npy(request: Request, state: State) -> dict[str, Any]:
+async def evaluate_batch_npy(request: Request, state: State) -> dict[str, object]:
     """Robometer's multipart batch with ``.npy`` frames (see module docs)."""
     body = await read_body(request)
     content_type = request.headers.get("content-type", "")
     limits = state.limits
 
-    def parse() -> list[dict[str, Any]]:
+    def parse() -> list[dict[str, object]]:
         with client_input("multipart body"):
             return parse_multipart_samples(
                 content_type, body, limits.max_form_parts, limits.body_budget

@@ -9,7 +9,6 @@ Example:
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -35,8 +34,8 @@ async def capabilities(state: State) -> Capabilities:
     return state.backend.capabilities()
 
 
-@router.get("/metrics")
-async def get_metrics(request: Request, state: State) -> Any:
+@router.get("/metrics", response_model=None)
+async def get_metrics(request: Request, state: State) -> Response | dict[str, object]:
     """Request counts, errors, backend batch sizes and latency percentiles (ms), as JSON;
     in Prometheus' text format when `Accept` asks for text/plain or OpenMetrics."""
     if wants_prometheus(request.headers.get("accept")):

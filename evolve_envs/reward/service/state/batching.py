@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
@@ -46,8 +46,8 @@ def prepare_frame(frame: np.ndarray) -> np.ndarray:
 @dataclass
 class _Entry:
     request_id: int
-    item: Any
-    future: asyncio.Future[Any]
+    item: object
+    future: asyncio.Future[object]
     arrived: float
 
 
@@ -129,14 +129,14 @@ class Batcher:
         self._queues: dict[str, asyncio.Queue[_Entry]] = {}
         self._consumers: dict[str, asyncio.Task[None]] = {}
         self._ids = itertools.count()
-        self._calls: dict[str, Callable[[Sequence[Any]], list[Any]]] = {
+        self._calls: dict[str, Callable[[Sequence[object]], list[object]]] = {
             "critic": backend.critic_batch,
             "done": backend.done_batch,
             "image": backend.score_images,
         }
 
     # --- public ---------------------------------------------------------------------------------
-    async def run(self, kind: str, items: Sequence[Any]) -> list[Any]:
+    async def run(self, kind: str, items: Sequence[object]) -> list[object]:
         """Results for `items` (in order), computed in coalesced backend batches."""
         if kind not in self._calls:
             raise ValueError(f"unknown batch kind {kind!r}")
@@ -147,12 +147,12 @@ class Batcher:
         request_id = next(self._ids)
         futures = []
         for item in items:
-            fut: asyncio.Future[Any] = loop.create_future()
+            fut: asyncio.Future[object] = loop.create_future()
             futures.append(fut)
             queue.put_nowait(_Entry(request_id, item, fut, loop.time()))
         return list(await asyncio.gather(*futures))
 
-    async def call(self, kind: str, fn: Callable[..., T], *args: Any) -> T:
+    async def call(self, kind: str, fn: Callable[..., T], *args: object) -> T:
         """Run one backend call (e.g. a video score) in the backend thread, counted as a batch;
         its answer is held to the range of `kind` (see `checked_answer`)."""
         loop = asyncio.get_running_loop()
@@ -274,7 +274,7 @@ class Batcher:
             self.metrics.record_malformed(kind, failed)
 
 
-def checked_answer(kind: str, result: Any) -> Any:
+def checked_answer(kind: str, result: object) -> object:
     """A backend's answer for one item of `kind`, its number held to the documented range
     (`check_range`): a critic, `(done, prob)`, an image score, `(video score, raw text)`.
 

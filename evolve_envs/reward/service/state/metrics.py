@@ -13,8 +13,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Collection
-from typing import Any
+from collections.abc import Collection, Iterator
+from typing import TYPE_CHECKING
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from prometheus_client.core import Metric
 
 __all__ = ["Metrics", "MetricsMiddleware", "PROMETHEUS_CONTENT_TYPE", "wants_prometheus"]
 
@@ -82,7 +87,7 @@ class Metrics:
         with self._lock:
             self._batches.setdefault(kind, Counter())[size] += 1
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         """A JSON-ready view of all metrics."""
         with self._lock:
             latency = {}
@@ -143,12 +148,12 @@ class MetricsMiddleware:
         {'/done'}
     """
 
-    def __init__(self, app: Any, metrics: Metrics, known_routes: Collection[str]) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics, known_routes: Collection[str]) -> None:
         self.app = app
         self.metrics = metrics
         self.known_routes = known_routes
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -158,7 +163,7 @@ class MetricsMiddleware:
         start = time.perf_counter()
         self.metrics.request_started()
 
-        async def send_wrapper(message: dict[str, Any]) -> None:
+        async def send_wrapper(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
@@ -176,7 +181,7 @@ class _SnapshotCollector:
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
 
-    def collect(self) -> Any:
+    def collect(self) -> Iterator[Metric]:
         from prometheus_client.core import (
             CounterMetricFamily,
             GaugeMetricFamily,

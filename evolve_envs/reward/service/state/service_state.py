@@ -15,7 +15,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, fields
-from typing import Annotated, Any
+from typing import Annotated, TypeVar
 
 import numpy as np
 from fastapi import Depends, Request
@@ -41,6 +41,8 @@ from evolve_envs.reward.service.state.batching import (
 from evolve_envs.reward.service.state.metrics import Metrics
 
 __all__ = ["RequestLimits", "ServiceState", "State", "decode_frames", "service_state"]
+
+T = TypeVar("T")
 
 log = logging.getLogger("evolve_envs.reward.service")
 
@@ -111,7 +113,7 @@ class RequestLimits:
 
 
 def decode_frames(
-    encoded: Sequence[Any],
+    encoded: Sequence[object],
     max_side: int,
     what: str,
     budget: PixelBudget,
@@ -188,7 +190,7 @@ class ServiceState:
                 capability=capability,
             )
 
-    def check_count(self, what: str, items: Sequence[Any], *, allow_empty: bool = False) -> None:
+    def check_count(self, what: str, items: Sequence[object], *, allow_empty: bool = False) -> None:
         """422 when `items` is empty (unless allowed), 413 above `max_frames`."""
         limit = self.limits.max_frames
         if not items and not allow_empty:
@@ -218,14 +220,14 @@ class ServiceState:
 
     # --- work ----------------------------------------------------------------------------------
     async def decode(
-        self, encoded: Sequence[Any], what: str, budget: PixelBudget, **kwargs: Any
+        self, encoded: Sequence[object], what: str, budget: PixelBudget, **kwargs: object
     ) -> list[np.ndarray]:
         """Decode and prepare frames off the event loop (bad input: ImageDecodeError → 4xx)."""
         return await asyncio.to_thread(
             decode_frames, encoded, self.limits.max_image_side, what, budget, **kwargs
         )
 
-    async def guarded(self, call: Callable[[], Awaitable[Any]]) -> Any:
+    async def guarded(self, call: Callable[[], Awaitable[T]]) -> T:
         """Run backend work; backend failures become 5xx/501 ApiErrors naming the backend.
 
         A 5xx body says only which backend failed and how (500 failed, 502 an answer that
@@ -268,9 +270,9 @@ class ServiceState:
         self,
         kind: str,
         count: int,
-        make_chunk: Callable[[int, int], Awaitable[list[Any]]],
+        make_chunk: Callable[[int, int], Awaitable[list[object]]],
         request: Request,
-    ) -> list[Any]:
+    ) -> list[object]:
         """Results of `count` items, decoded and submitted `max_batch` at a time.
 
         The next chunk is decoded while the current one runs, and is queued only when the
@@ -278,7 +280,7 @@ class ServiceState:
         large request's chunks, and at most two chunks of decoded frames are held. When the
         caller has disconnected, the remaining chunks are dropped.
         """
-        results: list[Any] = []
+        results: list[object] = []
         step = self.max_batch
         bounds = [(lo, min(lo + step, count)) for lo in range(0, count, step)]
         pending = asyncio.ensure_future(make_chunk(*bounds[0])) if bounds else None
