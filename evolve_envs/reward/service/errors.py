@@ -44,13 +44,7 @@ PICKLE_CONTENT_TYPE = "application/octet-stream"
 
 
 class ApiError(Exception):
-    """An error answered as JSON `{"error": message, **extra}` with `status_code`.
-
-    Example:
-        >>> err = ApiError(501, "backend 'mock' does not support 'video'", backend="mock")
-        >>> err.status_code, err.extra
-        (501, {'backend': 'mock'})
-    """
+    """An error answered as JSON `{"error": message, **extra}` with `status_code`."""
 
     def __init__(self, status_code: int, message: str, **extra: object) -> None:
         super().__init__(message)
@@ -74,12 +68,8 @@ _CLIENT_ERRORS = (
 def client_input(what: str, status: int = 400) -> Iterator[None]:
     """Answer `status` naming `what` for any failure while decoding a client's `what`.
 
-    The last resort behind every decode path: the decoders raise their own 4xx errors for what
-    they know to be malformed (those pass through), but a body no check foresaw can still make a
-    library raise something else (`RecursionError`, a parser's own exception). Inside this block
-    that is the client's input, not a server fault: it is answered `status` and logged at
-    WARNING as "malformed client input", apart from the 500s of real internal errors (logged at
-    ERROR as "unhandled error").
+    The last resort behind the decoders (a `RecursionError`, a parser's own exception): logged at
+    WARNING as "malformed client input"; their own 4xx errors pass through.
 
     Example:
         >>> try:

@@ -37,12 +37,8 @@ Request = tuple[str, list[np.ndarray]]
 
 
 class JudgePreset(ABC):
-    """A reward model's prompts and answer reader (see the module docs).
-
-    `scoring` is ``"text"`` (the answer is generated text, read by `read_progress` /
-    `read_critic`) or ``"token_probability"`` (the answer is the next-token distribution, read by
-    `read_token_probabilities`).
-    """
+    """A reward model's prompts and answer reader; `scoring` is ``"text"`` or
+    ``"token_probability"``."""
 
     name: ClassVar[str] = "preset"
     scoring: ClassVar[str] = "text"
@@ -153,11 +149,8 @@ _SCORE_TAG = re.compile(r"<score>\s*([+-]?\d+)\s*%\s*</score>", re.IGNORECASE)
 
 
 class RoboDopaminePreset(JudgePreset):
-    """Robo-Dopamine GRM's BEFORE/AFTER hop prompt and ``<score>±NN%</score>`` reader.
-
-    Images, in prompt order: the episode's first frame (REFERENCE START), the last reference
-    frame when the caller sent a reference trajectory (REFERENCE END), BEFORE, AFTER. The
-    published model also takes two wrist views per state; LIBERO's front view is sent alone.
+    """Robo-Dopamine GRM's hop prompt (START, END, BEFORE, AFTER) and ``<score>±NN%</score>``
+    reader.
 
     Example:
         >>> RoboDopaminePreset().read_critic("<score>-20%</score>")
@@ -216,16 +209,10 @@ TOPREWARD_PROMPT = (
 
 
 def true_probability(top: Mapping[str, float], *, normalize: bool = False) -> float:
-    """P("True") from next-token probabilities (token text -> probability), or raise.
-
-    Token texts are compared after stripping spaces and case (``" True"``, ``"true"``). With
-    `normalize`, the result is P(True) / (P(True) + P(False)). Raises `MalformedAnswerError`
-    when neither answer is among the tokens given (the model is not answering the question).
+    """P("True") from next-token probabilities (spaces and case ignored), or `MalformedAnswerError`.
 
     >>> round(true_probability({"True": 0.6, " true": 0.1, "False": 0.2}), 3)
     0.7
-    >>> round(true_probability({"True": 0.6, "False": 0.2}, normalize=True), 3)
-    0.75
     """
     p_true = p_false = 0.0
     seen = False

@@ -41,11 +41,7 @@ log = logging.getLogger("evolve_envs.reward.service.judge_runner")
 
 
 class PresetJudge:
-    """Runs a `JudgePreset` through a backend's transport (see module docs).
-
-    Args:
-        preset: the prompts and answer reader.
-    """
+    """Runs a `JudgePreset` through a backend's transport."""
 
     def __init__(self, preset: JudgePreset) -> None:
         self.preset = preset

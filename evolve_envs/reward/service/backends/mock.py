@@ -44,14 +44,7 @@ _GRAY = np.array([0.299, 0.587, 0.114], dtype=np.float64)
 
 
 def check_rule(rule: object) -> str:
-    """``rule`` if the mock backend knows it, else a one-line ``ValueError`` with the list.
-
-    Example:
-        >>> check_rule("reachplace")
-        Traceback (most recent call last):
-        ...
-        ValueError: unknown mock rule 'reachplace' (did you mean 'reach_place'?); rules: ...
-    """
+    """``rule`` if the mock backend knows it, else a one-line ``ValueError`` naming the rules."""
     if rule in RULES:
         return str(rule)
     import difflib
@@ -113,13 +106,7 @@ mock_critic = critic_between
 
 
 class MockBackend(Backend):
-    """Deterministic reward model following the intensity or change rule (see module docs).
-
-    Example:
-        >>> backend = MockBackend(rule="intensity", latency_ms=0)
-        >>> backend.capabilities().done
-        True
-    """
+    """Deterministic reward model (rules and knobs: docs/reward-models.md)."""
 
     name = "mock"
 

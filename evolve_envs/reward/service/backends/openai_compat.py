@@ -211,11 +211,8 @@ class OpenAICompatBackend(VLMBackend):
     def token_probabilities(
         self, requests: Sequence[tuple[str, Sequence[np.ndarray]]], top_k: int = 20
     ) -> list[dict[str, float]]:
-        """The `top_k` most likely first answer tokens of each request: text -> probability.
-
-        Read from the server's `logprobs`/`top_logprobs` of a one-token answer (vLLM allows
-        `top_logprobs` up to its `--max-logprobs`, 20 by default).
-        """
+        """The `top_k` likeliest first answer tokens per request, from the server's
+        `top_logprobs`."""
         futures = [self._pool.submit(self._ask_top_tokens, t, imgs, top_k) for t, imgs in requests]
         return [f.result() for f in futures]
 
@@ -225,11 +222,8 @@ class OpenAICompatBackend(VLMBackend):
         max_new_tokens: int,
         stop: threading.Event | None = None,
     ) -> list[str]:
-        """Answer `(prompt text, images)` requests concurrently; answers in request order.
-
-        Once `stop` is set (the caller has gone), requests not yet sent are dropped and the
-        call raises `BackendError`; an answer already being generated runs to its end.
-        """
+        """Answer `(prompt text, images)` requests concurrently, in order; `stop` drops unsent
+        ones."""
         futures = [self._pool.submit(self._ask, t, imgs, max_new_tokens) for t, imgs in requests]
         answers = []
         for f in futures:

@@ -310,11 +310,7 @@ class VLMBackend(Backend):
     def token_probabilities(
         self, requests: Sequence[tuple[str, Sequence[np.ndarray]]], top_k: int = 20
     ) -> list[dict[str, float]]:
-        """The `top_k` most likely first answer tokens of each request: token text -> probability.
-
-        Read from the model's next-token logits after the assistant turn opens (a softmax over
-        the whole vocabulary); nothing is generated.
-        """
+        """The `top_k` likeliest first answer tokens per request, from the next-token logits."""
         torch = self._torch
         inputs = self._encode(requests)
         with torch.inference_mode():

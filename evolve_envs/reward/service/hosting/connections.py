@@ -69,15 +69,8 @@ def connection_cap(max_connections: int, headroom: int = 64) -> int:
 
 
 def listen_backlog(max_connections: int, headroom: int = 64, most: int = 2048) -> int:
-    """The listening socket's backlog for a server holding `max_connections` (from
-    `connection_cap`): what the descriptors left after the connections and half the headroom
-    allow, between 16 and `most`.
-
-    The event loop accepts a whole backlog's worth of connections before it lets the protocol
-    evict any, so connections + backlog must stay below `RLIMIT_NOFILE`: the kernel would
-    refuse the accept (`EMFILE`), and the loop (libuv) would drop pending connections or
-    (asyncio) stop accepting for a second.
-    """
+    """The listening socket's backlog for `max_connections`: what the descriptors left allow,
+    between 16 and `most` (connections + backlog must stay below `RLIMIT_NOFILE`)."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return most
@@ -134,13 +127,8 @@ class _BoundedH11Protocol(H11Protocol):
         return self.conn.their_state is h11.IDLE and (cycle is None or cycle.response_complete)
 
     def _evict_one(self) -> bool:
-        """Close an evictable connection other than this one; False if none.
-
-        Connections still waiting for their first complete headers (stalled, or never sent
-        a byte) go first, oldest first; then connections idle between requests, the one idle
-        longest first, so a flood of stalled connections cannot push out clients that keep
-        their connections alive between requests.
-        """
+        """Close an evictable connection other than this one (stalled oldest first, then idle
+        longest)."""
         others = [
             conn
             for conn in self.connections

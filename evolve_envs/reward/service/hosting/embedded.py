@@ -34,27 +34,9 @@ class EmbeddedServiceError(RuntimeError):
 class EmbeddedService:
     """A reward server child process on `host` (loopback by default).
 
-    Args:
-        backend: backend name (`mock`, `vlm`, `vlac`).
-        backend_kwargs: backend constructor arguments (JSON-serialisable). A ``mock`` backend
-            without a ``rule`` gets ``MockBackend``'s default (``intensity``); the
-            ``evolve-reward-server`` command line defaults to ``server.MOCK_DEFAULTS`` instead.
-        host: bind address.
-        port: port to bind; None picks a free one.
-        enable_faults: start with `--enable-fault-injection`.
-        token: bearer token the server requires (passed through the environment, not argv).
-        extra_args: more `evolve-reward-server` arguments (e.g. `["--batch-window-ms", "20"]`).
-        startup_timeout: seconds to wait for `GET /health`.
-        log_path: where the child's output goes (default: a temporary file, removed by
-            `stop()` unless the server failed).
-        preexec_fn: called in the child before the server starts (e.g. to set resource limits
-            with `resource.setrlimit`); see `subprocess.Popen`.
-
-    Example:
-        >>> svc = EmbeddedService("mock").start()  # doctest: +SKIP
-        >>> svc.url  # doctest: +SKIP
-        'http://127.0.0.1:40123'
-        >>> svc.stop()  # doctest: +SKIP
+    `backend_kwargs` must be JSON-serialisable (a ``mock`` without ``rule`` keeps ``intensity``);
+    `token` goes through the environment, not argv; `log_path` defaults to a temporary file kept
+    only when the server failed; `preexec_fn` runs in the child (e.g. `resource.setrlimit`).
     """
 
     def __init__(

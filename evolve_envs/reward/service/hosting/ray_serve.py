@@ -59,13 +59,8 @@ APP_KEYS = (
 
 @serve.ingress()
 class RewardDeployment:
-    """One replica: a backend, the service's FastAPI app, and a handle entry point.
-
-    Args:
-        backend: backend name (`evolve_envs.reward.service.backends.BACKENDS`).
-        backend_kwargs: its constructor arguments.
-        app_kwargs: `create_app` keyword arguments (limits, token, batch window ...).
-    """
+    """One replica: `backend` built with `backend_kwargs`, `create_app(**app_kwargs)`, a handle
+    entry."""
 
     def __init__(
         self,
@@ -120,18 +115,10 @@ def proxy_host() -> str | None:
 
 
 def replica_token(app_kwargs: dict[str, object], host: str | None) -> str | None:
-    """Pop the token arguments from ``app_kwargs`` and return the replica's bearer token: the
-    ``token`` argument, else ``token_file``, else ``$EVOLVE_REWARD_TOKEN``, else
-    ``$EVOLVE_REWARD_TOKEN_FILE`` (all read on the replica's node). Raises
-    :class:`~evolve_envs.reward.protocol.token.TokenError` (one line) when the proxy at ``host``
-    is not loopback and there is none, unless ``insecure_no_token``.
+    """Pop the token arguments from ``app_kwargs``; the replica's token, read on its node.
 
-    Example:
-        >>> replica_token({"token_file": None, "insecure_no_token": False}, "127.0.0.1")
-        >>> replica_token({"insecure_no_token": False}, "0.0.0.0")
-        Traceback (most recent call last):
-        ...
-        evolve_envs.reward.protocol.token.TokenError: the Serve HTTP proxy 0.0.0.0 is not ...
+    Raises `TokenError` when the proxy at ``host`` is public and there is none, unless
+    ``insecure_no_token``.
     """
     token = resolve_token(
         app_kwargs.pop("token", None),
@@ -161,16 +148,12 @@ def deployment_options(
 ) -> dict[str, object]:
     """`Deployment.options(...)` for `replicas` fixed replicas or an `autoscaling` config.
 
-    `max_ongoing_requests` caps the requests one replica runs at once, `max_queued_requests`
-    those each caller queues beyond that (then 503 / `BackPressureError`); both >= 1.
-
-    `resources` are custom Ray resources each replica asks for (e.g. `{"reward": 1}`): replicas
-    then run only on nodes started with them (`ray start --resources '{"reward": 1}'`).
+    `resources` are custom Ray resources per replica (`{"reward": 1}`: only nodes started with it).
 
     Example:
         >>> opts = deployment_options(replicas=2, resources={"reward": 1})
-        >>> opts["ray_actor_options"], opts["max_ongoing_requests"], opts["max_queued_requests"]
-        ({'num_gpus': 0.0, 'num_cpus': 1.0, 'resources': {'reward': 1.0}}, 64, 256)
+        >>> opts["max_ongoing_requests"], opts["max_queued_requests"]
+        (64, 256)
     """
     for name, cap in (
         ("max_ongoing_requests", max_ongoing_requests),
@@ -199,11 +182,9 @@ def deployment_options(
 def build_app(args: Mapping[str, object]) -> Application:
     """Serve application builder (the `import_path` of `evolve_envs/configs/serve/*.yaml`).
 
-    `args`: `backend` (required), `backend_kwargs`, `replicas`, `num_gpus`, `num_cpus`,
-    `resources` (custom Ray resources per replica), `autoscaling` (Serve's autoscaling_config),
-    `max_ongoing_requests`, `max_queued_requests` (default: the limits' `max_concurrent_requests`),
-    any of `APP_KEYS`, and `token_file` / `insecure_no_token` (`TOKEN_KEYS`; the replicas read the
-    token and apply the closed-by-default rule, since the token lives where they run).
+    `args`: `backend` and, optionally, `backend_kwargs`, `replicas`, `num_gpus`, `num_cpus`,
+    `resources`, `autoscaling`, `max_ongoing_requests`, `max_queued_requests`, any of `APP_KEYS`
+    and `TOKEN_KEYS`.
     """
     args = dict(args)
     if "backend" not in args:

@@ -55,12 +55,7 @@ SERVICE = 3
 
 
 class ServeError(Exception):
-    """An expected start-up failure of the server program: the message is the one line to print,
-    ``status`` the exit status.
-
-    >>> ServeError("port 8111 is taken", SERVICE).status
-    3
-    """
+    """An expected start-up failure: the one line to print, and ``status``, the exit status."""
 
     def __init__(self, message: str, status: int = USAGE) -> None:
         super().__init__(message)

@@ -26,12 +26,7 @@ __all__ = [
 
 
 class ConcurrencyLimitMiddleware:
-    """ASGI middleware: at most `limit` requests in the application at once; more get 503 JSON.
-
-    Example:
-        >>> ConcurrencyLimitMiddleware(app=None, limit=256).limit
-        256
-    """
+    """ASGI middleware: at most `limit` requests in the application at once; more get 503 JSON."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         if limit < 1:
@@ -77,18 +72,11 @@ class BodyTooLargeError(HTTPException):
 
 
 class BodyLimitMiddleware:
-    """ASGI middleware: request bodies over `max_body_bytes` answer 413 JSON, and bodies that
-    would take the bytes of all requests in flight past `max_inflight_bytes` answer 503 JSON
-    with `Retry-After` (a request alone is always let in, whatever its size within the limit).
+    """ASGI middleware: a body over `max_body_bytes` answers 413, one that would take the bodies in
+    flight past `max_inflight_bytes` 503 (a request alone always fits).
 
-    A `Content-Length` over the limit is answered before the body is read; a body that grows
-    past it while read (chunked) raises `BodyTooLargeError` in the reading route. A body's
-    bytes count against the in-flight total from its `Content-Length` (as they arrive when it
-    has none) until its request is answered.
-
-    Example:
-        >>> BodyLimitMiddleware(app=None, max_body_bytes=1024).limit
-        1024
+    A `Content-Length` over the limit is answered before reading; a chunked body raises
+    `BodyTooLargeError` in the reading route once past it.
     """
 
     def __init__(
@@ -161,12 +149,7 @@ class BodyLimitMiddleware:
 
 
 class InflightBodiesError(HTTPException):
-    """The bodies of the requests in flight already hold the most bytes allowed (503).
-
-    Example:
-        >>> InflightBodiesError(2**30).headers
-        {'retry-after': '1'}
-    """
+    """The bodies of the requests in flight already hold the most bytes allowed (503)."""
 
     def __init__(self, limit: int) -> None:
         super().__init__(

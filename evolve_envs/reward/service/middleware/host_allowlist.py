@@ -29,12 +29,8 @@ def host_name(value: str) -> str:
 
 
 class HostAllowListMiddleware:
-    """ASGI middleware: refuses requests whose `Host` (or `Origin`) names a host outside
-    `allowed_hosts` (421/403 JSON; `"*"` allows any).
-
-    A web page that rebinds its own DNS name to 127.0.0.1 still sends its own name as `Host`,
-    and a cross-site page sends its `Origin`: both are refused, so a browser cannot be used to
-    reach a loopback-only server.
+    """ASGI middleware: a `Host` outside `allowed_hosts` answers 421, a foreign `Origin` 403 (`"*"`
+    allows any).
     """
 
     def __init__(self, app: ASGIApp, allowed_hosts: Sequence[str]) -> None:

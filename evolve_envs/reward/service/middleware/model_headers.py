@@ -49,12 +49,7 @@ def model_headers(backend: Backend) -> list[tuple[bytes, bytes]]:
 
 
 class ModelHeadersMiddleware:
-    """ASGI middleware adding fixed identity headers to every successful (2xx) HTTP response.
-
-    Args:
-        app: the wrapped ASGI application.
-        headers: the `(name, value)` byte pairs to add (`model_headers(backend)`).
-    """
+    """ASGI middleware adding `headers` (`model_headers(backend)`) to every 2xx HTTP response."""
 
     def __init__(self, app: ASGIApp, headers: list[tuple[bytes, bytes]]) -> None:
         self.app = app

@@ -55,15 +55,10 @@ def samples_of(payload: object) -> list[dict[str, object]]:
 
 
 def parse_json_samples(body: bytes, budget: BodyBudget = DEFAULT_BODY_BUDGET) -> list[dict]:
-    """The samples of a JSON body, held to `budget` before it is parsed (413 over it, 400 for
-    a body that is not JSON, 422 for one that holds no sample list).
+    """The samples of a JSON body, held to `budget` before it is parsed (413, 400, 422).
 
     >>> parse_json_samples(b'[{"sample_type": "progress"}]')
     [{'sample_type': 'progress'}]
-    >>> parse_json_samples(b"[" + b"[0]," * 200_000 + b"[0]]")
-    Traceback (most recent call last):
-    ...
-    evolve_envs.reward.protocol.body_budget.BodyBudgetError: holds more than 100000 values ...
     """
     try:
         check_json_body(body, budget)

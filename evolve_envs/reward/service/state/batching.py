@@ -52,17 +52,7 @@ class _Entry:
 
 
 class _BurstHistory:
-    """Sizes (in requests) of the last bursts of one item kind, for the adaptive window.
-
-    Example:
-        >>> h = _BurstHistory(history=4, max_window_s=0.05)
-        >>> h.target()
-        1
-        >>> h.record([(0.0, 1), (0.001, 2), (0.002, 2)])  # requests 1 and 2, the burst from t=0
-        >>> h.record([(0.03, 3), (0.031, 4), (1.0, 5)])   # 2 stragglers of it, then a new burst
-        >>> h.target()
-        4
-    """
+    """Sizes (in requests) of the last bursts of one item kind, for the adaptive window."""
 
     def __init__(self, history: int, max_window_s: float) -> None:
         self.sizes: deque[int] = deque(maxlen=history)
@@ -275,13 +265,7 @@ class Batcher:
 
 
 def checked_answer(kind: str, result: object) -> object:
-    """A backend's answer for one item of `kind`, its number held to the documented range
-    (`check_range`): a critic, `(done, prob)`, an image score, `(video score, raw text)`.
-
-    Example:
-        >>> checked_answer("done", (True, 0.97)), checked_answer("video", (0.5, "ok"))
-        ((True, 0.97), (0.5, 'ok'))
-    """
+    """A backend's answer for one item of `kind`, its number held to the documented range."""
     if kind in ("done", "video"):
         first, second = result
         if kind == "done":

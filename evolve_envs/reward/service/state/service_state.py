@@ -49,35 +49,9 @@ log = logging.getLogger("evolve_envs.reward.service")
 
 @dataclass(frozen=True)
 class RequestLimits:
-    """The per-request limits of `create_app` (defaults: `evolve_envs.reward.service.limits`), each
-    >= 1.
-
-    * `max_body_bytes`: larger request bodies answer 413;
-    * `max_frames`: most frames (trajectory, reference, pickle images) per request (413);
-    * `max_image_side`: most pixels per image side (413);
-    * `max_video_frames`: most frames in a `/score` video before sampling (413);
-    * `max_request_pixels`: most decoded pixels per request, summed over its images, checked
-      from the image headers before decoding (413); JPEGs count at their DCT-reduced size;
-    * `max_image_decode_bytes`: most memory decoding one image (or one `/score` video frame)
-      may take, estimated from its header before decoding (413); images are decoded one at a
-      time, so this bounds what a request's decoding holds at once;
-    * `max_nframes`: most frames a `/score` caller may ask to be sampled (422 above);
-    * `max_video_pixels`: most `max_pixels` per sampled frame a `/score` caller may ask (422);
-    * `max_video_decode_pixels`: most frames x width x height a `/score` video may need decoded,
-      read from the container before decoding (413);
-    * `max_image_tokens`: most image tokens one `/score` request may ask a model for,
-      `nframes` x `max_pixels` / `PIXELS_PER_IMAGE_TOKEN` (413 above);
-    * `max_new_tokens`: most tokens a caller may ask a model to generate (422 above);
-    * `max_form_parts`: most parts of a `multipart/form-data` body (413 above);
-    * `max_text_chars`: most characters in a task or prompt (422 above);
-    * `max_body_nodes`, `max_body_depth`: most values (keys and containers included) and
-      nesting levels of a decoded pickle or JSON body, shared references counted each time they
-      are reached (413; a body that refers to itself 422); its strings and bytes, counted so,
-      may total `max_body_bytes` (`body_budget`).
+    """The per-request limits of `create_app`, each >= 1 (meanings: `ServiceLimits`' descriptions).
 
     Example:
-        >>> RequestLimits(max_frames=8).max_frames
-        8
         >>> RequestLimits(max_text_chars=0)
         Traceback (most recent call last):
         ...
