@@ -21,11 +21,11 @@ import numpy as np
 
 from evolve_envs.reward.service.backends.answer_parsing import SCORE_MODES
 from evolve_envs.reward.service.backends.base import Backend, BackendError
-from evolve_envs.reward.service.backends.vlm import (
+from evolve_envs.reward.service.backends.vlm import VLMBackend
+from evolve_envs.reward.service.backends.vlm_judge import (
     DEFAULT_PROMPTS,
     DEFAULT_SYSTEM_PROMPT,
     IMAGE_MARK,
-    VLMBackend,
 )
 
 __all__ = ["OpenAICompatBackend", "frame_data_url"]
