@@ -1,5 +1,6 @@
-"""The decoded-body budget: values, bytes and depth a body may reach once decoded, shared references
-counted each time they are reached (the service's README, "Errors, limits and safety").
+"""The decoded-body budget: values, bytes and depth a body may reach once decoded, shared
+references counted each time they are reached (evolve_envs/reward/service/README.md, "Errors,
+limits and safety").
 
 Example:
     >>> budget = BodyBudget(max_nodes=100, max_bytes=1000, max_depth=8)

@@ -1,5 +1,5 @@
 """Request coalescing: items from concurrent requests become backend batches of at most 8, in one
-backend thread, with the adaptive window of the service's README ("Batching").
+backend thread, with an adaptive window (evolve_envs/reward/service/README.md, "Batching").
 
 Example (inside a running event loop):
     >>> batcher = Batcher(MockBackend(), Metrics(), max_batch=8, window_s=0.005)  # doctest: +SKIP
