@@ -7,7 +7,7 @@ tests/serving.
 
 collect_ignore = [
     "evolve_envs/integrations/rlinf/worker.py",
-    "evolve_envs/reward/service/ray_serve.py",
+    "evolve_envs/reward/service/hosting/ray_serve.py",
     # stand-in third-party packages the tests put on sys.path themselves, when they need them:
     # importing them at collection would make them importable for every other test
     "tests/serving/vlac_standin",

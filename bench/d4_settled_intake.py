@@ -81,7 +81,7 @@ def one_run(config: Path, algo: str, arm: str, minutes: float, seed: int, runs: 
     """Train ``minutes`` with the arm's overrides; the record of the run."""
     import io
 
-    from evolve_envs.reward.service.embedded import EmbeddedService
+    from evolve_envs.reward.service.hosting.embedded import EmbeddedService
     from evolve_envs.train.driver import TrainOptions, run_train
 
     run_dir = runs / f"{algo}-{arm}-s{seed}"

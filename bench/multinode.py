@@ -102,7 +102,7 @@ def p5_rows(layout: str, args: argparse.Namespace, resources: dict[str, float] |
 
     from evolve_envs.reward.clients.endpoint_pool import EndpointPool
     from evolve_envs.reward.clients.ray_handle_pool import RayHandlePool
-    from evolve_envs.reward.service.ray_serve import build_app
+    from evolve_envs.reward.service.hosting.ray_serve import build_app
 
     lat = args.latency_ms
     frames = scene_frames(8, 64, seed=4)

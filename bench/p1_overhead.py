@@ -43,7 +43,7 @@ import numpy as np
 from _common import BenchEnv, Rounds, machine_note, median, print_table, scene_frames
 
 from evolve_envs import make_env
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from evolve_envs.wrappers.frame_cache import FrameCache
 
 

@@ -17,7 +17,7 @@ Configurations:
   not.
 * ``..., fixed window``: the same against services whose batcher uses the fixed 5 ms window
   (``--max-batch-window-ms 0``, the behaviour before the adaptive window), side by side with the
-  default adaptive window (``evolve_envs.reward.service.batching``).
+  default adaptive window (``evolve_envs.reward.service.state.batching``).
 * ``async auto`` / ``async auto, 2 services``: the schedule that hides the latency
   (``evolve_envs.progress.tracker``, "Async timing"): ``max_lag_steps: auto`` (wait only
   for an answer later than the measured 95th-percentile latency allows) and ``last_check:
@@ -69,7 +69,7 @@ import httpx
 import numpy as np
 from _common import Rounds, machine_note, make_switch, print_table
 
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 
 FIXED_WINDOW = ["--max-batch-window-ms", "0"]  # server args: the fixed 5 ms window only
 
@@ -306,7 +306,7 @@ def main() -> None:
             import ray
             from ray import serve
 
-            from evolve_envs.reward.service.ray_serve import build_app
+            from evolve_envs.reward.service.hosting.ray_serve import build_app
 
             ray.init(
                 address="local",

@@ -3,7 +3,7 @@
 Frames go through the real :class:`evolve_envs.wrappers.frame_cache.FrameStore` (the storage of
 ``FrameCache``) with each encoding; bytes per frame is ``store.nbytes / len(store)``. Then the
 mock backend's rules are computed exactly as the service does (frame resized to 448x448 by
-``evolve_envs.reward.service.batching.prepare_frame``, then ``intensity_progress`` /
+``evolve_envs.reward.service.state.batching.prepare_frame``, then ``intensity_progress`` /
 ``change_progress`` against the episode's first frame) on the cached (decoded) frames and on the raw
 frames; the table gives the max and mean absolute difference in progress points (0..100, the
 integers the mock returns). JPEG q85 is also what every frame goes through on the wire (the clients'
@@ -29,7 +29,7 @@ import numpy as np
 from _common import machine_note, print_table, scene_frames
 
 from evolve_envs.reward.service.backends.mock import change_progress, intensity_progress
-from evolve_envs.reward.service.batching import prepare_frame
+from evolve_envs.reward.service.state.batching import prepare_frame
 from evolve_envs.wrappers.frame_cache import FrameStore
 
 ENCODINGS: list[tuple[str, str, int]] = [

@@ -38,9 +38,9 @@ from _common import TASK, Rounds, closed_loop, machine_note, median, print_table
 from evolve_envs.reward.clients.frame_encoding import encode_jpeg_b64
 from evolve_envs.reward.service.backends.base import CriticItem
 from evolve_envs.reward.service.backends.mock import MockBackend
-from evolve_envs.reward.service.base64_images import decode_image_b64
-from evolve_envs.reward.service.batching import prepare_frame
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.decoding.base64_images import decode_image_b64
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
+from evolve_envs.reward.service.state.batching import prepare_frame
 
 
 def in_process(frames: list[np.ndarray], reps: int) -> tuple[float, float, float]:

@@ -38,7 +38,7 @@ from _common import TASK, Rounds, closed_loop, machine_note, print_table, scene_
 
 from evolve_envs.reward.clients.endpoint_pool import EndpointPool
 from evolve_envs.reward.clients.progress_client import ProgressClient
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 
 
 def load(urls: list[str], selection: str, frames: list[np.ndarray], clients: int,

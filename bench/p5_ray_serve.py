@@ -41,7 +41,7 @@ from _common import TASK, Rounds, closed_loop, machine_note, print_table, scene_
 from evolve_envs.reward.clients.endpoint_pool import EndpointPool
 from evolve_envs.reward.clients.progress_client import ProgressClient
 from evolve_envs.reward.clients.ray_handle_pool import RayHandlePool
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 
 APP = "p5"
 
@@ -110,7 +110,7 @@ def main() -> None:
     import ray
     from ray import serve
 
-    from evolve_envs.reward.service.ray_serve import build_app
+    from evolve_envs.reward.service.hosting.ray_serve import build_app
 
     lat = args.latency_ms
     frames = scene_frames(8, 64, seed=4)

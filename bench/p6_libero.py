@@ -31,7 +31,7 @@ import numpy as np
 from _common import Rounds, machine_note, print_table
 
 from evolve_envs import make_env
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 
 
 def stacks(base: gym.Env, steps: int, instant: str, slow: str, start: int, every: int) -> dict:

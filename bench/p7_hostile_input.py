@@ -41,7 +41,7 @@ import numpy as np
 from _common import machine_note, percentile, print_table, scene_frames
 from PIL import Image
 
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from tests.fuzz.harness import (
     JSON,
     FuzzServer,

@@ -63,7 +63,7 @@ def _latency(services: dict[str, tuple[str, dict]], seconds: float) -> dict:
     from p4_service import load
 
     from evolve_envs.reward.clients.frame_encoding import encode_jpeg_b64
-    from evolve_envs.reward.service.embedded import EmbeddedService
+    from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 
     frames = scene_frames(8, 256, seed=3)
     enc = [encode_jpeg_b64(f, 85) for f in frames]

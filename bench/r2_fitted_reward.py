@@ -137,7 +137,7 @@ def latency(out: Path, seconds: float) -> None:
     from p4_service import load
 
     from evolve_envs.reward.clients.frame_encoding import encode_jpeg_b64
-    from evolve_envs.reward.service.embedded import EmbeddedService
+    from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 
     frames = scene_frames(8, 256, seed=3)
     enc = [encode_jpeg_b64(f, 85) for f in frames]

@@ -59,7 +59,7 @@ def reward_service(endpoint: str | None) -> Iterator[str]:
     if endpoint:
         yield endpoint
         return
-    from evolve_envs.reward.service.embedded import EmbeddedService
+    from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 
     with EmbeddedService("mock", {"rule": "reach_place"}) as svc:
         yield svc.url

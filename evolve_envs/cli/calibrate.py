@@ -221,7 +221,7 @@ def service_url(spec: str) -> Iterator[str]:
     if spec.startswith(("http://", "https://")):
         yield spec
         return
-    from evolve_envs.reward.service.embedded import EmbeddedService
+    from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 
     if _model_dir(spec):
         with EmbeddedService(

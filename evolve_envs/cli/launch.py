@@ -23,9 +23,9 @@ from types import FrameType
 from typing import IO
 
 from evolve_envs.reward.protocol.token import TOKEN_ENV, TOKEN_FILE_ENV, TokenError, resolve_token
-from evolve_envs.reward.service.auth import check_exposure
 from evolve_envs.reward.service.backends import BACKENDS
-from evolve_envs.reward.service.serve_options import add_token_arguments
+from evolve_envs.reward.service.hosting.serve_options import add_token_arguments
+from evolve_envs.reward.service.middleware.auth import check_exposure
 
 __all__ = ["main", "build_parser", "ServerProcess"]
 

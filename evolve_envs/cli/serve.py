@@ -1,6 +1,6 @@
 """`evolve-reward-server`: the console script of the reward server.
 
-The program lives with the service (:mod:`evolve_envs.reward.service.serve`, which documents
+The program lives with the service (:mod:`evolve_envs.reward.service.hosting.serve`, which documents
 every option; ``python -m evolve_envs.reward.service`` runs the same), so the service starts
 without the command-line tools.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from evolve_envs.reward.service.serve import main
+from evolve_envs.reward.service.hosting.serve import main
 
 __all__ = ["main"]
 

@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterable, Iterator
 from typing import Literal
 
-from evolve_envs.reward.protocol.progress import (
+from evolve_envs.reward.protocol.critic_math import (
     NEGATIVE_RULES,
     NegativeRule,
     accumulate,

@@ -5,7 +5,7 @@ level ``g`` as progress ``round(100 * g / 255)``):
 
     >>> import numpy as np
     >>> from evolve_envs.reward.clients.progress_client import ProgressClient
-    >>> from evolve_envs.reward.service.embedded import EmbeddedService
+    >>> from evolve_envs.reward.service.hosting.embedded import EmbeddedService
     >>> svc = EmbeddedService("mock", {"rule": "intensity"}).start()
     >>> client = ProgressClient(svc.url)
     >>> settings = TrackerConfig(start_step=2, call_every=2, milestone_every=2)

@@ -271,7 +271,8 @@ def build_stack(
 ) -> gym.Env:
     """Build the wrapper stack for a validated :class:`~evolve_envs.stack.config.StackConfig`.
 
-    ``embedded_service`` (a started :class:`~evolve_envs.reward.service.embedded.EmbeddedService`)
+    ``embedded_service`` (a started
+    :class:`~evolve_envs.reward.service.hosting.embedded.EmbeddedService`)
     serves ``endpoint: embedded`` and is left running; without it the stack starts its own, owned
     and stopped by the reward wrapper's ``close()``. ``endpoint_pool`` (an open
     :class:`~evolve_envs.reward.clients.endpoint_pool.EndpointPool`) carries the reward requests
@@ -365,8 +366,9 @@ def make_env(
             :class:`evolve_envs.envs.libero.LiberoEnv`); without it ``max_episode_steps`` defaults
             to
             the suite's.
-        embedded_service: a started :class:`~evolve_envs.reward.service.embedded.EmbeddedService` to
-            use for ``endpoint: embedded`` (shared, left running); by default the env starts its own
+        embedded_service: a started
+            :class:`~evolve_envs.reward.service.hosting.embedded.EmbeddedService` to use for
+            ``endpoint: embedded`` (shared, left running); by default the env starts its own
             and stops it in ``close()``.
         endpoint_pool: an open :class:`~evolve_envs.reward.clients.endpoint_pool.EndpointPool` to
             send the reward requests through (shared by several envs: one connection pool, one view

@@ -120,7 +120,7 @@ def check_reward_service(rm: RewardModelConfig, pool: Any) -> Any:
 def start_embedded_service(rm: RewardModelConfig) -> Any:
     """Start the local reward service ``endpoint: embedded`` asks for (``embedded_backend`` with
     ``embedded_backend_kwargs``); the caller owns it and stops it (it is a context manager)."""
-    from evolve_envs.reward.service.embedded import EmbeddedService
+    from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 
     svc = EmbeddedService(rm.embedded_backend, dict(rm.embedded_backend_kwargs)).start()
     logger.info("started embedded reward service %s (%s)", svc.url, rm.embedded_backend)

@@ -6,7 +6,7 @@ Example: CartPole with a flat grey camera picture (level 204, which the local mo
     >>> import gymnasium as gym
     >>> import numpy as np
     >>> from evolve_envs.reward.clients.pickle_scorer_client import PickleScorerClient
-    >>> from evolve_envs.reward.service.embedded import EmbeddedService
+    >>> from evolve_envs.reward.service.hosting.embedded import EmbeddedService
     >>> from evolve_envs.wrappers.frame_cache import FrameCache
     >>> svc = EmbeddedService("mock", {"rule": "intensity"}).start()
     >>> grey = gym.spaces.Box(0, 255, (16, 16, 3), np.uint8)

@@ -5,7 +5,7 @@ service whose *intensity* rule reads a flat grey frame of level ``g`` as progres
 
     >>> import gymnasium as gym
     >>> import numpy as np
-    >>> from evolve_envs.reward.service.embedded import EmbeddedService
+    >>> from evolve_envs.reward.service.hosting.embedded import EmbeddedService
     >>> class Brighter(gym.Env):
     ...     observation_space = gym.spaces.Dict(
     ...         {"agentview_image": gym.spaces.Box(0, 255, (32, 32, 3), np.uint8)})

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from evolve_envs.reward.service.backends.mock import paint_level
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 
 HANG_GUARD_S = 60.0
 

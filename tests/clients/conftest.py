@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from evolve_envs.reward.clients.endpoint_pool import EndpointPool
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from tests.clients.client_helpers import clear_fault
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from evolve_envs.reward.clients.errors import ErrorKind, RewardServiceError
 from evolve_envs.reward.clients.progress_client import DoneResult, ProgressClient
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from tests.clients.client_helpers import (
     arm_fault,
     fault_status,

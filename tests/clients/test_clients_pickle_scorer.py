@@ -11,7 +11,7 @@ import simplejpeg
 
 from evolve_envs.reward.clients.errors import ErrorKind, RewardServiceError
 from evolve_envs.reward.clients.pickle_scorer_client import PickleScorerClient
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from tests.clients.client_helpers import arm_fault, paint, within_guard
 
 

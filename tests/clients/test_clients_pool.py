@@ -10,7 +10,7 @@ import pytest
 from evolve_envs.reward.clients.endpoint_pool import EndpointPool
 from evolve_envs.reward.clients.errors import RewardServiceError
 from evolve_envs.reward.clients.progress_client import ProgressClient
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from tests.clients.client_helpers import (
     arm_fault,
     fault_status,

@@ -11,7 +11,7 @@ from evolve_envs.reward.clients.endpoint_pool import EndpointPool
 from evolve_envs.reward.clients.pickle_scorer_client import PickleScorerClient
 from evolve_envs.reward.clients.progress_client import ProgressClient
 from evolve_envs.reward.clients.video_score_client import VideoScoreClient
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from tests.clients.client_helpers import paint
 
 TOKEN = "client-token"

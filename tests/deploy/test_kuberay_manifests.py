@@ -2,7 +2,8 @@
 
 * The Serve config of the RayService (``serveConfigV2``) and the one the training RayJob deploys
   parse with Ray's own :class:`ray.serve.schema.ServeDeploySchema`, and their application
-  arguments build with :func:`evolve_envs.reward.service.ray_serve.build_app`; so do the shipped
+  arguments build with :func:`evolve_envs.reward.service.hosting.ray_serve.build_app`; so do the
+  shipped
   ``evolve_envs/configs/serve/*.yaml``.
 * Every pod template, wrapped in a ``Pod``, and every plain Kubernetes object validates against
   the Kubernetes OpenAPI schemas shipped offline by ``kubernetes-validate`` (strict: an unknown
@@ -453,12 +454,12 @@ def check_serve_config(config: dict) -> None:
     pytest.importorskip("ray.serve", reason="ray[serve] is not importable (serve extra)")
     from ray.serve.schema import ServeDeploySchema
 
-    from evolve_envs.reward.service.ray_serve import build_app
+    from evolve_envs.reward.service.hosting.ray_serve import build_app
 
     schema = ServeDeploySchema.model_validate(config)
     assert schema.applications, "no applications"
     for app in schema.applications:
-        assert app.import_path == "evolve_envs.reward.service.ray_serve:build_app"
+        assert app.import_path == "evolve_envs.reward.service.hosting.ray_serve:build_app"
         built = build_app(app.args)
         options = built._bound_deployment.ray_actor_options
         assert options.get("resources", {}) == {

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evolve_envs.reward.service.serve_options import ServeError, build_parser, server_token
+from evolve_envs.reward.service.hosting.serve_options import ServeError, build_parser, server_token
 
 MANIFEST = Path(__file__).resolve().parents[2] / "deploy" / "rlinf" / "reward-tokenless.yaml"
 K8S_VERSION = "1.30"

@@ -168,7 +168,7 @@ def test_a_reward_service_outage_mid_run_follows_the_fail_fast_policy(ray_local,
     import threading
 
     from evolve_envs.cli.main import main
-    from evolve_envs.reward.service.embedded import EmbeddedService
+    from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 
     svc = EmbeddedService("mock", {"rule": "reach_place"}).start()
     config = str(ROOT / "evolve_envs" / "configs" / "distrl" / "reach_place.yaml")

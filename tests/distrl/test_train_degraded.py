@@ -20,7 +20,7 @@ CONFIG = str(ROOT / "evolve_envs" / "configs" / "distrl" / "reach_place.yaml")
 @pytest.mark.slow
 def test_a_service_killed_mid_run_is_said_on_the_terminal_and_exits_4(ray_local, tmp_path, capfd):
     from evolve_envs.cli.main import main
-    from evolve_envs.reward.service.embedded import EmbeddedService
+    from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 
     svc = EmbeddedService("mock", {"rule": "reach_place"}).start()
     run_dir = tmp_path / "out"

@@ -244,7 +244,7 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
     """The real argument parsers of the three programs."""
     from evolve_envs.cli.launch import build_parser as launch_parser
     from evolve_envs.cli.main import _build_parser
-    from evolve_envs.reward.service.serve_options import build_parser as serve_parser
+    from evolve_envs.reward.service.hosting.serve_options import build_parser as serve_parser
 
     return {
         "evolve-envs": _build_parser(),

@@ -84,7 +84,7 @@ def served_model(server: tuple[str, Any], endpoint: str) -> tuple[str, dict[str,
         name = endpoint.removeprefix("ray://").strip("/") if endpoint.startswith("ray://") else None
         (app,) = [a for a in apps if name is None or a["name"] == name] if len(apps) > 1 else apps
         return app["args"]["backend"], dict(app["args"].get("backend_kwargs") or {})
-    from evolve_envs.reward.service.serve_options import backend_kwargs
+    from evolve_envs.reward.service.hosting.serve_options import backend_kwargs
 
     parser = parsers()[kind]
     args, _ = parser.parse_known_args(arg)

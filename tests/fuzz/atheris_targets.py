@@ -61,9 +61,9 @@ def _targets() -> dict[str, Callable[[bytes], None]]:
         from evolve_envs.reward.protocol.pickle_codec import safe_pickle_loads, to_plain
         from evolve_envs.reward.protocol.pickle_types import UnsafePickleError
         from evolve_envs.reward.protocol.wire import PickleScoreRequest, TrajectoryCriticRequest
-        from evolve_envs.reward.service.image_decoding import ImageDecodeError, decode_image_bytes
-        from evolve_envs.reward.service.service_state import RequestLimits
-        from evolve_envs.reward.service.video_decoding import VideoDecodeError, read_video_bytes
+        from evolve_envs.reward.service.decoding.images import ImageDecodeError, decode_image_bytes
+        from evolve_envs.reward.service.decoding.video import VideoDecodeError, read_video_bytes
+        from evolve_envs.reward.service.state.service_state import RequestLimits
 
     limits = RequestLimits()
     budget = limits.body_budget
@@ -84,7 +84,7 @@ def _targets() -> dict[str, Callable[[bytes], None]]:
             pass
 
     def image_target(data: bytes) -> None:
-        from evolve_envs.reward.service.image_decoding import PixelBudget
+        from evolve_envs.reward.service.decoding.images import PixelBudget
 
         pixels = PixelBudget(limits.max_request_pixels, limits.max_image_decode_bytes)
         try:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import httpx
 
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 
 __all__ = [
     "CORPUS",

@@ -50,12 +50,12 @@ def test_the_check_catches_an_upward_link_in_a_string(tmp_path) -> None:
     assert ig.violations(ig.graph(copy)) == []
     planted = '\nENTRY = "evolve_envs.stack.factory:make_registered"\n'
     target.write_text(target.read_text() + planted)
-    service = copy / "reward" / "service" / "embedded.py"
+    service = copy / "reward" / "service" / "hosting" / "embedded.py"
     child = '\nCOMMAND = ["python", "-m", "evolve_envs.cli.serve"]\n'
     service.write_text(service.read_text() + child)
     assert ig.violations(ig.graph(copy)) == [
         "evolve_envs.envs.synthetic imports evolve_envs.stack.factory, a higher layer",
-        "evolve_envs.reward.service.embedded imports evolve_envs.cli.serve, a higher layer",
+        "evolve_envs.reward.service.hosting.embedded imports evolve_envs.cli.serve, a higher layer",
     ]
 
 
@@ -63,7 +63,7 @@ def test_entry_points_stay_in_their_layer() -> None:
     assert ig.entry_point_violations() == []
     links = ig.entry_point_links()
     assert ("evolve_envs.train.algorithm", "evolve_envs.train.distrl.algorithm") in links
-    assert ("evolve_envs.cli", "evolve_envs.reward.service.serve") not in links
+    assert ("evolve_envs.cli", "evolve_envs.reward.service.hosting.serve") not in links
 
 
 def test_the_check_catches_an_upward_entry_point(tmp_path) -> None:

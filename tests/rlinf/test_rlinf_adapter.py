@@ -535,7 +535,7 @@ def test_a_service_killed_mid_run_is_counted_and_said_once(caplog):
     import os
     import signal
 
-    from evolve_envs.reward.service.embedded import EmbeddedService
+    from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 
     svc = EmbeddedService("mock", {"rule": "intensity", "latency_ms": 0}).start()
     client = ProgressClient(svc.url, max_workers=2, timeout=2)

@@ -24,7 +24,7 @@ from evolve_envs.reward.clients.pickle_scorer_client import PickleScorerClient
 from evolve_envs.reward.clients.progress_client import ProgressClient
 from evolve_envs.reward.clients.video_score_client import VideoScoreClient
 from evolve_envs.reward.protocol.pickle_codec import safe_pickle_dumps
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from tests.service.svc_helpers import free_port, image_bytes, painted, painted_b64
 
 IDENTITY = ("x-reward-backend", "x-reward-model", "x-reward-model-revision", "x-reward-config-hash")

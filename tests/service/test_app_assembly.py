@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from PIL import Image
 
 from evolve_envs.reward.service.app import create_app
-from evolve_envs.reward.service.service_state import RequestLimits, ServiceState
+from evolve_envs.reward.service.state.service_state import RequestLimits, ServiceState
 
 TOKEN = "s3cret"
 BASE = "http://127.0.0.1:8111"

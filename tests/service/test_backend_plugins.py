@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from evolve_envs.reward.service.backends import BACKENDS, ENTRY_POINT_GROUP
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from tests.service.svc_helpers import painted_b64
 
 PLUGIN = '''

@@ -17,7 +17,7 @@ import pytest
 from evolve_envs.reward.protocol.pickle_codec import safe_pickle_dumps, safe_pickle_loads
 from evolve_envs.reward.service.app import create_app
 from evolve_envs.reward.service.backends import UnknownBackendError
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from tests.service.svc_helpers import TOKEN, assert_json_error, encode, image_bytes, painted_b64
 
 TINY = painted_b64(10, size=8)

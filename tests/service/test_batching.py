@@ -15,8 +15,8 @@ import pytest
 
 from evolve_envs.reward.service.backends.base import CriticItem
 from evolve_envs.reward.service.backends.mock import MockBackend, mock_critic, paint_level
-from evolve_envs.reward.service.batching import Batcher
-from evolve_envs.reward.service.metrics import Metrics
+from evolve_envs.reward.service.state.batching import Batcher
+from evolve_envs.reward.service.state.metrics import Metrics
 
 
 class RecordingMock(MockBackend):
@@ -135,7 +135,7 @@ def test_server_batches_staggered_clients_together(adaptive: bool) -> None:
 
     from evolve_envs.reward.clients.endpoint_pool import EndpointPool
     from evolve_envs.reward.clients.progress_client import ProgressClient
-    from evolve_envs.reward.service.embedded import EmbeddedService
+    from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 
     extra = [] if adaptive else ["--max-batch-window-ms", "0"]
     frames = [np.full((32, 32, 3), paint_level(p), np.uint8) for p in (10, 40)]

@@ -12,8 +12,8 @@ import pytest
 from evolve_envs import load_config
 from evolve_envs.reward.clients.camera_average import CameraAverageClient
 from evolve_envs.reward.clients.progress_client import ProgressClient
-from evolve_envs.reward.protocol.progress import critic_between, value_list
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.protocol.critic_math import critic_between, value_list
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from evolve_envs.wrappers.model_handle import lend
 from evolve_envs.wrappers.progress_reward import ProgressReward
 from tests.service.svc_helpers import painted

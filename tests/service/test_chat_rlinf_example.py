@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from tests.service.rlinf_api_worker import (
     EXAMPLE_REWARD_CONFIG,
     RLinfShapedClient,

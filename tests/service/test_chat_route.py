@@ -14,7 +14,7 @@ import httpx
 import numpy as np
 import pytest
 
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from evolve_envs.reward.service.routes.chat import task_of_prompt
 from tests.service.rlinf_api_worker import (
     RLinfShapedClient,

@@ -17,7 +17,12 @@ import httpx
 import pytest
 
 from evolve_envs.reward.protocol.token import TOKEN_ENV, TOKEN_FILE_ENV
-from evolve_envs.reward.service.serve_options import USAGE, ServeError, build_parser, server_token
+from evolve_envs.reward.service.hosting.serve_options import (
+    USAGE,
+    ServeError,
+    build_parser,
+    server_token,
+)
 from tests.service.svc_helpers import free_port
 
 ROUTES = {
@@ -239,8 +244,8 @@ def test_the_server_speaks_like_every_command_line_tool() -> None:
     """The server program lives with the service (it never imports the CLI), so its exit
     statuses and debug switch are its own constants: the same as the command line tools'."""
     from evolve_envs.cli.errors import DEBUG_ENV, ExitStatus
-    from evolve_envs.reward.service import serve
-    from evolve_envs.reward.service.serve_options import SERVICE
+    from evolve_envs.reward.service.hosting import serve
+    from evolve_envs.reward.service.hosting.serve_options import SERVICE
 
     assert (USAGE, SERVICE, serve.INTERRUPTED) == (
         ExitStatus.USAGE,

@@ -21,7 +21,7 @@ from evolve_envs.reward.clients.pickle_scorer_client import PickleScorerClient
 from evolve_envs.reward.clients.video_score_client import VideoScoreClient
 from evolve_envs.reward.protocol.pickle_codec import safe_pickle_loads
 from evolve_envs.reward.protocol.pickle_types import UnsafePickleError
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from evolve_envs.stack.config import RewardModelConfig
 from tests.service.compat_servers import pickle_scorer_server, rlaif_video_server
 from tests.service.svc_helpers import image_bytes, painted_b64

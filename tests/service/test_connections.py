@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from tests.service.svc_helpers import painted_b64
 
 MAX_CONNECTIONS = 20

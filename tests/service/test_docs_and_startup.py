@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from evolve_envs.reward.service.serve_options import MOCK_DEFAULTS
+from evolve_envs.reward.service.hosting.serve_options import MOCK_DEFAULTS
 from evolve_envs.stack.config import RewardModelConfig
 from tests.service.svc_helpers import free_port
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from evolve_envs.reward.service.embedded import EmbeddedService, EmbeddedServiceError
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService, EmbeddedServiceError
 from tests.service.svc_helpers import TOKEN
 
 
@@ -71,7 +71,7 @@ def test_child_exits_when_parent_is_killed(tmp_path: Path) -> None:
         textwrap.dedent(
             """
             import sys, time
-            from evolve_envs.reward.service.embedded import EmbeddedService
+            from evolve_envs.reward.service.hosting.embedded import EmbeddedService
             svc = EmbeddedService("mock").start()
             print(svc.pid, svc.url, flush=True)
             time.sleep(600)

@@ -131,7 +131,7 @@ def test_fault_routes_absent_unless_enabled(restricted_free_url: str) -> None:
 
 @pytest.fixture(scope="module")
 def restricted_free_url():  # noqa: ANN201
-    from evolve_envs.reward.service.embedded import EmbeddedService
+    from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 
     with EmbeddedService("mock") as svc:
         yield svc.url
@@ -146,7 +146,7 @@ def test_production_apps_carry_no_fault_injection() -> None:
         "from evolve_envs.reward.service.app import create_app\n"
         "app = create_app('mock', backend_kwargs={'latency_ms': 0})\n"
         "paths = {getattr(r, 'path', '') for r in app.routes}\n"
-        "print('evolve_envs.reward.service.faults' in sys.modules,"
+        "print('evolve_envs.reward.service.middleware.faults' in sys.modules,"
         " any(p.startswith('/admin') for p in paths))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

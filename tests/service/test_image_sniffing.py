@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from evolve_envs.reward.service.base64_images import (
+from evolve_envs.reward.service.decoding.base64_images import (
     b64_decoded_size,
     b64_head,
     b64_to_bytes,
     decode_image_b64,
     sniff_image_b64,
 )
-from evolve_envs.reward.service.image_decoding import (
+from evolve_envs.reward.service.decoding.images import (
     ImageDecodeError,
     ImageTooLargeError,
     PixelBudget,

@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from evolve_envs.reward.service.embedded import EmbeddedService
-from evolve_envs.reward.service.image_decoding import (
+from evolve_envs.reward.service.decoding.images import (
     ImageDecodeError,
     ImageTooLargeError,
     PixelBudget,
     decode_image_bytes,
 )
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from tests.service.svc_helpers import assert_json_error, painted_b64
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from evolve_envs.reward.service.hosting.serve_options import build_parser
 from evolve_envs.reward.service.limits import (
     APP_LIMITS,
     DEFAULT_LIMITS,
@@ -20,8 +21,7 @@ from evolve_envs.reward.service.limits import (
     limits_from_args,
     markdown_table,
 )
-from evolve_envs.reward.service.serve_options import build_parser
-from evolve_envs.reward.service.service_state import RequestLimits
+from evolve_envs.reward.service.state.service_state import RequestLimits
 from tests.service.svc_helpers import free_port, painted_b64, wait_until_serving
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,6 +88,6 @@ def test_the_real_server_reads_the_environment(tmp_path: Path) -> None:
 
 def test_the_serve_application_takes_every_app_limit() -> None:
     pytest.importorskip("ray.serve")
-    from evolve_envs.reward.service.ray_serve import APP_KEYS
+    from evolve_envs.reward.service.hosting.ray_serve import APP_KEYS
 
     assert set(APP_LIMITS) <= set(APP_KEYS)

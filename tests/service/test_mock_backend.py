@@ -16,7 +16,7 @@ from evolve_envs.reward.service.backends.mock import (
     mock_critic,
     paint_level,
 )
-from evolve_envs.reward.service.video_decoding import sample_indices
+from evolve_envs.reward.service.decoding.video import sample_indices
 
 
 @given(st.integers(0, 100))

@@ -27,7 +27,7 @@ from evolve_envs.reward.protocol.wire import (
     TrajectoryCriticRequest,
     TrajectoryCriticResponse,
 )
-from evolve_envs.reward.service.faults import FaultSpec
+from evolve_envs.reward.service.middleware.faults import FaultSpec
 from tests.fuzz.hostile import DTYPE_SUBARRAY_CRASH
 
 

@@ -16,7 +16,7 @@ import httpx
 import numpy as np
 import pytest
 
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from tests.service.svc_helpers import painted
 
 LEVELS = [0, 25, 50, 100]

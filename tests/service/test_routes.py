@@ -237,7 +237,7 @@ def test_metrics_in_prometheus_text_for_a_scraper(client: httpx.Client) -> None:
 
 
 def test_two_metrics_objects_in_one_process_do_not_clash() -> None:
-    from evolve_envs.reward.service.metrics import Metrics, wants_prometheus
+    from evolve_envs.reward.service.state.metrics import Metrics, wants_prometheus
 
     a, b = Metrics(), Metrics()
     a.record_request("/done", 200, 0.01)

@@ -19,7 +19,7 @@ import pytest
 from evolve_envs.reward.service.backends import make_backend
 from evolve_envs.reward.service.backends.base import DoneItem
 from evolve_envs.reward.service.backends.judge_presets import true_probability
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from tests.service.svc_helpers import painted, painted_b64
 
 pytest.importorskip("torch")

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from tests.service.svc_helpers import assert_json_error, write_video
 
 
@@ -97,7 +97,7 @@ def test_frame_side_and_caller_knobs_are_checked_before_decoding(
 
 
 def test_decoding_work_is_bounded_from_the_container_header(tmp_path: Path) -> None:
-    from evolve_envs.reward.service.video_decoding import VideoTooLargeError, read_video_bytes
+    from evolve_envs.reward.service.decoding.video import VideoTooLargeError, read_video_bytes
 
     path = tmp_path / "v.mp4"
     write_video(str(path), [10] * 12, size=64)  # 12 frames of 64x64 = 49,152 pixels to decode
@@ -110,7 +110,7 @@ def test_decoding_work_is_bounded_from_the_container_header(tmp_path: Path) -> N
 def test_a_stream_switching_to_larger_frames_is_refused_at_the_switch() -> None:
     """The container declares 64x64; the stream switches to 4096x2730: 413 at that frame,
     before the decoder allocates it (the 64x64 frames alone would be within every limit)."""
-    from evolve_envs.reward.service.video_decoding import VideoTooLargeError, read_video_bytes
+    from evolve_envs.reward.service.decoding.video import VideoTooLargeError, read_video_bytes
     from tests.service.hostile_cases import resolution_switch_mp4
 
     data = resolution_switch_mp4()
@@ -122,7 +122,7 @@ def test_a_stream_switching_to_larger_frames_is_refused_at_the_switch() -> None:
 def test_decoded_pixels_are_counted_whatever_the_container_declared() -> None:
     """48x48 declared (8 frames: 18,432 pixels), four frames then 64x64 (within FFmpeg's
     alignment of the declared size): decoding stops once the pixels decoded pass the limit."""
-    from evolve_envs.reward.service.video_decoding import VideoTooLargeError, read_video_bytes
+    from evolve_envs.reward.service.decoding.video import VideoTooLargeError, read_video_bytes
     from tests.service.hostile_cases import resolution_switch_mp4
 
     data = resolution_switch_mp4((48, 48, 4), (64, 64, 4))

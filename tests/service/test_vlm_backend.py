@@ -26,7 +26,7 @@ from evolve_envs.reward.protocol.wire import (
     TrajectoryCriticResponse,
 )
 from evolve_envs.reward.service.backends.answer_parsing import parse_score
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from tests.service.svc_helpers import image_bytes, painted, painted_b64, write_video
 
 pytest.importorskip("torch")

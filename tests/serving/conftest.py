@@ -36,7 +36,7 @@ class ServeService:
 def serve_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeService]:
     ray = pytest.importorskip("ray")
     serve = pytest.importorskip("ray.serve", reason="ray[serve] is not importable (serve extra)")
-    from evolve_envs.reward.service.ray_serve import build_app
+    from evolve_envs.reward.service.hosting.ray_serve import build_app
 
     # Ray workers import the test modules' helpers (actors defined in tests) by module name.
     path = os.pathsep.join(TEST_PATHS + [p for p in [os.environ.get("PYTHONPATH")] if p])

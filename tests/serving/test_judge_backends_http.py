@@ -18,7 +18,7 @@ import pytest
 
 from evolve_envs.reward.clients.endpoint_pool import EndpointPool
 from evolve_envs.reward.clients.progress_client import ProgressClient
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from tests.service.svc_helpers import free_port, painted, painted_b64, wait_until_serving
 
 pytest.importorskip("openai")

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from evolve_envs.reward.service.backends.base import BackendError, CriticItem, DoneItem, VideoItem
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from tests.service.svc_helpers import painted, painted_b64, wait_until_serving
 
 pytestmark = pytest.mark.slow

@@ -169,13 +169,13 @@ def test_concurrent_handle_calls_share_backend_batches(serve_service, client) ->
 def test_shipped_serve_configs_are_valid(name: str) -> None:
     from ray.serve.schema import ServeDeploySchema
 
-    from evolve_envs.reward.service.ray_serve import build_app
+    from evolve_envs.reward.service.hosting.ray_serve import build_app
 
     cfg = ServeDeploySchema.model_validate(
         yaml.safe_load((ROOT / "evolve_envs/configs/serve" / name).read_text())
     )
     (app,) = cfg.applications
-    assert app.import_path == "evolve_envs.reward.service.ray_serve:build_app"
+    assert app.import_path == "evolve_envs.reward.service.hosting.ray_serve:build_app"
     built = build_app(app.args)
     assert type(built).__name__ == "Application"
 
@@ -187,7 +187,7 @@ import httpx, ray
 from ray import serve
 from evolve_envs.reward.clients.errors import RewardServiceError
 from evolve_envs.reward.clients.ray_handle_pool import RayHandlePool
-from evolve_envs.reward.service.ray_serve import build_app
+from evolve_envs.reward.service.hosting.ray_serve import build_app
 
 with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
@@ -251,7 +251,7 @@ def test_a_public_serve_proxy_needs_a_token_and_handles_carry_it(tmp_path: Path)
 
 
 def test_build_app_takes_token_sources_not_two_at_once() -> None:
-    from evolve_envs.reward.service.ray_serve import build_app
+    from evolve_envs.reward.service.hosting.ray_serve import build_app
 
     assert type(build_app({"backend": "mock", "token_file": "/run/secrets/t"})).__name__ == (
         "Application"
@@ -263,7 +263,7 @@ def test_build_app_takes_token_sources_not_two_at_once() -> None:
 
 
 def test_build_app_rejects_unknown_arguments() -> None:
-    from evolve_envs.reward.service.ray_serve import build_app
+    from evolve_envs.reward.service.hosting.ray_serve import build_app
 
     with pytest.raises(ValueError, match="unknown Serve application arguments"):
         build_app({"backend": "mock", "replica": 2})

@@ -20,9 +20,9 @@ import pytest
 
 from evolve_envs.reward.clients.errors import BadResponseError, RequestRejectedError
 from evolve_envs.reward.clients.robometer_client import RobometerClient
-from evolve_envs.reward.protocol.progress import critic_between
+from evolve_envs.reward.protocol.critic_math import critic_between
 from evolve_envs.reward.service.backends import BUILTIN_BACKENDS, ENTRY_POINT_GROUP
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from tests.service.svc_helpers import free_port, painted, painted_b64, wait_until_serving
 
 pytest.importorskip("uvicorn")

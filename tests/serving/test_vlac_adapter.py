@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from evolve_envs.reward.service.backends.base import BackendError, CriticItem, DoneItem
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from tests.service.svc_helpers import painted, painted_b64
 
 STANDIN = str(Path(__file__).parent / "vlac_standin")

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 
 
 @pytest.fixture(scope="module")

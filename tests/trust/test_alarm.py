@@ -15,7 +15,7 @@ from evolve_envs.progress.hacking import (
     HackingDetectorConfig,
     RewardHackingWarning,
 )
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from evolve_envs.wrappers.hacking_alarm import HackingAlarm
 from tests.helpers.synthetic_env import SyntheticProgressEnv
 

@@ -25,7 +25,7 @@ import pytest
 from evolve_envs import make_env
 from evolve_envs.envs.synthetic import ReachPlaceEnv, clean_gaming_seeds, scripted_action
 from evolve_envs.progress.hacking import RewardHackingWarning
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 
 STEPS, EPISODES, WINDOW = 40, 24, 8
 RIGHT = {"rule": "reach_place"}

@@ -10,7 +10,7 @@ import torch
 
 from evolve_envs.integrations.rlinf.adapter import RLinfProgressReward
 from evolve_envs.progress.hacking import RewardHackingWarning
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from tests.rlinf.standin_env import StandinLiberoEnv, standin_cfg
 
 STEPS, CHUNK = 12, 4

@@ -17,7 +17,7 @@ from evolve_envs import ConfigError, load_config
 from evolve_envs.progress.done_rules import DoneRule, TerminationAudit
 from evolve_envs.progress.tracker_config import TrackerConfig, check_capabilities
 from evolve_envs.reward.clients.progress_client import ProgressClient
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from evolve_envs.wrappers.frame_cache import FrameCache
 from evolve_envs.wrappers.model_handle import lend
 from evolve_envs.wrappers.progress_reward import ProgressReward

@@ -29,7 +29,7 @@ from evolve_envs.cli.main import main as cli_main
 from evolve_envs.cli.relabel import RelabelOptions, relabel
 from evolve_envs.envs.synthetic import TASK, ReachPlaceEnv, scripted_action
 from evolve_envs.recording.episodes import open_recording
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from tests.helpers.lerobot_checks import doctor, failures
 
 KEY = "observation.images.image"

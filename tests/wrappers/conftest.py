@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from evolve_envs.reward.clients.progress_client import ProgressClient
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 
 
 def _service(**kwargs) -> Iterator[EmbeddedService]:

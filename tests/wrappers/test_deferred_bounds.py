@@ -23,7 +23,7 @@ from evolve_envs.reward.clients.errors import RewardServiceError
 from evolve_envs.reward.clients.progress_client import ProgressClient
 from evolve_envs.reward.clients.results import CallResult
 from evolve_envs.reward.clients.service_check import ServiceUnavailableError
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from tests.helpers.synthetic_env import SyntheticProgressEnv, paint
 
 SCHEDULE = {"start_step": 2, "call_every": 2, "milestone_every": 2, "calls": "deferred"}

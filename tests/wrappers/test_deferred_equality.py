@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from evolve_envs.reward.clients.progress_client import ProgressClient
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from evolve_envs.wrappers.model_handle import lend
 from evolve_envs.wrappers.model_success_bonus import ModelSuccessBonus
 from evolve_envs.wrappers.progress_reward import ProgressReward

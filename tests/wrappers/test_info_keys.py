@@ -12,7 +12,7 @@ import pytest
 
 from evolve_envs import make_env
 from evolve_envs.progress.episode_summary import SUMMARY_KEYS
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from evolve_envs.wrappers.info_keys import INFO_KEYS, keys_of, markdown_table
 from tests.helpers.synthetic_env import SyntheticProgressEnv
 

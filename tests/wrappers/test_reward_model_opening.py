@@ -10,7 +10,7 @@ import pytest
 import evolve_envs
 from evolve_envs import make_vec, open_reward_model
 from evolve_envs.reward.clients.service_check import ServiceUnavailableError
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from tests.helpers.synthetic_env import SyntheticProgressEnv, paint
 
 RM = {"enable": True, "endpoint": "embedded", "start_step": 1, "call_every": 1,

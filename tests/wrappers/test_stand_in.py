@@ -8,7 +8,7 @@ import warnings
 import pytest
 
 from evolve_envs import make_env
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from evolve_envs.wrappers.progress_reward import StandInModelWarning
 from tests.helpers.synthetic_env import SyntheticProgressEnv
 

@@ -8,7 +8,7 @@ import gymnasium as gym
 import pytest
 
 from evolve_envs import ConfigError, make_env
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from evolve_envs.stack.loading import CONFIG_DIR, env_overrides, load_config
 from evolve_envs.wrappers.episode_score import EpisodeScoreReward
 from evolve_envs.wrappers.progress_reward import ProgressReward

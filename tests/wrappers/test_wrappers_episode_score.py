@@ -8,7 +8,7 @@ import pytest
 from evolve_envs import make_env
 from evolve_envs.reward.clients.pickle_scorer_client import PickleScorerClient
 from evolve_envs.reward.clients.video_score_client import VideoScoreClient
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from evolve_envs.wrappers.episode_score import EpisodeScoreReward
 from evolve_envs.wrappers.frame_cache import FrameCache
 from evolve_envs.wrappers.model_handle import lend

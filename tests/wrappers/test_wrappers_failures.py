@@ -6,7 +6,7 @@ import pytest
 
 from evolve_envs import make_env
 from evolve_envs.reward.clients.errors import RewardServiceError
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from tests.helpers.synthetic_env import SyntheticProgressEnv
 
 SCRIPT = [0, 5, 10, 20, 40, 30, 20, 25, 30, 40, 50, 60, 70, 80, 90]

@@ -18,7 +18,7 @@ from evolve_envs.integrations.rlinf.stack import build_progress_stack
 from evolve_envs.reward.clients.endpoint_pool import EndpointPool
 from evolve_envs.reward.clients.errors import ErrorKind, RewardServiceError
 from evolve_envs.reward.clients.service_check import ServiceUnavailableError
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from evolve_envs.wrappers.frame_cache import FrameCache
 from evolve_envs.wrappers.progress_reward import ProgressReward
 from tests.helpers.synthetic_env import SyntheticProgressEnv

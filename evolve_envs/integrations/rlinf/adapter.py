@@ -148,7 +148,7 @@ class RLinfProgressReward:
 
         >>> import torch
         >>> from evolve_envs.reward.clients.progress_client import ProgressClient
-        >>> from evolve_envs.reward.service.embedded import EmbeddedService
+        >>> from evolve_envs.reward.service.hosting.embedded import EmbeddedService
         >>> from evolve_envs.progress.tracker_config import TrackerConfig
         >>> class Brighter:  # the shape of RLinf's LiberoEnv, without a simulator
         ...     num_envs, auto_reset, ignore_terminations = 2, False, False

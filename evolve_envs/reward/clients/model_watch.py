@@ -4,7 +4,8 @@ A training run that silently switches reward model halfway (a redeploy, a replic
 another checkpoint) mixes two reward scales and corrupts the run. The service names its model on
 `GET /capabilities` and in the headers of every answer (``X-Reward-Model``,
 ``X-Reward-Model-Revision``, ``X-Reward-Config-Hash``, see
-`evolve_envs.reward.service.model_headers`). `ModelWatch` keeps, per endpoint, the identity seen
+`evolve_envs.reward.service.middleware.model_headers`).
+`ModelWatch` keeps, per endpoint, the identity seen
 first (from the start-up `/capabilities` check, else from the first answer) and compares every
 later answer, and every successful health probe of the endpoint pool (a restarted server is
 re-checked as soon as it is probed), with it. A difference is logged at ERROR level on the

@@ -2,7 +2,8 @@
 
 Ray actors (e.g. distributed rollout workers) on the cluster that runs the Serve application can
 skip HTTP: `endpoint: "ray://<app_name>"` in a `reward_model` block makes the clients send each
-request as a handle call to `RewardDeployment.call` (see `evolve_envs.reward.service.ray_serve`).
+request as a handle call to `RewardDeployment.call` (see
+`evolve_envs.reward.service.hosting.ray_serve`).
 The replica runs it through the same FastAPI app, so routes, validation and error bodies are those
 of HTTP, and the clients return the same `CallResult`s. Needs `ray` in the calling process,
 connected to the cluster (`ray.init(address=...)`), or running inside one of its actors.

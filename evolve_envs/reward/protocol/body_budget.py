@@ -1,47 +1,20 @@
-"""The decoded-body budget: how large a request body may become once decoded.
-
-A body's size on the wire says little about its decoded size. A pickle may refer to one list
-from many places (its memo makes that legal), so 2 KB can describe 10^40 paths; any walk that
-treats shared references as distinct (converting numpy values to lists, validation, logging,
-JSON encoding) then runs out of memory. A JSON body has no aliases, but 64 MB of `[0,0,0,...]`
-still becomes tens of millions of Python objects. `BodyBudget` bounds what the service does with
-a body, for pickle and JSON alike:
-
-* `max_nodes`: values, keys and containers, counted *through* aliases (a list reached from ten
-  places counts ten times), numpy arrays by the elements and lists they become (`tolist`);
-* `max_bytes`: characters of str and bytes values (and numpy array bytes), counted likewise;
-* `max_depth`: containers nested in one another.
-
-`measure_tree` checks decoded Python objects (linear in the distinct objects and references,
-since shared subtrees are measured once and added as often as they are reached) and refuses
-cycles; `check_json_body` checks JSON text before it is parsed. Both raise `BodyBudgetError`,
-which names the top-level field at fault and carries the HTTP status (413 over the budget, 422
-for a cycle).
+"""The decoded-body budget: values, bytes and depth a body may reach once decoded, shared
+references counted each time they are reached (evolve_envs/reward/service/README.md, "Errors,
+limits and safety").
 
 Example:
     >>> budget = BodyBudget(max_nodes=100, max_bytes=1000, max_depth=8)
     >>> measure_tree({"prompts": ["a", "b"]}, budget)
     TreeSize(nodes=5, nbytes=9, depth=2)
-    >>> inner = [0] * 10
-    >>> for _ in range(3):
-    ...     inner = [inner] * 10  # 10^4 paths through 40 objects
-    >>> try:
-    ...     measure_body({"metadata": inner}, budget)
-    ... except BodyBudgetError as exc:
-    ...     print(exc.status_code, exc.field, str(exc)[:41])
-    413 metadata metadata: expands to more than 100 values
-    >>> check_json_body(b'{"frames": [[[[[[[[[[1]]]]]]]]]]}', budget)
-    Traceback (most recent call last):
-    ...
-    evolve_envs.reward.protocol.body_budget.BodyBudgetError: frames: nested deeper than 8 levels
 """
 
 from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 __all__ = [
     "DEFAULT_BODY_BUDGET",
@@ -95,7 +68,7 @@ _CONTAINERS = (list, tuple, dict)
 _NOTHING = TreeSize(0, 0, 0)
 
 
-def _leaf_size(item: Any) -> TreeSize | None:
+def _leaf_size(item: object) -> TreeSize | None:
     """The size of a non-container value, or None for a list, tuple or dict."""
     kind = type(item)
     if kind in _CONTAINERS:
@@ -120,21 +93,19 @@ def _tolist_nodes(shape: tuple[int, ...]) -> int:
     return nodes + rows
 
 
-def _children(item: Any) -> Any:
+def _children(item: object) -> Iterator[object]:
     if type(item) is dict:
         return (child for pair in item.items() for child in pair)
     return iter(item)
 
 
 def measure_tree(
-    obj: Any, budget: BodyBudget, field: str | None = None, spent: TreeSize = _NOTHING
+    obj: object, budget: BodyBudget, field: str | None = None, spent: TreeSize = _NOTHING
 ) -> TreeSize:
     """The expanded size of `obj`, raising `BodyBudgetError` (naming `field`) past `budget`.
 
-    Shared subtrees are walked once and their size added each time they are reached, so the
-    walk is linear in the pickle's objects and references while the count is what a naive walk
-    would visit. A container that contains itself (a cycle) is refused (422). `spent` is what
-    other parts of the body already used of the budget (`measure_body`).
+    Shared subtrees are walked once and added each time reached (linear time); a cycle is 422.
+    `spent` is what other fields already used.
     """
     size = _leaf_size(obj)
     if size is not None:
@@ -143,7 +114,7 @@ def measure_tree(
     memo: dict[int, TreeSize] = {}
     on_path: set[int] = {id(obj)}
     # frame: [container, its children, nodes, bytes, depth below]
-    stack: list[list[Any]] = [[obj, _children(obj), 1, 0, 0]]
+    stack: list[list[object]] = [[obj, _children(obj), 1, 0, 0]]
     while True:
         frame = stack[-1]
         child = next(frame[1], _END)
@@ -183,14 +154,9 @@ def measure_tree(
 _END = object()
 
 
-def measure_body(obj: Any, budget: BodyBudget) -> TreeSize:
-    """`measure_tree` of a whole body; a dict's fields are measured one by one against what
-    is left of the budget, so the error names the field that went over it.
-
-    Example:
-        >>> measure_body({"images": [b"abc"], "prompts": ["p"]}, DEFAULT_BODY_BUDGET)
-        TreeSize(nodes=7, nbytes=17, depth=2)
-    """
+def measure_body(obj: object, budget: BodyBudget) -> TreeSize:
+    """`measure_tree` of a whole body, field by field, so the error names the field that went
+    over."""
     if type(obj) is not dict:
         return measure_tree(obj, budget)
     nodes, nbytes, depth = 1, 0, 1
@@ -231,13 +197,10 @@ _JSON_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},:]')
 
 
 def check_json_body(body: bytes, budget: BodyBudget) -> None:
-    """Raise `BodyBudgetError` if the JSON text `body` holds more values or deeper nesting than
-    `budget` allows, before it is parsed (so the parser never builds an over-budget body).
+    """Raise `BodyBudgetError` if the JSON text `body` is over `budget`, before it is parsed.
 
-    Values are counted as in `measure_tree` (keys included): 1 + commas + colons + non-empty
-    containers. Counting the structural characters is enough for ordinary bodies; only
-    when that upper bound is over the budget are strings skipped properly (and the scan stops
-    at the first excess). Malformed JSON is left to the parser.
+    Counts 1 + commas + colons + non-empty containers; strings are skipped properly only when that
+    upper bound is over. Malformed JSON is left to the parser.
     """
     opens = body.count(b"[") + body.count(b"{")
     if opens + body.count(b",") + body.count(b":") + 1 <= budget.max_nodes and (

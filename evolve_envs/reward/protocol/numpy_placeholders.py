@@ -1,11 +1,5 @@
-"""The pickle codec's NumPy stand-ins, their inert placeholders and the final rebuild.
-
-The names a pickled NumPy value refers to (`numpy.dtype`, `numpy.ndarray`,
-`numpy._core.multiarray._reconstruct` and `.scalar`, and protocol 5's
-`numpy._core.numeric._frombuffer`) resolve, through `NUMPY_GLOBALS`, to immutable stand-ins;
-calling one gives a placeholder whose one `BUILD` may carry only NumPy's standard state, checked
-as it arrives. `build_numpy_values` turns every placeholder of an unpickled object into the
-array or scalar it describes (`np.frombuffer(raw, np.dtype(name)).reshape(shape).copy()`).
+"""The pickle codec's NumPy stand-ins (`NUMPY_GLOBALS`), their inert placeholders and the final
+rebuild into arrays (`build_numpy_values`).
 
 Example:
     >>> NUMPY_GLOBALS[("numpy", "dtype")]("f8", False, True).descr
@@ -16,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import NoReturn
 
 from evolve_envs.reward.protocol.pickle_types import (
     ALLOWED_SCALARS,
@@ -34,25 +28,22 @@ _MAX_DIM = 2**62
 
 
 class _StandIn:
-    """What a numpy global resolves to while unpickling: a callable that returns a placeholder.
-
-    Immutable: it has no `__dict__`, refuses attribute assignment and refuses a `BUILD` (which a
-    pickle could otherwise use to change it for every later request in the process).
-    """
+    """What a numpy global resolves to while unpickling: an immutable callable giving a
+    placeholder."""
 
     __slots__ = ("_name", "_call")
 
-    def __init__(self, name: str, call: Callable[..., Any]) -> None:
+    def __init__(self, name: str, call: Callable[..., object]) -> None:
         object.__setattr__(self, "_name", name)
         object.__setattr__(self, "_call", call)
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: object) -> object:
         return self._call(*args)
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         raise UnsafePickleError(f"pickle sets the attribute {name!r} of {self._name}")
 
-    def __setstate__(self, state: Any) -> None:
+    def __setstate__(self, state: object) -> None:
         raise UnsafePickleError(f"pickle sets the state of {self._name} (BUILD)")
 
     def __repr__(self) -> str:
@@ -60,12 +51,8 @@ class _StandIn:
 
 
 class _DTypePlaceholder:
-    """`numpy.dtype(name, align, copy)` while unpickling: a canonical dtype string (`'<f8'`).
-
-    Its one `BUILD` may carry only numpy's standard state for that dtype,
-    `(3, byte order, None, None, None, itemsize or -1, alignment or -1, flags)`: it may change
-    the byte order, nothing else (no subarray, fields or item size; the flags are not used).
-    """
+    """`numpy.dtype(name, align, copy)` while unpickling; its one `BUILD` may change the byte order
+    only."""
 
     __slots__ = ("descr", "_built")
 
@@ -73,7 +60,7 @@ class _DTypePlaceholder:
         self.descr = descr
         self._built = False
 
-    def __setstate__(self, state: Any) -> None:
+    def __setstate__(self, state: object) -> None:
         import numpy as np
 
         if self._built:
@@ -113,19 +100,15 @@ class _DTypePlaceholder:
 
 
 class _ArrayPlaceholder:
-    """`numpy._core.multiarray._reconstruct(numpy.ndarray, ...)` while unpickling.
-
-    Its one `BUILD` must be numpy's standard array state `(1, shape, dtype, is_fortran, raw)`
-    with a dtype placeholder and `raw` bytes (protocol 5's `_frombuffer` gives the same parts
-    as arguments); `build` makes the array at the end.
-    """
+    """`_reconstruct(numpy.ndarray, ...)` while unpickling; one standard `BUILD`, built at the
+    end."""
 
     __slots__ = ("state",)
 
     def __init__(self) -> None:
-        self.state: tuple[Any, ...] | None = None
+        self.state: tuple[object, ...] | None = None
 
-    def __setstate__(self, state: Any) -> None:
+    def __setstate__(self, state: object) -> None:
         if self.state is not None:
             raise UnsafePickleError("pickle sets the state of a numpy array twice")
         if (
@@ -141,7 +124,7 @@ class _ArrayPlaceholder:
             )
         self._set(state[1], state[2], "F" if state[3] else "C", state[4], None)
 
-    def _set(self, shape: Any, dtype: Any, order: str, raw: bytes, axes: Any) -> None:
+    def _set(self, shape: object, dtype: object, order: str, raw: bytes, axes: object) -> None:
         if type(dtype) is not _DTypePlaceholder:
             raise UnsafePickleError(f"malformed numpy array dtype {_brief(dtype)}")
         if (
@@ -156,7 +139,7 @@ class _ArrayPlaceholder:
             raise UnsafePickleError(f"malformed numpy array axis order {_brief(axes)}")
         self.state = (shape, dtype, order, raw, axes)
 
-    def build(self) -> Any:
+    def build(self) -> object:
         import numpy as np
 
         if self.state is None:
@@ -184,10 +167,10 @@ class _ScalarPlaceholder:
         self.dtype = dtype
         self.data = data
 
-    def __setstate__(self, state: Any) -> None:
+    def __setstate__(self, state: object) -> None:
         raise UnsafePickleError("pickle sets the state of a numpy scalar (BUILD)")
 
-    def build(self) -> Any:
+    def build(self) -> object:
         import numpy as np
 
         dtype = safe_dtype(np.dtype(self.dtype.descr))
@@ -202,7 +185,7 @@ class _ScalarPlaceholder:
 PLACEHOLDERS = (_DTypePlaceholder, _ArrayPlaceholder, _ScalarPlaceholder)
 
 
-def _brief(value: Any, outer: bool = True) -> str:
+def _brief(value: object, outer: bool = True) -> str:
     """A short description of a value from the wire (its repr only for plain scalars)."""
     if type(value) is tuple:
         inner = ", ".join(_brief(v, False) for v in value[:8]) if outer else "..."
@@ -214,7 +197,7 @@ def _brief(value: Any, outer: bool = True) -> str:
     return text if len(text) <= 100 else text[:97] + "..."
 
 
-def _np_dtype(spec: Any, align: Any = False, copy: Any = True) -> _DTypePlaceholder:
+def _np_dtype(spec: object, align: object = False, copy: object = True) -> _DTypePlaceholder:
     if type(spec) is not str or len(spec) > _MAX_DTYPE_NAME:
         raise UnsafePickleError("numpy dtype must be given by its name")
     if type(align) is not bool or type(copy) is not bool:
@@ -228,11 +211,11 @@ def _np_dtype(spec: Any, align: Any = False, copy: Any = True) -> _DTypePlacehol
     return _DTypePlaceholder(safe_dtype(dtype).str)
 
 
-def _np_ndarray(*args: Any) -> Any:
+def _np_ndarray(*args: object) -> NoReturn:
     raise UnsafePickleError("pickle calls numpy.ndarray directly; arrays are rebuilt only")
 
 
-def _np_reconstruct(cls: Any, shape: Any, typecode: Any) -> _ArrayPlaceholder:
+def _np_reconstruct(cls: object, shape: object, typecode: object) -> _ArrayPlaceholder:
     if cls is not _NDARRAY:
         raise UnsafePickleError("numpy array reconstruction for a type other than ndarray")
     if type(shape) is not tuple or type(typecode) is not bytes:
@@ -241,7 +224,7 @@ def _np_reconstruct(cls: Any, shape: Any, typecode: Any) -> _ArrayPlaceholder:
 
 
 def _np_frombuffer(
-    buf: Any, dtype: Any, shape: Any, order: Any, axis_order: Any = None
+    buf: object, dtype: object, shape: object, order: object, axis_order: object = None
 ) -> _ArrayPlaceholder:
     """Protocol 5's array: `_frombuffer(buffer, dtype, shape, order[, axis_order])`."""
     if type(buf) not in (bytes, bytearray) or order not in ("C", "F", "K"):
@@ -253,7 +236,7 @@ def _np_frombuffer(
     return array
 
 
-def _np_scalar(dtype: Any, data: Any = None) -> _ScalarPlaceholder:
+def _np_scalar(dtype: object, data: object = None) -> _ScalarPlaceholder:
     if type(dtype) is not _DTypePlaceholder or type(data) is not bytes:
         raise UnsafePickleError("malformed numpy scalar")
     return _ScalarPlaceholder(dtype, data)
@@ -277,7 +260,7 @@ for _module in ("numpy.core.numeric", "numpy._core.numeric"):
 BUILDABLE = {id(_DTYPE): "dtype", id(_RECONSTRUCT): "array"}
 
 
-def build_numpy_values(obj: Any, memo: dict[int, Any], depth: int) -> Any:
+def build_numpy_values(obj: object, memo: dict[int, object], depth: int) -> object:
     """`obj` with every placeholder replaced by the numpy value it describes (built once per
     placeholder, so shared references stay shared); lists and dicts are changed in place,
     tuples rebuilt only when they hold a placeholder."""

@@ -1,26 +1,5 @@
-"""The pickle scorer protocol's restricted codec (both sides of the wire use it).
-
-`safe_pickle_loads` unpickles only plain data — bytes, str, numbers, bool, None, lists, tuples,
-dicts and NumPy scalars/arrays of numeric, bool or str dtype — and refuses any other global
-(a class or function a hostile pickle would call) with :class:`UnsafePickleError`. What it
-returns is also held to a `BodyBudget` (:mod:`evolve_envs.reward.protocol.body_budget`): shared
-references count each time they are reached and cycles are refused, so a small pickle cannot
-expand into an unbounded body for whoever walks it next (`BodyBudgetError`).
-
-Nothing live is built from the wire. The names a pickled NumPy value refers to
-(`numpy.dtype`, `numpy.ndarray`, `numpy._core.multiarray._reconstruct` and `.scalar`, and
-protocol 5's `numpy._core.numeric._frombuffer`) resolve to stand-ins that return inert
-placeholders; the only state a placeholder takes (`BUILD`) is
-NumPy's standard one (a dtype's byte order; an array's shape, dtype, order and bytes), checked
-as it arrives. When the whole pickle is read, each placeholder becomes a fresh array or scalar,
-built from a canonical dtype string, a shape and bytes whose length must match exactly
-(`np.frombuffer(raw, np.dtype(name)).reshape(shape).copy()`). Before anything is unpickled,
-the opcodes are scanned: a `BUILD` whose target is not a dtype or array placeholder (a stand-in,
-a list, a scalar) is refused, as are memo indices out of sequence and lengths past the data.
-
-The accepted types and `UnsafePickleError` are in :mod:`evolve_envs.reward.protocol.pickle_types`,
-the opcode scan in :mod:`evolve_envs.reward.protocol.pickle_scan`, the stand-ins, placeholders
-and the final rebuild in :mod:`evolve_envs.reward.protocol.numpy_placeholders`.
+"""The pickle scorer protocol's restricted codec, used on both sides of the wire: plain data and
+inert NumPy values only, held to a `BodyBudget` (docs/PROTOCOLS.md, section 3).
 
 Example:
     >>> safe_pickle_loads(safe_pickle_dumps({"scores": [0.5]}))
@@ -31,7 +10,7 @@ from __future__ import annotations
 
 import io
 import pickle
-from typing import Any
+from typing import NoReturn
 
 from evolve_envs.reward.protocol.body_budget import (
     DEFAULT_BODY_BUDGET,
@@ -48,6 +27,7 @@ from evolve_envs.reward.protocol.pickle_types import (
     ALLOWED_SCALARS,
     ALLOWED_TEXT,
     MAX_DEPTH,
+    PlainValue,
     UnsafePickleError,
     safe_dtype,
 )
@@ -56,15 +36,9 @@ __all__ = ["safe_pickle_loads", "safe_pickle_dumps", "to_plain"]
 
 
 class _NoGlobalsUnpickler(pickle.Unpickler):
-    """An unpickler that resolves no global except the numpy stand-ins.
+    """An unpickler that resolves no global except the numpy stand-ins."""
 
-    A pickled numpy array names `numpy.ndarray`, `numpy.dtype` and
-    `numpy._core.multiarray._reconstruct` (or `numpy._core.numeric._frombuffer`); these resolve
-    to stand-ins that return inert placeholders (`safe_pickle_loads` turns them into arrays
-    once the pickle is read). Any other global (e.g. `os.system`) raises before it is imported.
-    """
-
-    def find_class(self, module: str, name: str) -> Any:
+    def find_class(self, module: str, name: str) -> object:
         stand_in = NUMPY_GLOBALS.get((module, name))
         if stand_in is not None:
             return stand_in
@@ -72,11 +46,11 @@ class _NoGlobalsUnpickler(pickle.Unpickler):
             f"pickle refers to the global {module}.{name}; only {ALLOWED_TEXT} are accepted"
         )
 
-    def persistent_load(self, pid: Any) -> Any:
+    def persistent_load(self, pid: object) -> NoReturn:
         raise UnsafePickleError("pickle uses persistent ids, which are not accepted")
 
 
-def _is_safe_numpy(item: Any) -> bool:
+def _is_safe_numpy(item: object) -> bool:
     """True for numpy arrays and scalars of an allowed dtype (numpy imported only if loaded)."""
     import sys
 
@@ -92,14 +66,11 @@ def _is_safe_numpy(item: Any) -> bool:
     return True
 
 
-def _check_plain(obj: Any) -> None:
-    """Raise UnsafePickleError unless `obj` holds only the allowed plain types.
-
-    Containers already seen are skipped (by identity), so shared references and cycles that a
-    pickle can build with its memo cost linear time.
-    """
+def _check_plain(obj: object) -> None:
+    """Raise UnsafePickleError unless `obj` holds only the allowed plain types (linear in the
+    memo)."""
     seen: set[int] = set()
-    stack: list[tuple[Any, int]] = [(obj, 0)]
+    stack: list[tuple[object, int]] = [(obj, 0)]
     while stack:
         item, depth = stack.pop()
         kind = type(item)
@@ -131,14 +102,8 @@ def _check_plain(obj: Any) -> None:
             stack.extend((child, depth + 1) for child in item)
 
 
-def to_plain(obj: Any) -> Any:
-    """`obj` with numpy scalars and arrays turned into Python values and (nested) lists.
-
-    Example:
-        >>> import numpy as np
-        >>> to_plain({"scores": np.array([0.5, 1.0], dtype=np.float32), "n": np.int64(2)})
-        {'scores': [0.5, 1.0], 'n': 2}
-    """
+def to_plain(obj: object) -> PlainValue:
+    """`obj` with numpy scalars and arrays turned into Python values and (nested) lists."""
     if isinstance(obj, dict):
         return {to_plain(k): to_plain(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
@@ -148,27 +113,15 @@ def to_plain(obj: Any) -> Any:
     return obj
 
 
-def safe_pickle_loads(data: bytes, budget: BodyBudget | None = DEFAULT_BODY_BUDGET) -> Any:
-    """Unpickle `data` resolving no global but numpy's; only plain data types come back.
+def safe_pickle_loads(data: bytes, budget: BodyBudget | None = DEFAULT_BODY_BUDGET) -> PlainValue:
+    """Unpickle `data` resolving no global but numpy's stand-ins; only plain data comes back.
 
-    Allowed: bytes, str, int, float, bool, None, list, tuple, dict (nested), and numpy scalars
-    and arrays of bool, integer, float, complex, str or bytes dtype (no structured, subarray or
-    object dtypes). A pickle that names any other class or function (e.g. a crafted `os.system`
-    call) raises `UnsafePickleError` before anything is imported or called; so does a `BUILD`
-    on anything but a numpy dtype or array placeholder (see `check_opcodes`). Numpy values are
-    built only once the pickle is read, from a dtype name, a shape and bytes of exactly the
-    right length. Malformed data also raises `UnsafePickleError`. `to_plain` turns numpy
-    values into lists. The result must fit `budget` (values, bytes and depth counted through
-    shared references; no cycles), else `BodyBudgetError` naming the top-level key; so must
-    the pickle's opcodes, checked before anything is unpickled; `budget=None` skips both size
-    checks (only for trusted data), not the others.
+    Raises `UnsafePickleError` for any other global, a bad `BUILD` or malformed data, and
+    `BodyBudgetError` past `budget` (`None` skips the size checks: trusted data only).
 
     Example:
-        >>> import numpy as np
         >>> safe_pickle_loads(pickle.dumps({"scores": [1.0, 0.5]}))
         {'scores': [1.0, 0.5]}
-        >>> safe_pickle_loads(pickle.dumps({"scores": np.arange(3, dtype=">i4")}))["scores"]
-        array([0, 1, 2], dtype='>i4')
     """
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise UnsafePickleError(f"expected bytes, got {type(data).__name__}")
@@ -193,11 +146,8 @@ def safe_pickle_loads(data: bytes, budget: BodyBudget | None = DEFAULT_BODY_BUDG
     return obj
 
 
-def safe_pickle_dumps(obj: Any) -> bytes:
-    """Pickle plain data (the same types `safe_pickle_loads` accepts), protocol 4.
-
-    Raises `UnsafePickleError` if `obj` holds anything else (e.g. an object array), so the other
-    side can always read what this side writes.
-    """
+def safe_pickle_dumps(obj: object) -> bytes:
+    """Pickle plain data (what `safe_pickle_loads` accepts; else `UnsafePickleError`), protocol
+    4."""
     _check_plain(obj)
     return pickle.dumps(obj, protocol=4)

@@ -16,7 +16,6 @@ Example:
 from __future__ import annotations
 
 import pickletools
-from typing import Any
 
 from evolve_envs.reward.protocol.body_budget import BodyBudget, BodyBudgetError
 from evolve_envs.reward.protocol.numpy_placeholders import BUILDABLE, NUMPY_GLOBALS
@@ -32,7 +31,7 @@ class _Slot:
 
     __slots__ = ("kind", "value")
 
-    def __init__(self, kind: str, value: Any = None) -> None:
+    def __init__(self, kind: str, value: object = None) -> None:
         self.kind = kind
         self.value = value
 
@@ -42,9 +41,22 @@ _OTHER = _Slot("other")  # any value that takes no BUILD (shared: never changed)
 _MEMO_PUTS = frozenset({"PUT", "BINPUT", "LONG_BINPUT"})
 _MEMO_GETS = frozenset({"GET", "BINGET", "LONG_BINGET"})
 _STRINGS = frozenset({"UNICODE", "SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8"})
-_SPECIAL = _MEMO_PUTS | _MEMO_GETS | _STRINGS | {
-    "MEMOIZE", "GLOBAL", "STACK_GLOBAL", "REDUCE", "INST", "OBJ", "BUILD", "DUP", "POP",
-}  # fmt: skip
+_SPECIAL = (
+    _MEMO_PUTS
+    | _MEMO_GETS
+    | _STRINGS
+    | {
+        "MEMOIZE",
+        "GLOBAL",
+        "STACK_GLOBAL",
+        "REDUCE",
+        "INST",
+        "OBJ",
+        "BUILD",
+        "DUP",
+        "POP",
+    }
+)
 # Every other opcode's stack effect, from pickletools: (pops to a mark?, values popped (below
 # the mark, if any), values pushed).
 _EFFECTS: dict[str, tuple[bool, int, tuple[_Slot, ...]]] = {
@@ -91,19 +103,11 @@ def _pop_mark(stack: list[_Slot]) -> list[_Slot]:
 
 
 def check_opcodes(data: bytes, budget: BodyBudget | None) -> None:
-    """Refuse, before unpickling, what would make the unpickler build something live or
-    allocate out of proportion to `data`.
+    """Refuse, before unpickling, what would build something live or allocate out of proportion.
 
-    The scan follows the unpickler's stack (marks included, as the C unpickler's fence: no
-    opcode pops past one). `BUILD` (which calls `__setstate__` or sets attributes) is accepted
-    only on a placeholder that `numpy.dtype` or `_reconstruct` returned, once; on anything else
-    (a stand-in, a list, a numpy scalar) it raises `UnsafePickleError`. A memo index is an
-    array index to the C unpickler: `LONG_BINPUT` with index 2^30 in a 13-byte pickle makes it
-    allocate 16 GiB. A pickler numbers its memo entries 0, 1, 2, ..., so an index past the
-    entries stored so far is refused. Counted lengths that promise more bytes than remain are
-    refused the same way (malformed). With a `budget`, the opcodes are at most
-    `4 * max_nodes + 1024` (every value needs about one to three), so the scan costs at most a
-    fraction of a second (`BodyBudgetError` beyond).
+    Follows the unpickler's stack: `BUILD` only once on a dtype or array placeholder, memo indices
+    in sequence (the C unpickler sizes its memo array to them), lengths within the data, and with a
+    `budget` at most `4 * max_nodes + 1024` opcodes.
     """
     max_ops = 4 * budget.max_nodes + 1024 if budget is not None else -1
     stack: list[_Slot] = []

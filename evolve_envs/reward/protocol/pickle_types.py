@@ -1,15 +1,14 @@
-"""The plain types the pickle codec accepts, and `UnsafePickleError` for anything else.
-
-Shared by the codec (:mod:`evolve_envs.reward.protocol.pickle_codec`), its opcode scan
-(:mod:`evolve_envs.reward.protocol.pickle_scan`) and its NumPy placeholders
-(:mod:`evolve_envs.reward.protocol.numpy_placeholders`).
-"""
+"""The plain types the pickle codec accepts, and `UnsafePickleError` for anything else."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
+    "PlainValue",
     "ALLOWED_SCALARS",
     "ALLOWED_TEXT",
     "MAX_DEPTH",
@@ -19,18 +18,14 @@ __all__ = [
 
 
 class UnsafePickleError(ValueError):
-    """A pickle refers to a global (class, function) or holds a type outside the allowed set.
-
-    >>> import os, pickle
-    >>> from evolve_envs.reward.protocol.pickle_codec import safe_pickle_loads
-    >>> try:
-    ...     safe_pickle_loads(pickle.dumps(os.getcwd))  # a pickle that names a function
-    ... except UnsafePickleError as exc:
-    ...     print(str(exc).split(";")[0])
-    pickle refers to the global posix.getcwd
-    """
+    """A pickle refers to a global (class, function) or holds a type outside the allowed set."""
 
 
+#: What the codec decodes to: plain values, containers of them, numpy scalars and arrays.
+PlainValue: TypeAlias = (
+    "bytes | str | int | float | bool | None | list[PlainValue] | tuple[PlainValue, ...]"
+    " | dict[PlainValue, PlainValue] | np.generic | np.ndarray"
+)
 ALLOWED_SCALARS = (bytes, str, int, float, bool, type(None))
 MAX_DEPTH = 64
 # numpy dtype kinds a pickle may carry: bool, signed/unsigned int, float, complex, str, bytes.
@@ -41,12 +36,9 @@ ALLOWED_TEXT = (
 )
 
 
-def safe_dtype(dtype: Any) -> Any:
-    """`dtype` as a numpy dtype if its kind is allowed and it has no fields, subarray or metadata.
-
-    >>> safe_dtype(">i4").str
-    '>i4'
-    """
+def safe_dtype(dtype: object) -> np.dtype:
+    """`dtype` as a numpy dtype if its kind is allowed and it has no fields, subarray or
+    metadata."""
     import numpy as np
 
     dtype = np.dtype(dtype)

@@ -1,9 +1,5 @@
-"""Where a bearer token comes from: a value, a file, or the environment; shared by both ends.
-
-The service, its launcher and Serve replicas read their token here, and so do the clients: a value
-given in a config, a file (``--token-file``, ``reward_model.token_file``, a Kubernetes Secret
-mounted as a file), ``$EVOLVE_REWARD_TOKEN`` or ``$EVOLVE_REWARD_TOKEN_FILE``. A token never
-needs to be on a command line (where ``ps`` shows it to every user).
+"""Where a bearer token comes from, for both ends: a value, a file, ``$EVOLVE_REWARD_TOKEN`` or
+``$EVOLVE_REWARD_TOKEN_FILE`` (never the command line, where ``ps`` shows it).
 
 >>> resolve_token(environ={"EVOLVE_REWARD_TOKEN": "s3cret"})
 's3cret'
@@ -36,12 +32,8 @@ _TOKEN_CHARS = re.compile(r"[\x21-\x7e]+")
 
 
 class TokenError(ValueError):
-    """A token source that cannot be used, or a public address without a token; the message is
-    one line naming the cause and the fix.
-
-    >>> str(TokenError("token file 'x' is empty; write the token into it"))
-    "token file 'x' is empty; write the token into it"
-    """
+    """A token source that cannot be used, or a public address without a token (one-line
+    message)."""
 
 
 def _checked(token: str, source: str) -> str:
@@ -55,17 +47,8 @@ def _checked(token: str, source: str) -> str:
 
 
 def read_token_file(path: str | os.PathLike[str], *, source: str = "--token-file") -> str:
-    """The token a file holds (surrounding whitespace and a final newline dropped).
-
-    An unreadable, empty, over-long (> 4 KiB) or multi-word file raises `TokenError`.
-
-    Example:
-        >>> import tempfile
-        >>> with tempfile.NamedTemporaryFile("w", suffix=".token", delete=False) as f:
-        ...     _ = f.write("s3cret\\n")
-        >>> read_token_file(f.name)
-        's3cret'
-    """
+    """The token a file holds; an unreadable, empty, over-long (> 4 KiB) or multi-word file
+    raises."""
     where = f"{source} {str(path)!r}"
     try:
         with Path(path).open("rb") as f:
@@ -93,18 +76,9 @@ def resolve_token(
     environ: Mapping[str, str] | None = None,
     names: tuple[str, str] = ("--token", "--token-file"),
 ) -> str | None:
-    """The bearer token, from the first source that is set: ``token`` (a value), ``token_file``
-    (a file holding it), ``$EVOLVE_REWARD_TOKEN``, ``$EVOLVE_REWARD_TOKEN_FILE``; ``None`` when
-    none is. ``names`` are the option names errors use (``token``/``token_file`` in a Serve
-    config). Both ``token`` and ``token_file`` given is an error (`TokenError`).
+    """The bearer token from the first source set: ``token``, ``token_file``, then the environment.
 
-    Example:
-        >>> resolve_token(environ={"EVOLVE_REWARD_TOKEN": "s3cret"})
-        's3cret'
-        >>> resolve_token("abc", environ={"EVOLVE_REWARD_TOKEN": "s3cret"})
-        'abc'
-        >>> resolve_token(environ={}) is None
-        True
+    ``names`` are the option names errors use; both ``token`` and ``token_file`` is a `TokenError`.
     """
     env = os.environ if environ is None else environ
     if token and token_file:

@@ -1,28 +1,5 @@
-"""Wire models shared by the reward service and its clients.
-
-Pydantic models for every request and response of the three protocols (docs/PROTOCOLS.md); the
-pickle scorer's restricted codec is :mod:`evolve_envs.reward.protocol.pickle_codec`. This package
-imports only the standard library, NumPy and pydantic, so clients import it without FastAPI or a
-model.
-
-Progress protocol (VLAC-compatible)::
-
-    POST /trajectory-critic  TrajectoryCriticRequest -> TrajectoryCriticResponse
-    POST /pairwise-critic    PairwiseCriticRequest   -> PairwiseCriticResponse
-    POST /done               DoneRequest             -> DoneResponse
-    GET  /capabilities                               -> Capabilities
-    POST /healthcheck, GET /health                   -> HealthResponse
-
-Episode video score (RLinf-compatible)::
-
-    POST /score              ScoreRequest            -> ScoreResponse
-
-Pickle scorer (deepgen_rl / VeRL-Omni-compatible)::
-
-    POST /pickle (or /)      safe_pickle_dumps({"images": [...], "prompts": [...], "metadata": {}})
-                             -> safe_pickle_dumps({"scores": [...]}) or {"error": str}
-
-Every JSON error response has the shape of `ErrorResponse`.
+"""Wire models shared by the reward service and its clients: a pydantic model for every JSON
+request and response (docs/PROTOCOLS.md); requests ignore unknown fields, responses refuse NaN.
 
 Example:
     >>> req = PairwiseCriticRequest(task="open the drawer", image_a="...", image_b="...")
@@ -32,7 +9,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
@@ -73,17 +50,7 @@ class _Response(BaseModel):
 
 
 class TrajectoryCriticRequest(_Request):
-    """`POST /trajectory-critic`: critics between consecutive sampled frames of a trajectory.
-
-    Frames are base64-encoded JPEG or PNG images. The service samples `frames[::skip]` (as
-    VLAC does: pairs `(frames[i - skip], frames[i])` for `i = skip, 2*skip, ...`), so the answer
-    has `len(range(skip, len(frames), skip))` critics and one more value.
-
-    >>> req = TrajectoryCriticRequest(task="open the drawer", frames=["..."] * 11, skip=5,
-    ...                               added_later="ignored")  # unknown fields are ignored
-    >>> len(range(req.skip, len(req.frames), req.skip)), req.batch_size
-    (2, 8)
-    """
+    """`POST /trajectory-critic`: critics between `frames[::skip]` (base64 JPEG/PNG), as VLAC."""
 
     task: str
     frames: list[str]
@@ -96,20 +63,7 @@ class TrajectoryCriticRequest(_Request):
 
 
 class TrajectoryCriticResponse(_Response):
-    """`value_list` starts at 0 and has one more entry than `critic_list`.
-
-    `value_list[k] = value_list[k-1] + (100 - value_list[k-1]) * critic_list[k-1] / 100`
-    (VLAC's `critic_to_value_simple`; not clamped by the service).
-
-    >>> TrajectoryCriticResponse(value_list=[0.0, 40.0, 70.0], critic_list=[40.0, 50.0]).value_list
-    [0.0, 40.0, 70.0]
-    >>> from pydantic import ValidationError
-    >>> try:
-    ...     TrajectoryCriticResponse(value_list=[0.0], critic_list=[40.0])
-    ... except ValidationError as exc:
-    ...     print(exc.errors()[0]["msg"])
-    Value error, value_list must have len(critic_list) + 1 entries, got 1 values for 1 critics
-    """
+    """`value_list` starts at 0 and has one more entry than `critic_list` (VLAC's accumulation)."""
 
     value_list: list[float]
     critic_list: list[float]
@@ -125,10 +79,7 @@ class TrajectoryCriticResponse(_Response):
 
 
 class PairwiseCriticRequest(_Request):
-    """`POST /pairwise-critic`: how much closer `image_b` is to completing `task` than `image_a`.
-    >>> PairwiseCriticRequest(task="open the drawer", image_a="...", image_b="...").task
-    'open the drawer'
-    """
+    """`POST /pairwise-critic`: how much closer `image_b` is to completing `task` than `image_a`."""
 
     task: str
     image_a: str
@@ -136,20 +87,13 @@ class PairwiseCriticRequest(_Request):
 
 
 class PairwiseCriticResponse(_Response):
-    """`critic` in [-100, 100].
-    >>> PairwiseCriticResponse.model_validate_json('{"critic": 12.5}').critic
-    12.5
-    """
+    """`critic` in [-100, 100]."""
 
     critic: float
 
 
 class DoneRequest(_Request):
-    """`POST /done`: is the task complete in `curr_frame`?
-    >>> DoneRequest(task="open the drawer", first_frame="...", prev_frame="...",
-    ...             curr_frame="...").reference is None
-    True
-    """
+    """`POST /done`: is the task complete in `curr_frame`?"""
 
     task: str
     first_frame: str
@@ -159,25 +103,14 @@ class DoneRequest(_Request):
 
 
 class DoneResponse(_Response):
-    """`done` decision and its probability in [0, 1].
-    >>> DoneResponse(done=True, prob=0.97).model_dump()
-    {'done': True, 'prob': 0.97}
-    """
+    """`done` decision and its probability in [0, 1]."""
 
     done: bool
     prob: float
 
 
 class Capabilities(_Response):
-    """`GET /capabilities`: which routes the backend can serve (others answer 501).
-
-    `progress` (`/trajectory-critic`) is always true; `image_score` covers the pickle scorer.
-    `model_id`, `model_revision` and `config_hash` say which model answers (None if unknown).
-
-    >>> caps = Capabilities(backend="mock", pairwise=True)
-    >>> caps.progress, caps.pairwise, caps.done
-    (True, True, False)
-    """
+    """`GET /capabilities`: the routes the backend serves (others 501) and which model answers."""
 
     backend: str
     progress: bool = True
@@ -194,10 +127,7 @@ class Capabilities(_Response):
 
 
 class HealthResponse(_Response):
-    """`GET /health` and `POST /healthcheck`.
-    >>> HealthResponse(backend="mock").model_dump_json()
-    '{"status":"ok","backend":"mock","protocol_version":"1"}'
-    """
+    """`GET /health` and `POST /healthcheck`."""
 
     status: Literal["ok"] = "ok"
     backend: str
@@ -208,10 +138,9 @@ class HealthResponse(_Response):
 
 
 def sample_indices(total: int, nframes: int) -> list[int]:
-    """The `/score` sampling rule: `nframes` indices evenly spread over `range(total)`.
+    """`nframes` indices evenly spread over `range(total)`, first and last included (one: the last).
 
-    First and last frame included (one frame: the last); all of them when `nframes >= total`.
-    The client samples with it before encoding, the server again after decoding.
+    The `/score` rule: the client samples with it before encoding, the server after decoding.
     """
     if total <= 0:
         return []
@@ -223,21 +152,7 @@ def sample_indices(total: int, nframes: int) -> list[int]:
 
 
 class ScoreRequest(_Request):
-    """`POST /score`: score an episode video for `task_text`.
-
-    Give exactly one of `video_path` (a file the server can read: shared filesystem) or
-    `video_b64` (the encoded video file, e.g. MP4, base64). The server samples `nframes`
-    frames uniformly (all if fewer) and resizes each to at most `max_pixels` pixels.
-
-    >>> ScoreRequest(task_text="stack the blocks", video_path="/shared/episode_3.mp4").nframes
-    16
-    >>> from pydantic import ValidationError
-    >>> try:
-    ...     ScoreRequest(task_text="stack the blocks")  # no video
-    ... except ValidationError as exc:
-    ...     print(exc.errors()[0]["msg"])
-    Value error, give exactly one of video_path or video_b64
-    """
+    """`POST /score`: score an episode video, given as one of `video_path` or `video_b64`."""
 
     task_text: str
     video_path: str | None = None
@@ -245,7 +160,7 @@ class ScoreRequest(_Request):
     nframes: int = Field(default=16, ge=1)
     max_pixels: int = Field(default=200704, ge=1)
     backend: str | None = None
-    backend_kwargs: dict[str, Any] | None = None
+    backend_kwargs: dict[str, object] | None = None
 
     @model_validator(mode="after")
     def _one_video_source(self) -> ScoreRequest:
@@ -255,10 +170,7 @@ class ScoreRequest(_Request):
 
 
 class ScoreResponse(_Response):
-    """Episode score (in [0, 1] for the bundled backends) and the model's raw answer if any.
-    >>> ScoreResponse.model_validate({"score": 0.8}).raw_text is None
-    True
-    """
+    """Episode score (in [0, 1] for the bundled backends) and the model's raw answer if any."""
 
     score: float
     raw_text: str | None = None
@@ -268,43 +180,28 @@ class ScoreResponse(_Response):
 
 
 class ErrorResponse(BaseModel):
-    """Body of every JSON error response (4xx/5xx).
-    Extra fields are kept (a route may add its own context).
-
-    >>> ErrorResponse(error="bad_request", detail="frames: empty", route="/done").model_dump()
-    {'error': 'bad_request', 'detail': 'frames: empty', 'route': '/done'}
-    """
+    """Body of every JSON error response (4xx/5xx); extra fields (a route's context) are kept."""
 
     model_config = ConfigDict(extra="allow")
 
     error: str
-    detail: Any | None = None
+    detail: object = None
 
 
 # ----------------------------------------------------------------------------- pickle protocol
 
 
 class PickleScoreRequest(_Request):
-    """Decoded body of `POST /pickle` (and `POST /`): one prompt per image (JPEG/PNG bytes).
+    """Decoded body of `POST /pickle` (and `POST /`): one prompt per image, or flow_grpo's forms.
 
-    Also accepts flow_grpo's remote-scorer variants: `{"images"}` alone (empty prompts; its DeQA
-    scorer), `{"images", "prompts"}` (prompts a NumPy str array; its UnifiedReward scorer), or
-    `{"images", "meta_datas", "only_strict"}` (its GenEval scorer). Numpy arrays from the pickle
-    arrive here already turned into lists (`to_plain`).
-
-    >>> req = PickleScoreRequest(images=[b"<jpeg>", b"<jpeg>"])
-    >>> req.prompts, req.flow_grpo_variant
-    (['', ''], True)
-    >>> PickleScoreRequest(images=[b"<jpeg>"], meta_datas=[{}], only_strict=True).flow_grpo_variant
-    True
-    >>> PickleScoreRequest(images=[b"<jpeg>"], prompts=["p"]).flow_grpo_variant
-    False
+    >>> PickleScoreRequest(images=[b"<jpeg>", b"<jpeg>"]).prompts
+    ['', '']
     """
 
     images: list[bytes] = Field(min_length=1)
     prompts: list[str] | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    meta_datas: list[Any] | None = None
+    metadata: dict[str, object] = Field(default_factory=dict)
+    meta_datas: list[object] | None = None
     only_strict: bool | None = None
 
     _prompts_sent: bool = PrivateAttr(default=False)
@@ -323,19 +220,13 @@ class PickleScoreRequest(_Request):
 
     @property
     def flow_grpo_variant(self) -> bool:
-        """True when the request's keys are those of one of flow_grpo's remote scorers (its
-        answer then carries their keys too): `meta_datas` / `only_strict`, or `images` alone.
-        (Their prompts arrive as a NumPy array, which the route tells from a list before
-        `to_plain`.)"""
+        """Whether the keys are one of flow_grpo's remote scorers' (its answer then has theirs)."""
         fields = self.model_fields_set
         theirs = bool({"meta_datas", "only_strict"} & fields)
         return theirs or not (self._prompts_sent or "metadata" in fields)
 
 
 class PickleScoreResponse(_Response):
-    """Decoded answer of `POST /pickle`: one score per image.
-    >>> PickleScoreResponse(scores=[0.5, 1]).scores
-    [0.5, 1.0]
-    """
+    """Decoded answer of `POST /pickle`: one score per image."""
 
     scores: list[float]

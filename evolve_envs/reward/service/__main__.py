@@ -6,6 +6,6 @@ launcher's replicas), so starting a server never imports the command-line tools.
 
 import sys
 
-from evolve_envs.reward.service.serve import main
+from evolve_envs.reward.service.hosting.serve import main
 
 sys.exit(main())

@@ -1,42 +1,12 @@
-"""The reward service's FastAPI application: `create_app(backend, ...)` assembles it from one
-router per protocol, the shared state, the error handlers and the middlewares.
-
-Routes (docs/PROTOCOLS.md):
-
-* service (`evolve_envs.reward.service.routes.service`): `GET /health`, `GET /capabilities`, `GET
-  /metrics` (Prometheus text when `Accept` asks for it, JSON otherwise);
-* progress, VLAC-compatible (`evolve_envs.reward.service.routes.progress`): `POST
-  /trajectory-critic`, `POST /pairwise-critic`, `POST /done`, `POST /healthcheck`;
-* episode video score, RLinf-compatible (`evolve_envs.reward.service.routes.video`): `POST /score`;
-* OpenAI-compatible chat, for RLinf's API reward worker (`evolve_envs.reward.service.routes.chat`):
-  `POST /v1/chat/completions`;
-* pickle scorer, deepgen_rl / VeRL-Omni / flow_grpo-compatible
-  (`evolve_envs.reward.service.routes.pickle_scorer`): `POST /` and `POST /pickle`
-  (`pickle_at_root=False` drops `/`);
-* with `enable_faults=True` also the fault-injection admin routes
-  (`evolve_envs.reward.service.faults`, imported only then: production apps carry none of it).
-
-The routes share a `ServiceState` (`app.state.service`: backend, batcher, metrics, limits).
-Every error is JSON `{"error": ..., ...}` with a 4xx/5xx status
-(`evolve_envs.reward.service.errors`), except the pickle routes, which answer
-`pickle.dumps({"error": str})` (as their protocol says) unless the request's `Accept` header asks
-for `application/json`. A route the backend cannot serve answers 501 naming the backend. Limits
-(`evolve_envs.reward.service.limits`): body size, frames per request, image side and decoded pixels
-per request (413, checked from headers before decoding); undecodable, truncated or inconsistent
-images, invalid fields and over-limit caller knobs answer 422, a body that is not JSON/pickle 400.
-Only loopback `Host` names are served by default (421 otherwise; a foreign `Origin` gets 403:
-`evolve_envs.reward.service.host_allowlist`); `/score` reads files only inside `video_dirs` (403
-when none).
-
-Middlewares, outermost first: metrics (`MetricsMiddleware`), concurrency cap (503), `Host`/`Origin`
-allow-list, bearer token (Starlette's `AuthenticationMiddleware`, 401), body limit (413), faults.
+"""The reward service's FastAPI application: `create_app(backend, ...)` assembles the routers, the
+shared state, the error handlers and the middlewares (docs/reward-service.md, "Inside the
+service").
 
 Example:
     >>> from evolve_envs.reward.service.backends.mock import MockBackend
     >>> app = create_app(MockBackend(), token=None, batch_window_ms=5)
     >>> sorted(app.openapi()["paths"])[:3]
     ['/', '/capabilities', '/done']
-    >>> # uvicorn.run(app, host="127.0.0.1", port=8111)
 """
 
 from __future__ import annotations
@@ -44,29 +14,37 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import FastAPI
 
 from evolve_envs.reward.protocol.wire import ErrorResponse
-from evolve_envs.reward.service.auth import add_bearer_auth
 from evolve_envs.reward.service.backends import make_backend
 from evolve_envs.reward.service.backends.base import Backend
-from evolve_envs.reward.service.batching import MAX_BATCH, MAX_WINDOW_S
-from evolve_envs.reward.service.connections import BodyLimitMiddleware, ConcurrencyLimitMiddleware
 from evolve_envs.reward.service.errors import PICKLE_CONTENT_TYPE, ApiError, install_error_handlers
-from evolve_envs.reward.service.host_allowlist import DEFAULT_ALLOWED_HOSTS, HostAllowListMiddleware
 from evolve_envs.reward.service.limits import DEFAULT_LIMITS
-from evolve_envs.reward.service.metrics import MetricsMiddleware
-from evolve_envs.reward.service.model_headers import ModelHeadersMiddleware, model_headers
+from evolve_envs.reward.service.middleware.admission import (
+    BodyLimitMiddleware,
+    ConcurrencyLimitMiddleware,
+)
+from evolve_envs.reward.service.middleware.auth import add_bearer_auth
+from evolve_envs.reward.service.middleware.host_allowlist import (
+    DEFAULT_ALLOWED_HOSTS,
+    HostAllowListMiddleware,
+)
+from evolve_envs.reward.service.middleware.model_headers import (
+    ModelHeadersMiddleware,
+    model_headers,
+)
 from evolve_envs.reward.service.routes import chat as chat_routes
+from evolve_envs.reward.service.routes import critic as critic_routes
 from evolve_envs.reward.service.routes import pickle_scorer as pickle_routes
-from evolve_envs.reward.service.routes import progress as progress_routes
 from evolve_envs.reward.service.routes import robometer as robometer_routes
 from evolve_envs.reward.service.routes import service as service_routes
 from evolve_envs.reward.service.routes import video as video_routes
-from evolve_envs.reward.service.service_state import RequestLimits, ServiceState
-from evolve_envs.reward.service.swagger_assets import add_local_docs
+from evolve_envs.reward.service.routes.swagger_assets import add_local_docs
+from evolve_envs.reward.service.state.batching import MAX_BATCH, MAX_WINDOW_S
+from evolve_envs.reward.service.state.metrics import MetricsMiddleware
+from evolve_envs.reward.service.state.service_state import RequestLimits, ServiceState
 
 __all__ = [
     "create_app",
@@ -77,7 +55,7 @@ __all__ = [
     "RequestLimits",
 ]
 
-_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+_ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
     code: {"model": ErrorResponse} for code in (400, 401, 413, 422, 500, 501)
 }
 
@@ -95,7 +73,7 @@ def _new_app(backend_name: str, enable_faults: bool) -> FastAPI:
     Swagger UI assets, every error response documented as `ErrorResponse`."""
     app_class: type[FastAPI] = FastAPI
     if enable_faults:  # tests and drills only: the module is not even imported otherwise
-        from evolve_envs.reward.service.faults import FaultableApp
+        from evolve_envs.reward.service.middleware.faults import FaultableApp
 
         app_class = FaultableApp
     app = app_class(
@@ -116,7 +94,7 @@ def _new_app(backend_name: str, enable_faults: bool) -> FastAPI:
 def create_app(
     backend: Backend | str,
     *,
-    backend_kwargs: dict[str, Any] | None = None,
+    backend_kwargs: dict[str, object] | None = None,
     token: str | None = None,
     max_body_bytes: int = DEFAULT_LIMITS["max_body_bytes"],
     max_frames: int = DEFAULT_LIMITS["max_frames"],
@@ -162,8 +140,7 @@ def create_app(
             summed over the requests in flight; more answer 503 with Retry-After.
         batch_window_ms: how long a backend batch waits for more items from other requests.
         max_batch_window_ms: the adaptive window's cap, after a batch's first item, while
-            recent bursts were bigger (`evolve_envs.reward.service.batching`); <= `batch_window_ms`:
-            off.
+            recent bursts were bigger; <= `batch_window_ms`: off.
         max_batch: most items per backend call (<= 8 keeps GPU memory bounded).
         enable_faults: add the fault-injection admin routes (tests and drills only).
         pickle_at_root: also serve the pickle scorer at `POST /` (the default, as deepgen_rl
@@ -176,11 +153,22 @@ def create_app(
     elif backend_kwargs:
         raise ValueError("backend_kwargs only apply when backend is given by name")
     limits = RequestLimits(
-        max_body_bytes, max_frames, max_image_side, max_video_frames, max_request_pixels,
-        max_nframes, max_video_pixels, max_video_decode_pixels, max_text_chars,
-        max_body_nodes, max_body_depth, max_image_decode_bytes, max_image_tokens,
-        max_new_tokens, max_form_parts,
-    )  # fmt: skip
+        max_body_bytes,
+        max_frames,
+        max_image_side,
+        max_video_frames,
+        max_request_pixels,
+        max_nframes,
+        max_video_pixels,
+        max_video_decode_pixels,
+        max_text_chars,
+        max_body_nodes,
+        max_body_depth,
+        max_image_decode_bytes,
+        max_image_tokens,
+        max_new_tokens,
+        max_form_parts,
+    )
     state = ServiceState.build(
         backend, limits, video_dirs, batch_window_ms, max_batch_window_ms, max_batch
     )
@@ -189,14 +177,14 @@ def create_app(
     app.state.batcher, app.state.faults = state.batcher, None
     install_error_handlers(app, pickle_routes.pickle_paths(pickle_at_root))
     pickle_router = pickle_routes.build_router(pickle_at_root)
-    routers = (service_routes.router, progress_routes.router, video_routes.router, pickle_router)
+    routers = (service_routes.router, critic_routes.router, video_routes.router, pickle_router)
     routers += (robometer_routes.router,)  # Robometer's /evaluate_batch(_npy) clients
     routers += (chat_routes.router,)  # OpenAI-style chat: RLinf's API reward worker
     for router in routers:
         app.include_router(router)
     # Middlewares, innermost first: faults, body limit, auth, hosts, concurrency, metrics.
     if enable_faults:  # tests and drills only: the module is not even imported otherwise
-        from evolve_envs.reward.service import faults
+        from evolve_envs.reward.service.middleware import faults
 
         faults.install(app)  # admin routes + the innermost middleware
     routes = [*app.routes, *(route for router in routers for route in router.routes)]

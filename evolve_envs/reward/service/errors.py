@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -25,8 +24,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from evolve_envs.reward.protocol.body_budget import BodyBudgetError
 from evolve_envs.reward.protocol.pickle_codec import safe_pickle_dumps
-from evolve_envs.reward.service.image_decoding import ImageDecodeError
-from evolve_envs.reward.service.video_decoding import VideoDecodeError
+from evolve_envs.reward.service.decoding.images import ImageDecodeError
+from evolve_envs.reward.service.decoding.video import VideoDecodeError
 
 __all__ = [
     "ApiError",
@@ -45,15 +44,9 @@ PICKLE_CONTENT_TYPE = "application/octet-stream"
 
 
 class ApiError(Exception):
-    """An error answered as JSON `{"error": message, **extra}` with `status_code`.
+    """An error answered as JSON `{"error": message, **extra}` with `status_code`."""
 
-    Example:
-        >>> err = ApiError(501, "backend 'mock' does not support 'video'", backend="mock")
-        >>> err.status_code, err.extra
-        (501, {'backend': 'mock'})
-    """
-
-    def __init__(self, status_code: int, message: str, **extra: Any) -> None:
+    def __init__(self, status_code: int, message: str, **extra: object) -> None:
         super().__init__(message)
         self.status_code = status_code
         self.message = message
@@ -75,12 +68,8 @@ _CLIENT_ERRORS = (
 def client_input(what: str, status: int = 400) -> Iterator[None]:
     """Answer `status` naming `what` for any failure while decoding a client's `what`.
 
-    The last resort behind every decode path: the decoders raise their own 4xx errors for what
-    they know to be malformed (those pass through), but a body no check foresaw can still make a
-    library raise something else (`RecursionError`, a parser's own exception). Inside this block
-    that is the client's input, not a server fault: it is answered `status` and logged at
-    WARNING as "malformed client input", apart from the 500s of real internal errors (logged at
-    ERROR as "unhandled error").
+    The last resort behind the decoders (a `RecursionError`, a parser's own exception): logged at
+    WARNING as "malformed client input"; their own 4xx errors pass through.
 
     Example:
         >>> try:
@@ -99,7 +88,7 @@ def client_input(what: str, status: int = 400) -> Iterator[None]:
         raise ApiError(status, f"{what} could not be decoded ({type(exc).__name__})") from None
 
 
-def json_error(status: int, message: str, **extra: Any) -> JSONResponse:
+def json_error(status: int, message: str, **extra: object) -> JSONResponse:
     """The JSON error answer `{"error": message, **extra}` with `status`."""
     return JSONResponse({"error": message, **extra}, status_code=status)
 
@@ -109,7 +98,7 @@ def wants_json(request: Request) -> bool:
     return "application/json" in request.headers.get("accept", "")
 
 
-def clean_validation_errors(errors: Sequence[Any]) -> list[dict[str, Any]]:
+def clean_validation_errors(errors: Sequence[object]) -> list[dict[str, object]]:
     """Pydantic errors reduced to `type`, `loc` (as strings) and `msg`."""
     cleaned = []
     for err in errors:
@@ -119,7 +108,7 @@ def clean_validation_errors(errors: Sequence[Any]) -> list[dict[str, Any]]:
     return cleaned
 
 
-def summarise(errors: list[dict[str, Any]]) -> str:
+def summarise(errors: list[dict[str, object]]) -> str:
     """The first three cleaned errors as one line: `loc: msg; ...`."""
     parts = [f"{'.'.join(e['loc']) or 'body'}: {e['msg']}" for e in errors[:3]]
     more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""

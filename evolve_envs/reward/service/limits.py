@@ -1,30 +1,12 @@
-"""The server's limits, in one place: :class:`ServiceLimits`.
-
-One settings object holds every limit with its default, its meaning, its command-line flag and
-its environment variable. Everything else reads it:
-
-* ``evolve-reward-server``'s flags are generated from it (:func:`add_limit_arguments`; ``--help``
-  shows each default), and a flag beats the environment, which beats the default;
-* :func:`~evolve_envs.reward.service.app.create_app` and the per-request checks take their
-  defaults from it (:data:`DEFAULT_LIMITS`), and so does the connection layer;
-* the Ray Serve application accepts every field as an argument (``build_app``), with the same
-  environment overrides applied on each replica;
-* the limits table in ``evolve_envs/reward/service/README.md`` is :func:`markdown_table` (a
-  test checks it).
-
-Environment variables carry one prefix, ``EVOLVE_REWARD_``, then the field name in capitals, in
-the field's own unit: ``EVOLVE_REWARD_MAX_FRAMES=256``, ``EVOLVE_REWARD_MAX_BODY_BYTES=16777216``.
+"""The server's limits in one place, :class:`ServiceLimits`: default, meaning, flag and environment
+variable (``EVOLVE_REWARD_<FIELD>``) of each; flags, `create_app`, Ray Serve and the README's table
+all read it.
 
 Example:
     >>> ServiceLimits().max_frames, DEFAULT_LIMITS["max_frames"]
     (1024, 1024)
     >>> ServiceLimits.from_env({"EVOLVE_REWARD_MAX_FRAMES": "256"}).max_frames
     256
-    >>> ServiceLimits(max_frames=0)
-    Traceback (most recent call last):
-    ...
-    pydantic_core._pydantic_core.ValidationError: 1 validation error for ServiceLimits
-    ...
 """
 
 from __future__ import annotations
@@ -32,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -57,9 +38,16 @@ PIXELS_PER_IMAGE_TOKEN = 28 * 28
 def _limit(default: float, what: str, *, flag: str | None = None, scale: float = 1, unit: str = ""):
     """A limit field: ``what`` it bounds (and how the server answers past it), its flag (default
     ``--<name>``) and the flag's unit (the flag's value times ``scale`` is the field's)."""
-    return Field(default, ge=1, description=what, json_schema_extra={
-        "flag": flag, "scale": scale, "unit": unit,
-    })  # fmt: skip
+    return Field(
+        default,
+        ge=1,
+        description=what,
+        json_schema_extra={
+            "flag": flag,
+            "scale": scale,
+            "unit": unit,
+        },
+    )
 
 
 class ServiceLimits(BaseModel):
@@ -74,8 +62,10 @@ class ServiceLimits(BaseModel):
         1024 * MIB,
         "request bodies held at once, summed over the requests in flight (from `Content-Length`;"
         " then 503 with `Retry-After`; a request alone always fits)",
-        flag="--max-inflight-body-mb", scale=MIB, unit="MiB",
-    )  # fmt: skip
+        flag="--max-inflight-body-mb",
+        scale=MIB,
+        unit="MiB",
+    )
     max_body_nodes: int = _limit(
         100_000,
         "decoded body (pickle or JSON): values, keys and containers, shared references counted "
@@ -89,14 +79,18 @@ class ServiceLimits(BaseModel):
         1024 * 512 * 512,
         "decoded pixels per request, summed over its images (from the headers, before decoding; "
         "JPEGs at their DCT-reduced size) (413)",
-        flag="--max-request-mpix", scale=1e6, unit="M",
-    )  # fmt: skip
+        flag="--max-request-mpix",
+        scale=1e6,
+        unit="M",
+    )
     max_image_decode_bytes: int = _limit(
         32 * MIB,
         "memory one image's decoding takes, from its header (PNG IHDR size and mode, JPEG SOF; "
         "a `/score` frame as width x height x 3); a 4,096² RGB PNG needs 65 MiB (413)",
-        flag="--max-image-decode-mb", scale=MIB, unit="MiB",
-    )  # fmt: skip
+        flag="--max-image-decode-mb",
+        scale=MIB,
+        unit="MiB",
+    )
     max_video_frames: int = _limit(10_000, "`/score`: frames in the video (413)")
     max_nframes: int = _limit(128, "`/score`: frames a request may sample (`nframes`) (422)")
     max_video_pixels: int = _limit(
@@ -106,8 +100,10 @@ class ServiceLimits(BaseModel):
         2**31,
         "`/score` decoding work: frames x width x height of the whole video (e.g. 2,300 frames "
         "of 720p) (413)",
-        flag="--max-video-decode-mpix", scale=1e6, unit="M",
-    )  # fmt: skip
+        flag="--max-video-decode-mpix",
+        scale=1e6,
+        unit="M",
+    )
     max_image_tokens: int = _limit(
         32_768,
         "model work per call: image tokens one `/score` request may ask for, `nframes` x "
@@ -143,26 +139,32 @@ class ServiceLimits(BaseModel):
     )
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> ServiceLimits:
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, **overrides: object
+    ) -> ServiceLimits:
         """The defaults, with ``EVOLVE_REWARD_<FIELD>`` variables applied, then ``overrides``."""
         environ = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
+        values: dict[str, object] = {}
         for name in cls.model_fields:
             text = environ.get(ENV_PREFIX + name.upper())
             if text is not None and text.strip():
                 values[name] = text.strip()
         return cls(**{**values, **overrides})
 
-    def app_kwargs(self) -> dict[str, Any]:
+    def app_kwargs(self) -> dict[str, object]:
         """The limits ``create_app`` takes (all but the connection layer's)."""
         return {k: v for k, v in self.model_dump().items() if k in APP_LIMITS}
 
 
 #: The defaults, by field name (what the request checks and ``create_app`` default to).
-DEFAULT_LIMITS: dict[str, Any] = ServiceLimits().model_dump()
+DEFAULT_LIMITS: dict[str, object] = ServiceLimits().model_dump()
 #: The limits the uvicorn connection layer enforces (``evolve-reward-server`` only).
-CONNECTION_LIMITS = ("header_timeout_s", "read_timeout_s", "max_connections",
-                     "connection_fd_headroom")  # fmt: skip
+CONNECTION_LIMITS = (
+    "header_timeout_s",
+    "read_timeout_s",
+    "max_connections",
+    "connection_fd_headroom",
+)
 #: The limits the app enforces (``create_app`` and the Ray Serve application take them).
 APP_LIMITS = tuple(n for n in ServiceLimits.model_fields if n not in CONNECTION_LIMITS)
 

@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 
 from evolve_envs.progress import deferred
 from evolve_envs.progress.config_error import ConfigError
-from evolve_envs.reward.service.embedded import EmbeddedService
+from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 from tests.rlinf.standin_env import StandinLiberoEnv, standin_cfg
 
 worker_module = pytest.importorskip("evolve_envs.integrations.rlinf.worker")

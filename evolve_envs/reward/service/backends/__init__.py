@@ -1,38 +1,11 @@
-"""Reward model backends, looked up by name without importing heavy libraries.
-
-Backends are found through the Python entry-point group ``evolve_envs.reward_backends``: each
-entry maps a backend name to ``module:Class``. The built-in backends are declared there by this
-package's own metadata (``setup.cfg``), and a third-party package adds one the same way, without
-touching this repository:
-
-.. code-block:: ini
-
-    [options.entry_points]
-    evolve_envs.reward_backends =
-        mymodel = my_package.backend:MyModelBackend
-
-Only the chosen backend's module is imported (the `vlm` and `vlac` backends pull in
-torch/transformers, `mock` does not). When this package runs from a source tree whose metadata
-was not reinstalled, the built-in names still resolve (``BUILTIN_BACKENDS``).
-
-A *preset* is a registry entry that names another backend with some arguments fixed: the
-published judges RoboReward, Robo-Dopamine and TOPReward are the `openai` backend with their
-``preset`` (``PRESETS``), so that one YAML line selects the model (``embedded_backend:
-roboreward``) and its kwargs are the `openai` backend's (``base_url``, ``model``, ...) plus
-``preset_options``. For TOPReward on a local transformers checkpoint, use the `vlm` backend with
-``preset: topreward``.
-
-`make_backend("mock", latency_ms=5)` builds a backend and stamps it with a hash of its
-configuration (`config_hash`), which `/capabilities` reports.
+"""Reward model backends by name, through the entry-point group ``evolve_envs.reward_backends``
+(only the chosen backend's module is imported); presets are names with some arguments fixed.
 
 Example:
-    >>> backend = make_backend("mock", rule="intensity")
-    >>> backend.name
+    >>> make_backend("mock", rule="intensity").name
     'mock'
-    >>> "mock" in BACKENDS and "openai" in BACKENDS and "roboreward" in BACKENDS
+    >>> "mock" in BACKENDS and "roboreward" in BACKENDS
     True
-    >>> make_backend("roboreward", base_url="http://127.0.0.1:9/v1", model="m").name
-    'roboreward'
 """
 
 from __future__ import annotations
@@ -43,7 +16,10 @@ import json
 import logging
 from collections.abc import Iterator, Mapping
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evolve_envs.reward.service.backends.base import Backend
 
 __all__ = [
     "BACKENDS",
@@ -76,7 +52,7 @@ BUILTIN_BACKENDS: dict[str, str] = {
 
 #: Backends that are another backend with arguments fixed: name -> (the backend, the arguments
 #: it fixes, defaults it changes). The published judges' own prompts carry their system prompt.
-PRESETS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
+PRESETS: dict[str, tuple[str, dict[str, object], dict[str, object]]] = {
     "roboreward": ("openai", {"preset": "roboreward"}, {"system_prompt": None}),
     "robodopamine": ("openai", {"preset": "robodopamine"}, {"system_prompt": None}),
     "topreward": ("openai", {"preset": "topreward"}, {"system_prompt": None}),
@@ -149,22 +125,15 @@ def backend_class(name: str) -> type:
     return getattr(importlib.import_module(module_name), attr)
 
 
-def config_hash(name: str, kwargs: Mapping[str, Any]) -> str:
-    """A short, stable hash of a backend's name and constructor arguments.
-
-    Secrets (keys named like ``api_key`` or ``token``) are left out, so the hash can be shown.
-
-    >>> config_hash("mock", {"rule": "change"}) == config_hash("mock", {"rule": "change"})
-    True
-    >>> config_hash("mock", {"rule": "change"}) != config_hash("mock", {"rule": "intensity"})
-    True
-    """
+def config_hash(name: str, kwargs: Mapping[str, object]) -> str:
+    """A short, stable hash of a backend's name and arguments, secrets (``api_key``, ``token``)
+    left out."""
     public = {k: v for k, v in kwargs.items() if "key" not in k.lower() and "token" not in k}
     text = json.dumps([name, public], sort_keys=True, default=repr)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def make_backend(name: str, **kwargs: Any) -> Any:
+def make_backend(name: str, **kwargs: object) -> Backend:
     """Build the backend registered as `name` with `kwargs` (its constructor arguments); a preset
     (``PRESETS``) is its backend with the preset's arguments, named after the preset."""
     cls = backend_class(name)

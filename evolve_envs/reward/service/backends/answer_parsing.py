@@ -1,17 +1,5 @@
-"""Turn a vision-language model's free-text answer into a number.
-
-Rules, in order: drop `<think>...</think>` (also an unclosed `<think>` block), prefer the text
-inside the last `<answer>...</answer>`, else use the whole remaining text; in that text take the
-last number (a ratio such as `7/10` counts as one number). Scores are mapped to [0, 1] by
-`score_mode`:
-
-* ``percentage``: the number is a percentage (`85` -> 0.85);
-* ``unit``: the number is already in [0, 1] (`0.85` -> 0.85);
-* ``auto``: a ratio is divided out, a number followed by `%` or greater than 1 is a percentage,
-  anything else is a unit value.
-
-Critics (pairwise progress) are numbers in [-100, 100]. Every result is clamped to its range;
-an answer without a number parses to None so the caller can apply its fallback.
+"""Turn a vision-language model's free-text answer into a number (rules in docs/reward-models.md,
+"How the backends answer"); no number parses to None.
 
 Example:
     >>> parse_score("<think>the cup is placed</think><answer>85</answer>")

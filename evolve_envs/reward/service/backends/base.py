@@ -1,18 +1,5 @@
-"""The backend interface: what a reward model must implement to be served.
-
-A backend receives already-decoded frames (`numpy.uint8` arrays, H x W x 3, RGB; 448 x 448 for
-the progress and image routes) in batches assembled by `evolve_envs.reward.service.batching`, and
-answers synchronously. The server runs every backend call in one dedicated worker thread, so a
-backend needs no locking and may block (GPU inference) without stalling the server's I/O.
-
-Answers are held to their documented range (`RESULT_RANGES`): a critic in [-100, 100], a done
-probability in [0, 1], a video or image score within [-100, 100] (the bundled backends answer
-[0, 1]); a value outside it, or not finite, fails that request (502), never reaches a client.
-
-Capabilities: `progress` (`critic_batch`, serving `/trajectory-critic`) is required; `pairwise`
-(`/pairwise-critic`, also through `critic_batch`), `done` (`done_batch`), `video`
-(`score_video`, serving `/score`) and `image_score` (`score_images`, serving the pickle scorer)
-are optional. A route whose capability is missing answers 501 naming the backend.
+"""The backend interface: what a reward model implements to be served (capabilities, batches of
+decoded frames, answers held to `RESULT_RANGES`); docs/reward-models.md, "How the backends answer".
 
 Example:
     >>> class Constant(Backend):
@@ -29,7 +16,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -73,11 +60,8 @@ class NotSupportedError(BackendError):
 
 
 class MalformedAnswerError(BackendError):
-    """A model's answer does not follow its expected format: not a score, never scored as 0.
-
-    A backend may return an instance in place of one item's result (the batcher fails only that
-    request) or raise it; the service answers 502 and counts it (`malformed_answers` metric).
-    """
+    """A model's answer breaks its format (502, counted); returned in place of one item or
+    raised."""
 
     def __init__(self, preset: str, answer: str, expected: str) -> None:
         super().__init__(
@@ -90,13 +74,7 @@ class MalformedAnswerError(BackendError):
 
 
 class OutOfRangeError(BackendError):
-    """A backend's answer is not finite or outside its documented range (`RESULT_RANGES`).
-
-    Example:
-        >>> isinstance(OutOfRangeError("critic answer 1e+308 is outside [-100.0, 100.0]"),
-        ...            BackendError)
-        True
-    """
+    """A backend's answer is not finite or outside its documented range (`RESULT_RANGES`)."""
 
 
 #: The documented range of each kind of answer: `critic` (pairwise critics), `done` (done
@@ -109,18 +87,13 @@ RESULT_RANGES: dict[str, tuple[float, float]] = {
 }
 
 
-def check_range(kind: str, value: Any) -> float:
-    """`value` as a float within the range of `kind` (a rounding error past an end is clipped);
-    raises `OutOfRangeError` when it is not a finite number in that range.
+def check_range(kind: str, value: object) -> float:
+    """`value` as a float within the range of `kind` (rounding past an end clipped), else raises.
 
     Example:
         >>> check_range("done", 0.25), check_range("critic", 100.0 + 1e-12)
         (0.25, 100.0)
-        >>> check_range("video", 1e308)
-        Traceback (most recent call last):
-        ...
-        evolve_envs.reward.service.backends.base.OutOfRangeError: video answer 1e+308 is outside [-100.0, 100.0]
-    """  # noqa: E501
+    """
     low, high = RESULT_RANGES[kind]
     try:
         number = float(value)
@@ -133,11 +106,8 @@ def check_range(kind: str, value: Any) -> float:
 
 @dataclass(frozen=True)
 class CriticItem:
-    """One pairwise comparison: how much closer `image_b` is to finishing `task` than `image_a`.
-
-    `first` is the first frame of the trajectory (or `image_a` for a lone pair) and `reference`
-    optional reference-trajectory frames.
-    """
+    """One pair: how much closer `image_b` is to finishing `task` than `image_a` (`first`:
+    episode's)."""
 
     task: str
     image_a: Frame
@@ -163,7 +133,7 @@ class ImageScoreItem:
 
     prompt: str
     image: Frame
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -172,15 +142,12 @@ class VideoItem:
 
     task_text: str
     frames: tuple[Frame, ...]
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, object] = field(default_factory=dict)
 
 
 class Backend(ABC):
-    """Base class of every reward backend.
-
-    Subclasses set `name`, implement `critic_batch` and override the optional methods they
-    support. `disabled` turns capabilities off (e.g. to emulate a progress-only model).
-    """
+    """Base class of every reward backend: set `name`, implement `critic_batch`, override the
+    rest."""
 
     name: ClassVar[str] = "backend"
 
@@ -211,12 +178,8 @@ class Backend(ABC):
         """One score per image, in order."""
         raise NotSupportedError(self.name, "image_score")
 
-    def check_video_options(self, backend_kwargs: dict[str, Any]) -> dict[str, Any]:
-        """The caller's `/score` `backend_kwargs`, checked and capped before any work is done.
-
-        Raise `ValueError` or `TypeError` for a value the backend would refuse (answered 422).
-        The base class uses none of them and returns them as given.
-        """
+    def check_video_options(self, backend_kwargs: dict[str, object]) -> dict[str, object]:
+        """The caller's `/score` `backend_kwargs`, checked before any work (`ValueError`: 422)."""
         return dict(backend_kwargs)
 
     def close(self) -> None:
@@ -244,11 +207,7 @@ class Backend(ABC):
         return self._implements(method)
 
     def model_identity(self) -> tuple[str | None, str | None]:
-        """`(model_id, model_revision)` of the model behind this backend (None: unknown).
-
-        The base class reads the `model_id` and `model_revision` attributes when a subclass sets
-        them; backends with a model directory fingerprint it (`model_fingerprint`).
-        """
+        """`(model_id, model_revision)` of the model behind this backend (None: unknown)."""
         return getattr(self, "model_id", None), getattr(self, "model_revision", None)
 
     def capabilities(self) -> Capabilities:

@@ -1,20 +1,5 @@
-"""FittedProgressBackend: a progress model fitted with ``evolve-envs fit-reward``, served.
-
-The model directory (:mod:`evolve_envs.reward.service.backends.progress_net`) comes from the
-``ckpt_path`` kwarg, ``--ckpt-path`` or ``$VLAC_CKPT_PATH``; nothing is downloaded. Every frame of a
-batch is scored once (a frame shared by several items is not scored twice), on ``device``
-(``auto``: the GPU when torch sees one, else the CPU). From a frame's progress ``p`` (percent):
-
-* **progress** and **pairwise**: the critic that VLAC's accumulation maps from ``pa`` to ``pb``
-  (:func:`~evolve_envs.reward.protocol.progress.critic_between`), as the mock backend answers;
-* **done**: ``p >= done_threshold`` (the threshold chosen when fitting, in the model's config,
-  unless the ``done_threshold`` kwarg says otherwise), ``prob = p / 100``.
-
-A frame the model judges done reads as 100 %, so a trajectory's values reach 100 exactly where
-``/done`` says done (a sigmoid never quite does).
-
-Identity: ``model_id`` is the model's name (its config's ``name``), ``model_revision`` the content
-hash of its config and weights (`content_hash`), in ``/capabilities`` and every answer's headers.
+"""FittedProgressBackend: a progress model fitted with ``evolve-envs fit-reward``, served from its
+model directory (``ckpt_path``, ``--ckpt-path`` or ``$VLAC_CKPT_PATH``; never downloaded).
 
 Example:
     >>> backend = FittedProgressBackend("/models/reach-place")  # doctest: +SKIP
@@ -29,7 +14,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from evolve_envs.reward.protocol.progress import critic_between
+from evolve_envs.reward.protocol.critic_math import critic_between
 from evolve_envs.reward.service.backends.base import (
     CKPT_ENV,
     Backend,
@@ -70,8 +55,9 @@ class FittedProgressBackend(Backend):
 
         path = ckpt_path or os.environ.get(CKPT_ENV)
         if not path:
-            raise BackendError(f"the fitted backend needs a model directory: ckpt_path, "
-                               f"--ckpt-path or ${CKPT_ENV}")  # fmt: skip
+            raise BackendError(
+                f"the fitted backend needs a model directory: ckpt_path, --ckpt-path or ${CKPT_ENV}"
+            )
         try:
             self.net = load_model(path, device=device)
         except (OSError, ValueError) as exc:
@@ -119,8 +105,9 @@ class FittedProgressBackend(Backend):
         return [(v >= 100.0 * self.done_threshold, v / 100.0) for v in p]
 
     def score_images(self, items: Sequence[ImageScoreItem]) -> list[float]:
-        return [v / 100.0 for v in self.percent([it.image for it in items],
-                                                [it.prompt for it in items])]  # fmt: skip
+        return [
+            v / 100.0 for v in self.percent([it.image for it in items], [it.prompt for it in items])
+        ]
 
     def close(self) -> None:
         self.net = None  # type: ignore[assignment]

@@ -1,41 +1,10 @@
-"""Judge presets: a published reward model's prompt, and a strict reader of its answer.
-
-A preset turns the model-agnostic questions of the service (how far along is this episode? how
-much closer is frame B than frame A?) into the exact input format a reward model was trained on,
-and reads its answer into our numbers. Three presets, each selected by name (`make_preset`):
-
-* ``roboreward`` (RoboReward, Lee et al. 2026): the model answers ``ANSWER: <n>`` with n in 1..5
-  (1 no success, 2 minimal progress, 3 partial completion, 4 near completion, 5 perfect
-  completion). Progress is ``(n - 1) / 4`` (1 -> 0.0, 3 -> 0.5, 5 -> 1.0); done is ``n == 5``.
-* ``robodopamine`` (Robo-Dopamine GRM, Tan et al. 2025): given reference START/END frames and a
-  BEFORE and an AFTER frame, the model answers ``<score>+NN%</score>``, the relative progress
-  "hop" in [-100 %, +100 %]. A hop is a critic as is (it accumulates with the
-  ``robodopamine`` negative rule of :mod:`evolve_envs.reward.protocol.progress`); the progress of
-  a frame is the hop from the episode's first frame to it, clipped to [0, 1]; done is progress
-  >= `done_threshold`.
-* ``topreward`` (TOPReward, Chen et al. 2026): the model is asked whether the task is complete
-  and progress is the probability of the answer "True", read from the next-token probabilities,
-  never from generated text. Done is that probability >= `done_threshold` (0.5 by default).
-
-The caller's task text has its chat-template tokens (and ``<image>`` marks, which would move
-the images of a prompt that places them) neutralised before it goes into a prompt
-(:func:`~evolve_envs.reward.service.backends.prompt_text.template_safe`).
-
-Strictness: an answer that does not follow the format (no ``ANSWER:``, a 6, two answers, a hop of
-150 %, no True/False among the top tokens) raises :class:`MalformedAnswerError`: the request
-fails (HTTP 502 from the service) and the client's failure policy decides, and the backend
-counts it. It is never scored as 0.
+"""Judge presets: a published reward model's prompt (``roboreward``, ``robodopamine``,
+``topreward``) and a strict reader of its answer (:class:`MalformedAnswerError`, never 0).
 
 Example:
     >>> preset = make_preset("roboreward")
     >>> preset.read_progress("The drawer is open.\\nANSWER: 4")
     0.75
-    >>> preset.is_done(preset.read_progress("ANSWER: 5"))
-    True
-    >>> preset.read_progress("ANSWER: 7")
-    Traceback (most recent call last):
-    ...
-    evolve_envs.reward.service.backends.base.MalformedAnswerError: ...
 """
 
 from __future__ import annotations
@@ -44,7 +13,7 @@ import math
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -68,12 +37,8 @@ Request = tuple[str, list[np.ndarray]]
 
 
 class JudgePreset(ABC):
-    """A reward model's prompts and answer reader (see the module docs).
-
-    `scoring` is ``"text"`` (the answer is generated text, read by `read_progress` /
-    `read_critic`) or ``"token_probability"`` (the answer is the next-token distribution, read by
-    `read_token_probabilities`).
-    """
+    """A reward model's prompts and answer reader; `scoring` is ``"text"`` or
+    ``"token_probability"``."""
 
     name: ClassVar[str] = "preset"
     scoring: ClassVar[str] = "text"
@@ -184,11 +149,8 @@ _SCORE_TAG = re.compile(r"<score>\s*([+-]?\d+)\s*%\s*</score>", re.IGNORECASE)
 
 
 class RoboDopaminePreset(JudgePreset):
-    """Robo-Dopamine GRM's BEFORE/AFTER hop prompt and ``<score>±NN%</score>`` reader.
-
-    Images, in prompt order: the episode's first frame (REFERENCE START), the last reference
-    frame when the caller sent a reference trajectory (REFERENCE END), BEFORE, AFTER. The
-    published model also takes two wrist views per state; LIBERO's front view is sent alone.
+    """Robo-Dopamine GRM's hop prompt (START, END, BEFORE, AFTER) and ``<score>±NN%</score>``
+    reader.
 
     Example:
         >>> RoboDopaminePreset().read_critic("<score>-20%</score>")
@@ -247,16 +209,10 @@ TOPREWARD_PROMPT = (
 
 
 def true_probability(top: Mapping[str, float], *, normalize: bool = False) -> float:
-    """P("True") from next-token probabilities (token text -> probability), or raise.
-
-    Token texts are compared after stripping spaces and case (``" True"``, ``"true"``). With
-    `normalize`, the result is P(True) / (P(True) + P(False)). Raises `MalformedAnswerError`
-    when neither answer is among the tokens given (the model is not answering the question).
+    """P("True") from next-token probabilities (spaces and case ignored), or `MalformedAnswerError`.
 
     >>> round(true_probability({"True": 0.6, " true": 0.1, "False": 0.2}), 3)
     0.7
-    >>> round(true_probability({"True": 0.6, "False": 0.2}, normalize=True), 3)
-    0.75
     """
     p_true = p_false = 0.0
     seen = False
@@ -322,7 +278,7 @@ PRESETS: dict[str, type[JudgePreset]] = {
 }
 
 
-def make_preset(name: str, **options: Any) -> JudgePreset:
+def make_preset(name: str, **options: object) -> JudgePreset:
     """The preset registered as `name`, built with `options` (e.g. `done_threshold`)."""
     try:
         cls = PRESETS[name]

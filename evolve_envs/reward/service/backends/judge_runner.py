@@ -1,19 +1,5 @@
-"""PresetJudge: answers the service's questions with a judge preset, on any VLM backend.
-
-The `vlm` (transformers) and `openai` (OpenAI-compatible server) backends hand their critic,
-done, video and image questions to a `PresetJudge` when built with ``preset=...``. The judge asks
-through the backend's own transport: `generate(requests, max_new_tokens)` for text presets and
-`token_probabilities(requests, top_k)` for token-probability presets (TOPReward). Text answers
-get the backend's `max_new_tokens` (the preset's own budget when the backend has none).
-
-Results are per item: a malformed answer gives a
-:class:`~evolve_envs.reward.service.backends.judge_presets.MalformedAnswerError` *in place of*
-that item's value (the batcher fails only that request, answered 502) and is counted in
-`malformed_answers`. The other items of the batch are answered normally.
-
-Pairwise critics: a preset with its own pairwise question (Robo-Dopamine) asks it once per pair;
-the others ask the progress of both frames (from the episode's first frame) and convert with
-:func:`~evolve_envs.reward.protocol.progress.critic_between`.
+"""PresetJudge: answers the service's questions with a judge preset through a `vlm` or `openai`
+backend's transport; a malformed answer fails only its own item.
 
 Example:
     >>> from evolve_envs.reward.service.backends.judge_presets import make_preset
@@ -23,9 +9,10 @@ Example:
     >>> import numpy as np
     >>> from evolve_envs.reward.service.backends.base import DoneItem
     >>> frame = np.zeros((8, 8, 3), np.uint8)
-    >>> PresetJudge(make_preset("roboreward")).done_batch(Canned(), [DoneItem("t", frame, frame, frame)])
+    >>> item = DoneItem("t", frame, frame, frame)
+    >>> PresetJudge(make_preset("roboreward")).done_batch(Canned(), [item])
     [(True, 1.0)]
-"""  # noqa: E501
+"""
 
 from __future__ import annotations
 
@@ -35,7 +22,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from evolve_envs.reward.protocol.progress import critic_between
+from evolve_envs.reward.protocol.critic_math import critic_between
 from evolve_envs.reward.service.backends.base import (
     CriticItem,
     DoneItem,
@@ -54,11 +41,7 @@ log = logging.getLogger("evolve_envs.reward.service.judge_runner")
 
 
 class PresetJudge:
-    """Runs a `JudgePreset` through a backend's transport (see module docs).
-
-    Args:
-        preset: the prompts and answer reader.
-    """
+    """Runs a `JudgePreset` through a backend's transport."""
 
     def __init__(self, preset: JudgePreset) -> None:
         self.preset = preset
@@ -77,7 +60,7 @@ class PresetJudge:
         log.warning("malformed %s answer #%d: %s", self.preset.name, count, exc)
         return exc
 
-    def _ask(self, backend: Any, requests: list[Request]) -> list[tuple[Any, str]]:
+    def _ask(self, backend: Any, requests: list[Request]) -> list[tuple[object, str]]:
         """`(raw answer, printable answer)` per request, through the backend's transport."""
         if not requests:
             return []
@@ -102,10 +85,10 @@ class PresetJudge:
                 out.append(self._malformed(exc))
         return out
 
-    def critic_batch(self, backend: Any, items: Sequence[CriticItem]) -> list[Any]:
+    def critic_batch(self, backend: Any, items: Sequence[CriticItem]) -> list[object]:
         """A critic in [-100, 100] per pair, or the pair's MalformedAnswerError."""
         if self.pairwise_question:
-            out: list[Any] = []
+            out: list[object] = []
             requests = [self.preset.critic_request(it) for it in items]
             for raw, _ in self._ask(backend, [r for r in requests if r is not None]):
                 try:
@@ -124,7 +107,7 @@ class PresetJudge:
             out.append(bad if bad is not None else critic_between(100.0 * a, 100.0 * b))
         return out
 
-    def done_batch(self, backend: Any, items: Sequence[DoneItem]) -> list[Any]:
+    def done_batch(self, backend: Any, items: Sequence[DoneItem]) -> list[object]:
         """`(done, progress)` per item (progress of `curr` from the episode's first frame)."""
         requests = [self.preset.progress_request(it.task, [it.first, it.curr]) for it in items]
         return [
@@ -143,7 +126,7 @@ class PresetJudge:
         except MalformedAnswerError as exc:
             raise self._malformed(exc) from None
 
-    def score_images(self, backend: Any, items: Sequence[ImageScoreItem]) -> list[Any]:
+    def score_images(self, backend: Any, items: Sequence[ImageScoreItem]) -> list[object]:
         """The progress shown by each single image."""
         return self.progress(
             backend, [self.preset.progress_request(it.prompt, [it.image]) for it in items]

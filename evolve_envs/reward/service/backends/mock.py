@@ -1,31 +1,5 @@
-"""MockBackend: a deterministic stand-in reward model (no weights) for tests and demos.
-
-Rules decide a frame's progress `p` (an integer percentage, 0..100):
-
-* ``intensity`` (default): `p = round(100 * mean(gray(frame[region])) / 255)`. To make a frame
-  worth progress `p`, paint every pixel with `paint_level(p) = round(p * 255 / 100)`.
-* ``change``: `p = min(100, 100 * mean|f - f0| / change_scale)` with `f0` the first frame of the
-  request (trajectory `frames[0]`, pairwise `image_a`, done `first_frame`, video first frame).
-* ``reach_place``, ``reach_place_hackable``, ``random``: read the synthetic ReachPlace scene
-  (`evolve_envs/ReachPlace-v0`) from its pixels — a right model, one a distractor can game, and
-  one that ignores the scene (``seed`` knob); see
-  :mod:`evolve_envs.reward.service.backends.scene_rules`.
-
-Answers derived from `p` (`pa`, `pb` for frames a and b):
-
-* critic `= 100 * (pb - pa) / (100 - pa)` clamped to [-100, 100] (0 when both are 100), so
-  VLAC's accumulation `pa + (100 - pa) * critic / 100` gives back `pb`;
-* done `= p(curr) >= done_threshold`, prob `= p(curr) / 100`;
-* video score `= p(last sampled frame) / 100`; image score (pickle) `= p(image) / 100` (the
-  intensity rule for both rules: a single image has no first frame).
-
-Knobs (backend kwargs): `rule`, `region` (fractions `[top, left, bottom, right]`), `change_scale`
-(grey levels, default 64), `latency_ms` (sleep per backend batch, emulating GPU inference),
-`done_threshold` (default 95), `disabled` (optional capabilities to switch off, e.g.
-`["pairwise", "done", "video", "image_score"]` to emulate a progress-only model),
-`fail_marker` (a task/prompt containing this string makes the batch fail: a backend error) and
-`answer_override` (every critic, done probability and score is this number instead: a broken
-model, for the service's range checks; e.g. `1e308`).
+"""MockBackend: a deterministic stand-in reward model (no weights) for tests and demos; its rules
+and knobs are in docs/reward-models.md ("How the backends answer").
 
 Example:
     >>> import numpy as np
@@ -42,7 +16,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from evolve_envs.reward.protocol.progress import critic_between
+from evolve_envs.reward.protocol.critic_math import critic_between
 from evolve_envs.reward.service.backends import scene_rules
 from evolve_envs.reward.service.backends.base import (
     Backend,
@@ -70,14 +44,7 @@ _GRAY = np.array([0.299, 0.587, 0.114], dtype=np.float64)
 
 
 def check_rule(rule: object) -> str:
-    """``rule`` if the mock backend knows it, else a one-line ``ValueError`` with the list.
-
-    Example:
-        >>> check_rule("reachplace")
-        Traceback (most recent call last):
-        ...
-        ValueError: unknown mock rule 'reachplace' (did you mean 'reach_place'?); rules: ...
-    """
+    """``rule`` if the mock backend knows it, else a one-line ``ValueError`` naming the rules."""
     if rule in RULES:
         return str(rule)
     import difflib
@@ -139,13 +106,7 @@ mock_critic = critic_between
 
 
 class MockBackend(Backend):
-    """Deterministic reward model following the intensity or change rule (see module docs).
-
-    Example:
-        >>> backend = MockBackend(rule="intensity", latency_ms=0)
-        >>> backend.capabilities().done
-        True
-    """
+    """Deterministic reward model (rules and knobs: docs/reward-models.md)."""
 
     name = "mock"
 

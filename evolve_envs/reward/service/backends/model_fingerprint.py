@@ -1,17 +1,8 @@
-"""Which model is this? An id and a revision for a model directory, cheap to compute.
-
-* `model_id_from_path`: a Hugging Face cache snapshot (``.../models--Org--Name/snapshots/<sha>``)
-  is named ``Org/Name``; any other directory by its last path component.
-* `model_fingerprint`: a snapshot's commit hash when the directory is one; otherwise
-  ``sha256:<16 hex>`` over ``config.json``, the names and sizes of the weight files and the first
-  and last 64 KiB of each. A retrained or swapped checkpoint changes it; it is not a full hash of
-  the weights (that would read gigabytes at every start).
+"""Which model is this? An id and a cheap revision for a model directory.
 
 Example:
     >>> model_id_from_path("/hf/hub/models--Qwen--Qwen2.5-VL-7B-Instruct/snapshots/" + "a" * 40)
     'Qwen/Qwen2.5-VL-7B-Instruct'
-    >>> model_fingerprint("/hf/hub/models--Qwen--Qwen2.5-VL-7B-Instruct/snapshots/" + "a" * 40)
-    'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa'
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
-"""OpenAICompatBackend: the VLM judge on any OpenAI-compatible `/v1/chat/completions` server.
-
-vLLM, SGLang, TGI, `transformers serve` and hosted APIs all speak this protocol. The backend
-sends the same prompts as the `vlm` backend (pairwise critic, progress for `/done`, episode video
-score, image score; overridable the same way), each frame as a base64 JPEG `image_url` data URL
-before the text, and reads the answers with the same parsing (`answer_parsing` through the `vlm`
-backend's methods): only how a batch of prompts is answered differs. Requests of a batch run
-concurrently, at most `max_concurrency` at a time; each has a `timeout` and up to `max_retries`
-retries (the `openai` client's backoff on connection errors, 408/409/429 and 5xx).
-
-The API key comes from the `api_key` kwarg or `$OPENAI_API_KEY` (a local server usually needs
-none: "EMPTY" is sent).
+"""OpenAICompatBackend: the VLM judge on any OpenAI-compatible `/v1/chat/completions` server (vLLM,
+SGLang, TGI, hosted APIs), with the `vlm` backend's prompts and parsing.
 
 Example:
-    >>> backend = OpenAICompatBackend("http://gpu-node:8000/v1", model="Qwen/Qwen2.5-VL-7B-Instruct")  # doctest: +SKIP
+    >>> backend = OpenAICompatBackend("http://gpu:8000/v1", model="qwen")  # doctest: +SKIP
     >>> backend.capabilities().video  # doctest: +SKIP
     True
-"""  # noqa: E501
+"""
 
 from __future__ import annotations
 
@@ -26,17 +16,16 @@ import os
 import threading
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import numpy as np
 
 from evolve_envs.reward.service.backends.answer_parsing import SCORE_MODES
 from evolve_envs.reward.service.backends.base import Backend, BackendError
-from evolve_envs.reward.service.backends.vlm import (
+from evolve_envs.reward.service.backends.vlm import VLMBackend
+from evolve_envs.reward.service.backends.vlm_judge import (
     DEFAULT_PROMPTS,
     DEFAULT_SYSTEM_PROMPT,
     IMAGE_MARK,
-    VLMBackend,
 )
 
 __all__ = ["OpenAICompatBackend", "frame_data_url"]
@@ -97,10 +86,10 @@ class OpenAICompatBackend(VLMBackend):
         progress_prompt: str = DEFAULT_PROMPTS["progress_prompt"],
         video_prompt: str = DEFAULT_PROMPTS["video_prompt"],
         image_prompt: str = DEFAULT_PROMPTS["image_prompt"],
-        extra_body: dict[str, Any] | None = None,
+        extra_body: dict[str, object] | None = None,
         stream: bool = True,
         preset: str | None = None,
-        preset_options: dict[str, Any] | None = None,
+        preset_options: dict[str, object] | None = None,
         disabled: Iterable[str] = (),
     ) -> None:
         Backend.__init__(self, disabled=disabled)  # no local model: VLMBackend's loader is skipped
@@ -151,12 +140,12 @@ class OpenAICompatBackend(VLMBackend):
         """The served model's name; its revision is unknown to the protocol (None)."""
         return self.model, None
 
-    def _messages(self, text: str, images: Sequence[np.ndarray]) -> list[dict[str, Any]]:
+    def _messages(self, text: str, images: Sequence[np.ndarray]) -> list[dict[str, object]]:
         parts = [
             {"type": "image_url", "image_url": {"url": frame_data_url(f, self.jpeg_quality)}}
             for f in images
         ]
-        content: list[dict[str, Any]] = []
+        content: list[dict[str, object]] = []
         if images and text.count(IMAGE_MARK) == len(images):  # each image at its mark
             pieces = text.split(IMAGE_MARK)
             for piece, part in zip(pieces, parts, strict=False):
@@ -167,7 +156,7 @@ class OpenAICompatBackend(VLMBackend):
                 content.append({"type": "text", "text": pieces[-1]})
         else:
             content = [*parts, {"type": "text", "text": text}]
-        messages: list[dict[str, Any]] = []
+        messages: list[dict[str, object]] = []
         if self.system_prompt:
             messages.append({"role": "system", "content": self.system_prompt})
         messages.append({"role": "user", "content": content})
@@ -222,11 +211,8 @@ class OpenAICompatBackend(VLMBackend):
     def token_probabilities(
         self, requests: Sequence[tuple[str, Sequence[np.ndarray]]], top_k: int = 20
     ) -> list[dict[str, float]]:
-        """The `top_k` most likely first answer tokens of each request: text -> probability.
-
-        Read from the server's `logprobs`/`top_logprobs` of a one-token answer (vLLM allows
-        `top_logprobs` up to its `--max-logprobs`, 20 by default).
-        """
+        """The `top_k` likeliest first answer tokens per request, from the server's
+        `top_logprobs`."""
         futures = [self._pool.submit(self._ask_top_tokens, t, imgs, top_k) for t, imgs in requests]
         return [f.result() for f in futures]
 
@@ -236,11 +222,8 @@ class OpenAICompatBackend(VLMBackend):
         max_new_tokens: int,
         stop: threading.Event | None = None,
     ) -> list[str]:
-        """Answer `(prompt text, images)` requests concurrently; answers in request order.
-
-        Once `stop` is set (the caller has gone), requests not yet sent are dropped and the
-        call raises `BackendError`; an answer already being generated runs to its end.
-        """
+        """Answer `(prompt text, images)` requests concurrently, in order; `stop` drops unsent
+        ones."""
         futures = [self._pool.submit(self._ask, t, imgs, max_new_tokens) for t, imgs in requests]
         answers = []
         for f in futures:

@@ -1,23 +1,5 @@
-"""RobometerRemoteBackend: a Robometer evaluation server as this service's reward model.
-
-Every question the service is asked becomes progress samples sent to the Robometer server with
-:class:`~evolve_envs.reward.clients.robometer_client.RobometerClient` (one request per backend
-batch), and the per-frame answer is mapped back:
-
-* ``/done`` (and every route built on it, e.g. `/evaluate_batch`): the sample is the episode's
-  first, previous and current frames; ``prob`` is the progress of the current frame, ``done``
-  its success probability ``>= success_threshold`` (a server that gives no success
-  probabilities: progress ``>= done_threshold``);
-* ``/pairwise-critic`` and ``/trajectory-critic``: the sample is the first frame, frame a and
-  frame b; the critic is the change of progress from a to b in the critic's scale
-  (:func:`~evolve_envs.reward.protocol.progress.critic_between`);
-* ``/score`` (episode video): the sampled frames are one sample; the score is the progress of
-  the last frame.
-
-A malformed answer (wrong count, NaN, out of [0, 1], missing fields) is not a score: every item
-of that batch fails with :class:`~evolve_envs.reward.service.backends.base.MalformedAnswerError`
-(the request is answered 502 and counted in ``malformed_answers``). A server that cannot be
-reached or refuses is a backend error (500).
+"""RobometerRemoteBackend: a Robometer evaluation server as this service's reward model (one
+request of progress samples per backend batch).
 
 Example:
     >>> backend = RobometerRemoteBackend("http://127.0.0.1:8001")
@@ -30,14 +12,13 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import httpx
 
 from evolve_envs.reward.clients.endpoint_pool import EndpointPool
 from evolve_envs.reward.clients.errors import BadResponseError, RewardServiceError
 from evolve_envs.reward.clients.robometer_client import RobometerClient, RobometerCurve
-from evolve_envs.reward.protocol.progress import critic_between
+from evolve_envs.reward.protocol.critic_math import critic_between
 from evolve_envs.reward.service.backends.base import (
     Backend,
     BackendError,
@@ -109,7 +90,7 @@ class RobometerRemoteBackend(Backend):
             close_pool=True,
         )
 
-    def _curves(self, what: str, trajectories: list[tuple[str, list]]) -> list[Any]:
+    def _curves(self, what: str, trajectories: list[tuple[str, list]]) -> list[object]:
         """One curve per trajectory, or (a malformed answer) the error for every item."""
         if not trajectories:
             return []
@@ -123,7 +104,7 @@ class RobometerRemoteBackend(Backend):
         assert curves is not None  # fail_on_request_error: a failure raised above
         return list(curves)
 
-    def critic_batch(self, items: Sequence[CriticItem]) -> list[Any]:
+    def critic_batch(self, items: Sequence[CriticItem]) -> list[object]:
         """The change of progress from frame a to frame b, as a critic in [-100, 100]."""
         curves = self._curves(
             "progress", [(it.task, [it.first, it.image_a, it.image_b]) for it in items]
@@ -141,7 +122,7 @@ class RobometerRemoteBackend(Backend):
             return curve.success[-1] >= self.success_threshold, progress
         return progress >= self.done_threshold, progress
 
-    def done_batch(self, items: Sequence[DoneItem]) -> list[Any]:
+    def done_batch(self, items: Sequence[DoneItem]) -> list[object]:
         """`(done, progress of the current frame)` per item (see module docs)."""
         curves = self._curves("done", [(it.task, [it.first, it.prev, it.curr]) for it in items])
         return [c if isinstance(c, Exception) else self._done(c) for c in curves]

@@ -1,17 +1,5 @@
-"""Mock reward rules that read the ReachPlace scene (``evolve_envs/ReachPlace-v0``) from pixels.
-
-The scene is drawn in a few saturated colours on a dark background (the env's ``COLORS``); these
-rules find each object by its colour (tolerant of JPEG), take the centres of their bounding boxes
-in arena units (``[0, 1]``, so any resolution works) and compute progress in percent:
-
-* ``reach_place`` (a *right* model): the env's ground truth — ``50 * (1 - min(1, |gripper -
-  block|))`` while the gripper is open, ``50 + 50 * (1 - min(1, |block - target|))`` once it is
-  closed (white: carrying the block), 100 when the carried block's centre is within 0.09 of the
-  target's;
-* ``reach_place_hackable`` (a *wrong* model that can be gamed): reads the yellow *distractor*
-  instead of the red block — ``100 * (1 - min(1, |distractor - target|))`` — so pushing the
-  distractor to the target drives it up without any progress;
-* ``random``: ignores the scene, a number drawn from a hash of the frame's bytes (reproducible).
+"""Mock reward rules that read the ReachPlace scene from its pixels: ``reach_place`` (right),
+``reach_place_hackable`` (gameable by the distractor), ``random``.
 
 Example:
     >>> import numpy as np
@@ -88,6 +76,7 @@ def hackable_progress(frame: np.ndarray) -> int:
 
 def random_progress(frame: np.ndarray, seed: int = 0) -> int:
     """A model that ignores the scene: 0..100 from a hash of the frame's bytes and `seed`."""
-    digest = hashlib.blake2b(np.ascontiguousarray(frame).tobytes(), digest_size=8,
-                             key=seed.to_bytes(8, "little"))  # fmt: skip
+    digest = hashlib.blake2b(
+        np.ascontiguousarray(frame).tobytes(), digest_size=8, key=seed.to_bytes(8, "little")
+    )
     return int.from_bytes(digest.digest(), "little") % 101

@@ -1,35 +1,5 @@
-"""VLACBackend: adapter over the official VLAC library (`evo_vlac`, InternRobotics/VLAC).
-
-VLAC is a Python library on ms-swift, not an HTTP service. Its entry point is
-`evo_vlac.GAC_model(tag="critic")`, set up with `init_model(model_path, model_type, device_map)`,
-`temperature`/`top_k`, `set_config()` and `set_system_prompt()`. Two of its methods answer what the
-service needs:
-
-* `get_trajectory_critic(task, image_list, ref_image_list, batch_num, ref_num, think, skip, rich,
-  reverse_eval, frame_skip, ...)` -> `(critic_list, value_list)`: for n PIL images, n-1 critics
-  (image i-1 -> image i, each in [-100, 100]) and n values on 0-100 (`value_list[0] == 0`,
-  accumulated with `critic_to_value_simple`). With a reference trajectory VLAC also shows the
-  model the trajectory's first image (`image_list[0]`); it samples `ref_num` frames from
-  `ref_image_list` (`ref_num >= 2`).
-* `get_trajectory_done(task, image_list, ref_image_list, batch_num, rich, ref_num, threshold,
-  skip, goal_image)` -> per-frame completion in 0-1 (values `<= threshold` become 0). Without a
-  reference it asks one image at a time; with a reference trajectory it compares (first, previous,
-  current) in context and prepends a 0 for the first frame; with a `goal_image` it compares each
-  frame with the goal.
-
-How the adapter maps the routes onto that API:
-
-* critic items that form one trajectory (each pair starts where the previous ended, the first pair
-  starts at the trajectory's first frame; what `/trajectory-critic` sends) go to VLAC in one
-  `get_trajectory_critic` call with the whole frame list, so VLAC sees the true first frame;
-  any other pair (`/pairwise-critic`, pairs of different requests) is a two-image trajectory.
-* `/done` calls `get_trajectory_done` on `[first, prev, curr]` with a reference trajectory (VLAC's
-  in-context rule needs all three), on `[curr]` with a one-frame reference as `goal_image`, or on
-  `[curr]` alone, and takes the last value as `prob`; done is `prob >= done_threshold`.
-
-The package is imported only when this backend is built; without it, construction raises
-`BackendError` naming the package and how to install it. The model directory comes from
-`--ckpt-path`, `$VLAC_CKPT_PATH` or the `ckpt_path` kwarg (nothing is downloaded).
+"""VLACBackend: adapter over the official VLAC library (`evo_vlac`, imported only when built);
+how routes map onto its API is in docs/reward-models.md ("How the backends answer").
 
 Example:
     >>> backend = VLACBackend("/models/VLAC", device="cuda:0")  # doctest: +SKIP
@@ -72,7 +42,7 @@ def _import_vlac() -> Any:
         ) from exc
 
 
-def _number(value: Any, what: str) -> float:
+def _number(value: object, what: str) -> float:
     """VLAC answers are strings or floats; anything that is not a finite number is an error."""
     try:
         out = float(value)
@@ -170,7 +140,7 @@ class VLACBackend(Backend):
 
         return model_id_from_path(self.ckpt_path), model_fingerprint(self.ckpt_path)
 
-    def _reference(self, reference: Sequence[np.ndarray] | None) -> list[Any] | None:
+    def _reference(self, reference: Sequence[np.ndarray] | None) -> list[object] | None:
         if not reference:
             return None
         if len(reference) < 2:
@@ -215,7 +185,7 @@ class VLACBackend(Backend):
 
     def _done_one(self, it: DoneItem) -> float:
         task = template_safe(it.task)
-        kwargs: dict[str, Any] = {"task": task, "batch_num": self.batch_num, "rich": self.rich}
+        kwargs: dict[str, object] = {"task": task, "batch_num": self.batch_num, "rich": self.rich}
         if it.reference and len(it.reference) >= 2:
             frames = [it.first, it.curr] if it.prev is it.first else [it.first, it.prev, it.curr]
             kwargs["image_list"] = [self._pil(f) for f in frames]

@@ -1,24 +1,5 @@
-"""VLMBackend: a vision-language model (Qwen2.5-VL family) through `transformers`.
-
-The model directory comes from the user (`--ckpt-path`, `VLAC_CKPT_PATH` or the `ckpt_path`
-kwarg) and is loaded with `local_files_only=True`: this backend never downloads anything.
-torch and transformers are imported only when this backend is built.
-
-Inputs are formatted in the Qwen chat format by this module (tokenizer + image processor,
-no `AutoProcessor`, so no video processor and no torchvision are needed); a video is given to
-the model as its sampled frames, in order. Four prompts, each overridable by a kwarg:
-
-* `pairwise_prompt` (critic between two frames, `/trajectory-critic`, `/pairwise-critic`),
-* `progress_prompt` (completion percentage of the current frame, `/done`),
-* `video_prompt` (episode score, `/score`),
-* `image_prompt` (image-prompt agreement, pickle scorer).
-
-Prompts are `str.format` templates with `{task}` (and `{n}`, the number of frames, for the
-video prompt). The caller's task text has its chat-template tokens neutralised first
-(`prompt_text.template_safe`, with the tokenizer's own special and added tokens), so it cannot
-close the user's turn, open a system turn or add or move image slots. Answers are parsed by
-`answer_parsing`; an answer without a number gives the fallback value (`fallback_critic`,
-`fallback_score`) and is logged.
+"""VLMBackend: a vision-language model (Qwen2.5-VL family) through `transformers`, loaded from a
+local directory (never downloaded); prompts and parsing in docs/reward-models.md.
 
 Example:
     >>> backend = VLMBackend("/models/Qwen2.5-VL-7B-Instruct", device="cuda")  # doctest: +SKIP
@@ -36,59 +17,30 @@ from typing import Any
 
 import numpy as np
 
-from evolve_envs.reward.service.backends.answer_parsing import (
-    SCORE_MODES,
-    parse_critic,
-    parse_score,
-)
+from evolve_envs.reward.service.backends.answer_parsing import SCORE_MODES
 from evolve_envs.reward.service.backends.base import (
     CKPT_ENV,
     Backend,
     BackendError,
-    CriticItem,
-    DoneItem,
-    ImageScoreItem,
-    VideoItem,
 )
-from evolve_envs.reward.service.backends.prompt_text import template_safe, token_pattern
+from evolve_envs.reward.service.backends.prompt_text import token_pattern
+from evolve_envs.reward.service.backends.vlm_judge import (
+    DEFAULT_PROMPTS,
+    DEFAULT_SYSTEM_PROMPT,
+    IMAGE_MARK,
+    VLMJudge,
+)
 
-__all__ = ["VLMBackend", "DEFAULT_PROMPTS", "IMAGE_MARK"]
+__all__ = ["VLMBackend"]
 
 log = logging.getLogger("evolve_envs.reward.service.vlm")
 
-DEFAULT_SYSTEM_PROMPT = "You are a careful judge of robot manipulation progress."
-
-DEFAULT_PROMPTS = {
-    "pairwise_prompt": (
-        "Image-1 and Image-2 are two moments of a robot performing the task: {task}\n"
-        "Compare them and judge how much closer Image-2 is to completing the task than "
-        "Image-1, from -100 (all progress lost) to 100 (from no progress to done); 0 means no "
-        "change. Answer with one number inside <answer></answer>."
-    ),
-    "progress_prompt": (
-        "Image-1 shows the start of a robot episode and Image-2 shows it now. The task is: "
-        "{task}\nWhat percentage of the task is complete in Image-2? Answer with a number from "
-        "0 to 100 inside <answer></answer>."
-    ),
-    "video_prompt": (
-        "These {n} images are frames of one robot episode, in order. The task is: {task}\n"
-        "How well did the robot complete the task? Think briefly, then answer with a score "
-        "from 0 to 100 inside <answer></answer>."
-    ),
-    "image_prompt": (
-        "How well does this image match the description: {task}\nAnswer with a score from 0 "
-        "to 100 inside <answer></answer>."
-    ),
-}
-
-#: A prompt holding one `<image>` per image gets each image at its mark (else all first).
-IMAGE_MARK = "<image>"
 _IMAGE_SLOT = "<|vision_start|><|image_pad|><|vision_end|>"
 _IMAGE_PAD = "<|image_pad|>"
 _PLACEHOLDER = "\x00IMG\x00"
 
 
-class VLMBackend(Backend):
+class VLMBackend(VLMJudge):
     """Reward judgements from a Qwen2.5-VL-style model (see module docs).
 
     Args:
@@ -138,10 +90,10 @@ class VLMBackend(Backend):
         video_prompt: str = DEFAULT_PROMPTS["video_prompt"],
         image_prompt: str = DEFAULT_PROMPTS["image_prompt"],
         attn_implementation: str | None = None,
-        generation_kwargs: dict[str, Any] | None = None,
+        generation_kwargs: dict[str, object] | None = None,
         caller_max_new_tokens: int = 1024,
         preset: str | None = None,
-        preset_options: dict[str, Any] | None = None,
+        preset_options: dict[str, object] | None = None,
         disabled: Iterable[str] = (),
     ) -> None:
         super().__init__(disabled=disabled)
@@ -217,7 +169,7 @@ class VLMBackend(Backend):
             self.image_processor = transformers.Qwen2VLImageProcessor.from_pretrained(
                 path, local_files_only=True, **pixel_kwargs
             )
-            model_kwargs: dict[str, Any] = {"local_files_only": True, "dtype": torch_dtype}
+            model_kwargs: dict[str, object] = {"local_files_only": True, "dtype": torch_dtype}
             if attn_implementation:
                 model_kwargs["attn_implementation"] = attn_implementation
             self.model = cls.from_pretrained(path, **model_kwargs).to(device).eval()
@@ -234,12 +186,6 @@ class VLMBackend(Backend):
         )
         log.info("vlm backend: %s (%s) on %s, %s", path, model_class, device, torch_dtype)
 
-    # --- generation -----------------------------------------------------------------------------
-    def task_text(self, text: str) -> str:
-        """The caller's `text` safe to format into a prompt (`prompt_text.template_safe`)."""
-        pattern = getattr(self, "_template_tokens", None)
-        return template_safe(text) if pattern is None else template_safe(text, pattern)
-
     def _chat_text(self, n_images: int, text: str) -> str:
         system = (
             f"<|im_start|>system\n{self.system_prompt}<|im_end|>\n" if self.system_prompt else ""
@@ -249,45 +195,6 @@ class VLMBackend(Backend):
         else:
             user = f"{_IMAGE_SLOT * n_images}{text}"
         return f"{system}<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
-
-    def _set_judge_options(
-        self,
-        *,
-        max_new_tokens: int,
-        video_max_new_tokens: int,
-        caller_max_new_tokens: int,
-        score_mode: str,
-        temperature: float,
-        done_threshold: float,
-        fallback_critic: float,
-        fallback_score: float,
-        system_prompt: str | None,
-        prompts: dict[str, str],
-    ) -> None:
-        """The judge's settings (token budgets and caps, answer parsing, fallbacks, prompts), one
-        reading for every backend that asks a VLM (this one and the openai backend)."""
-        if score_mode not in SCORE_MODES:
-            raise ValueError(f"score_mode must be one of {SCORE_MODES}, got {score_mode!r}")
-        self.max_new_tokens = int(max_new_tokens)
-        self.video_max_new_tokens = int(video_max_new_tokens)
-        self.caller_max_new_tokens = int(caller_max_new_tokens)
-        self.score_mode = score_mode
-        self.temperature = float(temperature)
-        self.done_threshold = float(done_threshold)
-        self.fallback_critic = float(fallback_critic)
-        self.fallback_score = float(fallback_score)
-        self.system_prompt = system_prompt
-        self.prompts = prompts
-
-    def _set_preset(self, preset: str | None, options: dict[str, Any] | None) -> None:
-        """Hand the judgements to a `PresetJudge` for `preset` (None: this backend's prompts)."""
-        self.judge = None
-        self.preset = preset
-        if preset is not None:
-            from evolve_envs.reward.service.backends.judge_presets import make_preset
-            from evolve_envs.reward.service.backends.judge_runner import PresetJudge
-
-            self.judge = PresetJudge(make_preset(preset, **(options or {})))
 
     def model_identity(self) -> tuple[str | None, str | None]:
         """The model directory's id and fingerprint (`model_fingerprint`), computed once."""
@@ -300,12 +207,7 @@ class VLMBackend(Backend):
             self._identity = (model_id_from_path(self.ckpt_path), model_fingerprint(self.ckpt_path))
         return self._identity
 
-    @property
-    def malformed_answers(self) -> int:
-        """Answers that broke the preset's format (0 without a preset)."""
-        return self.judge.malformed_answers if self.judge is not None else 0
-
-    def _encode(self, requests: Sequence[tuple[str, Sequence[np.ndarray]]]) -> dict[str, Any]:
+    def _encode(self, requests: Sequence[tuple[str, Sequence[np.ndarray]]]) -> dict[str, object]:
         """Model inputs (on the model's device) of a batch of `(prompt text, images)`."""
         flat = [np.ascontiguousarray(img) for _, imgs in requests for img in imgs]
         vision = self.image_processor(images=flat, return_tensors="pt") if flat else {}
@@ -320,7 +222,7 @@ class VLMBackend(Backend):
                 k += 1
             texts.append(chat.replace(_PLACEHOLDER, _IMAGE_PAD))
         enc = self.tokenizer(texts, return_tensors="pt", padding=True)
-        inputs: dict[str, Any] = {key: value.to(self.device) for key, value in enc.items()}
+        inputs: dict[str, object] = {key: value.to(self.device) for key, value in enc.items()}
         if flat:
             inputs["pixel_values"] = vision["pixel_values"].to(self.device, dtype=self.dtype)
             inputs["image_grid_thw"] = grid.to(self.device)
@@ -329,11 +231,7 @@ class VLMBackend(Backend):
     def token_probabilities(
         self, requests: Sequence[tuple[str, Sequence[np.ndarray]]], top_k: int = 20
     ) -> list[dict[str, float]]:
-        """The `top_k` most likely first answer tokens of each request: token text -> probability.
-
-        Read from the model's next-token logits after the assistant turn opens (a softmax over
-        the whole vocabulary); nothing is generated.
-        """
+        """The `top_k` likeliest first answer tokens per request, from the next-token logits."""
         torch = self._torch
         inputs = self._encode(requests)
         with torch.inference_mode():
@@ -362,14 +260,14 @@ class VLMBackend(Backend):
         torch = self._torch
         inputs = self._encode(requests)
         prompt_len = inputs["input_ids"].shape[1]
-        sampling: dict[str, Any] = {"do_sample": False}
+        sampling: dict[str, object] = {"do_sample": False}
         if self.temperature > 0:
             sampling = {"do_sample": True, "temperature": self.temperature}
         if stop is not None:
             from transformers import StoppingCriteria, StoppingCriteriaList
 
             class _StopWhenSet(StoppingCriteria):
-                def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+                def __call__(self, input_ids: Any, scores: Any, **kwargs: object) -> Backend:
                     return torch.full(
                         (input_ids.shape[0],),
                         stop.is_set(),
@@ -387,108 +285,6 @@ class VLMBackend(Backend):
             )
         new_tokens = out[:, prompt_len:]
         return self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
-
-    def _fallback(self, kind: str, answer: str, value: float) -> float:
-        self.unparsable_answers += 1
-        log.warning("vlm %s answer has no number, using %s: %r", kind, value, answer[:200])
-        return value
-
-    # --- capabilities ---------------------------------------------------------------------------
-    def critic_batch(self, items: Sequence[CriticItem]) -> list[float]:
-        if self.judge is not None:
-            return self.judge.critic_batch(self, items)
-        answers = self.generate(
-            [
-                (
-                    self.prompts["pairwise"].format(task=self.task_text(it.task)),
-                    [it.image_a, it.image_b],
-                )
-                for it in items
-            ],
-            self.max_new_tokens,
-        )
-        out = []
-        for answer in answers:
-            critic = parse_critic(answer)
-            out.append(
-                self._fallback("critic", answer, self.fallback_critic) if critic is None else critic
-            )
-        return out
-
-    def done_batch(self, items: Sequence[DoneItem]) -> list[tuple[bool, float]]:
-        if self.judge is not None:
-            return self.judge.done_batch(self, items)
-        answers = self.generate(
-            [
-                (self.prompts["progress"].format(task=self.task_text(it.task)), [it.first, it.curr])
-                for it in items
-            ],
-            self.max_new_tokens,
-        )
-        out = []
-        for answer in answers:
-            prob = parse_score(answer, "percentage" if self.score_mode == "auto" else "unit")
-            if prob is None:
-                prob = self._fallback("done", answer, 0.0)
-            out.append((prob * 100.0 >= self.done_threshold, prob))
-        return out
-
-    def check_video_options(self, backend_kwargs: dict[str, Any]) -> dict[str, Any]:
-        """`score_mode` must be a known mode; `max_new_tokens` an int in
-        [1, `caller_max_new_tokens`] (the server-side cap). Other keys are ignored."""
-        checked: dict[str, Any] = {}
-        if "score_mode" in backend_kwargs:
-            mode = backend_kwargs["score_mode"]
-            if not isinstance(mode, str) or mode not in SCORE_MODES:
-                raise ValueError(f"score_mode must be one of {SCORE_MODES}, got {mode!r:.40}")
-            checked["score_mode"] = mode
-        if "max_new_tokens" in backend_kwargs:
-            value = backend_kwargs["max_new_tokens"]
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"max_new_tokens must be an integer, got {value!r:.40}")
-            if not 1 <= value <= self.caller_max_new_tokens:
-                raise ValueError(
-                    f"max_new_tokens must be in [1, {self.caller_max_new_tokens}], got {value}"
-                )
-            checked["max_new_tokens"] = value
-        return checked
-
-    def score_video(self, item: VideoItem) -> tuple[float, str | None]:
-        if self.judge is not None:
-            return self.judge.score_video(self, item)
-        kwargs = self.check_video_options(item.options.get("backend_kwargs") or {})
-        mode = kwargs.get("score_mode", self.score_mode)
-        if mode not in SCORE_MODES:
-            raise ValueError(f"score_mode must be one of {SCORE_MODES}, got {mode!r}")
-        prompt = self.prompts["video"].format(
-            task=self.task_text(item.task_text), n=len(item.frames)
-        )
-        max_new = int(kwargs.get("max_new_tokens", self.video_max_new_tokens))
-        (answer,) = self.generate(
-            [(prompt, list(item.frames))], max_new, stop=item.options.get("stop_event")
-        )
-        score = parse_score(answer, mode)
-        if score is None:
-            score = self._fallback("video", answer, self.fallback_score)
-        return score, answer
-
-    def score_images(self, items: Sequence[ImageScoreItem]) -> list[float]:
-        if self.judge is not None:
-            return self.judge.score_images(self, items)
-        answers = self.generate(
-            [
-                (self.prompts["image"].format(task=self.task_text(it.prompt)), [it.image])
-                for it in items
-            ],
-            self.max_new_tokens,
-        )
-        out = []
-        for answer in answers:
-            score = parse_score(answer, self.score_mode)
-            out.append(
-                self._fallback("image", answer, self.fallback_score) if score is None else score
-            )
-        return out
 
     def close(self) -> None:
         self.model = None

@@ -1,46 +1,11 @@
-"""An OpenAI-compatible `POST /v1/chat/completions` answered by any progress backend, for reward
-workers that speak the chat API (RLinf's `EmbodiedAPIRewardWorker`, `reward.worker_type: api`).
-
-RLinf's API reward worker sends, per env, one chat request whose single user message holds a
-window of frames (`image_url` parts with base64 JPEG data URLs, one camera view after the other)
-and a text part with the task, then reads the reply's text with its trend parser (a JSON object
-with a `"trend"` key, else the last of the words positive / negative / unclear). This route reads
-the frames and the task from the messages, asks the backend for the progress made over the first
-view's window (its critics between consecutive frames, accumulated as `/trajectory-critic` does,
-clamped to -100..100 percent) and answers as a chat completion.
-
-Any `model` name is accepted (RLinf sends its own, e.g. `Qwen3-VL-4B-Instruct`); the reply's
-`model` names the backend that answered (`<backend>:<model_id>`, as `/capabilities` does). The
-answer is `{"trend": "positive" | "negative" | "unclear", "progress": p}` (`p` in percent,
-positive when `p >= trend_threshold`), or `p / 100` as a plain number when the request's
-`answer` is `progress` (or its `model` is `progress`).
-
-Camera views: `views` when the request sends it (RLinf passes `reward.api.sampling_params`
-through as body fields), or the images over its `frames_per_view` (RLinf's `history_size`), else
-the layout RLinf's trend prompt states ("two synchronized 5-frame videos"), else 1. A request
-whose images do not split that way, or whose `views` contradicts a prompt that matches its
-images, is a 422 that says what to set.
-
-Other fields read: `frame_orientation` (`upright`, the default, `rot180`: turned 180 degrees, as
-RLinf's LIBERO env emits them, or `raw`: as MuJoCo renders; the backend gets them upright) and
-`trend_threshold` (percent, default 1). Sampling fields (`temperature`, `max_tokens`, `top_p`,
-`n`, ...) are accepted and ignored (the answer is computed, not sampled); `stream: true` is
-refused. The task is taken from RLinf's trend prompt (`performing the task: <task>.`), its base
-prompt (`Task: <task>`), else the whole text.
-
-Image URLs must be `data:image/...;base64,` URLs (422 otherwise: the service never fetches a URL).
-The body is held to the decoded-body budget (off the event loop when large) before pydantic's
-JSON parser reads it straight from the bytes; frames count against `max_frames`, each image
-against the side, pixel and decode limits, the text against `max_text_chars`, as on every other
-route.
+"""OpenAI-compatible `POST /v1/chat/completions` answered by any progress backend, for RLinf's API
+reward worker (docs/PROTOCOLS.md, section 4).
 
 Example:
     >>> [route.path for route in router.routes]
     ['/v1/chat/completions']
     >>> task_of_prompt("You are currently performing the task: open the drawer. You are given")
     'open the drawer'
-    >>> prompt_layout("You are given two synchronized 5-frame videos from different views")
-    (2, 5)
 """
 
 from __future__ import annotations
@@ -55,7 +20,7 @@ import numpy as np
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from evolve_envs.reward.protocol.progress import value_list
+from evolve_envs.reward.protocol.critic_math import value_list
 from evolve_envs.reward.service.backends.base import CriticItem
 from evolve_envs.reward.service.errors import ApiError
 from evolve_envs.reward.service.routes.json_budget import (
@@ -63,7 +28,7 @@ from evolve_envs.reward.service.routes.json_budget import (
     json_body_doc,
     parse_json_model,
 )
-from evolve_envs.reward.service.service_state import ServiceState, State
+from evolve_envs.reward.service.state.service_state import ServiceState, State
 
 __all__ = ["ChatRequest", "ChatResponse", "prompt_layout", "router", "task_of_prompt", "trend_of"]
 

@@ -1,14 +1,5 @@
-"""`BudgetedJSONRoute`: a FastAPI route class that holds a JSON body to the decoded-body budget
-before anything parses it.
-
-FastAPI (and `model_validate_json`) parse the whole body before a route's code runs, so the
-check sits in the route class: the body is read, checked with `check_json_body` against the
-app's `RequestLimits.body_budget` (413 naming the top-level field: too many values, or nested
-too deeply), and only then handed to the usual handler, which reads the same cached bytes.
-
-`parse_json_model` validates such a body with pydantic's own JSON parser, straight from the
-bytes: `json.loads` would first decode the whole body to text, then build its values, three
-copies of a body whose size is one long string (a base64 image) where this holds two.
+"""`BudgetedJSONRoute`: a route class that holds a JSON body to the decoded-body budget (413) before
+FastAPI parses it; `parse_json_model` then validates it straight from the bytes.
 
 Example:
     >>> from fastapi import APIRouter
@@ -87,7 +78,7 @@ async def parse_json_model(request: Request, model: type[M]) -> M:
         raise RequestValidationError(errors) from None
 
 
-def json_body_doc(model: type[BaseModel]) -> dict[str, Any]:
+def json_body_doc(model: type[BaseModel]) -> dict[str, object]:
     """OpenAPI `requestBody` of a route that reads its JSON body with `parse_json_model`."""
     schema = model.model_json_schema()
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}

@@ -1,14 +1,7 @@
-"""The pickle scorer protocol (deepgen_rl / VeRL-Omni / flow_grpo-compatible): `POST /pickle`
-and, by default, `POST /`.
-
-The body is `pickle.dumps({"images": [bytes], "prompts": [str], "metadata": {}})`, unpickled
-off the event loop without resolving any global; the answer `pickle.dumps({"scores":
-[float]})` (JSON when `Accept` asks for it). Browser-sendable content types are refused (415),
-so a web page cannot post one.
+"""The pickle scorer protocol (deepgen_rl / VeRL-Omni / flow_grpo): `POST /pickle` and, by default,
+`POST /` (docs/PROTOCOLS.md, section 3).
 
 Example:
-    >>> [route.path for route in build_router(at_root=True).routes]
-    ['/pickle', '/']
     >>> [route.path for route in build_router(at_root=False).routes]
     ['/pickle']
 """
@@ -16,7 +9,6 @@ Example:
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
@@ -31,6 +23,7 @@ from evolve_envs.reward.protocol.pickle_codec import (
 from evolve_envs.reward.protocol.pickle_types import UnsafePickleError
 from evolve_envs.reward.protocol.wire import PickleScoreRequest
 from evolve_envs.reward.service.backends.base import ImageScoreItem
+from evolve_envs.reward.service.decoding.images import decode_image_bytes
 from evolve_envs.reward.service.errors import (
     PICKLE_CONTENT_TYPE,
     ApiError,
@@ -39,9 +32,8 @@ from evolve_envs.reward.service.errors import (
     summarise,
     wants_json,
 )
-from evolve_envs.reward.service.image_decoding import decode_image_bytes
 from evolve_envs.reward.service.routes.request_body import read_body
-from evolve_envs.reward.service.service_state import State
+from evolve_envs.reward.service.state.service_state import State
 
 __all__ = ["build_router", "pickle_paths"]
 
@@ -129,7 +121,7 @@ async def pickle_score(request: Request, state: State) -> Response:
         ]
 
     scores = await state.run_in_chunks("image", len(req.images), make_chunk, request)
-    payload: dict[str, Any] = {"scores": [float(s) for s in scores]}
+    payload: dict[str, object] = {"scores": [float(s) for s in scores]}
     if flow_grpo:  # flow_grpo's remote scorers read these keys
         payload.update(
             outputs=payload["scores"],

@@ -1,44 +1,5 @@
-"""Robometer's evaluation routes, answered by any backend: `POST /evaluate_batch` and
-`POST /evaluate_batch_npy`.
-
-Clients written for Robometer's eval server (its RLinf and policy-learning integrations) send
-*progress samples* and read a per-frame progress curve and per-frame success probabilities. This
-router answers them with this service's backend, so those clients run unchanged against any
-model served here.
-
-Requests (Robometer's published shapes):
-
-* `/evaluate_batch`: JSON, either ``{"samples": [...]}`` or a bare list of samples;
-* `/evaluate_batch_npy`: ``multipart/form-data``; the form field ``sample_<i>`` holds sample i as
-  JSON, in which an array is replaced by ``{"__numpy_file__": "<key>"}`` and sent as the file
-  part ``<key>`` (a ``.npy`` file; e.g. ``sample_0_trajectory_frames``). ``.npy`` files are read
-  without pickle (object arrays are refused).
-
-Both routes are under the limits of every other route, and parse off the event loop. A JSON body
-is held to the decoded-body budget before it is parsed (413: `max_body_nodes` values,
-`max_body_depth` levels), so its frames, as nested lists, hold at most that many values; send
-larger frames as ``.npy`` parts. A multipart body may have at most `max_form_parts` parts (413,
-counted before any is read); it is split in place (the standard library's email parser would
-hold several copies of the body, its binary parts as lines of text), its form fields are at
-most 1 MiB each and their JSON is held to the decoded-body budget together, and each ``.npy``
-part becomes an array over the body's own bytes, never a copy.
-
-A sample is ``{"sample_type": "progress", "trajectory": {"task": str, "frames": uint8 array
-T x H x W x 3, ...}}``; other fields (``use_frame_steps``, ``frame_stride``, ``frames_shape``,
-metadata) are accepted and ignored. Preference samples are refused (422): no backend here
-compares two trajectories.
-
-Answer::
-
-    {"outputs_preference": null,
-     "outputs_progress": {"progress_pred": [[p_0, ..., p_T-1], ...],
-                          "metadata": [{"num_frames": T}, ...]},
-     "outputs_success": {"success_probs": [[s_0, ..., s_T-1], ...]}}
-
-Progress of frame t is the backend's `/done` probability for frame t against the sample's first
-frame (backends without `done`: the accumulated `/trajectory-critic` values / 100); success
-probabilities are the same numbers, since every backend here decides done by thresholding its
-progress. The limits of the other routes apply (frames per request, image side, pixels, text).
+"""Robometer's evaluation routes, answered by any backend: `POST /evaluate_batch` (JSON) and
+`POST /evaluate_batch_npy` (multipart with `.npy` parts); docs/PROTOCOLS.md, section 5.
 
 Example:
     >>> [route.path for route in router.routes]
@@ -56,7 +17,6 @@ import math
 import tokenize
 from collections.abc import Iterator, Sequence
 from email.message import Message
-from typing import Any
 
 import numpy as np
 from fastapi import APIRouter, Request
@@ -67,13 +27,13 @@ from evolve_envs.reward.protocol.body_budget import (
     BodyBudgetError,
     check_json_body,
 )
-from evolve_envs.reward.protocol.progress import value_list
+from evolve_envs.reward.protocol.critic_math import value_list
 from evolve_envs.reward.service.backends.base import CriticItem, DoneItem
-from evolve_envs.reward.service.batching import prepare_frame
 from evolve_envs.reward.service.errors import ApiError, client_input
 from evolve_envs.reward.service.limits import DEFAULT_LIMITS
 from evolve_envs.reward.service.routes.request_body import read_body
-from evolve_envs.reward.service.service_state import ServiceState, State
+from evolve_envs.reward.service.state.batching import prepare_frame
+from evolve_envs.reward.service.state.service_state import ServiceState, State
 
 __all__ = ["router", "form_parts", "parse_json_samples", "parse_multipart_samples", "samples_of"]
 
@@ -86,7 +46,7 @@ MAX_FIELD_BYTES = 1 << 20
 _MAX_PART_HEADER_BYTES = 16 * 1024
 
 
-def samples_of(payload: Any) -> list[dict[str, Any]]:
+def samples_of(payload: object) -> list[dict[str, object]]:
     """The sample list of a JSON payload (``{"samples": [...]}`` or a bare list)."""
     samples = payload.get("samples") if isinstance(payload, dict) else payload
     if not isinstance(samples, list) or not all(isinstance(s, dict) for s in samples):
@@ -95,15 +55,10 @@ def samples_of(payload: Any) -> list[dict[str, Any]]:
 
 
 def parse_json_samples(body: bytes, budget: BodyBudget = DEFAULT_BODY_BUDGET) -> list[dict]:
-    """The samples of a JSON body, held to `budget` before it is parsed (413 over it, 400 for
-    a body that is not JSON, 422 for one that holds no sample list).
+    """The samples of a JSON body, held to `budget` before it is parsed (413, 400, 422).
 
     >>> parse_json_samples(b'[{"sample_type": "progress"}]')
     [{'sample_type': 'progress'}]
-    >>> parse_json_samples(b"[" + b"[0]," * 200_000 + b"[0]]")
-    Traceback (most recent call last):
-    ...
-    evolve_envs.reward.protocol.body_budget.BodyBudgetError: holds more than 100000 values ...
     """
     try:
         check_json_body(body, budget)
@@ -205,7 +160,7 @@ def parse_multipart_samples(
     body: bytes,
     max_parts: int = DEFAULT_LIMITS["max_form_parts"],
     budget: BodyBudget = DEFAULT_BODY_BUDGET,
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """Robometer's multipart batch: ``sample_<i>`` JSON fields with ``.npy`` file parts merged in.
 
     >>> buf = io.BytesIO(); np.save(buf, np.zeros((1, 2, 2, 3), np.uint8))
@@ -255,7 +210,7 @@ def parse_multipart_samples(
     return samples
 
 
-def _merge_arrays(value: Any, arrays: dict[str, np.ndarray]) -> Any:
+def _merge_arrays(value: object, arrays: dict[str, np.ndarray]) -> object:
     if isinstance(value, dict):
         if set(value) == {_NUMPY_REF}:
             key = value[_NUMPY_REF]
@@ -268,7 +223,9 @@ def _merge_arrays(value: Any, arrays: dict[str, np.ndarray]) -> Any:
     return value
 
 
-def _trajectory(state: Any, sample: dict[str, Any], index: int) -> tuple[str, np.ndarray]:
+def _trajectory(
+    state: ServiceState, sample: dict[str, object], index: int
+) -> tuple[str, np.ndarray]:
     """`(task, frames)` of a progress sample, checked against the service limits."""
     kind = sample.get("sample_type", "progress")
     if kind != "progress":
@@ -298,7 +255,9 @@ def _trajectory(state: Any, sample: dict[str, Any], index: int) -> tuple[str, np
     return task, frames
 
 
-async def _progress_curve(state: Any, task: str, frames: Sequence[np.ndarray]) -> list[float]:
+async def _progress_curve(
+    state: ServiceState, task: str, frames: Sequence[np.ndarray]
+) -> list[float]:
     first = frames[0]
     if state.backend.supports("done"):
         items = [
@@ -311,7 +270,9 @@ async def _progress_curve(state: Any, task: str, frames: Sequence[np.ndarray]) -
     return [min(1.0, max(0.0, v / 100.0)) for v in value_list(critics)]
 
 
-def _trajectories(state: ServiceState, samples: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+def _trajectories(
+    state: ServiceState, samples: list[dict[str, object]]
+) -> list[tuple[str, np.ndarray]]:
     """Every sample's `(task, frames)`, within the request's frame and pixel limits."""
     if not isinstance(samples, list) or not all(isinstance(s, dict) for s in samples):
         raise ApiError(422, "expected {'samples': [...]} or a list of sample objects")
@@ -325,7 +286,7 @@ def _trajectories(state: ServiceState, samples: list[dict[str, Any]]) -> list[tu
     return trajectories
 
 
-async def _evaluate(state: ServiceState, samples: list[dict[str, Any]]) -> dict[str, Any]:
+async def _evaluate(state: ServiceState, samples: list[dict[str, object]]) -> dict[str, object]:
     trajectories = await asyncio.to_thread(_trajectories, state, samples)
     curves = []
     for task, frames in trajectories:
@@ -342,11 +303,11 @@ async def _evaluate(state: ServiceState, samples: list[dict[str, Any]]) -> dict[
 
 
 @router.post("/evaluate_batch")
-async def evaluate_batch(request: Request, state: State) -> dict[str, Any]:
+async def evaluate_batch(request: Request, state: State) -> dict[str, object]:
     """Robometer's JSON batch: a progress curve per sample (see module docs)."""
     body = await read_body(request)
 
-    def parse() -> list[dict[str, Any]]:
+    def parse() -> list[dict[str, object]]:
         with client_input("request body"):
             return parse_json_samples(body, state.limits.body_budget)
 
@@ -354,13 +315,13 @@ async def evaluate_batch(request: Request, state: State) -> dict[str, Any]:
 
 
 @router.post("/evaluate_batch_npy")
-async def evaluate_batch_npy(request: Request, state: State) -> dict[str, Any]:
+async def evaluate_batch_npy(request: Request, state: State) -> dict[str, object]:
     """Robometer's multipart batch with ``.npy`` frames (see module docs)."""
     body = await read_body(request)
     content_type = request.headers.get("content-type", "")
     limits = state.limits
 
-    def parse() -> list[dict[str, Any]]:
+    def parse() -> list[dict[str, object]]:
         with client_input("multipart body"):
             return parse_multipart_samples(
                 content_type, body, limits.max_form_parts, limits.body_budget

@@ -9,14 +9,13 @@ Example:
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from evolve_envs.reward.protocol.wire import Capabilities, HealthResponse
-from evolve_envs.reward.service.metrics import PROMETHEUS_CONTENT_TYPE, wants_prometheus
-from evolve_envs.reward.service.service_state import State
+from evolve_envs.reward.service.state.metrics import PROMETHEUS_CONTENT_TYPE, wants_prometheus
+from evolve_envs.reward.service.state.service_state import State
 
 __all__ = ["router"]
 
@@ -35,8 +34,8 @@ async def capabilities(state: State) -> Capabilities:
     return state.backend.capabilities()
 
 
-@router.get("/metrics")
-async def get_metrics(request: Request, state: State) -> Any:
+@router.get("/metrics", response_model=None)
+async def get_metrics(request: Request, state: State) -> Response | dict[str, object]:
     """Request counts, errors, backend batch sizes and latency percentiles (ms), as JSON;
     in Prometheus' text format when `Accept` asks for text/plain or OpenMetrics."""
     if wants_prometheus(request.headers.get("accept")):

@@ -1,8 +1,4 @@
-"""The episode video score protocol (RLinf-compatible): `POST /score`.
-
-A video comes inline (`video_b64`) or as a path on a shared filesystem inside the operator's
-`video_dirs` (403 otherwise); it is decoded off the event loop within the request limits, and a
-caller that disconnects stops the backend early (499).
+"""The episode video score protocol (RLinf-compatible): `POST /score` (docs/PROTOCOLS.md, 2).
 
 Example:
     >>> [route.path for route in router.routes]
@@ -19,7 +15,13 @@ from fastapi import APIRouter, Request
 
 from evolve_envs.reward.protocol.wire import ScoreRequest, ScoreResponse
 from evolve_envs.reward.service.backends.base import VideoItem
-from evolve_envs.reward.service.base64_images import b64_head, b64_to_bytes
+from evolve_envs.reward.service.decoding.base64_images import b64_head, b64_to_bytes
+from evolve_envs.reward.service.decoding.video import (
+    VideoDecodeError,
+    container_format,
+    read_video_bytes,
+    read_video_file,
+)
 from evolve_envs.reward.service.errors import ApiError, client_input
 from evolve_envs.reward.service.limits import PIXELS_PER_IMAGE_TOKEN
 from evolve_envs.reward.service.routes.json_budget import (
@@ -27,13 +29,7 @@ from evolve_envs.reward.service.routes.json_budget import (
     json_body_doc,
     parse_json_model,
 )
-from evolve_envs.reward.service.service_state import RequestLimits, ServiceState, State
-from evolve_envs.reward.service.video_decoding import (
-    VideoDecodeError,
-    container_format,
-    read_video_bytes,
-    read_video_file,
-)
+from evolve_envs.reward.service.state.service_state import RequestLimits, ServiceState, State
 
 __all__ = ["router"]
 

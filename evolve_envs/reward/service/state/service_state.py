@@ -1,17 +1,12 @@
-"""What the reward service's routers share: the backend, its batcher, the metrics and the request
-limits (`ServiceState`, at `app.state.service`), and the steps every route takes with them —
-check a request against the limits, decode its frames off the event loop, run backend work and
-turn its failures into answers naming the backend.
+"""`ServiceState` (at `app.state.service`): the backend, its batcher, the metrics and the request
+limits the routers share, and the steps every route takes with them (limit checks, decoding off
+the event loop, backend failures answered naming the backend).
 
 Example:
     >>> from evolve_envs.reward.service.backends.mock import MockBackend
     >>> state = ServiceState.build(MockBackend(), RequestLimits(), batch_window_ms=2.0)
     >>> state.limits.max_frames
     1024
-    >>> state.check_count("frames", [])
-    Traceback (most recent call last):
-    ...
-    evolve_envs.reward.service.errors.ApiError: frames must not be empty
 """
 
 from __future__ import annotations
@@ -20,7 +15,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, fields
-from typing import Annotated, Any
+from typing import Annotated, TypeVar
 
 import numpy as np
 from fastapi import Depends, Request
@@ -32,50 +27,31 @@ from evolve_envs.reward.service.backends.base import (
     NotSupportedError,
     OutOfRangeError,
 )
-from evolve_envs.reward.service.base64_images import decode_image_b64
-from evolve_envs.reward.service.batching import MAX_BATCH, MAX_WINDOW_S, Batcher, prepare_frame
+from evolve_envs.reward.service.decoding.base64_images import decode_image_b64
+from evolve_envs.reward.service.decoding.images import ImageDecodeError, PixelBudget
+from evolve_envs.reward.service.decoding.video import VideoDecodeError
 from evolve_envs.reward.service.errors import ApiError, client_input
-from evolve_envs.reward.service.image_decoding import ImageDecodeError, PixelBudget
 from evolve_envs.reward.service.limits import DEFAULT_LIMITS
-from evolve_envs.reward.service.metrics import Metrics
-from evolve_envs.reward.service.video_decoding import VideoDecodeError
+from evolve_envs.reward.service.state.batching import (
+    MAX_BATCH,
+    MAX_WINDOW_S,
+    Batcher,
+    prepare_frame,
+)
+from evolve_envs.reward.service.state.metrics import Metrics
 
 __all__ = ["RequestLimits", "ServiceState", "State", "decode_frames", "service_state"]
+
+T = TypeVar("T")
 
 log = logging.getLogger("evolve_envs.reward.service")
 
 
 @dataclass(frozen=True)
 class RequestLimits:
-    """The per-request limits of `create_app` (defaults: `evolve_envs.reward.service.limits`), each
-    >= 1.
-
-    * `max_body_bytes`: larger request bodies answer 413;
-    * `max_frames`: most frames (trajectory, reference, pickle images) per request (413);
-    * `max_image_side`: most pixels per image side (413);
-    * `max_video_frames`: most frames in a `/score` video before sampling (413);
-    * `max_request_pixels`: most decoded pixels per request, summed over its images, checked
-      from the image headers before decoding (413); JPEGs count at their DCT-reduced size;
-    * `max_image_decode_bytes`: most memory decoding one image (or one `/score` video frame)
-      may take, estimated from its header before decoding (413); images are decoded one at a
-      time, so this bounds what a request's decoding holds at once;
-    * `max_nframes`: most frames a `/score` caller may ask to be sampled (422 above);
-    * `max_video_pixels`: most `max_pixels` per sampled frame a `/score` caller may ask (422);
-    * `max_video_decode_pixels`: most frames x width x height a `/score` video may need decoded,
-      read from the container before decoding (413);
-    * `max_image_tokens`: most image tokens one `/score` request may ask a model for,
-      `nframes` x `max_pixels` / `PIXELS_PER_IMAGE_TOKEN` (413 above);
-    * `max_new_tokens`: most tokens a caller may ask a model to generate (422 above);
-    * `max_form_parts`: most parts of a `multipart/form-data` body (413 above);
-    * `max_text_chars`: most characters in a task or prompt (422 above);
-    * `max_body_nodes`, `max_body_depth`: most values (keys and containers included) and
-      nesting levels of a decoded pickle or JSON body, shared references counted each time they
-      are reached (413; a body that refers to itself 422); its strings and bytes, counted so,
-      may total `max_body_bytes` (`body_budget`).
+    """The per-request limits of `create_app`, each >= 1 (meanings: `ServiceLimits`' descriptions).
 
     Example:
-        >>> RequestLimits(max_frames=8).max_frames
-        8
         >>> RequestLimits(max_text_chars=0)
         Traceback (most recent call last):
         ...
@@ -111,7 +87,7 @@ class RequestLimits:
 
 
 def decode_frames(
-    encoded: Sequence[Any],
+    encoded: Sequence[object],
     max_side: int,
     what: str,
     budget: PixelBudget,
@@ -188,7 +164,7 @@ class ServiceState:
                 capability=capability,
             )
 
-    def check_count(self, what: str, items: Sequence[Any], *, allow_empty: bool = False) -> None:
+    def check_count(self, what: str, items: Sequence[object], *, allow_empty: bool = False) -> None:
         """422 when `items` is empty (unless allowed), 413 above `max_frames`."""
         limit = self.limits.max_frames
         if not items and not allow_empty:
@@ -218,14 +194,14 @@ class ServiceState:
 
     # --- work ----------------------------------------------------------------------------------
     async def decode(
-        self, encoded: Sequence[Any], what: str, budget: PixelBudget, **kwargs: Any
+        self, encoded: Sequence[object], what: str, budget: PixelBudget, **kwargs: object
     ) -> list[np.ndarray]:
         """Decode and prepare frames off the event loop (bad input: ImageDecodeError → 4xx)."""
         return await asyncio.to_thread(
             decode_frames, encoded, self.limits.max_image_side, what, budget, **kwargs
         )
 
-    async def guarded(self, call: Callable[[], Awaitable[Any]]) -> Any:
+    async def guarded(self, call: Callable[[], Awaitable[T]]) -> T:
         """Run backend work; backend failures become 5xx/501 ApiErrors naming the backend.
 
         A 5xx body says only which backend failed and how (500 failed, 502 an answer that
@@ -268,9 +244,9 @@ class ServiceState:
         self,
         kind: str,
         count: int,
-        make_chunk: Callable[[int, int], Awaitable[list[Any]]],
+        make_chunk: Callable[[int, int], Awaitable[list[object]]],
         request: Request,
-    ) -> list[Any]:
+    ) -> list[object]:
         """Results of `count` items, decoded and submitted `max_batch` at a time.
 
         The next chunk is decoded while the current one runs, and is queued only when the
@@ -278,7 +254,7 @@ class ServiceState:
         large request's chunks, and at most two chunks of decoded frames are held. When the
         caller has disconnected, the remaining chunks are dropped.
         """
-        results: list[Any] = []
+        results: list[object] = []
         step = self.max_batch
         bounds = [(lo, min(lo + step, count)) for lo in range(0, count, step)]
         pending = asyncio.ensure_future(make_chunk(*bounds[0])) if bounds else None

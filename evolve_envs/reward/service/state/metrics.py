@@ -1,17 +1,9 @@
-"""Server metrics: request counts, errors, backend batch sizes and latency percentiles.
-
-Thread-safe. `GET /metrics` answers Prometheus' text exposition format
-(:meth:`Metrics.prometheus_text`, built with `prometheus_client` from a registry of this instance
-alone, so several apps in one process never clash) when the caller asks for it — Prometheus'
-scraper sends `Accept: text/plain` or OpenMetrics — and `Metrics.snapshot()` as JSON otherwise.
-`MetricsMiddleware` records every request's route, status and latency.
+"""Server metrics (thread-safe): request counts, errors, batch sizes, latency percentiles, as JSON
+or Prometheus text; `MetricsMiddleware` records every request.
 
 Example:
     >>> m = Metrics()
     >>> m.record_request("/done", 200, 0.012)
-    >>> m.record_batch("critic", 8)
-    >>> m.snapshot()["batches"]["max_size"]
-    8
     >>> 'reward_requests_total{route="/done"} 1.0' in m.prometheus_text().decode()
     True
 """
@@ -21,8 +13,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Collection
-from typing import Any
+from collections.abc import Collection, Iterator
+from typing import TYPE_CHECKING
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from prometheus_client.core import Metric
 
 __all__ = ["Metrics", "MetricsMiddleware", "PROMETHEUS_CONTENT_TYPE", "wants_prometheus"]
 
@@ -90,7 +87,7 @@ class Metrics:
         with self._lock:
             self._batches.setdefault(kind, Counter())[size] += 1
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         """A JSON-ready view of all metrics."""
         with self._lock:
             latency = {}
@@ -143,20 +140,14 @@ class Metrics:
 
 
 class MetricsMiddleware:
-    """ASGI middleware: counts every HTTP request in `metrics` under its path when that is one of
-    `known_routes`, else under `"other"` (so unknown paths cannot grow the label set).
+    """ASGI middleware: counts every request under its path if in `known_routes`, else `"other"`."""
 
-    Example:
-        >>> MetricsMiddleware(app=None, metrics=Metrics(), known_routes={"/done"}).known_routes
-        {'/done'}
-    """
-
-    def __init__(self, app: Any, metrics: Metrics, known_routes: Collection[str]) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics, known_routes: Collection[str]) -> None:
         self.app = app
         self.metrics = metrics
         self.known_routes = known_routes
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -166,7 +157,7 @@ class MetricsMiddleware:
         start = time.perf_counter()
         self.metrics.request_started()
 
-        async def send_wrapper(message: dict[str, Any]) -> None:
+        async def send_wrapper(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
@@ -184,7 +175,7 @@ class _SnapshotCollector:
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
 
-    def collect(self) -> Any:
+    def collect(self) -> Iterator[Metric]:
         from prometheus_client.core import (
             CounterMetricFamily,
             GaugeMetricFamily,
@@ -224,8 +215,9 @@ class _SnapshotCollector:
         )
         for kind, info in sorted(snap["batches"]["by_kind"].items()):
             hist = {int(k): v for k, v in info["histogram"].items()}
-            buckets = [(str(b), sum(n for size, n in hist.items() if size <= b))
-                       for b in _BATCH_BUCKETS]  # fmt: skip
+            buckets = [
+                (str(b), sum(n for size, n in hist.items() if size <= b)) for b in _BATCH_BUCKETS
+            ]
             buckets.append(("+Inf", info["count"]))
             sizes.add_metric([kind], buckets, sum_value=info["items"])
         yield sizes

@@ -1,28 +1,5 @@
-"""Request coalescing: items from concurrent requests become backend batches of <= 8.
-
-Each progress/image route splits its request into items (one frame pair, one done question, one
-image), resized to `FRAME_SIZE` x `FRAME_SIZE`, and hands them to `Batcher.run`. One consumer
-per item kind waits for the first item, then keeps collecting for up to `window_s` seconds (or
-until `max_batch` items are queued) and calls the backend once for the whole batch, in a single
-dedicated worker thread (the "GPU"). Items from different clients that arrive within the window
-share one backend call; a long trajectory is split across consecutive batches.
-
-Adaptive window. Clients that check in lock step (the workers of a vector env reaching the same
-check step) post their requests over a spread that depends on their CPU load, often longer than
-`window_s`; a fixed short window then splits their burst into part-filled batches, and the late
-part waits a whole extra backend call. So the batcher remembers the size of recent *bursts* (the
-requests whose items arrived within the *cap* of a burst's first item) and, while a batch holds
-items of fewer requests than the largest of the last `history` bursts, keeps waiting — at most
-until the cap after the batch's first item arrived, and never past `max_batch`. The cap is
-`wait_fraction` (1/4) of the backend's recent call time, between `window_s` and `max_window_s`:
-waiting costs at most a quarter of a call where a split burst costs a whole one, and a fast
-backend (a call of a few ms) gets no adaptive wait at all. A lone client (bursts of one) never
-waits beyond `window_s`; a burst that is complete is sent as soon as its last item is in.
-`max_window_s <= window_s` turns the adaptive wait off.
-
-If a batch that mixes several requests fails, each request's items are retried on their own, so
-one bad request cannot fail its neighbours. Every answer is held to its documented range
-(`backends.base.check_range`): one outside it fails its own request (502), not the batch.
+"""Request coalescing: items from concurrent requests become backend batches of at most 8, in one
+backend thread, with an adaptive window (evolve_envs/reward/service/README.md, "Batching").
 
 Example (inside a running event loop):
     >>> batcher = Batcher(MockBackend(), Metrics(), max_batch=8, window_s=0.005)  # doctest: +SKIP
@@ -38,7 +15,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
@@ -48,8 +25,8 @@ from evolve_envs.reward.service.backends.base import (
     OutOfRangeError,
     check_range,
 )
-from evolve_envs.reward.service.image_decoding import resize_square
-from evolve_envs.reward.service.metrics import Metrics
+from evolve_envs.reward.service.decoding.images import resize_square
+from evolve_envs.reward.service.state.metrics import Metrics
 
 __all__ = ["Batcher", "FRAME_SIZE", "MAX_BATCH", "MAX_WINDOW_S", "prepare_frame"]
 
@@ -69,23 +46,13 @@ def prepare_frame(frame: np.ndarray) -> np.ndarray:
 @dataclass
 class _Entry:
     request_id: int
-    item: Any
-    future: asyncio.Future[Any]
+    item: object
+    future: asyncio.Future[object]
     arrived: float
 
 
 class _BurstHistory:
-    """Sizes (in requests) of the last bursts of one item kind, for the adaptive window.
-
-    Example:
-        >>> h = _BurstHistory(history=4, max_window_s=0.05)
-        >>> h.target()
-        1
-        >>> h.record([(0.0, 1), (0.001, 2), (0.002, 2)])  # requests 1 and 2, the burst from t=0
-        >>> h.record([(0.03, 3), (0.031, 4), (1.0, 5)])   # 2 stragglers of it, then a new burst
-        >>> h.target()
-        4
-    """
+    """Sizes (in requests) of the last bursts of one item kind, for the adaptive window."""
 
     def __init__(self, history: int, max_window_s: float) -> None:
         self.sizes: deque[int] = deque(maxlen=history)
@@ -152,14 +119,14 @@ class Batcher:
         self._queues: dict[str, asyncio.Queue[_Entry]] = {}
         self._consumers: dict[str, asyncio.Task[None]] = {}
         self._ids = itertools.count()
-        self._calls: dict[str, Callable[[Sequence[Any]], list[Any]]] = {
+        self._calls: dict[str, Callable[[Sequence[object]], list[object]]] = {
             "critic": backend.critic_batch,
             "done": backend.done_batch,
             "image": backend.score_images,
         }
 
     # --- public ---------------------------------------------------------------------------------
-    async def run(self, kind: str, items: Sequence[Any]) -> list[Any]:
+    async def run(self, kind: str, items: Sequence[object]) -> list[object]:
         """Results for `items` (in order), computed in coalesced backend batches."""
         if kind not in self._calls:
             raise ValueError(f"unknown batch kind {kind!r}")
@@ -170,12 +137,12 @@ class Batcher:
         request_id = next(self._ids)
         futures = []
         for item in items:
-            fut: asyncio.Future[Any] = loop.create_future()
+            fut: asyncio.Future[object] = loop.create_future()
             futures.append(fut)
             queue.put_nowait(_Entry(request_id, item, fut, loop.time()))
         return list(await asyncio.gather(*futures))
 
-    async def call(self, kind: str, fn: Callable[..., T], *args: Any) -> T:
+    async def call(self, kind: str, fn: Callable[..., T], *args: object) -> T:
         """Run one backend call (e.g. a video score) in the backend thread, counted as a batch;
         its answer is held to the range of `kind` (see `checked_answer`)."""
         loop = asyncio.get_running_loop()
@@ -297,14 +264,8 @@ class Batcher:
             self.metrics.record_malformed(kind, failed)
 
 
-def checked_answer(kind: str, result: Any) -> Any:
-    """A backend's answer for one item of `kind`, its number held to the documented range
-    (`check_range`): a critic, `(done, prob)`, an image score, `(video score, raw text)`.
-
-    Example:
-        >>> checked_answer("done", (True, 0.97)), checked_answer("video", (0.5, "ok"))
-        ((True, 0.97), (0.5, 'ok'))
-    """
+def checked_answer(kind: str, result: object) -> object:
+    """A backend's answer for one item of `kind`, its number held to the documented range."""
     if kind in ("done", "video"):
         first, second = result
         if kind == "done":

@@ -1,12 +1,5 @@
-"""Base64 images: strict base64 decoding, and the check of an image's first decoded bytes.
-
-A base64 image is checked on its first decoded bytes before the rest of the string is decoded
-(`sniff_image_b64`): the magic bytes, the header's size (PNG's IHDR, JPEG's SOF) against the
-limits of :mod:`evolve_envs.reward.service.image_decoding`, and the string's length against what an
-image of that size can take, so a 30 MB string of zeros, or a valid 8x8 header followed by
-megabytes of padding, is refused (422) without decoding it. The rest is then decoded in slices
-(`b64_to_bytes`), never holding a whitespace-free copy of it; `decode_image_b64` does both and
-decodes the image.
+"""Base64 images: strict base64, an image checked on its first decoded bytes (magic bytes, header
+size, string length) before the rest is decoded in slices (docs/reward-service.md, "Decoding").
 
 Example:
     >>> import base64, io
@@ -27,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from evolve_envs.reward.service.image_decoding import (
+from evolve_envs.reward.service.decoding.images import (
     JPEG_MAGIC,
     PNG_MAGIC,
     ImageDecodeError,
@@ -94,12 +87,7 @@ def _b64_decode_slice(text: str, last: bool, what: str) -> bytes:
 
 
 def b64_decoded_size(data: str, *, what: str = "image") -> int:
-    """How many bytes the base64 string `data` decodes to (counted, nothing decoded).
-
-    Example:
-        >>> b64_decoded_size("aGVsbG8=\\n"), len(b"hello")
-        (5, 5)
-    """
+    """How many bytes the base64 string `data` decodes to (counted, nothing decoded)."""
     start = _b64_start(data, what)
     chars = len(data) - start - sum(data.count(c, start) for c in _B64_WHITESPACE)
     if chars <= 0:
@@ -112,13 +100,7 @@ def b64_decoded_size(data: str, *, what: str = "image") -> int:
 
 
 def b64_head(data: str, nbytes: int, *, what: str = "image") -> bytes:
-    """The first `nbytes` bytes that the base64 string `data` decodes to (fewer if it is
-    shorter), decoding only the characters they need.
-
-    Example:
-        >>> b64_head(base64.b64encode(b"PNG!" + bytes(10**6)).decode(), 4)
-        b'PNG!'
-    """
+    """The first `nbytes` bytes `data` decodes to, decoding only the characters they need."""
     start = _b64_start(data, what)
     need = -(-nbytes // 3) * 4
     text = []
@@ -141,10 +123,8 @@ def b64_head(data: str, nbytes: int, *, what: str = "image") -> bytes:
 
 
 def b64_to_bytes(data: str, *, what: str = "image", max_bytes: int | None = None) -> bytes:
-    """Strict base64 decoding; accepts a `data:...;base64,` prefix and embedded whitespace.
+    """Strict base64 (a `data:...;base64,` prefix and whitespace accepted), decoded slice by slice.
 
-    A string longer than one slice is decoded slice by slice into one buffer, so decoding
-    holds the decoded bytes and one slice, never a whitespace-free copy of the whole string.
     `max_bytes`: refuse (413) a string that would decode to more, before decoding any of it.
     """
     start = _b64_start(data, what)
@@ -170,13 +150,7 @@ def b64_to_bytes(data: str, *, what: str = "image", max_bytes: int | None = None
 
 
 class ImageHeader(NamedTuple):
-    """What an image's first bytes say: its format, size and (PNG) Pillow mode, and the most
-    bytes a file of that format and size can take (`max_file_bytes`).
-
-    Example:
-        >>> ImageHeader("png", 8, 8, "RGB", 1 << 20).width
-        8
-    """
+    """An image's format, size, (PNG) Pillow mode and the most bytes such a file can take."""
 
     kind: str
     width: int
@@ -228,8 +202,9 @@ def _jpeg_header(data: str, head: bytes, what: str) -> ImageHeader:
             if len(head) < size:  # the whole file: no header anywhere
                 raise ImageDecodeError(f"{what} has no readable JPEG header: {exc}") from None
             continue
-        return ImageHeader("jpeg", width, height, "RGB", _JPEG_WORST_BPP * width * height
-                           + _FILE_SLACK)  # fmt: skip
+        return ImageHeader(
+            "jpeg", width, height, "RGB", _JPEG_WORST_BPP * width * height + _FILE_SLACK
+        )
     raise ImageDecodeError(
         f"{what} has no readable JPEG frame header in its first {_JPEG_HEAD_BYTES[-1]} bytes"
     )
@@ -243,26 +218,14 @@ def sniff_image_b64(
     budget: PixelBudget | None = None,
     target_side: int = 448,
 ) -> ImageHeader:
-    """Check a base64 image from its first decoded bytes, before the rest is decoded.
-
-    The magic bytes (JPEG or PNG, else 422), the header's size (PNG IHDR, JPEG SOF) against
-    `max_side` and the `budget`'s limits (413; nothing is charged), and the string's decoded
-    length against the most a file of that format and size can take (422: padding or not an
-    image).
+    """Check a base64 image from its first decoded bytes: magic (422), size against the limits
+    (413, nothing charged), string length against what such a file can take (422).
 
     Example:
         >>> from PIL import Image
         >>> buf = io.BytesIO(); Image.new("RGB", (2, 1)).save(buf, "PNG")
         >>> sniff_image_b64(base64.b64encode(buf.getvalue()).decode())[:4]
         ('png', 2, 1, 'RGB')
-        >>> padded = base64.b64encode(buf.getvalue() + bytes(2**21)).decode()
-        >>> for text in ("A" * 40_000_000, padded):
-        ...     try:
-        ...         sniff_image_b64(text)
-        ...     except ImageDecodeError as exc:
-        ...         print(exc.status_code, str(exc).split(" (")[0])
-        422 image is neither JPEG nor PNG
-        422 image is 2097224 bytes, more than a 2x1 PNG can take
     """
     head = b64_head(data, 64, what=what)
     if head.startswith(PNG_MAGIC):

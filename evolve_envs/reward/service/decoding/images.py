@@ -1,15 +1,6 @@
-"""Decode JPEG/PNG bytes into `numpy.uint8` arrays (H x W x 3, RGB), within limits.
-
-Errors carry the HTTP status the server answers with: `ImageDecodeError` (422) for anything that is
-not a decodable JPEG/PNG (truncated or inconsistent data included), `ImageTooLargeError` (413) for
-an image wider or taller than the limit, over the request's `PixelBudget` (decoded pixels summed
-over its images) or whose decoding would take more memory than the budget's per-image limit (all
-checked from the header, before any pixel is decoded: PNG's IHDR, JPEG's SOF). Large JPEGs are
-decoded reduced (DCT scaling) towards the model's input size; 16-bit greyscale PNGs are scaled to 8
-bits.
-
-Base64 images (strict base64, checked from their first decoded bytes before the rest is
-decoded) are :mod:`evolve_envs.reward.service.base64_images`.
+"""Decode JPEG/PNG bytes into `numpy.uint8` arrays (H x W x 3, RGB) within limits checked from the
+header: `ImageDecodeError` (422) for what is not a decodable image, `ImageTooLargeError` (413) past
+the side, the request's `PixelBudget` or the per-image decoding memory.
 
 Example:
     >>> import io
@@ -68,24 +59,13 @@ def check_side(width: int, height: int, max_side: int, what: str) -> None:
 
 
 class PixelBudget:
-    """How many decoded pixels one request may still spend (summed over its images), and how
-    much memory decoding one image may take; `take` raises 413 past either.
-
-    Charged from image headers *before* the pixels are decoded, so a request of many small
-    files that declare huge images is refused without decoding them. Images are decoded one at
-    a time, so `max_image_bytes` bounds the memory a request's decoding holds at once.
+    """Decoded pixels one request may still spend, and the memory one image's decoding may take;
+    `take` raises 413 past either, from the headers, before decoding.
 
     Example:
         >>> budget = PixelBudget(1000, max_image_bytes=2000)
         >>> budget.take(600, "frames[0]", decode_bytes=1800); budget.left
         400
-        >>> for pixels, nbytes in ((600, 100), (10, 4000)):
-        ...     try:
-        ...         budget.take(pixels, "frames[1]", decode_bytes=nbytes)
-        ...     except ImageTooLargeError as exc:
-        ...         print(exc.status_code, str(exc)[:45])
-        413 frames[1]: decoding it would exceed the limit
-        413 frames[1]: decoding it would take 4000 bytes
     """
 
     def __init__(self, limit: int, max_image_bytes: int | None = None) -> None:
@@ -126,12 +106,7 @@ _JPEG_PEAK_BPP = 3.2  # simplejpeg decodes straight to RGB at the DCT-reduced si
 
 
 def png_decode_bytes(width: int, height: int, mode: str, target_side: int = 448) -> int:
-    """Memory (bytes) decoding a `width` x `height` PNG of Pillow `mode` takes at its peak.
-
-    Example:
-        >>> png_decode_bytes(4096, 4096, "RGB") // 2**20, png_decode_bytes(4096, 4096, "L") // 2**20
-        (65, 17)
-    """
+    """Memory (bytes) decoding a `width` x `height` PNG of Pillow `mode` takes at its peak."""
     if min(width, height) // target_side < 2:
         bpp = _PNG_PEAK_BPP_UNREDUCED
     elif mode in _PNG_PEAK_BPP:
@@ -200,13 +175,9 @@ def decode_image_bytes(
     budget: PixelBudget | None = None,
     target_side: int = 448,
 ) -> np.ndarray:
-    """Decode JPEG or PNG bytes to a C-contiguous `uint8` array of shape (H, W, 3).
+    """Decode JPEG or PNG bytes to a C-contiguous `uint8` (H, W, 3) array, limits checked first.
 
-    The side limit and the request's pixel `budget` are checked from the header before any
-    pixel is decoded. JPEGs are decoded reduced (DCT scaling) towards `target_side` per side,
-    never below it, and large PNGs are box-reduced by an integer factor likewise; truncated or
-    inconsistent data (e.g. a JPEG declaring more pixels than it carries) raises
-    `ImageDecodeError`.
+    JPEGs are DCT-reduced and large PNGs box-reduced towards `target_side`, never below it.
     """
     if not data:
         raise ImageDecodeError(f"{what} is empty")

@@ -1,10 +1,7 @@
 """EmbeddedService: run a reward server in a child process on a free loopback port.
 
-The parent binds a listening socket (port 0 unless one is given) and hands it to the child, so
-there is no race for the port. The child (`python -m evolve_envs.reward.service`) writes its
-output to a log file (its path appears in every error), and exits when the parent dies (it watches
-its stdin pipe) or when `stop()` / `kill()` is called. Whoever starts a service stops it (or uses it
-as a context manager); there is no process-wide registry.
+The parent binds the socket and hands it to the child (no race for the port); the child logs to
+a file named in every error and exits when the parent dies. Whoever starts one stops it.
 
 Example:
     >>> with EmbeddedService("mock", {"latency_ms": 5}) as svc:  # doctest: +SKIP
@@ -24,7 +21,6 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from evolve_envs.reward.protocol.token import TOKEN_ENV, TOKEN_FILE_ENV
 
@@ -38,33 +34,15 @@ class EmbeddedServiceError(RuntimeError):
 class EmbeddedService:
     """A reward server child process on `host` (loopback by default).
 
-    Args:
-        backend: backend name (`mock`, `vlm`, `vlac`).
-        backend_kwargs: backend constructor arguments (JSON-serialisable). A ``mock`` backend
-            without a ``rule`` gets ``MockBackend``'s default (``intensity``); the
-            ``evolve-reward-server`` command line defaults to ``server.MOCK_DEFAULTS`` instead.
-        host: bind address.
-        port: port to bind; None picks a free one.
-        enable_faults: start with `--enable-fault-injection`.
-        token: bearer token the server requires (passed through the environment, not argv).
-        extra_args: more `evolve-reward-server` arguments (e.g. `["--batch-window-ms", "20"]`).
-        startup_timeout: seconds to wait for `GET /health`.
-        log_path: where the child's output goes (default: a temporary file, removed by
-            `stop()` unless the server failed).
-        preexec_fn: called in the child before the server starts (e.g. to set resource limits
-            with `resource.setrlimit`); see `subprocess.Popen`.
-
-    Example:
-        >>> svc = EmbeddedService("mock").start()  # doctest: +SKIP
-        >>> svc.url  # doctest: +SKIP
-        'http://127.0.0.1:40123'
-        >>> svc.stop()  # doctest: +SKIP
+    `backend_kwargs` must be JSON-serialisable (a ``mock`` without ``rule`` keeps ``intensity``);
+    `token` goes through the environment, not argv; `log_path` defaults to a temporary file kept
+    only when the server failed; `preexec_fn` runs in the child (e.g. `resource.setrlimit`).
     """
 
     def __init__(
         self,
         backend: str = "mock",
-        backend_kwargs: dict[str, Any] | None = None,
+        backend_kwargs: dict[str, object] | None = None,
         *,
         host: str = "127.0.0.1",
         port: int | None = None,

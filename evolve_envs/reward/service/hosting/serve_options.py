@@ -1,8 +1,5 @@
-"""`evolve-reward-server`'s options: the parser, and reading them (hosts, token, backend arguments).
-
-:func:`build_parser` declares every option; the functions below turn the parsed options into what
-the server needs, each refusing a bad value in one line (:class:`ServeError`, with the exit status)
-before anything binds or loads.
+"""`evolve-reward-server`'s options: :func:`build_parser`, and reading hosts, token and backend
+arguments, each bad value refused in one line (:class:`ServeError`) before anything binds.
 """
 
 from __future__ import annotations
@@ -12,23 +9,22 @@ import json
 import logging
 import os
 import socket
-from typing import Any
 
 from evolve_envs.reward.protocol.token import TOKEN_ENV, TOKEN_FILE_ENV, TokenError, resolve_token
-from evolve_envs.reward.service.auth import (
-    check_exposure,
-    check_policy_bind,
-    expand_env_refs,
-    is_loopback_host,
-)
 from evolve_envs.reward.service.backends import BACKENDS
 from evolve_envs.reward.service.backends.base import CKPT_ENV
-from evolve_envs.reward.service.batching import MAX_WINDOW_S
 from evolve_envs.reward.service.limits import (
     ServiceLimits,
     add_limit_arguments,
     limits_from_args,
 )
+from evolve_envs.reward.service.middleware.auth import (
+    check_exposure,
+    check_policy_bind,
+    expand_env_refs,
+    is_loopback_host,
+)
+from evolve_envs.reward.service.state.batching import MAX_WINDOW_S
 
 __all__ = [
     "LOOPBACK_HOSTS",
@@ -50,7 +46,7 @@ __all__ = [
 #: Backend kwargs `--backend mock` starts with unless `--backend-kwargs` sets them: the same rule
 #: as `reward_model.endpoint: embedded` (`embedded_backend_kwargs`), which scores how far camera
 #: frames have moved from the first one -- the intensity rule only reads painted test frames.
-MOCK_DEFAULTS: dict[str, Any] = {"rule": "change"}
+MOCK_DEFAULTS: dict[str, object] = {"rule": "change"}
 
 #: Exit statuses of the server program (the same numbers as every command line tool's):
 #: a bad option, host or token; a port that is taken.
@@ -59,19 +55,14 @@ SERVICE = 3
 
 
 class ServeError(Exception):
-    """An expected start-up failure of the server program: the message is the one line to print,
-    ``status`` the exit status.
-
-    >>> ServeError("port 8111 is taken", SERVICE).status
-    3
-    """
+    """An expected start-up failure: the one line to print, and ``status``, the exit status."""
 
     def __init__(self, message: str, status: int = USAGE) -> None:
         super().__init__(message)
         self.status = status
 
 
-log = logging.getLogger("evolve_envs.reward.service.serve")
+log = logging.getLogger("evolve_envs.reward.service.hosting.serve")
 
 
 def add_token_arguments(p: argparse.ArgumentParser) -> None:
@@ -230,7 +221,7 @@ def allowed_hosts(args: argparse.Namespace) -> list[str]:
     return hosts
 
 
-def backend_kwargs_file(path: str) -> dict[str, Any]:
+def backend_kwargs_file(path: str) -> dict[str, object]:
     """The JSON object a `--backend-kwargs-file` holds; anything else is one line
     (:class:`ServeError`, status 2)."""
     try:
@@ -256,7 +247,7 @@ def backend_kwargs_file(path: str) -> dict[str, Any]:
     return value
 
 
-def backend_kwargs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[str, Any]:
+def backend_kwargs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[str, object]:
     try:
         kwargs = json.loads(args.backend_kwargs)
     except json.JSONDecodeError as exc:
@@ -325,7 +316,7 @@ def server_token(args: argparse.Namespace) -> str | None:
     return token
 
 
-def app_kwargs(args: argparse.Namespace, token: str | None) -> dict[str, Any]:
+def app_kwargs(args: argparse.Namespace, token: str | None) -> dict[str, object]:
     """`create_app` keyword arguments (limits, paths, hosts) from the command line; one reading
     for both engines."""
     return {
@@ -342,7 +333,7 @@ def app_kwargs(args: argparse.Namespace, token: str | None) -> dict[str, Any]:
 
 def json_object(
     parser: argparse.ArgumentParser, option: str, text: str | None, example: str
-) -> dict[str, Any] | None:
+) -> dict[str, object] | None:
     """The JSON object an option holds (None when not given); anything else is a usage error."""
     if not text:
         return None

@@ -1,16 +1,5 @@
-"""Every answer says who gave it: `X-Reward-Model` headers on each response.
-
-`ModelHeadersMiddleware` adds, to every successful (2xx) HTTP response of the service:
-
-* ``X-Reward-Backend``: the backend name (``vlm``, ``roboreward``, ...);
-* ``X-Reward-Model``: the model id (checkpoint name or served model name);
-* ``X-Reward-Model-Revision``: the model's revision or weight fingerprint, when known;
-* ``X-Reward-Config-Hash``: the hash of the backend's configuration, when known.
-
-Error answers carry none of them: a caller without the token (401), at a `Host` not served
-(421) or with a bad request (4xx) learns nothing about the model. The same values are in
-`GET /capabilities`. Clients compare them with what they saw at start-up
-(`evolve_envs.reward.clients.model_watch`) and report a model that changed mid-run.
+"""`ModelHeadersMiddleware`: every 2xx answer names its model (`X-Reward-Backend`,
+`X-Reward-Model`, `X-Reward-Model-Revision`, `X-Reward-Config-Hash`); error answers carry none.
 
 Example:
     >>> from evolve_envs.reward.service.backends import make_backend
@@ -20,7 +9,12 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from evolve_envs.reward.service.backends.base import Backend
 
 __all__ = [
     "HEADER_BACKEND",
@@ -42,7 +36,7 @@ def _header_value(text: str) -> bytes:
     return "".join(c if 32 <= ord(c) < 127 else "?" for c in text[:200]).encode("ascii")
 
 
-def model_headers(backend: Any) -> list[tuple[bytes, bytes]]:
+def model_headers(backend: Backend) -> list[tuple[bytes, bytes]]:
     """The identity headers of `backend` (see module docs), from its `/capabilities` answer."""
     caps = backend.capabilities()
     pairs = [
@@ -55,23 +49,18 @@ def model_headers(backend: Any) -> list[tuple[bytes, bytes]]:
 
 
 class ModelHeadersMiddleware:
-    """ASGI middleware adding fixed identity headers to every successful (2xx) HTTP response.
+    """ASGI middleware adding `headers` (`model_headers(backend)`) to every 2xx HTTP response."""
 
-    Args:
-        app: the wrapped ASGI application.
-        headers: the `(name, value)` byte pairs to add (`model_headers(backend)`).
-    """
-
-    def __init__(self, app: Any, headers: list[tuple[bytes, bytes]]) -> None:
+    def __init__(self, app: ASGIApp, headers: list[tuple[bytes, bytes]]) -> None:
         self.app = app
         self.headers = list(headers)
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
 
-        async def send_with_headers(message: dict[str, Any]) -> None:
+        async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start" and 200 <= message["status"] < 300:
                 message = {**message, "headers": [*message.get("headers", []), *self.headers]}
             await send(message)

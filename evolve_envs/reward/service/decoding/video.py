@@ -1,34 +1,10 @@
-"""Read an episode video (path or inline bytes) and sample frames uniformly for scoring.
-
-The container is opened with PyAV under an explicit demuxer picked from an allow-list by the file's
-magic bytes (MP4/MOV, Matroska/WebM, AVI), so no other demuxer (ffconcat lists, HLS playlists, image
-sequences) is ever probed and nothing outside the given bytes is read. The frame size and count come
-from the container before any frame is decoded; the side limit, the memory one frame takes (width x
-height x 3 against `max_frame_bytes`), the frame limit and the decoding work (frames x width x
-height against `max_decode_pixels`) are checked then. Opening a container probes its streams, which
-may decode a frame: the decoder is told the most pixels a frame may have (FFmpeg's `max_pixels`), so
-the probe refuses to decode an oversized one. Frames are decoded in order and only the sampled ones
-are converted, directly at their reduced size, so memory holds `nframes` small frames, never the
-whole video.
-
-What the container declares is not trusted while decoding: the decoder may not allocate a frame
-larger than the declared size (FFmpeg's `max_pixels` again, now at that size), so a stream that
-switches to larger frames mid-way is refused (413) at its first larger frame, before the frame is
-decoded; and the pixels actually decoded are counted frame by frame against
-`max_decode_pixels` (413 once over), whatever the container said.
-
-Path mode (`video_path`) reads only files inside the directories the operator allows
-(`allowed_dirs`, resolved, symlinks included); with none allowed it is off. Error messages name
-no file system path and carry no decoder output.
-
-`sample_indices(total, nframes)` picks `nframes` indices spread evenly from the first to the
-last frame (all frames if there are fewer).
+"""Read an episode video (a path inside the allowed directories, or inline bytes) with an
+allow-listed demuxer and sample frames uniformly, within limits checked before and while decoding
+(docs/reward-service.md, "Decoding").
 
 Example:
     >>> sample_indices(10, 4)
     [0, 3, 6, 9]
-    >>> sample_indices(3, 16)
-    [0, 1, 2]
     >>> container_format(b"\\x1aE\\xdf\\xa3 rest of a webm file")
     'matroska'
 """

@@ -1,30 +1,12 @@
-"""`evolve-reward-server`: serve one reward backend over HTTP with uvicorn.
+"""`evolve-reward-server`: serve one reward backend over HTTP with uvicorn (or Ray Serve).
+
+Checks the arguments (exit status 2), binds the port (taken: 3), loads the backend, then prints
+the ready line; docs/reward-service.md describes the options and the closed-by-default rule.
 
 Usage::
 
     evolve-reward-server --backend mock --port 8111
-    evolve-reward-server --engine ray --replicas 4 --num-gpus 1 --backend vlm --port 8111
-    evolve-reward-server --backend vlm --ckpt-path /models/Qwen2.5-VL-7B-Instruct --gpu-ids 0
     python -m evolve_envs.reward.service --backend mock --backend-kwargs '{"latency_ms": 20}'
-
-Start-up: the arguments are checked (a `--port` outside 1..65535 or a `--host` this machine cannot
-bind is one line, exit status 2), the port is bound (taken: one line, exit status 3), then the
-backend loads, and the ready line is printed once the server accepts requests (`--debug` or
-`EVOLVE_ENVS_DEBUG=1` adds tracebacks to start-up failures).
-
-Binds 127.0.0.1 unless `--host` says otherwise. A bearer token (`--token-file PATH`,
-`EVOLVE_REWARD_TOKEN`, `EVOLVE_REWARD_TOKEN_FILE`, or `--token`, which `ps` shows to every user)
-requires `Authorization: Bearer <token>` on every request. Closed by default: a non-loopback
-`--host` without a token refuses to start (one line, exit status 2) unless `--insecure-no-token`
-says so. `--ckpt-path` (or `VLAC_CKPT_PATH`) names the model directory of the `vlm` and `vlac`
-backends. `--backend-kwargs-file PATH` reads backend arguments from a JSON file and a string
-argument written `${NAME}` is the environment variable NAME, so an API key need not be on the
-command line either. `--backend mock` uses the *change* rule (the rule of the shipped configs'
-embedded service, `MOCK_DEFAULTS`) unless `--backend-kwargs` names one. The ready line on
-stderr names the backend, its settings and the URL. `--engine ray` serves the same app from
-`--replicas` Ray Serve replicas (`evolve_envs.reward.service.ray_serve`) on a local Ray instance,
-or on the cluster at `--address`, as the Serve application `--app-name` (Ray actors reach it by
-handle).
 """
 
 from __future__ import annotations
@@ -38,10 +20,9 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
-from evolve_envs.reward.service.limits import limits_from_args
-from evolve_envs.reward.service.serve_options import (
+from evolve_envs.reward.service.hosting.serve_options import (
     SERVICE,
     USAGE,
     ServeError,
@@ -52,6 +33,12 @@ from evolve_envs.reward.service.serve_options import (
     json_object,
     server_token,
 )
+from evolve_envs.reward.service.limits import limits_from_args
+
+if TYPE_CHECKING:
+    import uvicorn
+
+    from evolve_envs.reward.service.backends.base import Backend
 
 __all__ = ["PROG", "main", "run_program"]
 
@@ -61,7 +48,7 @@ DEBUG_ENV = "EVOLVE_ENVS_DEBUG"
 #: Ctrl-C (128 + SIGINT)
 INTERRUPTED = 130
 
-log = logging.getLogger("evolve_envs.reward.service.serve")
+log = logging.getLogger("evolve_envs.reward.service.hosting.serve")
 
 
 def _watch_stdin_then_exit() -> None:
@@ -78,7 +65,7 @@ def _watch_stdin_then_exit() -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
-def _settings(backend: Any) -> str:
+def _settings(backend: Backend) -> str:
     """The backend's plain settings (public attributes holding simple values), for the log."""
     simple = (str, int, float, bool, tuple, list, type(None))
     items = {
@@ -92,7 +79,7 @@ def _settings(backend: Any) -> str:
 def _bind(host: str, port: int) -> socket.socket:
     """A listening socket on ``host:port``, bound before any model is loaded; a port that is
     taken or an address this machine does not have is one line
-    (:class:`~evolve_envs.reward.service.serve_options.ServeError`, status 3)."""
+    (:class:`~evolve_envs.reward.service.hosting.serve_options.ServeError`, status 3)."""
     import errno
 
     family, kind, proto, _, address = socket.getaddrinfo(
@@ -131,31 +118,21 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of `evolve-reward-server`; returns the exit status.
-
-    Start-up order: check the arguments (port, host), bind the port, load the backend, serve;
-    the ready line (`evolve-reward-server: backend ... on http://...`) is printed once the server
-    accepts requests. Expected failures print one line (`evolve-reward-server: error: ...`;
-    `--debug` or `EVOLVE_ENVS_DEBUG=1` adds the traceback).
-    """
+    """Entry point of `evolve-reward-server`; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     return run_program(lambda: _run(args, parser), debug=args.debug)
 
 
 def run_program(fn: Callable[[], int], *, debug: bool = False) -> int:
-    """Run ``fn`` (the server, returning its exit status); an expected start-up failure
-    (:class:`~evolve_envs.reward.service.serve_options.ServeError`, a bad value, a missing file
-    or extra) prints one line, ``evolve-reward-server: error: <cause>``, and returns its status.
+    """Run ``fn``; an expected start-up failure prints one line and returns its status.
 
     >>> import contextlib, io
     >>> def taken() -> int:
     ...     raise ServeError("port 8111 on 127.0.0.1 is taken", SERVICE)
-    >>> err = io.StringIO()
-    >>> with contextlib.redirect_stderr(err):
-    ...     status = run_program(taken)
-    >>> status, err.getvalue().strip()
-    (3, 'evolve-reward-server: error: port 8111 on 127.0.0.1 is taken')
+    >>> with contextlib.redirect_stderr(io.StringIO()):
+    ...     run_program(taken)
+    3
     """
     show = debug or os.environ.get(DEBUG_ENV, "").strip().lower() in ("1", "true", "yes", "on")
     try:
@@ -199,7 +176,7 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
     from evolve_envs.reward.service.app import create_app
     from evolve_envs.reward.service.backends import make_backend
-    from evolve_envs.reward.service.connections import (
+    from evolve_envs.reward.service.hosting.connections import (
         bounded_h11_protocol,
         connection_cap,
         listen_backlog,
@@ -246,7 +223,7 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return 0
 
 
-def _ready_server(config: Any, ready: str) -> Any:
+def _ready_server(config: uvicorn.Config, ready: str) -> uvicorn.Server:
     """A uvicorn server that prints ``ready`` once start-up is complete (the app's lifespan ran
     and the socket accepts connections), never before and never when start-up failed."""
     import uvicorn
@@ -263,7 +240,7 @@ def _ready_server(config: Any, ready: str) -> Any:
 def _serve_on_ray(
     args: argparse.Namespace,
     parser: argparse.ArgumentParser,
-    kwargs: dict[str, Any],
+    kwargs: dict[str, object],
     token: str | None,
 ) -> int:
     """Run the app as a Ray Serve application until SIGINT/SIGTERM (or stdin EOF)."""
@@ -274,9 +251,9 @@ def _serve_on_ray(
     import ray
     from ray import serve
 
-    from evolve_envs.reward.service.ray_serve import build_app
+    from evolve_envs.reward.service.hosting.ray_serve import build_app
 
-    app_args: dict[str, Any] = {
+    app_args: dict[str, object] = {
         "backend": args.backend,
         "backend_kwargs": kwargs,
         "replicas": args.replicas,

@@ -1,12 +1,7 @@
-"""The `Host`/`Origin` allow-list of the reward service (against DNS rebinding and cross-site
-pages): `HostAllowListMiddleware`.
-
-Starlette's `TrustedHostMiddleware` checks `Host` only and answers a plain-text 400; this one
-answers JSON, `421 Misdirected Request` for a foreign `Host` and `403` for a foreign `Origin`.
+"""The `Host`/`Origin` allow-list (against DNS rebinding): 421 JSON for a foreign `Host`, 403 for a
+foreign `Origin`.
 
 Example:
-    >>> host_name("[::1]:8111"), host_name("LocalHost:80"), host_name("::1")
-    ('[::1]', 'localhost', '::1')
     >>> guard = HostAllowListMiddleware(app=None, allowed_hosts=DEFAULT_ALLOWED_HOSTS)
     >>> guard.allowed("127.0.0.1:8111"), guard.allowed("attacker.example")
     (True, False)
@@ -15,7 +10,8 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from evolve_envs.reward.service.errors import json_error
 
@@ -33,15 +29,11 @@ def host_name(value: str) -> str:
 
 
 class HostAllowListMiddleware:
-    """ASGI middleware: refuses requests whose `Host` (or `Origin`) names a host outside
-    `allowed_hosts` (421/403 JSON; `"*"` allows any).
-
-    A web page that rebinds its own DNS name to 127.0.0.1 still sends its own name as `Host`,
-    and a cross-site page sends its `Origin`: both are refused, so a browser cannot be used to
-    reach a loopback-only server.
+    """ASGI middleware: a `Host` outside `allowed_hosts` answers 421, a foreign `Origin` 403 (`"*"`
+    allows any).
     """
 
-    def __init__(self, app: Any, allowed_hosts: Sequence[str]) -> None:
+    def __init__(self, app: ASGIApp, allowed_hosts: Sequence[str]) -> None:
         self.app = app
         self.allow_any = "*" in allowed_hosts
         self.hosts = {host_name(h) for h in allowed_hosts}
@@ -50,7 +42,7 @@ class HostAllowListMiddleware:
         """Whether a `Host` value (or an Origin's authority) is served."""
         return self.allow_any or host_name(host) in self.hosts
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

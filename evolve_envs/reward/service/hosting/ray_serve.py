@@ -1,30 +1,5 @@
-"""The reward service as a Ray Serve application: the same FastAPI app, N replicas.
-
-Each replica builds its backend and the app of `evolve_envs.reward.service.app.create_app` (same
-routes, same validation, same errors, same `/metrics`) and Serve's FastAPI ingress serves it over
-HTTP. Ray actors may skip HTTP: `RewardDeployment.call` takes one request `(method, route,
-json_body, headers)` through a `DeploymentHandle`; `@serve.batch` collects the calls of many actors
-and runs them through the app together, so the app's batcher turns them into one backend batch
-(`evolve_envs.reward.clients.ray_handle_pool.RayHandlePool` is the client side).
-
-Each replica takes at most `max_ongoing_requests` requests at once (64 by default), and each
-caller (Serve's HTTP proxy, a `DeploymentHandle`) queues at most `max_queued_requests` more
-(by default the service's `max_concurrent_requests`, 256): past that the proxy answers 503 and a
-handle raises `BackPressureError`, instead of holding every body that arrives. Inside a replica
-the app's own concurrency cap applies as on a single server.
-
-Start it with `evolve-reward-server --engine ray --replicas N ...`, with `serve_app(...)` from
-Python, or with `serve deploy evolve_envs/configs/serve/mock.yaml` (its `import_path` is
-`build_app`).
-
-Closed by default, as `evolve-reward-server` is: each replica reads its bearer token where it
-runs (the `token_file` argument, e.g. a Kubernetes Secret mounted in the replica's pod, else
-`$EVOLVE_REWARD_TOKEN`, else `$EVOLVE_REWARD_TOKEN_FILE`; a literal `token` argument works too,
-but anyone who can read the Serve config sees it), and refuses to start when Serve's HTTP proxy
-listens on a non-loopback address and there is no token, unless `insecure_no_token: true`. HTTP
-requests and handle calls go through the same app, so both need the token
-(`RayHandlePool(token=...)` sends it). A backend argument written `${NAME}` is the replica's
-environment variable NAME (an API key from a Secret).
+"""The reward service as a Ray Serve application: the same FastAPI app on N replicas, over HTTP or
+by handle (`RewardDeployment.call`); docs/scaling-out.md and docs/reward-service.md ("Ray Serve").
 
 Example:
     >>> app = build_app({"backend": "mock", "replicas": 2})  # doctest: +SKIP
@@ -36,21 +11,28 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 import httpx
 from ray import serve
 from ray.serve import Application
 
 from evolve_envs.reward.protocol.token import TOKEN_ENV, TOKEN_FILE_ENV, resolve_token
-from evolve_envs.reward.service.auth import check_exposure, expand_env_refs, is_loopback_host
 from evolve_envs.reward.service.limits import APP_LIMITS, DEFAULT_LIMITS, ServiceLimits
+from evolve_envs.reward.service.middleware.auth import (
+    check_exposure,
+    expand_env_refs,
+    is_loopback_host,
+)
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 __all__ = ["RewardDeployment", "build_app", "deployment_options", "DEFAULT_APP_NAME"]
 
 DEFAULT_APP_NAME = "reward"
 
-log = logging.getLogger("evolve_envs.reward.service.ray_serve")
+log = logging.getLogger("evolve_envs.reward.service.hosting.ray_serve")
 
 #: Serve application arguments that say where the token comes from, read by each replica
 TOKEN_KEYS = ("token_file", "insecure_no_token")
@@ -77,19 +59,14 @@ APP_KEYS = (
 
 @serve.ingress()
 class RewardDeployment:
-    """One replica: a backend, the service's FastAPI app, and a handle entry point.
-
-    Args:
-        backend: backend name (`evolve_envs.reward.service.backends.BACKENDS`).
-        backend_kwargs: its constructor arguments.
-        app_kwargs: `create_app` keyword arguments (limits, token, batch window ...).
-    """
+    """One replica: `backend` built with `backend_kwargs`, `create_app(**app_kwargs)`, a handle
+    entry."""
 
     def __init__(
         self,
         backend: str,
-        backend_kwargs: Mapping[str, Any] | None = None,
-        app_kwargs: Mapping[str, Any] | None = None,
+        backend_kwargs: Mapping[str, object] | None = None,
+        app_kwargs: Mapping[str, object] | None = None,
     ) -> None:
         from evolve_envs.reward.service.app import create_app
 
@@ -99,7 +76,7 @@ class RewardDeployment:
         self._app = create_app(backend, backend_kwargs=backend_kwargs, **app_kwargs)
         self._client: httpx.AsyncClient | None = None
 
-    def __serve_build_asgi_app__(self) -> Any:
+    def __serve_build_asgi_app__(self) -> FastAPI:
         return self._app
 
     def _asgi_client(self) -> httpx.AsyncClient:
@@ -137,19 +114,11 @@ def proxy_host() -> str | None:
         return None
 
 
-def replica_token(app_kwargs: dict[str, Any], host: str | None) -> str | None:
-    """Pop the token arguments from ``app_kwargs`` and return the replica's bearer token: the
-    ``token`` argument, else ``token_file``, else ``$EVOLVE_REWARD_TOKEN``, else
-    ``$EVOLVE_REWARD_TOKEN_FILE`` (all read on the replica's node). Raises
-    :class:`~evolve_envs.reward.protocol.token.TokenError` (one line) when the proxy at ``host``
-    is not loopback and there is none, unless ``insecure_no_token``.
+def replica_token(app_kwargs: dict[str, object], host: str | None) -> str | None:
+    """Pop the token arguments from ``app_kwargs``; the replica's token, read on its node.
 
-    Example:
-        >>> replica_token({"token_file": None, "insecure_no_token": False}, "127.0.0.1")
-        >>> replica_token({"insecure_no_token": False}, "0.0.0.0")
-        Traceback (most recent call last):
-        ...
-        evolve_envs.reward.protocol.token.TokenError: the Serve HTTP proxy 0.0.0.0 is not ...
+    Raises `TokenError` when the proxy at ``host`` is public and there is none, unless
+    ``insecure_no_token``.
     """
     token = resolve_token(
         app_kwargs.pop("token", None),
@@ -172,32 +141,30 @@ def deployment_options(
     replicas: int | None = 1,
     num_gpus: float = 0.0,
     num_cpus: float = 1.0,
-    autoscaling: Mapping[str, Any] | None = None,
+    autoscaling: Mapping[str, object] | None = None,
     max_ongoing_requests: int = 64,
     max_queued_requests: int = DEFAULT_LIMITS["max_concurrent_requests"],
     resources: Mapping[str, float] | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """`Deployment.options(...)` for `replicas` fixed replicas or an `autoscaling` config.
 
-    `max_ongoing_requests` caps the requests one replica runs at once, `max_queued_requests`
-    those each caller queues beyond that (then 503 / `BackPressureError`); both >= 1.
-
-    `resources` are custom Ray resources each replica asks for (e.g. `{"reward": 1}`): replicas
-    then run only on nodes started with them (`ray start --resources '{"reward": 1}'`).
+    `resources` are custom Ray resources per replica (`{"reward": 1}`: only nodes started with it).
 
     Example:
         >>> opts = deployment_options(replicas=2, resources={"reward": 1})
-        >>> opts["ray_actor_options"], opts["max_ongoing_requests"], opts["max_queued_requests"]
-        ({'num_gpus': 0.0, 'num_cpus': 1.0, 'resources': {'reward': 1.0}}, 64, 256)
+        >>> opts["max_ongoing_requests"], opts["max_queued_requests"]
+        (64, 256)
     """
-    for name, cap in (("max_ongoing_requests", max_ongoing_requests),
-                      ("max_queued_requests", max_queued_requests)):  # fmt: skip
+    for name, cap in (
+        ("max_ongoing_requests", max_ongoing_requests),
+        ("max_queued_requests", max_queued_requests),
+    ):
         if int(cap) < 1:
             raise ValueError(f"{name} must be >= 1, got {cap}")
-    actor: dict[str, Any] = {"num_gpus": float(num_gpus), "num_cpus": float(num_cpus)}
+    actor: dict[str, object] = {"num_gpus": float(num_gpus), "num_cpus": float(num_cpus)}
     if resources:
         actor["resources"] = {str(k): float(v) for k, v in resources.items()}
-    opts: dict[str, Any] = {
+    opts: dict[str, object] = {
         "ray_actor_options": actor,
         "max_ongoing_requests": int(max_ongoing_requests),
         "max_queued_requests": int(max_queued_requests),
@@ -212,14 +179,12 @@ def deployment_options(
     return opts
 
 
-def build_app(args: Mapping[str, Any]) -> Application:
+def build_app(args: Mapping[str, object]) -> Application:
     """Serve application builder (the `import_path` of `evolve_envs/configs/serve/*.yaml`).
 
-    `args`: `backend` (required), `backend_kwargs`, `replicas`, `num_gpus`, `num_cpus`,
-    `resources` (custom Ray resources per replica), `autoscaling` (Serve's autoscaling_config),
-    `max_ongoing_requests`, `max_queued_requests` (default: the limits' `max_concurrent_requests`),
-    any of `APP_KEYS`, and `token_file` / `insecure_no_token` (`TOKEN_KEYS`; the replicas read the
-    token and apply the closed-by-default rule, since the token lives where they run).
+    `args`: `backend` and, optionally, `backend_kwargs`, `replicas`, `num_gpus`, `num_cpus`,
+    `resources`, `autoscaling`, `max_ongoing_requests`, `max_queued_requests`, any of `APP_KEYS`
+    and `TOKEN_KEYS`.
     """
     args = dict(args)
     if "backend" not in args:

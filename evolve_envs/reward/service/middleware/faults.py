@@ -1,37 +1,9 @@
-"""Opt-in fault injection for client tests and failure drills (never on by default).
-
-Enabled only when the server starts with `--enable-fault-injection` (or
-`create_app(..., enable_faults=True)`). Then three admin routes exist (they obey the bearer
-token like every route, and are never themselves faulted):
-
-* `POST /admin/faults` with JSON
-  `{"mode": ..., "status": 503, "delay_s": 2.0, "count": null, "routes": null}` arms a fault.
-  `count` is how many matching requests it affects (`null`: until cleared); `routes` lists
-  exact paths such as `["/trajectory-critic", "/pickle"]` (`null`: every non-admin route).
-  Arming replaces any previous fault. Answer: the fault status (below).
-* `DELETE /admin/faults` clears it. `GET /admin/faults` returns
-  `{"active": spec or null, "remaining": n or null, "injected": total so far}`.
-
-Modes (what a matching request sees):
-
-* ``status``: HTTP `status` (e.g. 429, 500, 503) with a JSON body `{"error": ..., "fault": ...}`.
-* ``delay``: the real answer, after sleeping `delay_s` seconds (client timeouts).
-* ``invalid_json``: HTTP 200 with a body that is not JSON (nor a pickle).
-* ``wrong_length``: the real answer, made malformed: `value_list` loses its last entry,
-  pickle `scores` gain an extra entry, and scalar answers (`critic`, `prob`, `score`) become
-  two-element lists.
-* ``nan`` / ``inf``: the real answer with every number of the answer (`value_list`,
-  `critic_list`, `critic`, `prob`, `score`, pickle `scores`) replaced by NaN / +Infinity,
-  serialised as the bare JSON tokens `NaN` / `Infinity` as a buggy server would.
-* ``huge``: the real answer with every number of the answer replaced by 1e308 (finite, but far
-  outside every score's range: what a broken or hostile service might send).
-* ``reset``: the connection is aborted (TCP reset) without any response.
+"""Opt-in fault injection for client tests and failure drills: `POST/GET/DELETE /admin/faults`
+(modes in docs/reward-service.md, "Fault injection"); off unless `--enable-fault-injection`.
 
 Example:
-    >>> import httpx  # doctest: +SKIP
-    >>> httpx.post(url + "/admin/faults", json={"mode": "status", "status": 503,
-    ...                                         "count": 2})  # doctest: +SKIP
-    >>> httpx.delete(url + "/admin/faults")  # doctest: +SKIP
+    >>> FaultSpec(mode="status", status=503, count=2).count
+    2
 """
 
 from __future__ import annotations
@@ -43,10 +15,11 @@ import math
 import socket
 import struct
 import threading
-from typing import Any, Literal
+from typing import Literal
 
 from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from evolve_envs.reward.protocol.pickle_codec import safe_pickle_loads
 from evolve_envs.reward.protocol.pickle_types import UnsafePickleError
@@ -94,19 +67,19 @@ class FaultInjector:
         self._remaining: int | None = None
         self._injected = 0
 
-    def arm(self, spec: FaultSpec) -> dict[str, Any]:
+    def arm(self, spec: FaultSpec) -> dict[str, object]:
         with self._lock:
             self._spec = spec
             self._remaining = spec.count
         return self.status()
 
-    def clear(self) -> dict[str, Any]:
+    def clear(self) -> dict[str, object]:
         with self._lock:
             self._spec = None
             self._remaining = None
         return self.status()
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> dict[str, object]:
         with self._lock:
             return {
                 "active": None if self._spec is None else self._spec.model_dump(),
@@ -133,7 +106,7 @@ class FaultInjector:
             return spec
 
 
-def _mangle_numbers(obj: Any, value: float) -> Any:
+def _mangle_numbers(obj: object, value: float) -> object:
     if isinstance(obj, dict):
         out = dict(obj)
         for key in _NUMERIC_KEYS:
@@ -147,7 +120,7 @@ def _mangle_numbers(obj: Any, value: float) -> Any:
     return obj
 
 
-def _wrong_length(obj: Any) -> Any:
+def _wrong_length(obj: object) -> object:
     if not isinstance(obj, dict):
         return obj
     out = dict(obj)
@@ -183,7 +156,7 @@ def _rewrite_body(body: bytes, content_type: str, mode: str) -> bytes:
     return json.dumps(obj, allow_nan=True).encode()
 
 
-async def _send_json(send: Any, status: int, payload: dict[str, Any]) -> None:
+async def _send_json(send: Send, status: int, payload: dict[str, object]) -> None:
     body = json.dumps(payload).encode()
     await send(
         {
@@ -201,11 +174,11 @@ async def _send_json(send: Any, status: int, payload: dict[str, Any]) -> None:
 class FaultMiddleware:
     """ASGI middleware applying the armed fault of a `FaultInjector` to matching requests."""
 
-    def __init__(self, app: Any, injector: FaultInjector) -> None:
+    def __init__(self, app: ASGIApp, injector: FaultInjector) -> None:
         self.app = app
         self.injector = injector
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -240,11 +213,11 @@ class FaultMiddleware:
         else:
             await self._rewrite(scope, receive, send, mode)
 
-    async def _rewrite(self, scope: dict[str, Any], receive: Any, send: Any, mode: str) -> None:
-        start: dict[str, Any] = {}
+    async def _rewrite(self, scope: Scope, receive: Receive, send: Send, mode: str) -> None:
+        start: Message = {}
         chunks: list[bytes] = []
 
-        async def capture(message: dict[str, Any]) -> None:
+        async def capture(message: Message) -> None:
             if message["type"] == "http.response.start":
                 start.update(message)
             elif message["type"] == "http.response.body":
@@ -260,7 +233,7 @@ class FaultMiddleware:
         await send({"type": "http.response.start", "status": start["status"], "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
-    async def _reset(self, scope: dict[str, Any], send: Any) -> None:
+    async def _reset(self, scope: Scope, send: Send) -> None:
         transport = scope.get(TRANSPORT_SCOPE_KEY)
         if transport is not None:
             sock = transport.get_extra_info("socket")
@@ -289,7 +262,7 @@ class FaultableApp(FastAPI):
     """The app class with fault injection: it remembers each connection's transport (for the
     `reset` fault). `create_app(enable_faults=True)` uses it; production apps are plain FastAPI."""
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("type") == "http":
             transport = getattr(getattr(send, "__self__", None), "transport", None)
             if transport is not None:
@@ -304,18 +277,18 @@ def install(app: FastAPI) -> FaultInjector:
     app.state.faults = injector
 
     @app.get("/admin/faults", tags=["admin"])
-    async def fault_status() -> dict[str, Any]:
+    async def fault_status() -> dict[str, object]:
         """The armed fault, how many requests it still affects, how many it hit."""
         return injector.status()
 
     @app.post("/admin/faults", tags=["admin"])
-    async def arm_fault(spec: FaultSpec) -> dict[str, Any]:
-        """Arm a fault (see `evolve_envs.reward.service.faults`); replaces any armed fault."""
+    async def arm_fault(spec: FaultSpec) -> dict[str, object]:
+        """Arm a fault (see this module's docstring); replaces any armed fault."""
         log.warning("fault injection armed: %s", spec.model_dump())
         return injector.arm(spec)
 
     @app.delete("/admin/faults", tags=["admin"])
-    async def clear_faults() -> dict[str, Any]:
+    async def clear_faults() -> dict[str, object]:
         """Clear the armed fault."""
         return injector.clear()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from evolve_envs.reward.protocol.progress import reference_indices, value_list
+from evolve_envs.reward.protocol.critic_math import reference_indices, value_list
 from evolve_envs.reward.protocol.wire import (
     DoneRequest,
     DoneResponse,
@@ -26,7 +26,7 @@ from evolve_envs.reward.service.routes.json_budget import (
     json_body_doc,
     parse_json_model,
 )
-from evolve_envs.reward.service.service_state import State
+from evolve_envs.reward.service.state.service_state import State
 
 __all__ = ["router"]
 

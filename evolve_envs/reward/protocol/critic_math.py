@@ -1,22 +1,10 @@
-"""Progress arithmetic shared by the reward wrappers, the service and its mock backend.
-
-* A *critic* ``c ∈ [-100, 100]`` says how much closer a later frame is to completion than an
-  earlier one; *progress* ``v ∈ [0, 100]``.
-* ``"vlac"`` rule (VLAC ``critic_to_value_simple``, EVOLVE-VLA eq. 2): ``v ← v + (100 − v)·c/100``
-  for every ``c``; unbounded below in the original, so :func:`accumulate` clamps to ``[0, 100]``.
-* ``"robodopamine"`` rule: the same for ``c ≥ 0``; for ``c < 0`` the loss scales with the progress
-  achieved so far, ``v ← v + v·c/100`` (never below 0).
-* :func:`value_list` is VLAC's own unclamped accumulation from 0, the ``value_list`` of a
-  ``/trajectory-critic`` answer; :func:`critic_between` inverts the accumulation (the mock
-  backend's critic); :func:`reference_indices` is VLAC's choice of reference frames.
+"""Progress arithmetic shared by the reward wrappers, the service and its backends: critic
+accumulation (the ``vlac`` and ``robodopamine`` rules of docs/PROGRESS.md), its inverse and
+VLAC's reference-frame choice.
 
 Example:
-    >>> accumulate(0.0, 40.0), accumulate(40.0, 50.0)
-    (40.0, 70.0)
-    >>> value_list([40.0, 50.0])
-    [0.0, 40.0, 70.0]
-    >>> critic_between(40.0, 70.0)
-    50.0
+    >>> accumulate(0.0, 40.0), critic_between(40.0, 70.0)
+    (40.0, 50.0)
 """
 
 from __future__ import annotations
@@ -58,12 +46,7 @@ def clamp_critic(critic: float) -> float:
 
 
 def accumulate(value: float, critic: float, rule: NegativeRule = "vlac") -> float:
-    """One accumulation step: the progress after a frame judged ``critic`` relative to ``value``.
-
-    ``rule="vlac"``: ``v + (100 − v)·c/100``; ``rule="robodopamine"``: that for ``c ≥ 0`` and
-    ``v + v·c/100`` for ``c < 0``. Inputs are clamped (``v`` to ``[0, 100]``, ``c`` to
-    ``[-100, 100]``) and so is the result.
-    """
+    """The progress after a frame judged ``critic`` from ``value``; inputs and result clamped."""
     if rule not in NEGATIVE_RULES:
         raise ValueError(f"negative_rule must be one of {NEGATIVE_RULES}, got {rule!r}")
     v = clamp_progress(value)
@@ -86,12 +69,8 @@ def accumulate_all(
 
 
 def critic_between(value_a: float, value_b: float) -> float:
-    """The critic that :func:`accumulate` (``"vlac"`` rule) maps from ``value_a`` to ``value_b``.
-
-    ``100·(b − a)/(100 − a)``, clamped to ``[-100, 100]`` (so exact only for ``b >= 2a − 100``);
-    0 when ``a == 100 == b``. Useful for
-    building reference sequences in tests and for converting absolute progress into critics.
-    """
+    """The critic that the ``vlac`` rule maps from ``value_a`` to ``value_b``, clamped to [-100,
+    100]."""
     a, b = clamp_progress(value_a), clamp_progress(value_b)
     if a >= 100.0:
         return 0.0 if b >= 100.0 else -100.0
@@ -108,20 +87,10 @@ def value_list(critics: Sequence[float]) -> list[float]:
 
 
 def reference_indices(count: int, ref_num: int | None) -> list[int]:
-    """VLAC's reference sampling: which of ``count`` reference frames to keep for ``ref_num``.
+    """VLAC's reference sampling: the first frame and ``ref_num - 1`` others evenly up to the last.
 
-    The first frame and ``ref_num − 1`` others evenly spaced up to the last
-    (``int(i·(count − 1)/(ref_num − 1))``); all frames when ``ref_num`` is None or at least
-    ``count``; only the first when ``ref_num`` is 1 or less.
-
-    >>> reference_indices(10, 4)
-    [0, 3, 6, 9]
-    >>> reference_indices(5, 3)
-    [0, 2, 4]
-    >>> reference_indices(3, None), reference_indices(3, 7), reference_indices(3, 1)
-    ([0, 1, 2], [0, 1, 2], [0])
-    >>> reference_indices(0, 1)
-    []
+    >>> reference_indices(10, 4), reference_indices(3, None)
+    ([0, 3, 6, 9], [0, 1, 2])
     """
     if ref_num is not None and ref_num <= 1:
         return list(range(min(count, 1)))

@@ -1,0 +1,1 @@
+"""Running the service: the server program, its options, uvicorn hardening, Ray Serve."""

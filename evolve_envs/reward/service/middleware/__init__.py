@@ -1,0 +1,1 @@
+"""What a request passes before a route: caps, token, Host/Origin, identity headers."""

@@ -1,0 +1,1 @@
+"""What the routers share: ServiceState, the batcher in front of the backend, the metrics."""
