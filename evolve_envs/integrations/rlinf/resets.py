@@ -1,11 +1,5 @@
-"""Sub-env resets under RLinf's auto-reset: which sub-envs reset, and resetting those the reward
-model ended as RLinf's LIBERO env resets its own.
-
-With ``env.auto_reset`` RLinf resets a sub-env after the chunk in which its episode ended and
-reports the terminal observation in ``infos["final_observation"]``. A sub-env that only the reward
-model ended must be reset the same way (:func:`reset_ended`); :func:`check_resets_sub_envs`
-refuses, at start-up, an env on which that is impossible.
-"""
+"""Sub-env resets under RLinf's auto-reset: which sub-envs reset, and resetting those only the
+reward model ended as RLinf's LIBERO env resets its own (:func:`reset_ended`)."""
 
 from __future__ import annotations
 
@@ -19,19 +13,33 @@ import numpy as np
 from evolve_envs.progress.config_error import ConfigError
 from evolve_envs.train.common.arrays import to_numpy
 
-__all__ = ["check_resets_sub_envs", "env_success_flags", "final_mask", "reset_ended"]
+__all__ = [
+    "check_resets_sub_envs",
+    "env_success_flags",
+    "final_mask",
+    "reset_ended",
+    "reset_indices",
+]
 
 
-def final_mask(infos: Mapping[str, Any], n: int) -> np.ndarray:
+def reset_indices(env_idx: object, num_envs: int) -> list[int]:
+    """The sub-envs a ``reset(env_idx)`` resets: all for ``None``, else the indices or mask."""
+    if env_idx is None:
+        return list(range(num_envs))
+    arr = to_numpy(env_idx)
+    if arr.dtype == bool:
+        return [int(i) for i in np.flatnonzero(arr)]
+    return [int(i) for i in np.atleast_1d(arr)]
+
+
+def final_mask(infos: Mapping[str, object], n: int) -> np.ndarray:
     """Which sub-envs were auto-reset in this step (``infos["_final_observation"]``), shape (n,)."""
     mask = to_numpy(infos.get("_final_observation", np.zeros(n, dtype=bool)), bool)
     return mask.any(axis=-1) if mask.ndim > 1 else mask
 
 
-def check_resets_sub_envs(env: Any) -> None:
-    """Refuse an auto-resetting env whose sub-envs the reward model could end but not reset:
-    one without ``reset(env_idx=..., reset_state_ids=...)``, or an evaluation env (``is_eval``:
-    its resets follow an ordered pool of evaluation states that only the env itself draws)."""
+def check_resets_sub_envs(env: object) -> None:
+    """Refuse an auto-resetting env whose sub-envs the model could end but not reset."""
     fix = "set reward_model.terminate_on_done: false or env auto_reset: false"
     if bool(getattr(env, "is_eval", False)):
         raise ConfigError(
@@ -51,9 +59,8 @@ def check_resets_sub_envs(env: Any) -> None:
         )
 
 
-def env_success_flags(infos_list: list[Any], n: int) -> list[np.ndarray | None]:
-    """Per-step env success flags from RLinf's ``infos["episode"]["success_once"]`` (or the
-    ``final_info`` copy of it after an auto-reset); ``None`` where the env keeps none."""
+def env_success_flags(infos_list: list[object], n: int) -> list[np.ndarray | None]:
+    """Per-step env success flags (``episode.success_once``); ``None`` where the env has none."""
     out: list[np.ndarray | None] = []
     for infos in infos_list:
         flags = None
@@ -68,11 +75,8 @@ def env_success_flags(infos_list: list[Any], n: int) -> list[np.ndarray | None]:
 
 
 def reset_ended(env: Any, mask: np.ndarray, last_obs: Any, last_infos: Any) -> tuple[Any, Any]:
-    """Reset the sub-envs the reward model ended (auto-reset mode) as RLinf's LIBERO env
-    resets its own: ``reset(env_idx, reset_state_ids)`` with fresh reset state ids when the
-    env uses fixed ones, and the ended sub-envs' last observation and infos put into
-    ``final_observation`` / ``final_info`` (next to those of sub-envs the env itself reset
-    in this chunk); returns the chunk's new last observation and infos."""
+    """Reset the sub-envs in ``mask`` as the env resets its own after a chunk; returns the new
+    last observation and infos, with ``final_observation`` / ``final_info`` for them."""
     last_infos = dict(last_infos) if isinstance(last_infos, Mapping) else {}
     prior = final_mask(last_infos, len(mask))
     had_final = "final_observation" in last_infos
