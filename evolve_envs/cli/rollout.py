@@ -14,7 +14,7 @@ port, shares it between all envs, and stops it at the end.
 ``policy`` is ``"random"``, ``"zero"`` (gripper open), ``"module:function"`` or a callable; a
 callable gets one env's observation dict and returns that env's action.
 
-Example (runs LIBERO, so not run as a doctest; tests/rollout does)::
+Example (runs LIBERO, so not run as a doctest; tests/e2e/test_rollout_job.py does)::
 
     >>> report = run_rollout(RolloutOptions(config="libero_10", episodes=1,
     ...                                     out="runs/demo"))  # doctest: +SKIP

@@ -76,7 +76,7 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     ``info`` keys: ``task_description`` (the language instruction), ``task_name``, ``suite``,
     ``task_id``, ``init_state_id``, ``is_success``.
 
-    Example (needs the LIBERO simulator, ~8 s to build, so not run as a doctest; tests/libero
+    Example (needs the LIBERO simulator, ~8 s to build, so not run as a doctest; tests/envs
     does)::
 
         >>> env = LiberoEnv("libero_10", task_id=0, image_size=128)  # doctest: +SKIP

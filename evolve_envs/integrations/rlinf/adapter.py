@@ -43,8 +43,8 @@ In a YAML run the wrapper is installed by :mod:`evolve_envs.integrations.rlinf.w
 config". This module imports
 neither RLinf nor torch at import time.
 
-Example (needs RLinf's LIBERO env, so not run as a doctest; tests/rlinf runs the same calls on a
-stand-in env)::
+Example (needs RLinf's LIBERO env, so not run as a doctest; tests/integrations/rlinf runs the
+same calls on a stand-in env)::
 
     >>> from rlinf.envs.libero.libero_env import LiberoEnv  # doctest: +SKIP
     >>> env = LiberoEnv(cfg, num_envs=8, seed_offset=0, total_num_processes=1,

@@ -23,7 +23,7 @@ and stops before the actor and rollout groups, which is where a CPU-only run has
 false; the launch then exits with status :data:`EXIT_STOPPED_BEFORE_GPU_WORKERS` and a message
 saying so.
 
-Example (starts RLinf's env workers, so not run as a doctest; tests/rlinf does)::
+Example (starts RLinf's env workers, so not run as a doctest; tests/integrations/rlinf does)::
 
     >>> report = run_env_check(["--config-path", "evolve_envs/configs/rlinf",
     ...                         "--config-name", "my_config"])  # doctest: +SKIP
