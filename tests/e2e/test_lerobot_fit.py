@@ -11,16 +11,11 @@ backend in an embedded service), ``calibrate`` and ``relabel`` taking the model 
 from __future__ import annotations
 
 import json
-from fractions import Fraction
 from pathlib import Path
 
-import av
 import gymnasium as gym
 import httpx
 import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from evolve_envs.cli.calibrate import calibrate
@@ -30,6 +25,7 @@ from evolve_envs.recording.episodes import open_recording
 from evolve_envs.reward.service.backends.progress_net import content_hash, load_model
 from evolve_envs.reward.service.embedded import EmbeddedService
 from tests.helpers.lerobot_checks import doctor, failures
+from tests.helpers.lerobot_foreign import write_v3_dataset
 
 KEY = "observation.images.top"
 FPS = 10
@@ -62,77 +58,7 @@ def _episode(seed: int, goal: str, max_steps: int = 16) -> tuple[list, list, lis
 def build_dataset(root: Path) -> Path:
     """The episodes of ``PLAN`` in the v3 layout, written with pyarrow, pandas and PyAV only."""
     episodes = [_episode(seed, goal) for seed, goal in PLAN]
-    (root / "meta" / "episodes" / "chunk-000").mkdir(parents=True)
-    (root / "data" / "chunk-000").mkdir(parents=True)
-    video = root / "videos" / KEY / "chunk-000" / "file-000.mp4"
-    video.parent.mkdir(parents=True)
-    with av.open(str(video), "w") as out:
-        stream = out.add_stream("libx264", rate=FPS, options={"g": "2", "crf": "18"})
-        stream.width = stream.height = 64
-        stream.pix_fmt = "yuv420p"
-        k = 0
-        for frames, *_ in episodes:
-            for frame in frames:
-                vf = av.VideoFrame.from_ndarray(frame, format="rgb24")
-                vf.pts, vf.time_base = k, Fraction(1, FPS)
-                out.mux(stream.encode(vf))
-                k += 1
-        out.mux(stream.encode())
-    names = ("observation.state", "action", "next.success", "timestamp", "frame_index",
-             "episode_index", "index", "task_index")  # fmt: skip
-    columns: dict[str, list] = {n: [] for n in names}
-    rows, start = [], 0
-    for e, (frames, states, actions, success) in enumerate(episodes):
-        n = len(frames)
-        columns["observation.state"] += [s.tolist() for s in states]
-        columns["action"] += [a.tolist() for a in actions]
-        columns["next.success"] += success
-        columns["timestamp"] += [i / FPS for i in range(n)]
-        columns["frame_index"] += list(range(n))
-        columns["episode_index"] += [e] * n
-        columns["index"] += list(range(start, start + n))
-        columns["task_index"] += [0] * n
-        rows.append({
-            "episode_index": e, "tasks": [TASK], "length": n,
-            "data/chunk_index": 0, "data/file_index": 0,
-            "dataset_from_index": start, "dataset_to_index": start + n,
-            f"videos/{KEY}/chunk_index": 0, f"videos/{KEY}/file_index": 0,
-            f"videos/{KEY}/from_timestamp": start / FPS,
-            f"videos/{KEY}/to_timestamp": (start + n) / FPS,
-            "meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0,
-        })  # fmt: skip
-        start += n
-    schema = pa.schema([
-        ("observation.state", pa.list_(pa.float32(), 3)), ("action", pa.list_(pa.float32(), 2)),
-        ("next.success", pa.bool_()), ("timestamp", pa.float32()), ("frame_index", pa.int64()),
-        ("episode_index", pa.int64()), ("index", pa.int64()), ("task_index", pa.int64()),
-    ])  # fmt: skip
-    pq.write_table(pa.table(columns, schema=schema), root / "data/chunk-000/file-000.parquet")
-    pq.write_table(pa.Table.from_pylist(rows), root / "meta/episodes/chunk-000/file-000.parquet")
-    pd.DataFrame({"task_index": [0]}, index=pd.Index([TASK], name="task")).to_parquet(
-        root / "meta" / "tasks.parquet"
-    )
-    scalar = {"shape": [1], "names": None}
-    info = {
-        "codebase_version": "v3.0", "robot_type": None, "fps": FPS,
-        "total_episodes": len(episodes), "total_frames": start, "total_tasks": 1,
-        "chunks_size": 1000, "data_files_size_in_mb": 100, "video_files_size_in_mb": 200,
-        "data_path": "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet",
-        "video_path": "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4",
-        "splits": {"train": f"0:{len(episodes)}"},
-        "features": {
-            KEY: {"dtype": "video", "shape": [64, 64, 3], "names": ["height", "width", "channels"],
-                  "info": {"video.codec": "h264", "video.pix_fmt": "yuv420p", "video.fps": FPS}},
-            "observation.state": {"dtype": "float32", "shape": [3], "names": None},
-            "action": {"dtype": "float32", "shape": [2], "names": None},
-            "next.success": {"dtype": "bool", **scalar},
-            "timestamp": {"dtype": "float32", **scalar},
-            **{k: {"dtype": "int64", **scalar}
-               for k in ("frame_index", "episode_index", "index", "task_index")},
-        },
-    }  # fmt: skip
-    (root / "meta" / "info.json").write_text(json.dumps(info, indent=2))
-    return root
+    return write_v3_dataset(root, episodes, key=KEY, task=TASK, fps=FPS)
 
 
 @pytest.fixture(scope="module")
