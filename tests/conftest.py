@@ -5,12 +5,14 @@ Real reward servers (mock backend, intensity rule) on loopback, session-scoped:
 same server), ``slow_service`` (25 ms per backend batch: async calls really are outstanding),
 ``progress_only_service`` (pairwise and done switched off, a Robo-Dopamine-like backend).
 ``tests/reward/conftest.py`` gives ``mock_service`` and ``client`` another meaning there (a server
-with fault injection, an ``httpx`` client). Tests that kill a server start their own.
+with fault injection, an ``httpx`` client); ``intensity_service`` keeps its meaning everywhere.
+Tests that kill a server start their own.
 
 ``libero_env``: one real LIBERO env for the session (building one costs ~10 s and ~2.5 GB on CPU).
-``ray_local``: one local Ray instance for the session (2 CPUs, 2 fake GPUs for resource
-accounting, no dashboard, a small object store). Every fixture here starts only when a test asks
-for it.
+``ray_local``: one local Ray instance (2 CPUs, 2 fake GPUs for resource accounting, no dashboard,
+a small object store), started at its first use and kept until the end or until a folder that
+needs Ray gone (tests/integrations/rlinf) shuts it down; the next use starts it again. Every
+fixture here starts only when a test asks for it.
 """
 
 from __future__ import annotations
@@ -47,14 +49,15 @@ def _service(**kwargs) -> Iterator[EmbeddedService]:
 
 
 @pytest.fixture(scope="session")
-def mock_service() -> Iterator[EmbeddedService]:
+def intensity_service() -> Iterator[EmbeddedService]:
+    """The painted grey level of a frame is the progress the model reads."""
     yield from _service(latency_ms=0)
 
 
 @pytest.fixture(scope="session")
-def intensity_service(mock_service: EmbeddedService) -> EmbeddedService:
-    """The painted grey level of a frame is the progress the model reads."""
-    return mock_service
+def mock_service(intensity_service: EmbeddedService) -> EmbeddedService:
+    """The same server (tests/reward/conftest.py gives the name another one there)."""
+    return intensity_service
 
 
 @pytest.fixture(scope="session")
@@ -86,11 +89,11 @@ def libero_env() -> Iterator[object]:
     env.close()
 
 
-@pytest.fixture(scope="session")
-def ray_local() -> Iterator[object]:
+@pytest.fixture()
+def ray_local() -> object:
+    """Ray in this process, started here unless it is up already (another fixture's, kept)."""
     ray = pytest.importorskip("ray")
-    own = not ray.is_initialized()  # another session fixture may have started Ray
-    if own:
+    if not ray.is_initialized():  # first use, or shut down by a folder that needs no Ray
         # workers import the test env (tests.helpers.toy_env) by module name
         path = os.pathsep.join([str(ROOT), *[p for p in [os.environ.get("PYTHONPATH")] if p]])
         ray.init(
@@ -101,6 +104,4 @@ def ray_local() -> Iterator[object]:
             object_store_memory=150 * 1024**2,
             runtime_env={"env_vars": {"PYTHONPATH": path}},
         )
-    yield ray
-    if own:
-        ray.shutdown()
+    return ray

@@ -1,4 +1,5 @@
-"""Fixtures for the serving tests: one local Ray (2 CPUs, small object store) and one Serve app.
+"""Fixtures for the Ray Serve tests: one local Ray (2 CPUs, small object store) and one Serve app,
+for this folder only (shut down after it, so that later folders start their own Ray).
 
 The Serve application is the reward service with the mock backend on 2 replicas, configured like
 the `mock_service` fixture of `tests/reward` so that the route tests run against it unchanged.
@@ -32,7 +33,7 @@ class ServeService:
     handle: object
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def serve_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeService]:
     ray = pytest.importorskip("ray")
     serve = pytest.importorskip("ray.serve", reason="ray[serve] is not importable (serve extra)")

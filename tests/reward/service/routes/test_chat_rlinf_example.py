@@ -10,7 +10,6 @@ builders' layouts.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -32,12 +31,10 @@ SCENES = {
 }
 
 
-@pytest.fixture(scope="module")
-def service() -> Iterator[EmbeddedService]:
-    svc = EmbeddedService("mock", {"rule": "intensity", "latency_ms": 0})
-    svc.start()
-    yield svc
-    svc.stop()
+@pytest.fixture()
+def service(intensity_service: EmbeddedService) -> EmbeddedService:
+    """The session's intensity-rule server (tests/conftest.py), without a token as RLinf sends."""
+    return intensity_service
 
 
 def _example_client(service: EmbeddedService, **model_changes) -> RLinfShapedClient:
