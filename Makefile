@@ -33,7 +33,7 @@ demo: $(VENV)/.installed-demo
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest   # tests/docs builds the docs site too (--strict, offline)
+	$(BIN)/python -m pytest --durations=20   # tests/docs builds the docs site too (--strict, offline)
 
 # the benchmark scripts end to end, each for seconds to a minute (minutes in all; not in `make test`)
 bench-smoke: $(VENV)/.installed-test

@@ -10,8 +10,8 @@ Part 1b — one request of each hostile class (the rows of `docs/hostile-input.m
 `tests/fuzz/hostile.py`, pickles that expand through shared references or refer to themselves
 and their JSON equivalents, numpy arrays that become millions of values, 16 PNG frames of
 4096x4096, a 4608x4608 video, a decompression bomb, lying JPEGs, a gadget pickle, a 65 MiB body,
-a slow client; and `tests/service/hostile_cases.py`, issue 31's Robometer JSON bomb, multipart
-part flood, base64 zeros image, padded PNG, resolution-switching video, over-budget VLM
+a slow client; and `tests/reward/service/hostile_cases.py`, issue 31's Robometer JSON bomb,
+multipart part flood, base64 zeros image, padded PNG, resolution-switching video, over-budget VLM
 requests and a backend answering 1e308) against a second server at the default limits under an
 address-space cap (`tests/fuzz/harness.py`; a third whose mock answers 1e308 for the last row):
 its status against the expected one(s), the peak RSS growth as above, and the slowest answer.
@@ -51,7 +51,7 @@ from tests.fuzz.harness import (
     rss_mb,
 )
 from tests.fuzz.hostile import png_bytes, tiny_mp4
-from tests.service.hostile_cases import BROKEN_MODEL_KWARGS, ROWS
+from tests.reward.service.hostile_cases import BROKEN_MODEL_KWARGS, ROWS
 
 MB = 1024 * 1024
 

@@ -108,7 +108,7 @@ def play_reach_place(
     so the alarm sees them in order), optionally recording them; one result each. ``fresh``
     plays other scenes than the default (those after them).
 
-    Example (starts a reward service and plays 6 episodes; tests/trust/test_demo.py runs it)::
+    Example (starts a reward service and plays 6 episodes; tests/cli/test_demo.py runs it)::
 
         >>> [g.policy for g in play_reach_place("reach_place", 2)]  # doctest: +SKIP
         ['random', 'gaming', 'solving']

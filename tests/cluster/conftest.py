@@ -15,7 +15,7 @@ about 1.5 s (health checks every 0.5 s, 3 misses).
 The shipped Serve config ``evolve_envs/configs/serve/cluster.yaml`` is deployed once with
 ``serve deploy`` (its HTTP port moved to a free one, and ``insecure_no_token: true``: the
 replicas refuse a public proxy without a token, and these tests are about placement, not
-access; tests/serving covers the token on a public proxy).
+access; tests/reward/service/ray_serve covers the token on a public proxy).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.service.svc_helpers import free_port
+from tests.helpers.svc_helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

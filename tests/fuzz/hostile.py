@@ -1,8 +1,8 @@
 """Hostile request bodies, one builder per class of attack on the reward service.
 
-Shared by the hostile-input regression table (`tests/service/test_hostile_input.py`), the fuzz
-corpus's seeds and the P7 benchmark (`bench/p7_hostile_input.py`). Each builder returns a
-`Case` (`tests.fuzz.harness`) and what the server must answer.
+Shared by the hostile-input regression table (`tests/reward/service/test_hostile_input.py`),
+the fuzz corpus's seeds and the P7 benchmark (`bench/p7_hostile_input.py`). Each builder returns
+a `Case` (`tests.fuzz.harness`) and what the server must answer.
 
 Example:
     >>> case, statuses = aliased_metadata_pickle()

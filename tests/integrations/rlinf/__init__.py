@@ -1,1 +1,1 @@
-"""Tests of evolve_envs.integrations.rlinf."""
+"""Tests of the RLinf integration."""

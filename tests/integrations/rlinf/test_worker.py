@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 from evolve_envs.progress import deferred
 from evolve_envs.progress.config_error import ConfigError
 from evolve_envs.reward.service.hosting.embedded import EmbeddedService
-from tests.rlinf.standin_env import StandinLiberoEnv, standin_cfg
+from tests.integrations.rlinf.standin_env import StandinLiberoEnv, standin_cfg
 
 worker_module = pytest.importorskip("evolve_envs.integrations.rlinf.worker")
 embodied_io = pytest.importorskip("rlinf.data.embodied_io_struct")
