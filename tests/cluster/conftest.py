@@ -15,7 +15,7 @@ about 1.5 s (health checks every 0.5 s, 3 misses).
 The shipped Serve config ``evolve_envs/configs/serve/cluster.yaml`` is deployed once with
 ``serve deploy`` (its HTTP port moved to a free one, and ``insecure_no_token: true``: the
 replicas refuse a public proxy without a token, and these tests are about placement, not
-access; tests/reward/service/ray_serve covers the token on a public proxy).
+access; tests/reward/service/hosting/ray_serve covers the token on a public proxy).
 """
 
 from __future__ import annotations
