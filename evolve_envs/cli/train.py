@@ -183,11 +183,10 @@ def _check_train_service(cfg: Any) -> None:
     """Ask a reward service given by URL for its capabilities before the run starts (an
     embedded one is started by the run; a Ray Serve app is reached from the workers)."""
     from evolve_envs.reward.clients.ray_handle_pool import is_ray_endpoint
-    from evolve_envs.stack.loading import load_config
     from evolve_envs.stack.reward_model import check_reward_service, endpoint_pool, reward_endpoints
     from evolve_envs.train.worker_env import NODE_IP
 
-    rm = load_config(cfg.stack()).reward_model
+    rm = cfg.reward_model
     if not rm.enable or rm.embedded or is_ray_endpoint(rm.endpoint) or NODE_IP in str(rm.endpoint):
         return  # an embedded one starts with the run; workers check a Serve app or node proxy
     pool = endpoint_pool(rm, reward_endpoints(rm))

@@ -423,7 +423,7 @@ class StackConfig(BaseModel):
 
     model_config = _STRICT
 
-    env: dict[str, Any] = Field(default_factory=dict)
+    env: dict[str, object] = Field(default_factory=dict)
     reward_model: RewardModelBlock = Field(default_factory=ProgressModelConfig)
     record: RecordConfig | None = None
 

@@ -359,7 +359,9 @@ def make_env(
     Args:
         config: a YAML path, a mapping / OmegaConf ``DictConfig`` with ``env:`` and
             ``reward_model:`` blocks, a list of them (layered left to right, e.g. a suite YAML
-            then a preset), or ``None`` (defaults: LIBERO-10 task 0, reward model off).
+            then a preset), or ``None`` (defaults: LIBERO-10 task 0, reward model off). A
+            :class:`~evolve_envs.stack.config.StackConfig` alone is built as it is (no
+            environment variables read, nothing validated again).
         reward_model: ``reward_model`` keys (mapping) or a YAML file (with a ``reward_model:``
             block, or holding the block itself) overriding the config and environment variables.
         env_factory: builds the base env from the ``env`` block (default
@@ -383,14 +385,17 @@ def make_env(
     ``gym.make("evolve_envs/LIBERO-Goal-v0", config="libero_goal")`` goes through Gymnasium.
     The module docstring has a runnable example.
     """
-    sources = list(config) if isinstance(config, list | tuple) else [config]
-    overrides: dict[str, Any] = {}
-    if env_kwargs:
-        overrides["env"] = dict(env_kwargs)
-    rm_source = reward_model_source(reward_model)
-    if rm_source is not None:
-        overrides.update(rm_source)
-    cfg = load_config(*sources, overrides=overrides)
+    if isinstance(config, StackConfig) and reward_model is None and not env_kwargs:
+        cfg = config  # checked where it was loaded: built as it is
+    else:
+        sources = list(config) if isinstance(config, list | tuple) else [config]
+        overrides: dict[str, object] = {}
+        if env_kwargs:
+            overrides["env"] = dict(env_kwargs)
+        rm_source = reward_model_source(reward_model)
+        if rm_source is not None:
+            overrides.update(rm_source)
+        cfg = load_config(*sources, overrides=overrides)
     env = build_stack(
         cfg, env_factory, embedded_service=embedded_service, endpoint_pool=endpoint_pool
     )

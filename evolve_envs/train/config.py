@@ -32,8 +32,9 @@ from __future__ import annotations
 import importlib.resources
 import os
 from collections.abc import Mapping, Sequence
+from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import (
     BaseModel,
@@ -46,14 +47,19 @@ from pydantic import (
 )
 
 from evolve_envs.progress.settings import ConfigError
+from evolve_envs.stack.config import ProgressModelConfig, RecordConfig, RewardModelBlock, StackConfig
 from evolve_envs.stack.loading import (
     format_validation_error,
+    load_config,
     merge,
     parse_override,
     read_yaml,
     resolve_config,
     shipped_key,
 )
+
+#: The blocks of a training config that are the env stack's (:class:`StackConfig`).
+STACK_BLOCKS = ("env", "reward_model", "record")
 
 __all__ = [
     "EvalConfig",
@@ -82,7 +88,7 @@ class WorkersConfig(BaseModel):
     segment_length: int | None = Field(
         default=None, ge=1, description="push fixed-length segments; None = whole episodes"
     )
-    env_overrides: list[dict[str, Any]] = Field(
+    env_overrides: list[dict[str, object]] = Field(
         default_factory=list,
         description="per-worker `env` keys layered on the shared env block (worker i takes "
         "entry i): heterogeneous workers (other tasks, slower simulators)",
@@ -143,7 +149,7 @@ class PolicyConfig(BaseModel):
         default=None,
         description="another Policy subclass, 'package.module:ClassName' (None: the CNN)",
     )
-    kwargs: dict[str, Any] = Field(
+    kwargs: dict[str, object] = Field(
         default_factory=dict, description="extra arguments for the policy class"
     )
 
@@ -356,7 +362,9 @@ class EvalConfig(BaseModel):
 
 
 class TrainConfig(BaseModel):
-    """A whole training config (see the module docstring)."""
+    """A whole training config (see the module docstring): the stack blocks, typed and checked
+    (``reward_model`` is the :data:`~evolve_envs.stack.config.RewardModelBlock` of its kind), and
+    the training blocks."""
 
     model_config = _STRICT
 
@@ -364,9 +372,9 @@ class TrainConfig(BaseModel):
         default="distrl",
         description="'distrl', 'grpo', or 'package.module:ClassName' of another Algorithm",
     )
-    env: dict[str, Any] = Field(default_factory=dict)
-    reward_model: dict[str, Any] = Field(default_factory=dict)
-    record: dict[str, Any] | None = None
+    env: dict[str, object] = Field(default_factory=dict)
+    reward_model: RewardModelBlock = Field(default_factory=ProgressModelConfig)
+    record: RecordConfig | None = None
     workers: WorkersConfig = Field(default_factory=WorkersConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     learner: LearnerConfig = Field(default_factory=LearnerConfig)
@@ -389,33 +397,33 @@ class TrainConfig(BaseModel):
             )
         return self
 
-    def stored(self) -> dict[str, Any]:
-        """The config as a run stores it (``config.yaml``, checkpoints): without the bearer token,
-        which a run never writes down; a resumed run reads it again from ``reward_model.token``
-        of the ``--config`` given, ``reward_model.token_file`` or the environment.
+    def stored(self) -> dict[str, object]:
+        """The config as a run stores it (``config.yaml``, checkpoints): the stack blocks as
+        given, without the bearer token, which a run never writes down; a resumed run reads it
+        again from ``reward_model.token`` of the ``--config`` given, ``reward_model.token_file``
+        or the environment.
 
         >>> cfg = TrainConfig(reward_model={"enable": True, "token": "s3cret"})
         >>> cfg.stored()["reward_model"]
         {'enable': True}
         """
         out = self.model_dump()
-        out["reward_model"] = {k: v for k, v in out["reward_model"].items() if k != "token"}
+        out["reward_model"] = self.reward_model.model_dump(exclude_unset=True, exclude={"token"})
+        if self.record is not None:
+            out["record"] = self.record.model_dump(exclude_unset=True)
         return out
 
-    def stack(self, worker_index: int | None = None) -> dict[str, Any]:
-        """The stack blocks (``env``, ``reward_model``, ``record``) that
-        :func:`~evolve_envs.stack.factory.make_env` takes, with worker ``worker_index``'s
-        ``env_overrides`` layered on."""
+    def stack(self, worker_index: int | None = None) -> StackConfig:
+        """The stack config that :func:`~evolve_envs.stack.factory.make_env` takes, with worker
+        ``worker_index``'s ``env_overrides`` layered on; the blocks are this config's own
+        (checked already, not validated again)."""
         env = dict(self.env)
         if worker_index is not None and worker_index < len(self.workers.env_overrides):
             env = merge(env, self.workers.env_overrides[worker_index])
-        out: dict[str, Any] = {"env": env, "reward_model": dict(self.reward_model)}
-        if self.record is not None:
-            out["record"] = dict(self.record)
-        return out
+        return StackConfig(env=env, reward_model=self.reward_model, record=self.record)
 
 
-def resolve_train_config(source: str | os.PathLike[str]) -> Any:
+def resolve_train_config(source: str | os.PathLike[str]) -> Path | Traversable:
     """A ``--config`` argument as a file: an existing path, else a shipped training config by
     name (``reach_place`` or ``distrl/reach_place`` for
     ``evolve_envs/configs/distrl/reach_place.yaml``), else a shipped stack config (``libero_10``,
@@ -439,36 +447,54 @@ def resolve_train_config(source: str | os.PathLike[str]) -> Any:
         raise ConfigError(f"{exc}; training configs: {', '.join(names)}") from None
 
 
+#: What :func:`load_train_config` layers: a YAML path or shipped name, a mapping, a config.
+TrainSource = str | os.PathLike[str] | Mapping[str, object] | BaseModel | None
+
+
+def _layer(source: TrainSource) -> Mapping[str, object]:
+    if source is None:
+        return {}
+    if isinstance(source, Mapping):
+        return dict(source)
+    if isinstance(source, TrainConfig):  # its blocks as given, the token kept
+        out = source.stored()
+        if source.reward_model.token is not None:
+            out["reward_model"] = {**out["reward_model"], "token": source.reward_model.token}
+        return out
+    if isinstance(source, BaseModel):
+        return source.model_dump()
+    return read_yaml(resolve_train_config(source))
+
+
 def load_train_config(
-    *sources: Any, overrides: Sequence[str] | Mapping[str, Any] | None = None
+    *sources: TrainSource, overrides: Sequence[str] | Mapping[str, object] | None = None
 ) -> TrainConfig:
     """Layer YAML paths / shipped config names / mappings, then ``overrides`` (``KEY=VALUE``
-    strings or a mapping), and validate.
+    strings or a mapping), and validate: the stack blocks once, as
+    :func:`~evolve_envs.stack.loading.load_config` does (environment variables included), the
+    training blocks with them.
 
-    Raises :class:`~evolve_envs.ConfigError` naming the key of every problem, including
-    problems of the ``env``/``reward_model`` stack blocks' reward-model keys.
+    Raises :class:`~evolve_envs.ConfigError` naming the key of every problem.
     """
-    data: dict[str, Any] = {}
+    data: dict[str, object] = {}
     for source in sources:
-        if source is None:
-            continue
-        if isinstance(source, Mapping):
-            block = dict(source)
-        elif isinstance(source, BaseModel):
-            block = source.model_dump()
-        else:
-            block = read_yaml(resolve_train_config(source))
-        data = merge(data, block)
+        data = merge(data, _layer(source))
     if isinstance(overrides, Mapping):
         data = merge(data, overrides)
     else:
         for text in overrides or ():
             data = merge(data, parse_override(text))
+    blocks = {k: data.pop(k) for k in STACK_BLOCKS if k in data}
+    problems: list[str] = []
+    try:
+        stack = load_config(blocks)
+        data.update(env=stack.env, reward_model=stack.reward_model, record=stack.record)
+    except ConfigError as exc:
+        problems.append(str(exc))
     try:
         cfg = TrainConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, TrainConfig)) from None
-    from evolve_envs.stack.loading import load_config
-
-    load_config(cfg.stack())  # names a bad stack key early
+        problems.insert(0, format_validation_error(exc, TrainConfig))
+    if problems:
+        raise ConfigError("\n".join(problems)) from None
     return cfg

@@ -48,7 +48,6 @@ from typing import Any, TextIO
 
 import yaml
 
-from evolve_envs.stack.loading import load_config
 from evolve_envs.stack.reward_model import shared_service
 from evolve_envs.train.checkpoint import load_checkpoint
 from evolve_envs.train.config import TrainConfig, load_train_config
@@ -236,8 +235,8 @@ class _LineQueue:
 
 def _learner_task(
     algo_name: str,
-    worker_cfg: dict[str, Any],
-    cfg: dict[str, Any],
+    worker_cfg: TrainConfig,
+    cfg: TrainConfig,
     run_dir: str,
     state: dict[str, Any] | None,
     lines: Any,
@@ -248,8 +247,8 @@ def _learner_task(
 
     return run_loop(
         make_algorithm(algo_name),
-        TrainConfig.model_validate(worker_cfg),
-        TrainConfig.model_validate(cfg),
+        worker_cfg,  # checked where the run loaded it: it travels typed
+        cfg,
         Path(run_dir),
         state,
         _LineQueue(lines),  # type: ignore[arg-type]
@@ -288,8 +287,8 @@ def run_loop_on_cluster(
         .options(**options)
         .remote(
             cfg.algo,
-            worker_cfg.model_dump(),
-            cfg.model_dump(),
+            worker_cfg,
+            cfg,
             str(run_dir.resolve()),
             state,
             lines,
@@ -324,12 +323,12 @@ def run_loop_on_cluster(
 def reward_service_for(cfg: TrainConfig) -> Iterator[TrainConfig]:
     """With ``reward_model.endpoint: embedded`` (and the reward model on), start one service
     here and yield a config whose workers use its URL; otherwise yield ``cfg`` unchanged."""
-    rm = load_config({"env": cfg.env, "reward_model": cfg.reward_model}).reward_model
-    with shared_service(rm) as url:
+    with shared_service(cfg.reward_model) as url:
         if url is None:
             yield cfg
         else:
-            yield cfg.model_copy(update={"reward_model": {**cfg.reward_model, "endpoint": url}})
+            rm = cfg.reward_model.model_copy(update={"endpoint": url})
+            yield cfg.model_copy(update={"reward_model": rm})
 
 
 def name_reward_model(cfg: TrainConfig, log: TextIO) -> str | None:
@@ -340,7 +339,7 @@ def name_reward_model(cfg: TrainConfig, log: TextIO) -> str | None:
     from evolve_envs.stack.reward_model import check_reward_service, endpoint_pool, reward_endpoints
     from evolve_envs.train.worker_env import NODE_IP
 
-    rm = load_config(cfg.stack()).reward_model
+    rm = cfg.reward_model
     if not rm.enable or is_ray_endpoint(rm.endpoint) or NODE_IP in str(rm.endpoint):
         return None
     pool = endpoint_pool(rm, reward_endpoints(rm))

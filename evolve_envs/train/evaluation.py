@@ -35,9 +35,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import gymnasium as gym
+
+    from evolve_envs.train.config import TrainConfig
 
 __all__ = [
     "HELD_OUT_BASE",
@@ -121,14 +126,13 @@ class EvalResult:
         }
 
 
-def make_eval_env(cfg: Any, worker_index: int = 0) -> Any:
+def make_eval_env(cfg: TrainConfig, worker_index: int = 0) -> gym.Env:
     """The config's env without the reward model (success comes from the env)."""
-    from evolve_envs.train.config import TrainConfig
+    from evolve_envs.stack.config import ProgressModelConfig
     from evolve_envs.train.worker_env import make_worker_env
 
-    plain = TrainConfig.model_validate(
-        {**cfg.model_dump(), "reward_model": {"enable": False}, "record": None}
-    )  # fmt: skip
+    off = ProgressModelConfig(enable=False)
+    plain = cfg.model_copy(update={"reward_model": off, "record": None})
     return make_worker_env(plain, worker_index)
 
 

@@ -98,8 +98,8 @@ def public_config(cfg: TrainConfig) -> dict[str, Any]:
         >>> public_config(cfg)["reward_model"]["token"]
         '**********'
     """
-    data = cfg.model_dump()
-    if data["reward_model"].get("token"):
+    data = cfg.stored()
+    if cfg.reward_model.token is not None:
         data["reward_model"] = {**data["reward_model"], "token": "**********"}
     return data
 

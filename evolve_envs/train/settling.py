@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from evolve_envs.stack.config import StackConfig
 from evolve_envs.train.episode_slot import episode_stats
 from evolve_envs.train.trajectory import Trajectory
 
@@ -240,18 +241,19 @@ def settling_counts(slots: Sequence[SettlingSlot], envs: Sequence[Any]) -> dict[
     }
 
 
-def is_deferred(stack: Mapping[str, Any]) -> bool:
+def is_deferred(stack: StackConfig) -> bool:
     """Whether a stack config (``TrainConfig.stack()``) asks for settled episodes: the reward
     model on with ``calls: deferred``.
 
     Example:
-        >>> is_deferred({"reward_model": {"enable": True, "calls": "deferred"}})
+        >>> from evolve_envs.stack.config import StackConfig
+        >>> is_deferred(StackConfig(reward_model={"enable": True, "calls": "deferred"}))
         True
-        >>> is_deferred({"reward_model": {"enable": False, "calls": "deferred"}})
+        >>> is_deferred(StackConfig(reward_model={"enable": False, "calls": "deferred"}))
         False
     """
-    rm = stack.get("reward_model") or {}
-    return bool(rm.get("enable", False)) and rm.get("calls") == "deferred"
+    rm = stack.reward_model
+    return rm.enable and getattr(rm, "calls", None) == "deferred"
 
 
 def settled_source(env: Any) -> SettledSource:
@@ -284,7 +286,7 @@ def saturation_waits(envs: Sequence[Any]) -> int:
     return total
 
 
-def settling_slots(stack: Mapping[str, Any], envs: Sequence[Any]) -> list[SettlingSlot] | None:
+def settling_slots(stack: StackConfig, envs: Sequence[Any]) -> list[SettlingSlot] | None:
     """One :class:`SettlingSlot` per env when ``stack`` asks for settled episodes, else None."""
     if not is_deferred(stack):
         return None

@@ -57,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from evolve_envs.train.config import TrainConfig
 from evolve_envs.train.episode_slot import EnvSlot
 from evolve_envs.train.pause import PAUSE_COUNTS, sit_out
 from evolve_envs.train.remote_errors import remote_error
@@ -112,7 +113,8 @@ class RolloutWorker:
     """Steps ``num_envs`` envs with a policy replica; see the module docstring.
 
     Args:
-        config: a :class:`~evolve_envs.train.config.TrainConfig` or its ``model_dump()``.
+        config: the run's :class:`~evolve_envs.train.config.TrainConfig` (checked where it was
+            loaded; an actor gets a pickled copy).
         worker_id: index of this worker (picks its ``workers.env_overrides`` entry).
         registry: the :class:`~evolve_envs.train.weight_registry.WeightRegistry` actor handle
             (None in :meth:`collect_episodes`-only use).
@@ -131,14 +133,14 @@ class RolloutWorker:
 
     def __init__(
         self,
-        config: Any,
+        config: TrainConfig,
         worker_id: int,
         registry: Any = None,
         queue: Any = None,
     ) -> None:
-        from evolve_envs.train.config import TrainConfig
-
-        self.cfg = config if isinstance(config, TrainConfig) else TrainConfig.model_validate(config)
+        if not isinstance(config, TrainConfig):
+            raise TypeError(f"config: expected a TrainConfig, got {type(config).__name__}")
+        self.cfg = config  # checked where the run loaded it; it arrives typed, not re-parsed
         self.worker_id = int(worker_id)
         self.registry = registry
         self.queue = queue
@@ -480,8 +482,7 @@ def start_workers(
     from evolve_envs.train.placement import worker_actor_options
 
     actor_cls = ray.remote(RolloutWorker).options(**worker_actor_options(cfg))
-    dumped = cfg.model_dump()
-    workers = [actor_cls.remote(dumped, i, registry, queue) for i in range(n)]
+    workers = [actor_cls.remote(cfg, i, registry, queue) for i in range(n)]
     ready = [w.ready.remote() for w in workers]
     with contextlib.ExitStack() as undo:  # a worker that fails to start stops them all
         for w in workers:

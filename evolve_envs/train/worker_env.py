@@ -11,9 +11,15 @@ same builders, so evaluation envs are the workers' envs.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import gymnasium as gym
+
+    from evolve_envs.stack.config import StackConfig
+    from evolve_envs.train.config import TrainConfig
 
 __all__ = [
     "NODE_IP",
@@ -57,7 +63,7 @@ def _node_ip() -> str:
     return ray.util.get_node_ip_address()
 
 
-def resolve_node_endpoint(endpoint: Any, node_ip: str | None = None) -> Any:
+def resolve_node_endpoint(endpoint: str | list[str], node_ip: str | None = None) -> str | list[str]:
     """``endpoint`` with ``{node_ip}`` replaced by this node's IP address (lists item by item).
 
     Example:
@@ -66,14 +72,14 @@ def resolve_node_endpoint(endpoint: Any, node_ip: str | None = None) -> Any:
         >>> resolve_node_endpoint("ray://reward")
         'ray://reward'
     """
-    if isinstance(endpoint, (list, tuple)):
-        return [resolve_node_endpoint(e, node_ip) for e in endpoint]
-    if isinstance(endpoint, str) and NODE_IP in endpoint:
+    if isinstance(endpoint, list):
+        return [str(resolve_node_endpoint(e, node_ip)) for e in endpoint]
+    if NODE_IP in endpoint:
         return endpoint.replace(NODE_IP, node_ip or _node_ip())
     return endpoint
 
 
-def reward_transport(config: Any, worker_index: int = 0) -> str:
+def reward_transport(config: TrainConfig, worker_index: int = 0) -> str:
     """How worker ``worker_index`` reaches the reward service: ``handle:<app>`` (a Ray Serve
     ``DeploymentHandle``, no HTTP), the URL it posts to, ``embedded`` or ``off``.
 
@@ -84,18 +90,18 @@ def reward_transport(config: Any, worker_index: int = 0) -> str:
     """
     from evolve_envs.reward.clients.ray_handle_pool import RAY_SCHEME, is_ray_endpoint
 
-    rm = config.stack(worker_index)["reward_model"]
-    if not rm.get("enable", False):
+    rm = config.reward_model
+    if not rm.enable:
         return "off"
-    endpoint = rm.get("endpoint", "embedded")
+    endpoint = rm.endpoint
     if is_ray_endpoint(endpoint):
-        one = endpoint[0] if isinstance(endpoint, (list, tuple)) else endpoint
+        one = endpoint[0] if isinstance(endpoint, list) else endpoint
         return "handle:" + one[len(RAY_SCHEME) :].strip("/")
     endpoint = resolve_node_endpoint(endpoint)
     return ",".join(endpoint) if isinstance(endpoint, list) else str(endpoint)
 
 
-def make_worker_env(config: Any, worker_index: int = 0) -> Any:
+def make_worker_env(config: TrainConfig, worker_index: int = 0) -> gym.Env:
     """One env as worker ``worker_index`` builds it: :func:`~evolve_envs.stack.factory.make_env` on
     the
     config's stack blocks (with the worker's ``env_overrides``; ``env.id`` is resolved there, as
@@ -114,14 +120,17 @@ def make_worker_env(config: Any, worker_index: int = 0) -> Any:
     from evolve_envs.stack.factory import make_env
 
     stack = worker_stack(config, worker_index)
-    rm = stack["reward_model"]
-    if "endpoint" in rm:  # http://{node_ip}:PORT: the Serve proxy of this worker's node
-        rm["endpoint"] = resolve_node_endpoint(rm["endpoint"])
+    rm = stack.reward_model
+    endpoint = resolve_node_endpoint(rm.endpoint)  # {node_ip}: the Serve proxy of this node
+    if endpoint != rm.endpoint:
+        stack = stack.model_copy(
+            update={"reward_model": rm.model_copy(update={"endpoint": endpoint})}
+        )
     return make_env(stack)
 
 
-def worker_stack(config: Any, worker_index: int = 0) -> dict[str, Any]:
-    """The stack blocks worker ``worker_index`` builds its envs from: ``config.stack(i)``,
+def worker_stack(config: TrainConfig, worker_index: int = 0) -> StackConfig:
+    """The stack config worker ``worker_index`` builds its envs from: ``config.stack(i)``,
     except that a run which records its episodes (a ``record`` block) plays ``calls: deferred``
     with ``calls: async``: the recorder writes each step's reward and progress as the step
     returns, and ``async`` pays those same rewards then.
@@ -130,13 +139,14 @@ def worker_stack(config: Any, worker_index: int = 0) -> dict[str, Any]:
         >>> from evolve_envs.train.config import TrainConfig
         >>> cfg = TrainConfig(reward_model={"enable": True, "calls": "deferred"},
         ...                   record={"dir": "runs/rec"})
-        >>> worker_stack(cfg)["reward_model"]["calls"]
+        >>> worker_stack(cfg).reward_model.calls
         'async'
     """
     stack = config.stack(worker_index)
-    rm = stack["reward_model"]
-    if stack.get("record") is not None and rm.get("calls") == "deferred":
-        stack["reward_model"] = {**rm, "calls": "async"}
+    rm = stack.reward_model
+    if stack.record is not None and getattr(rm, "calls", None) == "deferred":
+        async_rm = rm.model_copy(update={"calls": "async"})
+        stack = stack.model_copy(update={"reward_model": async_rm})
     return stack
 
 
