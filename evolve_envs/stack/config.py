@@ -94,7 +94,7 @@ class HorizonStageConfig(BaseModel):
     after_episodes: int = Field(default=0, ge=0)
     min_success_rate: float = Field(default=0.0, ge=0.0, le=1.0)
 
-    def resolve(self, full_max_steps: int | None) -> dict[str, Any]:
+    def resolve(self, full_max_steps: int | None) -> dict[str, object]:
         """The stage as :class:`evolve_envs.wrappers.progressive_horizon.ProgressiveHorizon` takes
         it."""
         if (self.max_steps is None) == (self.fraction is None):
@@ -162,7 +162,7 @@ class AlarmConfig(BaseModel):
     high_progress: float = Field(default=0.9, gt=0.0, le=1.0)
     min_high_failure_rise: float = Field(default=0.2, gt=0.0, le=1.0)
 
-    def detector_settings(self) -> dict[str, Any]:
+    def detector_settings(self) -> dict[str, object]:
         """The keyword arguments of ``evolve_envs.progress.hacking.AlarmSettings``."""
         return self.model_dump(exclude={"enable"})
 
@@ -213,7 +213,7 @@ class RewardModelConfig(BaseModel):
     fail_on_request_error: bool = False
     health_route: str = "/health"
     embedded_backend: str = "mock"
-    embedded_backend_kwargs: dict[str, Any] = Field(default_factory=lambda: {"rule": "change"})
+    embedded_backend_kwargs: dict[str, object] = Field(default_factory=lambda: {"rule": "change"})
 
     # --- frames
     camera: str = "agentview_image"
@@ -256,7 +256,7 @@ class RewardModelConfig(BaseModel):
 
     @field_validator("embedded_backend_kwargs")
     @classmethod
-    def _check_mock_rule(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+    def _check_mock_rule(cls, value: dict[str, object], info: ValidationInfo) -> dict[str, object]:
         rule = value.get("rule")
         if info.data.get("embedded_backend") == "mock" and rule is not None:
             from evolve_envs.reward.service.backends.mock import check_rule
@@ -358,7 +358,7 @@ class VideoScoreConfig(EpisodeScoreConfig):
     max_pixels: int = Field(default=200704, ge=1)
     video_fps: float = Field(default=4.0, gt=0)
     backend: str | None = None
-    backend_kwargs: dict[str, Any] = Field(default_factory=dict)
+    backend_kwargs: dict[str, object] = Field(default_factory=dict)
     video_transport: Literal["inline", "path", "auto"] = "inline"
     shared_dir: str | None = None
 
@@ -427,7 +427,7 @@ class StackConfig(BaseModel):
     reward_model: RewardModelBlock = Field(default_factory=ProgressModelConfig)
     record: RecordConfig | None = None
 
-    def handoff(self) -> dict[str, Any]:
+    def handoff(self) -> dict[str, object]:
         """The config as plain data for the next hop (a sub-env, another process, an env spec):
         JSON types throughout, except the bearer token, which stays a :class:`SecretStr` (masked
         wherever it is printed or dumped to JSON, its value kept for the service).

@@ -58,7 +58,7 @@ import inspect
 import logging
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
@@ -81,6 +81,17 @@ from evolve_envs.wrappers.progress_reward import ProgressReward
 from evolve_envs.wrappers.progressive_horizon import ProgressiveHorizon
 from evolve_envs.wrappers.success_bonus import ModelSuccessBonus
 
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+    from evolve_envs.reward.clients.pool_settings import RewardPool
+    from evolve_envs.reward.service.embedded import EmbeddedService
+
+    #: One layer of :func:`make_env`'s ``config``: a YAML path, a mapping, an OmegaConf node.
+    StackLayer = str | os.PathLike[str] | Mapping[str, object] | DictConfig
+    #: What :func:`make_env` takes as ``config``.
+    StackSource = StackConfig | StackLayer | list[StackLayer] | tuple[StackLayer, ...] | None
+
 __all__ = ["MOCK_RULES", "make_env", "build_stack", "describe_reward_model", "progress_source"]
 
 logger = logging.getLogger(__name__)
@@ -95,7 +106,7 @@ def _libero_factory() -> Callable[..., gym.Env]:
     return LiberoEnv
 
 
-def _check_env_kwargs(factory: Callable[..., Any], kwargs: Mapping[str, Any]) -> None:
+def _check_env_kwargs(factory: Callable[..., gym.Env], kwargs: Mapping[str, object]) -> None:
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):
@@ -112,7 +123,9 @@ def _check_env_kwargs(factory: Callable[..., Any], kwargs: Mapping[str, Any]) ->
         )
 
 
-def _gym_id_factory(env_kwargs: dict[str, Any]) -> tuple[Callable[..., gym.Env] | None, int | None]:
+def _gym_id_factory(
+    env_kwargs: dict[str, object],
+) -> tuple[Callable[..., gym.Env] | None, int | None]:
     """``env.id``: build the base env from a Gymnasium id. LIBERO ids map to their suite, the
     synthetic ids to their base env class; any other registered id (``module:Name-v0`` too)
     builds through its entry point, with the id's registered kwargs as defaults. Pops ``id``.
@@ -145,7 +158,7 @@ def _gym_id_factory(env_kwargs: dict[str, Any]) -> tuple[Callable[..., gym.Env] 
     return creator, spec.max_episode_steps
 
 
-def _default_max_steps(env_cfg: Mapping[str, Any], custom_factory: bool) -> int | None:
+def _default_max_steps(env_cfg: Mapping[str, object], custom_factory: bool) -> int | None:
     if custom_factory:
         return None
     from evolve_envs.envs.libero_tasks import default_max_episode_steps
@@ -163,7 +176,10 @@ def _check_camera(env: gym.Env, camera: str) -> None:
 
 
 def _reward_wrapper(
-    env: gym.Env, rm: RewardModelConfig, embedded_service: Any, pool: Any
+    env: gym.Env,
+    rm: RewardModelConfig,
+    embedded_service: EmbeddedService | None,
+    pool: RewardPool | None,
 ) -> gym.Env:
     """The reward wrapper of the block's kind around ``env``, owning the reward model it opens
     (closed with the wrapper)."""
@@ -267,8 +283,8 @@ def build_stack(
     cfg: StackConfig,
     env_factory: Callable[..., gym.Env] | None = None,
     *,
-    embedded_service: Any = None,
-    endpoint_pool: Any = None,
+    embedded_service: EmbeddedService | None = None,
+    endpoint_pool: RewardPool | None = None,
 ) -> gym.Env:
     """Build the wrapper stack for a validated :class:`~evolve_envs.stack.config.StackConfig`.
 
@@ -346,13 +362,13 @@ def build_stack(
 
 
 def make_env(
-    config: Any = None,
+    config: StackSource = None,
     *,
-    reward_model: Mapping[str, Any] | str | os.PathLike | None = None,
+    reward_model: Mapping[str, object] | str | os.PathLike[str] | None = None,
     env_factory: Callable[..., gym.Env] | None = None,
-    embedded_service: Any = None,
-    endpoint_pool: Any = None,
-    **env_kwargs: Any,
+    embedded_service: EmbeddedService | None = None,
+    endpoint_pool: RewardPool | None = None,
+    **env_kwargs: object,
 ) -> gym.Env:
     """Build a (wrapped) env from a config.
 

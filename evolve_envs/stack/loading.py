@@ -104,14 +104,14 @@ def _parse_env_value(name: str, key: str, kind: type, text: str) -> Any:
         raise ConfigError(f"{where}: expected {_EXPECTED_ENV[kind]}, got {text!r}") from None
 
 
-def env_overrides(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+def env_overrides(environ: Mapping[str, str] | None = None) -> dict[str, object]:
     """The ``reward_model`` keys set by the environment variables (see module docstring).
 
     >>> env_overrides({"VLAC_OFFSET_CALL": "8", "USE_DENSE_REWARD": "off", "HOME": "/root"})
     {'call_every': 8, 'dense_reward': False}
     """
     env = os.environ if environ is None else environ
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for name, (key, kind) in ENV_OVERRIDES.items():
         text = env.get(name)
         if text is None or text.strip() == "":
@@ -184,7 +184,7 @@ def resolve_config(source: str | os.PathLike[str]) -> Path | Traversable:
     raise ConfigError(f"config file {text!r} not found{hint}{known}")
 
 
-def read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
+def read_yaml(path: str | os.PathLike[str]) -> dict[str, object]:
     """Read a YAML mapping from a path or a shipped config's name; errors name the file."""
     p = resolve_config(path)
     try:
@@ -198,7 +198,7 @@ def read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
     return data
 
 
-def _as_mapping(source: Any, what: str) -> dict[str, Any]:
+def _as_mapping(source: Any, what: str) -> dict[str, object]:
     if source is None:
         return {}
     if isinstance(source, str | os.PathLike):
@@ -212,7 +212,7 @@ def _as_mapping(source: Any, what: str) -> dict[str, Any]:
     raise ConfigError(f"{what}: expected a YAML path or a mapping, got {type(source).__name__}")
 
 
-def reward_model_source(block: Any) -> dict[str, Any] | None:
+def reward_model_source(block: Any) -> dict[str, object] | None:
     """A ``reward_model`` argument as a :func:`load_config` source (``None`` stays ``None``).
 
     ``block`` is a mapping, an OmegaConf node or a YAML path; a YAML file may hold the block
@@ -229,7 +229,7 @@ def reward_model_source(block: Any) -> dict[str, Any] | None:
     return {"reward_model": data}
 
 
-def merge(*layers: Mapping[str, Any]) -> dict[str, Any]:
+def merge(*layers: Mapping[str, object]) -> dict[str, object]:
     """Layer mappings left to right (``OmegaConf.merge``): mappings merge key by key, other
     values (lists included) replace. Values are kept as given (no interpolation).
 
@@ -351,7 +351,7 @@ def format_validation_error(exc: ValidationError, model: type[BaseModel] = Stack
 
 def load_config(
     *sources: Any,
-    overrides: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, object] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> StackConfig:
     """Layer ``sources`` (YAML paths, mappings, OmegaConf configs), apply environment variables,
@@ -380,7 +380,7 @@ def load_config(
         raise ConfigError(_name_env_vars(message, set_by)) from None
 
 
-def parse_override(text: str) -> dict[str, Any]:
+def parse_override(text: str) -> dict[str, object]:
     """``"learner.lr=1e-3"`` -> ``{"learner": {"lr": 0.001}}`` (the value is read as YAML).
 
     Example:
@@ -394,7 +394,7 @@ def parse_override(text: str) -> dict[str, Any]:
         parsed = yaml.safe_load(value) if value.strip() else None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{key}: invalid value {value!r}: {exc}") from None
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     node = out
     parts = key.strip().split(".")
     for part in parts[:-1]:
@@ -429,7 +429,7 @@ def _name_env_vars(message: str, set_by: Mapping[str, str]) -> str:
     return "\n".join(lines)
 
 
-def env_key_error(exc: ValueError, env_kwargs: Mapping[str, Any]) -> ConfigError:
+def env_key_error(exc: ValueError, env_kwargs: Mapping[str, object]) -> ConfigError:
     """The base env's rejection of its ``env`` keyword arguments, as a :class:`ConfigError`
     whose message starts with the ``env.<key>`` path of the key it names.
 

@@ -38,10 +38,11 @@ import contextlib
 import logging
 import os
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evolve_envs.progress.done_rules import TerminationAudit
 from evolve_envs.progress.tracker import ProgressTracker
+from evolve_envs.reward.clients.pool_settings import PoolSettings, RewardPool, open_pool
 from evolve_envs.stack.config import (
     ConfigError,
     PickleScorerConfig,
@@ -51,6 +52,18 @@ from evolve_envs.stack.config import (
 )
 from evolve_envs.stack.loading import load_config, reward_model_source
 
+if TYPE_CHECKING:
+    from evolve_envs.progress.settings import TrackerSettings
+    from evolve_envs.reward.clients.camera_average import CameraAverageClient
+    from evolve_envs.reward.clients.pickle_scorer_client import PickleScorerClient
+    from evolve_envs.reward.clients.progress_client import ProgressClient
+    from evolve_envs.reward.clients.video_score_client import VideoScoreClient
+    from evolve_envs.reward.protocol.wire import Capabilities
+    from evolve_envs.reward.service.embedded import EmbeddedService
+
+    #: The client of a block's kind.
+    RewardClient = ProgressClient | CameraAverageClient | VideoScoreClient | PickleScorerClient
+
 __all__ = [
     "RewardModel",
     "open_reward_model",
@@ -59,6 +72,7 @@ __all__ = [
     "endpoint_pool",
     "reward_endpoints",
     "check_reward_service",
+    "pool_settings",
 ]
 
 logger = logging.getLogger(__name__)
@@ -80,31 +94,27 @@ def reward_endpoints(rm: RewardModelConfig, url: str | None = None) -> list[str]
         raise ConfigError(f"reward_model.endpoint: {exc}") from None
 
 
-def endpoint_pool(rm: RewardModelConfig, urls: list[str]) -> Any:
-    """A new :class:`~evolve_envs.reward.clients.endpoint_pool.EndpointPool` for a block: per
-    attempt ``timeout``, ``max_retries``, the bearer ``token`` and ``call_budget_s`` (the most one
-    call may take, retries and backoff included); or a
-    :class:`~evolve_envs.reward.clients.ray_handle_pool.RayHandlePool` for
-    ``["ray://<app_name>"]``. The caller owns it and closes it."""
-    from evolve_envs.reward.clients.endpoint_pool import EndpointPool
-    from evolve_envs.reward.clients.ray_handle_pool import RayHandlePool, is_ray_endpoint
-
-    if is_ray_endpoint(urls):
-        return RayHandlePool(
-            urls[0], timeout=rm.timeout, max_retries=rm.max_retries,
-            total_timeout=rm.call_budget_s, token=rm.token_value,
-        )  # fmt: skip
-    return EndpointPool(
-        urls,
+def pool_settings(rm: RewardModelConfig) -> PoolSettings:
+    """What the block's pool sends with: per attempt ``timeout``, ``max_retries``, the bearer
+    ``token`` and ``call_budget_s`` (the most one call may take, retries and backoff included)."""
+    return PoolSettings(
         timeout=rm.timeout,
         max_retries=rm.max_retries,
-        token=rm.token_value,
         total_timeout=rm.call_budget_s,
+        token=rm.token_value,
         health_route=rm.health_route,
     )
 
 
-def check_reward_service(rm: RewardModelConfig, pool: Any) -> Any:
+def endpoint_pool(rm: RewardModelConfig, urls: list[str]) -> RewardPool:
+    """A new pool for a block (:func:`pool_settings`): an
+    :class:`~evolve_envs.reward.clients.endpoint_pool.EndpointPool`, or a
+    :class:`~evolve_envs.reward.clients.ray_handle_pool.RayHandlePool` for
+    ``["ray://<app_name>"]``. The caller owns it and closes it."""
+    return open_pool(urls, pool_settings(rm))
+
+
+def check_reward_service(rm: RewardModelConfig, pool: RewardPool) -> Capabilities | None:
     """The start-up failure policy of every stack: ask ``/capabilities`` once; a dead, refusing
     (401/403) or foreign service raises
     :class:`~evolve_envs.reward.clients.service_check.ServiceUnavailableError` naming the
@@ -117,7 +127,7 @@ def check_reward_service(rm: RewardModelConfig, pool: Any) -> Any:
     return check_service(pool, require=rm.require_service, need_capabilities=rm.kind == "progress")
 
 
-def start_embedded_service(rm: RewardModelConfig) -> Any:
+def start_embedded_service(rm: RewardModelConfig) -> EmbeddedService:
     """Start the local reward service ``endpoint: embedded`` asks for (``embedded_backend`` with
     ``embedded_backend_kwargs``); the caller owns it and stops it (it is a context manager)."""
     from evolve_envs.reward.service.embedded import EmbeddedService
@@ -144,7 +154,7 @@ def shared_service(rm: RewardModelConfig) -> Iterator[str | None]:
         yield svc.url
 
 
-def _client(rm: RewardModelConfig, pool: Any, max_workers: int) -> Any:
+def _client(rm: RewardModelConfig, pool: RewardPool, max_workers: int) -> RewardClient:
     """The client of the block's ``kind`` on ``pool`` (which it leaves open)."""
     if isinstance(rm, ProgressModelConfig):
         from evolve_envs.reward.clients.progress_client import ProgressClient
@@ -203,10 +213,10 @@ class RewardModel:
     def __init__(
         self,
         config: RewardModelConfig,
-        client: Any,
-        capabilities: Any,
-        service: Any,
-        pool: Any,
+        client: RewardClient,
+        capabilities: Capabilities | None,
+        service: EmbeddedService | None,
+        pool: RewardPool,
         resources: contextlib.ExitStack,
     ) -> None:
         self.config = config
@@ -217,7 +227,7 @@ class RewardModel:
         self._resources = resources
 
     @property
-    def settings(self) -> Any:
+    def settings(self) -> TrackerSettings:
         """The tracker settings of a ``kind: progress`` block."""
         if not isinstance(self.config, ProgressModelConfig):
             raise TypeError(f"a {self.config.kind!r} reward model has no progress settings")
@@ -246,10 +256,10 @@ class RewardModel:
 
 
 def open_reward_model(
-    config: RewardModelConfig | Mapping[str, Any] | str | os.PathLike[str],
+    config: RewardModelConfig | Mapping[str, object] | str | os.PathLike[str],
     *,
-    embedded_service: Any = None,
-    pool: Any = None,
+    embedded_service: EmbeddedService | None = None,
+    pool: RewardPool | None = None,
     max_workers: int = 8,
 ) -> RewardModel:
     """Open a reward model (see the module docstring for the order of the steps).
@@ -293,5 +303,5 @@ def open_reward_model(
         return RewardModel(rm, client, capabilities, service, pool, resources.pop_all())
 
 
-def _validated(source: Mapping[str, Any] | str | os.PathLike[str]) -> RewardModelConfig:
+def _validated(source: Mapping[str, object] | str | os.PathLike[str]) -> RewardModelConfig:
     return load_config(reward_model_source(source)).reward_model

@@ -77,8 +77,8 @@ def make_vec(
     num_envs: int = 1,
     *,
     vectorization_mode: Literal["sync", "async"] = "sync",
-    vector_kwargs: Mapping[str, Any] | None = None,
-    reward_model: Mapping[str, Any] | str | os.PathLike | None = None,
+    vector_kwargs: Mapping[str, object] | None = None,
+    reward_model: Mapping[str, object] | str | os.PathLike | None = None,
     env_factory: Callable[..., gym.Env] | None = None,
     **env_kwargs: Any,
 ) -> SharedServiceVectorEnv:

@@ -32,9 +32,19 @@ import importlib
 import time
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from evolve_envs.train.config import TrainConfig
+
+if TYPE_CHECKING:
+    import gymnasium as gym
+    import torch
+    from ray import ObjectRef
+    from ray.actor import ActorHandle
+    from ray.util.queue import Queue
+
+    from evolve_envs.train.policies.base import Policy
+    from evolve_envs.train.trajectory import Trajectory
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -126,12 +136,12 @@ class TrainContext:
     """
 
     cfg: TrainConfig
-    workers: list[Any]
-    registry: Any
-    queue: Any
-    policy: Any
-    spaces: dict[str, Any]
-    device: Any = "cpu"
+    workers: list[ActorHandle]
+    registry: ActorHandle
+    queue: Queue
+    policy: Policy
+    spaces: dict[str, gym.Space]
+    device: torch.device | str = "cpu"
 
 
 @dataclass
@@ -167,13 +177,13 @@ class Algorithm(Protocol):
 
     def setup(self, ctx: TrainContext) -> None: ...
     def start(self) -> None: ...
-    def collect(self) -> list[Any]: ...
-    def update(self, trajectories: list[Any], budget_fraction: float) -> UpdateResult: ...
+    def collect(self) -> list[Trajectory]: ...
+    def update(self, trajectories: list[Trajectory], budget_fraction: float) -> UpdateResult: ...
     def counters(self) -> dict[str, int]: ...
-    def metrics(self) -> dict[str, Any]: ...
-    def running_calls(self) -> list[Any]: ...
-    def state_dict(self) -> dict[str, Any]: ...
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+    def metrics(self) -> dict[str, object]: ...
+    def running_calls(self) -> list[ObjectRef]: ...
+    def state_dict(self) -> dict[str, object]: ...
+    def load_state_dict(self, state: dict[str, object]) -> None: ...
     def stop(self) -> None: ...
 
 
@@ -225,7 +235,7 @@ def _worker_error(index: int, exc: BaseException) -> WorkerFailedError:
     return kind(f"rollout worker {index} stopped: {remote_error(exc)}")
 
 
-def check_worker_calls(calls: list[Any]) -> None:
+def check_worker_calls(calls: list[ObjectRef]) -> None:
     """Raise :class:`WorkerFailedError` if one of the workers' running calls (worker ``i``'s at
     index ``i``) ended before the stop; never blocks."""
     import ray
@@ -241,7 +251,7 @@ def check_worker_calls(calls: list[Any]) -> None:
         raise WorkerFailedError(f"rollout worker {calls.index(ref)} returned before the stop")
 
 
-def get_from_workers(calls: list[Any], owners: list[int]) -> list[Any]:
+def get_from_workers(calls: list[ObjectRef], owners: list[int]) -> list[object]:
     """``ray.get`` of worker calls (``owners[i]`` made ``calls[i]``); an error names the worker
     as :class:`WorkerFailedError`. Calls on a process that died are retried by Ray."""
     import ray

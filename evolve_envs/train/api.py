@@ -33,13 +33,13 @@ from evolve_envs.train.driver import TrainOptions, TrainResult, run_train
 __all__ = ["nested_overrides", "train"]
 
 #: What :func:`train` takes for a config.
-ConfigSource = str | os.PathLike[str] | TrainConfig | Mapping[str, Any]
+ConfigSource = str | os.PathLike[str] | TrainConfig | Mapping[str, object]
 
 
-def nested_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
+def nested_overrides(overrides: Mapping[str, object]) -> dict[str, object]:
     """Keyword overrides as one nested mapping: a dotted key (``"learner.lr"``) becomes nested
     blocks; blocks given twice are merged (see the module's example)."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for key, value in overrides.items():
         for part in reversed(key.split(".")):
             value = {part: value}

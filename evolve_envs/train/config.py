@@ -47,7 +47,12 @@ from pydantic import (
 )
 
 from evolve_envs.progress.settings import ConfigError
-from evolve_envs.stack.config import ProgressModelConfig, RecordConfig, RewardModelBlock, StackConfig
+from evolve_envs.stack.config import (
+    ProgressModelConfig,
+    RecordConfig,
+    RewardModelBlock,
+    StackConfig,
+)
 from evolve_envs.stack.loading import (
     format_validation_error,
     load_config,

@@ -101,10 +101,10 @@ class TrainResult:
     run_dir: Path
     algo: str
     counters: dict[str, int]
-    last_metrics: dict[str, Any]
+    last_metrics: dict[str, object]
     wall_s: float
-    evaluation: dict[str, Any] | None = None
-    degraded: dict[str, Any] | None = None
+    evaluation: dict[str, object] | None = None
+    degraded: dict[str, object] | None = None
 
     @property
     def success(self) -> float | None:
@@ -128,7 +128,7 @@ class TrainResult:
         return path if path.is_file() else None
 
 
-def effective_config(opts: TrainOptions) -> tuple[TrainConfig, dict[str, Any] | None]:
+def effective_config(opts: TrainOptions) -> tuple[TrainConfig, dict[str, object] | None]:
     """The run's config, checked (the ``--resume`` checkpoint's, then ``config``, then the
     overrides, ``algo`` and ``minutes``), and the checkpoint's state (``None`` for a new run)."""
     state = None
@@ -238,9 +238,9 @@ def _learner_task(
     worker_cfg: TrainConfig,
     cfg: TrainConfig,
     run_dir: str,
-    state: dict[str, Any] | None,
+    state: dict[str, object] | None,
     lines: Any,
-) -> tuple[dict[str, int], dict[str, Any]]:
+) -> tuple[dict[str, int], dict[str, object]]:
     """The shared loop as a Ray task (``learner.placement: cluster``)."""
     from evolve_envs.train.algorithm import make_algorithm
     from evolve_envs.train.loop import run_loop
@@ -260,9 +260,9 @@ def run_loop_on_cluster(
     worker_cfg: TrainConfig,
     cfg: TrainConfig,
     run_dir: Path,
-    state: dict[str, Any] | None,
+    state: dict[str, object] | None,
     log: TextIO,
-) -> tuple[dict[str, int], dict[str, Any]]:
+) -> tuple[dict[str, int], dict[str, object]]:
     """Run the shared loop as a Ray task placed by ``learner.num_cpus``, ``num_gpus`` and
     ``resources``; its metrics lines come back to ``log``. ``run_dir`` must be a path the
     learner's node can write (the same disk on one machine; shared storage on a cluster)."""
@@ -275,7 +275,7 @@ def run_loop_on_cluster(
     lines = Queue(
         maxsize=10_000, actor_options={"num_cpus": 0, "scheduling_strategy": on_this_node()}
     )
-    options: dict[str, Any] = {
+    options: dict[str, object] = {
         "num_cpus": request.pop("CPU", 0.0),
         "num_gpus": request.pop("GPU", 0.0),
         "max_retries": 0,  # a lost learner stops the run; --resume continues from its checkpoint
@@ -389,7 +389,7 @@ def run_dir_of(opts: TrainOptions, cfg: TrainConfig) -> Path:
 
 
 def run_train(
-    opts: TrainOptions, checked: tuple[TrainConfig, dict[str, Any] | None] | None = None
+    opts: TrainOptions, checked: tuple[TrainConfig, dict[str, object] | None] | None = None
 ) -> TrainResult:
     """Run one training job (see the module docstring). ``checked`` is what
     :func:`effective_config` returned for ``opts`` when the caller read it already (the CLI,
@@ -434,7 +434,7 @@ def run_train(
     evaluation = last.pop("eval", None)
     degraded = last.pop("degraded", None)
     result = TrainResult(run_dir, cfg.algo, counters, last, wall, evaluation, degraded)
-    summary: dict[str, Any] = {
+    summary: dict[str, object] = {
         "algo": cfg.algo,
         "wall_s": round(wall, 2),
         "counters": counters,

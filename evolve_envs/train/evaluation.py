@@ -110,7 +110,7 @@ class EvalResult:
     def success_rate(self) -> float:
         return float(np.mean(self.success)) if self.success else float("nan")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The numbers (no frames), for a JSON result.
 
         >>> EvalResult([True, False], [3, 8], [1, 2]).to_json()["success_rate"]
@@ -162,7 +162,7 @@ class HeldOutEvaluator:
             self._envs.append(make_eval_env(self.cfg))
         return self._envs[:n]
 
-    def policy(self, state_dict: dict[str, Any] | None = None) -> Any:
+    def policy(self, state_dict: dict[str, object] | None = None) -> Any:
         """A policy of the config for this env's spaces, with ``state_dict`` loaded if given."""
         from evolve_envs.train.worker_env import policy_from_config
 
@@ -300,7 +300,7 @@ class SavedPolicy:
     """
 
     path: Path
-    payload: dict[str, Any]
+    payload: dict[str, object]
     cfg: Any
 
 
@@ -341,7 +341,7 @@ def evaluate_saved(
     sampled: bool = True,
     videos: int = 3,
     sample_seed: int = 0,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Evaluate a saved policy on the held-out scenes of its config's ``eval`` block
     (``episodes`` and ``num_envs`` override it), with the mean action and, with ``sampled``,
     sampled actions; write ``result.json`` and, with ``videos > 0``, ``episodes.mp4`` (the first
@@ -360,7 +360,7 @@ def evaluate_saved(
             if sampled
             else None
         )
-    result: dict[str, Any] = {
+    result: dict[str, object] = {
         "policy": str(saved.path),
         "algo": saved.payload.get("algo"),
         "counters": saved.payload.get("counters"),

@@ -90,7 +90,7 @@ def learner_device(cfg: TrainConfig) -> Any:
     return torch.device("cpu")
 
 
-def public_config(cfg: TrainConfig) -> dict[str, Any]:
+def public_config(cfg: TrainConfig) -> dict[str, object]:
     """The config as a tracker may see it: the reward service's token hidden.
 
     Example:
@@ -128,10 +128,10 @@ def run_loop(
     worker_cfg: TrainConfig,
     cfg: TrainConfig,
     run_dir: Path,
-    state: dict[str, Any] | None,
+    state: dict[str, object] | None,
     log: TextIO,
     interactive: bool,
-) -> tuple[dict[str, int], dict[str, Any]]:
+) -> tuple[dict[str, int], dict[str, object]]:
     """Run ``algo`` until the budget is spent; ``worker_cfg`` is what workers build envs from
     (the embedded service's URL filled in), ``cfg`` what checkpoints record. Returns (counters,
     last metrics row)."""
@@ -202,7 +202,7 @@ def run_loop(
         fallbacks = FallbackWatch(log)
         last_log = last_ckpt = last_check = time.monotonic()
         ckpt_updates = updates()
-        last: dict[str, Any] = {}
+        last: dict[str, object] = {}
         bar = tqdm(
             total=round(budget.seconds),
             unit="s",
@@ -214,7 +214,7 @@ def run_loop(
         placement = _Placement(run_dir, registry, str(device))
         placement.write()
 
-        def write_row(now: float) -> dict[str, Any]:
+        def write_row(now: float) -> dict[str, object]:
             row = _row(algo, stats, registry, budget, now - last_log, cfg.workers.num_envs)
             row.update(evals.columns())
             tlog.add(updates(), row)
@@ -361,12 +361,12 @@ def _row(
     budget: Budget,
     elapsed: float,
     num_envs: int,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     import ray
 
     per_worker = ray.get(registry.workers.remote(), timeout=30)
     counters = algo.counters()
-    row: dict[str, Any] = {
+    row: dict[str, object] = {
         "time_s": round(budget.elapsed(), 2),
         "updates_total": counters["updates"],
         "version": counters["version"],

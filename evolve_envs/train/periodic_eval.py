@@ -42,7 +42,7 @@ __all__ = ["BEST", "PeriodicEval", "format_eval"]
 BEST = "best.pt"
 
 
-def format_eval(row: dict[str, Any]) -> str:
+def format_eval(row: dict[str, object]) -> str:
     """One evaluation as the line the loop prints.
 
     >>> format_eval({"time_s": 60.0, "updates": 40, "episodes": 10, "success": 0.4,
@@ -61,7 +61,7 @@ def format_eval(row: dict[str, Any]) -> str:
     )
 
 
-def _best_note(row: dict[str, Any]) -> str:
+def _best_note(row: dict[str, object]) -> str:
     """What keeping ``row``'s policy as ``best.pt`` means: a first evaluation that solved nothing
     is kept only until something does better, and is not called a best.
 
@@ -93,12 +93,12 @@ class PeriodicEval:
         self.seeds = held_out_seeds(self.ecfg.episodes, self.ecfg.seed_offset)
         self.evaluator = HeldOutEvaluator(cfg, self.ecfg.num_envs) if self.enabled else None
         self.csv: Any = None
-        self.history: list[dict[str, Any]] = []
-        self.best: dict[str, Any] | None = self._previous_best()
+        self.history: list[dict[str, object]] = []
+        self.best: dict[str, object] | None = self._previous_best()
         self.last_s = 0.0
         self.last_updates: int | None = None
 
-    def _previous_best(self) -> dict[str, Any] | None:
+    def _previous_best(self) -> dict[str, object] | None:
         """The evaluation in a ``best.pt`` left by the run this one resumes (None: none)."""
         path = self.run_dir / BEST
         if not self.enabled or not path.is_file():
@@ -139,14 +139,14 @@ class PeriodicEval:
         if self.enabled and self.last_updates != int(counters["updates"]):
             self.evaluate(policy, counters, elapsed)
 
-    def evaluate(self, policy: Any, counters: dict[str, int], elapsed: float) -> dict[str, Any]:
+    def evaluate(self, policy: Any, counters: dict[str, int], elapsed: float) -> dict[str, object]:
         """Evaluate ``policy`` now; log, record the video, keep ``best.pt``; return the row."""
         assert self.evaluator is not None
         updates = int(counters["updates"])
         key = self.ecfg.video_key or self.cfg.policy.image_key
         t0 = time.monotonic()
         det = self.evaluator.run(policy, self.seeds, record=self.ecfg.video_episodes, video_key=key)
-        row: dict[str, Any] = {
+        row: dict[str, object] = {
             "time_s": round(elapsed, 2),
             "env_steps": int(counters.get("env_steps_in", 0)),
             "episodes": det.episodes,
@@ -170,7 +170,7 @@ class PeriodicEval:
         print(format_eval({**row, "first": first}), file=self.log, flush=True)
         return row
 
-    def _write(self, updates: int, row: dict[str, Any]) -> None:
+    def _write(self, updates: int, row: dict[str, object]) -> None:
         from evolve_envs.recording.metrics_log import EpisodeLog
 
         if self.csv is None:
@@ -190,8 +190,8 @@ class PeriodicEval:
             pass
         self.tlog.log_video("eval/video", frames, updates, mp4=mp4)
 
-    def _better(self, row: dict[str, Any]) -> bool:
-        def score(r: dict[str, Any]) -> tuple[float, float]:
+    def _better(self, row: dict[str, object]) -> bool:
+        def score(r: dict[str, object]) -> tuple[float, float]:
             def num(v: Any) -> float:
                 return -1.0 if v is None or math.isnan(float(v)) else float(v)
 
@@ -199,7 +199,7 @@ class PeriodicEval:
 
         return self.best is None or score(row) > score(self.best)
 
-    def _save_best(self, policy: Any, counters: dict[str, int], row: dict[str, Any]) -> None:
+    def _save_best(self, policy: Any, counters: dict[str, int], row: dict[str, object]) -> None:
         state = {k: v.detach().cpu().clone() for k, v in policy.state_dict().items()}
         payload = {
             "policy": state,
@@ -211,7 +211,7 @@ class PeriodicEval:
         save_atomic(self.run_dir / BEST, payload)
         self.best = payload["eval"]
 
-    def summary(self) -> dict[str, Any] | None:
+    def summary(self) -> dict[str, object] | None:
         """What ``summary.json`` records: the scenes, the final and the best evaluation."""
         if not self.enabled:
             return None

@@ -45,7 +45,7 @@ class TrainLog(EpisodeLog):
         *,
         tensorboard: bool = True,
         wandb_project: str | None = None,
-        run_config: Mapping[str, Any] | None = None,
+        run_config: Mapping[str, object] | None = None,
     ) -> None:
         super().__init__(
             out,
@@ -73,14 +73,14 @@ class IntervalStats:
 
     def __init__(self) -> None:
         self.t0 = time.monotonic()
-        self._episodes: list[Mapping[str, Any]] = []
+        self._episodes: list[Mapping[str, object]] = []
         self._staleness: list[float] = []
         self.trajectories = 0
         self.env_steps = 0
         self.samples = 0
         self.updates = 0
 
-    def episodes(self, stats: Sequence[Mapping[str, Any]]) -> None:
+    def episodes(self, stats: Sequence[Mapping[str, object]]) -> None:
         """Record finished episodes' stats dicts (``return``, ``success``, ``progress``, ...)."""
         self._episodes.extend(stats)
 
@@ -96,7 +96,7 @@ class IntervalStats:
         reasons = [e["fallback_reason"] for e in self._episodes if e.get("fallback_reason")]
         return str(reasons[-1]) if reasons else None
 
-    def row(self, elapsed: float | None = None) -> dict[str, Any]:
+    def row(self, elapsed: float | None = None) -> dict[str, object]:
         """The interval's metrics (means over its episodes; rates per second)."""
         dt = max(1e-9, elapsed if elapsed is not None else time.monotonic() - self.t0)
 
@@ -136,7 +136,7 @@ class IntervalStats:
         }
 
 
-def format_row(row: Mapping[str, Any]) -> str:
+def format_row(row: Mapping[str, object]) -> str:
     """One metrics row as the line printed when not on a terminal; the success is the env's
     flag, the progress the reward model's, and the line says which. When reward-model calls
     failed in the interval it ends with ``FALLBACK`` and the share of episodes that got fallback

@@ -108,7 +108,7 @@ def settled_trajectories(
         )
     terminated = bool(record.terminated)
     summary = dict(getattr(record, "summary", None) or {})
-    info: dict[str, Any] = {"is_success": bool(played.success[n - 1])}
+    info: dict[str, object] = {"is_success": bool(played.success[n - 1])}
     alarm = getattr(record, "alarm", None)  # the hacking alarm's state after this episode
     if isinstance(alarm, Mapping):
         info["reward_alarm"] = alarm
@@ -262,7 +262,7 @@ def settled_source(env: Any) -> SettledSource:
     return lambda wait: list(get(wait=wait))
 
 
-def episode_index(info: Mapping[str, Any]) -> int:
+def episode_index(info: Mapping[str, object]) -> int:
     """The number the env gives the episode its ``reset`` just started
     (``info["settlement_episode"]``), which its settled record carries as ``index``.
 

@@ -53,7 +53,7 @@ import contextlib
 import os
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -68,6 +68,8 @@ from evolve_envs.train.settling import (
     settling_slots,
 )
 from evolve_envs.train.worker_env import (
+    Observation,
+    StepResult,
     batch_obs,
     make_worker_env,
     policy_from_config,
@@ -75,6 +77,15 @@ from evolve_envs.train.worker_env import (
     with_task,
     worker_stack,
 )
+
+if TYPE_CHECKING:
+    import gymnasium as gym
+    import torch
+    from ray import ObjectRef
+    from ray.actor import ActorHandle
+    from ray.util.queue import Queue
+
+    from evolve_envs.train.trajectory import Trajectory
 
 __all__ = [
     "RolloutWorker",
@@ -87,7 +98,7 @@ def _slice(inputs: Mapping[str, np.ndarray], i: int) -> dict[str, np.ndarray]:
     return {k: v[i] for k, v in inputs.items()}
 
 
-def _worker_device() -> Any:
+def _worker_device() -> torch.device:
     """CUDA when Ray assigned this actor a GPU (``workers.num_gpus > 0``) and torch sees one,
     else the CPU."""
     import ray
@@ -135,8 +146,8 @@ class RolloutWorker:
         self,
         config: TrainConfig,
         worker_id: int,
-        registry: Any = None,
-        queue: Any = None,
+        registry: ActorHandle | None = None,
+        queue: Queue | None = None,
     ) -> None:
         if not isinstance(config, TrainConfig):
             raise TypeError(f"config: expected a TrainConfig, got {type(config).__name__}")
@@ -151,7 +162,7 @@ class RolloutWorker:
             where = {"node_id": _node_id(), "reward": reward_transport(self.cfg, self.worker_id)}
             self.incarnation = ray.get(registry.hello.remote(self.worker_id, os.getpid(), where))
         self.rng = np.random.default_rng([self.cfg.run.seed, self.worker_id, self.incarnation])
-        self.envs: list[Any] = []
+        self.envs: list[gym.Env] = []
         with contextlib.ExitStack() as undo:  # a failure closes the envs built so far
             undo.callback(self.close)
             for _ in range(self.cfg.workers.num_envs):
@@ -177,7 +188,7 @@ class RolloutWorker:
 
     # ------------------------------------------------------------------ helpers
 
-    def ready(self) -> dict[str, Any]:
+    def ready(self) -> dict[str, object]:
         """Start-up handshake: pid, incarnation and the env's spaces."""
         env = self.envs[0]
         return {
@@ -188,7 +199,7 @@ class RolloutWorker:
             "action_space": env.action_space,
         }
 
-    def placement(self) -> dict[str, Any]:
+    def placement(self) -> dict[str, object]:
         """Where this worker runs: the Ray resources assigned to it and the policy's device.
 
         Example (the plain class outside Ray: no resources, CPU):
@@ -211,14 +222,14 @@ class RolloutWorker:
             "reward": reward_transport(self.cfg, self.worker_id),
         }
 
-    def _load(self, state_dict: Mapping[str, Any], version: int) -> None:
+    def _load(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
         self.policy.load_state_dict(state_dict)
         self.version = int(version)
 
     def _seed(self) -> int:
         return int(self.rng.integers(2**31 - 1))
 
-    def _act(self, obs: list[Mapping[str, Any]]) -> tuple[dict[str, np.ndarray], Any, Any]:
+    def _act(self, obs: list[Observation]) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
         import torch
 
         inputs = self.policy.encode_obs(batch_obs(obs))
@@ -226,14 +237,14 @@ class RolloutWorker:
             actions, logp = self.policy.act(inputs)
         return inputs, np.asarray(actions, dtype=np.float32), np.asarray(logp, dtype=np.float32)
 
-    def _step(self, env: Any, action: np.ndarray) -> tuple[Any, Any, Any, Any, Any]:
+    def _step(self, env: gym.Env, action: np.ndarray) -> StepResult:
         """``env.step(action)``, then this worker's ``workers.step_delay_s`` of sleep."""
         result = env.step(action)
         if self.step_delay_s > 0:
             time.sleep(self.step_delay_s)
         return result
 
-    def _encode_one(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    def _encode_one(self, obs: Observation) -> dict[str, np.ndarray]:
         return _slice(self.policy.encode_obs(batch_obs([obs])), 0)
 
     def _record_step(
@@ -242,7 +253,7 @@ class RolloutWorker:
         inputs: Mapping[str, np.ndarray],
         action: np.ndarray,
         logp: float,
-        step: tuple[Any, Any, Any, Any, Any],
+        step: StepResult,
     ) -> bool:
         """Append one env step to ``slot``; returns whether the episode ended (its stats are
         then kept too)."""
@@ -256,7 +267,7 @@ class RolloutWorker:
             self.counts["episodes"] += 1
         return ended
 
-    def _reset(self, i: int, seed: int) -> Any:
+    def _reset(self, i: int, seed: int) -> Observation:
         """Reset env ``i`` with ``seed``; with settled episodes, its slot starts the episode."""
         obs, info = self.envs[i].reset(seed=seed)
         if self.settling is not None:
@@ -269,8 +280,8 @@ class RolloutWorker:
         inputs: Mapping[str, np.ndarray],
         action: np.ndarray,
         logp: float,
-        step: tuple[Any, Any, Any, Any, Any],
-        nxt: Any,
+        step: StepResult,
+        nxt: Observation,
     ) -> bool:
         """Keep one step of env ``i``'s episode until it is settled (its reward is not known
         yet); returns whether the episode ended."""
@@ -297,7 +308,7 @@ class RolloutWorker:
         slots = [EnvSlot() for _ in self.envs]
         obs = [self._reset(i, self._seed()) for i in range(len(self.envs))]
         pending = self.registry.poll.remote(self.worker_id, self.version)
-        puts: list[Any] = []  # queue puts not yet answered
+        puts: list[ObjectRef] = []  # queue puts not yet answered
         step = 0
         stop = False
         while not stop:
@@ -355,7 +366,7 @@ class RolloutWorker:
     #: each waiting for its large argument, may be run in either order).
     MAX_PUTS_IN_FLIGHT = 1
 
-    def _push(self, traj: Any, puts: list[Any]) -> None:
+    def _push(self, traj: Trajectory, puts: list[ObjectRef]) -> None:
         """Put ``traj`` into the queue without waiting for the queue's answer when it is a
         ``ray.util.queue.Queue`` (the call goes to its actor; :meth:`_count_puts` counts it
         pushed or dropped when the answer arrives, in submission order on the queue's side); any
@@ -374,7 +385,7 @@ class RolloutWorker:
             self._count_puts(puts, wait=True, keep=self.MAX_PUTS_IN_FLIGHT - 1)
         puts.append(actor.put_nowait.remote(traj))
 
-    def _count_puts(self, puts: list[Any], wait: bool = False, keep: int = 0) -> None:
+    def _count_puts(self, puts: list[ObjectRef], wait: bool = False, keep: int = 0) -> None:
         """Count the answered puts of ``puts`` as pushed or dropped (a full queue) and remove
         them; with ``wait``, first wait until at most ``keep`` are unanswered."""
         import asyncio
@@ -407,8 +418,11 @@ class RolloutWorker:
     # ------------------------------------------------------------------ synchronous mode
 
     def collect_episodes(
-        self, seeds: Sequence[int], weights: list[Any] | None, version: int
-    ) -> list[Any]:
+        self,
+        seeds: Sequence[int],
+        weights: list[Mapping[str, torch.Tensor] | ObjectRef | None] | None,
+        version: int,
+    ) -> list[Trajectory]:
         """Play one whole episode per seed (``len(seeds) <= num_envs``, env ``i`` reset with
         ``seeds[i]``) with ``weights[0]`` (a state_dict or its ObjectRef; None keeps the
         current ones, which are then counted as ``version``) and return them as trajectories,
@@ -424,7 +438,7 @@ class RolloutWorker:
         envs = self.envs[: len(seeds)]
         slots = [EnvSlot() for _ in envs]
         obs = [self._reset(i, int(s)) for i, s in enumerate(seeds)]
-        out: list[Any] = [None] * len(envs)
+        out: list[Trajectory | None] = [None] * len(envs)
         live = list(range(len(envs)))
         while live:  # no env waits for the reward model with settled episodes
             inputs, actions, logp = self._act([obs[i] for i in live])
@@ -450,7 +464,7 @@ class RolloutWorker:
             out[i] = trajs[0]
         if self.registry is not None:
             self._report()
-        return out
+        return [traj for traj in out if traj is not None]
 
     def close(self) -> None:
         """Close the envs (releasing an embedded reward service they hold)."""
@@ -463,13 +477,13 @@ class RolloutWorker:
 
 
 def start_workers(
-    config: Any,
-    registry: Any,
-    queue: Any,
+    config: TrainConfig,
+    registry: ActorHandle,
+    queue: Queue,
     *,
     num_workers: int | None = None,
     timeout_s: float = 600.0,
-) -> list[Any]:
+) -> list[ActorHandle]:
     """Create the worker actors (restartable) and wait until each has built its envs.
 
     Raises the first worker's start-up error (a dead reward service, a bad env key) as a

@@ -11,7 +11,7 @@ same builders, so evaluation envs are the workers' envs.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, SupportsFloat
 
 import numpy as np
 
@@ -19,10 +19,13 @@ if TYPE_CHECKING:
     import gymnasium as gym
 
     from evolve_envs.stack.config import StackConfig
-    from evolve_envs.train.config import TrainConfig
+    from evolve_envs.train.config import PolicyConfig, TrainConfig
+    from evolve_envs.train.policies.base import Policy
 
 __all__ = [
     "NODE_IP",
+    "Observation",
+    "StepResult",
     "TASK_KEY",
     "batch_obs",
     "make_worker_env",
@@ -34,7 +37,13 @@ __all__ = [
 ]
 
 
-def batch_obs(observations: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+#: A dict observation, as the workers' policies read it.
+Observation = Mapping[str, object]
+#: What ``env.step`` returns: observation, reward, terminated, truncated, info.
+StepResult = tuple[Observation, SupportsFloat, bool, bool, dict[str, object]]
+
+
+def batch_obs(observations: Sequence[Observation]) -> dict[str, np.ndarray]:
     """Stack single-env observation dicts into one batched dict (leading axis = env)."""
     return {k: np.stack([np.asarray(o[k]) for o in observations]) for k in observations[0]}
 
@@ -44,7 +53,7 @@ def batch_obs(observations: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray
 TASK_KEY = "task_description"
 
 
-def with_task(obs: Any, info: Mapping[str, Any]) -> Any:
+def with_task(obs: Observation, info: Mapping[str, object]) -> Observation:
     """``obs`` plus ``{TASK_KEY: info["task_description"]}`` for dict observations that lack it."""
     text = info.get("task_description")
     if text is None or not isinstance(obs, Mapping) or TASK_KEY in obs:
@@ -150,7 +159,9 @@ def worker_stack(config: TrainConfig, worker_index: int = 0) -> StackConfig:
     return stack
 
 
-def policy_from_config(policy_cfg: Any, obs_space: Any, act_space: Any) -> Any:
+def policy_from_config(
+    policy_cfg: PolicyConfig, obs_space: gym.Space, act_space: gym.Space
+) -> Policy:
     """The policy for these spaces, from a :class:`~evolve_envs.train.config.PolicyConfig`.
 
     Without ``policy.target`` it is the CPU

@@ -51,5 +51,7 @@ def test_a_short_run_validates_the_reward_model_once(validations, tmp_path) -> N
     assert result.counters["updates"] == 2 and result.checkpoint.is_file()
     assert validations == ["ProgressModelConfig"]  # once, where load_train_config read it
     stored = yaml.safe_load((result.run_dir / "config.yaml").read_text())
-    assert stored["reward_model"]["endpoint"] == "embedded" and "token" not in stored["reward_model"]
+    assert (
+        stored["reward_model"]["endpoint"] == "embedded" and "token" not in stored["reward_model"]
+    )
     assert "s3cret" not in (result.run_dir / "summary.json").read_text()

@@ -243,7 +243,7 @@ class EndpointPool:
     def closed(self) -> bool:
         return self._closed
 
-    def endpoint_stats(self) -> list[dict[str, Any]]:
+    def endpoint_stats(self) -> list[dict[str, object]]:
         """Per-endpoint counters: url, up, in_flight, requests, successes, failures,
         consecutive_failures, probes, last_error, down_for_s."""
         return self._failover.endpoint_stats()

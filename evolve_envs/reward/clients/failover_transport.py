@@ -45,7 +45,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any, Literal
+from typing import Literal
 
 import httpx
 
@@ -210,7 +210,7 @@ class FailoverTransport(httpx.BaseTransport):
         """The replicas' base URLs, in order."""
         return [ep.url for ep in self._endpoints]
 
-    def endpoint_stats(self) -> list[dict[str, Any]]:
+    def endpoint_stats(self) -> list[dict[str, object]]:
         """Per-endpoint counters: url, up, in_flight, requests, successes, failures,
         consecutive_failures, probes, last_error, down_for_s."""
         now = time.monotonic()

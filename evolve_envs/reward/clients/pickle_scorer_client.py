@@ -39,7 +39,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from concurrent.futures import Future
-from typing import Any
 
 import httpx
 import numpy as np
@@ -135,9 +134,9 @@ class PickleScorerClient(ClientBase):
         self,
         images: Sequence[np.ndarray | bytes],
         prompts: Sequence[str],
-        metadata: dict[str, Any] | None,
+        metadata: dict[str, object] | None,
         copy: bool,
-    ) -> tuple[list[np.ndarray | bytes], list[str], dict[str, Any]]:
+    ) -> tuple[list[np.ndarray | bytes], list[str], dict[str, object]]:
         images, prompts = list(images), list(prompts)
         if not images:
             raise ValueError("score needs at least one image")
@@ -165,7 +164,7 @@ class PickleScorerClient(ClientBase):
         self,
         images: Sequence[np.ndarray | bytes],
         prompts: Sequence[str],
-        metadata: dict[str, Any] | None = None,
+        metadata: dict[str, object] | None = None,
     ) -> CallResult[list[float]]:
         """Score images (uint8 HxWx3 arrays or encoded image bytes), one prompt each.
 
@@ -177,7 +176,7 @@ class PickleScorerClient(ClientBase):
         self,
         images: Sequence[np.ndarray | bytes],
         prompts: Sequence[str],
-        metadata: dict[str, Any] | None = None,
+        metadata: dict[str, object] | None = None,
     ) -> Future[CallResult[list[float]]]:
         """Non-blocking :meth:`score` (images copied now, encoded in a worker)."""
         return self._submit(self._score, *self._prepare(images, prompts, metadata, copy=True))
@@ -186,14 +185,14 @@ class PickleScorerClient(ClientBase):
         self,
         images: Sequence[np.ndarray | bytes],
         prompts: Sequence[str],
-        metadata: dict[str, Any] | None = None,
+        metadata: dict[str, object] | None = None,
     ) -> CallResult[list[float]]:
         """``await``-able :meth:`score` for asyncio code; safe from any (and any new) loop."""
         future = self.submit_score(images, prompts, metadata)
         return await asyncio.wrap_future(future)
 
     def _score(
-        self, images: list[np.ndarray | bytes], prompts: list[str], metadata: dict[str, Any]
+        self, images: list[np.ndarray | bytes], prompts: list[str], metadata: dict[str, object]
     ) -> CallResult[list[float]]:
         route = self.route
         count = len(images)

@@ -17,7 +17,6 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import httpx
 
@@ -89,7 +88,7 @@ class PoolCall:
         attempt_timeout: float,
         budget: float,
         describe: Callable[[httpx.Response], str],
-        body: dict[str, Any],
+        body: dict[str, object],
         *,
         failover: FailoverTransport,
         backoff_s: float,

@@ -104,7 +104,7 @@ class RayHandlePool:
     def healthy_urls(self) -> list[str]:
         return [] if self._closed else [self.url]
 
-    def endpoint_stats(self) -> list[dict[str, Any]]:
+    def endpoint_stats(self) -> list[dict[str, object]]:
         return [{"url": self.url, "up": not self._closed}]
 
     def _get_handle(self) -> Any:

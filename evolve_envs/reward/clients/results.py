@@ -23,7 +23,7 @@ from __future__ import annotations
 import collections
 import threading
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -127,7 +127,7 @@ class ClientStats:
         values = np.percentile(samples, qs)
         return {q: float(v) for q, v in zip(qs, values, strict=True)}
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         """A plain dict of all counters and p50/p90/p99 latency, safe to log or put in ``info``."""
         pct = self.latency_percentiles((50, 90, 99))
         with self._lock:

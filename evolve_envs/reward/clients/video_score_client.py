@@ -44,7 +44,7 @@ import uuid
 from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
@@ -143,7 +143,7 @@ class VideoScoreClient(ClientBase):
         max_pixels: int = 200704,
         video_fps: float = 4,
         backend: str | None = None,
-        backend_kwargs: dict[str, Any] | None = None,
+        backend_kwargs: dict[str, object] | None = None,
         mode: Literal["inline", "path", "auto"] = "inline",
         shared_dir: str | os.PathLike | None = None,
         max_nframes: int = MAX_NFRAMES,
@@ -246,7 +246,7 @@ class VideoScoreClient(ClientBase):
                         None, ROUTE_SCORE, f"could not write the video to {path}: {exc}",
                         kind=ErrorKind.LOCAL_IO,
                     ) from exc  # fmt: skip
-                source: dict[str, Any]
+                source: dict[str, object]
                 if transport == "path":
                     source = {"video_path": str(path)}
                 else:

@@ -147,9 +147,9 @@ class DistRL:
     def counters(self) -> dict[str, int]:
         return self.learner.counters()
 
-    def metrics(self) -> dict[str, Any]:
+    def metrics(self) -> dict[str, object]:
         learner = self.learner
-        row: dict[str, Any] = {
+        row: dict[str, object] = {
             "queue_depth": self.ctx.queue.qsize(),
             "buffer_fill": learner.replay.live / learner.cfg.capacity,
             "priority_spread": learner.priority_spread(),
@@ -171,10 +171,10 @@ class DistRL:
     def running_calls(self) -> list[Any]:
         return self.runs
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         return self.learner.state_dict()
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, object]) -> None:
         self.learner.load_state_dict(state)
 
     def stop(self) -> None:

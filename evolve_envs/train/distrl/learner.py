@@ -107,9 +107,9 @@ class Learner:
         frac = min(1.0, max(0.0, fraction))
         return round(config.beta + (1.0 - config.beta) * frac, 10)
 
-    def _loss_kwargs(self) -> dict[str, Any]:
+    def _loss_kwargs(self) -> dict[str, object]:
         c = self.cfg
-        kwargs: dict[str, Any] = {
+        kwargs: dict[str, object] = {
             "gamma": c.gamma,
             "lam": c.lam,
             "rho_bar": c.rho_bar,
@@ -272,7 +272,7 @@ class Learner:
 
     # ------------------------------------------------------------------ weights / checkpoint
 
-    def publish(self) -> tuple[int, dict[str, Any]]:
+    def publish(self) -> tuple[int, dict[str, object]]:
         """Bump the policy version; return it with a CPU copy of the weights."""
         self.version += 1
         sd = {k: v.detach().cpu().clone() for k, v in self.policy.state_dict().items()}
@@ -290,7 +290,7 @@ class Learner:
             "skipped_updates": self.finite.skipped,
         }
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         """Policy, optimizer, counters and replay metadata (not the trajectories)."""
         return {
             "policy": self.policy.state_dict(),
@@ -304,7 +304,7 @@ class Learner:
             "saved_at": time.time(),
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, object]) -> None:
         """Restore what :meth:`state_dict` saved."""
         self.policy.load_state_dict(state["policy"])
         self.optimizer.load_state_dict(state["optimizer"])

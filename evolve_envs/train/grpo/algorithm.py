@@ -67,7 +67,7 @@ def round_groups(cfg: Any) -> int:
     return max(1, -(-envs // g.group_size))
 
 
-def grpo_batch(trajectories: list[Any], group_size: int) -> dict[str, Any]:
+def grpo_batch(trajectories: list[Any], group_size: int) -> dict[str, object]:
     """Flatten one round's episodes (in group order) into PPO inputs with GRPO advantages.
 
     Returns ``inputs`` (policy inputs of every acting step), ``actions``, ``old_logp``,
@@ -245,7 +245,7 @@ class GRPO:
     def counters(self) -> dict[str, int]:
         return {**self._counters, "skipped_updates": self.finite.skipped}
 
-    def metrics(self) -> dict[str, Any]:
+    def metrics(self) -> dict[str, object]:
         c = self._counters
         return {"rounds": c["rounds"], "env_steps_in": c["env_steps_in"],
                 "skipped_updates": self.finite.skipped, **self.last_stats}  # fmt: skip
@@ -253,7 +253,7 @@ class GRPO:
     def running_calls(self) -> list[Any]:
         return []  # every call is waited for inside collect()
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         return {
             "policy": self.policy.state_dict(),
             "optimizer": self.optimizer.state_dict(),
@@ -262,7 +262,7 @@ class GRPO:
             "entropy_coef": self.entropy_coef,
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, object]) -> None:
         self.policy.load_state_dict(state["policy"])
         self.optimizer.load_state_dict(state["optimizer"])
         for group in self.optimizer.param_groups:  # the config's rate, not the saved one

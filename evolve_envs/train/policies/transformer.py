@@ -147,7 +147,7 @@ class TinyVLAPolicy(Policy):
         state_dim = int(np.prod(spaces[state_key].shape)) if state_key in spaces else 0
         return cls(int(np.prod(action_space.shape)), state_dim, **kwargs)
 
-    def encode_obs(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    def encode_obs(self, obs: Mapping[str, object]) -> dict[str, np.ndarray]:
         images = np.asarray(obs[self.image_key])
         n = images.shape[0]
         text = obs.get("task_description", "")
