@@ -381,7 +381,7 @@ REWARD_KINDS: dict[str, type[RewardModelConfig]] = {
 }
 
 
-def kind_of(block: Any) -> str:
+def kind_of(block: object) -> str:
     """The ``kind`` a ``reward_model`` block (mapping or model) names; ``progress`` if none."""
     if isinstance(block, Mapping):
         return str(block.get("kind", "progress"))

@@ -58,7 +58,7 @@ import inspect
 import logging
 import os
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
@@ -441,7 +441,7 @@ def _stack_spec(cfg: StackConfig, env_factory: Callable[..., gym.Env] | None) ->
     )
 
 
-def make_registered(**kwargs: Any) -> gym.Env:
+def make_registered(**kwargs: object) -> gym.Env:
     """The entry point of every registered id: :func:`make_env` with the id's default config
     (:data:`~evolve_envs.envs.registration.DEFAULT_CONFIGS`) when no ``config=`` is given.
     The stack's limit is the config's ``env.max_episode_steps``, else the id's registered one,

@@ -50,7 +50,6 @@ import os
 from collections.abc import Mapping, Sequence
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
@@ -58,6 +57,9 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from evolve_envs.progress.settings import ConfigError
 from evolve_envs.stack.config import REWARD_KINDS, StackConfig, kind_of
+
+#: One layer of a stack config: a YAML path or shipped name, a mapping, an OmegaConf node, a model.
+ConfigLayer = str | os.PathLike[str] | Mapping[str, object] | DictConfig | BaseModel
 
 __all__ = [
     "CONFIG_DIR",
@@ -92,7 +94,7 @@ ENV_OVERRIDES: dict[str, tuple[str, type]] = {
 _EXPECTED_ENV = {bool: "a boolean (1/0, true/false, yes/no, on/off)", int: "int", float: "float"}
 
 
-def _parse_env_value(name: str, key: str, kind: type, text: str) -> Any:
+def _parse_env_value(name: str, key: str, kind: type, text: str) -> object:
     """The variable's text as ``kind`` (pydantic's lax parsing); errors name the variable."""
     raw = text.strip()
     if kind is str:
@@ -198,7 +200,7 @@ def read_yaml(path: str | os.PathLike[str]) -> dict[str, object]:
     return data
 
 
-def _as_mapping(source: Any, what: str) -> dict[str, object]:
+def _as_mapping(source: ConfigLayer | None, what: str) -> dict[str, object]:
     if source is None:
         return {}
     if isinstance(source, str | os.PathLike):
@@ -212,7 +214,7 @@ def _as_mapping(source: Any, what: str) -> dict[str, object]:
     raise ConfigError(f"{what}: expected a YAML path or a mapping, got {type(source).__name__}")
 
 
-def reward_model_source(block: Any) -> dict[str, object] | None:
+def reward_model_source(block: ConfigLayer | None) -> dict[str, object] | None:
     """A ``reward_model`` argument as a :func:`load_config` source (``None`` stays ``None``).
 
     ``block`` is a mapping, an OmegaConf node or a YAML path; a YAML file may hold the block
@@ -257,7 +259,7 @@ _EXPECTED = {
 }
 
 
-def _split_kind(loc: Sequence[Any]) -> tuple[tuple[Any, ...], str | None]:
+def _split_kind(loc: Sequence[int | str]) -> tuple[tuple[int | str, ...], str | None]:
     """``loc`` without the union tag pydantic puts after ``reward_model``, and that tag."""
     loc = tuple(loc)
     if len(loc) > 1 and loc[0] == "reward_model" and loc[1] in REWARD_KINDS:
@@ -265,7 +267,7 @@ def _split_kind(loc: Sequence[Any]) -> tuple[tuple[Any, ...], str | None]:
     return loc, None
 
 
-def _key_path(loc: Sequence[Any]) -> str:
+def _key_path(loc: Sequence[int | str]) -> str:
     path = ""
     for part in loc:
         if isinstance(part, int):
@@ -277,8 +279,8 @@ def _key_path(loc: Sequence[Any]) -> str:
     return path or "<config>"
 
 
-def _valid_keys(model: type[BaseModel], loc: Sequence[Any]) -> list[str]:
-    current: Any = model
+def _valid_keys(model: type[BaseModel], loc: Sequence[int | str]) -> list[str]:
+    current: type[BaseModel] | None = model
     for part in loc[:-1]:
         if isinstance(part, int) or current is None:
             continue
@@ -302,7 +304,7 @@ def _other_kind(key: str, kind: str) -> str | None:
 _FRACTIONS = ("done_threshold", "success_progress")
 
 
-def _percent(value: Any) -> bool:
+def _percent(value: object) -> bool:
     return isinstance(value, int | float) and 1 < value <= 100
 
 
@@ -350,7 +352,7 @@ def format_validation_error(exc: ValidationError, model: type[BaseModel] = Stack
 
 
 def load_config(
-    *sources: Any,
+    *sources: ConfigLayer | None,
     overrides: Mapping[str, object] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> StackConfig:
@@ -403,7 +405,7 @@ def parse_override(text: str) -> dict[str, object]:
     return out
 
 
-def _env_var_sources(environ: Mapping[str, str] | None, overridden: Any) -> dict[str, str]:
+def _env_var_sources(environ: Mapping[str, str] | None, overridden: object) -> dict[str, str]:
     """``reward_model`` key -> ``NAME='value'`` of the environment variable that set it."""
     env = os.environ if environ is None else environ
     out: dict[str, str] = {}

@@ -27,13 +27,17 @@ import contextlib
 import functools
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import gymnasium as gym
 
 from evolve_envs.stack.factory import make_env
 from evolve_envs.stack.loading import load_config, reward_model_source
 from evolve_envs.stack.reward_model import start_embedded_service
+
+if TYPE_CHECKING:
+    from evolve_envs.reward.service.embedded import EmbeddedService
+    from evolve_envs.stack.factory import StackSource
 
 __all__ = ["make_vec", "make_vec_registered", "SharedServiceVectorEnv"]
 
@@ -47,25 +51,30 @@ class SharedServiceVectorEnv(gym.vector.VectorWrapper):
         service: the embedded service the sub-envs send to, or ``None``.
     """
 
-    def __init__(self, env: gym.vector.VectorEnv, resources: contextlib.ExitStack, service: Any):
+    def __init__(
+        self,
+        env: gym.vector.VectorEnv,
+        resources: contextlib.ExitStack,
+        service: EmbeddedService | None,
+    ) -> None:
         super().__init__(env)
         self.service = service
         self._resources = resources
 
     # gymnasium's VectorWrapper does not forward these; the sub-envs answer them as usual
-    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+    def call(self, name: str, *args: object, **kwargs: object) -> tuple[object, ...]:
         """Call ``name`` on every sub-env (see :meth:`gymnasium.vector.VectorEnv.call`)."""
         return self.env.call(name, *args, **kwargs)
 
-    def get_attr(self, name: str) -> tuple[Any, ...]:
+    def get_attr(self, name: str) -> tuple[object, ...]:
         """Attribute ``name`` of every sub-env."""
         return self.env.get_attr(name)
 
-    def set_attr(self, name: str, values: Any) -> None:
+    def set_attr(self, name: str, values: object) -> None:
         """Set attribute ``name`` on every sub-env."""
         self.env.set_attr(name, values)
 
-    def close(self, **kwargs: Any) -> None:
+    def close(self, **kwargs: object) -> None:
         try:
             super().close(**kwargs)
         finally:
@@ -73,14 +82,14 @@ class SharedServiceVectorEnv(gym.vector.VectorWrapper):
 
 
 def make_vec(
-    config: Any = None,
+    config: StackSource = None,
     num_envs: int = 1,
     *,
     vectorization_mode: Literal["sync", "async"] = "sync",
     vector_kwargs: Mapping[str, object] | None = None,
     reward_model: Mapping[str, object] | str | os.PathLike | None = None,
     env_factory: Callable[..., gym.Env] | None = None,
-    **env_kwargs: Any,
+    **env_kwargs: object,
 ) -> SharedServiceVectorEnv:
     """Build ``num_envs`` copies of the stack ``make_env(config, ...)`` builds, sharing one
     embedded reward service (when the config asks for one).
@@ -109,11 +118,11 @@ def make_vec(
     rm = cfg.reward_model
     with contextlib.ExitStack() as resources:
         service = None
-        stack = cfg.handoff()  # the token survives the hop to every sub-env
+        stack = cfg  # checked once: every sub-env builds this typed config as it is
         if rm.enable and rm.embedded:
             service = resources.enter_context(start_embedded_service(rm))
-            stack["reward_model"] = {**stack["reward_model"], "endpoint": service.url}
-            stack["reward_model"]["service_num"] = None
+            shared = rm.model_copy(update={"endpoint": service.url, "service_num": None})
+            stack = cfg.model_copy(update={"reward_model": shared})
         thunk = functools.partial(make_env, stack, env_factory=env_factory)
         vector_cls = (
             gym.vector.SyncVectorEnv if vectorization_mode == "sync" else gym.vector.AsyncVectorEnv

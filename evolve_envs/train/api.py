@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any, TextIO
+from typing import TextIO
 
 from evolve_envs.stack.loading import merge
-from evolve_envs.train.config import TrainConfig
+from evolve_envs.train.config import TrainConfig, TrainSource
 from evolve_envs.train.driver import TrainOptions, TrainResult, run_train
 
 __all__ = ["nested_overrides", "train"]
@@ -56,7 +56,7 @@ def train(
     overwrite: bool = False,
     address: str | None = None,
     log: TextIO | None = None,
-    **overrides: Any,
+    **overrides: object,
 ) -> TrainResult:
     """Train a policy; returns where the run wrote and how far it got.
 
@@ -81,7 +81,7 @@ def train(
             "train() needs a config (a shipped name such as 'distrl/reach_place', a YAML path, "
             "a mapping or a TrainConfig), or resume=RUN_DIR to continue a run"
         )
-    sources: list[Any] = [] if config is None else [config]
+    sources: list[TrainSource] = [] if config is None else [config]
     if overrides:
         sources.append(nested_overrides(overrides))
     opts = TrainOptions(

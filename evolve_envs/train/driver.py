@@ -44,16 +44,19 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import yaml
 
 from evolve_envs.stack.reward_model import shared_service
 from evolve_envs.train.checkpoint import load_checkpoint
-from evolve_envs.train.config import TrainConfig, load_train_config
+from evolve_envs.train.config import TrainConfig, TrainSource, load_train_config
 from evolve_envs.train.head_watch import ClusterLostError, HeadWatch, gcs_address
 from evolve_envs.train.placement import check_placeable, local_node
 from evolve_envs.train.run_dir import claim_run_dir
+
+if TYPE_CHECKING:
+    from ray.util.queue import Queue
 
 __all__ = [
     "LearnerLostError",
@@ -79,7 +82,7 @@ class TrainOptions:
         True
     """
 
-    config: Sequence[Any] = ()
+    config: Sequence[TrainSource] = ()
     algo: str | None = None
     address: str | None = None
     resume: str | Path | None = None
@@ -87,7 +90,7 @@ class TrainOptions:
     minutes: float | None = None
     overrides: Sequence[str] = ()
     progress_bar: bool = True
-    log: Any = field(default=None, repr=False)  # a text stream for the per-interval lines
+    log: TextIO | None = field(default=None, repr=False)  # a text stream for the per-interval lines
     overwrite: bool = False  # replace a run already in run_dir (else it is refused)
     claimed: bool = False  # the caller ran claim_run_dir already (the CLI, before train.log)
 
@@ -132,7 +135,7 @@ def effective_config(opts: TrainOptions) -> tuple[TrainConfig, dict[str, object]
     """The run's config, checked (the ``--resume`` checkpoint's, then ``config``, then the
     overrides, ``algo`` and ``minutes``), and the checkpoint's state (``None`` for a new run)."""
     state = None
-    sources: list[Any] = []
+    sources: list[TrainSource] = []
     if opts.resume is not None:
         state = load_checkpoint(opts.resume)
         sources.append(state["config"])
@@ -217,7 +220,7 @@ class _LineQueue:
     """A text stream whose lines go into a Ray queue (the learner task's log, printed by the
     driver)."""
 
-    def __init__(self, queue: Any) -> None:
+    def __init__(self, queue: Queue) -> None:
         self.queue = queue
         self.buffer = ""
 
@@ -239,7 +242,7 @@ def _learner_task(
     cfg: TrainConfig,
     run_dir: str,
     state: dict[str, object] | None,
-    lines: Any,
+    lines: Queue,
 ) -> tuple[dict[str, int], dict[str, object]]:
     """The shared loop as a Ray task (``learner.placement: cluster``)."""
     from evolve_envs.train.algorithm import make_algorithm

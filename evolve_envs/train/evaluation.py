@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     import gymnasium as gym
 
     from evolve_envs.train.config import TrainConfig
+    from evolve_envs.train.policies.base import Policy
 
 __all__ = [
     "HELD_OUT_BASE",
@@ -150,19 +151,19 @@ class HeldOutEvaluator:
         (3, 1, (64, 64, 3))
     """
 
-    def __init__(self, cfg: Any, num_envs: int = 10) -> None:
+    def __init__(self, cfg: TrainConfig, num_envs: int = 10) -> None:
         self.cfg = cfg
         self.num_envs = max(1, int(num_envs))
-        self._envs: list[Any] = []
+        self._envs: list[gym.Env] = []
 
-    def envs(self, n: int) -> list[Any]:
+    def envs(self, n: int) -> list[gym.Env]:
         """The first ``n`` (at most ``num_envs``) envs, built as needed."""
         n = max(1, min(n, self.num_envs))
         while len(self._envs) < n:
             self._envs.append(make_eval_env(self.cfg))
         return self._envs[:n]
 
-    def policy(self, state_dict: dict[str, object] | None = None) -> Any:
+    def policy(self, state_dict: dict[str, object] | None = None) -> Policy:
         """A policy of the config for this env's spaces, with ``state_dict`` loaded if given."""
         from evolve_envs.train.worker_env import policy_from_config
 
@@ -174,7 +175,7 @@ class HeldOutEvaluator:
 
     def run(
         self,
-        policy: Any,
+        policy: Policy,
         seeds: Sequence[int],
         *,
         deterministic: bool = True,
@@ -194,7 +195,7 @@ class HeldOutEvaluator:
         return self._play(policy, seeds, True, record, video_key)
 
     def _play(
-        self, policy: Any, seeds: Sequence[int], deterministic: bool, record: int,
+        self, policy: Policy, seeds: Sequence[int], deterministic: bool, record: int,
         video_key: str | None,
     ) -> EvalResult:  # fmt: skip
         import torch
@@ -265,7 +266,9 @@ class HeldOutEvaluator:
         self.close()
 
 
-def _keep_frame(frames: dict[int, list[np.ndarray]], i: int, obs: Any, key: str | None) -> None:
+def _keep_frame(
+    frames: dict[int, list[np.ndarray]], i: int, obs: Mapping[str, object], key: str | None
+) -> None:
     """Append env ``i``'s camera frame to ``frames[i]`` when that episode is recorded."""
     from evolve_envs.recording.media import pick_frame
 
@@ -275,8 +278,8 @@ def _keep_frame(frames: dict[int, list[np.ndarray]], i: int, obs: Any, key: str 
 
 
 def evaluate_policy(
-    cfg: Any,
-    policy: Any,
+    cfg: TrainConfig,
+    policy: Policy,
     seeds: list[int],
     num_envs: int = 10,
     *,
@@ -301,7 +304,7 @@ class SavedPolicy:
 
     path: Path
     payload: dict[str, object]
-    cfg: Any
+    cfg: TrainConfig
 
 
 def read_saved(source: str | Path, *, best: bool = False) -> SavedPolicy:

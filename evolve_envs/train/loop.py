@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from evolve_envs.train.algorithm import (
     Algorithm,
@@ -50,6 +50,13 @@ from evolve_envs.train.periodic_eval import PeriodicEval
 from evolve_envs.train.placement import PlacementError, on_this_node
 from evolve_envs.train.run_log import IntervalStats, TrainLog, format_row
 
+if TYPE_CHECKING:
+    import torch
+    from ray.actor import ActorHandle
+    from ray.util.placement_group import PlacementGroup
+
+    from evolve_envs.train.policies.base import Policy
+
 __all__ = [
     "learner_device",
     "public_config",
@@ -59,7 +66,7 @@ __all__ = [
 ]
 
 
-def reserve_learner_gpus(cfg: TrainConfig, timeout_s: float = 60.0) -> Any:
+def reserve_learner_gpus(cfg: TrainConfig, timeout_s: float = 60.0) -> PlacementGroup | None:
     """A Ray placement group holding ``learner.num_gpus`` GPUs for the learner (the driver
     process, which Ray does not schedule), so that workers asking for GPUs leave its share free;
     None when ``num_gpus`` is 0. Remove it with ``ray.util.remove_placement_group``."""
@@ -81,7 +88,7 @@ def reserve_learner_gpus(cfg: TrainConfig, timeout_s: float = 60.0) -> Any:
     return pg
 
 
-def learner_device(cfg: TrainConfig) -> Any:
+def learner_device(cfg: TrainConfig) -> torch.device:
     """The learner's torch device: CUDA when ``learner.num_gpus > 0`` and a GPU is visible."""
     import torch
 
@@ -155,7 +162,7 @@ def run_loop(
         maxsize=cfg.learner.queue_size,
         actor_options={"num_cpus": 0, "scheduling_strategy": here},
     )
-    workers: list[Any] = []
+    workers: list[ActorHandle] = []
     tlog = TrainLog(
         run_dir,
         tensorboard=cfg.run.tensorboard,
@@ -299,7 +306,7 @@ class _Placement:
     worker the node (and reward transport) of each incarnation; rewritten with every metrics
     row, so a restart on another node shows while the run goes on."""
 
-    def __init__(self, run_dir: Path, registry: Any, device: str) -> None:
+    def __init__(self, run_dir: Path, registry: ActorHandle, device: str) -> None:
         import ray
 
         self.path = run_dir / "placement.json"
@@ -321,7 +328,9 @@ class _Placement:
 class _Snapshots:
     """Policy weights every ``every_s`` seconds under ``run_dir/snapshots/`` (None: off)."""
 
-    def __init__(self, run_dir: Path, every_s: float | None, policy: Any, budget: Budget) -> None:
+    def __init__(
+        self, run_dir: Path, every_s: float | None, policy: Policy, budget: Budget
+    ) -> None:
         self.dir = run_dir / "snapshots"
         self.every_s = every_s
         self.policy = policy
@@ -357,7 +366,7 @@ SETTLEMENT_COLUMNS = {
 def _row(
     algo: Algorithm,
     stats: IntervalStats,
-    registry: Any,
+    registry: ActorHandle,
     budget: Budget,
     elapsed: float,
     num_envs: int,

@@ -30,11 +30,18 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from evolve_envs.train.checkpoint import save_atomic
 from evolve_envs.train.config import EvalConfig, TrainConfig
 from evolve_envs.train.evaluation import HeldOutEvaluator, held_out_seeds
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from evolve_envs.recording.metrics_log import EpisodeLog
+    from evolve_envs.train.policies.base import Policy
+    from evolve_envs.train.run_log import TrainLog
 
 __all__ = ["BEST", "PeriodicEval", "format_eval"]
 
@@ -50,7 +57,7 @@ def format_eval(row: dict[str, object]) -> str:
     '[   60.0s] eval: held-out success 0.40 (mean action), 0.50 (sampled) on 10 unseen scenes, env success flag; updates 40 (new best: best.pt)'
     """  # noqa: E501
 
-    def pct(v: Any) -> str:
+    def pct(v: object) -> str:
         return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}"
 
     sampled = f", {pct(row.get('success_sampled'))} (sampled)" if "success_sampled" in row else ""
@@ -83,7 +90,7 @@ class PeriodicEval:
     (False, {}, None)
     """
 
-    def __init__(self, cfg: TrainConfig, run_dir: Path, tlog: Any, log: TextIO) -> None:
+    def __init__(self, cfg: TrainConfig, run_dir: Path, tlog: TrainLog, log: TextIO) -> None:
         self.cfg = cfg
         self.ecfg: EvalConfig = cfg.eval
         self.enabled = self.ecfg.enabled
@@ -92,7 +99,7 @@ class PeriodicEval:
         self.log = log
         self.seeds = held_out_seeds(self.ecfg.episodes, self.ecfg.seed_offset)
         self.evaluator = HeldOutEvaluator(cfg, self.ecfg.num_envs) if self.enabled else None
-        self.csv: Any = None
+        self.csv: EpisodeLog | None = None
         self.history: list[dict[str, object]] = []
         self.best: dict[str, object] | None = self._previous_best()
         self.last_s = 0.0
@@ -127,19 +134,21 @@ class PeriodicEval:
             "eval_success_sampled": last.get("success_sampled", math.nan),
         }
 
-    def maybe(self, policy: Any, counters: dict[str, int], elapsed: float) -> None:
+    def maybe(self, policy: Policy, counters: dict[str, int], elapsed: float) -> None:
         """Evaluate when due (``eval.every_s`` / ``eval.every_updates``)."""
         if self.enabled and self.due_at(
             self.ecfg, elapsed, int(counters["updates"]), self.last_s, self.last_updates
         ):
             self.evaluate(policy, counters, elapsed)
 
-    def final(self, policy: Any, counters: dict[str, int], elapsed: float) -> None:
+    def final(self, policy: Policy, counters: dict[str, int], elapsed: float) -> None:
         """The evaluation at the end of the run (unless one ran at this update count)."""
         if self.enabled and self.last_updates != int(counters["updates"]):
             self.evaluate(policy, counters, elapsed)
 
-    def evaluate(self, policy: Any, counters: dict[str, int], elapsed: float) -> dict[str, object]:
+    def evaluate(
+        self, policy: Policy, counters: dict[str, int], elapsed: float
+    ) -> dict[str, object]:
         """Evaluate ``policy`` now; log, record the video, keep ``best.pt``; return the row."""
         assert self.evaluator is not None
         updates = int(counters["updates"])
@@ -180,7 +189,7 @@ class PeriodicEval:
         self.csv.add(updates, row)
         self.tlog.log_scalars("eval", updates, row)
 
-    def _video(self, updates: int, frames: list[Any]) -> None:
+    def _video(self, updates: int, frames: list[np.ndarray]) -> None:
         mp4 = None
         try:
             from evolve_envs.recording.media import write_mp4
@@ -192,14 +201,14 @@ class PeriodicEval:
 
     def _better(self, row: dict[str, object]) -> bool:
         def score(r: dict[str, object]) -> tuple[float, float]:
-            def num(v: Any) -> float:
+            def num(v: object) -> float:
                 return -1.0 if v is None or math.isnan(float(v)) else float(v)
 
             return num(r.get("success")), num(r.get("success_sampled"))
 
         return self.best is None or score(row) > score(self.best)
 
-    def _save_best(self, policy: Any, counters: dict[str, int], row: dict[str, object]) -> None:
+    def _save_best(self, policy: Policy, counters: dict[str, int], row: dict[str, object]) -> None:
         state = {k: v.detach().cpu().clone() for k, v in policy.state_dict().items()}
         payload = {
             "policy": state,

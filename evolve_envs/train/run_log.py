@@ -19,9 +19,12 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evolve_envs.recording.metrics_log import EpisodeLog
+
+if TYPE_CHECKING:
+    from evolve_envs.train.trajectory import Trajectory
 
 __all__ = ["IntervalStats", "TrainLog", "format_row"]
 
@@ -84,7 +87,7 @@ class IntervalStats:
         """Record finished episodes' stats dicts (``return``, ``success``, ``progress``, ...)."""
         self._episodes.extend(stats)
 
-    def trajectory(self, traj: Any, learner_version: int) -> None:
+    def trajectory(self, traj: Trajectory, learner_version: int) -> None:
         """Record one trajectory taken in by the learner."""
         self.trajectories += 1
         self.env_steps += len(traj)

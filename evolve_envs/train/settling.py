@@ -39,13 +39,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from evolve_envs.progress.settled_episode import SettledEpisode
 from evolve_envs.stack.config import StackConfig
 from evolve_envs.train.episode_slot import episode_stats
 from evolve_envs.train.trajectory import Trajectory
+
+if TYPE_CHECKING:
+    import gymnasium as gym
 
 __all__ = [
     "SETTLING_COUNTS",
@@ -60,7 +64,7 @@ __all__ = [
 
 #: What a worker asks its env for settled episodes: ``source(wait)`` returns the records
 #: settled since the last call (with ``wait``, it first waits for at least one when any is due).
-SettledSource = Callable[[bool], list[Any]]
+SettledSource = Callable[[bool], list[SettledEpisode]]
 
 
 @dataclass
@@ -89,7 +93,7 @@ class PlayedEpisode:
 
 
 def settled_trajectories(
-    played: PlayedEpisode, record: Any, worker_id: int, segment_length: int | None = None
+    played: PlayedEpisode, record: SettledEpisode, worker_id: int, segment_length: int | None = None
 ) -> list[Trajectory]:
     """The trajectories of a settled episode: steps ``1..record.length`` of ``played`` with the
     record's rewards, the last one terminal when ``record.terminated``; cut into segments of at
@@ -231,7 +235,7 @@ SETTLING_COUNTS: dict[str, int] = {
 }
 
 
-def settling_counts(slots: Sequence[SettlingSlot], envs: Sequence[Any]) -> dict[str, int]:
+def settling_counts(slots: Sequence[SettlingSlot], envs: Sequence[gym.Env]) -> dict[str, int]:
     """:data:`SETTLING_COUNTS` of a worker's slots and envs."""
     return {
         "settled": sum(s.settled for s in slots),
@@ -256,7 +260,7 @@ def is_deferred(stack: StackConfig) -> bool:
     return rm.enable and getattr(rm, "calls", None) == "deferred"
 
 
-def settled_source(env: Any) -> SettledSource:
+def settled_source(env: gym.Env) -> SettledSource:
     """The env's settled-episode call (found through its wrapper stack)."""
     get = env.get_wrapper_attr("settled_episodes")
     return lambda wait: list(get(wait=wait))
@@ -276,7 +280,7 @@ def episode_index(info: Mapping[str, object]) -> int:
     return int(info["settlement_episode"])
 
 
-def saturation_waits(envs: Sequence[Any]) -> int:
+def saturation_waits(envs: Sequence[gym.Env]) -> int:
     """Resets that waited because the env had ``max_unsettled_episodes`` episodes unsettled
     (the reward service is saturated), summed over ``envs``."""
     total = 0
@@ -286,7 +290,7 @@ def saturation_waits(envs: Sequence[Any]) -> int:
     return total
 
 
-def settling_slots(stack: StackConfig, envs: Sequence[Any]) -> list[SettlingSlot] | None:
+def settling_slots(stack: StackConfig, envs: Sequence[gym.Env]) -> list[SettlingSlot] | None:
     """One :class:`SettlingSlot` per env when ``stack`` asks for settled episodes, else None."""
     if not is_deferred(stack):
         return None

@@ -36,11 +36,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import numpy as np
 
 from evolve_envs.train.arrays import like, to_numpy, torch_of
+
+if TYPE_CHECKING:
+    import torch
+
+#: A NumPy array or a torch tensor (results come back as the input's kind).
+Array: TypeAlias = "np.ndarray | torch.Tensor"
 
 __all__ = [
     "GRPO_EPS",
@@ -82,10 +88,10 @@ class GrpoAdvantages:
         [1.0, 1.0]
     """
 
-    advantages: Any
-    loss_mask: Any
-    scores: Any
-    group_advantages: Any
+    advantages: Array
+    loss_mask: Array
+    scores: Array
+    group_advantages: Array
 
 
 def _check_group_size(batch: int, group_size: int) -> None:
@@ -140,7 +146,7 @@ def _group_normalize_np(scores: np.ndarray, group_size: int, eps: float) -> np.n
 # --------------------------------------------------------------------------- public API
 
 
-def first_done_mask(dones: Any) -> Any:
+def first_done_mask(dones: Array) -> Array:
     """Loss mask for time-major ``dones[T, B]``: True up to and including each env's first done.
 
     Example:
@@ -155,7 +161,7 @@ def first_done_mask(dones: Any) -> Any:
     return like(_first_done_mask_np(d, None), dones, torch_mod, is_bool=True)
 
 
-def episode_scores(rewards: Any, dones: Any) -> Any:
+def episode_scores(rewards: Array, dones: Array) -> Array:
     """Undiscounted reward sum of each env's first episode: ``[T, B]`` -> ``[B]``.
 
     Rewards after the first done are ignored; an env that never finishes scores the sum of all
@@ -174,7 +180,7 @@ def episode_scores(rewards: Any, dones: Any) -> Any:
     return like(_episode_scores_np(r, d), rewards, torch_mod)
 
 
-def group_normalize(scores: Any, group_size: int, eps: float = GRPO_EPS) -> Any:
+def group_normalize(scores: Array, group_size: int, eps: float = GRPO_EPS) -> Array:
     """GRPO normalisation of ``scores[B]`` within consecutive groups of ``group_size``.
 
     ``(score - group mean) / (unbiased group std + eps)``. A group whose scores are all equal
@@ -193,8 +199,8 @@ def group_normalize(scores: Any, group_size: int, eps: float = GRPO_EPS) -> Any:
 
 
 def grpo_advantages(
-    rewards: Any,
-    dones: Any,
+    rewards: Array,
+    dones: Array,
     group_size: int,
     *,
     layout: Layout,
@@ -292,8 +298,8 @@ def _flatten_rlinf(
 
 
 def rlinf_grpo_advantages(
-    rewards: Any,
-    dones: Any,
+    rewards: Array,
+    dones: Array,
     group_size: int,
     *,
     reward_type: RewardType = "action_level",
@@ -350,7 +356,9 @@ def rlinf_grpo_advantages(
     )
 
 
-def reward_filter_mask(scores: Any, group_size: int, lower_bound: float, upper_bound: float) -> Any:
+def reward_filter_mask(
+    scores: Array, group_size: int, lower_bound: float, upper_bound: float
+) -> Array:
     """RLinf's ``filter_rewards``: keep groups whose *mean* episode score is in the bounds.
 
     RLinf drops (masks out of the loss) every group whose mean masked reward sum lies outside
@@ -427,6 +435,6 @@ def group_seeds(
     return [int(s) for s in np.repeat(seeds, group_size)]
 
 
-def stack_steps(steps: Sequence[Any]) -> np.ndarray:
+def stack_steps(steps: Sequence[Array]) -> np.ndarray:
     """Stack per-step vector-env arrays (``[B]`` each) into a time-major ``[T, B]`` array."""
     return np.stack([to_numpy(s, name="step") for s in steps], axis=0)
