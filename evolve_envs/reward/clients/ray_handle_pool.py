@@ -36,7 +36,7 @@ RAY_SCHEME = "ray://"
 DEPLOYMENT = "RewardDeployment"
 
 
-def is_ray_endpoint(endpoint: Any) -> bool:
+def is_ray_endpoint(endpoint: object) -> bool:
     """Whether a config `endpoint` (string or one-element list) names a Ray Serve application."""
     if isinstance(endpoint, (list, tuple)) and len(endpoint) == 1:
         endpoint = endpoint[0]

@@ -36,9 +36,14 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evolve_envs.train.algorithm import TrainContext, UpdateResult
+
+if TYPE_CHECKING:
+    from ray import ObjectRef
+
+    from evolve_envs.train.trajectory import Trajectory
 
 __all__ = ["DistRL"]
 
@@ -57,7 +62,7 @@ class DistRL:
         self.learner = Learner(
             ctx.policy, ctx.cfg.learner, ctx.spaces["action_space"], seed=ctx.cfg.run.seed
         )
-        self.runs: list[Any] = []
+        self.runs: list[ObjectRef] = []
         self.ratio_spent = 0  # samples counted against max_sample_ratio (see update)
         self.barrier = {"barriers": 0, "barrier_wait_ms": 0}
 
@@ -71,16 +76,18 @@ class DistRL:
         self._publish()
         self.runs = [w.run.remote() for w in self.ctx.workers]
 
-    def collect(self) -> list[Any]:
+    def collect(self) -> list[Trajectory]:
         n = self.ctx.queue.qsize()
         return self.ctx.queue.get_nowait_batch(n) if n else []
 
-    def update(self, trajectories: list[Any], budget_fraction: float) -> UpdateResult:
+    def update(self, trajectories: list[Trajectory], budget_fraction: float) -> UpdateResult:
         if self.cfg.learner.barrier:
             return self._update_at_barrier(trajectories, budget_fraction)
         return self._update_once(trajectories, budget_fraction)
 
-    def _update_at_barrier(self, trajectories: list[Any], budget_fraction: float) -> UpdateResult:
+    def _update_at_barrier(
+        self, trajectories: list[Trajectory], budget_fraction: float
+    ) -> UpdateResult:
         """``learner.barrier``: when an update is due, stop the workers, train while the sample
         ratio allows, publish, let them go on."""
         from evolve_envs.train.algorithm import check_worker_calls
@@ -121,7 +128,7 @@ class DistRL:
         return total
 
     def _update_once(
-        self, trajectories: list[Any], budget_fraction: float, publish: bool = True
+        self, trajectories: list[Trajectory], budget_fraction: float, publish: bool = True
     ) -> UpdateResult:
         learner, c = self.learner, self.cfg.learner
         learner.ingest(trajectories)
@@ -168,7 +175,7 @@ class DistRL:
         row.update({k: learner.last_stats.get(k, float("nan")) for k in keys})
         return row
 
-    def running_calls(self) -> list[Any]:
+    def running_calls(self) -> list[ObjectRef]:
         return self.runs
 
     def state_dict(self) -> dict[str, object]:

@@ -46,12 +46,19 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from evolve_envs.train.entropy_floor import next_entropy_coef
 from evolve_envs.train.finite import FiniteSteps
+
+if TYPE_CHECKING:
+    import gymnasium as gym
+
+    from evolve_envs.train.config import LearnerConfig
+    from evolve_envs.train.policies.base import Policy
+    from evolve_envs.train.trajectory import Trajectory
 
 __all__ = ["Learner"]
 
@@ -68,9 +75,9 @@ class Learner:
 
     def __init__(
         self,
-        policy: Any,
-        config: Any,
-        action_space: Any,
+        policy: Policy,
+        config: LearnerConfig,
+        action_space: gym.spaces.Box,
         *,
         seed: int = 0,
     ) -> None:
@@ -102,7 +109,7 @@ class Learner:
     # ------------------------------------------------------------------ schedule
 
     @staticmethod
-    def beta_at(config: Any, fraction: float) -> float:
+    def beta_at(config: LearnerConfig, fraction: float) -> float:
         """β once ``fraction`` of the annealing span is spent: linear from ``config.beta`` to 1."""
         frac = min(1.0, max(0.0, fraction))
         return round(config.beta + (1.0 - config.beta) * frac, 10)
@@ -147,7 +154,7 @@ class Learner:
 
     # ------------------------------------------------------------------ intake
 
-    def priorities(self, trajectories: Sequence[Any]) -> np.ndarray:
+    def priorities(self, trajectories: Sequence[Trajectory]) -> np.ndarray:
         """DPER priorities of ``trajectories`` under the current policy."""
         from evolve_envs.train.distrl.loss import trajectory_priorities
 
@@ -156,7 +163,7 @@ class Learner:
             dtype=np.float64,
         )
 
-    def ingest(self, trajectories: Sequence[Any]) -> list[int]:
+    def ingest(self, trajectories: Sequence[Trajectory]) -> list[int]:
         """Add trajectories with priorities from the current policy; returns their indices."""
         if not trajectories:
             return []
@@ -254,7 +261,7 @@ class Learner:
         self.refreshes += 1
         return len(items)
 
-    def replay_items(self) -> tuple[list[int], list[Any]]:
+    def replay_items(self) -> tuple[list[int], list[Trajectory]]:
         """(indices, items) of everything live in the replay."""
         items = self.replay.items()
         live = self.replay.is_live(np.arange(len(items)))

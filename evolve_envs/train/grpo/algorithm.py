@@ -36,7 +36,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -44,10 +44,16 @@ from evolve_envs.train.algorithm import TrainContext, UpdateResult, get_from_wor
 from evolve_envs.train.entropy_floor import next_entropy_coef
 from evolve_envs.train.finite import FiniteSteps
 
+if TYPE_CHECKING:
+    from ray import ObjectRef
+
+    from evolve_envs.train.config import TrainConfig
+    from evolve_envs.train.trajectory import Trajectory
+
 __all__ = ["GRPO", "grpo_batch", "round_groups"]
 
 
-def round_groups(cfg: Any) -> int:
+def round_groups(cfg: TrainConfig) -> int:
     """Groups per round: ``grpo.groups_per_round``, or else enough whole groups for every env of
     the workers to play ``grpo.episodes_per_env`` episodes (rounded up).
 
@@ -67,7 +73,7 @@ def round_groups(cfg: Any) -> int:
     return max(1, -(-envs // g.group_size))
 
 
-def grpo_batch(trajectories: list[Any], group_size: int) -> dict[str, object]:
+def grpo_batch(trajectories: list[Trajectory], group_size: int) -> dict[str, object]:
     """Flatten one round's episodes (in group order) into PPO inputs with GRPO advantages.
 
     Returns ``inputs`` (policy inputs of every acting step), ``actions``, ``old_logp``,
@@ -129,7 +135,7 @@ class GRPO:
         self._counters = {"updates": 0, "version": 0, "rounds": 0, "episodes": 0,
                           "env_steps_in": 0, "overlapped_rounds": 0, "stale_episodes": 0,
                           "max_lag": 0}  # fmt: skip
-        self.next_round: tuple[list[Any], list[int]] | None = None  # grpo.overlap's round k+1
+        self.next_round: tuple[list[ObjectRef], list[int]] | None = None  # grpo.overlap's round k+1
         self.rng = np.random.default_rng([ctx.cfg.run.seed, 0])
         self.last_stats: dict[str, float] = {}
         self.finite = FiniteSteps(who="GRPO's learner")
@@ -142,7 +148,7 @@ class GRPO:
     def start(self) -> None:
         pass
 
-    def collect(self) -> list[Any]:
+    def collect(self) -> list[Trajectory]:
         """One round: every worker plays whole episodes from its share of the round's group
         seeds with the current weights; waits for all of them (the barrier). With
         ``grpo.overlap`` the round started before the last update is waited for and the next one
@@ -154,11 +160,11 @@ class GRPO:
         self.next_round = self._launch()
         return trajectories
 
-    def _gather(self, launched: tuple[list[Any], list[int]]) -> list[Any]:
+    def _gather(self, launched: tuple[list[ObjectRef], list[int]]) -> list[Trajectory]:
         calls, owners = launched
         return [t for chunk in get_from_workers(calls, owners) for t in chunk]
 
-    def _launch(self) -> tuple[list[Any], list[int]]:
+    def _launch(self) -> tuple[list[ObjectRef], list[int]]:
         """Start one round's calls with the current weights; returns (calls, owners)."""
         import ray
 
@@ -181,7 +187,7 @@ class GRPO:
     def version(self) -> int:
         return self._counters["version"]
 
-    def update(self, trajectories: list[Any], budget_fraction: float) -> UpdateResult:
+    def update(self, trajectories: list[Trajectory], budget_fraction: float) -> UpdateResult:
         """``epochs`` passes of PPO-clip over the round's steps, then the next version."""
         import torch
 
@@ -250,7 +256,7 @@ class GRPO:
         return {"rounds": c["rounds"], "env_steps_in": c["env_steps_in"],
                 "skipped_updates": self.finite.skipped, **self.last_stats}  # fmt: skip
 
-    def running_calls(self) -> list[Any]:
+    def running_calls(self) -> list[ObjectRef]:
         return []  # every call is waited for inside collect()
 
     def state_dict(self) -> dict[str, object]:

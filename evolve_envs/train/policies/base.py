@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import nn
 from torch.distributions import Distribution, Independent, Normal
+
+if TYPE_CHECKING:
+    import gymnasium as gym
 
 __all__ = ["CNNGaussianPolicy", "Policy", "SpatialSoftmax", "downscale_images"]
 
@@ -269,7 +272,9 @@ class CNNGaussianPolicy(Policy):
             last.bias.zero_()
 
     @classmethod
-    def from_spaces(cls, observation_space: Any, action_space: Any, **kw: Any) -> CNNGaussianPolicy:
+    def from_spaces(
+        cls, observation_space: gym.Space, action_space: gym.spaces.Box, **kw: Any
+    ) -> CNNGaussianPolicy:
         """Build from Gymnasium spaces.
 
         A ``Dict`` observation space uses its image key (``kw["image_key"]``, default ``"image"``,

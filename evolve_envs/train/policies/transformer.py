@@ -34,7 +34,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -42,6 +42,9 @@ from torch import nn
 from torch.distributions import Distribution, Independent, Normal
 
 from evolve_envs.train.policies.base import Policy, downscale_images
+
+if TYPE_CHECKING:
+    import gymnasium as gym
 
 __all__ = ["INSTRUCTION_WORDS", "TinyVLAPolicy", "build_instruction_tokenizer"]
 
@@ -140,7 +143,9 @@ class TinyVLAPolicy(Policy):
                                         nn.Linear(2 * hidden, 1))  # fmt: skip
 
     @classmethod
-    def from_spaces(cls, observation_space: Any, action_space: Any, **kwargs: Any) -> TinyVLAPolicy:
+    def from_spaces(
+        cls, observation_space: gym.Space, action_space: gym.spaces.Box, **kwargs: Any
+    ) -> TinyVLAPolicy:
         """Sizes from the env's spaces (``state_key``'s box, the action box)."""
         state_key = kwargs.get("state_key", "state")
         spaces = getattr(observation_space, "spaces", {})
