@@ -290,8 +290,9 @@ def _valid_keys(model: type[BaseModel], loc: Sequence[int | str]) -> list[str]:
         ann = field.annotation
         args = getattr(ann, "__args__", ())
         candidates = [ann, *args]
-        current = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)),
-                       None)  # fmt: skip
+        current = next(
+            (c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None
+        )
     return sorted(current.model_fields) if current is not None else []
 
 

@@ -195,9 +195,13 @@ class HeldOutEvaluator:
         return self._play(policy, seeds, True, record, video_key)
 
     def _play(
-        self, policy: Policy, seeds: Sequence[int], deterministic: bool, record: int,
+        self,
+        policy: Policy,
+        seeds: Sequence[int],
+        deterministic: bool,
+        record: int,
         video_key: str | None,
-    ) -> EvalResult:  # fmt: skip
+    ) -> EvalResult:
         import torch
 
         from evolve_envs.train.worker_env import batch_obs, with_task

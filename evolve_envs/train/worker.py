@@ -182,8 +182,14 @@ class RolloutWorker:
         self.version = -1
         # calls: deferred: one slot per env keeps each episode until the reward model settles it
         self.settling = settling_slots(worker_stack(self.cfg, self.worker_id), self.envs)
-        self.counts = {"pushed": 0, "dropped": 0, "env_steps": 0, "episodes": 0, **PAUSE_COUNTS,
-                       **SETTLING_COUNTS}  # fmt: skip
+        self.counts = {
+            "pushed": 0,
+            "dropped": 0,
+            "env_steps": 0,
+            "episodes": 0,
+            **PAUSE_COUNTS,
+            **SETTLING_COUNTS,
+        }
         self._reported = dict.fromkeys(self.counts, 0)  # the part of counts the registry has
 
     # ------------------------------------------------------------------ helpers

@@ -325,17 +325,22 @@ class EndpointPool:
         remaining = max(0.001, call.deadline - time.monotonic())
         per_try = min(call.attempt_timeout, remaining)
         request = self._client.build_request(
-            call.method, call.route, **call.body,
+            call.method,
+            call.route,
+            **call.body,
             timeout=httpx.Timeout(per_try, connect=min(self.connect_timeout, remaining)),
             extensions={AVOID: frozenset(call.tried), DEADLINE: call.deadline},
-        )  # fmt: skip
+        )
         try:
             response = self._client.send(request)
         except NoEndpointAvailable as exc:
             raise call.last_error or RewardServiceError(
-                ", ".join(self.urls), call.route, str(exc), kind=ErrorKind.NO_ENDPOINT,
+                ", ".join(self.urls),
+                call.route,
+                str(exc),
+                kind=ErrorKind.NO_ENDPOINT,
                 attempts=num - 1,
-            ) from None  # fmt: skip
+            ) from None
         except httpx.TimeoutException as exc:
             if time.monotonic() >= call.deadline:
                 cause = (

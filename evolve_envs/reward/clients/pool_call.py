@@ -77,9 +77,21 @@ class PoolCall:
     """
 
     __slots__ = (
-        "method", "route", "attempt_timeout", "budget", "deadline", "start", "describe", "body",
-        "failover", "backoff_s", "max_backoff_s", "tried", "retry_after", "last_error",
-    )  # fmt: skip
+        "method",
+        "route",
+        "attempt_timeout",
+        "budget",
+        "deadline",
+        "start",
+        "describe",
+        "body",
+        "failover",
+        "backoff_s",
+        "max_backoff_s",
+        "tried",
+        "retry_after",
+        "last_error",
+    )
 
     def __init__(
         self,

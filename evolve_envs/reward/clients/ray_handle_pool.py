@@ -148,9 +148,12 @@ class RayHandlePool:
                 limit = min(limit, deadline - time.monotonic())
                 if limit <= 0:
                     raise RewardServiceError(
-                        self.url, route, f"call budget of {self.total_timeout:g} s spent",
-                        kind=ErrorKind.TIMEOUT, attempts=attempts,
-                    )  # fmt: skip
+                        self.url,
+                        route,
+                        f"call budget of {self.total_timeout:g} s spent",
+                        kind=ErrorKind.TIMEOUT,
+                        attempts=attempts,
+                    )
             attempts += 1
             retryable = True
             try:
@@ -160,9 +163,12 @@ class RayHandlePool:
                 )
             except TimeoutError:
                 error = RewardServiceError(
-                    self.url, route, f"timeout after {limit:.3g} s", kind=ErrorKind.TIMEOUT,
+                    self.url,
+                    route,
+                    f"timeout after {limit:.3g} s",
+                    kind=ErrorKind.TIMEOUT,
                     attempts=attempts,
-                )  # fmt: skip
+                )
             except Exception as exc:  # noqa: BLE001 - Ray raises many kinds (actor died, ...)
                 error = RewardServiceError(
                     self.url, route, exc, kind=ErrorKind.CONNECT, attempts=attempts
@@ -172,9 +178,13 @@ class RayHandlePool:
                 if status < 400:
                     return PoolResponse(response, self.url, attempts, time.monotonic() - start)
                 error = RewardServiceError(
-                    self.url, route, describe(response), kind=ErrorKind.HTTP_STATUS,
-                    status_code=status, attempts=attempts,
-                )  # fmt: skip
+                    self.url,
+                    route,
+                    describe(response),
+                    kind=ErrorKind.HTTP_STATUS,
+                    status_code=status,
+                    attempts=attempts,
+                )
                 retryable = status == 429 or status >= 500
             if not retryable or attempts > self.max_retries:
                 raise error

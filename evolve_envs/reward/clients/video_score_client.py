@@ -243,9 +243,11 @@ class VideoScoreClient(ClientBase):
                     write_mp4(path, frames, self.video_fps)
                 except OSError as exc:
                     raise RewardServiceError(
-                        None, ROUTE_SCORE, f"could not write the video to {path}: {exc}",
+                        None,
+                        ROUTE_SCORE,
+                        f"could not write the video to {path}: {exc}",
                         kind=ErrorKind.LOCAL_IO,
-                    ) from exc  # fmt: skip
+                    ) from exc
                 source: dict[str, object]
                 if transport == "path":
                     source = {"video_path": str(path)}
