@@ -77,7 +77,7 @@ def run_train_command(args: argparse.Namespace) -> int:
     from evolve_envs.train.head_watch import ClusterLostError
     from evolve_envs.train.placement import PlacementError
     from evolve_envs.train.run_dir import claim_run_dir
-    from evolve_envs.train.worker import WorkerStartError
+    from evolve_envs.train.worker_start import WorkerStartError
 
     overrides = list(args.overrides)
     if args.wandb:

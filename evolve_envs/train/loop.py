@@ -148,8 +148,8 @@ def run_loop(
     from tqdm.auto import tqdm
 
     from evolve_envs.train.weight_registry import WeightRegistry
-    from evolve_envs.train.worker import start_workers
     from evolve_envs.train.worker_env import policy_from_config
+    from evolve_envs.train.worker_start import start_workers
 
     torch.manual_seed(cfg.run.seed)
     torch.set_num_threads(1)

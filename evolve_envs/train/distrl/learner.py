@@ -36,7 +36,7 @@ the counters (updates, policy version, trajectories and env steps taken in) and 
 metadata; trajectories themselves are not checkpointed (the buffer refills from the workers).
 
 Example:
-    >>> from evolve_envs.train.config import LearnerConfig
+    >>> from evolve_envs.train.learner_config import LearnerConfig
     >>> Learner.beta_at(LearnerConfig(beta=0.4), 0.5)
     0.7
 """
@@ -56,7 +56,7 @@ from evolve_envs.train.finite import FiniteSteps
 if TYPE_CHECKING:
     import gymnasium as gym
 
-    from evolve_envs.train.config import LearnerConfig
+    from evolve_envs.train.learner_config import LearnerConfig
     from evolve_envs.train.policies.base import Policy
     from evolve_envs.train.trajectory import Trajectory
 
