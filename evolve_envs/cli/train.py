@@ -66,7 +66,6 @@ def run_train_command(args: argparse.Namespace) -> int:
     """Run ``evolve-envs train``; returns its exit status."""
     from evolve_envs.train.algorithm import RewardModelFailedError, WorkerFailedError
     from evolve_envs.train.driver import (
-        LearnerLostError,
         TrainOptions,
         effective_config,
         refuse_unplaceable,
@@ -75,6 +74,7 @@ def run_train_command(args: argparse.Namespace) -> int:
     )
     from evolve_envs.train.finite import NonFiniteError
     from evolve_envs.train.head_watch import ClusterLostError
+    from evolve_envs.train.learner_task import LearnerLostError
     from evolve_envs.train.placement import PlacementError
     from evolve_envs.train.run_dir import claim_run_dir
     from evolve_envs.train.worker_start import WorkerStartError
