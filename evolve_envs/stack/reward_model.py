@@ -1,35 +1,15 @@
-"""Opening a reward model: one context manager for every stack.
+"""Opening a reward model: one context manager for every stack (docs/ARCHITECTURE.md).
 
-:func:`open_reward_model` turns a validated ``reward_model`` block into an open
-:class:`RewardModel`, in this order:
+:func:`open_reward_model` opens, in order, the service (the block's endpoints, or an embedded
+one), the endpoint pool, the client of the block's ``kind`` and the start-up ``/capabilities``
+check, all on one ``ExitStack``: a failure closes what was opened, ``close`` undoes it in reverse.
 
-1. the service: the block's endpoints; for ``endpoint: embedded`` a local service (the one
-   given, else one started here and owned by the model);
-2. the endpoint pool (the one given, left open; else a new one with the block's timeouts,
-   retries and bearer token, owned by the model);
-3. the client of the block's ``kind`` (progress, video score or pickle scorer);
-4. the start-up check: ``/capabilities`` once (a dead, refusing or foreign service raises
-   :class:`~evolve_envs.reward.clients.service_check.ServiceUnavailableError`, unless
-   ``require_service`` is false).
-
-Everything is registered on one :class:`contextlib.ExitStack`: a failure at any step closes what
-the earlier steps opened, and :meth:`RewardModel.close` (or leaving the ``with`` block) closes
-the client, then the pool, then stops the service. ``make_env``, the RLinf integration and the
-training workers all open their reward model here.
-
-:func:`shared_service` starts one embedded service for a whole job (``evolve-envs train``) so
-that every worker uses the same one; :func:`evolve_envs.stack.vector.make_vec` (and so ``evolve-envs
-rollout``) keeps the one it starts for its sub-envs.
-
-Example (a local mock service, started and stopped by the model)::
-
-    >>> from evolve_envs.stack.loading import load_config
-    >>> rm = load_config({"reward_model": {"enable": True, "endpoint": "embedded"}}).reward_model
-    >>> with open_reward_model(rm) as model:
-    ...     running = model.service.is_running()
-    ...     kind = type(model.client).__name__
-    >>> running, kind, model.service.is_running()
-    (True, 'ProgressClient', False)
+>>> from evolve_envs.stack.loading import load_config
+>>> rm = load_config({"reward_model": {"enable": True, "endpoint": "embedded"}}).reward_model
+>>> with open_reward_model(rm) as model:
+...     kind = type(model.client).__name__
+>>> kind, model.service.is_running()
+('ProgressClient', False)
 """
 
 from __future__ import annotations
@@ -95,8 +75,7 @@ def reward_endpoints(rm: RewardModelConfig, url: str | None = None) -> list[str]
 
 
 def pool_settings(rm: RewardModelConfig) -> PoolSettings:
-    """What the block's pool sends with: per attempt ``timeout``, ``max_retries``, the bearer
-    ``token`` and ``call_budget_s`` (the most one call may take, retries and backoff included)."""
+    """What the block's pool sends with: timeout, retries, the bearer token, ``call_budget_s``."""
     return PoolSettings(
         timeout=rm.timeout,
         max_retries=rm.max_retries,
@@ -107,20 +86,13 @@ def pool_settings(rm: RewardModelConfig) -> PoolSettings:
 
 
 def endpoint_pool(rm: RewardModelConfig, urls: list[str]) -> RewardPool:
-    """A new pool for a block (:func:`pool_settings`): an
-    :class:`~evolve_envs.reward.clients.endpoint_pool.EndpointPool`, or a
-    :class:`~evolve_envs.reward.clients.ray_handle_pool.RayHandlePool` for
-    ``["ray://<app_name>"]``. The caller owns it and closes it."""
+    """A new pool for a block (an ``EndpointPool``, or a ``RayHandlePool`` for ``ray://<app>``)."""
     return open_pool(urls, pool_settings(rm))
 
 
 def check_reward_service(rm: RewardModelConfig, pool: RewardPool) -> Capabilities | None:
-    """The start-up failure policy of every stack: ask ``/capabilities`` once; a dead, refusing
-    (401/403) or foreign service raises
-    :class:`~evolve_envs.reward.clients.service_check.ServiceUnavailableError` naming the
-    endpoint and the cause, unless ``reward_model.require_service`` is false (then a warning).
-
-    Returns the service's capabilities, or ``None`` when they could not be read.
+    """The start-up check: ``/capabilities`` once; a dead, refusing or foreign service raises
+    ``ServiceUnavailableError`` unless ``require_service`` is false; the capabilities or None.
     """
     from evolve_envs.reward.clients.service_check import check_service
 
@@ -128,8 +100,7 @@ def check_reward_service(rm: RewardModelConfig, pool: RewardPool) -> Capabilitie
 
 
 def start_embedded_service(rm: RewardModelConfig) -> EmbeddedService:
-    """Start the local reward service ``endpoint: embedded`` asks for (``embedded_backend`` with
-    ``embedded_backend_kwargs``); the caller owns it and stops it (it is a context manager)."""
+    """Start the local service ``endpoint: embedded`` asks for; the caller stops it."""
     from evolve_envs.reward.service.embedded import EmbeddedService
 
     svc = EmbeddedService(rm.embedded_backend, dict(rm.embedded_backend_kwargs)).start()
@@ -139,14 +110,7 @@ def start_embedded_service(rm: RewardModelConfig) -> EmbeddedService:
 
 @contextlib.contextmanager
 def shared_service(rm: RewardModelConfig) -> Iterator[str | None]:
-    """One embedded service for a whole job: yields its URL for ``endpoint: embedded`` (and the
-    reward model on), else ``None``; the service stops when the block exits.
-
-    >>> from evolve_envs.stack.loading import load_config
-    >>> with shared_service(load_config({}).reward_model) as url:  # reward model off
-    ...     print(url)
-    None
-    """
+    """One embedded service for a whole job: yields its URL (``None`` when the block needs none)."""
     if not (rm.enable and rm.embedded):
         yield None
         return
@@ -196,18 +160,8 @@ def _client(rm: RewardModelConfig, pool: RewardPool, max_workers: int) -> Reward
 
 
 class RewardModel:
-    """An open reward model: the client, the service's capabilities and the embedded service
-    started for it (if any). Built by :func:`open_reward_model`; :meth:`close` (or leaving a
-    ``with`` block) closes what was opened for it, in reverse order: client, pool, service.
-
-    Attributes:
-        config: the validated ``reward_model`` block.
-        client: the progress, video score or pickle scorer client.
-        capabilities: the service's ``/capabilities`` answer (``None`` when it could not be read).
-        service: the embedded service this model started, else ``None``.
-        pool: the endpoint pool the client sends through.
-
-    The module docstring has a runnable example.
+    """An open reward model: ``config``, ``client``, ``capabilities``, ``service`` (the embedded one
+    it started, else None) and ``pool``; :meth:`close` closes them in reverse order.
     """
 
     def __init__(
@@ -234,9 +188,7 @@ class RewardModel:
         return self.config.tracker_settings()
 
     def tracker(self, *, audit: TerminationAudit | None = None) -> ProgressTracker:
-        """A new :class:`~evolve_envs.progress.tracker.ProgressTracker` on this client
-        (its settings are checked against the capabilities when they could be read); ``audit``
-        counts its episodes (share one between the trackers of a vectorised env)."""
+        """A new ``ProgressTracker`` on this client (share ``audit`` between a vector's)."""
         return ProgressTracker(
             self.client, self.settings, capabilities=self.capabilities, audit=audit
         )
@@ -262,24 +214,11 @@ def open_reward_model(
     pool: RewardPool | None = None,
     max_workers: int = 8,
 ) -> RewardModel:
-    """Open a reward model (see the module docstring for the order of the steps).
+    """Open a reward model (the module docstring gives the steps); close it or use it in ``with``.
 
-    Args:
-        config: a validated ``reward_model`` block, or what :func:`evolve_envs.make_env` takes
-            as ``reward_model=`` (a mapping of its keys, or a YAML file).
-        embedded_service: a started embedded service to use for ``endpoint: embedded`` (left
-            running); by default the model starts its own and stops it when closed.
-        pool: an open endpoint pool to send through (left open; its URLs replace the block's
-            endpoints); by default the model opens its own.
-        max_workers: threads of an asynchronous progress client.
-
-    Returns:
-        The open :class:`RewardModel`; use it in a ``with`` block or close it.
-
-    Raises:
-        evolve_envs.ConfigError: an invalid block, or one with the reward model off.
-        evolve_envs.reward.clients.service_check.ServiceUnavailableError: the service cannot be
-            used (with ``require_service: true``, the default).
+    ``config``: a validated block, a mapping of its keys or a YAML file. A given
+    ``embedded_service`` / ``pool`` is used and left running / open (the pool's URLs replace the
+    endpoints). Raises ``ConfigError`` (invalid or disabled block) and ``ServiceUnavailableError``.
     """
     rm = config if isinstance(config, RewardModelConfig) else _validated(config)
     if not rm.enable:
