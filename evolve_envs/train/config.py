@@ -1,30 +1,13 @@
-"""The training config of ``evolve-envs train`` (DistRL and GRPO on Ray).
+"""The training config of ``evolve-envs train``: the stack's typed blocks and the training ones.
 
-One YAML holds the environment stack (the ``env`` and ``reward_model`` blocks every worker hands
-to :func:`evolve_envs.stack.factory.make_env`) and the training blocks below. Validation is strict:
-unknown keys and wrong values raise :class:`~evolve_envs.ConfigError` whose message
-starts
-with the key's path (``learner.batch_size: input should be greater than or equal to 1, got 0``).
+``env``, ``reward_model`` and ``record`` are the stack's (:mod:`evolve_envs.stack.config`), checked
+once by :func:`load_train_config` and handed on typed to the workers, the embedded service and
+the learner; ``workers``, ``policy``, ``learner``, ``grpo``, ``ray``, ``run`` and ``eval`` drive
+the run (docs/training.md). Every problem raises :class:`~evolve_envs.ConfigError` naming its key.
 
-.. code-block:: yaml
-
-    env: {id: evolve_envs/ReachPlace-v0, max_episode_steps: 40}
-    reward_model: {enable: true, endpoint: embedded, embedded_backend_kwargs: {rule: reach_place}}
-    workers: {num_workers: 2, num_envs: 2}
-    learner: {batch_size: 8, lr: 3.0e-4, alpha: 0.6}
-    run: {minutes: 15}
-
-Workers of mixed speed: ``workers.step_delay_s: [0.02, 0.02, 0.06]`` makes worker ``i`` sleep
-``step_delay_s[i]`` seconds after every env step it takes (in DistRL's collection loop and in
-GRPO's episodes alike), so three workers run at 1x/1x/3x a 20 ms simulator step whatever the
-env's own step time; one entry per worker (``[]``, the default, adds none). A slow reward model
-is the reward service's business (the mock backend's ``latency_ms``:
-``reward_model.embedded_backend_kwargs: {rule: reach_place, latency_ms: 500}``).
-
-Example:
-    >>> cfg = load_train_config({"workers": {"num_workers": 3}}, overrides=["learner.lr=1e-3"])
-    >>> cfg.workers.num_workers, cfg.learner.lr
-    (3, 0.001)
+>>> cfg = load_train_config({"workers": {"num_workers": 3}}, overrides=["learner.lr=1e-3"])
+>>> cfg.workers.num_workers, cfg.learner.lr, type(cfg.reward_model).__name__
+(3, 0.001, 'ProgressModelConfig')
 """
 
 from __future__ import annotations
@@ -273,12 +256,10 @@ class TrainConfig(BaseModel):
 
     def stored(self) -> dict[str, object]:
         """The config as a run stores it (``config.yaml``, checkpoints): the stack blocks as
-        given, without the bearer token, which a run never writes down; a resumed run reads it
-        again from ``reward_model.token`` of the ``--config`` given, ``reward_model.token_file``
-        or the environment.
+        given, never the bearer token (a resumed run reads it again from its config or the
+        environment).
 
-        >>> cfg = TrainConfig(reward_model={"enable": True, "token": "s3cret"})
-        >>> cfg.stored()["reward_model"]
+        >>> TrainConfig(reward_model={"enable": True, "token": "s3cret"}).stored()["reward_model"]
         {'enable': True}
         """
         out = self.model_dump()
@@ -298,14 +279,11 @@ class TrainConfig(BaseModel):
 
 
 def resolve_train_config(source: str | os.PathLike[str]) -> Path | Traversable:
-    """A ``--config`` argument as a file: an existing path, else a shipped training config by
-    name (``reach_place`` or ``distrl/reach_place`` for
-    ``evolve_envs/configs/distrl/reach_place.yaml``), else a shipped stack config (``libero_10``,
-    ``fast_dev``).
+    """A ``--config`` argument as a file: a path, a shipped training config
+    (``distrl/reach_place``), else a shipped stack config.
 
-    Example:
-        >>> resolve_train_config("libero_smoke").name
-        'libero_smoke.yaml'
+    >>> resolve_train_config("libero_smoke").name
+    'libero_smoke.yaml'
     """
     if Path(source).is_file():
         return Path(source)
@@ -343,12 +321,9 @@ def _layer(source: TrainSource) -> Mapping[str, object]:
 def load_train_config(
     *sources: TrainSource, overrides: Sequence[str] | Mapping[str, object] | None = None
 ) -> TrainConfig:
-    """Layer YAML paths / shipped config names / mappings, then ``overrides`` (``KEY=VALUE``
-    strings or a mapping), and validate: the stack blocks once, as
-    :func:`~evolve_envs.stack.loading.load_config` does (environment variables included), the
-    training blocks with them.
-
-    Raises :class:`~evolve_envs.ConfigError` naming the key of every problem.
+    """Layer sources (paths, shipped names, mappings, configs), then ``overrides``, and
+    validate: the stack blocks once, as :func:`~evolve_envs.stack.loading.load_config` does
+    (environment variables included), with the training blocks.
     """
     data: dict[str, object] = {}
     for source in sources:

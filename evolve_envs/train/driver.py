@@ -1,37 +1,11 @@
 """``evolve-envs train``: DistRL (asynchronous) or GRPO (synchronous) on Ray.
 
-:func:`run_train` loads and validates the config, prepares the run directory, starts Ray
-(``ray.init(address=...)`` with ``--address``, else a local instance with ``ray.num_cpus``), starts
-the reward service once in this process when the config says ``endpoint: embedded`` (the workers
-get its URL, so every worker shares one service), and runs
-the algorithm (:class:`~evolve_envs.train.distrl.algorithm.DistRL` or
-:class:`~evolve_envs.train.grpo.algorithm.GRPO`) in the shared loop
-:func:`evolve_envs.train.loop.run_loop` until the time budget (``run.minutes`` or
-``--minutes``) or ``run.max_updates`` is spent. It writes into the run directory
-
-* ``config.yaml`` — the effective config,
-* ``metrics.csv`` and ``tensorboard/`` — one row per ``run.log_every_s``,
-* ``checkpoint.pt`` — policy, optimizer, counters, replay metadata, config (atomic),
-* with ``eval.every_s`` / ``eval.every_updates``: ``eval.csv``, ``eval_videos/`` and ``best.pt``
-  (the best policy by held-out success, :mod:`evolve_envs.train.periodic_eval`),
-* ``summary.json`` — the final counters, the last metrics row and the held-out evaluations.
-
-With ``run.wandb_project`` (``--wandb PROJECT``) the metrics, the evaluations and their videos
-also go to Weights & Biases.
-
-A directory that holds a run is refused unless the run continues it (``--resume``) or replaces it
-(``--overwrite``, which clears every file a run writes first; :mod:`evolve_envs.train.run_dir`).
-When reward-model calls fail mid-run, their fallback rewards are counted per interval and said on
-the terminal as they start (:mod:`evolve_envs.train.fallback_watch`); ``summary.json``'s
-``degraded`` and :attr:`TrainResult.degraded` report them.
-
-``--resume DIR`` reads ``DIR/checkpoint.pt`` and its config (``--config`` files and overrides are
-layered on it) and continues the counters, the policy version and the weights, in ``DIR``.
-
-Example::
+:func:`run_train` reads the config once (typed, checked), claims the run directory, starts or
+joins Ray, starts one embedded reward service for every worker, and runs the algorithm in the
+shared loop until its budget is spent; the files it writes and ``--resume`` are described in
+docs/training.md.
 
     evolve-envs train --algo distrl --config distrl/reach_place --minutes 2
-    evolve-envs train --algo grpo --config reach_place grpo.group_size=4
     evolve-envs train --resume runs/train-distrl-20261122-220000 --minutes 5
 """
 
@@ -71,12 +45,7 @@ __all__ = [
 
 @dataclass
 class TrainOptions:
-    """What ``evolve-envs train`` was asked (the CLI's arguments).
-
-    Example:
-        >>> TrainOptions(config=["reach_place"], minutes=1.0).algo is None
-        True
-    """
+    """What ``evolve-envs train`` was asked (the CLI's arguments)."""
 
     config: Sequence[TrainSource] = ()
     algo: str | None = None
@@ -128,8 +97,9 @@ class TrainResult:
 
 
 def effective_config(opts: TrainOptions) -> tuple[TrainConfig, dict[str, object] | None]:
-    """The run's config, checked (the ``--resume`` checkpoint's, then ``config``, then the
-    overrides, ``algo`` and ``minutes``), and the checkpoint's state (``None`` for a new run)."""
+    """The run's config, checked once (the ``--resume`` checkpoint's, then ``config``, the
+    overrides, ``algo`` and ``minutes``), and the checkpoint's state (``None``: a new run).
+    """
     state = None
     sources: list[TrainSource] = []
     if opts.resume is not None:
@@ -273,9 +243,7 @@ def run_dir_of(opts: TrainOptions, cfg: TrainConfig) -> Path:
 def run_train(
     opts: TrainOptions, checked: tuple[TrainConfig, dict[str, object] | None] | None = None
 ) -> TrainResult:
-    """Run one training job (see the module docstring). ``checked`` is what
-    :func:`effective_config` returned for ``opts`` when the caller read it already (the CLI,
-    before it opens ``train.log``), so the config is read and a checkpoint loaded once."""
+    """Run one training job; ``checked``: what :func:`effective_config` returned, if known."""
     cfg, state = checked if checked is not None else effective_config(opts)
     refuse_unplaceable(cfg, opts.address)  # nothing written, nothing started
     run_dir = run_dir_of(opts, cfg)
