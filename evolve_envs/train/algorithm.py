@@ -1,29 +1,10 @@
 """What an algorithm is to the shared training loop: the protocol, its context, the registry.
 
-:func:`~evolve_envs.train.loop.run_loop` runs any object with the :class:`Algorithm` methods and
-never names one. An algorithm lives in its own folder under ``evolve_envs/train/`` (DistRL in
-``train/distrl/``, GRPO in ``train/grpo/``) and is registered by name as an entry point of the
-``evolve_envs.algorithms`` group (``setup.cfg``), which is what ``algo: NAME`` in a training
-config and ``--algo NAME`` look up; an import path ``package.module:ClassName`` works without
-registering.
+:func:`~evolve_envs.train.loop.run_loop` runs any :class:`Algorithm`; ``algo: NAME`` looks the
+name up in the ``evolve_envs.algorithms`` entry points, or takes ``package.module:ClassName``.
 
-Example (the protocol, with a do-nothing algorithm and no Ray):
-    >>> class Idle:
-    ...     name = "idle"
-    ...     def setup(self, ctx): self.updates = 0
-    ...     def start(self): pass
-    ...     def collect(self): return []
-    ...     def update(self, trajectories, budget_fraction):
-    ...         self.updates += 1
-    ...         return UpdateResult(updates=1, samples=0)
-    ...     def counters(self): return {"updates": self.updates, "version": self.updates}
-    ...     def metrics(self): return {}
-    ...     def running_calls(self): return []
-    ...     def state_dict(self): return {"counters": self.counters()}
-    ...     def load_state_dict(self, state): self.updates = state["counters"]["updates"]
-    ...     def stop(self): pass
-    >>> isinstance(Idle(), Algorithm)
-    True
+>>> {"distrl", "grpo"} <= set(algorithm_names())
+True
 """
 
 from __future__ import annotations
@@ -188,11 +169,7 @@ class Algorithm(Protocol):
 
 
 def algorithm_names() -> list[str]:
-    """The registered algorithm names (entry points of the ``evolve_envs.algorithms`` group).
-
-    >>> {"distrl", "grpo"} <= set(algorithm_names())
-    True
-    """
+    """The registered algorithm names (entry points of the ``evolve_envs.algorithms`` group)."""
     return sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
 
 

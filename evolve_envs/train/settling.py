@@ -1,38 +1,23 @@
-"""Settled episodes in a rollout worker (``reward_model.calls: deferred``).
+"""Settled episodes in a rollout worker (``reward_model.calls: deferred``; docs/DISTRL.md).
 
-With deferred settlement the env never waits for the reward model: a step returns at once
-(its reward is not known yet) and the episode is handed on later, *settled*, once the last
-answer of its checks is in — a record with the rewards of its steps ``1..length`` (the same
-arithmetic as ``calls: sync``), whether it ``terminated`` and how many steps were played after
-a model-judged done (``cut_steps``: a ``sync`` env would have ended the episode there). The
-worker keeps what the policy saw and did until then (:class:`PlayedEpisode`) and, when the
-record arrives, makes the trajectories the learner takes (:func:`settled_trajectories`): the
-record's rewards, the cut steps dropped, the last step terminal when the record says so. The
-learner's data is what ``sync`` would have produced for the same actions.
+The env never waits for the reward model; the worker keeps what the policy saw and did
+(:class:`PlayedEpisode`) until the episode's record arrives with its rewards, then makes the
+trajectories the learner takes (:func:`settled_trajectories`): what ``calls: sync`` would have
+produced for the same actions, the steps played after a model-judged done cut.
+:class:`SettlingSlot` is one env's bookkeeping.
 
-:class:`SettlingSlot` is one env's bookkeeping: the episode being played and the ended ones
-waiting for their answers, keyed by episode index. ``segment_length`` cuts a settled episode
-into segments of at most that many steps, all handed on together (a segment of an episode
-cannot go before the episode is settled).
-
-Example (a hand-made record in place of the env's; the record's two rewards replace the
-zeros the steps returned, and the third step, played after the model's done, is cut):
-    >>> import numpy as np
-    >>> from types import SimpleNamespace
-    >>> records = []
-    >>> slot = SettlingSlot(lambda wait: [records.pop()] if records else [])
-    >>> for t in range(3):
-    ...     slot.add({"s": np.full(2, t, np.float32)}, np.zeros(1, np.float32), 0.0, 0, False)
-    >>> slot.end({"s": np.full(2, 3, np.float32)})
-    >>> slot.in_flight
-    1
-    >>> records.append(SimpleNamespace(index=0, length=2, rewards=np.array([0.1, 0.4]),
-    ...     terminated=True, truncated=False, cut_steps=1, summary={"progress": 50.0}))
-    >>> [traj] = slot.settle(worker_id=0)
-    >>> traj.rewards.tolist(), traj.dones.tolist(), traj.obs["s"][:, 0].tolist()
-    ([0.10000000149011612, 0.4000000059604645], [False, True], [0.0, 1.0, 2.0])
-    >>> traj.episode_stats[0]["cut_steps"], slot.in_flight, slot.cut_steps
-    (1, 0, 1)
+>>> import numpy as np
+>>> from types import SimpleNamespace
+>>> records = []
+>>> slot = SettlingSlot(lambda wait: [records.pop()] if records else [])
+>>> for t in range(3):
+...     slot.add({"s": np.full(2, t, np.float32)}, np.zeros(1, np.float32), 0.0, 0, False)
+>>> slot.end({"s": np.full(2, 3, np.float32)})
+>>> records.append(SimpleNamespace(index=0, length=2, rewards=np.array([0.1, 0.4]),
+...     terminated=True, truncated=False, cut_steps=1, summary={"progress": 50.0}))
+>>> [traj] = slot.settle(worker_id=0)
+>>> traj.dones.tolist(), traj.obs["s"][:, 0].tolist(), slot.cut_steps
+([False, True], [0.0, 1.0, 2.0], 1)
 """
 
 from __future__ import annotations
@@ -246,16 +231,7 @@ def settling_counts(slots: Sequence[SettlingSlot], envs: Sequence[gym.Env]) -> d
 
 
 def is_deferred(stack: StackConfig) -> bool:
-    """Whether a stack config (``TrainConfig.stack()``) asks for settled episodes: the reward
-    model on with ``calls: deferred``.
-
-    Example:
-        >>> from evolve_envs.stack.config import StackConfig
-        >>> is_deferred(StackConfig(reward_model={"enable": True, "calls": "deferred"}))
-        True
-        >>> is_deferred(StackConfig(reward_model={"enable": False, "calls": "deferred"}))
-        False
-    """
+    """Whether a stack config asks for settled episodes (reward model on, ``calls: deferred``)."""
     rm = stack.reward_model
     return rm.enable and getattr(rm, "calls", None) == "deferred"
 

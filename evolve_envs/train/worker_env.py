@@ -1,11 +1,11 @@
-"""What a rollout worker builds: its env (the stack, its reward endpoint) and its policy.
+"""What a rollout worker builds from the run's typed config: its env, reward endpoint, policy.
 
-:func:`make_worker_env` builds one env of a worker from the training config's stack blocks, with
-``{node_ip}`` in ``reward_model.endpoint`` resolved to the worker's node
-(:func:`resolve_node_endpoint`); :func:`reward_transport` says how the worker reaches the reward
-service; :func:`policy_from_config` builds the policy replica; :func:`batch_obs` and
-:func:`with_task` shape the observations the policy reads. The training loop's evaluation uses the
-same builders, so evaluation envs are the workers' envs.
+>>> from evolve_envs.train.config import TrainConfig
+>>> cfg = TrainConfig(env={"id": "evolve_envs/ReachPlace-v0"}, reward_model={"enable": False})
+>>> env = make_worker_env(cfg)
+>>> env.action_space.shape, reward_transport(cfg)
+((2,), 'off')
+>>> env.close()
 """
 
 from __future__ import annotations
@@ -89,14 +89,7 @@ def resolve_node_endpoint(endpoint: str | list[str], node_ip: str | None = None)
 
 
 def reward_transport(config: TrainConfig, worker_index: int = 0) -> str:
-    """How worker ``worker_index`` reaches the reward service: ``handle:<app>`` (a Ray Serve
-    ``DeploymentHandle``, no HTTP), the URL it posts to, ``embedded`` or ``off``.
-
-    Example:
-        >>> from evolve_envs.train.config import TrainConfig
-        >>> reward_transport(TrainConfig(reward_model={"enable": True, "endpoint": "ray://reward"}))
-        'handle:reward'
-    """
+    """How worker ``worker_index`` reaches the service: ``handle:<app>``, a URL or ``off``."""
     from evolve_envs.reward.clients.ray_handle_pool import RAY_SCHEME, is_ray_endpoint
 
     rm = config.reward_model
@@ -111,20 +104,9 @@ def reward_transport(config: TrainConfig, worker_index: int = 0) -> str:
 
 
 def make_worker_env(config: TrainConfig, worker_index: int = 0) -> gym.Env:
-    """One env as worker ``worker_index`` builds it: :func:`~evolve_envs.stack.factory.make_env` on
-    the
-    config's stack blocks (with the worker's ``env_overrides``; ``env.id`` is resolved there, as
-    for every other path). The rewards are the stack's own (the success bonus among them), so
-    ``gym.make``, ``make_vec``, ``rollout`` and the RLinf adapter pay the same for the same YAML.
+    """One env of worker ``worker_index``: ``make_env`` on its typed stack config (not re-checked).
 
-    Example:
-        >>> from evolve_envs.train.config import TrainConfig
-        >>> cfg = TrainConfig(env={"id": "evolve_envs/ReachPlace-v0"},
-        ...                   reward_model={"enable": False})
-        >>> env = make_worker_env(cfg)
-        >>> env.action_space.shape
-        (2,)
-        >>> env.close()
+    ``{node_ip}`` in ``reward_model.endpoint`` becomes the worker's node (its Serve proxy).
     """
     from evolve_envs.stack.factory import make_env
 
@@ -162,14 +144,11 @@ def worker_stack(config: TrainConfig, worker_index: int = 0) -> StackConfig:
 def policy_from_config(
     policy_cfg: PolicyConfig, obs_space: gym.Space, act_space: gym.Space
 ) -> Policy:
-    """The policy for these spaces, from a :class:`~evolve_envs.train.config.PolicyConfig`.
+    """The policy for these spaces: the CPU ``CNNGaussianPolicy``, or ``policy.target``'s class.
 
-    Without ``policy.target`` it is the CPU
-    :class:`~evolve_envs.train.policies.base.CNNGaussianPolicy`
-    (the other keys are its arguments). With ``target: "package.module:ClassName"`` that class
-    (a :class:`~evolve_envs.train.policies.base.Policy` subclass) is built by its ``from_spaces(
-    observation_space, action_space, **policy.kwargs)`` classmethod if it has one, else by
-    ``ClassName(**policy.kwargs)``: the way a VLA plugs in without editing this package.
+    A ``target`` (``package.module:ClassName``, a ``Policy`` subclass) is built by its
+    ``from_spaces(observation_space, action_space, **policy.kwargs)`` if it has one, else by
+    ``ClassName(**policy.kwargs)``.
     """
     import importlib
 
