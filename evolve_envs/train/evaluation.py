@@ -1,30 +1,18 @@
 """Held-out evaluation: a policy's env success on fixed scenes that training never sees.
 
-Training draws reset seeds below ``2**31 - 1`` (workers and ``rl.grpo.group_seeds``), so
-:data:`HELD_OUT_BASE` ``+ k`` are scenes no training episode starts from. :func:`evaluate_policy`
-plays one episode per seed with the policy's mean action (deterministic), on the plain env
-(no reward model: success is the env's ``info["is_success"]`` flag, never a reward), and returns
-the success rate with its per-episode outcomes. ``deterministic=False`` samples the actions
-instead (as the workers do), from a torch RNG seeded with ``sample_seed`` and kept apart from the
-global one: a policy can succeed more with its noise than with its mean action (one that stalls
-where its mean is near zero), and comparing the two says so.
+Reset seeds from :data:`HELD_OUT_BASE` (training draws below ``2**31 - 1``), the plain env (no
+reward model: success is ``info["is_success"]``), the mean action or sampled ones
+(docs/training.md). :class:`HeldOutEvaluator` keeps its envs for the periodic evaluation;
+:func:`evaluate_saved` is ``evolve-envs evaluate``.
 
-:class:`HeldOutEvaluator` does the same on envs it builds once and keeps (a LIBERO simulator
-takes seconds to build), and records the frames of the first episodes for a video: the training
-loop evaluates through it every ``eval.every_s`` (:mod:`evolve_envs.train.periodic_eval`).
-:func:`read_saved` and :func:`evaluate_saved` evaluate a saved policy (a run's ``checkpoint.pt``
-or ``best.pt``, a snapshot): ``evolve-envs evaluate``.
-
-Example:
-    >>> from evolve_envs.train.config import TrainConfig
-    >>> from evolve_envs.train.worker_env import policy_from_config
-    >>> cfg = TrainConfig(env={"id": "evolve_envs/ReachPlace-v0", "max_episode_steps": 5},
-    ...                   reward_model={"enable": False})
-    >>> env = make_eval_env(cfg)
-    >>> pol = policy_from_config(cfg.policy, env.observation_space, env.action_space)
-    >>> res = evaluate_policy(cfg, pol, held_out_seeds(4))
-    >>> res.episodes, 0.0 <= res.success_rate <= 1.0
-    (4, True)
+>>> from evolve_envs.train.config import TrainConfig
+>>> from evolve_envs.train.worker_env import policy_from_config
+>>> cfg = TrainConfig(env={"id": "evolve_envs/ReachPlace-v0", "max_episode_steps": 5},
+...                   reward_model={"enable": False})
+>>> env = make_eval_env(cfg)
+>>> pol = policy_from_config(cfg.policy, env.observation_space, env.action_space)
+>>> evaluate_policy(cfg, pol, held_out_seeds(4)).episodes
+4
 """
 
 from __future__ import annotations

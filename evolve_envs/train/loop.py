@@ -1,32 +1,9 @@
 """The one training loop every algorithm runs in: budget, logging, checkpoints, worker health.
 
-An algorithm is a small object with the :class:`~evolve_envs.train.algorithm.Algorithm` methods;
-:func:`run_loop` owns
-everything around it, the same for all of them:
-
-* **Ray lifecycle** — it starts a
-  :class:`~evolve_envs.train.weight_registry.WeightRegistry`, a bounded trajectory queue and
-  the restartable rollout workers, builds the policy for their spaces, and kills all of them at
-  the end, whatever happens;
-* **budget** — ``run.minutes`` of wall-clock (from the first collection, after every worker has
-  built its envs), ``run.max_updates`` and ``run.max_env_steps`` (env steps taken in);
-* **checkpoints** — every ``run.checkpoint_every_s`` seconds *or* ``run.checkpoint_every_updates``
-  updates, and at the end, atomically (``checkpoint.pt``: the algorithm's ``state_dict`` plus the
-  config and the algorithm's name); ``--resume`` hands that state to ``load_state_dict``;
-* **worker health** — every second it looks at the workers' running calls (a collection loop that
-  raised stops the run with a checkpoint and :class:`WorkerFailedError`; a dead process is
-  restarted by Ray and counted in ``worker_restarts``), and an error inside ``collect`` is
-  reported the same way;
-* **logging** — a metrics row every ``run.log_every_s`` (CSV, TensorBoard, a progress bar on a
-  terminal or one line per row otherwise), the shared columns plus the algorithm's own;
-* **policy snapshots** — with ``run.snapshot_every_s`` a copy of the policy weights with the time
-  and env steps goes to ``snapshots/`` (for held-out learning curves, ``bench/d3``);
-* **held-out evaluation** — with ``eval.every_s`` or ``eval.every_updates`` the current policy is
-  evaluated on fixed unseen scenes, logged beside the metrics and kept as ``best.pt`` when it is
-  the best so far (:mod:`evolve_envs.train.periodic_eval`).
-
-The loop never names an algorithm: it takes an :class:`~evolve_envs.train.algorithm.Algorithm`
-(see :mod:`evolve_envs.train.algorithm` for the protocol and how one is registered).
+:func:`run_loop` owns everything around an :class:`~evolve_envs.train.algorithm.Algorithm`: the
+weight registry, trajectory queue and restartable workers (killed at the end whatever happens),
+the budget (``run.minutes``, ``max_updates``, ``max_env_steps``), atomic checkpoints, worker
+health checks, metrics rows, policy snapshots and the held-out evaluation (docs/DISTRL.md).
 """
 
 from __future__ import annotations

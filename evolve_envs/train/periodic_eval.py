@@ -1,28 +1,13 @@
 """The training loop's own held-out evaluation, its log and the best policy (``best.pt``).
 
-With ``eval.every_s`` (or ``eval.every_updates``) set, :class:`PeriodicEval` evaluates the
-learner's current policy on ``eval.episodes`` fixed held-out scenes that training never sees
-(:mod:`evolve_envs.train.evaluation`: reset seeds from ``2**31``, the plain env, success = the
-env's flag), with the mean action and, with ``eval.sampled``, sampled actions, and again once
-the budget is spent. Each evaluation
+With ``eval.every_s`` / ``eval.every_updates``, :class:`PeriodicEval` evaluates the current policy
+on held-out scenes, writes ``eval.csv``, TensorBoard / W&B series and videos, and keeps the best
+policy atomically in ``best.pt`` (docs/training.md, "Held-out evaluation and the best
+checkpoint").
 
-* appends a row to ``eval.csv`` (``updates, time_s, env_steps, success, success_sampled,
-  episode_length``) and the series ``eval/<column>`` to TensorBoard and W&B (the same step as the
-  training rows: the update count); the metrics rows carry the latest numbers as
-  ``eval_success`` and ``eval_success_sampled``;
-* writes the first ``eval.video_episodes`` episodes as ``eval_videos/update_<N>.mp4``, shown in
-  TensorBoard (an animated GIF under ``eval/video``) and W&B;
-* keeps the best policy by held-out success (mean action; sampled actions break ties) in
-  ``best.pt``, atomically: the policy weights, the config, the counters and the evaluation;
-* prints one line (``eval: held-out success 0.40 (mean action), 0.50 (sampled) ...``).
-
-The learner waits while it evaluates (DistRL's workers go on collecting into the bounded queue);
-the time counts in the run's budget. ``summary.json`` gets the final and best evaluations.
-
-Example:
-    >>> from evolve_envs.train.config import TrainConfig
-    >>> PeriodicEval.due_at(TrainConfig(eval={"every_s": 60}).eval, 61.0, 0, 0.0, 0)
-    True
+>>> from evolve_envs.train.config import TrainConfig
+>>> PeriodicEval.due_at(TrainConfig(eval={"every_s": 60}).eval, 61.0, 0, 0.0, 0)
+True
 """
 
 from __future__ import annotations
