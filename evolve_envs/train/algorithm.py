@@ -55,18 +55,11 @@ class RewardModelFailedError(WorkerFailedError):
 
 
 class Budget:
-    """The run's budget: wall-clock minutes, an optional update cap and an optional cap on the
-    env steps the learner took in.
+    """The run's budget: wall-clock minutes, an optional update cap, an optional env-step cap.
 
-    Example:
-        >>> b = Budget(minutes=1.0, max_updates=10, start_updates=4)
-        >>> b.done(updates=14), 0.0 <= b.fraction(updates=7) < 1.0
-        (True, True)
-        >>> s = Budget(minutes=1.0, max_updates=None, max_env_steps=1000)
-        >>> s.done(updates=3, env_steps=999), s.done(updates=3, env_steps=1000)
-        (False, True)
-        >>> s.fraction(updates=3, env_steps=500)
-        0.5
+    >>> s = Budget(minutes=1.0, max_updates=None, max_env_steps=1000)
+    >>> s.done(updates=3, env_steps=999), s.done(updates=3, env_steps=1000), s.fraction(3, 500)
+    (False, True, 0.5)
     """
 
     def __init__(

@@ -1,19 +1,12 @@
 """RayHandlePool: reach a reward service deployed on Ray Serve through a `DeploymentHandle`.
 
-Ray actors (e.g. distributed rollout workers) on the cluster that runs the Serve application can
-skip HTTP: `endpoint: "ray://<app_name>"` in a `reward_model` block makes the clients send each
-request as a handle call to `RewardDeployment.call` (see `evolve_envs.reward.service.ray_serve`).
-The replica runs it through the same FastAPI app, so routes, validation and error bodies are those
-of HTTP, and the clients return the same `CallResult`s. Needs `ray` in the calling process,
-connected to the cluster (`ray.init(address=...)`), or running inside one of its actors.
+With `endpoint: "ray://<app_name>"`, Ray actors on the Serve cluster skip HTTP: each request is a
+handle call to `RewardDeployment.call`, run through the same FastAPI app (same routes, checks,
+token and error bodies), so the clients return the same `CallResult`s.
 
-Handle calls pass the service's bearer-token check exactly as HTTP requests do, so the pool
-sends `Authorization: Bearer <token>` with each call (`token`, default `$EVOLVE_REWARD_TOKEN`).
-
-Example:
-    >>> pool = RayHandlePool("ray://reward", timeout=60)  # doctest: +SKIP
-    >>> ProgressClient(pool).pairwise_critic("open the drawer", a, b).value  # doctest: +SKIP
-    12.5
+>>> pool = RayHandlePool("ray://reward", timeout=30, token="s3cret")
+>>> pool.url, pool  # the token is never shown
+('ray://reward', RayHandlePool('ray://reward', timeout=30.0))
 """
 
 from __future__ import annotations
@@ -46,22 +39,9 @@ def is_ray_endpoint(endpoint: object) -> bool:
 class RayHandlePool:
     """The `EndpointPool` request interface over a Ray Serve `DeploymentHandle`.
 
-    Args:
-        endpoint: `ray://<app_name>` (the Serve application of `evolve-reward-server --engine
-            ray --app-name ...` or of `serve deploy`).
-        timeout: seconds one handle call may take.
-        max_retries: further attempts after a 429/5xx answer or a failed call (a replica that
-            died mid-call: the retry goes to another replica).
-        backoff_s: pause before a retry (doubles each time).
-        total_timeout: the most one request may take, retries and backoff included (None: no
-            limit beyond ``timeout`` per attempt).
-        token: bearer token sent as ``Authorization: Bearer <token>`` with every call;
-            ``None``: ``$EVOLVE_REWARD_TOKEN`` if set (as `EndpointPool`), ``""``: no token.
-
-    Example:
-        >>> pool = RayHandlePool("ray://reward", timeout=30, token="s3cret")
-        >>> pool.url, pool  # the token is never shown
-        ('ray://reward', RayHandlePool('ray://reward', timeout=30.0))
+    `max_retries` further attempts follow a 429/5xx or a failed call (a replica that died: the retry
+    goes to another), `backoff_s` apart (doubling), within `total_timeout` (None: `timeout` per
+    attempt only); `token` as `EndpointPool`'s.
     """
 
     is_reward_transport = True
