@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
@@ -145,13 +145,13 @@ class RewardModelConfig(BaseModel):
 
     model_config = _STRICT
 
-    def __new__(cls, *args: Any, **values: Any) -> RewardModelConfig:
+    def __new__(cls, *args: object, **values: object) -> RewardModelConfig:
         if cls is RewardModelConfig:  # dispatch on kind (unknown kinds fail in validation)
             cls = REWARD_KINDS.get(values.get("kind", "progress"), ProgressModelConfig)
         return super().__new__(cls)
 
     @classmethod
-    def model_validate(cls, obj: Any, **kwargs: Any) -> RewardModelConfig:  # type: ignore[override]
+    def model_validate(cls, obj: object, **kwargs: object) -> RewardModelConfig:  # type: ignore[override]
         """Validate a block; on this class, as the model its ``kind`` names."""
         if cls is RewardModelConfig:
             return TypeAdapter(RewardModelBlock).validate_python(obj, **kwargs)

@@ -13,7 +13,7 @@ import contextlib
 import functools
 import os
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import gymnasium as gym
 
@@ -108,7 +108,7 @@ def make_vec_registered(
     *,
     max_episode_steps: int | None = None,
     autoreset_mode: gym.vector.AutoresetMode | str | None = None,
-    **kwargs: Any,
+    **kwargs: object,
 ) -> SharedServiceVectorEnv:
     """The vector entry point of every registered id (``gym.make_vec(id, num_envs=n)``).
 

@@ -218,7 +218,7 @@ class EndpointPool:
         method: str,
         route: str,
         *,
-        json: Any = None,
+        json: object = None,
         content: bytes | None = None,
         headers: Mapping[str, str] | None = None,
         timeout: float | None = None,

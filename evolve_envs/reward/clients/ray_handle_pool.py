@@ -14,9 +14,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 import httpx
+
+if TYPE_CHECKING:
+    from ray.serve.handle import DeploymentHandle
 
 from evolve_envs.reward.clients.endpoint_pool import describe_http_error
 from evolve_envs.reward.clients.errors import ErrorKind, RewardServiceError
@@ -69,7 +72,7 @@ class RayHandlePool:
         if token is None:  # $EVOLVE_REWARD_TOKEN, else the file $EVOLVE_REWARD_TOKEN_FILE names
             token = resolve_token() or ""
         self._auth = {"authorization": f"Bearer {token}"} if token else {}
-        self._handle: Any = None
+        self._handle: DeploymentHandle | None = None
         self._lock = threading.Lock()
         self._closed = False
 
@@ -87,7 +90,7 @@ class RayHandlePool:
     def endpoint_stats(self) -> list[dict[str, object]]:
         return [{"url": self.url, "up": not self._closed}]
 
-    def _get_handle(self) -> Any:
+    def _get_handle(self) -> DeploymentHandle:
         with self._lock:
             if self._handle is None:
                 import ray
@@ -106,7 +109,7 @@ class RayHandlePool:
         method: str,
         route: str,
         *,
-        json: Any = None,
+        json: object = None,
         content: bytes | None = None,
         headers: Mapping[str, str] | None = None,
         timeout: float | None = None,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -273,7 +273,7 @@ class CNNGaussianPolicy(Policy):
 
     @classmethod
     def from_spaces(
-        cls, observation_space: gym.Space, action_space: gym.spaces.Box, **kw: Any
+        cls, observation_space: gym.Space, action_space: gym.spaces.Box, **kw: object
     ) -> CNNGaussianPolicy:
         """Build from Gymnasium spaces.
 

@@ -34,7 +34,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -45,6 +45,7 @@ from evolve_envs.train.policies.base import Policy, downscale_images
 
 if TYPE_CHECKING:
     import gymnasium as gym
+    from transformers import PreTrainedTokenizerFast
 
 __all__ = ["INSTRUCTION_WORDS", "TinyVLAPolicy", "build_instruction_tokenizer"]
 
@@ -59,7 +60,9 @@ INSTRUCTION_WORDS = (
 ).split()
 
 
-def build_instruction_tokenizer(words: Iterable[str] = INSTRUCTION_WORDS) -> Any:
+def build_instruction_tokenizer(
+    words: Iterable[str] = INSTRUCTION_WORDS,
+) -> PreTrainedTokenizerFast:
     """A word-level ``PreTrainedTokenizerFast`` over ``words`` (lower-cased, punctuation split
     off), with ``[PAD]`` = 0 and ``[UNK]`` = 1; built in memory, nothing downloaded.
 
@@ -144,7 +147,7 @@ class TinyVLAPolicy(Policy):
 
     @classmethod
     def from_spaces(
-        cls, observation_space: gym.Space, action_space: gym.spaces.Box, **kwargs: Any
+        cls, observation_space: gym.Space, action_space: gym.spaces.Box, **kwargs: object
     ) -> TinyVLAPolicy:
         """Sizes from the env's spaces (``state_key``'s box, the action box)."""
         state_key = kwargs.get("state_key", "state")
