@@ -62,17 +62,17 @@ def run_train_command(args: argparse.Namespace) -> int:
     from evolve_envs.train.algorithm import RewardModelFailedError, WorkerFailedError
     from evolve_envs.train.common.finite import NonFiniteError
     from evolve_envs.train.driver import (
-        LearnerLostError,
         TrainOptions,
         effective_config,
         refuse_unplaceable,
         run_dir_of,
         run_train,
     )
+    from evolve_envs.train.learner_task import LearnerLostError
     from evolve_envs.train.run_dir import claim_run_dir
     from evolve_envs.train.runtime.head_watch import ClusterLostError
     from evolve_envs.train.runtime.placement import PlacementError
-    from evolve_envs.train.worker import WorkerStartError
+    from evolve_envs.train.worker_start import WorkerStartError
 
     overrides = list(args.overrides)
     if args.wandb:
@@ -178,11 +178,10 @@ def _check_train_service(cfg: TrainConfig) -> None:
     """Ask a reward service given by URL for its capabilities before the run starts (an
     embedded one is started by the run; a Ray Serve app is reached from the workers)."""
     from evolve_envs.reward.clients.ray_handle_pool import is_ray_endpoint
-    from evolve_envs.stack.loading import load_config
     from evolve_envs.stack.reward_model import check_reward_service, endpoint_pool, reward_endpoints
     from evolve_envs.train.worker_env import NODE_IP
 
-    rm = load_config(cfg.stack()).reward_model
+    rm = cfg.reward_model
     if not rm.enable or rm.embedded or is_ray_endpoint(rm.endpoint) or NODE_IP in str(rm.endpoint):
         return  # an embedded one starts with the run; workers check a Serve app or node proxy
     pool = endpoint_pool(rm, reward_endpoints(rm))

@@ -1,40 +1,20 @@
 """The stack config's schema: the ``env``, ``reward_model`` (three kinds) and ``record`` blocks.
 
-A stack config is a mapping (usually a YAML file under ``configs/``) with two blocks:
-
-.. code-block:: yaml
-
-    env:                      # keyword arguments of the base env (LiberoEnv) + max_episode_steps
-      suite: libero_10
-      task_id: 0
-    reward_model:             # RewardModelConfig, below
-      enable: true
-      endpoint: embedded
-
-Reading, layering and validating such files (and the environment variables that override them)
-is :mod:`evolve_envs.stack.loading`; this module only declares what a valid config is.
-
-``reward_model`` is one of three models chosen by its ``kind`` (a pydantic discriminated union):
-:class:`ProgressModelConfig` (``progress``, the default), :class:`VideoScoreConfig` and
-:class:`PickleScorerConfig`. They share :class:`RewardModelConfig`'s keys (endpoint, timeouts,
-token, embedded service, camera, JPEG quality, weights, horizon); the progress keys themselves
-are declared once, in :class:`evolve_envs.progress.tracker_config.ProgressKeys`, which the
-tracker reads.
-Every model is strict: unknown keys and wrong types fail validation.
+``reward_model`` is one of three strict models chosen by its ``kind`` (a pydantic discriminated
+union, :data:`RewardModelBlock`); reading and layering the YAML files is
+:mod:`evolve_envs.stack.loading` (docs/PROGRESS.md and docs/PRESETS.md list the keys).
 
 >>> cfg = StackConfig.model_validate({"env": {"suite": "libero_10"},
 ...                                   "reward_model": {"start_step": 8}})
 >>> cfg.reward_model.kind, cfg.reward_model.start_step
 ('progress', 8)
->>> sorted(REWARD_KINDS)
-['pickle_scorer', 'progress', 'video_score']
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
@@ -81,11 +61,8 @@ _STRICT = STRICT
 
 
 class HorizonStageConfig(BaseModel):
-    """One progressive-horizon stage: ``max_steps`` (or ``fraction`` of the suite's max steps),
-    entered after ``after_episodes`` episodes or at ``min_success_rate``.
-
-    >>> HorizonStageConfig(fraction=0.5, after_episodes=100).resolve(full_max_steps=520)
-    {'max_steps': 260, 'after_episodes': 100, 'min_success_rate': 0.0}
+    """One progressive-horizon stage: ``max_steps`` or ``fraction`` of the suite's, from
+    ``after_episodes`` episodes or ``min_success_rate`` on.
     """
 
     model_config = _STRICT
@@ -95,9 +72,12 @@ class HorizonStageConfig(BaseModel):
     after_episodes: int = Field(default=0, ge=0)
     min_success_rate: float = Field(default=0.0, ge=0.0, le=1.0)
 
-    def resolve(self, full_max_steps: int | None) -> dict[str, Any]:
-        """The stage as :class:`evolve_envs.wrappers.progressive_horizon.ProgressiveHorizon` takes
-        it."""
+    def resolve(self, full_max_steps: int | None) -> dict[str, object]:
+        """The stage as ``ProgressiveHorizon`` takes it.
+
+        >>> HorizonStageConfig(fraction=0.5, after_episodes=100).resolve(full_max_steps=520)
+        {'max_steps': 260, 'after_episodes': 100, 'min_success_rate': 0.0}
+        """
         if (self.max_steps is None) == (self.fraction is None):
             raise ConfigError(
                 "progressive_schedule.stages: give exactly one of max_steps, fraction"
@@ -126,15 +106,7 @@ def _default_stages() -> list[HorizonStageConfig]:
 
 
 class ProgressiveScheduleConfig(BaseModel):
-    """Schedule of :class:`evolve_envs.wrappers.progressive_horizon.ProgressiveHorizon` (data, not
-    code).
-
-    >>> [stage.fraction for stage in ProgressiveScheduleConfig().stages]
-    [0.5, 0.75, 1.0]
-    >>> schedule = ProgressiveScheduleConfig(by="success_rate", stages=[{"max_steps": 100}])
-    >>> schedule.stages[0].max_steps
-    100
-    """
+    """Schedule of ``evolve_envs.wrappers.progressive_horizon.ProgressiveHorizon`` (data)."""
 
     model_config = _STRICT
 
@@ -144,13 +116,7 @@ class ProgressiveScheduleConfig(BaseModel):
 
 
 class AlarmConfig(BaseModel):
-    """``reward_model.alarm``: the online reward-hacking alarm
-    (``evolve_envs.wrappers.hacking_alarm``).
-
-    >>> settings = AlarmConfig(enable=True, window=10).detector_settings()
-    >>> settings["window"], settings["score"], "enable" in settings
-    (10, 'final', False)
-    """
+    """``reward_model.alarm``: the online reward-hacking alarm (``wrappers.hacking_alarm``)."""
 
     model_config = _STRICT
 
@@ -163,39 +129,29 @@ class AlarmConfig(BaseModel):
     high_progress: float = Field(default=0.9, gt=0.0, le=1.0)
     min_high_failure_rise: float = Field(default=0.2, gt=0.0, le=1.0)
 
-    def detector_settings(self) -> dict[str, Any]:
+    def detector_settings(self) -> dict[str, object]:
         """The keyword arguments of ``evolve_envs.progress.hacking.HackingDetectorConfig``."""
         return self.model_dump(exclude={"enable"})
 
 
 class RewardModelConfig(BaseModel):
-    """The ``reward_model:`` block: the keys every kind shares (where the service is, how it is
-    reached, which camera, the horizon). Keys follow RLinf / VLAC's tooling where they exist
-    (docs/PROGRESS.md, docs/PRESETS.md).
+    """The ``reward_model:`` keys every ``kind`` shares (service, transport, camera, horizon).
 
-    The block is one of three models chosen by ``kind`` (a discriminated union, default
-    ``progress``): :class:`ProgressModelConfig`, :class:`VideoScoreConfig`,
-    :class:`PickleScorerConfig`; each accepts only its own keys. Calling this class builds the
-    one ``kind`` names. ``endpoint: embedded`` starts a local reward service (the
-    ``embedded_backend``) owned by the env that uses it.
+    Calling this class (or its ``model_validate``) builds the model ``kind`` names.
 
-    >>> RewardModelConfig(kind="video_score", nframes=8).nframes
-    8
     >>> type(RewardModelConfig(start_step=8)).__name__
     'ProgressModelConfig'
-    >>> type(RewardModelConfig.model_validate({"kind": "pickle_scorer"})).__name__
-    'PickleScorerConfig'
     """
 
     model_config = _STRICT
 
-    def __new__(cls, *args: Any, **values: Any) -> RewardModelConfig:
+    def __new__(cls, *args: object, **values: object) -> RewardModelConfig:
         if cls is RewardModelConfig:  # dispatch on kind (unknown kinds fail in validation)
             cls = REWARD_KINDS.get(values.get("kind", "progress"), ProgressModelConfig)
         return super().__new__(cls)
 
     @classmethod
-    def model_validate(cls, obj: Any, **kwargs: Any) -> RewardModelConfig:  # type: ignore[override]
+    def model_validate(cls, obj: object, **kwargs: object) -> RewardModelConfig:  # type: ignore[override]
         """Validate a block; on this class, as the model its ``kind`` names."""
         if cls is RewardModelConfig:
             return TypeAdapter(RewardModelBlock).validate_python(obj, **kwargs)
@@ -214,7 +170,7 @@ class RewardModelConfig(BaseModel):
     fail_on_request_error: bool = False
     health_route: str = "/health"
     embedded_backend: str = "mock"
-    embedded_backend_kwargs: dict[str, Any] = Field(default_factory=lambda: {"rule": "change"})
+    embedded_backend_kwargs: dict[str, object] = Field(default_factory=lambda: {"rule": "change"})
 
     # --- frames
     camera: str = "agentview_image"
@@ -257,7 +213,7 @@ class RewardModelConfig(BaseModel):
 
     @field_validator("embedded_backend_kwargs")
     @classmethod
-    def _check_mock_rule(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+    def _check_mock_rule(cls, value: dict[str, object], info: ValidationInfo) -> dict[str, object]:
         rule = value.get("rule")
         if info.data.get("embedded_backend") == "mock" and rule is not None:
             from evolve_envs.reward.service.backends.mock import check_rule
@@ -290,9 +246,10 @@ class RewardModelConfig(BaseModel):
 
     @property
     def token_value(self) -> str | None:
-        """The bearer token in clear, from ``token``, ``token_file``, ``$EVOLVE_REWARD_TOKEN`` or
-        ``$EVOLVE_REWARD_TOKEN_FILE`` (the first that is set; ``None`` when none is); the config
-        itself never prints it. A source that cannot be used raises :class:`ConfigError`."""
+        """The bearer token in clear: ``token``, ``token_file``, ``$EVOLVE_REWARD_TOKEN`` or
+        ``$EVOLVE_REWARD_TOKEN_FILE`` (the first set; ``None``: none); an unusable source raises
+        :class:`ConfigError`.
+        """
         from evolve_envs.reward.protocol.token import TokenError, resolve_token
 
         value = self.token.get_secret_value() if self.token is not None else None
@@ -305,13 +262,9 @@ class RewardModelConfig(BaseModel):
 
 
 class ProgressModelConfig(RewardModelConfig, ProgressKeys):
-    """``kind: progress``: the shared keys, the tracker's keys
-    (:class:`~evolve_envs.progress.tracker_config.ProgressKeys`) and ``dense_reward``.
+    """``kind: progress``: the shared keys, the tracker's keys and ``dense_reward``.
 
     Reward mode: ``dense_reward`` → dense; else ``binary_reward`` → binary; else sparse.
-
-    >>> ProgressModelConfig(dense_reward=False).tracker_settings().reward_mode
-    'binary'
     """
 
     kind: Literal["progress"] = "progress"
@@ -326,21 +279,13 @@ class ProgressModelConfig(RewardModelConfig, ProgressKeys):
         return "binary" if self.binary_reward else "sparse"
 
     def tracker_settings(self) -> TrackerConfig:
-        """The :class:`~evolve_envs.progress.tracker_config.TrackerConfig` this block describes:
-        its :class:`~evolve_envs.progress.tracker_config.ProgressKeys` and the derived
-        ``reward_mode``."""
+        """The :class:`~evolve_envs.progress.tracker_config.TrackerConfig` this block describes."""
         keys = self.model_dump(include=set(ProgressKeys.model_fields))
         return TrackerConfig(**keys, reward_mode=self.reward_mode)
 
 
 class EpisodeScoreConfig(RewardModelConfig, RewardShaping):
-    """The keys both episode-score kinds share: the frame cache and how the score is paid.
-
-    >>> PickleScorerConfig(last_frames=3, cache_encoding="raw").cache_encoding
-    'raw'
-    >>> VideoScoreConfig().cache_max_frames
-    1024
-    """
+    """The keys both episode-score kinds share: the frame cache and how the score is paid."""
 
     last_frames: int = Field(default=1, ge=1)
     cache_encoding: Literal["jpeg", "raw"] = "jpeg"
@@ -349,28 +294,20 @@ class EpisodeScoreConfig(RewardModelConfig, RewardShaping):
 
 
 class VideoScoreConfig(EpisodeScoreConfig):
-    """``kind: video_score``: a VLM scores the episode's video at its end.
-
-    >>> VideoScoreConfig(video_transport="auto").nframes
-    16
-    """
+    """``kind: video_score``: a VLM scores the episode's video at its end."""
 
     kind: Literal["video_score"] = "video_score"
     nframes: int = Field(default=16, ge=1, le=128)
     max_pixels: int = Field(default=200704, ge=1)
     video_fps: float = Field(default=4.0, gt=0)
     backend: str | None = None
-    backend_kwargs: dict[str, Any] = Field(default_factory=dict)
+    backend_kwargs: dict[str, object] = Field(default_factory=dict)
     video_transport: Literal["inline", "path", "auto"] = "inline"
     shared_dir: str | None = None
 
 
 class PickleScorerConfig(EpisodeScoreConfig):
-    """``kind: pickle_scorer``: a pickle-protocol scorer rates the episode's last frame(s).
-
-    >>> PickleScorerConfig(pickle_route="/pickle").last_frames
-    1
-    """
+    """``kind: pickle_scorer``: a pickle-protocol scorer rates the episode's last frame(s)."""
 
     kind: Literal["pickle_scorer"] = "pickle_scorer"
 
@@ -383,7 +320,7 @@ REWARD_KINDS: dict[str, type[RewardModelConfig]] = {
 }
 
 
-def kind_of(block: Any) -> str:
+def kind_of(block: object) -> str:
     """The ``kind`` a ``reward_model`` block (mapping or model) names; ``progress`` if none."""
     if isinstance(block, Mapping):
         return str(block.get("kind", "progress"))
@@ -399,12 +336,7 @@ RewardModelBlock = Annotated[
 
 
 class RecordConfig(BaseModel):
-    """``record``: write every episode to ``dir``
-    (:class:`evolve_envs.wrappers.record_episodes.RecordEpisodes`, format in ``docs/RECORDING.md``).
-
-    >>> RecordConfig(dir="runs/recording").jpeg_quality
-    90
-    """
+    """``record``: write every episode to ``dir`` (docs/RECORDING.md)."""
 
     model_config = _STRICT
 
@@ -416,30 +348,21 @@ class RecordConfig(BaseModel):
 
 
 class StackConfig(BaseModel):
-    """A whole stack config: ``env`` (base env keyword arguments), ``reward_model`` and an
-    optional ``record`` block.
-
-    >>> StackConfig.model_validate({"reward_model": {"kind": "pickle_scorer"}}).reward_model.kind
-    'pickle_scorer'
-    """
+    """A whole stack config: ``env`` (base env keyword arguments), ``reward_model``, ``record``."""
 
     model_config = _STRICT
 
-    env: dict[str, Any] = Field(default_factory=dict)
+    env: dict[str, object] = Field(default_factory=dict)
     reward_model: RewardModelBlock = Field(default_factory=ProgressModelConfig)
     record: RecordConfig | None = None
 
-    def handoff(self) -> dict[str, Any]:
-        """The config as plain data for the next hop (a sub-env, another process, an env spec):
-        JSON types throughout, except the bearer token, which stays a :class:`SecretStr` (masked
-        wherever it is printed or dumped to JSON, its value kept for the service).
+    def handoff(self) -> dict[str, object]:
+        """The config as JSON-typed data for another process or an env spec, the token kept as a
+        ``SecretStr`` (masked when printed or dumped).
 
-        >>> cfg = StackConfig.model_validate({"reward_model": {"token": "s3cret"}})
-        >>> hop = cfg.handoff()
+        >>> hop = StackConfig.model_validate({"reward_model": {"token": "s3cret"}}).handoff()
         >>> hop["reward_model"]["token"], hop["reward_model"]["token"].get_secret_value()
         (SecretStr('**********'), 's3cret')
-        >>> cfg.model_dump(mode="json")["reward_model"]["token"]  # what a summary writes
-        '**********'
         """
         out = self.model_dump(mode="json")
         out["reward_model"]["token"] = self.reward_model.token

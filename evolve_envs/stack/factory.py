@@ -1,51 +1,18 @@
-"""``make_env``: build the wrapper stack from a config.
+"""``make_env``: build the wrapper stack from a config (docs/ARCHITECTURE.md has its layers).
 
-The stack, innermost first::
-
-    base env (LiberoEnv, or env_factory(...))
-    -> time limit: TimeLimit(max_episode_steps) or ProgressiveHorizon (progressive_max_step)
-    -> ProgressReward (kind: progress; the tracker keeps the frames it needs)
-       or FrameCache -> EpisodeScoreReward (kind: video_score / pickle_scorer)
-    -> HackingAlarm (reward_model.alarm.enable)
-
-The time limit sits *inside* the reward wrappers so they see truncation and settle the episode.
-With ``reward_model.enable: false`` the result is the base env plus its time limit.
-
-``reward_model.endpoint: embedded`` starts a local reward service (``EmbeddedService`` with
-``embedded_backend``, the mock backend by default) owned by the env: the reward wrapper stops it
-in ``close()``. To share one service between several envs of a process, start it yourself and
-pass it: ``make_env(..., embedded_service=svc)`` (then the envs use it and leave it running).
-Each env opens its own endpoint pool and closes it in ``close()``; to share one between envs,
-open it yourself and pass it the same way: ``make_env(..., endpoint_pool=pool)``.
-
-Examples: ``make_env("libero_10", task_id=3)`` builds LIBERO-10 task 3 from the shipped YAML, and
-``gym.make("evolve_envs/LIBERO-10-v0", ...)`` does the same through Gymnasium. The shipped
-``reach_place`` config runs anywhere in seconds: the synthetic ReachPlace task, progress checks
-every 2 steps against an embedded mock service that the env starts and stops::
+Innermost first: the base env, its time limit (``TimeLimit`` or ``ProgressiveHorizon``), the
+reward wrapper of the block's ``kind``, then the success bonus and the hacking alarm.
+``endpoint: embedded`` starts a reward service the env owns; pass ``embedded_service=`` or
+``endpoint_pool=`` to share one between envs (left running / open). The shipped ``reach_place``
+config runs anywhere in seconds::
 
     >>> env = make_env("reach_place", max_episode_steps=6)
     >>> env
     <ProgressReward<TimeLimit<ReachPlaceEnv<evolve_envs/ReachPlace-v0>>>>
-    >>> obs, info = env.reset(seed=0)
-    >>> info["task_description"]
-    'pick up the red block and place it in the green zone'
+    >>> _ = env.reset(seed=0)
     >>> [env.step(env.action_space.sample())[4]["progress_calls"] for _ in range(6)]
     [0, 1, 1, 2, 2, 3]
-    >>> service = env.reward_model.service  # the reward wrapper owns the model it opened
-    >>> env.close(); service.is_running()
-    False
-
-Invalid keys are refused with their path (here on Gymnasium's CartPole, whose constructor has no
-``colour``)::
-
-    >>> from gymnasium.envs.classic_control import CartPoleEnv
-    >>> env = make_env(env_factory=CartPoleEnv, max_episode_steps=5)  # reward model off
-    >>> type(env).__name__, env.get_wrapper_attr("_max_episode_steps")
-    ('TimeLimit', 5)
-    >>> make_env(env_factory=CartPoleEnv, colour="red")
-    Traceback (most recent call last):
-    ...
-    evolve_envs.progress.config_error.ConfigError: env.colour: unknown key for CartPoleEnv ...
+    >>> env.close()
 """
 
 from __future__ import annotations
@@ -57,7 +24,7 @@ import inspect
 import logging
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
@@ -80,6 +47,17 @@ from evolve_envs.wrappers.model_success_bonus import ModelSuccessBonus
 from evolve_envs.wrappers.progress_reward import ProgressReward
 from evolve_envs.wrappers.progressive_horizon import ProgressiveHorizon
 
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+    from evolve_envs.reward.clients.pool_settings import RewardPool
+    from evolve_envs.reward.service.hosting.embedded import EmbeddedService
+
+    #: One layer of :func:`make_env`'s ``config``: a YAML path, a mapping, an OmegaConf node.
+    StackLayer = str | os.PathLike[str] | Mapping[str, object] | DictConfig
+    #: What :func:`make_env` takes as ``config``.
+    StackSource = StackConfig | StackLayer | list[StackLayer] | tuple[StackLayer, ...] | None
+
 __all__ = ["MOCK_RULES", "make_env", "build_stack", "describe_reward_model", "progress_source"]
 
 logger = logging.getLogger(__name__)
@@ -94,7 +72,7 @@ def _libero_factory() -> Callable[..., gym.Env]:
     return LiberoEnv
 
 
-def _check_env_kwargs(factory: Callable[..., Any], kwargs: Mapping[str, Any]) -> None:
+def _check_env_kwargs(factory: Callable[..., gym.Env], kwargs: Mapping[str, object]) -> None:
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):
@@ -111,13 +89,14 @@ def _check_env_kwargs(factory: Callable[..., Any], kwargs: Mapping[str, Any]) ->
         )
 
 
-def _gym_id_factory(env_kwargs: dict[str, Any]) -> tuple[Callable[..., gym.Env] | None, int | None]:
-    """``env.id``: build the base env from a Gymnasium id. LIBERO ids map to their suite, the
-    synthetic ids to their base env class; any other registered id (``module:Name-v0`` too)
-    builds through its entry point, with the id's registered kwargs as defaults. Pops ``id``.
+def _gym_id_factory(
+    env_kwargs: dict[str, object],
+) -> tuple[Callable[..., gym.Env] | None, int | None]:
+    """``env.id`` (popped): the base env's factory and registered limit (every path comes here).
 
-    This is the one place a config's ``env.id`` is resolved: ``make_env``, ``gym.make``,
-    ``evolve-envs rollout``, the training workers and RLinf all come through here."""
+    LIBERO ids set ``suite``; other registered ids (``module:Name-v0`` too) build through their
+    entry point with the id's kwargs as defaults.
+    """
     env_id = env_kwargs.pop("id", None)
     if env_id is None:
         return None, None
@@ -144,7 +123,7 @@ def _gym_id_factory(env_kwargs: dict[str, Any]) -> tuple[Callable[..., gym.Env] 
     return creator, spec.max_episode_steps
 
 
-def _default_max_steps(env_cfg: Mapping[str, Any], custom_factory: bool) -> int | None:
+def _default_max_steps(env_cfg: Mapping[str, object], custom_factory: bool) -> int | None:
     if custom_factory:
         return None
     from evolve_envs.envs.libero_tasks import default_max_episode_steps
@@ -162,10 +141,12 @@ def _check_camera(env: gym.Env, camera: str) -> None:
 
 
 def _reward_wrapper(
-    env: gym.Env, rm: RewardModelConfig, embedded_service: Any, pool: Any
+    env: gym.Env,
+    rm: RewardModelConfig,
+    embedded_service: EmbeddedService | None,
+    pool: RewardPool | None,
 ) -> gym.Env:
-    """The reward wrapper of the block's kind around ``env``, owning the reward model it opens
-    (closed with the wrapper)."""
+    """The reward wrapper of the block's kind around ``env``, owning the model it opens."""
     with contextlib.ExitStack() as undo:  # on failure: close the model (not ``env``)
         model = undo.enter_context(
             open_reward_model(rm, embedded_service=embedded_service, pool=pool)
@@ -240,16 +221,13 @@ MOCK_RULES: dict[str, tuple[str, str]] = {
 
 
 def progress_source(rm: RewardModelConfig, *, short: bool = False) -> str | None:
-    """Where a stack's progress numbers come from, in words: for tables, plots and logs that
-    show them (None: no reward model). ``short`` gives the label for narrow places.
+    """Where a stack's progress numbers come from, in words (None: no reward model); ``short``
+    gives the label for narrow places.
 
-    Example:
-        >>> from evolve_envs.stack.loading import load_config
-        >>> progress_source(load_config("libero_10").reward_model, short=True)
-        'mock: pixel change'
-        >>> progress_source(load_config("reach_place").reward_model)
-        "mock reward model, rule reach_place: ReachPlace's ground truth read from the pixels (a right model)"
-    """  # noqa: E501
+    >>> from evolve_envs.stack.loading import load_config
+    >>> progress_source(load_config("libero_10").reward_model, short=True)
+    'mock: pixel change'
+    """
     if not rm.enable:
         return None
     if rm.embedded and rm.embedded_backend == "mock":
@@ -266,18 +244,13 @@ def build_stack(
     cfg: StackConfig,
     env_factory: Callable[..., gym.Env] | None = None,
     *,
-    embedded_service: Any = None,
-    endpoint_pool: Any = None,
+    embedded_service: EmbeddedService | None = None,
+    endpoint_pool: RewardPool | None = None,
 ) -> gym.Env:
     """Build the wrapper stack for a validated :class:`~evolve_envs.stack.config.StackConfig`.
 
-    ``embedded_service`` (a started
-    :class:`~evolve_envs.reward.service.hosting.embedded.EmbeddedService`)
-    serves ``endpoint: embedded`` and is left running; without it the stack starts its own, owned
-    and stopped by the reward wrapper's ``close()``. ``endpoint_pool`` (an open
-    :class:`~evolve_envs.reward.clients.endpoint_pool.EndpointPool`) carries the reward requests
-    instead of ``reward_model.endpoint`` and is left open; without it the stack opens a pool of its
-    own, closed with the reward wrapper's client.
+    A given ``embedded_service`` / ``endpoint_pool`` is used and left running / open; without them
+    the reward wrapper owns and closes its own.
     """
     rm = cfg.reward_model
     if cfg.record is not None and rm.enable and getattr(rm, "calls", None) == "deferred":
@@ -299,19 +272,23 @@ def build_stack(
         with contextlib.ExitStack() as undo:
             undo.callback(env.close)
             recorded = RecordEpisodes(
-                env, cfg.record.dir, camera=cfg.record.camera or rm.camera,
-                cameras=cfg.record.cameras, jpeg_quality=cfg.record.jpeg_quality,
+                env,
+                cfg.record.dir,
+                camera=cfg.record.camera or rm.camera,
+                cameras=cfg.record.cameras,
+                jpeg_quality=cfg.record.jpeg_quality,
                 reward_model=cfg.record.reward_model or describe_reward_model(rm),
                 # the threshold the run used: calibrate's default for this recording
                 meta={"done_threshold": rm.done_threshold} if rm.enable else None,
-            )  # fmt: skip
+            )
             undo.pop_all()
             return recorded
     rm = cfg.reward_model
     env_kwargs = dict(cfg.env)
     max_steps = env_kwargs.pop("max_episode_steps", None)
-    if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int)
-                                  or max_steps < 1):  # fmt: skip
+    if max_steps is not None and (
+        isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
+    ):
         raise ConfigError(f"env.max_episode_steps: expected an int >= 1, got {max_steps!r}")
     id_factory, id_max_steps = _gym_id_factory(env_kwargs)
     if env_factory is None:
@@ -346,52 +323,34 @@ def build_stack(
 
 
 def make_env(
-    config: Any = None,
+    config: StackSource = None,
     *,
-    reward_model: Mapping[str, Any] | str | os.PathLike | None = None,
+    reward_model: Mapping[str, object] | str | os.PathLike[str] | None = None,
     env_factory: Callable[..., gym.Env] | None = None,
-    embedded_service: Any = None,
-    endpoint_pool: Any = None,
-    **env_kwargs: Any,
+    embedded_service: EmbeddedService | None = None,
+    endpoint_pool: RewardPool | None = None,
+    **env_kwargs: object,
 ) -> gym.Env:
-    """Build a (wrapped) env from a config.
+    """Build a (wrapped) env from a config; a bad key raises :class:`~evolve_envs.ConfigError`.
 
-    Args:
-        config: a YAML path, a mapping / OmegaConf ``DictConfig`` with ``env:`` and
-            ``reward_model:`` blocks, a list of them (layered left to right, e.g. a suite YAML
-            then a preset), or ``None`` (defaults: LIBERO-10 task 0, reward model off).
-        reward_model: ``reward_model`` keys (mapping) or a YAML file (with a ``reward_model:``
-            block, or holding the block itself) overriding the config and environment variables.
-        env_factory: builds the base env from the ``env`` block (default
-            :class:`evolve_envs.envs.libero.LiberoEnv`); without it ``max_episode_steps`` defaults
-            to
-            the suite's.
-        embedded_service: a started
-            :class:`~evolve_envs.reward.service.hosting.embedded.EmbeddedService` to use for
-            ``endpoint: embedded`` (shared, left running); by default the env starts its own
-            and stops it in ``close()``.
-        endpoint_pool: an open :class:`~evolve_envs.reward.clients.endpoint_pool.EndpointPool` to
-            send the reward requests through (shared by several envs: one connection pool, one view
-            of endpoint health; left open, and its endpoints replace ``reward_model.endpoint``); by
-            default the env opens its own pool and closes it in ``close()``.
-        **env_kwargs: ``env`` keys overriding the config (``suite``, ``task_id``,
-            ``max_episode_steps``, ``image_size``, ...).
-
-    Raises:
-        evolve_envs.ConfigError: invalid config (the message names the key).
-
-    ``make_env(["libero_10", "fast_dev"], task_id=2)`` layers a preset over a suite config;
-    ``gym.make("evolve_envs/LIBERO-Goal-v0", config="libero_goal")`` goes through Gymnasium.
-    The module docstring has a runnable example.
+    ``config``: a YAML path or shipped name, a mapping / OmegaConf node with ``env:`` and
+    ``reward_model:`` blocks, a list of them (layered left to right), ``None`` (LIBERO-10 task 0,
+    reward model off), or a :class:`~evolve_envs.stack.config.StackConfig` built as it is (nothing
+    read from the environment or validated again). ``reward_model`` (keys or a YAML file) and
+    ``env_kwargs`` override it; ``env_factory`` builds the base env (default ``LiberoEnv``). A given
+    ``embedded_service`` / ``endpoint_pool`` is shared and left running / open.
     """
-    sources = list(config) if isinstance(config, list | tuple) else [config]
-    overrides: dict[str, Any] = {}
-    if env_kwargs:
-        overrides["env"] = dict(env_kwargs)
-    rm_source = reward_model_source(reward_model)
-    if rm_source is not None:
-        overrides.update(rm_source)
-    cfg = load_config(*sources, overrides=overrides)
+    if isinstance(config, StackConfig) and reward_model is None and not env_kwargs:
+        cfg = config  # checked where it was loaded: built as it is
+    else:
+        sources = list(config) if isinstance(config, list | tuple) else [config]
+        overrides: dict[str, object] = {}
+        if env_kwargs:
+            overrides["env"] = dict(env_kwargs)
+        rm_source = reward_model_source(reward_model)
+        if rm_source is not None:
+            overrides.update(rm_source)
+        cfg = load_config(*sources, overrides=overrides)
     env = build_stack(
         cfg, env_factory, embedded_service=embedded_service, endpoint_pool=endpoint_pool
     )
@@ -401,10 +360,7 @@ def make_env(
 
 
 def _stack_spec(cfg: StackConfig, env_factory: Callable[..., gym.Env] | None) -> EnvSpec:
-    """The :class:`~gymnasium.envs.registration.EnvSpec` of a stack built by a direct
-    ``make_env`` call: the config's registered id (``env.id``, or the LIBERO suite's id), or
-    ``evolve_envs/<factory name>`` for a custom ``env_factory``; ``kwargs`` is the validated
-    config, so ``make_env(**spec.kwargs)`` builds the same stack (given the same factory)."""
+    """The ``EnvSpec`` of a directly built stack: ``make_env(**spec.kwargs)`` builds it again."""
     from evolve_envs.envs.registration import ENV_IDS
 
     env_id = cfg.env.get("id")
@@ -421,21 +377,14 @@ def _stack_spec(cfg: StackConfig, env_factory: Callable[..., gym.Env] | None) ->
     )
 
 
-def make_registered(**kwargs: Any) -> gym.Env:
-    """The entry point of every registered id: :func:`make_env` with the id's default config
-    (:data:`~evolve_envs.envs.registration.DEFAULT_CONFIGS`) when no ``config=`` is given.
-    The stack's limit is the config's ``env.max_episode_steps``, else the id's registered one,
-    which Gymnasium also applies outside (see :mod:`evolve_envs.envs.registration`).
+def make_registered(**kwargs: object) -> gym.Env:
+    """The entry point of every registered id: :func:`make_env` with the id's default config.
+
+    The stack's limit is the config's ``env.max_episode_steps``, else the id's registered one, which
+    Gymnasium also applies outside (:mod:`evolve_envs.envs.registration`).
 
     >>> import evolve_envs  # noqa: F401
     >>> env = gym.make("evolve_envs/ReachPlace-v0")  # the embedded mock model, 50 steps
-    >>> limits, layer = [], env
-    >>> while isinstance(layer, gym.Wrapper):
-    ...     if isinstance(layer, gym.wrappers.TimeLimit):
-    ...         limits.append(layer._max_episode_steps)
-    ...     layer = layer.env
-    >>> limits, type(env.unwrapped).__name__  # Gymnasium's outside, the stack's inside
-    ([50, 50], 'ReachPlaceEnv')
     >>> env.get_wrapper_attr("reward_model").service.is_running()
     True
     >>> env.close()

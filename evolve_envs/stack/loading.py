@@ -1,45 +1,14 @@
-"""Loading stack configs: YAML files and shipped names, layering, env variables, overrides.
+"""Loading stack configs: YAML files and shipped names, layering, environment variables, overrides.
 
-Sources are layered left to right (a suite YAML, then presets such as
-``evolve_envs/configs/presets/long_horizon.yaml``): mappings merge key by key, everything else
-replaces. Then the environment variables (docs/PROTOCOLS.md) override the files, and explicit
-overrides (the ``reward_model=`` / ``env`` keywords of :func:`evolve_envs.stack.factory.make_env`)
-override everything. The result is validated against :class:`evolve_envs.stack.config.StackConfig`.
-
-=========================  =====================================================
-environment variable       key
-=========================  =====================================================
-``VLAC_SERVICE_URL``       ``reward_model.endpoint`` (first of N consecutive ports)
-``VLAC_SERVICE_NUM``       ``reward_model.service_num`` (N)
-``VLAC_DONE_THRESHOLD``    ``reward_model.done_threshold``
-``VLAC_OFFSET_CALL``       ``reward_model.call_every``
-``VLAC_START_STEP_CALL``   ``reward_model.start_step``
-``USE_DENSE_REWARD``       ``reward_model.dense_reward`` (1/0, true/false, yes/no, on/off)
-``USE_PROGRESSIVE_MAX_STEP`` ``reward_model.progressive_max_step``
-``EVOLVE_REWARD_TOKEN``    ``reward_model.token`` (the service's bearer token)
-=========================  =====================================================
-
-Validation is strict: unknown keys and wrong types raise :class:`ConfigError` whose message starts
-with the key's path, e.g. ``reward_model.call_every: expected int, got 'abc'``; a key of another
-kind says so. Layering is ``OmegaConf.merge``.
+Sources are layered left to right (``OmegaConf.merge``), then the environment variables
+(``VLAC_SERVICE_URL``, ``EVOLVE_REWARD_TOKEN`` ...; docs/PROTOCOLS.md lists them), then the
+explicit overrides; the result is validated strictly against
+:class:`~evolve_envs.stack.config.StackConfig`, each problem named by its key path.
 
 >>> cfg = load_config("libero_10", "fast_dev", overrides={"reward_model": {"start_step": 8}},
 ...                   environ={})
 >>> cfg.reward_model.kind, cfg.reward_model.call_every, cfg.reward_model.start_step
 ('progress', 32, 8)
->>> cfg.env["suite"]
-'libero_10'
->>> load_config({"reward_model": {"kind": "video_score", "mode": "pairwise"}}, environ={})
-Traceback (most recent call last):
-...
-evolve_envs.progress.config_error.ConfigError: reward_model.mode: `mode` is a progress key;
-reward_model.kind is \
-video_score
->>> load_config({"reward_model": {"call_evry": 8}}, environ={})
-Traceback (most recent call last):
-...
-evolve_envs.progress.config_error.ConfigError: reward_model.call_evry: unknown key (did you mean
-'call_every'?)
 """
 
 from __future__ import annotations
@@ -50,7 +19,6 @@ import os
 from collections.abc import Mapping, Sequence
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
@@ -58,6 +26,9 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from evolve_envs.progress.config_error import ConfigError
 from evolve_envs.stack.config import REWARD_KINDS, StackConfig, kind_of
+
+#: One layer of a stack config: a YAML path or shipped name, a mapping, an OmegaConf node, a model.
+ConfigLayer = str | os.PathLike[str] | Mapping[str, object] | DictConfig | BaseModel
 
 __all__ = [
     "CONFIG_DIR",
@@ -92,7 +63,7 @@ ENV_OVERRIDES: dict[str, tuple[str, type]] = {
 _EXPECTED_ENV = {bool: "a boolean (1/0, true/false, yes/no, on/off)", int: "int", float: "float"}
 
 
-def _parse_env_value(name: str, key: str, kind: type, text: str) -> Any:
+def _parse_env_value(name: str, key: str, kind: type, text: str) -> object:
     """The variable's text as ``kind`` (pydantic's lax parsing); errors name the variable."""
     raw = text.strip()
     if kind is str:
@@ -104,14 +75,14 @@ def _parse_env_value(name: str, key: str, kind: type, text: str) -> Any:
         raise ConfigError(f"{where}: expected {_EXPECTED_ENV[kind]}, got {text!r}") from None
 
 
-def env_overrides(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The ``reward_model`` keys set by the environment variables (see module docstring).
+def env_overrides(environ: Mapping[str, str] | None = None) -> dict[str, object]:
+    """The ``reward_model`` keys the environment variables set.
 
     >>> env_overrides({"VLAC_OFFSET_CALL": "8", "USE_DENSE_REWARD": "off", "HOME": "/root"})
     {'call_every': 8, 'dense_reward': False}
     """
     env = os.environ if environ is None else environ
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for name, (key, kind) in ENV_OVERRIDES.items():
         text = env.get(name)
         if text is None or text.strip() == "":
@@ -121,13 +92,7 @@ def env_overrides(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
 
 
 def shipped_configs() -> dict[str, Traversable]:
-    """The configs shipped in the ``configs`` package: name -> file.
-
-    Suite configs are named by their stem (``libero_10``), presets by theirs (``fast_dev``) and
-    by ``presets/<stem>``. Only ``.yaml`` files directly in ``configs/`` and
-    ``evolve_envs/configs/presets/`` are listed (``evolve_envs/configs/rlinf`` holds Hydra configs
-    for RLinf, not stack configs).
-    """
+    """The stack configs shipped in ``evolve_envs/configs`` and its ``presets/``: name -> file."""
     try:
         root = importlib.resources.files("evolve_envs.configs")
     except ModuleNotFoundError:
@@ -147,26 +112,20 @@ def shipped_configs() -> dict[str, Traversable]:
 
 
 def shipped_key(text: str) -> str:
-    """A config argument as the name of a shipped config (no check that it exists).
+    """A config argument as the name of a shipped config (not checked).
 
-    Example:
-        >>> shipped_key("../evolve_envs/configs/presets/fast_dev.yaml")
-        'presets/fast_dev'
+    >>> shipped_key("../evolve_envs/configs/presets/fast_dev.yaml")
+    'presets/fast_dev'
     """
     text = text.replace(os.sep, "/").split("evolve_envs/configs/")[-1]
     return text.removeprefix("configs/").removesuffix(".yaml").removesuffix(".yml")
 
 
 def resolve_config(source: str | os.PathLike[str]) -> Path | Traversable:
-    """A config argument as a file: an existing path, else a shipped config by name.
+    """A config argument as a file: an existing path, else a shipped config by name or path.
 
-    ``"libero_10"``, ``"libero_10.yaml"``, ``"configs/libero_10.yaml"``, ``"fast_dev"`` and
-    ``"presets/fast_dev"`` all name shipped files when no such path exists here, and so does a
-    path into a checkout's ``evolve_envs/configs/`` given from another folder.
-
-    Example:
-        >>> resolve_config("fast_dev").name
-        'fast_dev.yaml'
+    >>> resolve_config("fast_dev").name
+    'fast_dev.yaml'
     """
     p = Path(source)
     if p.is_file():
@@ -184,7 +143,7 @@ def resolve_config(source: str | os.PathLike[str]) -> Path | Traversable:
     raise ConfigError(f"config file {text!r} not found{hint}{known}")
 
 
-def read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
+def read_yaml(path: str | os.PathLike[str]) -> dict[str, object]:
     """Read a YAML mapping from a path or a shipped config's name; errors name the file."""
     p = resolve_config(path)
     try:
@@ -198,7 +157,7 @@ def read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
     return data
 
 
-def _as_mapping(source: Any, what: str) -> dict[str, Any]:
+def _as_mapping(source: ConfigLayer | None, what: str) -> dict[str, object]:
     if source is None:
         return {}
     if isinstance(source, str | os.PathLike):
@@ -212,11 +171,8 @@ def _as_mapping(source: Any, what: str) -> dict[str, Any]:
     raise ConfigError(f"{what}: expected a YAML path or a mapping, got {type(source).__name__}")
 
 
-def reward_model_source(block: Any) -> dict[str, Any] | None:
-    """A ``reward_model`` argument as a :func:`load_config` source (``None`` stays ``None``).
-
-    ``block`` is a mapping, an OmegaConf node or a YAML path; a YAML file may hold the block
-    itself or a whole config with a ``reward_model:`` key.
+def reward_model_source(block: ConfigLayer | None) -> dict[str, object] | None:
+    """A ``reward_model`` argument (mapping, OmegaConf node, YAML path) as a config source.
 
     >>> reward_model_source({"call_every": 8})
     {'reward_model': {'call_every': 8}}
@@ -229,9 +185,8 @@ def reward_model_source(block: Any) -> dict[str, Any] | None:
     return {"reward_model": data}
 
 
-def merge(*layers: Mapping[str, Any]) -> dict[str, Any]:
-    """Layer mappings left to right (``OmegaConf.merge``): mappings merge key by key, other
-    values (lists included) replace. Values are kept as given (no interpolation).
+def merge(*layers: Mapping[str, object]) -> dict[str, object]:
+    """Layer mappings left to right (``OmegaConf.merge``, no interpolation): lists replace.
 
     >>> merge({"reward_model": {"call_every": 16, "mode": "pairwise"}},
     ...       {"reward_model": {"call_every": 8}})
@@ -257,7 +212,7 @@ _EXPECTED = {
 }
 
 
-def _split_kind(loc: Sequence[Any]) -> tuple[tuple[Any, ...], str | None]:
+def _split_kind(loc: Sequence[int | str]) -> tuple[tuple[int | str, ...], str | None]:
     """``loc`` without the union tag pydantic puts after ``reward_model``, and that tag."""
     loc = tuple(loc)
     if len(loc) > 1 and loc[0] == "reward_model" and loc[1] in REWARD_KINDS:
@@ -265,7 +220,7 @@ def _split_kind(loc: Sequence[Any]) -> tuple[tuple[Any, ...], str | None]:
     return loc, None
 
 
-def _key_path(loc: Sequence[Any]) -> str:
+def _key_path(loc: Sequence[int | str]) -> str:
     path = ""
     for part in loc:
         if isinstance(part, int):
@@ -277,8 +232,8 @@ def _key_path(loc: Sequence[Any]) -> str:
     return path or "<config>"
 
 
-def _valid_keys(model: type[BaseModel], loc: Sequence[Any]) -> list[str]:
-    current: Any = model
+def _valid_keys(model: type[BaseModel], loc: Sequence[int | str]) -> list[str]:
+    current: type[BaseModel] | None = model
     for part in loc[:-1]:
         if isinstance(part, int) or current is None:
             continue
@@ -288,8 +243,9 @@ def _valid_keys(model: type[BaseModel], loc: Sequence[Any]) -> list[str]:
         ann = field.annotation
         args = getattr(ann, "__args__", ())
         candidates = [ann, *args]
-        current = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)),
-                       None)  # fmt: skip
+        current = next(
+            (c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None
+        )
     return sorted(current.model_fields) if current is not None else []
 
 
@@ -302,7 +258,7 @@ def _other_kind(key: str, kind: str) -> str | None:
 _FRACTIONS = ("done_threshold", "success_progress")
 
 
-def _percent(value: Any) -> bool:
+def _percent(value: object) -> bool:
     return isinstance(value, int | float) and 1 < value <= 100
 
 
@@ -350,18 +306,13 @@ def format_validation_error(exc: ValidationError, model: type[BaseModel] = Stack
 
 
 def load_config(
-    *sources: Any,
-    overrides: Mapping[str, Any] | None = None,
+    *sources: ConfigLayer | None,
+    overrides: Mapping[str, object] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> StackConfig:
-    """Layer ``sources`` (YAML paths, mappings, OmegaConf configs), apply environment variables,
-    then ``overrides``, and validate.
+    """Layer ``sources``, apply environment variables, then ``overrides``, and validate.
 
     Raises :class:`ConfigError` naming the key path of every problem.
-
-    >>> load_config("libero_10", {"reward_model": {"mode": "trajectory"}}, environ={}
-    ...             ).reward_model.tracker_settings().mode
-    'trajectory'
     """
     layers = [_as_mapping(source, f"config source {i}") for i, source in enumerate(sources)]
     extra = _as_mapping(overrides, "overrides") if overrides else {}
@@ -380,12 +331,11 @@ def load_config(
         raise ConfigError(_name_env_vars(message, set_by)) from None
 
 
-def parse_override(text: str) -> dict[str, Any]:
+def parse_override(text: str) -> dict[str, object]:
     """``"learner.lr=1e-3"`` -> ``{"learner": {"lr": 0.001}}`` (the value is read as YAML).
 
-    Example:
-        >>> parse_override("workers.num_envs=4")
-        {'workers': {'num_envs': 4}}
+    >>> parse_override("workers.num_envs=4")
+    {'workers': {'num_envs': 4}}
     """
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
@@ -394,7 +344,7 @@ def parse_override(text: str) -> dict[str, Any]:
         parsed = yaml.safe_load(value) if value.strip() else None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{key}: invalid value {value!r}: {exc}") from None
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     node = out
     parts = key.strip().split(".")
     for part in parts[:-1]:
@@ -403,7 +353,7 @@ def parse_override(text: str) -> dict[str, Any]:
     return out
 
 
-def _env_var_sources(environ: Mapping[str, str] | None, overridden: Any) -> dict[str, str]:
+def _env_var_sources(environ: Mapping[str, str] | None, overridden: object) -> dict[str, str]:
     """``reward_model`` key -> ``NAME='value'`` of the environment variable that set it."""
     env = os.environ if environ is None else environ
     out: dict[str, str] = {}
@@ -429,14 +379,12 @@ def _name_env_vars(message: str, set_by: Mapping[str, str]) -> str:
     return "\n".join(lines)
 
 
-def env_key_error(exc: ValueError, env_kwargs: Mapping[str, Any]) -> ConfigError:
-    """The base env's rejection of its ``env`` keyword arguments, as a :class:`ConfigError`
-    whose message starts with the ``env.<key>`` path of the key it names.
+def env_key_error(exc: ValueError, env_kwargs: Mapping[str, object]) -> ConfigError:
+    """The base env's rejection of an ``env`` argument, as a ``ConfigError`` naming ``env.<key>``.
 
-    Example:
-        >>> str(env_key_error(ValueError("num_settle_steps must be >= 0, got -1"),
-        ...                   {"suite": "libero_10", "num_settle_steps": -1}))
-        'env.num_settle_steps: num_settle_steps must be >= 0, got -1'
+    >>> str(env_key_error(ValueError("num_settle_steps must be >= 0, got -1"),
+    ...                   {"suite": "libero_10", "num_settle_steps": -1}))
+    'env.num_settle_steps: num_settle_steps must be >= 0, got -1'
     """
     if isinstance(exc, ConfigError):
         return exc

@@ -1,15 +1,9 @@
-"""Gymnasium registration of the ids in :mod:`evolve_envs.envs.registration`.
+"""Gymnasium registration of the ids in :mod:`evolve_envs.envs.registration` (entry points here).
 
-The tables name the ids and their limits; this module gives them their entry points, which build
-the wrapper stack (:func:`~evolve_envs.stack.factory.make_registered`,
-:func:`~evolve_envs.stack.vector.make_vec_registered`), so the registration sits in the layer of
-what it names. Importing :mod:`evolve_envs` calls :func:`register_envs`.
-
-Example:
-    >>> import gymnasium as gym
-    >>> register_envs()
-    >>> gym.spec("evolve_envs/ReachPlace-v0").entry_point
-    'evolve_envs.stack.factory:make_registered'
+>>> import gymnasium as gym
+>>> register_envs()
+>>> gym.spec("evolve_envs/ReachPlace-v0").entry_point
+'evolve_envs.stack.factory:make_registered'
 """
 
 from __future__ import annotations

@@ -1,35 +1,15 @@
-"""Opening a reward model: one context manager for every stack.
+"""Opening a reward model: one context manager for every stack (docs/ARCHITECTURE.md).
 
-:func:`open_reward_model` turns a validated ``reward_model`` block into an open
-:class:`RewardModel`, in this order:
+:func:`open_reward_model` opens, in order, the service (the block's endpoints, or an embedded
+one), the endpoint pool, the client of the block's ``kind`` and the start-up ``/capabilities``
+check, all on one ``ExitStack``: a failure closes what was opened, ``close`` undoes it in reverse.
 
-1. the service: the block's endpoints; for ``endpoint: embedded`` a local service (the one
-   given, else one started here and owned by the model);
-2. the endpoint pool (the one given, left open; else a new one with the block's timeouts,
-   retries and bearer token, owned by the model);
-3. the client of the block's ``kind`` (progress, video score or pickle scorer);
-4. the start-up check: ``/capabilities`` once (a dead, refusing or foreign service raises
-   :class:`~evolve_envs.reward.clients.service_check.ServiceUnavailableError`, unless
-   ``require_service`` is false).
-
-Everything is registered on one :class:`contextlib.ExitStack`: a failure at any step closes what
-the earlier steps opened, and :meth:`RewardModel.close` (or leaving the ``with`` block) closes
-the client, then the pool, then stops the service. ``make_env``, the RLinf integration and the
-training workers all open their reward model here.
-
-:func:`shared_service` starts one embedded service for a whole job (``evolve-envs train``) so
-that every worker uses the same one; :func:`evolve_envs.stack.vector.make_vec` (and so ``evolve-envs
-rollout``) keeps the one it starts for its sub-envs.
-
-Example (a local mock service, started and stopped by the model)::
-
-    >>> from evolve_envs.stack.loading import load_config
-    >>> rm = load_config({"reward_model": {"enable": True, "endpoint": "embedded"}}).reward_model
-    >>> with open_reward_model(rm) as model:
-    ...     running = model.service.is_running()
-    ...     kind = type(model.client).__name__
-    >>> running, kind, model.service.is_running()
-    (True, 'ProgressClient', False)
+>>> from evolve_envs.stack.loading import load_config
+>>> rm = load_config({"reward_model": {"enable": True, "endpoint": "embedded"}}).reward_model
+>>> with open_reward_model(rm) as model:
+...     kind = type(model.client).__name__
+>>> kind, model.service.is_running()
+('ProgressClient', False)
 """
 
 from __future__ import annotations
@@ -38,11 +18,12 @@ import contextlib
 import logging
 import os
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evolve_envs.progress.config_error import ConfigError
 from evolve_envs.progress.done_rules import TerminationAudit
 from evolve_envs.progress.tracker import ProgressTracker
+from evolve_envs.reward.clients.pool_settings import PoolSettings, RewardPool, open_pool
 from evolve_envs.stack.config import (
     PickleScorerConfig,
     ProgressModelConfig,
@@ -50,6 +31,18 @@ from evolve_envs.stack.config import (
     VideoScoreConfig,
 )
 from evolve_envs.stack.loading import load_config, reward_model_source
+
+if TYPE_CHECKING:
+    from evolve_envs.progress.tracker_config import TrackerConfig
+    from evolve_envs.reward.clients.camera_average import CameraAverageClient
+    from evolve_envs.reward.clients.pickle_scorer_client import PickleScorerClient
+    from evolve_envs.reward.clients.progress_client import ProgressClient
+    from evolve_envs.reward.clients.video_score_client import VideoScoreClient
+    from evolve_envs.reward.protocol.wire import Capabilities
+    from evolve_envs.reward.service.hosting.embedded import EmbeddedService
+
+    #: The client of a block's kind.
+    RewardClient = ProgressClient | CameraAverageClient | VideoScoreClient | PickleScorerClient
 
 __all__ = [
     "RewardModel",
@@ -59,6 +52,7 @@ __all__ = [
     "endpoint_pool",
     "reward_endpoints",
     "check_reward_service",
+    "pool_settings",
 ]
 
 logger = logging.getLogger(__name__)
@@ -80,46 +74,33 @@ def reward_endpoints(rm: RewardModelConfig, url: str | None = None) -> list[str]
         raise ConfigError(f"reward_model.endpoint: {exc}") from None
 
 
-def endpoint_pool(rm: RewardModelConfig, urls: list[str]) -> Any:
-    """A new :class:`~evolve_envs.reward.clients.endpoint_pool.EndpointPool` for a block: per
-    attempt ``timeout``, ``max_retries``, the bearer ``token`` and ``call_budget_s`` (the most one
-    call may take, retries and backoff included); or a
-    :class:`~evolve_envs.reward.clients.ray_handle_pool.RayHandlePool` for
-    ``["ray://<app_name>"]``. The caller owns it and closes it."""
-    from evolve_envs.reward.clients.endpoint_pool import EndpointPool
-    from evolve_envs.reward.clients.ray_handle_pool import RayHandlePool, is_ray_endpoint
-
-    if is_ray_endpoint(urls):
-        return RayHandlePool(
-            urls[0], timeout=rm.timeout, max_retries=rm.max_retries,
-            total_timeout=rm.call_budget_s, token=rm.token_value,
-        )  # fmt: skip
-    return EndpointPool(
-        urls,
+def pool_settings(rm: RewardModelConfig) -> PoolSettings:
+    """What the block's pool sends with: timeout, retries, the bearer token, ``call_budget_s``."""
+    return PoolSettings(
         timeout=rm.timeout,
         max_retries=rm.max_retries,
-        token=rm.token_value,
         total_timeout=rm.call_budget_s,
+        token=rm.token_value,
         health_route=rm.health_route,
     )
 
 
-def check_reward_service(rm: RewardModelConfig, pool: Any) -> Any:
-    """The start-up failure policy of every stack: ask ``/capabilities`` once; a dead, refusing
-    (401/403) or foreign service raises
-    :class:`~evolve_envs.reward.clients.service_check.ServiceUnavailableError` naming the
-    endpoint and the cause, unless ``reward_model.require_service`` is false (then a warning).
+def endpoint_pool(rm: RewardModelConfig, urls: list[str]) -> RewardPool:
+    """A new pool for a block (an ``EndpointPool``, or a ``RayHandlePool`` for ``ray://<app>``)."""
+    return open_pool(urls, pool_settings(rm))
 
-    Returns the service's capabilities, or ``None`` when they could not be read.
+
+def check_reward_service(rm: RewardModelConfig, pool: RewardPool) -> Capabilities | None:
+    """The start-up check: ``/capabilities`` once; a dead, refusing or foreign service raises
+    ``ServiceUnavailableError`` unless ``require_service`` is false; the capabilities or None.
     """
     from evolve_envs.reward.clients.service_check import check_service
 
     return check_service(pool, require=rm.require_service, need_capabilities=rm.kind == "progress")
 
 
-def start_embedded_service(rm: RewardModelConfig) -> Any:
-    """Start the local reward service ``endpoint: embedded`` asks for (``embedded_backend`` with
-    ``embedded_backend_kwargs``); the caller owns it and stops it (it is a context manager)."""
+def start_embedded_service(rm: RewardModelConfig) -> EmbeddedService:
+    """Start the local service ``endpoint: embedded`` asks for; the caller stops it."""
     from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 
     svc = EmbeddedService(rm.embedded_backend, dict(rm.embedded_backend_kwargs)).start()
@@ -129,14 +110,7 @@ def start_embedded_service(rm: RewardModelConfig) -> Any:
 
 @contextlib.contextmanager
 def shared_service(rm: RewardModelConfig) -> Iterator[str | None]:
-    """One embedded service for a whole job: yields its URL for ``endpoint: embedded`` (and the
-    reward model on), else ``None``; the service stops when the block exits.
-
-    >>> from evolve_envs.stack.loading import load_config
-    >>> with shared_service(load_config({}).reward_model) as url:  # reward model off
-    ...     print(url)
-    None
-    """
+    """One embedded service for a whole job: yields its URL (``None`` when the block needs none)."""
     if not (rm.enable and rm.embedded):
         yield None
         return
@@ -144,7 +118,7 @@ def shared_service(rm: RewardModelConfig) -> Iterator[str | None]:
         yield svc.url
 
 
-def _client(rm: RewardModelConfig, pool: Any, max_workers: int) -> Any:
+def _client(rm: RewardModelConfig, pool: RewardPool, max_workers: int) -> RewardClient:
     """The client of the block's ``kind`` on ``pool`` (which it leaves open)."""
     if isinstance(rm, ProgressModelConfig):
         from evolve_envs.reward.clients.progress_client import ProgressClient
@@ -186,27 +160,17 @@ def _client(rm: RewardModelConfig, pool: Any, max_workers: int) -> Any:
 
 
 class RewardModel:
-    """An open reward model: the client, the service's capabilities and the embedded service
-    started for it (if any). Built by :func:`open_reward_model`; :meth:`close` (or leaving a
-    ``with`` block) closes what was opened for it, in reverse order: client, pool, service.
-
-    Attributes:
-        config: the validated ``reward_model`` block.
-        client: the progress, video score or pickle scorer client.
-        capabilities: the service's ``/capabilities`` answer (``None`` when it could not be read).
-        service: the embedded service this model started, else ``None``.
-        pool: the endpoint pool the client sends through.
-
-    The module docstring has a runnable example.
+    """An open reward model: ``config``, ``client``, ``capabilities``, ``service`` (the embedded one
+    it started, else None) and ``pool``; :meth:`close` closes them in reverse order.
     """
 
     def __init__(
         self,
         config: RewardModelConfig,
-        client: Any,
-        capabilities: Any,
-        service: Any,
-        pool: Any,
+        client: RewardClient,
+        capabilities: Capabilities | None,
+        service: EmbeddedService | None,
+        pool: RewardPool,
         resources: contextlib.ExitStack,
     ) -> None:
         self.config = config
@@ -217,16 +181,14 @@ class RewardModel:
         self._resources = resources
 
     @property
-    def settings(self) -> Any:
+    def settings(self) -> TrackerConfig:
         """The tracker settings of a ``kind: progress`` block."""
         if not isinstance(self.config, ProgressModelConfig):
             raise TypeError(f"a {self.config.kind!r} reward model has no progress settings")
         return self.config.tracker_settings()
 
     def tracker(self, *, audit: TerminationAudit | None = None) -> ProgressTracker:
-        """A new :class:`~evolve_envs.progress.tracker.ProgressTracker` on this client
-        (its settings are checked against the capabilities when they could be read); ``audit``
-        counts its episodes (share one between the trackers of a vectorised env)."""
+        """A new ``ProgressTracker`` on this client (share ``audit`` between a vector's)."""
         return ProgressTracker(
             self.client, self.settings, capabilities=self.capabilities, audit=audit
         )
@@ -246,30 +208,17 @@ class RewardModel:
 
 
 def open_reward_model(
-    config: RewardModelConfig | Mapping[str, Any] | str | os.PathLike[str],
+    config: RewardModelConfig | Mapping[str, object] | str | os.PathLike[str],
     *,
-    embedded_service: Any = None,
-    pool: Any = None,
+    embedded_service: EmbeddedService | None = None,
+    pool: RewardPool | None = None,
     max_workers: int = 8,
 ) -> RewardModel:
-    """Open a reward model (see the module docstring for the order of the steps).
+    """Open a reward model (the module docstring gives the steps); close it or use it in ``with``.
 
-    Args:
-        config: a validated ``reward_model`` block, or what :func:`evolve_envs.make_env` takes
-            as ``reward_model=`` (a mapping of its keys, or a YAML file).
-        embedded_service: a started embedded service to use for ``endpoint: embedded`` (left
-            running); by default the model starts its own and stops it when closed.
-        pool: an open endpoint pool to send through (left open; its URLs replace the block's
-            endpoints); by default the model opens its own.
-        max_workers: threads of an asynchronous progress client.
-
-    Returns:
-        The open :class:`RewardModel`; use it in a ``with`` block or close it.
-
-    Raises:
-        evolve_envs.ConfigError: an invalid block, or one with the reward model off.
-        evolve_envs.reward.clients.service_check.ServiceUnavailableError: the service cannot be
-            used (with ``require_service: true``, the default).
+    ``config``: a validated block, a mapping of its keys or a YAML file. A given
+    ``embedded_service`` / ``pool`` is used and left running / open (the pool's URLs replace the
+    endpoints). Raises ``ConfigError`` (invalid or disabled block) and ``ServiceUnavailableError``.
     """
     rm = config if isinstance(config, RewardModelConfig) else _validated(config)
     if not rm.enable:
@@ -293,5 +242,5 @@ def open_reward_model(
         return RewardModel(rm, client, capabilities, service, pool, resources.pop_all())
 
 
-def _validated(source: Mapping[str, Any] | str | os.PathLike[str]) -> RewardModelConfig:
+def _validated(source: Mapping[str, object] | str | os.PathLike[str]) -> RewardModelConfig:
     return load_config(reward_model_source(source)).reward_model

@@ -1,29 +1,10 @@
 """What an algorithm is to the shared training loop: the protocol, its context, the registry.
 
-:func:`~evolve_envs.train.loop.run_loop` runs any object with the :class:`Algorithm` methods and
-never names one. An algorithm lives in its own folder under ``evolve_envs/train/`` (DistRL in
-``train/distrl/``, GRPO in ``train/grpo/``) and is registered by name as an entry point of the
-``evolve_envs.algorithms`` group (``setup.cfg``), which is what ``algo: NAME`` in a training
-config and ``--algo NAME`` look up; an import path ``package.module:ClassName`` works without
-registering.
+:func:`~evolve_envs.train.loop.run_loop` runs any :class:`Algorithm`; ``algo: NAME`` looks the
+name up in the ``evolve_envs.algorithms`` entry points, or takes ``package.module:ClassName``.
 
-Example (the protocol, with a do-nothing algorithm and no Ray):
-    >>> class Idle:
-    ...     name = "idle"
-    ...     def setup(self, ctx): self.updates = 0
-    ...     def start(self): pass
-    ...     def collect(self): return []
-    ...     def update(self, trajectories, budget_fraction):
-    ...         self.updates += 1
-    ...         return UpdateResult(updates=1, samples=0)
-    ...     def counters(self): return {"updates": self.updates, "version": self.updates}
-    ...     def metrics(self): return {}
-    ...     def running_calls(self): return []
-    ...     def state_dict(self): return {"counters": self.counters()}
-    ...     def load_state_dict(self, state): self.updates = state["counters"]["updates"]
-    ...     def stop(self): pass
-    >>> isinstance(Idle(), Algorithm)
-    True
+>>> {"distrl", "grpo"} <= set(algorithm_names())
+True
 """
 
 from __future__ import annotations
@@ -32,9 +13,19 @@ import importlib
 import time
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from evolve_envs.train.config import TrainConfig
+
+if TYPE_CHECKING:
+    import gymnasium as gym
+    import torch
+    from ray import ObjectRef
+    from ray.actor import ActorHandle
+    from ray.util.queue import Queue
+
+    from evolve_envs.train.common.trajectory import Trajectory
+    from evolve_envs.train.policies.base import Policy
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -64,18 +55,11 @@ class RewardModelFailedError(WorkerFailedError):
 
 
 class Budget:
-    """The run's budget: wall-clock minutes, an optional update cap and an optional cap on the
-    env steps the learner took in.
+    """The run's budget: wall-clock minutes, an optional update cap, an optional env-step cap.
 
-    Example:
-        >>> b = Budget(minutes=1.0, max_updates=10, start_updates=4)
-        >>> b.done(updates=14), 0.0 <= b.fraction(updates=7) < 1.0
-        (True, True)
-        >>> s = Budget(minutes=1.0, max_updates=None, max_env_steps=1000)
-        >>> s.done(updates=3, env_steps=999), s.done(updates=3, env_steps=1000)
-        (False, True)
-        >>> s.fraction(updates=3, env_steps=500)
-        0.5
+    >>> s = Budget(minutes=1.0, max_updates=None, max_env_steps=1000)
+    >>> s.done(updates=3, env_steps=999), s.done(updates=3, env_steps=1000), s.fraction(3, 500)
+    (False, True, 0.5)
     """
 
     def __init__(
@@ -126,12 +110,12 @@ class TrainContext:
     """
 
     cfg: TrainConfig
-    workers: list[Any]
-    registry: Any
-    queue: Any
-    policy: Any
-    spaces: dict[str, Any]
-    device: Any = "cpu"
+    workers: list[ActorHandle]
+    registry: ActorHandle
+    queue: Queue
+    policy: Policy
+    spaces: dict[str, gym.Space]
+    device: torch.device | str = "cpu"
 
 
 @dataclass
@@ -167,22 +151,18 @@ class Algorithm(Protocol):
 
     def setup(self, ctx: TrainContext) -> None: ...
     def start(self) -> None: ...
-    def collect(self) -> list[Any]: ...
-    def update(self, trajectories: list[Any], budget_fraction: float) -> UpdateResult: ...
+    def collect(self) -> list[Trajectory]: ...
+    def update(self, trajectories: list[Trajectory], budget_fraction: float) -> UpdateResult: ...
     def counters(self) -> dict[str, int]: ...
-    def metrics(self) -> dict[str, Any]: ...
-    def running_calls(self) -> list[Any]: ...
-    def state_dict(self) -> dict[str, Any]: ...
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+    def metrics(self) -> dict[str, object]: ...
+    def running_calls(self) -> list[ObjectRef]: ...
+    def state_dict(self) -> dict[str, object]: ...
+    def load_state_dict(self, state: dict[str, object]) -> None: ...
     def stop(self) -> None: ...
 
 
 def algorithm_names() -> list[str]:
-    """The registered algorithm names (entry points of the ``evolve_envs.algorithms`` group).
-
-    >>> {"distrl", "grpo"} <= set(algorithm_names())
-    True
-    """
+    """The registered algorithm names (entry points of the ``evolve_envs.algorithms`` group)."""
     return sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
 
 
@@ -225,7 +205,7 @@ def _worker_error(index: int, exc: BaseException) -> WorkerFailedError:
     return kind(f"rollout worker {index} stopped: {remote_error(exc)}")
 
 
-def check_worker_calls(calls: list[Any]) -> None:
+def check_worker_calls(calls: list[ObjectRef]) -> None:
     """Raise :class:`WorkerFailedError` if one of the workers' running calls (worker ``i``'s at
     index ``i``) ended before the stop; never blocks."""
     import ray
@@ -241,7 +221,7 @@ def check_worker_calls(calls: list[Any]) -> None:
         raise WorkerFailedError(f"rollout worker {calls.index(ref)} returned before the stop")
 
 
-def get_from_workers(calls: list[Any], owners: list[int]) -> list[Any]:
+def get_from_workers(calls: list[ObjectRef], owners: list[int]) -> list[object]:
     """``ray.get`` of worker calls (``owners[i]`` made ``calls[i]``); an error names the worker
     as :class:`WorkerFailedError`. Calls on a process that died are retried by Ray."""
     import ray

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 __all__ = ["CHECKPOINT", "checkpoint_path", "load_checkpoint", "save_atomic", "save_checkpoint"]
 
@@ -29,12 +28,12 @@ def checkpoint_path(run_dir: str | os.PathLike[str]) -> Path:
     return Path(run_dir) / CHECKPOINT
 
 
-def save_checkpoint(run_dir: str | os.PathLike[str], payload: dict[str, Any]) -> Path:
+def save_checkpoint(run_dir: str | os.PathLike[str], payload: dict[str, object]) -> Path:
     """Write ``payload`` atomically (tmp file, fsync, rename); returns the checkpoint's path."""
     return save_atomic(checkpoint_path(run_dir), payload)
 
 
-def save_atomic(path: Path, payload: dict[str, Any]) -> Path:
+def save_atomic(path: Path, payload: dict[str, object]) -> Path:
     """``torch.save`` of ``payload`` to ``path`` atomically (tmp file, fsync, rename): a crash
     leaves the previous file whole; returns ``path``."""
     import torch
@@ -49,7 +48,7 @@ def save_atomic(path: Path, payload: dict[str, Any]) -> Path:
     return path
 
 
-def load_checkpoint(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+def load_checkpoint(run_dir: str | os.PathLike[str]) -> dict[str, object]:
     """Read the run's checkpoint; ``FileNotFoundError`` names the directory when there is none."""
     import torch
 

@@ -1,30 +1,13 @@
-"""The training config of ``evolve-envs train`` (DistRL and GRPO on Ray).
+"""The training config of ``evolve-envs train``: the stack's typed blocks and the training ones.
 
-One YAML holds the environment stack (the ``env`` and ``reward_model`` blocks every worker hands
-to :func:`evolve_envs.stack.factory.make_env`) and the training blocks below. Validation is strict:
-unknown keys and wrong values raise :class:`~evolve_envs.ConfigError` whose message
-starts
-with the key's path (``learner.batch_size: input should be greater than or equal to 1, got 0``).
+``env``, ``reward_model`` and ``record`` are the stack's (:mod:`evolve_envs.stack.config`), checked
+once by :func:`load_train_config` and handed on typed to the workers, the embedded service and
+the learner; ``workers``, ``policy``, ``learner``, ``grpo``, ``ray``, ``run`` and ``eval`` drive
+the run (docs/training.md). Every problem raises :class:`~evolve_envs.ConfigError` naming its key.
 
-.. code-block:: yaml
-
-    env: {id: evolve_envs/ReachPlace-v0, max_episode_steps: 40}
-    reward_model: {enable: true, endpoint: embedded, embedded_backend_kwargs: {rule: reach_place}}
-    workers: {num_workers: 2, num_envs: 2}
-    learner: {batch_size: 8, lr: 3.0e-4, alpha: 0.6}
-    run: {minutes: 15}
-
-Workers of mixed speed: ``workers.step_delay_s: [0.02, 0.02, 0.06]`` makes worker ``i`` sleep
-``step_delay_s[i]`` seconds after every env step it takes (in DistRL's collection loop and in
-GRPO's episodes alike), so three workers run at 1x/1x/3x a 20 ms simulator step whatever the
-env's own step time; one entry per worker (``[]``, the default, adds none). A slow reward model
-is the reward service's business (the mock backend's ``latency_ms``:
-``reward_model.embedded_backend_kwargs: {rule: reach_place, latency_ms: 500}``).
-
-Example:
-    >>> cfg = load_train_config({"workers": {"num_workers": 3}}, overrides=["learner.lr=1e-3"])
-    >>> cfg.workers.num_workers, cfg.learner.lr
-    (3, 0.001)
+>>> cfg = load_train_config({"workers": {"num_workers": 3}}, overrides=["learner.lr=1e-3"])
+>>> cfg.workers.num_workers, cfg.learner.lr, type(cfg.reward_model).__name__
+(3, 0.001, 'ProgressModelConfig')
 """
 
 from __future__ import annotations
@@ -32,8 +15,9 @@ from __future__ import annotations
 import importlib.resources
 import os
 from collections.abc import Mapping, Sequence
+from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import (
     BaseModel,
@@ -46,19 +30,28 @@ from pydantic import (
 )
 
 from evolve_envs.progress.config_error import ConfigError
+from evolve_envs.stack.config import (
+    ProgressModelConfig,
+    RecordConfig,
+    RewardModelBlock,
+    StackConfig,
+)
 from evolve_envs.stack.loading import (
     format_validation_error,
+    load_config,
     merge,
     parse_override,
     read_yaml,
     resolve_config,
     shipped_key,
 )
+from evolve_envs.train.learner_config import GrpoConfig, LearnerConfig
+
+#: The blocks of a training config that are the env stack's (:class:`StackConfig`).
+STACK_BLOCKS = ("env", "reward_model", "record")
 
 __all__ = [
     "EvalConfig",
-    "GrpoConfig",
-    "LearnerConfig",
     "PolicyConfig",
     "RayConfig",
     "RunConfig",
@@ -82,7 +75,7 @@ class WorkersConfig(BaseModel):
     segment_length: int | None = Field(
         default=None, ge=1, description="push fixed-length segments; None = whole episodes"
     )
-    env_overrides: list[dict[str, Any]] = Field(
+    env_overrides: list[dict[str, object]] = Field(
         default_factory=list,
         description="per-worker `env` keys layered on the shared env block (worker i takes "
         "entry i): heterogeneous workers (other tasks, slower simulators)",
@@ -143,138 +136,8 @@ class PolicyConfig(BaseModel):
         default=None,
         description="another Policy subclass, 'package.module:ClassName' (None: the CNN)",
     )
-    kwargs: dict[str, Any] = Field(
+    kwargs: dict[str, object] = Field(
         default_factory=dict, description="extra arguments for the policy class"
-    )
-
-
-class LearnerConfig(BaseModel):
-    """The DistRL learner: prioritized replay (DPER), Retrace(λ), A-RIDE, Adam."""
-
-    model_config = _STRICT
-
-    batch_size: int = Field(default=8, ge=1, description="trajectories per update")
-    num_gpus: float = Field(
-        default=0.0,
-        ge=0,
-        description="GPUs for the learner: > 0 puts the policy "
-        "and optimizer on CUDA when one is visible",
-    )
-    placement: Literal["driver", "cluster"] = Field(
-        default="driver",
-        description="'driver': the learner runs in the process that started the run; "
-        "'cluster': it runs as a Ray task placed by num_cpus, num_gpus and resources",
-    )
-    num_cpus: float = Field(
-        default=1.0, ge=0, description="Ray CPUs the learner holds (placement: cluster)"
-    )
-    resources: dict[str, float] = Field(
-        default_factory=dict,
-        description="custom Ray resources the learner asks for (placement: cluster), "
-        "e.g. {learner: 1}",
-    )
-    lr: float = Field(default=3e-4, gt=0)
-    max_grad_norm: float = Field(default=1.0, gt=0)
-    gamma: float = Field(default=0.99, ge=0, le=1)
-    lam: float = Field(default=0.95, ge=0, le=1)
-    rho_bar: float = Field(default=1.0, gt=0)
-    entropy_coef: float = Field(default=1e-3, ge=0)
-    value_coef: float = Field(default=0.5, ge=0)
-    invalid_coef: float = Field(default=0.1, ge=0)
-    normalize_advantages: bool = Field(
-        default=False, description="scale the batch's advantages to zero mean, unit std"
-    )
-    priority_weights: tuple[float, float, float] = (1.0, 0.1, 0.01)
-    capacity: int = Field(default=256, ge=1, description="replay capacity in trajectories")
-    alpha: float = Field(default=0.6, ge=0, description="priority exponent; 0 = uniform")
-    beta: float = Field(default=0.4, ge=0, le=1, description="initial IS exponent, annealed to 1")
-    beta_anneal_updates: int | None = Field(
-        default=None, ge=1, description="updates over which β reaches 1 (None: over the run)"
-    )
-    min_buffer: int = Field(default=8, ge=1, description="trajectories before the first update")
-    refresh_every: int = Field(default=50, ge=1, description="updates between full refreshes")
-    publish_every: int = Field(default=1, ge=1, description="updates between weight broadcasts")
-    queue_size: int = Field(default=64, ge=1, description="trajectory queue bound")
-    max_sample_ratio: float | None = Field(
-        default=8.0, gt=0, description="most trajectories sampled per trajectory taken in"
-    )
-    max_staleness: int | None = Field(
-        default=None,
-        ge=0,
-        description="policy versions a stored trajectory may lag the learner at sampling time; "
-        "older ones are retired from the replay (None: no limit)",
-    )
-    clip: float | None = Field(
-        default=0.2, gt=0, description="trust region: PPO ratio clip on π/μ (None: A-RIDE as is)"
-    )
-    normalize_values: bool = Field(
-        default=True, description="value loss on targets divided by a running return scale"
-    )
-    normalize_priorities: bool = Field(
-        default=True,
-        description="DPER terms divided by running scales and ρ clipped at rho_bar in the "
-        "priority, so the TD error leads",
-    )
-    entropy_target: float | None = Field(
-        default=None,
-        description="entropy floor: the entropy coefficient grows while the policy's entropy "
-        "is below it and shrinks back to entropy_coef above it (None: fixed coefficient)",
-    )
-    entropy_adapt_rate: float = Field(
-        default=0.05, gt=0, description="log-step of the entropy coefficient per update"
-    )
-    scale_momentum: float = Field(
-        default=0.99, ge=0, lt=1, description="EMA momentum of the value and priority scales"
-    )
-    barrier: bool = Field(
-        default=False,
-        description="synchronous barrier: the workers stop stepping while the learner trains "
-        "and go on with the new weights (False: asynchronous, nobody waits)",
-    )
-
-
-class GrpoConfig(BaseModel):
-    """The synchronous GRPO baseline: groups of ``group_size`` episodes from one reset seed."""
-
-    model_config = _STRICT
-
-    group_size: int = Field(default=4, ge=2)
-    groups_per_round: int | None = Field(
-        default=None,
-        ge=1,
-        description="None: enough groups for episodes_per_env episodes per env of the workers "
-        "(rounded up to whole groups)",
-    )
-    episodes_per_env: int = Field(
-        default=1,
-        ge=1,
-        description="with groups_per_round None, episodes each env plays per round: the round's "
-        "batch scales with the workers",
-    )
-    clip: float = Field(default=0.2, gt=0)
-    epochs: int = Field(default=2, ge=1)
-    minibatch_steps: int = Field(default=256, ge=1)
-    lr: float = Field(default=3e-4, gt=0)
-    entropy_coef: float = Field(default=1e-3, ge=0)
-    entropy_target: float | None = Field(
-        default=None,
-        description="entropy floor, as learner.entropy_target: the coefficient grows while "
-        "the policy's entropy is below it (None: fixed coefficient)",
-    )
-    entropy_adapt_rate: float = Field(
-        default=0.05, gt=0, description="log-step of the entropy coefficient per optimizer step"
-    )
-    invalid_coef: float = Field(
-        default=0.0,
-        ge=0,
-        description="penalty on the probability of an action outside the action space, as "
-        "learner.invalid_coef (0: off)",
-    )
-    max_grad_norm: float = Field(default=1.0, gt=0)
-    overlap: bool = Field(
-        default=False,
-        description="collect round k+1 while round k trains: one version stale, PPO's ratio "
-        "taken against the behaviour log-probs it was collected with (False: a barrier)",
     )
 
 
@@ -356,7 +219,9 @@ class EvalConfig(BaseModel):
 
 
 class TrainConfig(BaseModel):
-    """A whole training config (see the module docstring)."""
+    """A whole training config (see the module docstring): the stack blocks, typed and checked
+    (``reward_model`` is the :data:`~evolve_envs.stack.config.RewardModelBlock` of its kind), and
+    the training blocks."""
 
     model_config = _STRICT
 
@@ -364,9 +229,9 @@ class TrainConfig(BaseModel):
         default="distrl",
         description="'distrl', 'grpo', or 'package.module:ClassName' of another Algorithm",
     )
-    env: dict[str, Any] = Field(default_factory=dict)
-    reward_model: dict[str, Any] = Field(default_factory=dict)
-    record: dict[str, Any] | None = None
+    env: dict[str, object] = Field(default_factory=dict)
+    reward_model: RewardModelBlock = Field(default_factory=ProgressModelConfig)
+    record: RecordConfig | None = None
     workers: WorkersConfig = Field(default_factory=WorkersConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     learner: LearnerConfig = Field(default_factory=LearnerConfig)
@@ -389,41 +254,36 @@ class TrainConfig(BaseModel):
             )
         return self
 
-    def stored(self) -> dict[str, Any]:
-        """The config as a run stores it (``config.yaml``, checkpoints): without the bearer token,
-        which a run never writes down; a resumed run reads it again from ``reward_model.token``
-        of the ``--config`` given, ``reward_model.token_file`` or the environment.
+    def stored(self) -> dict[str, object]:
+        """The config as a run stores it (``config.yaml``, checkpoints): the stack blocks as
+        given, never the bearer token (a resumed run reads it again from its config or the
+        environment).
 
-        >>> cfg = TrainConfig(reward_model={"enable": True, "token": "s3cret"})
-        >>> cfg.stored()["reward_model"]
+        >>> TrainConfig(reward_model={"enable": True, "token": "s3cret"}).stored()["reward_model"]
         {'enable': True}
         """
         out = self.model_dump()
-        out["reward_model"] = {k: v for k, v in out["reward_model"].items() if k != "token"}
+        out["reward_model"] = self.reward_model.model_dump(exclude_unset=True, exclude={"token"})
+        if self.record is not None:
+            out["record"] = self.record.model_dump(exclude_unset=True)
         return out
 
-    def stack(self, worker_index: int | None = None) -> dict[str, Any]:
-        """The stack blocks (``env``, ``reward_model``, ``record``) that
-        :func:`~evolve_envs.stack.factory.make_env` takes, with worker ``worker_index``'s
-        ``env_overrides`` layered on."""
+    def stack(self, worker_index: int | None = None) -> StackConfig:
+        """The stack config that :func:`~evolve_envs.stack.factory.make_env` takes, with worker
+        ``worker_index``'s ``env_overrides`` layered on; the blocks are this config's own
+        (checked already, not validated again)."""
         env = dict(self.env)
         if worker_index is not None and worker_index < len(self.workers.env_overrides):
             env = merge(env, self.workers.env_overrides[worker_index])
-        out: dict[str, Any] = {"env": env, "reward_model": dict(self.reward_model)}
-        if self.record is not None:
-            out["record"] = dict(self.record)
-        return out
+        return StackConfig(env=env, reward_model=self.reward_model, record=self.record)
 
 
-def resolve_train_config(source: str | os.PathLike[str]) -> Any:
-    """A ``--config`` argument as a file: an existing path, else a shipped training config by
-    name (``reach_place`` or ``distrl/reach_place`` for
-    ``evolve_envs/configs/distrl/reach_place.yaml``), else a shipped stack config (``libero_10``,
-    ``fast_dev``).
+def resolve_train_config(source: str | os.PathLike[str]) -> Path | Traversable:
+    """A ``--config`` argument as a file: a path, a shipped training config
+    (``distrl/reach_place``), else a shipped stack config.
 
-    Example:
-        >>> resolve_train_config("libero_smoke").name
-        'libero_smoke.yaml'
+    >>> resolve_train_config("libero_smoke").name
+    'libero_smoke.yaml'
     """
     if Path(source).is_file():
         return Path(source)
@@ -439,36 +299,51 @@ def resolve_train_config(source: str | os.PathLike[str]) -> Any:
         raise ConfigError(f"{exc}; training configs: {', '.join(names)}") from None
 
 
-def load_train_config(
-    *sources: Any, overrides: Sequence[str] | Mapping[str, Any] | None = None
-) -> TrainConfig:
-    """Layer YAML paths / shipped config names / mappings, then ``overrides`` (``KEY=VALUE``
-    strings or a mapping), and validate.
+#: What :func:`load_train_config` layers: a YAML path or shipped name, a mapping, a config.
+TrainSource = str | os.PathLike[str] | Mapping[str, object] | BaseModel | None
 
-    Raises :class:`~evolve_envs.ConfigError` naming the key of every problem, including
-    problems of the ``env``/``reward_model`` stack blocks' reward-model keys.
+
+def _layer(source: TrainSource) -> Mapping[str, object]:
+    if source is None:
+        return {}
+    if isinstance(source, Mapping):
+        return dict(source)
+    if isinstance(source, TrainConfig):  # its blocks as given, the token kept
+        out = source.stored()
+        if source.reward_model.token is not None:
+            out["reward_model"] = {**out["reward_model"], "token": source.reward_model.token}
+        return out
+    if isinstance(source, BaseModel):
+        return source.model_dump()
+    return read_yaml(resolve_train_config(source))
+
+
+def load_train_config(
+    *sources: TrainSource, overrides: Sequence[str] | Mapping[str, object] | None = None
+) -> TrainConfig:
+    """Layer sources (paths, shipped names, mappings, configs), then ``overrides``, and
+    validate: the stack blocks once, as :func:`~evolve_envs.stack.loading.load_config` does
+    (environment variables included), with the training blocks.
     """
-    data: dict[str, Any] = {}
+    data: dict[str, object] = {}
     for source in sources:
-        if source is None:
-            continue
-        if isinstance(source, Mapping):
-            block = dict(source)
-        elif isinstance(source, BaseModel):
-            block = source.model_dump()
-        else:
-            block = read_yaml(resolve_train_config(source))
-        data = merge(data, block)
+        data = merge(data, _layer(source))
     if isinstance(overrides, Mapping):
         data = merge(data, overrides)
     else:
         for text in overrides or ():
             data = merge(data, parse_override(text))
+    blocks = {k: data.pop(k) for k in STACK_BLOCKS if k in data}
+    problems: list[str] = []
+    try:
+        stack = load_config(blocks)
+        data.update(env=stack.env, reward_model=stack.reward_model, record=stack.record)
+    except ConfigError as exc:
+        problems.append(str(exc))
     try:
         cfg = TrainConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, TrainConfig)) from None
-    from evolve_envs.stack.loading import load_config
-
-    load_config(cfg.stack())  # names a bad stack key early
+        problems.insert(0, format_validation_error(exc, TrainConfig))
+    if problems:
+        raise ConfigError("\n".join(problems)) from None
     return cfg

@@ -1,37 +1,11 @@
 """``evolve-envs train``: DistRL (asynchronous) or GRPO (synchronous) on Ray.
 
-:func:`run_train` loads and validates the config, prepares the run directory, starts Ray
-(``ray.init(address=...)`` with ``--address``, else a local instance with ``ray.num_cpus``), starts
-the reward service once in this process when the config says ``endpoint: embedded`` (the workers
-get its URL, so every worker shares one service), and runs
-the algorithm (:class:`~evolve_envs.train.distrl.algorithm.DistRL` or
-:class:`~evolve_envs.train.grpo.algorithm.GRPO`) in the shared loop
-:func:`evolve_envs.train.loop.run_loop` until the time budget (``run.minutes`` or
-``--minutes``) or ``run.max_updates`` is spent. It writes into the run directory
-
-* ``config.yaml`` — the effective config,
-* ``metrics.csv`` and ``tensorboard/`` — one row per ``run.log_every_s``,
-* ``checkpoint.pt`` — policy, optimizer, counters, replay metadata, config (atomic),
-* with ``eval.every_s`` / ``eval.every_updates``: ``eval.csv``, ``eval_videos/`` and ``best.pt``
-  (the best policy by held-out success, :mod:`evolve_envs.train.periodic_eval`),
-* ``summary.json`` — the final counters, the last metrics row and the held-out evaluations.
-
-With ``run.wandb_project`` (``--wandb PROJECT``) the metrics, the evaluations and their videos
-also go to Weights & Biases.
-
-A directory that holds a run is refused unless the run continues it (``--resume``) or replaces it
-(``--overwrite``, which clears every file a run writes first; :mod:`evolve_envs.train.run_dir`).
-When reward-model calls fail mid-run, their fallback rewards are counted per interval and said on
-the terminal as they start (:mod:`evolve_envs.train.fallback_watch`); ``summary.json``'s
-``degraded`` and :attr:`TrainResult.degraded` report them.
-
-``--resume DIR`` reads ``DIR/checkpoint.pt`` and its config (``--config`` files and overrides are
-layered on it) and continues the counters, the policy version and the weights, in ``DIR``.
-
-Example::
+:func:`run_train` reads the config once (typed, checked), claims the run directory, starts or
+joins Ray, starts one embedded reward service for every worker, and runs the algorithm in the
+shared loop until its budget is spent; the files it writes and ``--resume`` are described in
+docs/training.md.
 
     evolve-envs train --algo distrl --config distrl/reach_place --minutes 2
-    evolve-envs train --algo grpo --config reach_place grpo.group_size=4
     evolve-envs train --resume runs/train-distrl-20261122-220000 --minutes 5
 """
 
@@ -44,20 +18,19 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import yaml
 
-from evolve_envs.stack.loading import load_config
 from evolve_envs.stack.reward_model import shared_service
 from evolve_envs.train.checkpoint import load_checkpoint
-from evolve_envs.train.config import TrainConfig, load_train_config
+from evolve_envs.train.config import TrainConfig, TrainSource, load_train_config
+from evolve_envs.train.learner_task import resume_hint, run_loop_on_cluster
 from evolve_envs.train.run_dir import claim_run_dir
 from evolve_envs.train.runtime.head_watch import ClusterLostError, HeadWatch, gcs_address
 from evolve_envs.train.runtime.placement import check_placeable, local_node
 
 __all__ = [
-    "LearnerLostError",
     "TrainOptions",
     "name_reward_model",
     "TrainResult",
@@ -66,21 +39,15 @@ __all__ = [
     "refuse_unplaceable",
     "reward_service_for",
     "run_dir_of",
-    "run_loop_on_cluster",
     "run_train",
 ]
 
 
 @dataclass
 class TrainOptions:
-    """What ``evolve-envs train`` was asked (the CLI's arguments).
+    """What ``evolve-envs train`` was asked (the CLI's arguments)."""
 
-    Example:
-        >>> TrainOptions(config=["reach_place"], minutes=1.0).algo is None
-        True
-    """
-
-    config: Sequence[Any] = ()
+    config: Sequence[TrainSource] = ()
     algo: str | None = None
     address: str | None = None
     resume: str | Path | None = None
@@ -88,7 +55,7 @@ class TrainOptions:
     minutes: float | None = None
     overrides: Sequence[str] = ()
     progress_bar: bool = True
-    log: Any = field(default=None, repr=False)  # a text stream for the per-interval lines
+    log: TextIO | None = field(default=None, repr=False)  # a text stream for the per-interval lines
     overwrite: bool = False  # replace a run already in run_dir (else it is refused)
     claimed: bool = False  # the caller ran claim_run_dir already (the CLI, before train.log)
 
@@ -102,10 +69,10 @@ class TrainResult:
     run_dir: Path
     algo: str
     counters: dict[str, int]
-    last_metrics: dict[str, Any]
+    last_metrics: dict[str, object]
     wall_s: float
-    evaluation: dict[str, Any] | None = None
-    degraded: dict[str, Any] | None = None
+    evaluation: dict[str, object] | None = None
+    degraded: dict[str, object] | None = None
 
     @property
     def success(self) -> float | None:
@@ -129,11 +96,12 @@ class TrainResult:
         return path if path.is_file() else None
 
 
-def effective_config(opts: TrainOptions) -> tuple[TrainConfig, dict[str, Any] | None]:
-    """The run's config, checked (the ``--resume`` checkpoint's, then ``config``, then the
-    overrides, ``algo`` and ``minutes``), and the checkpoint's state (``None`` for a new run)."""
+def effective_config(opts: TrainOptions) -> tuple[TrainConfig, dict[str, object] | None]:
+    """The run's config, checked once (the ``--resume`` checkpoint's, then ``config``, the
+    overrides, ``algo`` and ``minutes``), and the checkpoint's state (``None``: a new run).
+    """
     state = None
-    sources: list[Any] = []
+    sources: list[TrainSource] = []
     if opts.resume is not None:
         state = load_checkpoint(opts.resume)
         sources.append(state["config"])
@@ -186,22 +154,11 @@ def ray_session(cfg: TrainConfig, address: str | None) -> Iterator[bool]:
             ray.shutdown()
 
 
-class LearnerLostError(RuntimeError):
-    """The learner's Ray task died with its node or process (``learner.placement: cluster``)."""
-
-
-def _resume_hint(run_dir: Path) -> str:
-    return (
-        f"the last checkpoint is in {run_dir}: evolve-envs train --resume {run_dir} "
-        "--address <cluster> continues it"
-    )
-
-
 def _head_lost(address: str, run_dir: Path, seconds: float | None = None) -> str:
     silent = "does not answer" if seconds is None else f"has not answered for {seconds:g} s"
     return (
         f"lost the Ray cluster's head node (its GCS at {address} {silent}); "
-        f"{_resume_hint(run_dir)} on a new cluster"
+        f"{resume_hint(run_dir)} on a new cluster"
     )
 
 
@@ -214,122 +171,16 @@ def _watch_head(cfg: TrainConfig, run_dir: Path, log: TextIO) -> HeadWatch | Non
     return HeadWatch(address, timeout_s=cfg.run.head_timeout_s, message=message, stream=log)
 
 
-class _LineQueue:
-    """A text stream whose lines go into a Ray queue (the learner task's log, printed by the
-    driver)."""
-
-    def __init__(self, queue: Any) -> None:
-        self.queue = queue
-        self.buffer = ""
-
-    def write(self, text: str) -> int:
-        self.buffer += text
-        *lines, self.buffer = self.buffer.split("\n")
-        for line in lines:
-            with contextlib.suppress(Exception):  # a full queue drops a log line, never the run
-                self.queue.put_nowait(line)
-        return len(text)
-
-    def flush(self) -> None:
-        pass
-
-
-def _learner_task(
-    algo_name: str,
-    worker_cfg: dict[str, Any],
-    cfg: dict[str, Any],
-    run_dir: str,
-    state: dict[str, Any] | None,
-    lines: Any,
-) -> tuple[dict[str, int], dict[str, Any]]:
-    """The shared loop as a Ray task (``learner.placement: cluster``)."""
-    from evolve_envs.train.algorithm import make_algorithm
-    from evolve_envs.train.loop import run_loop
-
-    return run_loop(
-        make_algorithm(algo_name),
-        TrainConfig.model_validate(worker_cfg),
-        TrainConfig.model_validate(cfg),
-        Path(run_dir),
-        state,
-        _LineQueue(lines),  # type: ignore[arg-type]
-        False,
-    )
-
-
-def run_loop_on_cluster(
-    worker_cfg: TrainConfig,
-    cfg: TrainConfig,
-    run_dir: Path,
-    state: dict[str, Any] | None,
-    log: TextIO,
-) -> tuple[dict[str, int], dict[str, Any]]:
-    """Run the shared loop as a Ray task placed by ``learner.num_cpus``, ``num_gpus`` and
-    ``resources``; its metrics lines come back to ``log``. ``run_dir`` must be a path the
-    learner's node can write (the same disk on one machine; shared storage on a cluster)."""
-    import ray
-    from ray.util.queue import Empty, Queue
-
-    from evolve_envs.train.runtime.placement import learner_request, on_this_node
-
-    request = learner_request(cfg)
-    lines = Queue(
-        maxsize=10_000, actor_options={"num_cpus": 0, "scheduling_strategy": on_this_node()}
-    )
-    options: dict[str, Any] = {
-        "num_cpus": request.pop("CPU", 0.0),
-        "num_gpus": request.pop("GPU", 0.0),
-        "max_retries": 0,  # a lost learner stops the run; --resume continues from its checkpoint
-    }
-    if request:
-        options["resources"] = request
-    ref = (
-        ray.remote(_learner_task)
-        .options(**options)
-        .remote(
-            cfg.algo,
-            worker_cfg.model_dump(),
-            cfg.model_dump(),
-            str(run_dir.resolve()),
-            state,
-            lines,
-        )
-    )
-
-    def drain() -> None:
-        while True:
-            try:
-                print(lines.get_nowait(), file=log, flush=True)
-            except Empty:
-                return
-
-    try:
-        while not ray.wait([ref], timeout=0.5)[0]:
-            drain()
-        drain()
-        return ray.get(ref)
-    except (ray.exceptions.NodeDiedError, ray.exceptions.WorkerCrashedError) as exc:
-        raise LearnerLostError(
-            f"the learner was lost ({type(exc).__name__}: its node or process died); "
-            + _resume_hint(run_dir)
-        ) from exc
-    except KeyboardInterrupt:
-        ray.cancel(ref)  # the task's loop stops its workers on the way out
-        raise
-    finally:
-        lines.shutdown()
-
-
 @contextlib.contextmanager
 def reward_service_for(cfg: TrainConfig) -> Iterator[TrainConfig]:
     """With ``reward_model.endpoint: embedded`` (and the reward model on), start one service
     here and yield a config whose workers use its URL; otherwise yield ``cfg`` unchanged."""
-    rm = load_config({"env": cfg.env, "reward_model": cfg.reward_model}).reward_model
-    with shared_service(rm) as url:
+    with shared_service(cfg.reward_model) as url:
         if url is None:
             yield cfg
         else:
-            yield cfg.model_copy(update={"reward_model": {**cfg.reward_model, "endpoint": url}})
+            rm = cfg.reward_model.model_copy(update={"endpoint": url})
+            yield cfg.model_copy(update={"reward_model": rm})
 
 
 def name_reward_model(cfg: TrainConfig, log: TextIO) -> str | None:
@@ -340,7 +191,7 @@ def name_reward_model(cfg: TrainConfig, log: TextIO) -> str | None:
     from evolve_envs.stack.reward_model import check_reward_service, endpoint_pool, reward_endpoints
     from evolve_envs.train.worker_env import NODE_IP
 
-    rm = load_config(cfg.stack()).reward_model
+    rm = cfg.reward_model
     if not rm.enable or is_ray_endpoint(rm.endpoint) or NODE_IP in str(rm.endpoint):
         return None
     pool = endpoint_pool(rm, reward_endpoints(rm))
@@ -390,11 +241,9 @@ def run_dir_of(opts: TrainOptions, cfg: TrainConfig) -> Path:
 
 
 def run_train(
-    opts: TrainOptions, checked: tuple[TrainConfig, dict[str, Any] | None] | None = None
+    opts: TrainOptions, checked: tuple[TrainConfig, dict[str, object] | None] | None = None
 ) -> TrainResult:
-    """Run one training job (see the module docstring). ``checked`` is what
-    :func:`effective_config` returned for ``opts`` when the caller read it already (the CLI,
-    before it opens ``train.log``), so the config is read and a checkpoint loaded once."""
+    """Run one training job; ``checked``: what :func:`effective_config` returned, if known."""
     cfg, state = checked if checked is not None else effective_config(opts)
     refuse_unplaceable(cfg, opts.address)  # nothing written, nothing started
     run_dir = run_dir_of(opts, cfg)
@@ -435,7 +284,7 @@ def run_train(
     evaluation = last.pop("eval", None)
     degraded = last.pop("degraded", None)
     result = TrainResult(run_dir, cfg.algo, counters, last, wall, evaluation, degraded)
-    summary: dict[str, Any] = {
+    summary: dict[str, object] = {
         "algo": cfg.algo,
         "wall_s": round(wall, 2),
         "counters": counters,

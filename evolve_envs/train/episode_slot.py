@@ -20,7 +20,6 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 
@@ -34,11 +33,11 @@ def episode_stats(
     *,
     episode_return: float,
     length: int,
-    info: Mapping[str, Any],
+    info: Mapping[str, object],
     terminated: bool,
     fallbacks: int,
-    summary: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+    summary: Mapping[str, object] | None = None,
+) -> dict[str, object]:
     """One finished episode's numbers for the learner's metrics: return, length, env success
     (``info["is_success"]``), final model progress, whether it terminated, fallbacks and, where
     the stack reports them, whether the model ended the episode (and whether the env had
@@ -54,7 +53,7 @@ def episode_stats(
     progress = info.get("progress")
     if progress is None and isinstance(summary, Mapping):
         progress = summary.get("progress")
-    stats: dict[str, Any] = {
+    stats: dict[str, object] = {
         "return": float(episode_return),
         "length": int(length),
         "success": float(bool(info.get("is_success", False))),
@@ -82,7 +81,7 @@ class EnvSlot:
         self.rewards: list[float] = []
         self.dones: list[bool] = []
         self.versions: list[int] = []
-        self.episode_stats: list[dict[str, Any]] = []
+        self.episode_stats: list[dict[str, object]] = []
         self.ep_return = 0.0
         self.ep_len = 0
         self.ep_fallbacks = 0
@@ -108,7 +107,7 @@ class EnvSlot:
         self.ep_len += 1
         self.ep_fallbacks += int(bool(fallback))
 
-    def end_episode(self, info: Mapping[str, Any], terminated: bool) -> None:
+    def end_episode(self, info: Mapping[str, object], terminated: bool) -> None:
         """The episode ended on the last step added: keep its stats, start counting anew."""
         self.episode_stats.append(
             episode_stats(

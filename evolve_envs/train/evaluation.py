@@ -1,43 +1,37 @@
 """Held-out evaluation: a policy's env success on fixed scenes that training never sees.
 
-Training draws reset seeds below ``2**31 - 1`` (workers and ``rl.grpo.group_seeds``), so
-:data:`HELD_OUT_BASE` ``+ k`` are scenes no training episode starts from. :func:`evaluate_policy`
-plays one episode per seed with the policy's mean action (deterministic), on the plain env
-(no reward model: success is the env's ``info["is_success"]`` flag, never a reward), and returns
-the success rate with its per-episode outcomes. ``deterministic=False`` samples the actions
-instead (as the workers do), from a torch RNG seeded with ``sample_seed`` and kept apart from the
-global one: a policy can succeed more with its noise than with its mean action (one that stalls
-where its mean is near zero), and comparing the two says so.
+Reset seeds from :data:`HELD_OUT_BASE` (training draws below ``2**31 - 1``), the plain env (no
+reward model: success is ``info["is_success"]``), the mean action or sampled ones
+(docs/training.md). :class:`HeldOutEvaluator` keeps its envs for the periodic evaluation;
+:func:`evaluate_saved` is ``evolve-envs evaluate``.
 
-:class:`HeldOutEvaluator` does the same on envs it builds once and keeps (a LIBERO simulator
-takes seconds to build), and records the frames of the first episodes for a video: the training
-loop evaluates through it every ``eval.every_s`` (:mod:`evolve_envs.train.periodic_eval`).
-:func:`read_saved` and :func:`evaluate_saved` evaluate a saved policy (a run's ``checkpoint.pt``
-or ``best.pt``, a snapshot): ``evolve-envs evaluate``.
-
-Example:
-    >>> from evolve_envs.train.config import TrainConfig
-    >>> from evolve_envs.train.worker_env import policy_from_config
-    >>> cfg = TrainConfig(env={"id": "evolve_envs/ReachPlace-v0", "max_episode_steps": 5},
-    ...                   reward_model={"enable": False})
-    >>> env = make_eval_env(cfg)
-    >>> pol = policy_from_config(cfg.policy, env.observation_space, env.action_space)
-    >>> res = evaluate_policy(cfg, pol, held_out_seeds(4))
-    >>> res.episodes, 0.0 <= res.success_rate <= 1.0
-    (4, True)
+>>> from evolve_envs.train.config import TrainConfig
+>>> from evolve_envs.train.worker_env import policy_from_config
+>>> cfg = TrainConfig(env={"id": "evolve_envs/ReachPlace-v0", "max_episode_steps": 5},
+...                   reward_model={"enable": False})
+>>> env = make_eval_env(cfg)
+>>> pol = policy_from_config(cfg.policy, env.observation_space, env.action_space)
+>>> evaluate_policy(cfg, pol, held_out_seeds(4)).episodes
+4
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import gymnasium as gym
+
+    from evolve_envs.train.config import TrainConfig
+    from evolve_envs.train.policies.base import Policy
 
 __all__ = [
     "HELD_OUT_BASE",
@@ -105,7 +99,7 @@ class EvalResult:
     def success_rate(self) -> float:
         return float(np.mean(self.success)) if self.success else float("nan")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The numbers (no frames), for a JSON result.
 
         >>> EvalResult([True, False], [3, 8], [1, 2]).to_json()["success_rate"]
@@ -121,14 +115,13 @@ class EvalResult:
         }
 
 
-def make_eval_env(cfg: Any, worker_index: int = 0) -> Any:
+def make_eval_env(cfg: TrainConfig, worker_index: int = 0) -> gym.Env:
     """The config's env without the reward model (success comes from the env)."""
-    from evolve_envs.train.config import TrainConfig
+    from evolve_envs.stack.config import ProgressModelConfig
     from evolve_envs.train.worker_env import make_worker_env
 
-    plain = TrainConfig.model_validate(
-        {**cfg.model_dump(), "reward_model": {"enable": False}, "record": None}
-    )  # fmt: skip
+    off = ProgressModelConfig(enable=False)
+    plain = cfg.model_copy(update={"reward_model": off, "record": None})
     return make_worker_env(plain, worker_index)
 
 
@@ -146,19 +139,19 @@ class HeldOutEvaluator:
         (3, 1, (64, 64, 3))
     """
 
-    def __init__(self, cfg: Any, num_envs: int = 10) -> None:
+    def __init__(self, cfg: TrainConfig, num_envs: int = 10) -> None:
         self.cfg = cfg
         self.num_envs = max(1, int(num_envs))
-        self._envs: list[Any] = []
+        self._envs: list[gym.Env] = []
 
-    def envs(self, n: int) -> list[Any]:
+    def envs(self, n: int) -> list[gym.Env]:
         """The first ``n`` (at most ``num_envs``) envs, built as needed."""
         n = max(1, min(n, self.num_envs))
         while len(self._envs) < n:
             self._envs.append(make_eval_env(self.cfg))
         return self._envs[:n]
 
-    def policy(self, state_dict: dict[str, Any] | None = None) -> Any:
+    def policy(self, state_dict: dict[str, object] | None = None) -> Policy:
         """A policy of the config for this env's spaces, with ``state_dict`` loaded if given."""
         from evolve_envs.train.worker_env import policy_from_config
 
@@ -170,7 +163,7 @@ class HeldOutEvaluator:
 
     def run(
         self,
-        policy: Any,
+        policy: Policy,
         seeds: Sequence[int],
         *,
         deterministic: bool = True,
@@ -190,9 +183,13 @@ class HeldOutEvaluator:
         return self._play(policy, seeds, True, record, video_key)
 
     def _play(
-        self, policy: Any, seeds: Sequence[int], deterministic: bool, record: int,
+        self,
+        policy: Policy,
+        seeds: Sequence[int],
+        deterministic: bool,
+        record: int,
         video_key: str | None,
-    ) -> EvalResult:  # fmt: skip
+    ) -> EvalResult:
         import torch
 
         from evolve_envs.train.worker_env import batch_obs, with_task
@@ -261,7 +258,9 @@ class HeldOutEvaluator:
         self.close()
 
 
-def _keep_frame(frames: dict[int, list[np.ndarray]], i: int, obs: Any, key: str | None) -> None:
+def _keep_frame(
+    frames: dict[int, list[np.ndarray]], i: int, obs: Mapping[str, object], key: str | None
+) -> None:
     """Append env ``i``'s camera frame to ``frames[i]`` when that episode is recorded."""
     from evolve_envs.recording.media import pick_frame
 
@@ -271,8 +270,8 @@ def _keep_frame(frames: dict[int, list[np.ndarray]], i: int, obs: Any, key: str 
 
 
 def evaluate_policy(
-    cfg: Any,
-    policy: Any,
+    cfg: TrainConfig,
+    policy: Policy,
     seeds: list[int],
     num_envs: int = 10,
     *,
@@ -296,8 +295,8 @@ class SavedPolicy:
     """
 
     path: Path
-    payload: dict[str, Any]
-    cfg: Any
+    payload: dict[str, object]
+    cfg: TrainConfig
 
 
 def read_saved(source: str | Path, *, best: bool = False) -> SavedPolicy:
@@ -337,7 +336,7 @@ def evaluate_saved(
     sampled: bool = True,
     videos: int = 3,
     sample_seed: int = 0,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Evaluate a saved policy on the held-out scenes of its config's ``eval`` block
     (``episodes`` and ``num_envs`` override it), with the mean action and, with ``sampled``,
     sampled actions; write ``result.json`` and, with ``videos > 0``, ``episodes.mp4`` (the first
@@ -356,7 +355,7 @@ def evaluate_saved(
             if sampled
             else None
         )
-    result: dict[str, Any] = {
+    result: dict[str, object] = {
         "policy": str(saved.path),
         "algo": saved.payload.get("algo"),
         "counters": saved.payload.get("counters"),

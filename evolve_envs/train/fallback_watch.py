@@ -23,7 +23,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TextIO
+from typing import TextIO
 
 __all__ = ["FallbackWatch"]
 
@@ -42,7 +42,7 @@ class FallbackWatch:
         self.first_s: float | None = None
         self._failing = False
 
-    def interval(self, row: Mapping[str, Any], reason: str | None = None) -> None:
+    def interval(self, row: Mapping[str, object], reason: str | None = None) -> None:
         """Count one metrics row (``reason``: the last failed call's error in it); print the
         warning when fallbacks start in it."""
         episodes = int(row.get("episodes") or 0)
@@ -74,7 +74,7 @@ class FallbackWatch:
         """Whether any episode of the run was scored (in part) by the fallback."""
         return self.episodes > 0 or self.steps > 0
 
-    def summary(self) -> dict[str, Any] | None:
+    def summary(self) -> dict[str, object] | None:
         """``summary.json``'s ``degraded`` entry; ``None`` for a run without fallbacks."""
         if not self.degraded:
             return None

@@ -1,39 +1,16 @@
 """The one training loop every algorithm runs in: budget, logging, checkpoints, worker health.
 
-An algorithm is a small object with the :class:`~evolve_envs.train.algorithm.Algorithm` methods;
-:func:`run_loop` owns
-everything around it, the same for all of them:
-
-* **Ray lifecycle** — it starts a
-  :class:`~evolve_envs.train.runtime.weight_registry.WeightRegistry`, a bounded trajectory queue and
-  the restartable rollout workers, builds the policy for their spaces, and kills all of them at
-  the end, whatever happens;
-* **budget** — ``run.minutes`` of wall-clock (from the first collection, after every worker has
-  built its envs), ``run.max_updates`` and ``run.max_env_steps`` (env steps taken in);
-* **checkpoints** — every ``run.checkpoint_every_s`` seconds *or* ``run.checkpoint_every_updates``
-  updates, and at the end, atomically (``checkpoint.pt``: the algorithm's ``state_dict`` plus the
-  config and the algorithm's name); ``--resume`` hands that state to ``load_state_dict``;
-* **worker health** — every second it looks at the workers' running calls (a collection loop that
-  raised stops the run with a checkpoint and :class:`WorkerFailedError`; a dead process is
-  restarted by Ray and counted in ``worker_restarts``), and an error inside ``collect`` is
-  reported the same way;
-* **logging** — a metrics row every ``run.log_every_s`` (CSV, TensorBoard, a progress bar on a
-  terminal or one line per row otherwise), the shared columns plus the algorithm's own;
-* **policy snapshots** — with ``run.snapshot_every_s`` a copy of the policy weights with the time
-  and env steps goes to ``snapshots/`` (for held-out learning curves, ``bench/d3``);
-* **held-out evaluation** — with ``eval.every_s`` or ``eval.every_updates`` the current policy is
-  evaluated on fixed unseen scenes, logged beside the metrics and kept as ``best.pt`` when it is
-  the best so far (:mod:`evolve_envs.train.periodic_eval`).
-
-The loop never names an algorithm: it takes an :class:`~evolve_envs.train.algorithm.Algorithm`
-(see :mod:`evolve_envs.train.algorithm` for the protocol and how one is registered).
+:func:`run_loop` owns everything around an :class:`~evolve_envs.train.algorithm.Algorithm`: the
+weight registry, trajectory queue and restartable workers (killed at the end whatever happens),
+the budget (``run.minutes``, ``max_updates``, ``max_env_steps``), atomic checkpoints, worker
+health checks, metrics rows, policy snapshots and the held-out evaluation (docs/DISTRL.md).
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from evolve_envs.train.algorithm import (
     Algorithm,
@@ -50,6 +27,13 @@ from evolve_envs.train.periodic_eval import PeriodicEval
 from evolve_envs.train.run_log import IntervalStats, TrainLog, format_row
 from evolve_envs.train.runtime.placement import PlacementError, on_this_node
 
+if TYPE_CHECKING:
+    import torch
+    from ray.actor import ActorHandle
+    from ray.util.placement_group import PlacementGroup
+
+    from evolve_envs.train.policies.base import Policy
+
 __all__ = [
     "learner_device",
     "public_config",
@@ -59,7 +43,7 @@ __all__ = [
 ]
 
 
-def reserve_learner_gpus(cfg: TrainConfig, timeout_s: float = 60.0) -> Any:
+def reserve_learner_gpus(cfg: TrainConfig, timeout_s: float = 60.0) -> PlacementGroup | None:
     """A Ray placement group holding ``learner.num_gpus`` GPUs for the learner (the driver
     process, which Ray does not schedule), so that workers asking for GPUs leave its share free;
     None when ``num_gpus`` is 0. Remove it with ``ray.util.remove_placement_group``."""
@@ -81,7 +65,7 @@ def reserve_learner_gpus(cfg: TrainConfig, timeout_s: float = 60.0) -> Any:
     return pg
 
 
-def learner_device(cfg: TrainConfig) -> Any:
+def learner_device(cfg: TrainConfig) -> torch.device:
     """The learner's torch device: CUDA when ``learner.num_gpus > 0`` and a GPU is visible."""
     import torch
 
@@ -90,7 +74,7 @@ def learner_device(cfg: TrainConfig) -> Any:
     return torch.device("cpu")
 
 
-def public_config(cfg: TrainConfig) -> dict[str, Any]:
+def public_config(cfg: TrainConfig) -> dict[str, object]:
     """The config as a tracker may see it: the reward service's token hidden.
 
     Example:
@@ -98,8 +82,8 @@ def public_config(cfg: TrainConfig) -> dict[str, Any]:
         >>> public_config(cfg)["reward_model"]["token"]
         '**********'
     """
-    data = cfg.model_dump()
-    if data["reward_model"].get("token"):
+    data = cfg.stored()
+    if cfg.reward_model.token is not None:
         data["reward_model"] = {**data["reward_model"], "token": "**********"}
     return data
 
@@ -128,10 +112,10 @@ def run_loop(
     worker_cfg: TrainConfig,
     cfg: TrainConfig,
     run_dir: Path,
-    state: dict[str, Any] | None,
+    state: dict[str, object] | None,
     log: TextIO,
     interactive: bool,
-) -> tuple[dict[str, int], dict[str, Any]]:
+) -> tuple[dict[str, int], dict[str, object]]:
     """Run ``algo`` until the budget is spent; ``worker_cfg`` is what workers build envs from
     (the embedded service's URL filled in), ``cfg`` what checkpoints record. Returns (counters,
     last metrics row)."""
@@ -141,8 +125,8 @@ def run_loop(
     from tqdm.auto import tqdm
 
     from evolve_envs.train.runtime.weight_registry import WeightRegistry
-    from evolve_envs.train.worker import start_workers
     from evolve_envs.train.worker_env import policy_from_config
+    from evolve_envs.train.worker_start import start_workers
 
     torch.manual_seed(cfg.run.seed)
     torch.set_num_threads(1)
@@ -155,7 +139,7 @@ def run_loop(
         maxsize=cfg.learner.queue_size,
         actor_options={"num_cpus": 0, "scheduling_strategy": here},
     )
-    workers: list[Any] = []
+    workers: list[ActorHandle] = []
     tlog = TrainLog(
         run_dir,
         tensorboard=cfg.run.tensorboard,
@@ -202,7 +186,7 @@ def run_loop(
         fallbacks = FallbackWatch(log)
         last_log = last_ckpt = last_check = time.monotonic()
         ckpt_updates = updates()
-        last: dict[str, Any] = {}
+        last: dict[str, object] = {}
         bar = tqdm(
             total=round(budget.seconds),
             unit="s",
@@ -214,7 +198,7 @@ def run_loop(
         placement = _Placement(run_dir, registry, str(device))
         placement.write()
 
-        def write_row(now: float) -> dict[str, Any]:
+        def write_row(now: float) -> dict[str, object]:
             row = _row(algo, stats, registry, budget, now - last_log, cfg.workers.num_envs)
             row.update(evals.columns())
             tlog.add(updates(), row)
@@ -299,7 +283,7 @@ class _Placement:
     worker the node (and reward transport) of each incarnation; rewritten with every metrics
     row, so a restart on another node shows while the run goes on."""
 
-    def __init__(self, run_dir: Path, registry: Any, device: str) -> None:
+    def __init__(self, run_dir: Path, registry: ActorHandle, device: str) -> None:
         import ray
 
         self.path = run_dir / "placement.json"
@@ -321,7 +305,9 @@ class _Placement:
 class _Snapshots:
     """Policy weights every ``every_s`` seconds under ``run_dir/snapshots/`` (None: off)."""
 
-    def __init__(self, run_dir: Path, every_s: float | None, policy: Any, budget: Budget) -> None:
+    def __init__(
+        self, run_dir: Path, every_s: float | None, policy: Policy, budget: Budget
+    ) -> None:
         self.dir = run_dir / "snapshots"
         self.every_s = every_s
         self.policy = policy
@@ -357,16 +343,16 @@ SETTLEMENT_COLUMNS = {
 def _row(
     algo: Algorithm,
     stats: IntervalStats,
-    registry: Any,
+    registry: ActorHandle,
     budget: Budget,
     elapsed: float,
     num_envs: int,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     import ray
 
     per_worker = ray.get(registry.workers.remote(), timeout=30)
     counters = algo.counters()
-    row: dict[str, Any] = {
+    row: dict[str, object] = {
         "time_s": round(budget.elapsed(), 2),
         "updates_total": counters["updates"],
         "version": counters["version"],

@@ -1,28 +1,13 @@
 """The training loop's own held-out evaluation, its log and the best policy (``best.pt``).
 
-With ``eval.every_s`` (or ``eval.every_updates``) set, :class:`PeriodicEval` evaluates the
-learner's current policy on ``eval.episodes`` fixed held-out scenes that training never sees
-(:mod:`evolve_envs.train.evaluation`: reset seeds from ``2**31``, the plain env, success = the
-env's flag), with the mean action and, with ``eval.sampled``, sampled actions, and again once
-the budget is spent. Each evaluation
+With ``eval.every_s`` / ``eval.every_updates``, :class:`PeriodicEval` evaluates the current policy
+on held-out scenes, writes ``eval.csv``, TensorBoard / W&B series and videos, and keeps the best
+policy atomically in ``best.pt`` (docs/training.md, "Held-out evaluation and the best
+checkpoint").
 
-* appends a row to ``eval.csv`` (``updates, time_s, env_steps, success, success_sampled,
-  episode_length``) and the series ``eval/<column>`` to TensorBoard and W&B (the same step as the
-  training rows: the update count); the metrics rows carry the latest numbers as
-  ``eval_success`` and ``eval_success_sampled``;
-* writes the first ``eval.video_episodes`` episodes as ``eval_videos/update_<N>.mp4``, shown in
-  TensorBoard (an animated GIF under ``eval/video``) and W&B;
-* keeps the best policy by held-out success (mean action; sampled actions break ties) in
-  ``best.pt``, atomically: the policy weights, the config, the counters and the evaluation;
-* prints one line (``eval: held-out success 0.40 (mean action), 0.50 (sampled) ...``).
-
-The learner waits while it evaluates (DistRL's workers go on collecting into the bounded queue);
-the time counts in the run's budget. ``summary.json`` gets the final and best evaluations.
-
-Example:
-    >>> from evolve_envs.train.config import TrainConfig
-    >>> PeriodicEval.due_at(TrainConfig(eval={"every_s": 60}).eval, 61.0, 0, 0.0, 0)
-    True
+>>> from evolve_envs.train.config import TrainConfig
+>>> PeriodicEval.due_at(TrainConfig(eval={"every_s": 60}).eval, 61.0, 0, 0.0, 0)
+True
 """
 
 from __future__ import annotations
@@ -30,11 +15,18 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from evolve_envs.train.checkpoint import save_atomic
 from evolve_envs.train.config import EvalConfig, TrainConfig
 from evolve_envs.train.evaluation import HeldOutEvaluator, held_out_seeds
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from evolve_envs.recording.metrics_log import EpisodeLog
+    from evolve_envs.train.policies.base import Policy
+    from evolve_envs.train.run_log import TrainLog
 
 __all__ = ["BEST", "PeriodicEval", "format_eval"]
 
@@ -42,7 +34,7 @@ __all__ = ["BEST", "PeriodicEval", "format_eval"]
 BEST = "best.pt"
 
 
-def format_eval(row: dict[str, Any]) -> str:
+def format_eval(row: dict[str, object]) -> str:
     """One evaluation as the line the loop prints.
 
     >>> format_eval({"time_s": 60.0, "updates": 40, "episodes": 10, "success": 0.4,
@@ -50,7 +42,7 @@ def format_eval(row: dict[str, Any]) -> str:
     '[   60.0s] eval: held-out success 0.40 (mean action), 0.50 (sampled) on 10 unseen scenes, env success flag; updates 40 (new best: best.pt)'
     """  # noqa: E501
 
-    def pct(v: Any) -> str:
+    def pct(v: object) -> str:
         return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}"
 
     sampled = f", {pct(row.get('success_sampled'))} (sampled)" if "success_sampled" in row else ""
@@ -61,7 +53,7 @@ def format_eval(row: dict[str, Any]) -> str:
     )
 
 
-def _best_note(row: dict[str, Any]) -> str:
+def _best_note(row: dict[str, object]) -> str:
     """What keeping ``row``'s policy as ``best.pt`` means: a first evaluation that solved nothing
     is kept only until something does better, and is not called a best.
 
@@ -83,7 +75,7 @@ class PeriodicEval:
     (False, {}, None)
     """
 
-    def __init__(self, cfg: TrainConfig, run_dir: Path, tlog: Any, log: TextIO) -> None:
+    def __init__(self, cfg: TrainConfig, run_dir: Path, tlog: TrainLog, log: TextIO) -> None:
         self.cfg = cfg
         self.ecfg: EvalConfig = cfg.eval
         self.enabled = self.ecfg.enabled
@@ -92,13 +84,13 @@ class PeriodicEval:
         self.log = log
         self.seeds = held_out_seeds(self.ecfg.episodes, self.ecfg.seed_offset)
         self.evaluator = HeldOutEvaluator(cfg, self.ecfg.num_envs) if self.enabled else None
-        self.csv: Any = None
-        self.history: list[dict[str, Any]] = []
-        self.best: dict[str, Any] | None = self._previous_best()
+        self.csv: EpisodeLog | None = None
+        self.history: list[dict[str, object]] = []
+        self.best: dict[str, object] | None = self._previous_best()
         self.last_s = 0.0
         self.last_updates: int | None = None
 
-    def _previous_best(self) -> dict[str, Any] | None:
+    def _previous_best(self) -> dict[str, object] | None:
         """The evaluation in a ``best.pt`` left by the run this one resumes (None: none)."""
         path = self.run_dir / BEST
         if not self.enabled or not path.is_file():
@@ -127,26 +119,28 @@ class PeriodicEval:
             "eval_success_sampled": last.get("success_sampled", math.nan),
         }
 
-    def maybe(self, policy: Any, counters: dict[str, int], elapsed: float) -> None:
+    def maybe(self, policy: Policy, counters: dict[str, int], elapsed: float) -> None:
         """Evaluate when due (``eval.every_s`` / ``eval.every_updates``)."""
         if self.enabled and self.due_at(
             self.ecfg, elapsed, int(counters["updates"]), self.last_s, self.last_updates
         ):
             self.evaluate(policy, counters, elapsed)
 
-    def final(self, policy: Any, counters: dict[str, int], elapsed: float) -> None:
+    def final(self, policy: Policy, counters: dict[str, int], elapsed: float) -> None:
         """The evaluation at the end of the run (unless one ran at this update count)."""
         if self.enabled and self.last_updates != int(counters["updates"]):
             self.evaluate(policy, counters, elapsed)
 
-    def evaluate(self, policy: Any, counters: dict[str, int], elapsed: float) -> dict[str, Any]:
+    def evaluate(
+        self, policy: Policy, counters: dict[str, int], elapsed: float
+    ) -> dict[str, object]:
         """Evaluate ``policy`` now; log, record the video, keep ``best.pt``; return the row."""
         assert self.evaluator is not None
         updates = int(counters["updates"])
         key = self.ecfg.video_key or self.cfg.policy.image_key
         t0 = time.monotonic()
         det = self.evaluator.run(policy, self.seeds, record=self.ecfg.video_episodes, video_key=key)
-        row: dict[str, Any] = {
+        row: dict[str, object] = {
             "time_s": round(elapsed, 2),
             "env_steps": int(counters.get("env_steps_in", 0)),
             "episodes": det.episodes,
@@ -170,7 +164,7 @@ class PeriodicEval:
         print(format_eval({**row, "first": first}), file=self.log, flush=True)
         return row
 
-    def _write(self, updates: int, row: dict[str, Any]) -> None:
+    def _write(self, updates: int, row: dict[str, object]) -> None:
         from evolve_envs.recording.metrics_log import EpisodeLog
 
         if self.csv is None:
@@ -180,7 +174,7 @@ class PeriodicEval:
         self.csv.add(updates, row)
         self.tlog.log_scalars("eval", updates, row)
 
-    def _video(self, updates: int, frames: list[Any]) -> None:
+    def _video(self, updates: int, frames: list[np.ndarray]) -> None:
         mp4 = None
         try:
             from evolve_envs.recording.media import write_mp4
@@ -190,16 +184,16 @@ class PeriodicEval:
             pass
         self.tlog.log_video("eval/video", frames, updates, mp4=mp4)
 
-    def _better(self, row: dict[str, Any]) -> bool:
-        def score(r: dict[str, Any]) -> tuple[float, float]:
-            def num(v: Any) -> float:
+    def _better(self, row: dict[str, object]) -> bool:
+        def score(r: dict[str, object]) -> tuple[float, float]:
+            def num(v: object) -> float:
                 return -1.0 if v is None or math.isnan(float(v)) else float(v)
 
             return num(r.get("success")), num(r.get("success_sampled"))
 
         return self.best is None or score(row) > score(self.best)
 
-    def _save_best(self, policy: Any, counters: dict[str, int], row: dict[str, Any]) -> None:
+    def _save_best(self, policy: Policy, counters: dict[str, int], row: dict[str, object]) -> None:
         state = {k: v.detach().cpu().clone() for k, v in policy.state_dict().items()}
         payload = {
             "policy": state,
@@ -211,7 +205,7 @@ class PeriodicEval:
         save_atomic(self.run_dir / BEST, payload)
         self.best = payload["eval"]
 
-    def summary(self) -> dict[str, Any] | None:
+    def summary(self) -> dict[str, object] | None:
         """What ``summary.json`` records: the scenes, the final and the best evaluation."""
         if not self.enabled:
             return None

@@ -19,9 +19,12 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evolve_envs.recording.metrics_log import EpisodeLog
+
+if TYPE_CHECKING:
+    from evolve_envs.train.common.trajectory import Trajectory
 
 __all__ = ["IntervalStats", "TrainLog", "format_row"]
 
@@ -45,7 +48,7 @@ class TrainLog(EpisodeLog):
         *,
         tensorboard: bool = True,
         wandb_project: str | None = None,
-        run_config: Mapping[str, Any] | None = None,
+        run_config: Mapping[str, object] | None = None,
     ) -> None:
         super().__init__(
             out,
@@ -73,18 +76,18 @@ class IntervalStats:
 
     def __init__(self) -> None:
         self.t0 = time.monotonic()
-        self._episodes: list[Mapping[str, Any]] = []
+        self._episodes: list[Mapping[str, object]] = []
         self._staleness: list[float] = []
         self.trajectories = 0
         self.env_steps = 0
         self.samples = 0
         self.updates = 0
 
-    def episodes(self, stats: Sequence[Mapping[str, Any]]) -> None:
+    def episodes(self, stats: Sequence[Mapping[str, object]]) -> None:
         """Record finished episodes' stats dicts (``return``, ``success``, ``progress``, ...)."""
         self._episodes.extend(stats)
 
-    def trajectory(self, traj: Any, learner_version: int) -> None:
+    def trajectory(self, traj: Trajectory, learner_version: int) -> None:
         """Record one trajectory taken in by the learner."""
         self.trajectories += 1
         self.env_steps += len(traj)
@@ -96,7 +99,7 @@ class IntervalStats:
         reasons = [e["fallback_reason"] for e in self._episodes if e.get("fallback_reason")]
         return str(reasons[-1]) if reasons else None
 
-    def row(self, elapsed: float | None = None) -> dict[str, Any]:
+    def row(self, elapsed: float | None = None) -> dict[str, object]:
         """The interval's metrics (means over its episodes; rates per second)."""
         dt = max(1e-9, elapsed if elapsed is not None else time.monotonic() - self.t0)
 
@@ -136,7 +139,7 @@ class IntervalStats:
         }
 
 
-def format_row(row: Mapping[str, Any]) -> str:
+def format_row(row: Mapping[str, object]) -> str:
     """One metrics row as the line printed when not on a terminal; the success is the env's
     flag, the progress the reward model's, and the line says which. When reward-model calls
     failed in the interval it ends with ``FALLBACK`` and the share of episodes that got fallback

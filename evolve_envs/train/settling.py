@@ -1,50 +1,40 @@
-"""Settled episodes in a rollout worker (``reward_model.calls: deferred``).
+"""Settled episodes in a rollout worker (``reward_model.calls: deferred``; docs/DISTRL.md).
 
-With deferred settlement the env never waits for the reward model: a step returns at once
-(its reward is not known yet) and the episode is handed on later, *settled*, once the last
-answer of its checks is in — a record with the rewards of its steps ``1..length`` (the same
-arithmetic as ``calls: sync``), whether it ``terminated`` and how many steps were played after
-a model-judged done (``cut_steps``: a ``sync`` env would have ended the episode there). The
-worker keeps what the policy saw and did until then (:class:`PlayedEpisode`) and, when the
-record arrives, makes the trajectories the learner takes (:func:`settled_trajectories`): the
-record's rewards, the cut steps dropped, the last step terminal when the record says so. The
-learner's data is what ``sync`` would have produced for the same actions.
+The env never waits for the reward model; the worker keeps what the policy saw and did
+(:class:`PlayedEpisode`) until the episode's record arrives with its rewards, then makes the
+trajectories the learner takes (:func:`settled_trajectories`): what ``calls: sync`` would have
+produced for the same actions, the steps played after a model-judged done cut.
+:class:`SettlingSlot` is one env's bookkeeping.
 
-:class:`SettlingSlot` is one env's bookkeeping: the episode being played and the ended ones
-waiting for their answers, keyed by episode index. ``segment_length`` cuts a settled episode
-into segments of at most that many steps, all handed on together (a segment of an episode
-cannot go before the episode is settled).
-
-Example (a hand-made record in place of the env's; the record's two rewards replace the
-zeros the steps returned, and the third step, played after the model's done, is cut):
-    >>> import numpy as np
-    >>> from types import SimpleNamespace
-    >>> records = []
-    >>> slot = SettlingSlot(lambda wait: [records.pop()] if records else [])
-    >>> for t in range(3):
-    ...     slot.add({"s": np.full(2, t, np.float32)}, np.zeros(1, np.float32), 0.0, 0, False)
-    >>> slot.end({"s": np.full(2, 3, np.float32)})
-    >>> slot.in_flight
-    1
-    >>> records.append(SimpleNamespace(index=0, length=2, rewards=np.array([0.1, 0.4]),
-    ...     terminated=True, truncated=False, cut_steps=1, summary={"progress": 50.0}))
-    >>> [traj] = slot.settle(worker_id=0)
-    >>> traj.rewards.tolist(), traj.dones.tolist(), traj.obs["s"][:, 0].tolist()
-    ([0.10000000149011612, 0.4000000059604645], [False, True], [0.0, 1.0, 2.0])
-    >>> traj.episode_stats[0]["cut_steps"], slot.in_flight, slot.cut_steps
-    (1, 0, 1)
+>>> import numpy as np
+>>> from types import SimpleNamespace
+>>> records = []
+>>> slot = SettlingSlot(lambda wait: [records.pop()] if records else [])
+>>> for t in range(3):
+...     slot.add({"s": np.full(2, t, np.float32)}, np.zeros(1, np.float32), 0.0, 0, False)
+>>> slot.end({"s": np.full(2, 3, np.float32)})
+>>> records.append(SimpleNamespace(index=0, length=2, rewards=np.array([0.1, 0.4]),
+...     terminated=True, truncated=False, cut_steps=1, summary={"progress": 50.0}))
+>>> [traj] = slot.settle(worker_id=0)
+>>> traj.dones.tolist(), traj.obs["s"][:, 0].tolist(), slot.cut_steps
+([False, True], [0.0, 1.0, 2.0], 1)
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from evolve_envs.progress.settled_episode import SettledEpisode
+from evolve_envs.stack.config import StackConfig
 from evolve_envs.train.common.trajectory import Trajectory
 from evolve_envs.train.episode_slot import episode_stats
+
+if TYPE_CHECKING:
+    import gymnasium as gym
 
 __all__ = [
     "SETTLING_COUNTS",
@@ -59,7 +49,7 @@ __all__ = [
 
 #: What a worker asks its env for settled episodes: ``source(wait)`` returns the records
 #: settled since the last call (with ``wait``, it first waits for at least one when any is due).
-SettledSource = Callable[[bool], list[Any]]
+SettledSource = Callable[[bool], list[SettledEpisode]]
 
 
 @dataclass
@@ -88,7 +78,7 @@ class PlayedEpisode:
 
 
 def settled_trajectories(
-    played: PlayedEpisode, record: Any, worker_id: int, segment_length: int | None = None
+    played: PlayedEpisode, record: SettledEpisode, worker_id: int, segment_length: int | None = None
 ) -> list[Trajectory]:
     """The trajectories of a settled episode: steps ``1..record.length`` of ``played`` with the
     record's rewards, the last one terminal when ``record.terminated``; cut into segments of at
@@ -107,7 +97,7 @@ def settled_trajectories(
         )
     terminated = bool(record.terminated)
     summary = dict(getattr(record, "summary", None) or {})
-    info: dict[str, Any] = {"is_success": bool(played.success[n - 1])}
+    info: dict[str, object] = {"is_success": bool(played.success[n - 1])}
     alarm = getattr(record, "alarm", None)  # the hacking alarm's state after this episode
     if isinstance(alarm, Mapping):
         info["reward_alarm"] = alarm
@@ -230,7 +220,7 @@ SETTLING_COUNTS: dict[str, int] = {
 }
 
 
-def settling_counts(slots: Sequence[SettlingSlot], envs: Sequence[Any]) -> dict[str, int]:
+def settling_counts(slots: Sequence[SettlingSlot], envs: Sequence[gym.Env]) -> dict[str, int]:
     """:data:`SETTLING_COUNTS` of a worker's slots and envs."""
     return {
         "settled": sum(s.settled for s in slots),
@@ -240,27 +230,19 @@ def settling_counts(slots: Sequence[SettlingSlot], envs: Sequence[Any]) -> dict[
     }
 
 
-def is_deferred(stack: Mapping[str, Any]) -> bool:
-    """Whether a stack config (``TrainConfig.stack()``) asks for settled episodes: the reward
-    model on with ``calls: deferred``.
-
-    Example:
-        >>> is_deferred({"reward_model": {"enable": True, "calls": "deferred"}})
-        True
-        >>> is_deferred({"reward_model": {"enable": False, "calls": "deferred"}})
-        False
-    """
-    rm = stack.get("reward_model") or {}
-    return bool(rm.get("enable", False)) and rm.get("calls") == "deferred"
+def is_deferred(stack: StackConfig) -> bool:
+    """Whether a stack config asks for settled episodes (reward model on, ``calls: deferred``)."""
+    rm = stack.reward_model
+    return rm.enable and getattr(rm, "calls", None) == "deferred"
 
 
-def settled_source(env: Any) -> SettledSource:
+def settled_source(env: gym.Env) -> SettledSource:
     """The env's settled-episode call (found through its wrapper stack)."""
     get = env.get_wrapper_attr("settled_episodes")
     return lambda wait: list(get(wait=wait))
 
 
-def episode_index(info: Mapping[str, Any]) -> int:
+def episode_index(info: Mapping[str, object]) -> int:
     """The number the env gives the episode its ``reset`` just started
     (``info["settlement_episode"]``), which its settled record carries as ``index``.
 
@@ -274,7 +256,7 @@ def episode_index(info: Mapping[str, Any]) -> int:
     return int(info["settlement_episode"])
 
 
-def saturation_waits(envs: Sequence[Any]) -> int:
+def saturation_waits(envs: Sequence[gym.Env]) -> int:
     """Resets that waited because the env had ``max_unsettled_episodes`` episodes unsettled
     (the reward service is saturated), summed over ``envs``."""
     total = 0
@@ -284,7 +266,7 @@ def saturation_waits(envs: Sequence[Any]) -> int:
     return total
 
 
-def settling_slots(stack: Mapping[str, Any], envs: Sequence[Any]) -> list[SettlingSlot] | None:
+def settling_slots(stack: StackConfig, envs: Sequence[gym.Env]) -> list[SettlingSlot] | None:
     """One :class:`SettlingSlot` per env when ``stack`` asks for settled episodes, else None."""
     if not is_deferred(stack):
         return None

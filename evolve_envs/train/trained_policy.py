@@ -21,7 +21,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -79,8 +79,8 @@ class TrainedPolicy:
 
     def act(
         self,
-        obs: Mapping[str, Any] | np.ndarray,
-        info: Mapping[str, Any] | None = None,
+        obs: Mapping[str, object] | np.ndarray,
+        info: Mapping[str, object] | None = None,
         *,
         deterministic: bool = True,
     ) -> np.ndarray:

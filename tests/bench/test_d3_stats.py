@@ -82,8 +82,7 @@ def test_slow_regime_overrides_make_three_workers_of_mixed_speed() -> None:
     assert regime_overrides("instant") == []
     cfg = load_train_config(TUNED_CONFIG, overrides=regime_overrides("slow"))
     assert cfg.workers.num_workers == 3 and cfg.workers.step_delay_s == [0.02, 0.02, 0.06]
-    assert cfg.reward_model["embedded_backend_kwargs"] == {"rule": "reach_place",
-                                                           "latency_ms": 500}  # fmt: skip
-    assert cfg.reward_model["calls"] == "deferred"  # settled episodes: no step waits
+    assert cfg.reward_model.embedded_backend_kwargs == {"rule": "reach_place", "latency_ms": 500}
+    assert cfg.reward_model.calls == "deferred"  # settled episodes: no step waits
     with pytest.raises(ValueError, match="regime"):
         regime_overrides("fast")

@@ -67,12 +67,12 @@ def pairings(path: Path, text: str | None = None) -> list[Pairing]:
 
 def expected_model(train_argv: list[str]) -> tuple[Any, dict[str, Any], str]:
     """(backend, kwargs, endpoint) a training command's config expects."""
-    from evolve_envs import load_config, load_train_config
+    from evolve_envs import load_train_config
 
     args, extra = parsers()["evolve-envs"].parse_known_args(train_argv)
     sources = [str(ROOT / c) if (ROOT / c).is_file() else c for c in args.config]
     cfg = load_train_config(*sources, overrides=[*args.overrides, *extra])
-    rm = load_config(cfg.stack(), environ={}).reward_model
+    rm = cfg.reward_model
     return rm.embedded_backend, dict(rm.embedded_backend_kwargs), str(rm.endpoint)
 
 
@@ -125,7 +125,7 @@ def test_every_training_config_with_a_remote_model_is_paired_with_a_server() -> 
     found = _all_pairings()
     for path in TRAIN_CONFIGS:
         cfg = load_train_config(path)
-        if cfg.reward_model.get("endpoint", "embedded") == "embedded":
+        if cfg.stored()["reward_model"].get("endpoint", "embedded") == "embedded":
             continue  # it starts the model it expects itself
         paired = [p for p in found if any(c in (path.stem, f"distrl/{path.stem}") for c in p.train)]
         assert paired, f"{path.name} reaches a reward service that no page starts for it"

@@ -57,11 +57,11 @@ def test_a_placed_block_earns_more_than_a_block_parked_near_the_goal():
                     env.unwrapped.positions()["block"] - env.unwrapped.positions()["target"]
                 )
                 assert 0.09 < gap < 0.2, gap  # it really parked short of the goal
-                assert s_info["bonus"] == pytest.approx(cfg.reward_model["success_bonus"])
+                assert s_info["bonus"] == pytest.approx(cfg.reward_model.success_bonus)
                 assert n_info["bonus"] == pytest.approx(0.0)
                 assert success > near, results
             # every success earns the model's full progress plus the bonus; no near miss does
-            assert min(s for _, s, _ in results) >= 1.0 + cfg.reward_model["success_bonus"] - 1e-6
+            assert min(s for _, s, _ in results) >= 1.0 + cfg.reward_model.success_bonus - 1e-6
             assert max(n for _, _, n in results) < 1.0
         finally:
             env.close()

@@ -33,7 +33,7 @@ def service():
 def block(url: str) -> dict[str, Any]:
     """The shipped DistRL config's reward block, with synchronous calls (one answer per step,
     whatever the machine's speed) and the service above."""
-    rm = dict(load_train_config("reach_place").reward_model)
+    rm = load_train_config("reach_place").stored()["reward_model"]
     rm.update(endpoint=url, calls="sync")
     assert rm["success_bonus"] > 0 and rm["check_at_episode_end"]
     return rm

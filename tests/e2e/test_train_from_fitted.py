@@ -23,8 +23,8 @@ def test_train_rewards_come_from_the_fitted_model(ray_local, tmp_path: Path, cap
     fit_reward(FitOptions("shipped", str(model), epochs=2, input_size=32, channels=8,
                           progress=False))  # fmt: skip
     config = load_train_config("reach_place_fitted")
-    assert config.reward_model["embedded_backend"] == "fitted"
-    assert config.reward_model["alarm"]["enable"] is True
+    assert config.reward_model.embedded_backend == "fitted"
+    assert config.reward_model.alarm.enable is True
     run_dir = tmp_path / "run"
     argv = ["train", "--config", "reach_place_fitted", "--run-dir", str(run_dir), "--minutes",
             "0.2", "--no-progress-bar", *SHORT_REACH_PLACE,

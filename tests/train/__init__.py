@@ -1,1 +1,1 @@
-"""Tests of the distributed RL trainer (DistRL)."""
+"""Tests of evolve_envs.train."""

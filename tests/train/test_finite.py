@@ -17,13 +17,14 @@ from evolve_envs.train.algorithm import TrainContext
 from evolve_envs.train.checkpoint import load_checkpoint
 from evolve_envs.train.common.finite import LIMIT, NonFiniteError, nonfinite_tensors
 from evolve_envs.train.common.trajectory import Trajectory
-from evolve_envs.train.config import LearnerConfig, load_train_config
+from evolve_envs.train.config import load_train_config
 from evolve_envs.train.distrl import loss as losses
 from evolve_envs.train.distrl.algorithm import DistRL
 from evolve_envs.train.distrl.learner import Learner
 from evolve_envs.train.driver import TrainOptions, run_train
 from evolve_envs.train.grpo import loss as grpo_loss
 from evolve_envs.train.grpo.algorithm import GRPO
+from evolve_envs.train.learner_config import LearnerConfig
 from tests.e2e.test_train import TOY
 from tests.train.distrl.test_loss import BOX, rollout, toy_policy
 

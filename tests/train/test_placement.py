@@ -6,7 +6,7 @@ import pytest
 
 from evolve_envs import load_train_config
 from evolve_envs.train.loop import learner_device, reserve_learner_gpus
-from evolve_envs.train.worker import start_workers
+from evolve_envs.train.worker_start import start_workers
 from tests.e2e.test_train import TOY
 
 

@@ -11,8 +11,8 @@ import pytest
 
 from evolve_envs import load_train_config
 from evolve_envs.train.runtime.weight_registry import WeightRegistry
-from evolve_envs.train.worker import start_workers
 from evolve_envs.train.worker_env import policy_from_config
+from evolve_envs.train.worker_start import start_workers
 from tests.helpers.toy_env import ENV_ID
 
 

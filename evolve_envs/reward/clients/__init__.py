@@ -1,21 +1,17 @@
-"""HTTP clients for reward services: progress (VLAC-compatible), video score, pickle scorer, and
-Robometer's evaluation routes.
+"""HTTP clients for reward services: progress (VLAC), video score, pickle scorer, Robometer.
 
-An :class:`EndpointPool` balances requests over the service replicas (whoever opens it closes
-it, or hands it to a client with ``close_pool=True``); each client speaks one protocol and returns
-:class:`CallResult` values, falling back (or raising :class:`RewardServiceError`) per its failure
-policy.
+An :class:`EndpointPool` balances requests over the replicas (whoever opens it closes it, or
+hands it over with ``close_pool=True``); each client speaks one protocol and returns
+:class:`CallResult` values, falling back or raising per its failure policy.
 
-Example (``httpx.MockTransport`` stands in for a service that reads any pair as 12.5 %):
-
-    >>> import httpx
-    >>> import numpy as np
-    >>> from evolve_envs.reward.clients import EndpointPool, ProgressClient
-    >>> service = httpx.MockTransport(lambda r: httpx.Response(200, json={"critic": 12.5}))
-    >>> frame_a = frame_b = np.zeros((32, 32, 3), np.uint8)
-    >>> with EndpointPool("http://127.0.0.1:8111", timeout=120, transport=service) as pool:
-    ...     ProgressClient(pool).pairwise_critic("open the drawer", frame_a, frame_b).value
-    12.5
+>>> import httpx
+>>> import numpy as np
+>>> from evolve_envs.reward.clients import EndpointPool, ProgressClient
+>>> service = httpx.MockTransport(lambda r: httpx.Response(200, json={"critic": 12.5}))
+>>> frame_a = frame_b = np.zeros((32, 32, 3), np.uint8)
+>>> with EndpointPool("http://127.0.0.1:8111", timeout=120, transport=service) as pool:
+...     ProgressClient(pool).pairwise_critic("open the drawer", frame_a, frame_b).value
+12.5
 """
 
 from evolve_envs.reward.clients.endpoint_pool import EndpointPool

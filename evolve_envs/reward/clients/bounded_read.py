@@ -37,10 +37,16 @@ from __future__ import annotations
 import contextvars
 import time
 import zlib
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import httpcore
 import httpx
+
+if TYPE_CHECKING:
+    import ssl
+
+    from httpcore._backends.base import SOCKET_OPTION as SocketOption
 
 __all__ = [
     "ACCEPT_ENCODING",
@@ -126,12 +132,15 @@ class _DeadlineStream(httpcore.NetworkStream):
         self._stream.close()
 
     def start_tls(
-        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
     ) -> httpcore.NetworkStream:
         left = _time_left(timeout, httpcore.ConnectTimeout)
         return _DeadlineStream(self._stream.start_tls(ssl_context, server_hostname, left))
 
-    def get_extra_info(self, info: str) -> Any:
+    def get_extra_info(self, info: str) -> object:
         return self._stream.get_extra_info(info)
 
 
@@ -147,14 +156,17 @@ class _DeadlineBackend(httpcore.NetworkBackend):
         port: int,
         timeout: float | None = None,
         local_address: str | None = None,
-        socket_options: Any = None,
+        socket_options: Iterable[SocketOption] | None = None,
     ) -> httpcore.NetworkStream:
         left = _time_left(timeout, httpcore.ConnectTimeout)
         stream = self._backend.connect_tcp(host, port, left, local_address, socket_options)
         return _DeadlineStream(stream)
 
     def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Any = None
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[SocketOption] | None = None,
     ) -> httpcore.NetworkStream:
         left = _time_left(timeout, httpcore.ConnectTimeout)
         return _DeadlineStream(self._backend.connect_unix_socket(path, left, socket_options))

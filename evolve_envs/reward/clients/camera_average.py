@@ -28,12 +28,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TypeVar
 
 import numpy as np
 
-from evolve_envs.reward.clients.progress_client import DoneResult, TrajectoryValues
+from evolve_envs.reward.clients.progress_client import DoneResult, ProgressClient, TrajectoryValues
 from evolve_envs.reward.clients.results import CallResult
+
+V = TypeVar("V")
+R = TypeVar("R")
 
 __all__ = ["CameraAverageClient"]
 
@@ -47,7 +50,7 @@ class CameraAverageClient:
         close_inner: `close()` also closes `client` (False when its owner closes it).
     """
 
-    def __init__(self, client: Any, cameras: int, *, close_inner: bool = True) -> None:
+    def __init__(self, client: ProgressClient, cameras: int, *, close_inner: bool = True) -> None:
         if int(cameras) < 1:
             raise ValueError(f"cameras must be >= 1, got {cameras}")
         self.client = client
@@ -55,7 +58,7 @@ class CameraAverageClient:
         self.close_inner = bool(close_inner)
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="camavg")
 
-    def __getattr__(self, name: str) -> Any:  # capabilities, stats, pool, close ... pass through
+    def __getattr__(self, name: str) -> object:  # capabilities, stats, pool, close ... pass through
         return getattr(self.client, name)
 
     def _view(self, frame: np.ndarray, k: int) -> np.ndarray:
@@ -67,8 +70,8 @@ class CameraAverageClient:
         return arr[k]
 
     def _combine(
-        self, results: Sequence[CallResult[Any]], merge: Callable[[list[Any]], Any]
-    ) -> CallResult[Any]:
+        self, results: Sequence[CallResult[V]], merge: Callable[[list[V]], R]
+    ) -> CallResult[R]:
         for r in results:
             if not r.ok:
                 return r
@@ -84,28 +87,32 @@ class CameraAverageClient:
         )
 
     def _each(
-        self, method: str, make_args: Callable[[int], tuple], **kwargs: Any
-    ) -> list[CallResult[Any]]:
+        self, method: str, make_args: Callable[[int], tuple[object, ...]], **kwargs: object
+    ) -> list[CallResult[V]]:
         submit = getattr(self.client, f"submit_{method}")
         futures = [submit(*make_args(k), **kwargs) for k in range(self.cameras)]
         return [f.result() for f in futures]
 
     # --- pairwise -------------------------------------------------------------------------------
-    def pairwise_critic(self, task: str, image_a: Any, image_b: Any) -> CallResult[float]:
+    def pairwise_critic(
+        self, task: str, image_a: np.ndarray, image_b: np.ndarray
+    ) -> CallResult[float]:
         """The mean critic over the cameras."""
         results = self._each(
             "pairwise_critic", lambda k: (task, self._view(image_a, k), self._view(image_b, k))
         )
         return self._combine(results, lambda v: float(np.mean(v)))
 
-    def submit_pairwise_critic(self, task: str, image_a: Any, image_b: Any) -> Future[Any]:
+    def submit_pairwise_critic(
+        self, task: str, image_a: np.ndarray, image_b: np.ndarray
+    ) -> Future[CallResult[float]]:
         """Non-blocking :meth:`pairwise_critic`."""
         a, b = np.array(image_a, copy=True), np.array(image_b, copy=True)
         return self._pool.submit(self.pairwise_critic, task, a, b)
 
     # --- trajectory -----------------------------------------------------------------------------
     def trajectory_values(
-        self, task: str, frames: Sequence[Any], **kwargs: Any
+        self, task: str, frames: Sequence[np.ndarray], **kwargs: object
     ) -> CallResult[TrajectoryValues | None]:
         """The element-wise mean of the cameras' values and critics."""
         results = self._each(
@@ -122,14 +129,21 @@ class CameraAverageClient:
         return self._combine(results, merge)
 
     def submit_trajectory_values(
-        self, task: str, frames: Sequence[Any], **kwargs: Any
-    ) -> Future[Any]:
+        self, task: str, frames: Sequence[np.ndarray], **kwargs: object
+    ) -> Future[CallResult[TrajectoryValues | None]]:
         """Non-blocking :meth:`trajectory_values`."""
         copies = [np.array(f, copy=True) for f in frames]
         return self._pool.submit(self.trajectory_values, task, copies, **kwargs)
 
     # --- done -----------------------------------------------------------------------------------
-    def done(self, task: str, first: Any, prev: Any, curr: Any, **kwargs: Any) -> CallResult[Any]:
+    def done(
+        self,
+        task: str,
+        first: np.ndarray,
+        prev: np.ndarray,
+        curr: np.ndarray,
+        **kwargs: object,
+    ) -> CallResult[DoneResult]:
         """Mean probability; done when at least half the cameras say done."""
         results = self._each(
             "done",
@@ -145,7 +159,14 @@ class CameraAverageClient:
 
         return self._combine(results, merge)
 
-    def submit_done(self, task: str, first: Any, prev: Any, curr: Any, **kwargs: Any) -> Future:
+    def submit_done(
+        self,
+        task: str,
+        first: np.ndarray,
+        prev: np.ndarray,
+        curr: np.ndarray,
+        **kwargs: object,
+    ) -> Future[CallResult[DoneResult]]:
         """Non-blocking :meth:`done`."""
         frames = [np.array(f, copy=True) for f in (first, prev, curr)]
         return self._pool.submit(self.done, task, *frames, **kwargs)

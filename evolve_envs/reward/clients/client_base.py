@@ -60,7 +60,7 @@ def parse_json_model(reply: PoolResponse, route: str, model: type[M]) -> M:
     return validate_model(reply, route, model, body)
 
 
-def validate_model(reply: PoolResponse, route: str, model: type[M], payload: Any) -> M:
+def validate_model(reply: PoolResponse, route: str, model: type[M], payload: object) -> M:
     """Validate a decoded body against ``model`` (the protocol's models refuse NaN/inf);
     a mismatch raises :class:`RewardServiceError` (kind ``invalid_response``)."""
     try:
@@ -148,11 +148,11 @@ class ClientBase:
         return self.pool.request(method, route, timeout=self.timeout, **kwargs)
 
     def _run(
-        self, route: str, call: Callable[[], tuple[T, str, int]], fallback: Any
+        self, route: str, call: Callable[[], tuple[T, str, int]], fallback: T
     ) -> CallResult[T]:
         return self.policy.run(route, call, fallback)
 
-    def _submit(self, fn: Callable[..., CallResult[T]], *args: Any) -> Future[CallResult[T]]:
+    def _submit(self, fn: Callable[..., CallResult[T]], *args: object) -> Future[CallResult[T]]:
         with self._executor_lock:
             if self._closed:
                 raise RuntimeError(f"{self._name} is closed")

@@ -1,45 +1,20 @@
 """EndpointPool: balanced, retrying, health-aware access to a set of reward service replicas.
 
-The pool owns one ``httpx.Client`` on a
-:class:`~evolve_envs.reward.clients.failover_transport.FailoverTransport` (keep-alive connections
-are reused across calls and threads). The transport picks the endpoint of each attempt
-(``"least_in_flight"`` by default, ties rotate, or ``"round_robin"``), marks endpoints down when
-they refuse connections or fail ``failures_to_down`` times in a row, and re-probes them in the
-background; an injected ``transport=`` (e.g. ``httpx.MockTransport``) sits below it. The pool adds,
-per request:
+One ``httpx.Client`` on a :class:`~evolve_envs.reward.clients.failover_transport.FailoverTransport`;
+the pool retries within the call's budget and raises a ``RewardServiceError`` naming endpoint,
+route and cause (docs/ARCHITECTURE.md, "The failover transport"). Two replicas here; the first
+refuses connections, so the call moves to the second and the first is marked down:
 
-* retries through :func:`stamina.retry_context` on connect errors, timeouts, connection resets,
-  HTTP 429 and 5xx, moving to another endpoint when one is available (``max_retries`` extra
-  attempts, bounded by a total time budget), with exponential backoff once every usable endpoint
-  has failed the call; any other 4xx is the caller's fault and is *not* retried. stamina logs
-  each scheduled retry on the ``stamina`` logger and counts it in Prometheus when
-  ``prometheus_client`` is installed;
-* fail-fast when every endpoint is down (no hammering, no waiting) until a probe succeeds;
-* bounded answers: a call ends by its budget (``total_timeout``) however slowly an endpoint
-  sends, and an answer over ``max_response_bytes`` once decompressed (16 MiB by default) is
-  dropped unread as an invalid response (:mod:`evolve_envs.reward.clients.bounded_read`).
-
-Failures raise :class:`~evolve_envs.reward.clients.errors.RewardServiceError` naming endpoint, route
-and cause; the clients turn that into a fallback value or re-raise it, per their failure policy.
-
-``VLAC_SERVICE_URL`` + ``VLAC_SERVICE_NUM`` expand to consecutive ports (see
-:func:`~evolve_envs.reward.clients.endpoint_urls.expand_endpoints` and
-:func:`~evolve_envs.reward.clients.endpoint_urls.endpoints_from_env`); one call's retries,
-deadline and backoff are :class:`~evolve_envs.reward.clients.pool_call.PoolCall`.
-
-Example: two replicas behind a stand-in transport; the first refuses connections, so the call
-moves to the second and the first is marked down:
-
-    >>> import httpx
-    >>> def replicas(request):
-    ...     if request.url.port == 8111:
-    ...         raise httpx.ConnectError("connection refused", request=request)
-    ...     return httpx.Response(200, json={"critic": 12.5})
-    >>> urls = ["http://127.0.0.1:8111", "http://127.0.0.1:8112"]
-    >>> with EndpointPool(urls, timeout=60, transport=httpx.MockTransport(replicas)) as pool:
-    ...     reply = pool.request("POST", "/pairwise-critic", json={"task": "t"})
-    ...     reply.response.json(), reply.endpoint, reply.attempts, pool.healthy_urls()
-    ({'critic': 12.5}, 'http://127.0.0.1:8112', 2, ['http://127.0.0.1:8112'])
+>>> import httpx
+>>> def replicas(request):
+...     if request.url.port == 8111:
+...         raise httpx.ConnectError("connection refused", request=request)
+...     return httpx.Response(200, json={"critic": 12.5})
+>>> urls = ["http://127.0.0.1:8111", "http://127.0.0.1:8112"]
+>>> with EndpointPool(urls, timeout=60, transport=httpx.MockTransport(replicas)) as pool:
+...     reply = pool.request("POST", "/pairwise-critic", json={"task": "t"})
+...     reply.response.json(), reply.endpoint, reply.attempts, pool.healthy_urls()
+({'critic': 12.5}, 'http://127.0.0.1:8112', 2, ['http://127.0.0.1:8112'])
 """
 
 from __future__ import annotations
@@ -82,51 +57,21 @@ class EndpointPool:
     """Balanced, retrying, health-aware access to one or more reward service replicas.
 
     Args:
-        endpoints: one base URL, a comma-separated string, or a list (see
-            :func:`~evolve_envs.reward.clients.endpoint_urls.expand_endpoints`).
-        timeout: per-attempt read/write timeout in seconds (VLAC's default is 120).
-        connect_timeout: per-attempt connect timeout in seconds.
-        max_retries: extra attempts after the first one for retryable failures.
-        backoff_s: first backoff before retrying an endpoint that already failed in this request
-            (doubles each time, with jitter, capped by ``max_backoff_s``; a ``Retry-After``
-            header lengthens it up to that cap). Moving to a different, untried endpoint
-            happens without waiting.
-        total_timeout: upper bound on one request, retries and backoff included: a total
-            deadline, not a per-read timeout (every connect, write and read of an attempt is cut
-            to what is left of it, so a server that answers a byte at a time cannot stretch a
-            call past it). ``None`` means ``(timeout + connect_timeout) * (max_retries + 1) +
-            max_backoff_s * max_retries`` (385 s with the defaults); ``make_env`` passes
-            ``reward_model.call_budget_s``.
-        max_response_bytes: the most bytes one answer may have once decoded (gzip/deflate are
-            decompressed by the client, within this limit; 16 MiB by default). A larger answer
-            is dropped unread and fails the call as an invalid response (not retried).
-        token: bearer token sent as ``Authorization: Bearer <token>`` on every request and probe;
-            ``None``: ``$EVOLVE_REWARD_TOKEN`` if set (the variable the server reads too), ``""``:
-            no token.
-        probe_interval_s: how long a down endpoint rests before the next health probe.
-        probe_timeout_s: timeout of one health probe.
-        health_route: first probe route; ``GET`` unless the route ends in ``healthcheck``
-            (VLAC's ``POST /healthcheck``). ``GET /health`` and ``POST /healthcheck`` are the
-            fallbacks when it is missing; a server with none is alive if it answers below 500.
-        failures_to_down: consecutive 429/5xx/timeouts/resets that mark an endpoint down (a
-            refused connection marks it down at once).
-        selection: ``"least_in_flight"`` or ``"round_robin"``.
-        max_connections: httpx connection pool size (keep-alive connections reused).
-        trust_env: let httpx read proxy settings from the environment (off by default: cluster
-            proxies usually cannot reach compute nodes).
-        transport: the httpx transport requests go through (default: httpx's HTTP transport);
-            tests and embedders pass ``httpx.MockTransport`` or their own.
-
-    Example: a replica that is overloaded once (503) is retried after a short backoff.
-
-        >>> import httpx
-        >>> answers = iter([httpx.Response(503), httpx.Response(200, json={"backend": "mock"})])
-        >>> service = httpx.MockTransport(lambda request: next(answers))
-        >>> with EndpointPool("http://127.0.0.1:8111", timeout=30, max_retries=2,
-        ...                   backoff_s=0.01, transport=service) as pool:
-        ...     r = pool.request("GET", "/capabilities")
-        ...     r.endpoint, r.response.json(), r.attempts
-        ('http://127.0.0.1:8111', {'backend': 'mock'}, 2)
+        endpoints: one base URL, a comma-separated string, or a list (``expand_endpoints``).
+        timeout: per-attempt read/write timeout in seconds; ``connect_timeout`` the connect one.
+        max_retries: extra attempts after the first for retryable failures; ``backoff_s`` the first
+            wait before retrying an endpoint that already failed (doubling, capped by
+            ``max_backoff_s``, lengthened by ``Retry-After``).
+        total_timeout: the whole call's budget, retries and backoff included (``None``: derived from
+            the per-attempt timeouts); every connect, write and read is cut to what is left of it.
+        max_response_bytes: the most bytes one decoded answer may have (16 MiB by default).
+        token: bearer token for every request and probe (``None``: ``$EVOLVE_REWARD_TOKEN``; ``""``:
+            none).
+        probe_interval_s, probe_timeout_s, health_route, failures_to_down, selection: the failover
+            transport's (docs/ARCHITECTURE.md).
+        max_connections, trust_env, transport: the httpx connection pool size, whether httpx reads
+            proxy settings from the environment (off), and the transport below (tests pass
+            ``httpx.MockTransport``).
     """
 
     def __init__(
@@ -243,7 +188,7 @@ class EndpointPool:
     def closed(self) -> bool:
         return self._closed
 
-    def endpoint_stats(self) -> list[dict[str, Any]]:
+    def endpoint_stats(self) -> list[dict[str, object]]:
         """Per-endpoint counters: url, up, in_flight, requests, successes, failures,
         consecutive_failures, probes, last_error, down_for_s."""
         return self._failover.endpoint_stats()
@@ -273,7 +218,7 @@ class EndpointPool:
         method: str,
         route: str,
         *,
-        json: Any = None,
+        json: object = None,
         content: bytes | None = None,
         headers: Mapping[str, str] | None = None,
         timeout: float | None = None,
@@ -325,17 +270,22 @@ class EndpointPool:
         remaining = max(0.001, call.deadline - time.monotonic())
         per_try = min(call.attempt_timeout, remaining)
         request = self._client.build_request(
-            call.method, call.route, **call.body,
+            call.method,
+            call.route,
+            **call.body,
             timeout=httpx.Timeout(per_try, connect=min(self.connect_timeout, remaining)),
             extensions={AVOID: frozenset(call.tried), DEADLINE: call.deadline},
-        )  # fmt: skip
+        )
         try:
             response = self._client.send(request)
         except NoEndpointAvailable as exc:
             raise call.last_error or RewardServiceError(
-                ", ".join(self.urls), call.route, str(exc), kind=ErrorKind.NO_ENDPOINT,
+                ", ".join(self.urls),
+                call.route,
+                str(exc),
+                kind=ErrorKind.NO_ENDPOINT,
                 attempts=num - 1,
-            ) from None  # fmt: skip
+            ) from None
         except httpx.TimeoutException as exc:
             if time.monotonic() >= call.deadline:
                 cause = (

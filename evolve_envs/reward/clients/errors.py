@@ -1,26 +1,15 @@
-"""The exceptions reward clients raise when a reward service request fails: one base, four kinds.
+"""The exceptions reward clients raise when a request fails: one base, four kinds.
 
-A failure always names three things: the endpoint (base URL, or ``None`` when no endpoint could
-be tried), the route (e.g. ``/pairwise-critic``) and the cause (connect error, timeout, HTTP
-status with the server's message, or an invalid response body). Catch the base,
-:class:`RewardServiceError`, or one branch of the tree:
+Every failure names the endpoint, the route and the cause. :class:`ServiceUnreachableError`: no
+answer to use (refused, reset, every endpoint down, 429/5xx), worth retrying later;
+:class:`ServiceTimeoutError`; :class:`RequestRejectedError` (4xx but 429: fix the request);
+:class:`BadResponseError` (a 2xx answer that breaks the protocol). Building the base with a
+``kind`` gives the matching branch:
 
-* :class:`ServiceUnreachableError` — no answer to use: connection refused or reset, every endpoint
-  down, the pool closed, or the service overloaded or failing (429, 5xx); worth retrying later;
-* :class:`ServiceTimeoutError` — an attempt or the whole call budget timed out;
-* :class:`RequestRejectedError` — the service refused this request (4xx but 429): fix the request;
-* :class:`BadResponseError` — a 2xx answer that breaks the protocol.
-
-Constructing :class:`RewardServiceError` with a ``kind`` (and ``status_code``) gives an instance
-of the matching branch.
-
-Example:
-    >>> err = RewardServiceError("http://127.0.0.1:8111", "/done", "HTTP 422: bad frame",
-    ...                          kind=ErrorKind.HTTP_STATUS, status_code=422)
-    >>> type(err).__name__, isinstance(err, RewardServiceError)
-    ('RequestRejectedError', True)
-    >>> type(RewardServiceError(None, "/done", "refused", kind=ErrorKind.CONNECT)).__name__
-    'ServiceUnreachableError'
+>>> err = RewardServiceError("http://127.0.0.1:8111", "/done", "HTTP 422: bad frame",
+...                          kind=ErrorKind.HTTP_STATUS, status_code=422)
+>>> type(err).__name__, isinstance(err, RewardServiceError)
+('RequestRejectedError', True)
 """
 
 from __future__ import annotations
@@ -50,20 +39,8 @@ class ErrorKind:
 class RewardServiceError(RuntimeError):
     """A reward service request failed; the message names endpoint, route and cause.
 
-    Attributes:
-        endpoint: base URL of the endpoint that failed last (``None`` if none was tried).
-        route: the request route, e.g. ``"/trajectory-critic"``.
-        cause: human-readable cause.
-        kind: one of :class:`ErrorKind`'s values.
-        status_code: HTTP status for ``kind == "http_status"``, else ``None``.
-        attempts: how many HTTP attempts were made (retries + 1).
-
-    Example:
-        >>> raise RewardServiceError("http://127.0.0.1:8111", "/done", "HTTP 503: overloaded")
-        Traceback (most recent call last):
-        ...
-        evolve_envs.reward.clients.errors.RewardServiceError: reward service request to
-        ...8111/done failed: ...
+    ``endpoint`` is ``None`` when none was tried; ``status_code`` is set for ``kind ==
+    "http_status"``; ``attempts`` counts the HTTP attempts (retries + 1).
     """
 
     def __new__(cls, *args: object, **kwargs: object) -> RewardServiceError:

@@ -1,43 +1,22 @@
 """FailoverTransport: an httpx transport that spreads requests over reward service replicas.
 
-A client built on it sends every request to a placeholder base URL (any host); the transport
-picks a replica for it, rewrites the URL to that replica's base URL + the request's path, and
-passes it on to an inner transport (httpx's HTTP transport by default; ``httpx.MockTransport`` in
-tests). It picks the replica that is up with the fewest requests in flight (ties rotate), or
-rotates (``"round_robin"``), and avoids the replicas named in the request's ``"reward_avoid"``
-extension (those that already failed this call) while another one is up. The replica it chose is
-written to the request's ``"reward_endpoint"`` extension.
+It picks a replica per request, reads every answer within its size and deadline bounds, marks
+failing replicas down and re-probes them (docs/ARCHITECTURE.md, "The failover transport").
+The first replica here refuses connections, so the second answers and the first is down:
 
-Every answer (and every health probe's) is read here, once, through
-:func:`~evolve_envs.reward.clients.bounded_read.read_bounded`: at most ``max_response_bytes``
-decoded bytes (a larger or undecodable answer raises
-:class:`~evolve_envs.reward.clients.bounded_read.ResponseRefused`), and nothing past the deadline
-a request carries in its ``"reward_deadline"`` extension (the pool's call budget): the default
-inner transport's sockets never wait past it, whatever the server sends and how slowly.
-
-A replica is marked *down* when it refuses a connection, or after ``failures_to_down``
-consecutive failures (429/5xx, timeouts, resets, refused answers); a down replica gets no
-traffic, and a background thread re-probes it every ``probe_interval_s`` (``health_route``
-first, then ``GET /health``, then ``POST /healthcheck``: a 2xx is healthy; when every one is
-missing (404/405/501), any answer below 500 counts as alive). With every replica down a request
-raises :class:`NoEndpointAvailable` at once. Retries are not the transport's job:
-:class:`~evolve_envs.reward.clients.endpoint_pool.EndpointPool` retries around it.
-
-Example: the first replica refuses connections, so the second answers and the first is down:
-
-    >>> def replicas(request):
-    ...     if request.url.port == 8111:
-    ...         raise httpx.ConnectError("connection refused", request=request)
-    ...     return httpx.Response(200, json={"port": request.url.port})
-    >>> transport = FailoverTransport(["http://127.0.0.1:8111", "http://127.0.0.1:8112"],
-    ...                               transport=httpx.MockTransport(replicas))
-    >>> with httpx.Client(base_url="http://reward-service", transport=transport) as client:
-    ...     try:
-    ...         client.get("/health")
-    ...     except httpx.ConnectError:
-    ...         pass
-    ...     client.get("/health").json(), transport.healthy_urls()
-    ({'port': 8112}, ['http://127.0.0.1:8112'])
+>>> def replicas(request):
+...     if request.url.port == 8111:
+...         raise httpx.ConnectError("connection refused", request=request)
+...     return httpx.Response(200, json={"port": request.url.port})
+>>> transport = FailoverTransport(["http://127.0.0.1:8111", "http://127.0.0.1:8112"],
+...                               transport=httpx.MockTransport(replicas))
+>>> with httpx.Client(base_url="http://reward-service", transport=transport) as client:
+...     try:
+...         client.get("/health")
+...     except httpx.ConnectError:
+...         pass
+...     client.get("/health").json(), transport.healthy_urls()
+({'port': 8112}, ['http://127.0.0.1:8112'])
 """
 
 from __future__ import annotations
@@ -45,7 +24,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal
 
 import httpx
 
@@ -80,31 +60,18 @@ class NoEndpointAvailable(httpx.TransportError):
     """Every replica is marked down and not yet due for a probe."""
 
 
+@dataclass(slots=True, eq=False)
 class _Endpoint:
-    __slots__ = (
-        "url",
-        "in_flight",
-        "requests",
-        "successes",
-        "failures",
-        "consecutive_failures",
-        "down_until",
-        "down_since",
-        "last_error",
-        "probes",
-    )
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.in_flight = 0
-        self.requests = 0
-        self.successes = 0
-        self.failures = 0
-        self.consecutive_failures = 0
-        self.down_until: float | None = None  # monotonic time of the next probe; None = up
-        self.down_since: float | None = None
-        self.last_error: str | None = None
-        self.probes = 0
+    url: str
+    in_flight: int = 0
+    requests: int = 0
+    successes: int = 0
+    failures: int = 0
+    consecutive_failures: int = 0
+    down_until: float | None = None  # monotonic time of the next probe; None = up
+    down_since: float | None = None
+    last_error: str | None = None
+    probes: int = 0
 
     @property
     def up(self) -> bool:
@@ -144,23 +111,11 @@ def describe_http_error(response: httpx.Response, limit: int = 300) -> str:
 class FailoverTransport(httpx.BaseTransport):
     """Pick a replica for each request, keep their in-flight counts and up/down marks.
 
-    Args:
-        urls: the replicas' base URLs (normalised, e.g. by
-            :func:`~evolve_envs.reward.clients.endpoint_pool.expand_endpoints`).
-        transport: the inner transport requests go through (default: httpx's HTTP transport
-            with ``limits``); tests pass ``httpx.MockTransport``.
-        selection: ``"least_in_flight"`` or ``"round_robin"``.
-        failures_to_down: consecutive 429/5xx/timeouts/resets that mark a replica down.
-        probe_interval_s: how long a down replica rests before the next health probe.
-        probe_timeout_s: timeout of one health probe.
-        health_route: the first probe route (``POST`` when it ends in ``healthcheck``).
-        probe_headers: headers sent with every probe (e.g. the bearer token).
-        limits: connection limits of the default inner transport.
-        trust_env: let the default inner transport read SSL settings from the environment.
-        max_response_bytes: the most bytes one answer may have once decoded (16 MiB by default,
-            :data:`~evolve_envs.reward.clients.bounded_read.DEFAULT_MAX_RESPONSE_BYTES`).
-
-    The module docstring has a runnable example.
+    ``transport``: the inner transport (default: httpx's HTTP transport with ``limits``);
+    ``failures_to_down``: consecutive 429/5xx/timeouts/resets that mark a replica down;
+    ``health_route``: the first probe route (``POST`` when it ends in ``healthcheck``);
+    ``probe_headers``: sent with every probe (the bearer token); ``max_response_bytes``: the most
+    one answer may have once decoded.
     """
 
     def __init__(
@@ -210,9 +165,8 @@ class FailoverTransport(httpx.BaseTransport):
         """The replicas' base URLs, in order."""
         return [ep.url for ep in self._endpoints]
 
-    def endpoint_stats(self) -> list[dict[str, Any]]:
-        """Per-endpoint counters: url, up, in_flight, requests, successes, failures,
-        consecutive_failures, probes, last_error, down_for_s."""
+    def endpoint_stats(self) -> list[dict[str, object]]:
+        """Per-endpoint counters (url, up, in_flight, requests, failures, last_error ...)."""
         now = time.monotonic()
         with self._lock:
             return [
@@ -249,9 +203,7 @@ class FailoverTransport(httpx.BaseTransport):
     # ------------------------------------------------------------------ requests
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        """Send ``request`` to the chosen replica; the response body is read (within
-        ``max_response_bytes`` and the request's deadline) before the replica's in-flight count
-        drops."""
+        """Send ``request`` to the chosen replica; its body is read before in_flight drops."""
         ep = self._acquire(request.extensions.get(AVOID, ()))
         if ep is None:
             raise NoEndpointAvailable(
@@ -408,10 +360,7 @@ class FailoverTransport(httpx.BaseTransport):
         return ok
 
     def probe(self) -> dict[str, bool]:
-        """Probe every endpoint now (synchronously) and update its up/down mark.
-
-        Returns ``{url: healthy}``. Useful at start-up to fail early or log which replicas answer.
-        """
+        """Probe every endpoint now and update its up/down mark: ``{url: healthy}``."""
         results: dict[str, bool] = {}
         for ep in self._endpoints:
             ok = self._probe_one(ep)

@@ -1,23 +1,14 @@
 """The failure policy every reward client shares: fail soft (warn + fallback) or fail fast.
 
-``fail_on_request_error=False`` (the default, for long training runs): a failed call returns a
-:class:`~evolve_envs.reward.clients.results.CallResult` holding the fallback value (``ok=False,
-fallback=True``), counts it in :class:`~evolve_envs.reward.clients.results.ClientStats`, and logs a
-warning on the ``evolve_envs.reward.clients`` logger at most once per ``warn_interval_s`` for as
-long as failures go on. Each warning carries the running counts (calls, failures, fallbacks) and how
-many failures were not logged since the previous one, so a run on fallback values stays visible in
-the logs. ``fail_on_request_error=True``: the
-:class:`~evolve_envs.reward.clients.errors.RewardServiceError` (naming endpoint, route and cause) is
-raised.
-
-Invalid *inputs* (a float frame, mismatched lists) are the caller's bug and raise
+Soft (``fail_on_request_error=False``, for long runs): a failed call gives the fallback value,
+is counted, and is logged on ``evolve_envs.reward.clients`` at most once per ``warn_interval_s``
+with the running counts. Fast: the ``RewardServiceError`` is raised. Invalid inputs raise
 ``ValueError``/``TypeError`` in both modes.
 
-Example:
-    >>> policy = FailurePolicy(fail_on_request_error=False, name="progress client")
-    >>> result = policy.run("/pairwise-critic", lambda: (12.0, "http://127.0.0.1:8111", 1), 0.0)
-    >>> result.value, result.ok, result.endpoint
-    (12.0, True, 'http://127.0.0.1:8111')
+>>> policy = FailurePolicy(fail_on_request_error=False, name="progress client")
+>>> result = policy.run("/pairwise-critic", lambda: (12.0, "http://127.0.0.1:8111", 1), 0.0)
+>>> result.value, result.ok, result.endpoint
+(12.0, True, 'http://127.0.0.1:8111')
 """
 
 from __future__ import annotations
@@ -39,30 +30,7 @@ T = TypeVar("T")
 
 
 class FailurePolicy:
-    """Turns a call that may raise :class:`RewardServiceError` into a :class:`CallResult`.
-
-    Args:
-        fail_on_request_error: raise instead of falling back.
-        stats: counters to update (a new :class:`ClientStats` if omitted).
-        name: how warnings name the client.
-        warn_interval_s: minimum seconds between two failure warnings.
-
-    Example: a failed request falls back in soft mode and raises in strict mode.
-
-        >>> from evolve_envs.reward.clients.errors import ErrorKind
-        >>> def do_request():
-        ...     raise RewardServiceError("http://127.0.0.1:8111", "/score", "HTTP 503",
-        ...                              kind=ErrorKind.HTTP_STATUS, status_code=503)
-        >>> policy = FailurePolicy(False, name="video score client", warn_interval_s=60)
-        >>> r = policy.run("/score", do_request, fallback=None)
-        >>> r.value, r.fallback, policy.stats.fallbacks
-        (None, True, 1)
-        >>> FailurePolicy(True).run("/score", do_request, fallback=None)
-        Traceback (most recent call last):
-        ...
-        evolve_envs.reward.clients.errors.ServiceUnreachableError: ... to
-        http://127.0.0.1:8111/score failed...
-    """
+    """Turns a call that may raise :class:`RewardServiceError` into a :class:`CallResult`."""
 
     def __init__(
         self,

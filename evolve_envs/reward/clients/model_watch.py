@@ -29,7 +29,10 @@ import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evolve_envs.reward.protocol.wire import Capabilities
 
 __all__ = ["ModelIdentity", "ModelWatch"]
 
@@ -57,7 +60,7 @@ class ModelIdentity:
         return cls(lowered[_MODEL], lowered.get(_REVISION), lowered.get(_CONFIG))
 
     @classmethod
-    def from_capabilities(cls, caps: Any) -> ModelIdentity | None:
+    def from_capabilities(cls, caps: Capabilities | None) -> ModelIdentity | None:
         """The identity in a `Capabilities` answer, or None when it names no model."""
         if getattr(caps, "model_id", None) is None:
             return None
@@ -82,7 +85,7 @@ class ModelWatch:
         with self._lock:
             return self._expected.get(endpoint)
 
-    def expect(self, endpoint: str, caps: Any) -> None:
+    def expect(self, endpoint: str, caps: Capabilities | None) -> None:
         """Record (or re-check) the identity in `endpoint`'s `/capabilities` answer."""
         seen = ModelIdentity.from_capabilities(caps)
         if seen is not None:

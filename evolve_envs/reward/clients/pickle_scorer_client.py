@@ -1,37 +1,21 @@
-"""PickleScorerClient: the pickle scorer protocol (deepgen_rl / VeRL-Omni-compatible;
-docs/PROTOCOLS.md §3).
+"""PickleScorerClient: the pickle scorer protocol (deepgen_rl / VeRL-Omni; docs/PROTOCOLS.md §3).
 
-Request body: ``pickle({"images": [JPEG bytes], "prompts": [str], "metadata": {}})``, one prompt
-per image; answer: ``pickle({"scores": [float]})`` or ``pickle({"error": str})`` with HTTP 500.
-Both directions use the restricted codec of :mod:`evolve_envs.reward.protocol.pickle_codec`
-(``safe_pickle_dumps`` / ``safe_pickle_loads``): no global is ever resolved, so a malicious or
-broken server cannot make this process import or call anything.
+Both directions use the restricted codec (:mod:`evolve_envs.reward.protocol.pickle_codec`): no
+global is ever resolved. ``score`` is synchronous; ``await compute_score`` runs on the client's
+threads, so it works from any event loop (a fresh ``asyncio.run()`` per step included).
 
-``score(...)`` is synchronous. ``await compute_score(...)`` is for asyncio trainers: the request
-runs on the client's worker threads with a plain (loop-independent) HTTP client, so it works from
-any event loop, including a fresh ``asyncio.run()`` per training step, which breaks clients that
-cache a session bound to the first loop.
-
-Example: a stand-in scorer (``httpx.MockTransport``) that answers 0.25 per image, called
-synchronously and from asyncio:
-
-    >>> import asyncio
-    >>> import httpx
-    >>> from evolve_envs.reward.clients.endpoint_pool import EndpointPool
-    >>> from evolve_envs.reward.protocol.pickle_codec import safe_pickle_dumps, safe_pickle_loads
-    >>> def scorer(request):                        # POST /, as deepgen-style servers
-    ...     images = safe_pickle_loads(request.content)["images"]
-    ...     return httpx.Response(200, content=safe_pickle_dumps({"scores": [0.25] * len(images)}))
-    >>> pool = EndpointPool("http://127.0.0.1:8111", transport=httpx.MockTransport(scorer))
-    >>> client = PickleScorerClient(pool, close_pool=True)
-    >>> img = np.zeros((16, 16, 3), np.uint8)
-    >>> client.score([img, img], ["a red cube", "a blue ball"]).value
-    [0.25, 0.25]
-    >>> async def step():
-    ...     return (await client.compute_score([img], ["a red cube"])).value
-    >>> asyncio.run(step())
-    [0.25]
-    >>> client.close()
+>>> import httpx
+>>> from evolve_envs.reward.clients.endpoint_pool import EndpointPool
+>>> from evolve_envs.reward.protocol.pickle_codec import safe_pickle_dumps, safe_pickle_loads
+>>> def scorer(request):                        # POST /, as deepgen-style servers
+...     images = safe_pickle_loads(request.content)["images"]
+...     return httpx.Response(200, content=safe_pickle_dumps({"scores": [0.25] * len(images)}))
+>>> pool = EndpointPool("http://127.0.0.1:8111", transport=httpx.MockTransport(scorer))
+>>> client = PickleScorerClient(pool, close_pool=True)
+>>> img = np.zeros((16, 16, 3), np.uint8)
+>>> client.score([img, img], ["a red cube", "a blue ball"]).value
+[0.25, 0.25]
+>>> client.close()
 """
 
 from __future__ import annotations
@@ -39,7 +23,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from concurrent.futures import Future
-from typing import Any
 
 import httpx
 import numpy as np
@@ -80,23 +63,9 @@ def _describe_pickle_error(response: httpx.Response) -> str:
 class PickleScorerClient(ClientBase):
     """Client of a pickle-protocol image scorer.
 
-    Args:
-        pool_or_url: an :class:`EndpointPool` or URL(s) (then the client opens its own pool).
-        route: the scorer's route (``"/"``, the default, for deepgen-style servers and this
-            project's server, which also answers at ``"/pickle"``).
-        jpeg_quality: quality used for numpy images (bytes are sent as given).
-        fail_on_request_error: raise :class:`RewardServiceError` instead of falling back.
-        fallback_score: per-image score returned when a call fails.
-        max_workers, timeout, stats, warn_interval_s, close_pool: see :class:`ProgressClient`.
-
-    Example: a scorer that is down gives the fallback score, one per image.
-
-        >>> client = PickleScorerClient("http://127.0.0.1:9", fallback_score=0.0)  # refuses
-        >>> frame = np.zeros((16, 16, 3), np.uint8)
-        >>> r = client.score([frame], ["the drawer is open"])
-        >>> r.value, r.fallback
-        ([0.0], True)
-        >>> client.close()
+    ``route``: ``"/"`` (deepgen-style servers; this project's also answers at ``"/pickle"``);
+    ``fallback_score``: the per-image score of a failed call. The other arguments are
+    :class:`~evolve_envs.reward.clients.progress_client.ProgressClient`'s.
     """
 
     def __init__(
@@ -135,9 +104,9 @@ class PickleScorerClient(ClientBase):
         self,
         images: Sequence[np.ndarray | bytes],
         prompts: Sequence[str],
-        metadata: dict[str, Any] | None,
+        metadata: dict[str, object] | None,
         copy: bool,
-    ) -> tuple[list[np.ndarray | bytes], list[str], dict[str, Any]]:
+    ) -> tuple[list[np.ndarray | bytes], list[str], dict[str, object]]:
         images, prompts = list(images), list(prompts)
         if not images:
             raise ValueError("score needs at least one image")
@@ -165,7 +134,7 @@ class PickleScorerClient(ClientBase):
         self,
         images: Sequence[np.ndarray | bytes],
         prompts: Sequence[str],
-        metadata: dict[str, Any] | None = None,
+        metadata: dict[str, object] | None = None,
     ) -> CallResult[list[float]]:
         """Score images (uint8 HxWx3 arrays or encoded image bytes), one prompt each.
 
@@ -177,7 +146,7 @@ class PickleScorerClient(ClientBase):
         self,
         images: Sequence[np.ndarray | bytes],
         prompts: Sequence[str],
-        metadata: dict[str, Any] | None = None,
+        metadata: dict[str, object] | None = None,
     ) -> Future[CallResult[list[float]]]:
         """Non-blocking :meth:`score` (images copied now, encoded in a worker)."""
         return self._submit(self._score, *self._prepare(images, prompts, metadata, copy=True))
@@ -186,14 +155,14 @@ class PickleScorerClient(ClientBase):
         self,
         images: Sequence[np.ndarray | bytes],
         prompts: Sequence[str],
-        metadata: dict[str, Any] | None = None,
+        metadata: dict[str, object] | None = None,
     ) -> CallResult[list[float]]:
         """``await``-able :meth:`score` for asyncio code; safe from any (and any new) loop."""
         future = self.submit_score(images, prompts, metadata)
         return await asyncio.wrap_future(future)
 
     def _score(
-        self, images: list[np.ndarray | bytes], prompts: list[str], metadata: dict[str, Any]
+        self, images: list[np.ndarray | bytes], prompts: list[str], metadata: dict[str, object]
     ) -> CallResult[list[float]]:
         route = self.route
         count = len(images)

@@ -17,7 +17,6 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import httpx
 
@@ -78,9 +77,21 @@ class PoolCall:
     """
 
     __slots__ = (
-        "method", "route", "attempt_timeout", "budget", "deadline", "start", "describe", "body",
-        "failover", "backoff_s", "max_backoff_s", "tried", "retry_after", "last_error",
-    )  # fmt: skip
+        "method",
+        "route",
+        "attempt_timeout",
+        "budget",
+        "deadline",
+        "start",
+        "describe",
+        "body",
+        "failover",
+        "backoff_s",
+        "max_backoff_s",
+        "tried",
+        "retry_after",
+        "last_error",
+    )
 
     def __init__(
         self,
@@ -89,7 +100,7 @@ class PoolCall:
         attempt_timeout: float,
         budget: float,
         describe: Callable[[httpx.Response], str],
-        body: dict[str, Any],
+        body: dict[str, object],
         *,
         failover: FailoverTransport,
         backoff_s: float,

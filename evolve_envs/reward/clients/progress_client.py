@@ -1,38 +1,21 @@
 """ProgressClient: the VLAC-compatible progress protocol (docs/PROTOCOLS.md §1).
 
-Routes: ``GET /capabilities``, ``POST /pairwise-critic``, ``POST /trajectory-critic``,
-``POST /done``. Frames are numpy uint8 HxWx3 (or HxW) images, sent as base64 JPEG (quality
-``jpeg_quality``, default 85 like the public VLAC client).
+Every call returns a :class:`~evolve_envs.reward.clients.results.CallResult`: the validated answer,
+or on failure the fallback (``fallback_critic``, ``None``, not done) unless
+``fail_on_request_error`` raises. ``submit_*`` copy the frames now and send from worker threads.
 
-Each call returns a :class:`~evolve_envs.reward.clients.results.CallResult`. On failure it holds the
-fallback (``fallback_critic`` for pairwise, ``None`` for trajectory values and capabilities,
-``DoneResult(done=False, prob=None)`` for done) unless ``fail_on_request_error=True``, which raises
-:class:`~evolve_envs.reward.clients.errors.RewardServiceError`. Responses are validated: non-JSON
-bodies, missing fields, NaN/inf, critics outside [-100, 100], ``done`` probabilities outside [0, 1]
-and value lists of the wrong length are failures, never passed on.
-
-``submit_*`` variants return a ``concurrent.futures.Future[CallResult]`` at once; the frames are
-copied in the caller's thread (so the caller may reuse its buffers) and JPEG-encoded and sent
-from the client's worker threads.
-
-Example: a stand-in service (``httpx.MockTransport``) that reads every frame pair as 12.5 %
-progress and calls every episode done:
-
-    >>> import httpx
-    >>> from evolve_envs.reward.clients.endpoint_pool import EndpointPool
-    >>> answers = {"/pairwise-critic": {"critic": 12.5}, "/done": {"done": True, "prob": 0.9}}
-    >>> service = httpx.MockTransport(lambda r: httpx.Response(200, json=answers[r.url.path]))
-    >>> pool = EndpointPool("http://127.0.0.1:8111", timeout=120, transport=service)
-    >>> client = ProgressClient(pool, jpeg_quality=85, fallback_critic=0.0, close_pool=True)
-    >>> frame = np.zeros((32, 32, 3), np.uint8)
-    >>> r = client.pairwise_critic("open the drawer", frame, frame)
-    >>> r.value, r.ok, r.endpoint
-    (12.5, True, 'http://127.0.0.1:8111')
-    >>> future = client.submit_done("open the drawer", frame, frame, frame)
-    >>> future.result().value.done
-    True
-    >>> client.close(); pool.closed                 # the client owned the pool
-    True
+>>> import httpx
+>>> from evolve_envs.reward.clients.endpoint_pool import EndpointPool
+>>> answers = {"/pairwise-critic": {"critic": 12.5}, "/done": {"done": True, "prob": 0.9}}
+>>> service = httpx.MockTransport(lambda r: httpx.Response(200, json=answers[r.url.path]))
+>>> pool = EndpointPool("http://127.0.0.1:8111", timeout=120, transport=service)
+>>> client = ProgressClient(pool, jpeg_quality=85, fallback_critic=0.0, close_pool=True)
+>>> frame = np.zeros((32, 32, 3), np.uint8)
+>>> r = client.pairwise_critic("open the drawer", frame, frame)
+>>> r.value, r.ok, client.submit_done("open the drawer", frame, frame, frame).result().value.done
+(12.5, True, True)
+>>> client.close(); pool.closed                 # the client owned the pool
+True
 """
 
 from __future__ import annotations
@@ -111,34 +94,9 @@ def _copy_frames(frames: Sequence[np.ndarray], name: str) -> list[np.ndarray]:
 class ProgressClient(ClientBase):
     """Client of a progress reward service (VLAC protocol).
 
-    Args:
-        pool: an :class:`EndpointPool` or endpoint URL(s) (then the client opens its own pool).
-        jpeg_quality: JPEG quality of the frames on the wire (1..100).
-        fail_on_request_error: raise :class:`RewardServiceError` instead of falling back.
-        fallback_critic: pairwise critic returned when a call fails (0 = "no change").
-        max_workers: worker threads for ``submit_*``.
-        timeout: per-attempt timeout override (default: the pool's ``timeout``).
-        stats: counters to update (default: a new :class:`ClientStats`, at ``client.stats``).
-        warn_interval_s: minimum seconds between two failure warnings.
-        close_pool: close ``pool`` with the client (it hands the pool over); always so for URLs.
-
-    Example: capabilities and the values of a 3-frame trajectory, from a stand-in service.
-
-        >>> import httpx
-        >>> answers = {
-        ...     "/capabilities": {"backend": "mock", "pairwise": True},
-        ...     "/trajectory-critic": {"value_list": [0.0, 50.0, 75.0], "critic_list": [50, 50]},
-        ... }
-        >>> service = httpx.MockTransport(lambda r: httpx.Response(200, json=answers[r.url.path]))
-        >>> client = ProgressClient(EndpointPool("http://127.0.0.1:8111", transport=service),
-        ...                         close_pool=True)
-        >>> caps = client.capabilities().value
-        >>> caps.backend, caps.pairwise, caps.done
-        ('mock', True, False)
-        >>> frames = [np.zeros((32, 32, 3), np.uint8)] * 3
-        >>> client.trajectory_values("stack the bowls", frames, skip=1).value.value_list
-        [0.0, 50.0, 75.0]
-        >>> client.close()
+    ``pool``: an open pool, or URL(s) for a pool of its own; ``close_pool``: close ``pool`` with the
+    client; ``fallback_critic``: the pairwise critic of a failed call (0: no change); ``timeout``:
+    per-attempt override of the pool's; ``stats``: shared counters (default a new ``ClientStats``).
     """
 
     def __init__(

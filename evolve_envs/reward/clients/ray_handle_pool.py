@@ -1,20 +1,12 @@
 """RayHandlePool: reach a reward service deployed on Ray Serve through a `DeploymentHandle`.
 
-Ray actors (e.g. distributed rollout workers) on the cluster that runs the Serve application can
-skip HTTP: `endpoint: "ray://<app_name>"` in a `reward_model` block makes the clients send each
-request as a handle call to `RewardDeployment.call` (see
-`evolve_envs.reward.service.hosting.ray_serve`).
-The replica runs it through the same FastAPI app, so routes, validation and error bodies are those
-of HTTP, and the clients return the same `CallResult`s. Needs `ray` in the calling process,
-connected to the cluster (`ray.init(address=...)`), or running inside one of its actors.
+With `endpoint: "ray://<app_name>"`, Ray actors on the Serve cluster skip HTTP: each request is a
+handle call to `RewardDeployment.call`, run through the same FastAPI app (same routes, checks,
+token and error bodies), so the clients return the same `CallResult`s.
 
-Handle calls pass the service's bearer-token check exactly as HTTP requests do, so the pool
-sends `Authorization: Bearer <token>` with each call (`token`, default `$EVOLVE_REWARD_TOKEN`).
-
-Example:
-    >>> pool = RayHandlePool("ray://reward", timeout=60)  # doctest: +SKIP
-    >>> ProgressClient(pool).pairwise_critic("open the drawer", a, b).value  # doctest: +SKIP
-    12.5
+>>> pool = RayHandlePool("ray://reward", timeout=30, token="s3cret")
+>>> pool.url, pool  # the token is never shown
+('ray://reward', RayHandlePool('ray://reward', timeout=30.0))
 """
 
 from __future__ import annotations
@@ -22,9 +14,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 import httpx
+
+if TYPE_CHECKING:
+    from ray.serve.handle import DeploymentHandle
 
 from evolve_envs.reward.clients.endpoint_pool import describe_http_error
 from evolve_envs.reward.clients.errors import ErrorKind, RewardServiceError
@@ -37,7 +32,7 @@ RAY_SCHEME = "ray://"
 DEPLOYMENT = "RewardDeployment"
 
 
-def is_ray_endpoint(endpoint: Any) -> bool:
+def is_ray_endpoint(endpoint: object) -> bool:
     """Whether a config `endpoint` (string or one-element list) names a Ray Serve application."""
     if isinstance(endpoint, (list, tuple)) and len(endpoint) == 1:
         endpoint = endpoint[0]
@@ -47,22 +42,9 @@ def is_ray_endpoint(endpoint: Any) -> bool:
 class RayHandlePool:
     """The `EndpointPool` request interface over a Ray Serve `DeploymentHandle`.
 
-    Args:
-        endpoint: `ray://<app_name>` (the Serve application of `evolve-reward-server --engine
-            ray --app-name ...` or of `serve deploy`).
-        timeout: seconds one handle call may take.
-        max_retries: further attempts after a 429/5xx answer or a failed call (a replica that
-            died mid-call: the retry goes to another replica).
-        backoff_s: pause before a retry (doubles each time).
-        total_timeout: the most one request may take, retries and backoff included (None: no
-            limit beyond ``timeout`` per attempt).
-        token: bearer token sent as ``Authorization: Bearer <token>`` with every call;
-            ``None``: ``$EVOLVE_REWARD_TOKEN`` if set (as `EndpointPool`), ``""``: no token.
-
-    Example:
-        >>> pool = RayHandlePool("ray://reward", timeout=30, token="s3cret")
-        >>> pool.url, pool  # the token is never shown
-        ('ray://reward', RayHandlePool('ray://reward', timeout=30.0))
+    `max_retries` further attempts follow a 429/5xx or a failed call (a replica that died: the retry
+    goes to another), `backoff_s` apart (doubling), within `total_timeout` (None: `timeout` per
+    attempt only); `token` as `EndpointPool`'s.
     """
 
     is_reward_transport = True
@@ -90,7 +72,7 @@ class RayHandlePool:
         if token is None:  # $EVOLVE_REWARD_TOKEN, else the file $EVOLVE_REWARD_TOKEN_FILE names
             token = resolve_token() or ""
         self._auth = {"authorization": f"Bearer {token}"} if token else {}
-        self._handle: Any = None
+        self._handle: DeploymentHandle | None = None
         self._lock = threading.Lock()
         self._closed = False
 
@@ -105,10 +87,10 @@ class RayHandlePool:
     def healthy_urls(self) -> list[str]:
         return [] if self._closed else [self.url]
 
-    def endpoint_stats(self) -> list[dict[str, Any]]:
+    def endpoint_stats(self) -> list[dict[str, object]]:
         return [{"url": self.url, "up": not self._closed}]
 
-    def _get_handle(self) -> Any:
+    def _get_handle(self) -> DeploymentHandle:
         with self._lock:
             if self._handle is None:
                 import ray
@@ -127,7 +109,7 @@ class RayHandlePool:
         method: str,
         route: str,
         *,
-        json: Any = None,
+        json: object = None,
         content: bytes | None = None,
         headers: Mapping[str, str] | None = None,
         timeout: float | None = None,
@@ -149,9 +131,12 @@ class RayHandlePool:
                 limit = min(limit, deadline - time.monotonic())
                 if limit <= 0:
                     raise RewardServiceError(
-                        self.url, route, f"call budget of {self.total_timeout:g} s spent",
-                        kind=ErrorKind.TIMEOUT, attempts=attempts,
-                    )  # fmt: skip
+                        self.url,
+                        route,
+                        f"call budget of {self.total_timeout:g} s spent",
+                        kind=ErrorKind.TIMEOUT,
+                        attempts=attempts,
+                    )
             attempts += 1
             retryable = True
             try:
@@ -161,9 +146,12 @@ class RayHandlePool:
                 )
             except TimeoutError:
                 error = RewardServiceError(
-                    self.url, route, f"timeout after {limit:.3g} s", kind=ErrorKind.TIMEOUT,
+                    self.url,
+                    route,
+                    f"timeout after {limit:.3g} s",
+                    kind=ErrorKind.TIMEOUT,
                     attempts=attempts,
-                )  # fmt: skip
+                )
             except Exception as exc:  # noqa: BLE001 - Ray raises many kinds (actor died, ...)
                 error = RewardServiceError(
                     self.url, route, exc, kind=ErrorKind.CONNECT, attempts=attempts
@@ -173,9 +161,13 @@ class RayHandlePool:
                 if status < 400:
                     return PoolResponse(response, self.url, attempts, time.monotonic() - start)
                 error = RewardServiceError(
-                    self.url, route, describe(response), kind=ErrorKind.HTTP_STATUS,
-                    status_code=status, attempts=attempts,
-                )  # fmt: skip
+                    self.url,
+                    route,
+                    describe(response),
+                    kind=ErrorKind.HTTP_STATUS,
+                    status_code=status,
+                    attempts=attempts,
+                )
                 retryable = status == 429 or status >= 500
             if not retryable or attempts > self.max_retries:
                 raise error

@@ -1,21 +1,14 @@
-"""Results of reward client calls and the counters clients keep.
+"""Results of reward client calls (:class:`CallResult`) and the counters clients keep
+(:class:`ClientStats`, thread-safe; wrappers surface ``stats.snapshot()``).
 
-Every client call returns a :class:`CallResult`: the value (real or fallback) plus how it was
-obtained. :class:`ClientStats` is a thread-safe set of counters a client updates on every call;
-wrappers surface ``stats.snapshot()`` in ``info`` or logs.
-
-Example: a client whose service is down falls back and counts it.
-
-    >>> import numpy as np
-    >>> from evolve_envs.reward.clients.progress_client import ProgressClient
-    >>> client = ProgressClient("http://127.0.0.1:9", warn_interval_s=3600)  # port 9 refuses
-    >>> frame = np.zeros((8, 8, 3), np.uint8)
-    >>> result = client.pairwise_critic("open the drawer", frame, frame)
-    >>> result.fallback, result.value, "refused" in result.error.lower()
-    (True, 0.0, True)
-    >>> client.stats.snapshot()["fallbacks"]
-    1
-    >>> client.close()
+>>> import numpy as np
+>>> from evolve_envs.reward.clients.progress_client import ProgressClient
+>>> client = ProgressClient("http://127.0.0.1:9", warn_interval_s=3600)  # port 9 refuses
+>>> frame = np.zeros((8, 8, 3), np.uint8)
+>>> result = client.pairwise_critic("open the drawer", frame, frame)
+>>> result.fallback, result.value, client.stats.snapshot()["fallbacks"]
+(True, 0.0, 1)
+>>> client.close()
 """
 
 from __future__ import annotations
@@ -23,7 +16,7 @@ from __future__ import annotations
 import collections
 import threading
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -40,22 +33,10 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class CallResult(Generic[T]):
-    """Outcome of one client call.
+    """Outcome of one client call: the answer, or the fallback when ``fallback`` is true.
 
-    Attributes:
-        value: the service's answer, or the configured fallback when ``fallback`` is true.
-        ok: the service answered with a valid response.
-        fallback: ``value`` is the fallback (the call failed and the policy is not fail-fast).
-        latency_s: wall time of the whole call, retries and encoding included.
-        endpoint: base URL that answered (or failed last); ``None`` if none was tried.
-        error: the failure message (names endpoint, route and cause), ``None`` when ok.
-        attempts: HTTP attempts made (1 + retries); 0 when no endpoint could be tried.
-
-    Example:
-        >>> r = CallResult(value=12.5, ok=True, fallback=False, latency_s=0.03,
-        ...                endpoint="http://127.0.0.1:8111", error=None)
-        >>> r.value, r.attempts
-        (12.5, 1)
+    ``latency_s`` covers the whole call (retries, encoding); ``endpoint`` answered or failed last
+    (``None``: none tried); ``attempts`` is 0 when no endpoint could be tried.
     """
 
     value: T
@@ -68,18 +49,7 @@ class CallResult(Generic[T]):
 
 
 class ClientStats:
-    """Thread-safe counters of one client (or several clients sharing it).
-
-    ``calls`` counts client calls; ``errors`` failed calls; ``fallbacks`` failed calls answered
-    with the fallback value (fail-soft mode); ``retries`` extra HTTP attempts; latencies are kept
-    for the last ``max_samples`` calls (successful and failed).
-
-    Example:
-        >>> stats = ClientStats()
-        >>> stats.record_call(latency_s=0.02, ok=True)
-        >>> stats.snapshot()["calls"], stats.snapshot()["latency_p50_s"]
-        (1, 0.02)
-    """
+    """Thread-safe counters of one client or several (latencies: the last ``max_samples`` calls)."""
 
     def __init__(self, max_samples: int = 4096) -> None:
         self._lock = threading.Lock()
@@ -127,7 +97,7 @@ class ClientStats:
         values = np.percentile(samples, qs)
         return {q: float(v) for q, v in zip(qs, values, strict=True)}
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         """A plain dict of all counters and p50/p90/p99 latency, safe to log or put in ``info``."""
         pct = self.latency_percentiles((50, 90, 99))
         with self._lock:

@@ -48,7 +48,6 @@ import io
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import httpx
 import numpy as np
@@ -197,7 +196,7 @@ class RobometerClient(ClientBase):
             if self.encoding == "npy":
                 key = f"sample_{i}_trajectory_frames"
                 files[key] = (f"{key}.npy", _npy(frames), "application/octet-stream")
-                sent: Any = {"__numpy_file__": key}
+                sent: dict[str, str] | list[object] = {"__numpy_file__": key}
             else:
                 sent = frames.tolist()
             trajectory = {"task": task, "frames": sent, "frames_shape": list(frames.shape)}

@@ -1,33 +1,14 @@
 """The start-up check of a reward service: reachable, authorised, speaking our protocol.
 
-Every stack that talks to a reward service (the Gymnasium stack built by
-``evolve_envs.stack.factory.make_env`` and the RLinf integration) calls :func:`check_service` once,
-at construction, so that a dead or refusing service is found before the first episode instead
-of silently turning every reward into a fallback value.
+Every stack calls :func:`check_service` once, at construction: ``GET /capabilities`` through the
+pool tells unreachable, refused (401/403: the token), wrong protocol (404 or not a capabilities
+document) and other errors apart, so a dead service is found before the first episode.
 
-``GET /capabilities`` is sent through the endpoint pool (its token, timeouts and call budget
-apply). The causes it tells apart:
-
-* unreachable (connection refused, DNS, timeout, every endpoint down);
-* refused: HTTP 401/403 (a missing or wrong bearer token: ``reward_model.token`` /
-  ``EVOLVE_REWARD_TOKEN``);
-* wrong protocol: a 404 or an answer that is not a capabilities document (a server that is not
-  a reward service of this project). With ``need_capabilities=False`` (episode scorers, whose
-  third-party services may not serve ``/capabilities``) a 404 is accepted: the server answered
-  and did not refuse the token;
-* any other error status.
-
-``require=True`` (the default, ``reward_model.require_service: true``) raises
-:class:`ServiceUnavailableError` naming the endpoint and the cause; ``require=False`` logs a
-warning saying that rewards will be fallback values until the service answers, and returns
-``None``.
-
-Example:
-    >>> from evolve_envs.reward.clients.endpoint_pool import EndpointPool
-    >>> pool = EndpointPool("http://127.0.0.1:9", connect_timeout=0.5, total_timeout=1.0)
-    >>> check_service(pool, require=False) is None  # port 9 refuses: warning, no capabilities
-    True
-    >>> pool.close()
+>>> from evolve_envs.reward.clients.endpoint_pool import EndpointPool
+>>> pool = EndpointPool("http://127.0.0.1:9", connect_timeout=0.5, total_timeout=1.0)
+>>> check_service(pool, require=False) is None  # port 9 refuses: warning, no capabilities
+True
+>>> pool.close()
 """
 
 from __future__ import annotations
@@ -47,17 +28,8 @@ ROUTE_CAPABILITIES = "/capabilities"
 
 
 class ServiceUnavailableError(RewardServiceError):
-    """The reward service failed the start-up check (unreachable, refusing, or not ours).
-
-    ``reason`` is one of ``"unreachable"``, ``"unauthorized"``, ``"wrong_protocol"``,
-    ``"error"``.
-
-    Example:
-        >>> err = ServiceUnavailableError(
-        ...     "http://127.0.0.1:8111", "/capabilities", "HTTP 401", reason="unauthorized"
-        ... )
-        >>> err.reason, err.endpoint
-        ('unauthorized', 'http://127.0.0.1:8111')
+    """The reward service failed the start-up check; ``reason``: ``"unreachable"``,
+    ``"unauthorized"``, ``"wrong_protocol"`` or ``"error"``.
     """
 
     def __init__(self, endpoint: str | None, route: str, cause: str, *, reason: str, **kw) -> None:
@@ -121,19 +93,11 @@ def check_service(
     what: str = "reward service",
     option: str = "reward_model.endpoint / VLAC_SERVICE_URL",
 ) -> Capabilities | None:
-    """Ask the service for ``/capabilities`` once and apply the start-up failure policy.
+    """Ask for ``/capabilities`` once: the capabilities, or ``None`` when they could not be read.
 
-    Args:
-        pool: the endpoint pool the clients will use (same token, timeouts, budget).
-        require: raise :class:`ServiceUnavailableError` on failure (else warn, return ``None``).
-        need_capabilities: a 404 / non-capabilities answer is a failure ("wrong protocol").
-            ``False`` accepts them (the server answered and accepted the token).
-        what: how messages name the service.
-        option: where the user gave the service's address (the unreachable hint names it).
-
-    Returns:
-        The service's :class:`~evolve_envs.reward.protocol.wire.Capabilities`, or ``None`` when they
-        could not be read (soft mode, or an accepted 404).
+    ``require``: raise :class:`ServiceUnavailableError` on failure (else warn and return ``None``);
+    ``need_capabilities=False`` accepts a 404 (a third-party scorer that answered, took the token);
+    ``what`` and ``option`` name the service and where its address was given, in the messages.
     """
     try:
         reply = pool.request("GET", ROUTE_CAPABILITIES)

@@ -1,39 +1,18 @@
-"""VideoScoreClient: the episode video score protocol (RLinf-RLAIF-compatible;
-docs/PROTOCOLS.md §2).
+"""VideoScoreClient: the episode video score protocol (RLinf-RLAIF; docs/PROTOCOLS.md §2).
 
-``score(task_text, frames)`` samples ``nframes`` frames uniformly from the episode (all of them
-if there are fewer), writes them as an MP4 at ``video_fps`` with imageio/ffmpeg and sends
-``POST /score``. Two transports:
+``score(task_text, frames)`` samples ``nframes`` frames, writes them as an MP4 and sends
+``POST /score``, inline (base64), by path in a ``shared_dir`` the server mounts, or ``auto``
+(inline until a server asks for ``video_path``). Temporary files are always removed; a failed
+call gives ``fallback_score`` unless ``fail_on_request_error`` raises.
 
-* ``mode="inline"`` (default): the MP4 bytes travel base64-encoded in the request
-  (``video_b64``); the temporary file lives in ``temp_dir`` only while it is encoded.
-* ``mode="path"``: the MP4 is written to ``shared_dir`` (a filesystem the server also mounts) and
-  its path is sent (``video_path``), as RLinf's reward worker does.
-* ``mode="auto"``: inline, until a server answers 422 naming ``video_path`` (RLinf-RLAIF's
-  ``libero_reward_server`` requires a path); then, if ``shared_dir`` is set, the request is sent
-  again in path mode and the client stays in path mode. Without ``shared_dir`` it is inline.
-
-``nframes`` is at most ``MAX_NFRAMES`` (128) by default, the most RLinf-RLAIF's server and this
-project's server accept.
-
-Temporary files are always removed, after success and after any failure.
-
-The result's value is the score (``float``) or ``fallback_score`` (default ``None``) on failure;
-``fail_on_request_error=True`` raises :class:`~evolve_envs.reward.clients.errors.RewardServiceError`
-instead.
-
-Example: a stand-in service (``httpx.MockTransport``) that scores every video 0.8:
-
-    >>> import httpx
-    >>> from evolve_envs.reward.clients.endpoint_pool import EndpointPool
-    >>> service = httpx.MockTransport(lambda r: httpx.Response(200, json={"score": 0.8}))
-    >>> pool = EndpointPool("http://127.0.0.1:8111", transport=service)
-    >>> client = VideoScoreClient(pool, nframes=4, video_fps=4, close_pool=True)
-    >>> episode_frames = [np.zeros((16, 16, 3), np.uint8)] * 6   # list of HxWx3 uint8
-    >>> r = client.score("put the bowl on the plate", episode_frames)
-    >>> r.value, r.ok
-    (0.8, True)
-    >>> client.close()
+>>> import httpx
+>>> from evolve_envs.reward.clients.endpoint_pool import EndpointPool
+>>> service = httpx.MockTransport(lambda r: httpx.Response(200, json={"score": 0.8}))
+>>> pool = EndpointPool("http://127.0.0.1:8111", transport=service)
+>>> client = VideoScoreClient(pool, nframes=4, video_fps=4, close_pool=True)
+>>> client.score("put the bowl on the plate", [np.zeros((16, 16, 3), np.uint8)] * 6).value
+0.8
+>>> client.close()
 """
 
 from __future__ import annotations
@@ -44,7 +23,7 @@ import uuid
 from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
@@ -103,36 +82,10 @@ def write_mp4(path: str | os.PathLike, frames: Sequence[np.ndarray], fps: float)
 class VideoScoreClient(ClientBase):
     """Client of an episode video score service.
 
-    Args:
-        pool: an :class:`EndpointPool` or endpoint URL(s) (then the client opens its own pool).
-        nframes: frames sampled uniformly from the episode (all if fewer).
-        max_pixels: per-frame pixel budget, passed to the server (which resizes).
-        video_fps: frame rate of the MP4.
-        backend, backend_kwargs: optional server-side backend selection, passed through.
-        mode: ``"inline"`` (base64 bytes in the request), ``"path"`` (file in ``shared_dir``) or
-            ``"auto"`` (inline; path once a server demands ``video_path``, if ``shared_dir``).
-        shared_dir: directory on a filesystem the server can read (required for ``"path"``).
-        max_nframes: the largest ``nframes`` accepted (default ``MAX_NFRAMES``, 128).
-        temp_dir: where inline mode writes its temporary MP4 (default: the system temp dir).
-        fail_on_request_error: raise :class:`RewardServiceError` instead of falling back.
-        fallback_score: value returned when a call fails.
-        max_workers, timeout, stats, warn_interval_s, close_pool: see :class:`ProgressClient`.
-
-    Example: ``mode="path"`` writes the MP4 under ``shared_dir`` and sends its path.
-
-        >>> import httpx, json, tempfile
-        >>> from evolve_envs.reward.clients.endpoint_pool import EndpointPool
-        >>> def service(request):
-        ...     path = json.loads(request.content)["video_path"]
-        ...     return httpx.Response(200, json={"score": 0.5 if os.path.exists(path) else 0.0})
-        >>> pool = EndpointPool("http://127.0.0.1:8111", transport=httpx.MockTransport(service))
-        >>> shared_dir = tempfile.mkdtemp()
-        >>> client = VideoScoreClient(pool, mode="path", shared_dir=shared_dir, close_pool=True)
-        >>> frames = [np.zeros((16, 16, 3), np.uint8)] * 4
-        >>> future = client.submit_score("open the top drawer", frames)
-        >>> future.result().value
-        0.5
-        >>> client.close()
+    ``mode``: ``"inline"``, ``"path"`` (needs ``shared_dir``) or ``"auto"``; ``max_pixels``,
+    ``backend`` and ``backend_kwargs`` are passed to the server; ``max_nframes`` caps ``nframes``
+    (128); ``temp_dir`` holds inline mode's temporary MP4. The other arguments are
+    :class:`~evolve_envs.reward.clients.progress_client.ProgressClient`'s.
     """
 
     def __init__(
@@ -143,7 +96,7 @@ class VideoScoreClient(ClientBase):
         max_pixels: int = 200704,
         video_fps: float = 4,
         backend: str | None = None,
-        backend_kwargs: dict[str, Any] | None = None,
+        backend_kwargs: dict[str, object] | None = None,
         mode: Literal["inline", "path", "auto"] = "inline",
         shared_dir: str | os.PathLike | None = None,
         max_nframes: int = MAX_NFRAMES,
@@ -243,10 +196,12 @@ class VideoScoreClient(ClientBase):
                     write_mp4(path, frames, self.video_fps)
                 except OSError as exc:
                     raise RewardServiceError(
-                        None, ROUTE_SCORE, f"could not write the video to {path}: {exc}",
+                        None,
+                        ROUTE_SCORE,
+                        f"could not write the video to {path}: {exc}",
                         kind=ErrorKind.LOCAL_IO,
-                    ) from exc  # fmt: skip
-                source: dict[str, Any]
+                    ) from exc
+                source: dict[str, object]
                 if transport == "path":
                     source = {"video_path": str(path)}
                 else:

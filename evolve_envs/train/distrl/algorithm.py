@@ -9,7 +9,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from evolve_envs.train.algorithm import TrainContext, UpdateResult
 
@@ -154,7 +154,7 @@ class DistRL:
     def state_dict(self) -> dict[str, object]:
         return self.learner.state_dict()
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, object]) -> None:
         self.learner.load_state_dict(state)
 
     def stop(self) -> None:

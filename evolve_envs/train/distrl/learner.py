@@ -2,7 +2,7 @@
 (the update and its off-policy controls are described in docs/DISTRL.md).
 
 Example:
-    >>> from evolve_envs.train.config import LearnerConfig
+    >>> from evolve_envs.train.learner_config import LearnerConfig
     >>> Learner.beta_at(LearnerConfig(beta=0.4), 0.5)
     0.7
 """
@@ -25,6 +25,11 @@ if TYPE_CHECKING:
 
     from evolve_envs.train.common.trajectory import Trajectory
     from evolve_envs.train.config import LearnerConfig
+    from evolve_envs.train.policies.base import Policy
+
+if TYPE_CHECKING:
+    from evolve_envs.train.common.trajectory import Trajectory
+    from evolve_envs.train.learner_config import LearnerConfig
     from evolve_envs.train.policies.base import Policy
 
 __all__ = ["Learner"]

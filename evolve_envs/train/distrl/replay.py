@@ -13,7 +13,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -230,9 +230,9 @@ class PrioritizedReplay(Generic[T]):
         self.total_updates += int(idx.size)
 
     # ---- checkpoints ---------------------------------------------------------------------
-    def state_dict(self, *, include_items: bool = False) -> dict[str, Any]:
+    def state_dict(self, *, include_items: bool = False) -> dict[str, object]:
         """Buffer metadata (priorities, cursor, size, counters, settings), items optional."""
-        state: dict[str, Any] = {
+        state: dict[str, object] = {
             "capacity": self.capacity,
             "alpha": self.alpha,
             "beta": self._beta,
@@ -253,7 +253,7 @@ class PrioritizedReplay(Generic[T]):
             state["items"] = list(self._items)
         return state
 
-    def load_counters(self, state: dict[str, Any]) -> None:
+    def load_counters(self, state: dict[str, object]) -> None:
         """Restore only the running counters of a :meth:`state_dict` (a resumed run whose items
         are gone): settings (capacity, alpha, eps, beta0) stay those this buffer was built with,
         so a resume with a changed config uses the new ones."""
@@ -262,7 +262,7 @@ class PrioritizedReplay(Generic[T]):
         self.total_updates = int(state["total_updates"])
         self.total_retired = int(state.get("total_retired", 0))
 
-    def load_state_dict(self, state: dict[str, Any], items: Sequence[T] | None = None) -> None:
+    def load_state_dict(self, state: dict[str, object], items: Sequence[T] | None = None) -> None:
         """Restore from :meth:`state_dict`.
 
         Items come from ``state["items"]`` or the ``items`` argument (slot order, ``capacity``

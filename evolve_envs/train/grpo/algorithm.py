@@ -9,13 +9,19 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from evolve_envs.train.algorithm import TrainContext, UpdateResult, get_from_workers
 from evolve_envs.train.common.entropy_floor import next_entropy_coef
 from evolve_envs.train.common.finite import FiniteSteps
+
+if TYPE_CHECKING:
+    from ray import ObjectRef
+
+    from evolve_envs.train.common.trajectory import Trajectory
+    from evolve_envs.train.config import TrainConfig
 
 if TYPE_CHECKING:
     from ray import ObjectRef
@@ -232,7 +238,7 @@ class GRPO:
             "entropy_coef": self.entropy_coef,
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, object]) -> None:
         self.policy.load_state_dict(state["policy"])
         self.optimizer.load_state_dict(state["optimizer"])
         for group in self.optimizer.param_groups:  # the config's rate, not the saved one

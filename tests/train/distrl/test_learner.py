@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from evolve_envs.train.config import LearnerConfig
 from evolve_envs.train.distrl.learner import Learner
 from evolve_envs.train.distrl.loss import aride_loss, trajectory_priorities
 from evolve_envs.train.distrl.replay import PrioritizedReplay
+from evolve_envs.train.learner_config import LearnerConfig
 from tests.train.distrl.test_loss import BOX, rollout, toy_policy
 
 
