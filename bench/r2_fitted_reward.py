@@ -57,8 +57,8 @@ def _uptime() -> str:
 
 
 def record(out: Path) -> None:
+    from evolve_envs import make_env
     from evolve_envs.envs.synthetic import play_behaviours
-    from evolve_envs.stack.factory import make_env
 
     for name, counts, seed in (("train", TRAIN, 0), ("held_out", HELD, 10_000)):
         target = ROOT / "runs" / "r2" / name
@@ -260,6 +260,22 @@ def report(out: Path) -> None:
         return
     equal = min(r["curve"][-1]["env_steps"] for r in records)
     print(f"equal env steps: {equal:.0f} (the fewest any run collected)")
+    print(
+        "| reward source | seed | env steps | held-out at equal steps | final / best snapshot "
+        "| training success, last minute | model progress | alarm firing (last window) |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for r in sorted(records, key=lambda r: (r["seed"], list(ARMS).index(r["arm"]))):
+        last, best = r["curve"][-1]["success"], max(c["success"] for c in r["curve"])
+        end = r.get("last", {})
+        progress, alarm = end.get("model_progress"), end.get("alarm_firing")
+        print(
+            f"| {r['arm']} | {r['seed']} | {r['curve'][-1]['env_steps']:,.0f} "
+            f"| {_success_at(r['curve'], equal):.2f} | {last:.2f} / {best:.2f} "
+            f"| {r['train_last_minute'][1]:.2f} "
+            f"| {'–' if progress is None or progress != progress else f'{progress:.1f} %'} "
+            f"| {'–' if alarm is None or alarm != alarm else f'{alarm:.2f}'} |"
+        )
     at: dict[str, dict[int, float]] = {}
     for arm in ARMS:
         mine = sorted((r for r in records if r["arm"] == arm), key=lambda r: r["seed"])
