@@ -36,9 +36,9 @@ def test_the_libero_config_is_the_long_horizon_schedule_for_both_algorithms() ->
         rm = cfg.reward_model
         preset = load_config({"env": {"suite": "libero_10"}}, "long_horizon").reward_model
         for key in ("start_step", "call_every", "milestone_every", "done_threshold"):
-            assert rm[key] == getattr(preset, key), key
-        assert rm["progressive_max_step"] is True and cfg.env["suite"] == "libero_10"
-        assert rm["endpoint"].startswith("http") and cfg.eval.enabled
+            assert getattr(rm, key) == getattr(preset, key), key
+        assert rm.progressive_max_step is True and cfg.env["suite"] == "libero_10"
+        assert str(rm.endpoint).startswith("http") and cfg.eval.enabled
         assert cfg.algo == algo
 
 
