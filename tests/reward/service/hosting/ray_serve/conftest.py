@@ -18,7 +18,7 @@ import pytest
 from tests.helpers.svc_helpers import free_port
 
 HERE = Path(__file__).resolve().parent
-TEST_PATHS = [str(HERE), str(HERE.parent), str(HERE.parents[3])]
+TEST_PATHS = [str(HERE), str(HERE.parent), str(HERE.parents[4])]
 
 
 APP_NAME = "reward_test"

@@ -21,7 +21,7 @@ from evolve_envs.stack.reward_model import reward_endpoints
 from tests.helpers.svc_helpers import painted, painted_b64
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[4]
+ROOT = Path(__file__).resolve().parents[5]
 
 
 def _per_replica_metrics(client: httpx.Client, replicas: int = 2) -> dict[int, dict]:
