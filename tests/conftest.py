@@ -92,6 +92,17 @@ def libero_env() -> Iterator[object]:
 @pytest.fixture()
 def ray_local() -> object:
     """Ray in this process, started here unless it is up already (another fixture's, kept)."""
+    return start_local_ray()
+
+
+@pytest.fixture(scope="module")
+def ray_module() -> object:
+    """`ray_local` for a module-scoped fixture (one run shared by a module's tests)."""
+    return start_local_ray()
+
+
+def start_local_ray() -> object:
+    """Ray in this process, started here unless it is up already."""
     ray = pytest.importorskip("ray")
     if not ray.is_initialized():  # first use, or shut down by a folder that needs no Ray
         # workers import the test env (tests.helpers.toy_env) by module name

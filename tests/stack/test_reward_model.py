@@ -19,12 +19,13 @@ RM = {"enable": True, "endpoint": "embedded", "start_step": 1, "call_every": 1,
 
 def _services() -> int:
     """Reward services this process has started (children running the server module)."""
-    me = psutil.Process()
-    return sum(
-        1
-        for child in me.children(recursive=True)
-        if "evolve_envs.reward.service" in " ".join(child.cmdline())
-    )
+    count = 0
+    for child in psutil.Process().children(recursive=True):
+        try:
+            count += "evolve_envs.reward.service" in " ".join(child.cmdline())
+        except (psutil.ZombieProcess, psutil.NoSuchProcess):  # an exited child not yet reaped
+            continue
+    return count
 
 
 def test_make_vec_starts_one_service_for_all_sub_envs() -> None:

@@ -33,7 +33,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def run(ray_local, tmp_path_factory) -> Iterator[Path]:
+def run(ray_module, tmp_path_factory) -> Iterator[Path]:
     """A 6-update run with held-out evaluation every 3 updates (and W&B offline if installed)."""
     from evolve_envs.cli.main import main
 
