@@ -2,6 +2,8 @@
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+# pytest workers for `make test` (one per core of a two-core CI runner; 0: all in one process)
+TEST_WORKERS ?= 2
 # Keep LIBERO's config file private to this venv (docs/getting-started.md, "Environments").
 export LIBERO_CONFIG_PATH ?= $(abspath $(VENV))/libero-config
 export MUJOCO_GL ?= egl
@@ -33,7 +35,7 @@ demo: $(VENV)/.installed-demo
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest --durations=20   # tests/docs builds the docs site too (--strict, offline)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20   # tests/docs builds the docs site too
 
 # the benchmark scripts end to end, each for seconds to a minute (minutes in all; not in `make test`)
 bench-smoke: $(VENV)/.installed-test

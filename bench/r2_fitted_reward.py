@@ -14,7 +14,8 @@ Phases (each writes its records under ``--out``, default ``bench/results/r2``):
 * ``alarm``: the demo's random, gaming and solving policies under the fitted model and the two
   rules, with the hacking alarm, on scenes none was fitted on;
 * ``distrl``: ``evolve-envs train`` for ``--minutes`` per run, ``--seeds`` seeds of each reward
-  source, interleaved: the fitted model (embedded ``fitted`` backend), the
+  source, interleaved: the fitted model (embedded ``fitted`` backend; ``fitted_cap03``: the fit
+  of ``fit --failure-cap 0.3``), the
   ``reach_place`` rule, and the env's own success flag alone (``reward_model.enable=false``,
   reward 1 at success). Every snapshot is evaluated on ``--eval-episodes`` held-out scenes
   (mean action, the env's success flag); the record keeps the curve, and the report compares
@@ -43,6 +44,10 @@ from _common import ROOT, TASK, machine_note, scene_frames
 ARMS = {
     "fitted": lambda model: ("reach_place_fitted", [
         f"reward_model.embedded_backend_kwargs.ckpt_path={model}",
+        "reward_model.embedded_backend_kwargs.device=cpu",
+    ]),
+    "fitted_cap03": lambda model: ("reach_place_fitted", [
+        f"reward_model.embedded_backend_kwargs.ckpt_path={model}-cap03",
         "reward_model.embedded_backend_kwargs.device=cpu",
     ]),
     "rule": lambda model: ("reach_place", ["reward_model.alarm.enable=true"]),
@@ -74,12 +79,14 @@ def record(out: Path) -> None:
         print(f"recorded {sum(counts.values())} episodes into {target}")
 
 
-def fit(out: Path, epochs: int) -> None:
-    model = ROOT / "runs" / "r2" / "model"
+def fit(out: Path, epochs: int, failure_cap: float | None = None) -> None:
+    cap = "" if failure_cap is None else "-cap" + str(failure_cap).replace(".", "")
+    model = ROOT / "runs" / "r2" / f"model{cap}"
     before = _uptime()
     t0 = time.perf_counter()
     cmd = [sys.executable, "-m", "evolve_envs.cli.main", "fit-reward", str(ROOT / "runs/r2/train"),
-           "--out", str(model), "--epochs", str(epochs), "--no-progress"]  # fmt: skip
+           "--out", str(model), "--epochs", str(epochs), "--no-progress",
+           *([] if failure_cap is None else ["--failure-cap", str(failure_cap)])]  # fmt: skip
     subprocess.run(cmd, check=True)
     wall = time.perf_counter() - t0
     report = json.loads((model / "report.json").read_text())
@@ -88,7 +95,7 @@ def fit(out: Path, epochs: int) -> None:
                                    "size_bytes", "options")}  # fmt: skip
     keep.update(command=" ".join(cmd[1:]), wall_s=wall, load_before=before, load_after=_uptime(),
                 machine=machine_note())  # fmt: skip
-    (out / "fit.json").write_text(json.dumps(keep, indent=1) + "\n")
+    (out / f"fit{_suffix(str(model))}.json").write_text(json.dumps(keep, indent=1) + "\n")
     print(f"fit: {wall:.0f} s, held-out {report['held_out']}")
 
 
@@ -216,6 +223,7 @@ def distrl(
             run_dir = ROOT / "runs" / "r2" / "distrl" / stamp / f"{arm}-s{seed}"
             before = _uptime()
             config, overrides = extra(model)
+            served = model + arm[len("fitted") :].replace("_", "-")
             run_train(TrainOptions(
                 config=[config], algo="distrl", run_dir=run_dir, minutes=minutes,
                 overrides=[f"run.seed={seed}", "run.snapshot_every_s=30", "run.log_every_s=30",
@@ -230,7 +238,7 @@ def distrl(
                 "curve": curve,
                 "train_last_minute": last_minute(run_dir / "metrics.csv"),
                 "last": _last(summary),
-                "model": _model_hash(model) if arm == "fitted" else None,
+                "model": _model_hash(served) if arm.startswith("fitted") else None,
                 "load_before": before, "load_after": _uptime(),
                 "run_dir": str(run_dir.relative_to(ROOT)),
             }  # fmt: skip
@@ -292,7 +300,10 @@ def report(out: Path) -> None:
             f"per seed {per_seed}, mean {sum(vals) / len(vals):.3f} [{lo:.3f}, {hi:.3f}]; "
             f"env steps {steps}; alarm firing at the end {alarm}"
         )
-    for a, b in (("fitted", "rule"), ("fitted", "sparse"), ("rule", "sparse")):
+    pairs = [(m, "rule") for m in ("fitted", "fitted_cap03")] + [
+        (a, "sparse") for a in ("fitted", "fitted_cap03", "rule")
+    ]
+    for a, b in pairs:
         seeds = sorted(set(at.get(a, {})) & set(at.get(b, {})))
         if not seeds:
             continue
@@ -315,6 +326,8 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=20)
     p.add_argument("--model", default=str(ROOT / "runs" / "r2" / "model"),
                    help="the model directory the calibrate and alarm phases score")  # fmt: skip
+    p.add_argument("--failure-cap", type=float, default=None,
+                   help="fit phase: fit runs/r2/model-cap<cap> (0.3: model-cap03)")  # fmt: skip
     p.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
     p.add_argument("--seconds", type=float, default=5.0, help="one latency measurement")
     p.add_argument("--alarm-episodes", type=int, default=8, help="per policy (alarm phase)")
@@ -331,7 +344,7 @@ def main() -> None:
         if phase == "record":
             record(args.out)
         elif phase == "fit":
-            fit(args.out, args.epochs)
+            fit(args.out, args.epochs, args.failure_cap)
         elif phase == "calibrate":
             calibrate(args.out, args.model)
         elif phase == "latency":

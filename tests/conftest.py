@@ -32,11 +32,33 @@ TESTS = Path(__file__).resolve().parent
 FOLDER_MARKERS = {"e2e": "e2e", "cluster": "cluster"}
 
 
+#: ``make test`` runs the suite on two pytest-xdist workers (``--dist loadgroup``). Tests that
+#: share a costly package or session fixture, or that shut down the worker's Ray, run on one worker
+#: as one group: by folder, then by fixture.
+XDIST_FOLDERS = {
+    ("tests", "cluster"): "cluster",
+    ("tests", "integrations", "rlinf"): "rlinf",  # shuts the worker's Ray down
+    ("tests", "reward", "service", "hosting", "ray_serve"): "ray_serve",
+}
+XDIST_FIXTURES = {"libero_env": "libero", "serve_service": "ray_serve", "ray_cluster": "cluster"}
+
+
+def _xdist_group(item: pytest.Item, parts: tuple[str, ...]) -> str | None:
+    for folder, group in XDIST_FOLDERS.items():
+        if parts[: len(folder)] == folder:
+            return group
+    names = getattr(item, "fixturenames", ())
+    return next((group for name, group in XDIST_FIXTURES.items() if name in names), None)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         parts = Path(str(item.path)).resolve().relative_to(ROOT).parts
         if len(parts) > 2 and parts[0] == "tests" and parts[1] in FOLDER_MARKERS:
             item.add_marker(FOLDER_MARKERS[parts[1]])
+        group = _xdist_group(item, parts)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def _service(**kwargs) -> Iterator[EmbeddedService]:
