@@ -4,6 +4,7 @@ the same for DistRL and GRPO (real Ray, the toy env)."""
 from __future__ import annotations
 
 import io
+import time
 
 import pytest
 import ray
@@ -63,12 +64,20 @@ def test_resume_continues_counters_and_weights(ray_local, tmp_path, algo):
 
 
 class _KillsWorkerZero:
-    """Kills worker 0's process once, after the second collection (Ray restarts it)."""
+    """Kills worker 0's process once, after the second collection, and waits until Ray has
+    restarted it (on a loaded machine the run could otherwise end before the new process says
+    hello)."""
 
     def collect(self):
         self._calls = getattr(self, "_calls", 0) + 1
         if self._calls == 2:
             ray.kill(self.ctx.workers[0], no_restart=False)
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                workers = ray.get(self.ctx.registry.workers.remote(), timeout=30)
+                if workers.get(0, {}).get("incarnations", 0) >= 2:
+                    break
+                time.sleep(0.2)
         return super().collect()
 
 
