@@ -15,7 +15,8 @@ Phases (each writes its records under ``--out``, default ``bench/results/r2``):
   rules, with the hacking alarm, on scenes none was fitted on;
 * ``distrl``: ``evolve-envs train`` for ``--minutes`` per run, ``--seeds`` seeds of each reward
   source, interleaved: the fitted model (embedded ``fitted`` backend; ``fitted_cap03``: the fit
-  of ``fit --failure-cap 0.3``), the
+  of ``fit --failure-cap 0.3``; ``fitted_noisy``: the fit of ``fit --data train-noisy``, half the
+  expert's episodes played with noise), the
   ``reach_place`` rule, and the env's own success flag alone (``reward_model.enable=false``,
   reward 1 at success). Every snapshot is evaluated on ``--eval-episodes`` held-out scenes
   (mean action, the env's success flag); the record keeps the curve, and the report compares
@@ -50,10 +51,16 @@ ARMS = {
         f"reward_model.embedded_backend_kwargs.ckpt_path={model}-cap03",
         "reward_model.embedded_backend_kwargs.device=cpu",
     ]),
+    "fitted_noisy": lambda model: ("reach_place_fitted", [
+        f"reward_model.embedded_backend_kwargs.ckpt_path={model}-noisy",
+        "reward_model.embedded_backend_kwargs.device=cpu",
+    ]),
     "rule": lambda model: ("reach_place", ["reward_model.alarm.enable=true"]),
     "sparse": lambda model: ("reach_place", ["reward_model.enable=false"]),
 }  # fmt: skip
 TRAIN = {"task": 60, "distractor": 20, "random": 20}
+#: the same 100 scenes, half of the expert's episodes played with noise (off the expert's path)
+TRAIN_NOISY = {"task": 30, "noisy": 30, "distractor": 20, "random": 20}
 HELD = {"task": 20, "distractor": 10, "random": 10}
 
 
@@ -65,7 +72,8 @@ def record(out: Path) -> None:
     from evolve_envs import make_env
     from evolve_envs.envs.synthetic import play_behaviours
 
-    for name, counts, seed in (("train", TRAIN, 0), ("held_out", HELD, 10_000)):
+    recordings = (("train", TRAIN, 0), ("train-noisy", TRAIN_NOISY, 0), ("held_out", HELD, 10_000))
+    for name, counts, seed in recordings:
         target = ROOT / "runs" / "r2" / name
         if target.exists():
             print(f"{target} exists; kept")
@@ -79,12 +87,12 @@ def record(out: Path) -> None:
         print(f"recorded {sum(counts.values())} episodes into {target}")
 
 
-def fit(out: Path, epochs: int, failure_cap: float | None = None) -> None:
+def fit(out: Path, epochs: int, failure_cap: float | None = None, data: str = "train") -> None:
     cap = "" if failure_cap is None else "-cap" + str(failure_cap).replace(".", "")
-    model = ROOT / "runs" / "r2" / f"model{cap}"
+    model = ROOT / "runs" / "r2" / f"model{cap}{data[len('train') :]}"
     before = _uptime()
     t0 = time.perf_counter()
-    cmd = [sys.executable, "-m", "evolve_envs.cli.main", "fit-reward", str(ROOT / "runs/r2/train"),
+    cmd = [sys.executable, "-m", "evolve_envs.cli.main", "fit-reward", str(ROOT / "runs/r2" / data),
            "--out", str(model), "--epochs", str(epochs), "--no-progress",
            *([] if failure_cap is None else ["--failure-cap", str(failure_cap)])]  # fmt: skip
     subprocess.run(cmd, check=True)
@@ -300,9 +308,8 @@ def report(out: Path) -> None:
             f"per seed {per_seed}, mean {sum(vals) / len(vals):.3f} [{lo:.3f}, {hi:.3f}]; "
             f"env steps {steps}; alarm firing at the end {alarm}"
         )
-    pairs = [(m, "rule") for m in ("fitted", "fitted_cap03")] + [
-        (a, "sparse") for a in ("fitted", "fitted_cap03", "rule")
-    ]
+    fitted = [a for a in ARMS if a.startswith("fitted")]
+    pairs = [(m, "rule") for m in fitted] + [(a, "sparse") for a in [*fitted, "rule"]]
     for a, b in pairs:
         seeds = sorted(set(at.get(a, {})) & set(at.get(b, {})))
         if not seeds:
@@ -328,6 +335,8 @@ def main() -> None:
                    help="the model directory the calibrate and alarm phases score")  # fmt: skip
     p.add_argument("--failure-cap", type=float, default=None,
                    help="fit phase: fit runs/r2/model-cap<cap> (0.3: model-cap03)")  # fmt: skip
+    p.add_argument("--data", default="train", choices=["train", "train-noisy"],
+                   help="fit phase: the training recording (train-noisy: model-noisy)")  # fmt: skip
     p.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
     p.add_argument("--seconds", type=float, default=5.0, help="one latency measurement")
     p.add_argument("--alarm-episodes", type=int, default=8, help="per policy (alarm phase)")
@@ -344,7 +353,7 @@ def main() -> None:
         if phase == "record":
             record(args.out)
         elif phase == "fit":
-            fit(args.out, args.epochs, args.failure_cap)
+            fit(args.out, args.epochs, args.failure_cap, args.data)
         elif phase == "calibrate":
             calibrate(args.out, args.model)
         elif phase == "latency":

@@ -228,11 +228,17 @@ def clean_gaming_seeds(n: int, steps: int, *, search: int) -> list[int]:
     raise RuntimeError(f"only {len(seeds)} of {search} ReachPlace layouts suit the gaming policy")
 
 
+#: the spread of the noise :func:`play_behaviours` adds to the expert's actions (``"noisy"``)
+NOISY_STD = 1.0
+
+
 def play_behaviours(env: gym.Env, counts: dict[str, int], *, seed: int = 0) -> int:
     """Play whole episodes of scripted behaviours on a (wrapped) ReachPlace env, in order:
-    ``counts`` maps ``"task"`` / ``"distractor"`` (see :func:`scripted_action`) or ``"random"``
-    (uniform actions) to a number of episodes; reset seeds count up from ``seed``. Returns the
-    number of episodes played (e.g. to fill a recording with known successes and failures).
+    ``counts`` maps ``"task"`` / ``"distractor"`` (see :func:`scripted_action`), ``"noisy"`` (the
+    task's expert with Gaussian noise of ``NOISY_STD`` on each action: demonstrations off the
+    expert's path) or ``"random"`` (uniform actions) to a number of episodes; reset seeds count up
+    from ``seed``. Returns the number of episodes played (e.g. to fill a recording with known
+    successes and failures).
 
         >>> play_behaviours(gym.wrappers.TimeLimit(ReachPlaceEnv(), 20), {"task": 1, "random": 1})
         2
@@ -243,8 +249,8 @@ def play_behaviours(env: gym.Env, counts: dict[str, int], *, seed: int = 0) -> i
         raise TypeError(f"play_behaviours needs a ReachPlace env, got {type(base).__name__}")
     played = 0
     for goal, count in counts.items():
-        if goal not in ("task", "distractor", "random"):
-            raise ValueError(f"unknown behaviour {goal!r} (task, distractor or random)")
+        if goal not in ("task", "distractor", "noisy", "random"):
+            raise ValueError(f"unknown behaviour {goal!r} (task, distractor, noisy or random)")
         for _ in range(count):
             env.reset(seed=seed + played)
             played += 1
@@ -252,6 +258,9 @@ def play_behaviours(env: gym.Env, counts: dict[str, int], *, seed: int = 0) -> i
             while not done:
                 if goal == "random":
                     action = rng.uniform(-1, 1, 2).astype(np.float32)
+                elif goal == "noisy":
+                    noise = rng.normal(0.0, NOISY_STD, 2)
+                    action = np.clip(scripted_action(base) + noise, -1, 1).astype(np.float32)
                 else:
                     action = scripted_action(base, goal)
                 *_, terminated, truncated, _ = env.step(action)

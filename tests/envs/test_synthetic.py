@@ -11,7 +11,7 @@ import simplejpeg
 
 import evolve_envs  # noqa: F401  (registers the ids)
 from evolve_envs import ConfigError, make_env
-from evolve_envs.envs.synthetic import COLORS, ReachPlaceEnv, scripted_action
+from evolve_envs.envs.synthetic import COLORS, ReachPlaceEnv, play_behaviours, scripted_action
 from evolve_envs.reward.service.backends import scene_rules
 from evolve_envs.reward.service.backends.mock import MockBackend
 
@@ -66,6 +66,40 @@ def test_scripted_expert_succeeds_with_monotone_progress_and_random_rarely_does(
                 wins += 1
                 break
     assert wins <= 10
+
+
+class _Outcomes(gym.Wrapper):
+    """Each episode's length and success, as the episodes end."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.episodes: list[tuple[int, bool]] = []
+        self.steps = 0
+
+    def reset(self, **kwargs):  # noqa: ANN003, ANN201
+        self.steps = 0
+        return self.env.reset(**kwargs)
+
+    def step(self, action):  # noqa: ANN001, ANN201
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.steps += 1
+        if terminated or truncated:
+            self.episodes.append((self.steps, bool(info["is_success"])))
+        return obs, reward, terminated, truncated, info
+
+
+def test_noisy_demonstrations_mostly_succeed_off_the_experts_path() -> None:
+    played = {}
+    for goal in ("task", "noisy"):
+        env = _Outcomes(gym.wrappers.TimeLimit(ReachPlaceEnv(), 30))
+        assert play_behaviours(env, {goal: 20}, seed=0) == 20
+        played[goal] = env.episodes
+    wins = sum(ok for _, ok in played["noisy"])
+    assert wins >= 16, played["noisy"]  # most still solve the task within 30 steps
+    mean = {g: np.mean([n for n, _ in eps]) for g, eps in played.items()}
+    assert mean["noisy"] > 1.3 * mean["task"], mean  # the noise takes it off the straight path
+    with pytest.raises(ValueError, match="noisy"):
+        play_behaviours(ReachPlaceEnv(), {"wander": 1})
 
 
 def test_reach_place_rule_reads_the_ground_truth_through_jpeg() -> None:
