@@ -96,6 +96,19 @@ def grace_period(max_t: int, rf: int, rungs: int) -> int:
     return max(1, int(max_t // rf ** (rungs - 1)))
 
 
+def rung_reached(env_steps: float, scheduler: dict[str, Any]) -> int:
+    """How many of ASHA's rungs (``grace_period * rf**k`` env steps) a trial reached. A trial
+    stops a few env steps past a rung, never exactly at it, so rungs, not raw env steps, rank
+    how far trials went.
+
+    >>> sched = {"grace_period": 22222, "rf": 3, "rungs": 3}
+    >>> [rung_reached(n, sched) for n in (4_000, 23_206, 66_667, 200_001)]
+    [0, 1, 2, 3]
+    """
+    marks = [scheduler["grace_period"] * scheduler["rf"] ** k for k in range(scheduler["rungs"])]
+    return sum(env_steps >= m for m in marks)
+
+
 def _evaluate(path: Path, episodes: int, evaluator: Any) -> dict[str, float]:
     from evolve_envs.train.evaluation import held_out_seeds, read_saved
 
@@ -239,7 +252,7 @@ def run_part(args: argparse.Namespace) -> None:
 
 def report(args: argparse.Namespace) -> str:
     """Per cell: every configuration, how far ASHA let it go, its last rung metric; the winner
-    (furthest budget, then the highest held-out return there). From the records alone."""
+    (the furthest rung, then the highest held-out progress there). From the records alone."""
     budget = json.loads((args.out / "budget.json").read_text())
     records = read_records(args.out / "trials")
     lines = [f"D5 tuning on ReachPlace, {machine_note(load_range(records))}", "",
@@ -257,9 +270,13 @@ def report(args: argparse.Namespace) -> str:
             lines += [f"{LABELS[cell]}: no trials yet", ""]
             continue
         done = [r for r in mine if r["curve"] and "error" not in r]
+        sched = budget["scheduler"]
         best = max(
             done,
-            key=lambda r: (r["curve"][-1]["env_steps"], r["curve"][-1]["heldout_progress"]),
+            key=lambda r: (
+                rung_reached(r["curve"][-1]["env_steps"], sched),
+                r["curve"][-1]["heldout_progress"],
+            ),
             default=None,
         )
         if best is not None:
