@@ -37,27 +37,28 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from _common import ROOT, TASK, machine_note, scene_frames
 
+#: fitted arm -> the suffix of the model folder it serves (``runs/r2/model<suffix>``)
+FITTED = {"fitted": "", "fitted_cap03": "-cap03", "fitted_noisy": "-noisy"}
+
+
+def _fitted(suffix: str) -> Callable[[str], tuple[str, list[str]]]:
+    return lambda model: ("reach_place_fitted", [
+        f"reward_model.embedded_backend_kwargs.ckpt_path={model}{suffix}",
+        "reward_model.embedded_backend_kwargs.device=cpu",
+    ])  # fmt: skip
+
+
 #: reward source -> (config, overrides); the configs differ in the reward_model block alone
 ARMS = {
-    "fitted": lambda model: ("reach_place_fitted", [
-        f"reward_model.embedded_backend_kwargs.ckpt_path={model}",
-        "reward_model.embedded_backend_kwargs.device=cpu",
-    ]),
-    "fitted_cap03": lambda model: ("reach_place_fitted", [
-        f"reward_model.embedded_backend_kwargs.ckpt_path={model}-cap03",
-        "reward_model.embedded_backend_kwargs.device=cpu",
-    ]),
-    "fitted_noisy": lambda model: ("reach_place_fitted", [
-        f"reward_model.embedded_backend_kwargs.ckpt_path={model}-noisy",
-        "reward_model.embedded_backend_kwargs.device=cpu",
-    ]),
+    **{arm: _fitted(suffix) for arm, suffix in FITTED.items()},
     "rule": lambda model: ("reach_place", ["reward_model.alarm.enable=true"]),
     "sparse": lambda model: ("reach_place", ["reward_model.enable=false"]),
-}  # fmt: skip
+}
 TRAIN = {"task": 60, "distractor": 20, "random": 20}
 #: the same 100 scenes, half of the expert's episodes played with noise (off the expert's path)
 TRAIN_NOISY = {"task": 30, "noisy": 30, "distractor": 20, "random": 20}
@@ -231,7 +232,6 @@ def distrl(
             run_dir = ROOT / "runs" / "r2" / "distrl" / stamp / f"{arm}-s{seed}"
             before = _uptime()
             config, overrides = extra(model)
-            served = model + arm[len("fitted") :].replace("_", "-")
             run_train(TrainOptions(
                 config=[config], algo="distrl", run_dir=run_dir, minutes=minutes,
                 overrides=[f"run.seed={seed}", "run.snapshot_every_s=30", "run.log_every_s=30",
@@ -246,7 +246,7 @@ def distrl(
                 "curve": curve,
                 "train_last_minute": last_minute(run_dir / "metrics.csv"),
                 "last": _last(summary),
-                "model": _model_hash(served) if arm.startswith("fitted") else None,
+                "model": _model_hash(model + FITTED[arm]) if arm in FITTED else None,
                 "load_before": before, "load_after": _uptime(),
                 "run_dir": str(run_dir.relative_to(ROOT)),
             }  # fmt: skip
@@ -308,8 +308,7 @@ def report(out: Path) -> None:
             f"per seed {per_seed}, mean {sum(vals) / len(vals):.3f} [{lo:.3f}, {hi:.3f}]; "
             f"env steps {steps}; alarm firing at the end {alarm}"
         )
-    fitted = [a for a in ARMS if a.startswith("fitted")]
-    pairs = [(m, "rule") for m in fitted] + [(a, "sparse") for a in [*fitted, "rule"]]
+    pairs = [(m, "rule") for m in FITTED] + [(a, "sparse") for a in [*FITTED, "rule"]]
     for a, b in pairs:
         seeds = sorted(set(at.get(a, {})) & set(at.get(b, {})))
         if not seeds:

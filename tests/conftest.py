@@ -40,7 +40,7 @@ XDIST_FOLDERS = {
     ("tests", "integrations", "rlinf"): "rlinf",  # shuts the worker's Ray down
     ("tests", "reward", "service", "hosting", "ray_serve"): "ray_serve",
 }
-XDIST_FIXTURES = {"libero_env": "libero", "serve_service": "ray_serve", "ray_cluster": "cluster"}
+XDIST_FIXTURES = {"libero_env": "libero"}  # the others live in one folder each, grouped above
 
 
 def _xdist_group(item: pytest.Item, parts: tuple[str, ...]) -> str | None:
