@@ -219,6 +219,7 @@ def distrl(
     first_seed: int,
     arms: list[str],
     env_steps: int | None = None,
+    settings: tuple[str, ...] = (),
 ) -> None:
     from d3_learning_curves import evaluate_run, last_minute
 
@@ -236,14 +237,16 @@ def distrl(
                 config=[config], algo="distrl", run_dir=run_dir, minutes=minutes,
                 overrides=[f"run.seed={seed}", "run.snapshot_every_s=30", "run.log_every_s=30",
                            "run.tensorboard=false", *overrides,
-                           *([f"run.max_env_steps={env_steps}"] if env_steps else [])],
+                           *([f"run.max_env_steps={env_steps}"] if env_steps else []),
+                           *settings],
                 progress_bar=False, log=io.StringIO(),
             ))  # fmt: skip
             curve = evaluate_run(run_dir, episodes)
             summary = json.loads((run_dir / "summary.json").read_text())
             record = {
                 "arm": arm, "seed": seed, "minutes": minutes, "max_env_steps": env_steps,
-                "curve": curve,
+                "settings": list(settings), "curve": curve,
+                "counters": summary.get("counters", {}),
                 "train_last_minute": last_minute(run_dir / "metrics.csv"),
                 "last": _last(summary),
                 "model": _model_hash(model + FITTED[arm]) if arm in FITTED else None,
@@ -278,9 +281,10 @@ def report(out: Path) -> None:
     print(f"equal env steps: {equal:.0f} (the fewest any run collected)")
     print(
         "| reward source | seed | env steps | held-out at equal steps | final / best snapshot "
-        "| training success, last minute | model progress | alarm firing (last window) |"
+        "| training success, last minute | model progress | alarm firing (last window) "
+        "| learner updates |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in sorted(records, key=lambda r: (r["seed"], list(ARMS).index(r["arm"]))):
         last, best = r["curve"][-1]["success"], max(c["success"] for c in r["curve"])
         end = r.get("last", {})
@@ -290,7 +294,8 @@ def report(out: Path) -> None:
             f"| {_success_at(r['curve'], equal):.2f} | {last:.2f} / {best:.2f} "
             f"| {r['train_last_minute'][1]:.2f} "
             f"| {'–' if progress is None or progress != progress else f'{progress:.1f} %'} "
-            f"| {'–' if alarm is None or alarm != alarm else f'{alarm:.2f}'} |"
+            f"| {'–' if alarm is None or alarm != alarm else f'{alarm:.2f}'} "
+            f"| {r.get('counters', {}).get('updates', '–')} |"
         )
     at: dict[str, dict[int, float]] = {}
     for arm in ARMS:
@@ -345,6 +350,9 @@ def main() -> None:
     p.add_argument("--env-steps", type=int, default=None,
                    help="a DistRL run's env-step budget (run.max_env_steps)")  # fmt: skip
     p.add_argument("--eval-episodes", type=int, default=30)
+    p.add_argument("--set", dest="settings", nargs="+", default=[], metavar="KEY=VALUE",
+                   help="distrl phase: overrides for every run of every arm, e.g. "
+                   "learner.barrier=true (kept in each record)")  # fmt: skip
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"R2 on {machine_note()}", flush=True)
@@ -362,7 +370,7 @@ def main() -> None:
         elif phase == "distrl":
             distrl(
                 args.out, args.seeds, args.minutes, args.eval_episodes, args.first_seed,
-                args.arms, args.env_steps,
+                args.arms, args.env_steps, tuple(args.settings),
             )  # fmt: skip
         else:
             report(args.out)
