@@ -278,7 +278,7 @@ class ProgressModelConfig(RewardModelConfig, ProgressKeys):
             return "dense"
         return "binary" if self.binary_reward else "sparse"
 
-    def tracker_settings(self) -> TrackerConfig:
+    def tracker_config(self) -> TrackerConfig:
         """The :class:`~evolve_envs.progress.tracker_config.TrackerConfig` this block describes."""
         keys = self.model_dump(include=set(ProgressKeys.model_fields))
         return TrackerConfig(**keys, reward_mode=self.reward_mode)

@@ -185,7 +185,7 @@ class RewardModel:
         """The tracker settings of a ``kind: progress`` block."""
         if not isinstance(self.config, ProgressModelConfig):
             raise TypeError(f"a {self.config.kind!r} reward model has no progress settings")
-        return self.config.tracker_settings()
+        return self.config.tracker_config()
 
     def tracker(self, *, audit: TerminationAudit | None = None) -> ProgressTracker:
         """A new ``ProgressTracker`` on this client (share ``audit`` between a vector's)."""

@@ -115,10 +115,10 @@ def test_config_done_by_takes_names_and_rules() -> None:
         {"reward_model": {"done_by": {"kind": "any", "rules": [
             {"kind": "k_of_n", "k": 2, "n": 3}, {"kind": "backend"}]}}}, environ={}
     ).reward_model  # fmt: skip
-    settings = rm.tracker_settings()
+    settings = rm.tracker_config()
     assert settings.rule.describe() == "any(2_of_3, backend)" and settings.needs_done
     assert load_config({"reward_model": {"done_by": "both"}}, environ={}).reward_model \
-        .tracker_settings().done_by == "both"  # fmt: skip
+        .tracker_config().done_by == "both"  # fmt: skip
     with pytest.raises(ConfigError, match=r"^reward_model\.done_by\.rules\[0\]: k_of_n needs"):
         load_config({"reward_model": {"done_by": {"kind": "any", "rules": [
             {"kind": "k_of_n", "k": 4, "n": 3}]}}}, environ={})  # fmt: skip

@@ -231,7 +231,7 @@ def test_embedded_endpoint_starts_and_stops_a_shared_service() -> None:
     ("dense", "binary", "reward_mode"),
     [(True, False, "dense"), (False, False, "sparse"), (False, True, "binary")],
 )
-def test_tracker_settings_carry_every_key(dense: bool, binary: bool, reward_mode: str) -> None:
+def test_tracker_config_carries_every_key(dense: bool, binary: bool, reward_mode: str) -> None:
     """Each tracker setting comes from the block key of the same name (non-default values)."""
     from evolve_envs.progress.tracker_config import TrackerConfig
 
@@ -244,7 +244,7 @@ def test_tracker_settings_carry_every_key(dense: bool, binary: bool, reward_mode
         "last_check": "before_limit", "max_unsettled_episodes": 2, "answer_timeout_s": 5.0,
         "dense_reward": dense, "binary_reward": binary,
     }  # fmt: skip
-    settings = load_config({"reward_model": block}, environ={}).reward_model.tracker_settings()
+    settings = load_config({"reward_model": block}, environ={}).reward_model.tracker_config()
     defaults = TrackerConfig()
     for name in TrackerConfig.model_fields:
         want = reward_mode if name == "reward_mode" else block[name]
@@ -257,5 +257,5 @@ def test_robometer_preset_ends_on_two_of_three_checks() -> None:
     cfg = load_config(
         CONFIG_DIR / "libero_spatial.yaml", CONFIG_DIR / "presets" / "robometer_libero.yaml"
     )
-    settings = cfg.reward_model.tracker_settings()
+    settings = cfg.reward_model.tracker_config()
     assert settings.done_by.rule().describe() == "2_of_3" and settings.done_threshold == 0.65
