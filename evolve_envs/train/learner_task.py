@@ -1,5 +1,11 @@
 """The learner as a Ray task (``learner.placement: cluster``): placed by ``learner.num_cpus``,
 ``num_gpus`` and ``resources``, its metrics lines sent back to the driver through a Ray queue.
+
+A lost learner raises :class:`LearnerLostError`, whose message ends with how to resume:
+
+>>> print(resume_hint(Path("runs/train-grpo-1")))
+the last checkpoint is in runs/train-grpo-1: evolve-envs train --resume runs/train-grpo-1
+--address <cluster> continues it
 """
 
 from __future__ import annotations

@@ -18,7 +18,16 @@ __all__ = [
 
 
 class UnsafePickleError(ValueError):
-    """A pickle refers to a global (class, function) or holds a type outside the allowed set."""
+    """A pickle refers to a global (class, function) or holds a type outside the allowed set.
+
+    >>> safe_dtype("<f4")
+    dtype('float32')
+    >>> safe_dtype(object)
+    Traceback (most recent call last):
+    ...
+    evolve_envs.reward.protocol.pickle_types.UnsafePickleError: pickle holds a numpy dtype('O') \
+value; bytes, str, int, float, bool, None, list, tuple, dict and numpy scalars/arrays of ...
+    """
 
 
 #: What the codec decodes to: plain values, containers of them, numpy scalars and arrays.

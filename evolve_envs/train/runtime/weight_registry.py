@@ -23,7 +23,15 @@ PollAnswer: TypeAlias = "dict[str, int | bool | list[ObjectRef | None] | None]"
 class WeightRegistry:
     """The small actor through which the learner broadcasts weights and workers report: the newest
     ``(version, [ObjectRef])`` (in a list, so Ray does not resolve it), the stop and pause flags,
-    per-worker counters."""
+    per-worker counters.
+
+    >>> reg = WeightRegistry()
+    >>> reg.publish(3, ["ref-of-v3"])
+    >>> reg.poll(0, have=2)["ref"], reg.poll(0, have=3)["ref"]
+    (['ref-of-v3'], None)
+    >>> reg.hello(0, pid=41), reg.hello(0, pid=42), reg.workers()
+    (1, 2, {0: {'incarnations': 2, 'pid': 42}})
+    """
 
     def __init__(self) -> None:
         self._version = -1

@@ -55,7 +55,15 @@ SERVICE = 3
 
 
 class ServeError(Exception):
-    """An expected start-up failure: the one line to print, and ``status``, the exit status."""
+    """An expected start-up failure: the one line to print, and ``status``, the exit status.
+
+    >>> args = build_parser().parse_args(["--backend", "mock", "--port", "70000"])
+    >>> try:
+    ...     check_bind_args(args)
+    ... except ServeError as exc:
+    ...     print(exc.status, exc)
+    2 --port 70000 is not a TCP port; give one in 1..65535 (default 8111)
+    """
 
     def __init__(self, message: str, status: int = USAGE) -> None:
         super().__init__(message)
