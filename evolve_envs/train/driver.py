@@ -45,7 +45,16 @@ __all__ = [
 
 @dataclass
 class TrainOptions:
-    """What ``evolve-envs train`` was asked (the CLI's arguments)."""
+    """What ``evolve-envs train`` was asked (the CLI's arguments).
+
+    >>> cfg, state = effective_config(TrainOptions(["distrl/reach_place"], algo="grpo", minutes=2))
+    >>> cfg.algo, cfg.run.minutes, state
+    ('grpo', 2.0, None)
+    >>> effective_config(TrainOptions())
+    Traceback (most recent call last):
+    ...
+    ValueError: evolve-envs train: give --config (a YAML path or a shipped name)
+    """
 
     config: Sequence[TrainSource] = ()
     algo: str | None = None
@@ -64,7 +73,12 @@ class TrainOptions:
 class TrainResult:
     """Where the run wrote and how far it got (``evaluation``: the held-out evaluations'
     summary, with ``eval`` on; ``degraded``: how many episodes got fallback rewards because
-    reward-model calls failed, ``None`` for a clean run)."""
+    reward-model calls failed, ``None`` for a clean run).
+
+    >>> result = TrainResult(Path("runs/absent"), "grpo", {"env_steps": 64}, {}, wall_s=12.0)
+    >>> result.checkpoint.as_posix(), result.best, result.success
+    ('runs/absent/checkpoint.pt', None, None)
+    """
 
     run_dir: Path
     algo: str

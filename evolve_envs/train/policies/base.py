@@ -21,7 +21,18 @@ __all__ = ["CNNGaussianPolicy", "Policy", "SpatialSoftmax", "downscale_images"]
 class Policy(nn.Module, abc.ABC):
     """Interface between the trainers and a policy network: subclasses implement :meth:`encode_obs`
     and :meth:`forward`. Actions come back *unclipped*: the env clips them, the learner penalises
-    those outside the action space."""
+    those outside the action space.
+
+    >>> class Still(Policy):  # actions: Normal(0, 1) on 2 dims; value: the sum of the state
+    ...     def encode_obs(self, obs): return {"state": obs["state"].astype(np.float32)}
+    ...     def forward(self, x):
+    ...         s = x["state"]
+    ...         return Independent(Normal(torch.zeros(len(s), 2), 1.0), 1), s.sum(-1)
+    >>> pol = Still()
+    >>> inputs = pol.encode_obs({"state": np.ones((3, 4))})
+    >>> pol.act(inputs, deterministic=True)[0].tolist(), pol.value(inputs).tolist()
+    ([[0.0, 0.0], [0.0, 0.0], [0.0, 0.0]], [4.0, 4.0, 4.0])
+    """
 
     @abc.abstractmethod
     def encode_obs(self, obs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -94,7 +105,13 @@ def downscale_images(images: np.ndarray, size: int) -> np.ndarray:
 
 class SpatialSoftmax(nn.Module):
     """Feature maps ``[B, K, H, W]`` -> expected image coordinates ``[B, 2K]`` in ``[-1, 1]`` (a
-    softmax keypoint per channel, learnable temperature)."""
+    softmax keypoint per channel, learnable temperature).
+
+    >>> maps = torch.full((1, 1, 3, 3), -50.0)
+    >>> maps[0, 0, 0, 2] = 50.0  # one channel peaking in the top right corner
+    >>> SpatialSoftmax()(maps).round(decimals=3).tolist()  # x, then y
+    [[1.0, -1.0]]
+    """
 
     def __init__(self) -> None:
         super().__init__()
