@@ -5,6 +5,12 @@ environment, never their command lines.
 Usage::
 
     evolve-reward-launch --backend mock --gpu-ids 0,1 -- --batch-window-ms 10
+
+starts two servers (a :class:`ServerProcess` each), on ports 8111 and 8112:
+
+>>> args = build_parser().parse_args(["--backend", "mock", "--gpu-ids", "0,1", "--", "-q"])
+>>> args.base_port, args.gpu_ids, args.server_args
+(8111, '0,1', ['-q'])
 """
 
 from __future__ import annotations

@@ -36,7 +36,15 @@ RLINF_WORLD_MODEL_KEYS = ("type", "from_pretrained")
 
 @dataclass
 class ProgressStack:
-    """Trackers and weights built from a ``reward_model`` block (:func:`build_progress_stack`)."""
+    """Trackers and weights built from a ``reward_model`` block (:func:`build_progress_stack`),
+    which refuses a block it cannot serve before it opens anything:
+
+    >>> build_progress_stack({"enable": True, "kind": "video_score"}, num_envs=2)
+    Traceback (most recent call last):
+    ...
+    evolve_envs.progress.config_error.ConfigError: reward_model.kind: the RLinf integration \
+supports 'progress', got 'video_score'
+    """
 
     trackers: list[ProgressTracker]
     reward_weight: float

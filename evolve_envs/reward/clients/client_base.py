@@ -107,6 +107,15 @@ class ClientBase:
         stats: counters to update; share one :class:`ClientStats` between clients if you like.
         warn_interval_s: minimum seconds between two failure warnings.
         name: how warnings name the client.
+
+    A client given URLs owns the pool it makes from them and closes it with itself:
+
+    >>> opts = dict(max_workers=1, timeout=None, stats=None, warn_interval_s=60.0, name="demo")
+    >>> with ClientBase("http://127.0.0.1:8111", fail_on_request_error=True, **opts) as client:
+    ...     client.pool.urls, client.fail_on_request_error, client.pool.closed
+    (['http://127.0.0.1:8111'], True, False)
+    >>> client.pool.closed
+    True
     """
 
     def __init__(
