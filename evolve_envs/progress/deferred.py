@@ -1,6 +1,22 @@
 """Deferred settlement (``calls: deferred``): the env never waits, each answer settles its step.
 
-The contract: docs/PROGRESS.md, "Deferred settlement".
+The contract: docs/PROGRESS.md, "Deferred settlement". An episode ends with its check of step 1
+unanswered; it is handed on once the answer is back, its reward paid at step 1:
+
+>>> from evolve_envs.progress.request_modes import REQUEST_MODES
+>>> s = TrackerConfig(calls="deferred")
+>>> clock = lambda: 0.0  # the check was sent at 0.0 and time stands still: no answer is late
+>>> book = DeferredSettlement(s, REQUEST_MODES[s.mode](s), AnswerTiming(clock),
+...                           TerminationAudit(), strict=False, clock=clock)
+>>> ledger = book.start(1, EpisodeState(task="open the drawer"))
+>>> ledger.played(1, env_success=False); ledger.played(2, env_success=False)
+>>> answer: Answer = Future()
+>>> ledger.ep.pending.append(PendingCheck(step=1, base_step=0, milestone=True, critic=answer))
+>>> book.end(ledger, env_terminated=False, env_truncated=True); book.settled()
+[]
+>>> answer.set_result(CallResult(40.0, ok=True, fallback=False, latency_s=0.1, endpoint=None))
+>>> [(ep.length, ep.rewards.tolist(), ep.truncated) for ep in book.settled()]
+[(2, [0.4, 0.0], True)]
 """
 
 from __future__ import annotations

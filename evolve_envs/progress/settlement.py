@@ -17,7 +17,17 @@ __all__ = ["AnswerSettlement"]
 
 class AnswerSettlement:
     """Applies answers to an episode and settles it (docs/PROGRESS.md); one per
-    tracker, sharing the tracker's request mode, done judge and answer timing."""
+    tracker, sharing the tracker's request mode, done judge and answer timing.
+
+    With ``reward_mode: sparse`` the progress level is paid when the episode is settled:
+
+    >>> from evolve_envs.progress.request_modes import REQUEST_MODES
+    >>> s = TrackerConfig(reward_mode="sparse")
+    >>> timing = AnswerTiming(clock=lambda: 0.0)
+    >>> answers = AnswerSettlement(s, REQUEST_MODES[s.mode](s), s.rule.judge(), timing)
+    >>> answers.settle(EpisodeState(progress=40.0))  # (model reward, answers applied, fallback)
+    (0.4, 0, False)
+    """
 
     def __init__(
         self, settings: TrackerConfig, mode: RequestMode, judge: DoneJudge, timing: AnswerTiming
