@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from evolve_envs import load_config
+from evolve_envs.cli.reports.progress_source import progress_source
 from evolve_envs.cli.reports.rollout import format_table
-from evolve_envs.stack.factory import progress_source
 
 
 @pytest.mark.slow

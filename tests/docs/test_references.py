@@ -129,8 +129,8 @@ def test_the_reward_model_key_table_lists_every_key_of_the_schema() -> None:
 @pytest.mark.parametrize("rule", ["change", "intensity", "reach_place", "reach_place_hackable"])
 def test_every_mock_rule_says_what_its_number_is(rule: str) -> None:
     from evolve_envs import load_config
+    from evolve_envs.cli.reports.progress_source import MOCK_RULES, progress_source
     from evolve_envs.reward.service.backends.mock import RULES
-    from evolve_envs.stack.factory import MOCK_RULES, progress_source
 
     assert set(MOCK_RULES) == set(RULES)
     block = {"enable": True, "endpoint": "embedded", "embedded_backend_kwargs": {"rule": rule}}

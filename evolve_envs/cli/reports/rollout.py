@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 import numpy as np
 
 from evolve_envs.cli.reports.media import write_plot, write_video
+from evolve_envs.cli.reports.progress_source import progress_source
 from evolve_envs.cli.reports.rollout_table import (
     callable_name,
     degradation,
@@ -37,7 +38,6 @@ from evolve_envs.cli.reports.rollout_table import (
 from evolve_envs.progress.done_rules import TerminationAudit
 from evolve_envs.recording.metrics_log import EpisodeLog
 from evolve_envs.stack.config import StackConfig
-from evolve_envs.stack.factory import progress_source
 
 if TYPE_CHECKING:
     from collections.abc import Callable
