@@ -13,10 +13,14 @@ Phases (each writes its records under ``--out``, default ``bench/results/r2``):
   frames) against the ``fitted`` backend on the CPU, 1 and 8 clients;
 * ``alarm``: the demo's random, gaming and solving policies under the fitted model and the two
   rules, with the hacking alarm, on scenes none was fitted on;
+* ``separation``: every fitted model's score of the last frame of placed blocks and of near
+  misses (``play_behaviours``' ``near_miss``: the block held just short of the zone), and how
+  many of each it judges done, on scenes no recording holds;
 * ``distrl``: ``evolve-envs train`` for ``--minutes`` per run, ``--seeds`` seeds of each reward
   source, interleaved: the fitted model (embedded ``fitted`` backend; ``fitted_cap03``: the fit
   of ``fit --failure-cap 0.3``; ``fitted_noisy``: the fit of ``fit --data train-noisy``, half the
-  expert's episodes played with noise), the
+  expert's episodes played with noise; ``fitted_nearmiss``: the fit of ``fit --data
+  train-nearmiss``, the training episodes and 20 near misses), the
   ``reach_place`` rule, and the env's own success flag alone (``reward_model.enable=false``,
   reward 1 at success). Every snapshot is evaluated on ``--eval-episodes`` held-out scenes
   (mean action, the env's success flag); the record keeps the curve, and the report compares
@@ -43,7 +47,12 @@ from pathlib import Path
 from _common import ROOT, TASK, machine_note, scene_frames
 
 #: fitted arm -> the suffix of the model folder it serves (``runs/r2/model<suffix>``)
-FITTED = {"fitted": "", "fitted_cap03": "-cap03", "fitted_noisy": "-noisy"}
+FITTED = {
+    "fitted": "",
+    "fitted_cap03": "-cap03",
+    "fitted_noisy": "-noisy",
+    "fitted_nearmiss": "-nearmiss",
+}
 
 
 def _fitted(suffix: str) -> Callable[[str], tuple[str, list[str]]]:
@@ -62,6 +71,8 @@ ARMS = {
 TRAIN = {"task": 60, "distractor": 20, "random": 20}
 #: the same 100 scenes, half of the expert's episodes played with noise (off the expert's path)
 TRAIN_NOISY = {"task": 30, "noisy": 30, "distractor": 20, "random": 20}
+#: the training recording's episodes and 20 near misses (the block held just short of the zone)
+TRAIN_NEARMISS = {"task": 60, "distractor": 20, "random": 20, "near_miss": 20}
 HELD = {"task": 20, "distractor": 10, "random": 10}
 
 
@@ -73,7 +84,8 @@ def record(out: Path) -> None:
     from evolve_envs import make_env
     from evolve_envs.envs.synthetic import play_behaviours
 
-    recordings = (("train", TRAIN, 0), ("train-noisy", TRAIN_NOISY, 0), ("held_out", HELD, 10_000))
+    recordings = (("train", TRAIN, 0), ("train-noisy", TRAIN_NOISY, 0),
+                  ("train-nearmiss", TRAIN_NEARMISS, 0), ("held_out", HELD, 10_000))  # fmt: skip
     for name, counts, seed in recordings:
         target = ROOT / "runs" / "r2" / name
         if target.exists():
@@ -205,6 +217,59 @@ def alarm(out: Path, episodes: int, model: str) -> None:
     (out / f"alarm{_suffix(model)}.json").write_text(json.dumps(body, indent=1, default=str) + "\n")
 
 
+#: reset seeds of the separation probe's scenes (apart from every recording's)
+PROBE_SEED = 20_000
+
+
+def separation(out: Path, episodes: int) -> None:
+    """How each fitted model scores the last frame of a placed block against a block held just
+    short of the zone (``play_behaviours``' ``near_miss``), on scenes no recording holds."""
+    import gymnasium as gym
+    import numpy as np
+
+    from evolve_envs.envs.synthetic import TASK as TEXT
+    from evolve_envs.envs.synthetic import ReachPlaceEnv, play_behaviours
+    from evolve_envs.reward.service.backends.progress_net import load_model
+
+    class LastFrame(gym.Wrapper):
+        def step(self, action):  # noqa: ANN001, ANN201
+            out = self.env.step(action)
+            self.frame = out[0]["image"]
+            return out
+
+    finals: dict[str, list[np.ndarray]] = {"task": [], "near_miss": []}
+    for goal, frames in finals.items():
+        for k in range(episodes):
+            env = LastFrame(gym.wrappers.TimeLimit(ReachPlaceEnv(), 30))
+            play_behaviours(env, {goal: 1}, seed=PROBE_SEED + k)
+            frames.append(env.frame)
+    rows = {}
+    for arm, suffix in FITTED.items():
+        folder = ROOT / "runs" / "r2" / f"model{suffix}"
+        if not folder.is_dir():
+            continue
+        net = load_model(folder)
+        score = {g: net.predict(np.stack(f), [TEXT] * len(f)) for g, f in finals.items()}
+        thr = net.config.done_threshold
+        rows[arm] = {
+            "model": _model_hash(str(folder)),
+            "done_threshold": thr,
+            **{f"{g}_mean": float(v.mean()) for g, v in score.items()},
+            **{f"{g}_min": float(v.min()) for g, v in score.items()},
+            **{f"{g}_max": float(v.max()) for g, v in score.items()},
+            "near_miss_judged_done": int((score["near_miss"] >= thr).sum()),
+            "placed_judged_done": int((score["task"] >= thr).sum()),
+        }
+        r = rows[arm]
+        print(f"{arm}: placed {r['task_mean']:.3f} [{r['task_min']:.3f}, {r['task_max']:.3f}], "
+              f"near miss {r['near_miss_mean']:.3f} [{r['near_miss_min']:.3f}, "
+              f"{r['near_miss_max']:.3f}]; done at {thr:.2f}: placed {r['placed_judged_done']}/"
+              f"{episodes}, near miss {r['near_miss_judged_done']}/{episodes}")  # fmt: skip
+    body = {"episodes_per_behaviour": episodes, "seed": PROBE_SEED, "rows": rows,
+            "machine": machine_note()}  # fmt: skip
+    (out / "separation.json").write_text(json.dumps(body, indent=1) + "\n")
+
+
 def _model_hash(model: str) -> str:
     from evolve_envs.reward.service.backends.progress_net import content_hash
 
@@ -331,7 +396,7 @@ def report(out: Path) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    phases = ["record", "fit", "calibrate", "latency", "alarm", "distrl", "report"]
+    phases = ["record", "fit", "calibrate", "latency", "alarm", "separation", "distrl", "report"]
     p.add_argument("phases", nargs="+", choices=phases)
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "r2")
     p.add_argument("--epochs", type=int, default=20)
@@ -339,11 +404,14 @@ def main() -> None:
                    help="the model directory the calibrate and alarm phases score")  # fmt: skip
     p.add_argument("--failure-cap", type=float, default=None,
                    help="fit phase: fit runs/r2/model-cap<cap> (0.3: model-cap03)")  # fmt: skip
-    p.add_argument("--data", default="train", choices=["train", "train-noisy"],
-                   help="fit phase: the training recording (train-noisy: model-noisy)")  # fmt: skip
+    p.add_argument("--data", default="train", choices=["train", "train-noisy", "train-nearmiss"],
+                   help="fit phase: the training recording (train-noisy: model-noisy, "
+                   "train-nearmiss: model-nearmiss)")  # fmt: skip
     p.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
     p.add_argument("--seconds", type=float, default=5.0, help="one latency measurement")
     p.add_argument("--alarm-episodes", type=int, default=8, help="per policy (alarm phase)")
+    p.add_argument("--separation-episodes", type=int, default=40,
+                   help="per behaviour (separation phase)")  # fmt: skip
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--first-seed", type=int, default=0)
     p.add_argument("--minutes", type=float, default=3.0, help="a DistRL run's wall-clock cap")
@@ -367,6 +435,8 @@ def main() -> None:
             latency(args.out, args.seconds)
         elif phase == "alarm":
             alarm(args.out, args.alarm_episodes, args.model)
+        elif phase == "separation":
+            separation(args.out, args.separation_episodes)
         elif phase == "distrl":
             distrl(
                 args.out, args.seeds, args.minutes, args.eval_episodes, args.first_seed,

@@ -206,6 +206,21 @@ def scripted_action(env: ReachPlaceEnv, goal: str = "task") -> np.ndarray:
     return np.clip(step, -1.0, 1.0).astype(np.float32)
 
 
+def _near_miss_action(env: ReachPlaceEnv, gap: float) -> np.ndarray:
+    """The expert's action, but once holding it aims the block ``gap`` short of the zone's
+    centre on the line it comes in on (every point of the way stays ``gap`` or more away)."""
+    if not env._holding:
+        return scripted_action(env)
+    pos = env.positions()
+    away = pos["block"] - pos["target"]
+    dist = float(np.linalg.norm(away))
+    if dist <= gap:  # there: hold still
+        return np.zeros(2, np.float32)
+    aim = pos["target"] + away / dist * gap - env._grasp_offset
+    step = (aim - pos["gripper"]) / env.speed
+    return np.clip(step, -1.0, 1.0).astype(np.float32)
+
+
 def clean_gaming_seeds(n: int, steps: int, *, search: int) -> list[int]:
     """The first ``n`` reset seeds (of ``range(search)``) whose distractor can be dragged to the
     zone within ``steps`` steps without the gripper passing by the block: an accidental grasp
@@ -230,15 +245,19 @@ def clean_gaming_seeds(n: int, steps: int, *, search: int) -> list[int]:
 
 #: the spread of the noise :func:`play_behaviours` adds to the expert's actions (``"noisy"``)
 NOISY_STD = 1.0
+#: where ``"near_miss"`` leaves the block: this far from the zone's centre (the env counts a
+#: placement within ``place_radius``, 0.08), on the side it came from
+NEAR_MISS_GAP = (0.11, 0.2)
 
 
 def play_behaviours(env: gym.Env, counts: dict[str, int], *, seed: int = 0) -> int:
     """Play whole episodes of scripted behaviours on a (wrapped) ReachPlace env, in order:
     ``counts`` maps ``"task"`` / ``"distractor"`` (see :func:`scripted_action`), ``"noisy"`` (the
     task's expert with Gaussian noise of ``NOISY_STD`` on each action: demonstrations off the
-    expert's path) or ``"random"`` (uniform actions) to a number of episodes; reset seeds count up
-    from ``seed``. Returns the number of episodes played (e.g. to fill a recording with known
-    successes and failures).
+    expert's path), ``"near_miss"`` (the expert carries the block to a point ``NEAR_MISS_GAP``
+    short of the zone and holds it there: failures that look almost placed) or ``"random"``
+    (uniform actions) to a number of episodes; reset seeds count up from ``seed``. Returns the
+    number of episodes played (e.g. to fill a recording with known successes and failures).
 
         >>> play_behaviours(gym.wrappers.TimeLimit(ReachPlaceEnv(), 20), {"task": 1, "random": 1})
         2
@@ -249,14 +268,19 @@ def play_behaviours(env: gym.Env, counts: dict[str, int], *, seed: int = 0) -> i
         raise TypeError(f"play_behaviours needs a ReachPlace env, got {type(base).__name__}")
     played = 0
     for goal, count in counts.items():
-        if goal not in ("task", "distractor", "noisy", "random"):
-            raise ValueError(f"unknown behaviour {goal!r} (task, distractor, noisy or random)")
+        if goal not in ("task", "distractor", "noisy", "near_miss", "random"):
+            raise ValueError(
+                f"unknown behaviour {goal!r} (task, distractor, noisy, near_miss or random)"
+            )
         for _ in range(count):
             env.reset(seed=seed + played)
             played += 1
+            gap = rng.uniform(*NEAR_MISS_GAP) if goal == "near_miss" else 0.0
             done = False
             while not done:
-                if goal == "random":
+                if goal == "near_miss":
+                    action = _near_miss_action(base, gap)
+                elif goal == "random":
                     action = rng.uniform(-1, 1, 2).astype(np.float32)
                 elif goal == "noisy":
                     noise = rng.normal(0.0, NOISY_STD, 2)

@@ -11,7 +11,13 @@ import simplejpeg
 
 import evolve_envs  # noqa: F401  (registers the ids)
 from evolve_envs import ConfigError, make_env
-from evolve_envs.envs.synthetic import COLORS, ReachPlaceEnv, play_behaviours, scripted_action
+from evolve_envs.envs.synthetic import (
+    COLORS,
+    NEAR_MISS_GAP,
+    ReachPlaceEnv,
+    play_behaviours,
+    scripted_action,
+)
 from evolve_envs.reward.service.backends import scene_rules
 from evolve_envs.reward.service.backends.mock import MockBackend
 
@@ -100,6 +106,22 @@ def test_noisy_demonstrations_mostly_succeed_off_the_experts_path() -> None:
     assert mean["noisy"] > 1.3 * mean["task"], mean  # the noise takes it off the straight path
     with pytest.raises(ValueError, match="noisy"):
         play_behaviours(ReachPlaceEnv(), {"wander": 1})
+
+
+def test_near_misses_hold_the_block_just_outside_the_zone_and_never_succeed() -> None:
+    env = _Outcomes(gym.wrappers.TimeLimit(ReachPlaceEnv(), 30))
+    ends = []
+    for seed in range(20):
+        play_behaviours(env, {"near_miss": 1}, seed=seed)
+        base = env.unwrapped
+        pos = base.positions()
+        ends.append((base._holding, float(np.linalg.norm(pos["block"] - pos["target"]))))
+    assert [ok for _, ok in env.episodes] == [False] * 20  # every one a failure, played to 30
+    assert all(n == 30 for n, _ in env.episodes)
+    assert all(holding for holding, _ in ends)
+    gaps = [d for _, d in ends]
+    assert min(gaps) >= NEAR_MISS_GAP[0] - 1e-6 and max(gaps) <= NEAR_MISS_GAP[1] + 1e-6, gaps
+    assert min(gaps) > base.place_radius
 
 
 def test_reach_place_rule_reads_the_ground_truth_through_jpeg() -> None:
