@@ -25,6 +25,13 @@ def client(mock_service: EmbeddedService) -> Iterator[ProgressClient]:
         c.close()
 
 
+@pytest.fixture(autouse=True)
+def private_ray(monkeypatch: pytest.MonkeyPatch) -> None:
+    """RLinf's Cluster first joins any Ray running on the machine (``address="auto"``): another
+    test process's cluster, which may stop under it. ``RAY_ADDRESS=local`` starts its own."""
+    monkeypatch.setenv("RAY_ADDRESS", "local")
+
+
 @pytest.fixture(autouse=True, scope="module")
 def no_ray_left_running() -> None:
     """RLinf's Cluster refuses a Ray that someone else initialised: shut down a session left by
