@@ -202,7 +202,12 @@ def scripted_action(env: ReachPlaceEnv, goal: str = "task") -> np.ndarray:
         aim = pos["block"]
     else:
         aim = pos["target"] - env._grasp_offset
-    step = (aim - pos["gripper"]) / env.speed
+    return _toward(env, aim)
+
+
+def _toward(env: ReachPlaceEnv, aim: np.ndarray) -> np.ndarray:
+    """The action that moves the gripper to ``aim``, or one full step toward it."""
+    step = (aim - env.positions()["gripper"]) / env.speed
     return np.clip(step, -1.0, 1.0).astype(np.float32)
 
 
@@ -216,9 +221,7 @@ def _near_miss_action(env: ReachPlaceEnv, gap: float) -> np.ndarray:
     dist = float(np.linalg.norm(away))
     if dist <= gap:  # there: hold still
         return np.zeros(2, np.float32)
-    aim = pos["target"] + away / dist * gap - env._grasp_offset
-    step = (aim - pos["gripper"]) / env.speed
-    return np.clip(step, -1.0, 1.0).astype(np.float32)
+    return _toward(env, pos["target"] + away / dist * gap - env._grasp_offset)
 
 
 def clean_gaming_seeds(n: int, steps: int, *, search: int) -> list[int]:
