@@ -20,7 +20,8 @@ Phases (each writes its records under ``--out``, default ``bench/results/r2``):
   source, interleaved: the fitted model (embedded ``fitted`` backend; ``fitted_cap03``: the fit
   of ``fit --failure-cap 0.3``; ``fitted_noisy``: the fit of ``fit --data train-noisy``, half the
   expert's episodes played with noise; ``fitted_nearmiss``: the fit of ``fit --data
-  train-nearmiss``, the training episodes and 20 near misses), the
+  train-nearmiss``, the training episodes and 20 near misses; ``fitted_gap``: the fit of ``fit
+  --done-gap``, a success's frames before its last labelled below the failure cap), the
   ``reach_place`` rule, and the env's own success flag alone (``reward_model.enable=false``,
   reward 1 at success). Every snapshot is evaluated on ``--eval-episodes`` held-out scenes
   (mean action, the env's success flag); the record keeps the curve, and the report compares
@@ -52,6 +53,7 @@ FITTED = {
     "fitted_cap03": "-cap03",
     "fitted_noisy": "-noisy",
     "fitted_nearmiss": "-nearmiss",
+    "fitted_gap": "-gap",
 }
 
 
@@ -100,14 +102,17 @@ def record(out: Path) -> None:
         print(f"recorded {sum(counts.values())} episodes into {target}")
 
 
-def fit(out: Path, epochs: int, failure_cap: float | None = None, data: str = "train") -> None:
+def fit(
+    out: Path, epochs: int, failure_cap: float | None = None, data: str = "train", gap: bool = False
+) -> None:
     cap = "" if failure_cap is None else "-cap" + str(failure_cap).replace(".", "")
-    model = ROOT / "runs" / "r2" / f"model{cap}{data[len('train') :]}"
+    model = ROOT / "runs" / "r2" / f"model{cap}{data[len('train') :]}{'-gap' if gap else ''}"
     before = _uptime()
     t0 = time.perf_counter()
     cmd = [sys.executable, "-m", "evolve_envs.cli.main", "fit-reward", str(ROOT / "runs/r2" / data),
            "--out", str(model), "--epochs", str(epochs), "--no-progress",
-           *([] if failure_cap is None else ["--failure-cap", str(failure_cap)])]  # fmt: skip
+           *([] if failure_cap is None else ["--failure-cap", str(failure_cap)]),
+           *(["--done-gap"] if gap else [])]  # fmt: skip
     subprocess.run(cmd, check=True)
     wall = time.perf_counter() - t0
     report = json.loads((model / "report.json").read_text())
@@ -407,6 +412,8 @@ def main() -> None:
     p.add_argument("--data", default="train", choices=["train", "train-noisy", "train-nearmiss"],
                    help="fit phase: the training recording (train-noisy: model-noisy, "
                    "train-nearmiss: model-nearmiss)")  # fmt: skip
+    p.add_argument("--done-gap", action="store_true",
+                   help="fit phase: fit-reward --done-gap into runs/r2/model-gap")  # fmt: skip
     p.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
     p.add_argument("--seconds", type=float, default=5.0, help="one latency measurement")
     p.add_argument("--alarm-episodes", type=int, default=8, help="per policy (alarm phase)")
@@ -428,7 +435,7 @@ def main() -> None:
         if phase == "record":
             record(args.out)
         elif phase == "fit":
-            fit(args.out, args.epochs, args.failure_cap, args.data)
+            fit(args.out, args.epochs, args.failure_cap, args.data, args.done_gap)
         elif phase == "calibrate":
             calibrate(args.out, args.model)
         elif phase == "latency":

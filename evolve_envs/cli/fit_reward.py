@@ -48,6 +48,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=0.8,
         help="a failed episode's frames are held below this progress",
     )
+    fr.add_argument(
+        "--done-gap",
+        action="store_true",
+        help="label a success's frames before its last below the failure cap, so done "
+        "stands apart from the frames just before it",
+    )
     fr.add_argument("--name", default=None, help="the model's name (default: the folder's)")
     fr.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -73,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
         name=args.name,
         progress=not args.no_progress,
         failure_cap=args.failure_cap,
+        done_gap=args.done_gap,
     )
     try:
         report = fit_reward(opts)

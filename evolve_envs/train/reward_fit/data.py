@@ -49,11 +49,21 @@ class FitEpisode:
         return len(self.frames) - 1
 
 
-def progress_labels(steps: int, success: bool) -> np.ndarray:
-    """Per-frame labels: ``t / steps`` on a success, NaN (no target, capped) on a failure."""
+def progress_labels(steps: int, success: bool, done_gap: float | None = None) -> np.ndarray:
+    """Per-frame labels: ``t / steps`` on a success, NaN (no target, capped) on a failure.
+
+    With ``done_gap`` a success's frames before its last are ``t / steps * done_gap`` and its
+    last is 1: the step into done stands apart from every frame before it.
+
+    >>> [round(float(v), 2) for v in progress_labels(4, True, done_gap=0.8)]
+    [0.0, 0.2, 0.4, 0.6, 1.0]
+    """
     if not success:
         return np.full(steps + 1, np.nan, np.float32)
-    return (np.arange(steps + 1, dtype=np.float32) / max(steps, 1)).astype(np.float32)
+    labels = np.arange(steps + 1, dtype=np.float64) / max(steps, 1)
+    if done_gap is not None:
+        labels[:-1] *= done_gap
+    return labels.astype(np.float32)
 
 
 def _resize(frames: np.ndarray, size: int) -> np.ndarray:

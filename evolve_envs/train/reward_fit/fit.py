@@ -72,6 +72,8 @@ class FitOptions:
     backbone: str | None = None
     demonstrations: bool = False
     failure_cap: float = FAILURE_CAP
+    #: a success's frames before its last are labelled below ``failure_cap`` (docs/fit-reward.md)
+    done_gap: bool = False
     name: str | None = None
     progress: bool = True
 
@@ -102,9 +104,11 @@ def pick_done_threshold(
     return float(np.round((grid[best[0]] + grid[best[-1]]) / 2, 2))
 
 
-def _frames_and_labels(episodes: Sequence[FitEpisode]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def _frames_and_labels(
+    episodes: Sequence[FitEpisode], done_gap: float | None
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
     frames = np.concatenate([e.frames for e in episodes])
-    labels = np.concatenate([progress_labels(e.steps, e.success) for e in episodes])
+    labels = np.concatenate([progress_labels(e.steps, e.success, done_gap) for e in episodes])
     tasks = [e.task for e in episodes for _ in range(len(e.frames))]
     return frames, labels, tasks
 
@@ -229,7 +233,8 @@ def fit_reward(opts: FitOptions) -> dict[str, JsonValue]:
     params = [p for p in net.module.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=opts.lr)
     start, losses = _load_work(work, net, opt) if (work / "state.json").is_file() else (0, [])
-    frames, labels, tasks = _frames_and_labels(train)
+    gap = opts.failure_cap if opts.done_gap else None
+    frames, labels, tasks = _frames_and_labels(train, gap)
     pixels = torch.as_tensor(frames).permute(0, 3, 1, 2).contiguous()  # uint8, on the CPU
     ok = ~np.isnan(labels)
     target = torch.as_tensor(np.nan_to_num(labels), device=net.device)

@@ -117,6 +117,13 @@ def _plot(
     return True
 
 
+def _success_labels(report: dict[str, JsonValue]) -> str:
+    if report["options"].get("done_gap"):
+        return (f"frame t of T is t / T x {report['failure_cap']} of the way, the last frame 1 "
+                "(done stands apart from every frame before it)")  # fmt: skip
+    return "frame t of T is t / T of the way (the last frame is done)"
+
+
 def _card(report: dict[str, JsonValue]) -> str:
     held, train = report["held_out"], report["train"]
 
@@ -131,7 +138,7 @@ episode). Identity (the content hash of `config.json` and the weights): `{report
 
 ## Labels
 
-* successful episodes: frame t of T is t / T of the way (the last frame is done);
+* successful episodes: {_success_labels(report)};
 * failed episodes: every frame held at or below {report["failure_cap"]} (a penalty above it, no
   target);
 * done: the progress reaches {report["done_threshold"]:.2f} (chosen on the training episodes).
@@ -175,6 +182,7 @@ def write_report(
 ) -> dict[str, JsonValue]:
     """Write ``report.json``, ``curves.png`` and ``README.md`` into ``out``; returns the report."""
     threshold = net.config.done_threshold
+    gap = float(options["failure_cap"]) if options.get("done_gap") else None
     held_curves, train_curves = _curves(net, held_out), _curves(net, train)
     trainable = [p for n, p in net.module.named_parameters() if not n.startswith("backbone.")]
     report: dict[str, JsonValue] = {
@@ -194,7 +202,8 @@ def write_report(
                 "success": e.success,
                 "progress": c,
                 "label": [
-                    None if math.isnan(v) else float(v) for v in progress_labels(e.steps, e.success)
+                    None if math.isnan(v) else float(v)
+                    for v in progress_labels(e.steps, e.success, gap)
                 ],
             }
             for e, c in zip(held_out, held_curves, strict=True)

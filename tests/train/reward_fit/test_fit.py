@@ -51,6 +51,23 @@ def test_the_model_directory_holds_weights_config_report_and_card(model) -> None
     assert report["losses"][-1] < report["losses"][0]  # it fitted something
 
 
+def test_done_gap_labels_the_frames_before_done_below_the_failure_cap(tmp_path: Path) -> None:
+    out = tmp_path / "gap"
+    code = cli_main(["fit-reward", "shipped", "--out", str(out), "--epochs", "1", "--done-gap",
+                     "--failure-cap", "0.7", "--input-size", "32", "--channels", "8",
+                     "--held-out", "0.3", "--no-progress"])  # fmt: skip
+    assert code == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["options"]["done_gap"] is True
+    solved = [c for c in report["held_out_curves"] if c["success"]]
+    assert solved
+    for curve in solved:
+        label = curve["label"]
+        assert label[-1] == 1.0 and max(label[:-1]) <= 0.7 + 1e-6
+        assert np.all(np.diff(label) > 0)  # still in order: the VOC reads the same
+    assert "t / T x 0.7" in (out / "README.md").read_text()
+
+
 def test_the_served_backend_answers_what_the_model_predicts(model) -> None:  # noqa: ANN001
     out, report = model
     net = load_model(out)
