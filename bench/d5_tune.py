@@ -20,7 +20,10 @@ One part = one cell = one ``tune.Tuner``:
   the configurations behind at each rung.
 * **Records** — ``<out>/trials/<cell>-t<i>.json`` (knobs, the curve so far, load; rewritten at
   every report, so a stopped trial keeps what it reached) and ``<out>/budget.json`` (the budget
-  and scheduler; a part with another budget refuses to run into the same folder). The report
+  and scheduler; a part with another budget refuses to run into the same folder), and
+  ``<out>/cells/<cell>.json`` once every trial of the part has finished (Tune ran all of them to
+  the budget, a stop or an error; an interrupted part writes none, and its cell gets no winner
+  until the part runs again). The report
   (``--report-only``) re-renders ``<out>/d5_tune_summary.md`` and ``<out>/winners.json`` from
   them alone.
 
@@ -243,11 +246,20 @@ def run_part(args: argparse.Namespace) -> None:
                 storage_path=str(args.runs.resolve() / "tune"),
             ),  # fmt: skip
         )
-        for res in tuner.fit():
+        grid = tuner.fit()
+        for res in grid:
             if res.error is not None:
                 print(f"a {args.cell} trial failed: {str(res.error).splitlines()[0]}", flush=True)
     finally:
         ray.shutdown()
+    finished = grid.num_terminated + grid.num_errors
+    if finished < args.samples:  # interrupted: Tune returns with trials still running or pending
+        raise SystemExit(f"{args.cell}: {finished} of {args.samples} trials finished; the cell "
+                         "is incomplete and has no winner (run the part again)")  # fmt: skip
+    write_json(args.out / "cells" / f"{args.cell}.json",
+               {"cell": args.cell, "tune_run": f"d5_tune-{args.cell}-{stamp}",
+                "trials": args.samples, "terminated": grid.num_terminated,
+                "errors": grid.num_errors})  # fmt: skip
 
 
 def report(args: argparse.Namespace) -> str:
@@ -268,6 +280,10 @@ def report(args: argparse.Namespace) -> str:
         mine = sorted((r for r in records if r["cell"] == cell), key=lambda r: r["trial"])
         if not mine:
             lines += [f"{LABELS[cell]}: no trials yet", ""]
+            continue
+        if not (args.out / "cells" / f"{cell}.json").is_file():  # a part that did not finish
+            lines += [f"{LABELS[cell]}: {len(mine)} trial record(s) of a part that did not "
+                      "finish; no winner", ""]  # fmt: skip
             continue
         done = [r for r in mine if r["curve"] and "error" not in r]
         sched = budget["scheduler"]

@@ -83,6 +83,13 @@ def test_tuning_runs_asha_per_cell_on_one_shared_budget(tmp_path) -> None:
             f"D5 tuning winners: {cell} trial"
             in (configs / f"reach_place_{system}.yaml").read_text()
         )
+    # a cell whose part did not finish (no marker: interrupted) gets no winner
+    marker = json.loads((out / "cells" / "grpo_async.json").read_text())
+    assert marker["terminated"] + marker["errors"] == marker["trials"] == 2
+    (out / "cells" / "grpo_async.json").unlink()
+    bench("d5_tune.py", "--report-only", "--out", out)
+    assert set(json.loads((out / "winners.json").read_text())["winners"]) == {"distrl_sync"}
+    assert "part that did not finish; no winner" in (out / "d5_tune_summary.md").read_text()
 
 
 def test_race_scores_every_cell_on_steps_and_minutes(tmp_path) -> None:
