@@ -25,7 +25,9 @@ Phases (each writes its records under ``--out``, default ``bench/results/r2``):
   ``reach_place`` rule, and the env's own success flag alone (``reward_model.enable=false``,
   reward 1 at success). Every snapshot is evaluated on ``--eval-episodes`` held-out scenes
   (mean action, the env's success flag); the record keeps the curve, and the report compares
-  the arms at the fewest env steps any run collected.
+  the arms at the fewest env steps any run collected;
+* ``sampled``: the last 3 snapshots of every DistRL record scored again with sampled actions
+  (``--eval-episodes`` held-out scenes, the run's seed), kept in the record.
 
     python bench/r2_fitted_reward.py record fit calibrate latency
     python bench/r2_fitted_reward.py distrl --seeds 3 --minutes 3
@@ -332,6 +334,22 @@ def distrl(
             )
 
 
+def sampled(out: Path, episodes: int) -> None:
+    """Score the last 3 snapshots of every DistRL record in ``out`` again with sampled actions
+    (a torch RNG seeded with the run's seed), beside the mean-action curve; kept in the record
+    as ``sampled_last3``. A record that has them is skipped."""
+    from d5_race import sampled_last
+
+    for path in sorted(out.glob("distrl-*.json")):
+        record = json.loads(path.read_text())
+        if "sampled_last3" in record or not record["curve"]:
+            continue
+        record["sampled_last3"] = sampled_last(ROOT / record["run_dir"], episodes, record["seed"])
+        record["sampled_episodes"] = episodes
+        path.write_text(json.dumps(record, indent=1) + "\n")
+        print(f"{path.name}: sampled actions, last 3 snapshots {record['sampled_last3']}")
+
+
 def _success_at(curve: list[dict], steps: float) -> float:
     """Held-out success at ``steps`` env steps: the mean of the last three snapshots at or below
     it (one snapshot swings by several points)."""
@@ -340,7 +358,7 @@ def _success_at(curve: list[dict], steps: float) -> float:
 
 
 def report(out: Path) -> None:
-    from _stats import bootstrap_ci, sign_flip_p
+    from _stats import bootstrap_ci
 
     records = [json.loads(p.read_text()) for p in sorted(out.glob("distrl-*.json"))]
     records = [r for r in records if r["curve"]]
@@ -384,6 +402,23 @@ def report(out: Path) -> None:
             f"env steps {steps}; alarm firing at the end {alarm}"
         )
     pairs = [(m, "rule") for m in FITTED] + [(a, "sparse") for a in [*FITTED, "rule"]]
+    _pairs(at, pairs, "mean action")
+    drawn = {arm: {r["seed"]: sum(r["sampled_last3"]) / len(r["sampled_last3"])
+                   for r in records if r["arm"] == arm and r.get("sampled_last3")}
+             for arm in ARMS}  # fmt: skip
+    for arm, per in drawn.items():
+        if per:
+            vals = list(per.values())
+            lo, hi = bootstrap_ci(vals)
+            print(f"{arm}: sampled actions, mean of the last 3 snapshots, per seed "
+                  f"{[round(v, 3) for v in vals]}, mean {sum(vals) / len(vals):.3f} "
+                  f"[{lo:.3f}, {hi:.3f}]")  # fmt: skip
+    _pairs(drawn, pairs, "sampled actions")
+
+
+def _pairs(at: dict[str, dict[int, float]], pairs: list[tuple[str, str]], label: str) -> None:
+    from _stats import bootstrap_ci, sign_flip_p
+
     for a, b in pairs:
         seeds = sorted(set(at.get(a, {})) & set(at.get(b, {})))
         if not seeds:
@@ -394,14 +429,15 @@ def report(out: Path) -> None:
         mb = sum(at[b][s] for s in seeds) / len(seeds)
         ratio = f", ratio {ma / mb:.2f}" if mb > 0 else ""
         print(
-            f"{a} - {b}: {sum(d) / len(d):+.3f} [{lo:+.3f}, {hi:+.3f}] over seeds {seeds}, "
-            f"sign-flip p {sign_flip_p(d):.3f}{ratio}"
+            f"{label}: {a} - {b}: {sum(d) / len(d):+.3f} [{lo:+.3f}, {hi:+.3f}] over seeds "
+            f"{seeds}, sign-flip p {sign_flip_p(d):.3f}{ratio}"
         )
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    phases = ["record", "fit", "calibrate", "latency", "alarm", "separation", "distrl", "report"]
+    phases = ["record", "fit", "calibrate", "latency", "alarm", "separation", "distrl", "sampled",
+              "report"]  # fmt: skip
     p.add_argument("phases", nargs="+", choices=phases)
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "r2")
     p.add_argument("--epochs", type=int, default=20)
@@ -449,6 +485,8 @@ def main() -> None:
                 args.out, args.seeds, args.minutes, args.eval_episodes, args.first_seed,
                 args.arms, args.env_steps, tuple(args.settings),
             )  # fmt: skip
+        elif phase == "sampled":
+            sampled(args.out, args.eval_episodes)
         else:
             report(args.out)
 
