@@ -119,8 +119,8 @@ def _plot(
 
 def _success_labels(report: dict[str, JsonValue]) -> str:
     if report["options"].get("done_gap"):
-        return (f"frame t of T is t / T x {report['failure_cap']} of the way, the last frame 1 "
-                "(done stands apart from every frame before it)")  # fmt: skip
+        cap = report["failure_cap"]
+        return f"frame t of T is t / T x {cap} of the way, the last frame 1 (done stands apart)"
     return "frame t of T is t / T of the way (the last frame is done)"
 
 
