@@ -60,9 +60,10 @@ def progress_labels(steps: int, success: bool, done_gap: float | None = None) ->
     """
     if not success:
         return np.full(steps + 1, np.nan, np.float32)
+    if done_gap is None:
+        return (np.arange(steps + 1, dtype=np.float32) / max(steps, 1)).astype(np.float32)
     labels = np.arange(steps + 1, dtype=np.float64) / max(steps, 1)
-    if done_gap is not None:
-        labels[:-1] *= done_gap
+    labels[:-1] *= done_gap
     return labels.astype(np.float32)
 
 
