@@ -34,7 +34,9 @@ FOLDER_MARKERS = {"e2e": "e2e", "cluster": "cluster"}
 
 #: ``make test`` runs the suite on two pytest-xdist workers (``--dist loadgroup``). Tests that
 #: share a costly package or session fixture, or that shut down the worker's Ray, run on one worker
-#: as one group: by folder, then by fixture.
+#: as one group: by folder, then by fixture; then a module's tests that share a module-scoped
+#: fixture run on one worker, so that fixture (a training run, a server) is built once, not once on
+#: each worker at the same time.
 XDIST_FOLDERS = {
     ("tests", "cluster"): "cluster",
     ("tests", "integrations", "rlinf"): "rlinf",  # shuts the worker's Ray down
@@ -48,9 +50,19 @@ def _xdist_group(item: pytest.Item, parts: tuple[str, ...]) -> str | None:
         if parts[: len(folder)] == folder:
             return group
     names = getattr(item, "fixturenames", ())
-    return next((group for name, group in XDIST_FIXTURES.items() if name in names), None)
+    group = next((group for name, group in XDIST_FIXTURES.items() if name in names), None)
+    if group is None and _uses_module_fixture(item):
+        group = "/".join(parts)
+    return group
 
 
+def _uses_module_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)  # pytest's resolved fixtures of this test
+    defs = info.name2fixturedefs.values() if info is not None else ()
+    return any(d.scope == "module" for chain in defs for d in chain)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups off the markers
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         parts = Path(str(item.path)).resolve().relative_to(ROOT).parts
