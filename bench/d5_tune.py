@@ -26,8 +26,15 @@ One part = one cell = one ``tune.Tuner``:
   until the part runs again). The report
   (``--report-only``) re-renders ``<out>/d5_tune_summary.md`` and ``<out>/winners.json`` from
   them alone.
+* **Resuming** — a cell that needs more than one sitting (the synchronous DistRL cell: the
+  barrier stops collection while a high sample ratio trains) is stopped with Ctrl-C and
+  continued with ``--resume``: Tune restores the part's trials, the finished ones stay finished,
+  the unfinished ones start again from nothing (their first run dir is kept beside as
+  ``<name>.attempt<k>``), and ASHA's rungs start from the trial records (:class:`RecordedASHA`),
+  since Tune restores trials, not its scheduler's rungs.
 
     python bench/d5_tune.py --cell distrl_async       # one part per cell (~45 min each)
+    python bench/d5_tune.py --cell distrl_sync --resume   # go on with an interrupted part
     python bench/d5_tune.py --report-only
     python bench/d5_tune.py --report-only --write-configs evolve_envs/configs/distrl  # ship them
 """
@@ -112,6 +119,55 @@ def rung_reached(env_steps: float, scheduler: dict[str, Any]) -> int:
     return sum(env_steps >= m for m in marks)
 
 
+def rung_values(curve: list[dict[str, float]], milestones: list[float]) -> dict[float, float]:
+    """What ASHA recorded of a trial at each rung it reached: the held-out progress of its first
+    report at or past the rung.
+
+    >>> curve = [{"env_steps": 10, "heldout_progress": 0.1},
+    ...          {"env_steps": 25, "heldout_progress": 0.3},
+    ...          {"env_steps": 70, "heldout_progress": 0.5}]
+    >>> rung_values(curve, [198, 66, 22])
+    {66: 0.5, 22: 0.3}
+    """
+    values = {}
+    for milestone in milestones:
+        row = next((r for r in curve if r["env_steps"] >= milestone), None)
+        if row is not None:
+            values[milestone] = row["heldout_progress"]
+    return values
+
+
+def trial_index(trial_id: str) -> int:
+    """A Tune trial's index in its part, the ``<i>`` of ``<cell>-t<i>.json``.
+
+    >>> trial_index("90124_00003")
+    3
+    """
+    return int(trial_id.split("_")[-1])
+
+
+def _asha(records: Path, cell: str, **kwargs: Any) -> Any:
+    """:class:`RecordedASHA` (built here: Ray is imported only where a part runs)."""
+    from ray.tune.schedulers import ASHAScheduler
+
+    class RecordedASHA(ASHAScheduler):
+        """ASHA whose rungs start from the cell's trial records: a resumed part ranks the trials
+        it runs against those that reported before the interruption."""
+
+        def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
+            super().on_trial_add(tune_controller, trial)
+            path = records / f"{cell}-t{trial_index(trial.trial_id)}.json"
+            if not path.is_file():
+                return
+            bracket = self._trial_info[trial.trial_id]
+            rungs = dict(bracket._rungs)  # Ray's bracket: [(milestone, {trial_id: value})]
+            curve = json.loads(path.read_text())["curve"]
+            for milestone, value in rung_values(curve, list(rungs)).items():
+                rungs[milestone][trial.trial_id] = self._metric_op * value
+
+    return RecordedASHA(**kwargs)
+
+
 def _evaluate(path: Path, episodes: int, evaluator: Any) -> dict[str, float]:
     from evolve_envs.train.evaluation import held_out_seeds, read_saved
 
@@ -152,6 +208,10 @@ def tune_trial(config: dict[str, Any]) -> None:
         "cell": job["cell"], "trial": trial, "knobs": knobs, "overrides": overrides,
         "config": job["config"], "curve": [],
     }  # fmt: skip
+    if run_dir.exists():  # a resumed part starts an interrupted trial again from nothing
+        attempt = 1 + len(list(run_dir.parent.glob(f"{run_dir.name}.attempt*")))
+        run_dir.rename(run_dir.with_name(f"{run_dir.name}.attempt{attempt}"))
+        record["restarts"] = attempt
     failed: list[BaseException] = []
 
     def train() -> None:
@@ -199,14 +259,19 @@ def run_part(args: argparse.Namespace) -> None:
     """One cell's configurations as one Tuner with ASHA."""
     import ray
     from ray import tune
-    from ray.tune.schedulers import ASHAScheduler
-    from ray.tune.search.basic_variant import BasicVariantGenerator
 
     budget = budget_of(args)
     saved = args.out / "budget.json"
     if saved.is_file() and json.loads(saved.read_text()) != budget:
         raise SystemExit(f"{saved} holds another budget: every cell must share one (use --out)")
     write_json(saved, budget)
+    part = args.runs / "parts" / f"{args.cell}.json"  # the cell's Tune experiment, for --resume
+    mine = sorted((args.out / "trials").glob(f"{args.cell}-t*.json"))
+    if args.resume and not part.is_file():
+        raise SystemExit(f"{args.cell}: no part to resume ({part} is missing)")
+    if not args.resume and mine:
+        raise SystemExit(f"{args.cell}: {len(mine)} trial record(s) of an earlier part are "
+                         f"in {args.out / 'trials'}: --resume it, or move them away")  # fmt: skip
     algo = CELLS[args.cell][0]
     stamp = time.strftime("%Y%m%d-%H%M%S")
     space = {k: getattr(tune, kind)(*a) for k, (kind, *a) in D5_SPACE[algo].items()}
@@ -214,52 +279,72 @@ def run_part(args: argparse.Namespace) -> None:
            "runs": str(args.runs.resolve() / stamp), "minutes": args.minutes,
            **{k: budget[k] for k in ("max_env_steps", "seed", "eval_episodes",
                                       "snapshot_every_s", "extra")}}  # fmt: skip
-    sched = budget["scheduler"]
     from evolve_envs.train.config import load_train_config
 
     w = load_train_config(cell_config(args.cell)).workers
     bundles = [{"CPU": 1.0}] + [{"CPU": w.num_cpus}] * w.num_workers
     ray_init(math.ceil(args.concurrent * sum(b["CPU"] for b in bundles)))
+    trainable = tune.with_resources(tune_trial, tune.PlacementGroupFactory(bundles))
     try:
-        tuner = tune.Tuner(
-            tune.with_resources(tune_trial, tune.PlacementGroupFactory(bundles)),
-            param_space={"job": job, "knobs": space},
-            tune_config=tune.TuneConfig(
-                num_samples=args.samples,
-                max_concurrent_trials=args.concurrent,
-                search_alg=BasicVariantGenerator(
-                    points_to_evaluate=[{"knobs": start_knobs(args.cell)}],
-                    random_state=args.search_seed,
-                ),
-                scheduler=ASHAScheduler(
-                    time_attr="env_steps",
-                    metric=sched["metric"],
-                    mode="max",
-                    max_t=args.max_env_steps,
-                    grace_period=sched["grace_period"],
-                    reduction_factor=args.rf,
-                ),  # fmt: skip
-            ),
-            run_config=tune.RunConfig(
-                name=f"d5_tune-{args.cell}-{stamp}",
-                verbose=0,
-                storage_path=str(args.runs.resolve() / "tune"),
-            ),  # fmt: skip
-        )
+        if args.resume:
+            name = json.loads(part.read_text())["tune_run"]
+            print(f"{args.cell}: resuming {name}", flush=True)
+            tuner = tune.Tuner.restore(str(args.runs.resolve() / "tune" / name), trainable,
+                                       resume_unfinished=True)  # fmt: skip
+        else:
+            name = f"d5_tune-{args.cell}-{stamp}"
+            write_json(part, {"cell": args.cell, "tune_run": name})
+            tuner = _new_tuner(args, trainable, job, space, name)
         grid = tuner.fit()
         for res in grid:
             if res.error is not None:
                 print(f"a {args.cell} trial failed: {str(res.error).splitlines()[0]}", flush=True)
     finally:
         ray.shutdown()
-    finished = grid.num_terminated + grid.num_errors
-    if finished < args.samples:  # interrupted: Tune returns with trials still running or pending
-        raise SystemExit(f"{args.cell}: {finished} of {args.samples} trials finished; the cell "
-                         "is incomplete and has no winner (run the part again)")  # fmt: skip
+    # After Ctrl-C, Tune stops the running trials and the returned grid counts them terminated;
+    # the experiment state it saved before that stop holds what had really finished.
+    status = [t.status for t in tune.ExperimentAnalysis(grid.experiment_path).trials]
+    terminated, errors = status.count("TERMINATED"), status.count("ERROR")
+    if terminated + errors < args.samples:
+        raise SystemExit(f"{args.cell}: {terminated + errors} of {args.samples} trials "
+                         "finished; the cell is incomplete and has no winner (go on with "
+                         "--resume)")  # fmt: skip
     write_json(args.out / "cells" / f"{args.cell}.json",
-               {"cell": args.cell, "tune_run": f"d5_tune-{args.cell}-{stamp}",
-                "trials": args.samples, "terminated": grid.num_terminated,
-                "errors": grid.num_errors})  # fmt: skip
+               {"cell": args.cell, "tune_run": name, "trials": args.samples,
+                "terminated": terminated, "errors": errors})  # fmt: skip
+
+
+def _new_tuner(args: argparse.Namespace, trainable: Any, job: dict[str, Any],
+               space: dict[str, Any], name: str) -> Any:  # fmt: skip
+    from ray import tune
+    from ray.tune.search.basic_variant import BasicVariantGenerator
+
+    sched = budget_of(args)["scheduler"]
+    return tune.Tuner(
+        trainable,
+        param_space={"job": job, "knobs": space},
+        tune_config=tune.TuneConfig(
+            num_samples=args.samples,
+            max_concurrent_trials=args.concurrent,
+            search_alg=BasicVariantGenerator(
+                points_to_evaluate=[{"knobs": start_knobs(args.cell)}],
+                random_state=args.search_seed,
+            ),
+            scheduler=_asha(
+                (args.out / "trials").resolve(),
+                args.cell,
+                time_attr="env_steps",
+                metric=sched["metric"],
+                mode="max",
+                max_t=args.max_env_steps,
+                grace_period=sched["grace_period"],
+                reduction_factor=args.rf,
+            ),
+        ),
+        run_config=tune.RunConfig(
+            name=name, verbose=0, storage_path=str(args.runs.resolve() / "tune")
+        ),
+    )
 
 
 def report(args: argparse.Namespace) -> str:
@@ -368,6 +453,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--snapshot-every-s", type=float, default=30.0)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "d5_tune")
     ap.add_argument("--runs", type=Path, default=ROOT / "runs" / "d5_tune")
+    ap.add_argument("--resume", action="store_true", help="go on with the cell's interrupted part")
     ap.add_argument("--report-only", action="store_true", help="re-render from records only")
     ap.add_argument(
         "--write-configs",

@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -90,6 +92,35 @@ def test_tuning_runs_asha_per_cell_on_one_shared_budget(tmp_path) -> None:
     bench("d5_tune.py", "--report-only", "--out", out)
     assert set(json.loads((out / "winners.json").read_text())["winners"]) == {"distrl_sync"}
     assert "part that did not finish; no winner" in (out / "d5_tune_summary.md").read_text()
+
+
+def test_an_interrupted_part_goes_on_with_resume(tmp_path) -> None:
+    pytest.importorskip("ray.tune")
+    out, runs = tmp_path / "tune", tmp_path / "runs"
+    longer = [*TUNE[:2], "--max-env-steps", "2000", *TUNE[4:]]  # the first trial is still running
+    cmd = [sys.executable, str(ROOT / "bench" / "d5_tune.py"), "--cell", "distrl_sync", *longer,
+           "--out", str(out), "--runs", str(runs), *SMALL]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)  # fmt: skip
+    first = out / "trials" / "distrl_sync-t0.json"
+    deadline = time.monotonic() + 300
+    while not (first.is_file() and (runs / "parts" / "distrl_sync.json").is_file()):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0][-3000:]
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)  # Ctrl-C while the first trial runs
+    log = proc.communicate(timeout=300)[0]
+    assert proc.returncode != 0, log[-3000:]
+    assert not (out / "cells" / "distrl_sync.json").exists()
+    # a fresh part may not run into the records of the interrupted one
+    refused = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert refused.returncode != 0 and "--resume it, or move them away" in refused.stderr
+    bench("d5_tune.py", *cmd[2:], "--resume")
+    marker = json.loads((out / "cells" / "distrl_sync.json").read_text())
+    assert marker["terminated"] + marker["errors"] == marker["trials"] == 2
+    trials = [json.loads(p.read_text()) for p in sorted((out / "trials").glob("distrl_sync-*"))]
+    assert [t["trial"] for t in trials] == [0, 1] and all(t["curve"] for t in trials)
+    assert trials[0].get("restarts") == 1  # started again from nothing, its first run kept
+    assert len(list(runs.glob("*/distrl_sync-t0.attempt1"))) == 1
 
 
 def test_race_scores_every_cell_on_steps_and_minutes(tmp_path) -> None:

@@ -16,6 +16,12 @@ The shipped Serve config ``evolve_envs/configs/serve/cluster.yaml`` is deployed 
 ``serve deploy`` (its HTTP port moved to a free one, and ``insecure_no_token: true``: the
 replicas refuse a public proxy without a token, and these tests are about placement, not
 access; tests/reward/service/hosting/ray_serve covers the token on a public proxy).
+
+Ray's own token authentication is off for this cluster, on purpose (``RAY_AUTH_MODE=disabled``
+while this folder runs; every node listens on 127.0.0.1). Ray turns it on in a process's
+environment at that process's first local ``ray.init()``, so without the setting the cluster's
+mode would depend on which tests ran before in the same pytest worker, and the dashboard answers
+401 to a request without the token.
 """
 
 from __future__ import annotations
@@ -127,6 +133,20 @@ def _start_cluster(node_names: dict[str, dict[str, float]], dashboard: bool) -> 
         cluster.shutdown()
         raise
     return rc
+
+
+@pytest.fixture(scope="package", autouse=True)
+def _ray_auth_off() -> Iterator[None]:
+    """``RAY_AUTH_MODE=disabled`` for this folder's clusters and the drivers they start."""
+    saved = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
+        else:
+            os.environ["RAY_AUTH_MODE"] = saved
 
 
 @pytest.fixture(scope="package")
