@@ -53,8 +53,8 @@ class TrajectoryCriticRequest(_Request):
     """`POST /trajectory-critic`: critics between `frames[::skip]` (base64 JPEG/PNG), as VLAC."""
 
     task: str
-    frames: list[str]
-    reference: list[str] | None = None
+    frames: list[str] = Field(fail_fast=True)  # fail_fast: N wrong items are one error, not N
+    reference: list[str] | None = Field(default=None, fail_fast=True)
     skip: int = Field(default=5, ge=1)
     ref_num: int | None = Field(default=None, ge=0)
     batch_size: int = Field(default=8, ge=1)
@@ -99,7 +99,7 @@ class DoneRequest(_Request):
     first_frame: str
     prev_frame: str
     curr_frame: str
-    reference: list[str] | None = None
+    reference: list[str] | None = Field(default=None, fail_fast=True)
 
 
 class DoneResponse(_Response):
@@ -198,10 +198,10 @@ class PickleScoreRequest(_Request):
     ['', '']
     """
 
-    images: list[bytes] = Field(min_length=1)
-    prompts: list[str] | None = None
+    images: list[bytes] = Field(min_length=1, fail_fast=True)
+    prompts: list[str] | None = Field(default=None, fail_fast=True)
     metadata: dict[str, object] = Field(default_factory=dict)
-    meta_datas: list[object] | None = None
+    meta_datas: list[object] | None = Field(default=None, fail_fast=True)
     only_strict: bool | None = None
 
     _prompts_sent: bool = PrivateAttr(default=False)

@@ -98,6 +98,10 @@ def wants_json(request: Request) -> bool:
     return "application/json" in request.headers.get("accept", "")
 
 
+#: Validation errors listed in a 4xx answer's `detail` (its message counts them all).
+MAX_DETAIL = 20
+
+
 def clean_validation_errors(errors: Sequence[object]) -> list[dict[str, object]]:
     """Pydantic errors reduced to `type`, `loc` (as strings) and `msg`."""
     cleaned = []
@@ -138,9 +142,10 @@ class _Handlers:
     @staticmethod
     async def validation_error(request: Request, exc: RequestValidationError) -> Response:
         errors = clean_validation_errors(exc.errors())
+        detail = errors[:MAX_DETAIL]  # the answer stays small whatever the body held
         if any(e.get("type") == "json_invalid" for e in errors):
-            return json_error(400, "request body is not valid JSON", detail=errors)
-        return json_error(422, f"invalid request: {summarise(errors)}", detail=errors)
+            return json_error(400, "request body is not valid JSON", detail=detail)
+        return json_error(422, f"invalid request: {summarise(errors)}", detail=detail)
 
     @staticmethod
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:

@@ -176,6 +176,20 @@ def test_bad_json_request_is_rejected_and_server_keeps_serving(
     _valid_request_succeeds(client)
 
 
+def test_a_list_of_wrong_items_is_one_error_with_a_small_answer(client: httpx.Client) -> None:
+    # 60k items of the wrong type under the body budget: one error per list, not one per item
+    # (pydantic's fail_fast), and at most MAX_DETAIL listed (a fuzzing case once grew the
+    # server by 78-108 MB building and answering 60k errors)
+    from evolve_envs.reward.service.errors import MAX_DETAIL
+
+    resp = client.post("/trajectory-critic", json={"reference": [0] * 60_000, "frames": [1] * 9})
+    body = assert_json_error(resp, 422)
+    assert len(resp.content) < 4096 and len(body["detail"]) <= MAX_DETAIL
+    assert [e["loc"] for e in body["detail"]] == [["body", "task"], ["body", "frames", "0"],
+                                                  ["body", "reference", "0"]]  # fmt: skip
+    _valid_request_succeeds(client)
+
+
 PICKLE_CASES: dict[str, tuple[Callable[[Path], bytes], int]] = {
     "not_a_pickle": (lambda _: b"\x00\x01garbage bytes", 400),
     "empty_body": (lambda _: b"", 400),

@@ -74,7 +74,7 @@ Part = Annotated[ImagePart | TextPart, Field(discriminator="type")]
 
 class ChatMessage(_Loose):
     role: str
-    content: str | list[Part] | None = None
+    content: str | Annotated[list[Part], Field(fail_fast=True)] | None = None
 
 
 class ChatRequest(_Loose):
@@ -87,7 +87,7 @@ class ChatRequest(_Loose):
     """
 
     model: str = Field(max_length=256)
-    messages: list[ChatMessage] = Field(min_length=1)
+    messages: list[ChatMessage] = Field(min_length=1, fail_fast=True)
     stream: bool = False
     answer: Literal["trend", "progress"] | None = None
     views: int | None = Field(default=None, ge=1, le=16)
