@@ -22,7 +22,12 @@ __all__ = ["WorkerStartError", "start_workers"]
 
 
 class WorkerStartError(RuntimeError):
-    """A rollout worker could not start (a dead reward service, a bad env key, ...)."""
+    """A rollout worker could not start (a dead reward service, a bad env key, ...).
+
+    >>> err = WorkerStartError("rollout worker 1 failed to start: no service at :8001")
+    >>> isinstance(err, RuntimeError), str(err).split(":")[0]
+    (True, 'rollout worker 1 failed to start')
+    """
 
 
 def start_workers(
