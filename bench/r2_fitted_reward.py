@@ -27,7 +27,11 @@ Phases (each writes its records under ``--out``, default ``bench/results/r2``):
   (mean action, the env's success flag); the record keeps the curve, and the report compares
   the arms at the fewest env steps any run collected;
 * ``sampled``: the last 3 snapshots of every DistRL record scored again with sampled actions
-  (``--eval-episodes`` held-out scenes, the run's seed), kept in the record.
+  (``--eval-episodes`` held-out scenes, the run's seed), kept in the record;
+* ``endings``: where the policies end: the last snapshot of every DistRL record played with the
+  mean action on ``--eval-episodes`` held-out scenes; per run, the successes and, over the
+  failed episodes, the env's true progress at the end and the last frame's score under the
+  ``reach_place`` rule, the default fit and the ``--done-gap`` fit (``<out>/endings.json``).
 
     python bench/r2_fitted_reward.py record fit calibrate latency
     python bench/r2_fitted_reward.py distrl --seeds 3 --minutes 3
@@ -350,6 +354,55 @@ def sampled(out: Path, episodes: int) -> None:
         print(f"{path.name}: sampled actions, last 3 snapshots {record['sampled_last3']}")
 
 
+def endings(out: Path, episodes: int) -> None:
+    """Where each DistRL record's last policy ends (mean action), and what each model says of
+    its failed episodes' last frames (see the module docstring)."""
+    import numpy as np
+    from d3_learning_curves import snapshots
+
+    from evolve_envs.envs.synthetic import TASK as TEXT
+    from evolve_envs.reward.service.backends import scene_rules
+    from evolve_envs.reward.service.backends.progress_net import load_model
+    from evolve_envs.train.evaluation import HeldOutEvaluator, held_out_seeds, read_saved
+
+    models = {arm: load_model(ROOT / "runs" / "r2" / f"model{FITTED[arm]}")
+              for arm in ("fitted", "fitted_gap")}  # fmt: skip
+    rows = {}
+    for path in sorted(out.glob("distrl-*.json")):
+        record = json.loads(path.read_text())
+        snap = snapshots(ROOT / record["run_dir"])[-1]
+        saved = read_saved(snap)
+        with HeldOutEvaluator(saved.cfg) as evaluator:
+            policy = evaluator.policy(saved.payload["policy"])
+            res = evaluator.run(policy, held_out_seeds(episodes, 0), record=episodes)
+        last = np.stack([frames[-1] for frames in res.frames])
+        scores = {"rule": np.array([scene_rules.reach_place_progress(f) / 100 for f in last])}
+        scores |= {arm: net.predict(last, [TEXT] * len(last)) for arm, net in models.items()}
+        ok = np.array(res.success, dtype=bool)
+        row = {"snapshot": snap.name, "env_steps": saved.payload["counters"]["env_steps_in"],
+               "successes": int(ok.sum()), "episodes": episodes,
+               "failed_true_progress": _mean(np.array(res.progress)[~ok])}  # fmt: skip
+        for name, values in scores.items():
+            row[f"failed_{name}"], row[f"succeeded_{name}"] = _mean(values[~ok]), _mean(values[ok])
+        rows[path.stem] = row
+        print(
+            f"{path.stem}: {row['successes']}/{episodes} solved; the failed end at true progress "
+            f"{row['failed_true_progress']:.2f}, rule {row['failed_rule']:.2f}, default fit "
+            f"{row['failed_fitted']:.2f}, gap fit {row['failed_fitted_gap']:.2f}",
+            flush=True,
+        )
+    body = {"episodes": episodes, "held_out_offset": 0, "rows": rows, "machine": machine_note()}
+    (out / "endings.json").write_text(json.dumps(body, indent=1) + "\n")
+
+
+def _mean(values: object) -> float:
+    """The mean of an array, NaN when it is empty."""
+    import numpy as np
+
+    values = np.asarray(values, dtype=float)
+    return float(values.mean()) if values.size else math.nan
+
+
 def _success_at(curve: list[dict], steps: float) -> float:
     """Held-out success at ``steps`` env steps: the mean of the last three snapshots at or below
     it (one snapshot swings by several points)."""
@@ -437,7 +490,7 @@ def _pairs(at: dict[str, dict[int, float]], pairs: list[tuple[str, str]], label:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     phases = ["record", "fit", "calibrate", "latency", "alarm", "separation", "distrl", "sampled",
-              "report"]  # fmt: skip
+              "endings", "report"]  # fmt: skip
     p.add_argument("phases", nargs="+", choices=phases)
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "r2")
     p.add_argument("--epochs", type=int, default=20)
@@ -487,6 +540,8 @@ def main() -> None:
             )  # fmt: skip
         elif phase == "sampled":
             sampled(args.out, args.eval_episodes)
+        elif phase == "endings":
+            endings(args.out, args.eval_episodes)
         else:
             report(args.out)
 
