@@ -138,15 +138,9 @@ def _start_cluster(node_names: dict[str, dict[str, float]], dashboard: bool) -> 
 @pytest.fixture(scope="package", autouse=True)
 def _ray_auth_off() -> Iterator[None]:
     """``RAY_AUTH_MODE=disabled`` for this folder's clusters and the drivers they start."""
-    saved = os.environ.get("RAY_AUTH_MODE")
-    os.environ["RAY_AUTH_MODE"] = "disabled"
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAY_AUTH_MODE", "disabled")
         yield
-    finally:
-        if saved is None:
-            os.environ.pop("RAY_AUTH_MODE", None)
-        else:
-            os.environ["RAY_AUTH_MODE"] = saved
 
 
 @pytest.fixture(scope="package")
