@@ -21,7 +21,9 @@ Phases (each writes its records under ``--out``, default ``bench/results/r2``):
   of ``fit --failure-cap 0.3``; ``fitted_noisy``: the fit of ``fit --data train-noisy``, half the
   expert's episodes played with noise; ``fitted_nearmiss``: the fit of ``fit --data
   train-nearmiss``, the training episodes and 20 near misses; ``fitted_gap``: the fit of ``fit
-  --done-gap``, a success's frames before its last labelled below the failure cap), the
+  --done-gap``, a success's frames before its last labelled below the failure cap;
+  ``fitted_frame``: the fit of ``fit --done-on frame``, the default fit whose done threshold is
+  picked on frames, a success's last frame against every other frame), the
   ``reach_place`` rule, and the env's own success flag alone (``reward_model.enable=false``,
   reward 1 at success). Every snapshot is evaluated on ``--eval-episodes`` held-out scenes
   (mean action, the env's success flag); the record keeps the curve, and the report compares
@@ -60,6 +62,7 @@ FITTED = {
     "fitted_noisy": "-noisy",
     "fitted_nearmiss": "-nearmiss",
     "fitted_gap": "-gap",
+    "fitted_frame": "-frame",
 }
 
 
@@ -109,16 +112,22 @@ def record(out: Path) -> None:
 
 
 def fit(
-    out: Path, epochs: int, failure_cap: float | None = None, data: str = "train", gap: bool = False
+    out: Path,
+    epochs: int,
+    failure_cap: float | None = None,
+    data: str = "train",
+    gap: bool = False,
+    done_on: str = "episode",
 ) -> None:
     cap = "" if failure_cap is None else "-cap" + str(failure_cap).replace(".", "")
-    model = ROOT / "runs" / "r2" / f"model{cap}{data[len('train') :]}{'-gap' if gap else ''}"
+    on = "" if done_on == "episode" else f"-{done_on}"
+    model = ROOT / "runs" / "r2" / f"model{cap}{data[len('train') :]}{'-gap' if gap else ''}{on}"
     before = _uptime()
     t0 = time.perf_counter()
     cmd = [sys.executable, "-m", "evolve_envs.cli.main", "fit-reward", str(ROOT / "runs/r2" / data),
            "--out", str(model), "--epochs", str(epochs), "--no-progress",
            *([] if failure_cap is None else ["--failure-cap", str(failure_cap)]),
-           *(["--done-gap"] if gap else [])]  # fmt: skip
+           *(["--done-gap"] if gap else []), "--done-on", done_on]  # fmt: skip
     subprocess.run(cmd, check=True)
     wall = time.perf_counter() - t0
     report = json.loads((model / "report.json").read_text())
@@ -503,6 +512,8 @@ def main() -> None:
                    "train-nearmiss: model-nearmiss)")  # fmt: skip
     p.add_argument("--done-gap", action="store_true",
                    help="fit phase: fit-reward --done-gap into runs/r2/model-gap")  # fmt: skip
+    p.add_argument("--done-on", default="episode", choices=["episode", "frame"],
+                   help="fit phase: fit-reward --done-on (frame: runs/r2/model-frame)")  # fmt: skip
     p.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
     p.add_argument("--seconds", type=float, default=5.0, help="one latency measurement")
     p.add_argument("--alarm-episodes", type=int, default=8, help="per policy (alarm phase)")
@@ -524,7 +535,7 @@ def main() -> None:
         if phase == "record":
             record(args.out)
         elif phase == "fit":
-            fit(args.out, args.epochs, args.failure_cap, args.data, args.done_gap)
+            fit(args.out, args.epochs, args.failure_cap, args.data, args.done_gap, args.done_on)
         elif phase == "calibrate":
             calibrate(args.out, args.model)
         elif phase == "latency":

@@ -54,6 +54,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="label a success's frames before its last below the failure cap, so done "
         "stands apart from the frames just before it",
     )
+    fr.add_argument(
+        "--done-on",
+        choices=("episode", "frame"),
+        default="episode",
+        help="pick the done threshold on episodes (highest progress against success) or on "
+        "frames (a success's last frame against every other frame)",
+    )
     fr.add_argument("--name", default=None, help="the model's name (default: the folder's)")
     fr.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -80,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         failure_cap=args.failure_cap,
         done_gap=args.done_gap,
+        done_on=args.done_on,
     )
     try:
         report = fit_reward(opts)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -74,6 +74,9 @@ class FitOptions:
     failure_cap: float = FAILURE_CAP
     #: a success's frames before its last are labelled below ``failure_cap`` (docs/fit-reward.md)
     done_gap: bool = False
+    #: how the done threshold is picked: ``episode`` (an episode's highest progress against its
+    #: success) or ``frame`` (a success's last frame against every other frame; docs/fit-reward.md)
+    done_on: Literal["episode", "frame"] = "episode"
     name: str | None = None
     progress: bool = True
 
@@ -183,6 +186,17 @@ def _bar(total: int, initial: int, enabled: bool) -> tqdm | None:
     )
 
 
+def _done_threshold(
+    net: ProgressNet, train: Sequence[FitEpisode], done_on: Literal["episode", "frame"]
+) -> float:
+    scores = [net.predict(e.frames, [e.task] * len(e.frames)) for e in train]
+    if done_on == "episode":
+        return pick_done_threshold([float(s.max()) for s in scores], [e.success for e in train])
+    last = [np.arange(len(s)) == len(s) - 1 if e.success else np.zeros(len(s), bool)
+            for s, e in zip(scores, train, strict=True)]  # fmt: skip
+    return pick_done_threshold(np.concatenate(scores).tolist(), np.concatenate(last).tolist())
+
+
 def fit_reward(opts: FitOptions) -> dict[str, JsonValue]:
     """Fit, write the model directory ``opts.out``, and return its report (see module docs)."""
     import torch
@@ -197,6 +211,8 @@ def fit_reward(opts: FitOptions) -> dict[str, JsonValue]:
         raise ValueError("epochs and batch_size must be >= 1")
     if not 0 <= opts.failure_cap < 1:
         raise ValueError(f"failure_cap is a progress in [0, 1), got {opts.failure_cap}")
+    if opts.done_on not in ("episode", "frame"):
+        raise ValueError(f"done_on is 'episode' or 'frame', got {opts.done_on!r}")
     started = time.perf_counter()
     episodes = load_episodes(
         opts.data,
@@ -273,8 +289,7 @@ def fit_reward(opts: FitOptions) -> dict[str, JsonValue]:
             bar.set_postfix(loss=f"{losses[-1]:.4f}")
     if bar is not None:
         bar.close()
-    train_max = [float(net.predict(e.frames, [e.task] * len(e.frames)).max()) for e in train]
-    net.config.done_threshold = pick_done_threshold(train_max, [e.success for e in train])
+    net.config.done_threshold = _done_threshold(net, train, opts.done_on)
     save_model(net, out)
     report = write_report(
         net,
