@@ -4,12 +4,16 @@ synchronous barrier (``learner.barrier``) and GRPO with overlapped rounds (``grp
 from __future__ import annotations
 
 import io
+import json
+from pathlib import Path
 
 import pytest
 
 from evolve_envs.train.config import load_train_config
 from evolve_envs.train.driver import TrainOptions, run_train
 from tests.e2e.test_train import TOY
+
+WINNERS = Path(__file__).parents[2] / "bench" / "results" / "d5_tune" / "winners.json"
 
 
 def _run(tmp_path, algo: str, *overrides: str):
@@ -56,9 +60,14 @@ def test_the_overlap_knob_plays_round_k_plus_1_while_round_k_trains(ray_local, t
         assert c["overlapped_rounds"] == c["stale_episodes"] == c["max_lag"] == 0
 
 
-@pytest.mark.parametrize("name", ["reach_place_async", "reach_place_sync"])
-def test_each_cell_is_a_named_config(name):
+@pytest.mark.parametrize("system", ["async", "sync"])
+def test_each_cell_is_a_named_config_holding_its_tuned_block(system):
+    name = f"reach_place_{system}"
     cfg = load_train_config(name)
-    assert cfg.grpo.overlap is (name == "reach_place_async")
-    assert cfg.learner.barrier is (name == "reach_place_sync")
-    assert (cfg.grpo.lr, cfg.grpo.epochs) == (1e-3, 4)  # the hand-changed block that learns
+    assert cfg.grpo.overlap is (system == "async")
+    assert cfg.learner.barrier is (system == "sync")
+    # the blocks are D5's tuning winners for this system, as committed with the tuning's records
+    winners = json.loads(WINNERS.read_text())["winners"]
+    for algo, block in (("distrl", cfg.learner), ("grpo", cfg.grpo)):
+        knobs = winners[f"{algo}_{system}"]["knobs"]
+        assert {k: getattr(block, k.split(".")[1]) for k in knobs} == knobs, algo
