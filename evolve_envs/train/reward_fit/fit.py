@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from pydantic import JsonValue
     from tqdm import tqdm
 
-__all__ = ["FitOptions", "fit_reward", "pick_done_threshold"]
+__all__ = ["FitOptions", "done_threshold", "fit_reward", "pick_done_threshold"]
 
 _WORK = ".fit"
 #: a done frame (the last of a success) weighs this many ordinary frames: one frame per episode
@@ -186,14 +186,24 @@ def _bar(total: int, initial: int, enabled: bool) -> tqdm | None:
     )
 
 
-def _done_threshold(
-    net: ProgressNet, train: Sequence[FitEpisode], done_on: Literal["episode", "frame"]
+def done_threshold(
+    scores: Sequence[np.ndarray],
+    success: Sequence[bool],
+    done_on: Literal["episode", "frame"] = "episode",
 ) -> float:
-    scores = [net.predict(e.frames, [e.task] * len(e.frames)) for e in train]
+    """The done threshold for episodes' per-frame ``scores``: ``episode`` picks it on each
+    episode's highest score against its success; ``frame`` on every frame, a success's last
+    frame against all others (the frames just before done included).
+
+    >>> scores = [np.array([0.2, 0.9, 0.97]), np.array([0.3, 0.92, 0.99]), np.array([0.4, 0.7])]
+    >>> ok = [True, True, False]
+    >>> done_threshold(scores, ok), done_threshold(scores, ok, "frame")
+    (0.84, 0.95)
+    """
     if done_on == "episode":
-        return pick_done_threshold([float(s.max()) for s in scores], [e.success for e in train])
-    last = [np.arange(len(s)) == len(s) - 1 if e.success else np.zeros(len(s), bool)
-            for s, e in zip(scores, train, strict=True)]  # fmt: skip
+        return pick_done_threshold([float(s.max()) for s in scores], success)
+    last = [np.arange(len(s)) == len(s) - 1 if ok else np.zeros(len(s), bool)
+            for s, ok in zip(scores, success, strict=True)]  # fmt: skip
     return pick_done_threshold(np.concatenate(scores).tolist(), np.concatenate(last).tolist())
 
 
@@ -289,7 +299,8 @@ def fit_reward(opts: FitOptions) -> dict[str, JsonValue]:
             bar.set_postfix(loss=f"{losses[-1]:.4f}")
     if bar is not None:
         bar.close()
-    net.config.done_threshold = _done_threshold(net, train, opts.done_on)
+    scores = [net.predict(e.frames, [e.task] * len(e.frames)) for e in train]
+    net.config.done_threshold = done_threshold(scores, [e.success for e in train], opts.done_on)
     save_model(net, out)
     report = write_report(
         net,

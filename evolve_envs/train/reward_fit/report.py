@@ -124,6 +124,12 @@ def _success_labels(report: dict[str, JsonValue]) -> str:
     return "frame t of T is t / T of the way (the last frame is done)"
 
 
+def _done_rule(report: dict[str, JsonValue]) -> str:
+    if report["options"].get("done_on") == "frame":
+        return "chosen on the training frames: a success's last frame against every other frame"
+    return "chosen on the training episodes: an episode's highest progress against its success"
+
+
 def _card(report: dict[str, JsonValue]) -> str:
     held, train = report["held_out"], report["train"]
 
@@ -141,7 +147,7 @@ episode). Identity (the content hash of `config.json` and the weights): `{report
 * successful episodes: {_success_labels(report)};
 * failed episodes: every frame held at or below {report["failure_cap"]} (a penalty above it, no
   target);
-* done: the progress reaches {report["done_threshold"]:.2f} (chosen on the training episodes).
+* done: the progress reaches {report["done_threshold"]:.2f} ({_done_rule(report)}).
 
 ## Measured
 

@@ -19,7 +19,7 @@ from evolve_envs.reward.service.backends.base import CriticItem, DoneItem
 from evolve_envs.reward.service.backends.progress_net import content_hash, load_model
 from evolve_envs.train.reward_fit import fit as fit_module
 from evolve_envs.train.reward_fit.data import UnusableDataError, load_episodes
-from evolve_envs.train.reward_fit.fit import FitOptions, fit_reward
+from evolve_envs.train.reward_fit.fit import FitOptions, done_threshold, fit_reward
 
 TINY = {"input_size": 32, "channels": 8, "batch_size": 16, "progress": False, "held_out": 0.3}
 
@@ -66,6 +66,31 @@ def test_done_gap_labels_the_frames_before_done_below_the_failure_cap(tmp_path: 
         assert label[-1] == 1.0 and max(label[:-1]) <= 0.7 + 1e-6
         assert np.all(np.diff(label) > 0)  # still in order: the VOC reads the same
     assert "t / T x 0.7" in (out / "README.md").read_text()
+
+
+def test_done_on_frame_picks_the_threshold_on_every_frame(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    # the rules themselves are in done_threshold's doctest; a two-epoch fit scores every frame
+    # alike, so here the rule the fit used is read from the call
+    calls = []
+
+    def spy(scores, success, done_on="episode"):  # noqa: ANN001, ANN202
+        calls.append((len(scores), list(success), done_on))
+        return done_threshold(scores, success, done_on)
+
+    monkeypatch.setattr(fit_module, "done_threshold", spy)
+    out = tmp_path / "frame"
+    code = cli_main(["fit-reward", "shipped", "--out", str(out), "--epochs", "2", "--done-on",
+                     "frame", "--input-size", "32", "--channels", "8", "--held-out", "0.3",
+                     "--no-progress"])  # fmt: skip
+    assert code == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["options"]["done_on"] == "frame"
+    [(episodes, success, rule)] = calls  # once, on the training episodes, by frame
+    assert (episodes, sum(success), rule) == (7, report["train"]["successes"], "frame")
+    assert "a success's last frame against every other frame" in (out / "README.md").read_text()
+    with pytest.raises(ValueError, match="done_on"):
+        fit_reward(FitOptions("shipped", str(tmp_path / "bad"), done_on="last", **TINY))  # type: ignore[arg-type]
+    assert not (tmp_path / "bad").exists()
 
 
 def test_the_served_backend_answers_what_the_model_predicts(model) -> None:  # noqa: ANN001
