@@ -16,6 +16,13 @@ interleaved, scored on env-step budgets and on minutes, with paired statistics.
   (:data:`PAIRS`: the D3 question, the algorithm within each system, the system within each
   algorithm) with bootstrap intervals and exact sign-flip p-values (``_stats``); a plot
   ``d5_race.png`` of both curves.
+* **Composition** (``--throughput DIR``, default ``bench/results/d5_throughput/<regime>`` when it
+  holds records) — the wall clock predicted from the env-step curve and the cell's median
+  throughput of stage 1 (``d5_throughput.py``): success at ``--at-minutes`` read at
+  ``rate × minutes`` env steps, minutes to 30 % / 50 % as env steps to it ÷ rate; per cell beside
+  the direct numbers, and the check: direct − composed over every run, with its interval. Where
+  the two agree, runs scored on env steps alone (several may share a machine) give wall-clock
+  curves through the throughput of an idle machine.
 
     python bench/d5_race.py --seeds 2 --first-seed 100    # one part: 2 seeds x 4 cells
     python bench/d5_race.py --seeds 2 --first-seed 102    # the next part
@@ -105,6 +112,68 @@ def run_metrics(
     return out
 
 
+def composed_metrics(rec: dict[str, Any], rate: float, at_minutes: list[float]) -> dict[str, float]:
+    """One run's wall-clock numbers predicted from its env-step curve and a throughput
+    ``rate`` (env steps per second).
+
+    >>> rec = {"curve": [{"env_steps": 1e3, "time_s": 90.0, "success": 0.2},
+    ...                  {"env_steps": 2e3, "time_s": 200.0, "success": 0.6}]}
+    >>> m = composed_metrics(rec, 20.0, [0.5, 1.0])
+    >>> m["min 0.5"], m["min 1"], m["min to 50 %"]
+    (0.0, 0.2, 1.6666666666666667)
+    """
+    c = rec["curve"]
+    out = {f"min {m:g}": step_at(c, "env_steps", rate * 60 * m) for m in at_minutes}
+    for level in (0.3, 0.5):
+        out[f"min to {level:.0%}".replace("%", " %")] = (
+            first_reach(c, "env_steps", level) / rate / 60
+        )
+    return out
+
+
+def stage1_rates(folder: Path, regime: str) -> dict[str, float]:
+    """Median env steps per second per cell from stage 1's records of ``regime`` in ``folder``."""
+    rates: dict[str, list[float]] = {}
+    for r in read_records(folder):
+        if r.get("regime") == regime:
+            rates.setdefault(r["cell"], []).append(float(r["env_steps_per_s"]))
+    return {cell: float(np.median(v)) for cell, v in rates.items()}
+
+
+def composition(
+    records: list[dict[str, Any]],
+    metrics: dict[tuple[str, int], dict[str, float]],
+    rates: dict[str, float],
+    at_minutes: list[float],
+) -> list[str]:
+    """Report lines: per cell the composed numbers beside the direct ones, and the check."""
+    names = [*(f"min {m:g}" for m in at_minutes), "min to 30 %", "min to 50 %"]
+    rows, gaps = [], {n: [] for n in names}
+    for cell in [c for c in CELLS if c in rates]:
+        mine = sorted((r for r in records if r["cell"] == cell), key=lambda r: r["seed"])
+        if not mine:
+            continue
+        comp = [composed_metrics(r, rates[cell], at_minutes) for r in mine]
+        direct = [metrics[cell, r["seed"]] for r in mine]
+        for n in names:
+            gaps[n] += [d[n] - c[n] for d, c in zip(direct, comp, strict=True)
+                        if np.isfinite(d[n]) and np.isfinite(c[n])]  # fmt: skip
+        rows.append([f"{LABELS[cell]} (n={len(mine)}, {rates[cell]:.0f} env steps/s)",
+                     *(f"{_ci([d[n] for d in direct], 0)} / {_ci([c[n] for c in comp], 0)}"
+                       for n in names)])  # fmt: skip
+    check = []
+    for n in names:
+        if gaps[n]:
+            lo, hi = bootstrap_ci(gaps[n], seed=2)
+            check.append(f"{np.mean(gaps[n]):+.3g} [{lo:+.3g}, {hi:+.3g}] (n={len(gaps[n])})")
+        else:
+            check.append("-")
+    rows.append(["direct − composed, every run", *check])
+    title = ("Wall clock: direct / composed from the env-step curve and stage 1's median "
+             "throughput (mean over seeds [95 % bootstrap interval])")  # fmt: skip
+    return [title, "", md_table(["cell", *names], rows), ""]
+
+
 def _ci(values: list[float], seed: int) -> str:
     finite = [v for v in values if np.isfinite(v)]
     if not finite:
@@ -115,8 +184,10 @@ def _ci(values: list[float], seed: int) -> str:
     return f"{np.mean(finite):.3g} [{lo:.3g}, {hi:.3g}]" + (f" ({miss} never)" if miss else "")
 
 
-def report(out: Path, at_steps: list[int], at_minutes: list[float]) -> str:
-    """Tables and plot from the records alone."""
+def report(
+    out: Path, at_steps: list[int], at_minutes: list[float], throughput: Path | None = None
+) -> str:
+    """Tables and plot from the records alone (and stage 1's, for the composition)."""
     records = read_records(out / "runs")
     if not records:
         raise SystemExit(f"no records in {out / 'runs'}")
@@ -150,6 +221,10 @@ def report(out: Path, at_steps: list[int], at_minutes: list[float]) -> str:
             cells_txt.append(f"{np.mean(d):+.3g} [{lo:+.3g}, {hi:+.3g}] p={sign_flip_p(d):.3g}")
         prow.append([f"{LABELS[a]} − {LABELS[b]} (n={len(shared)})", *cells_txt])
     lines += [md_table(["pair", *names], prow), ""]
+    folder = throughput or ROOT / "bench" / "results" / "d5_throughput" / regime
+    rates = stage1_rates(folder, regime) if folder.is_dir() else {}
+    if rates:
+        lines += composition(records, metrics, rates, at_minutes)
     text = "\n".join(lines) + "\n"
     (out / "d5_race_summary.md").write_text(text)
     plot(out, records, cells)
@@ -235,13 +310,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=None, help="default bench/results/d5_race_<regime>")
     ap.add_argument("--runs", type=Path, default=ROOT / "runs" / "d5_race")
     ap.add_argument("--report-only", action="store_true", help="re-render from records only")
+    ap.add_argument("--throughput", type=Path, default=None,
+                    help="stage 1's records for the composition "
+                    "(default bench/results/d5_throughput/<regime>)")  # fmt: skip
     ap.add_argument("overrides", nargs="*", help="KEY=VALUE for every run")
     args = ap.parse_args(argv)
     args.out = args.out or ROOT / "bench" / "results" / f"d5_race_{args.regime}"
     (args.out / "runs").mkdir(parents=True, exist_ok=True)
     if not args.report_only:
         run_part(args)
-    report(args.out, args.at_steps, args.at_minutes)
+    report(args.out, args.at_steps, args.at_minutes, args.throughput)
 
 
 if __name__ == "__main__":

@@ -138,7 +138,8 @@ def test_race_scores_every_cell_on_steps_and_minutes(tmp_path) -> None:
     for text in ("steps 300", "min 0.5", "AUC (env steps)", "AUC (minutes)", "steps to 30 %",
                  "min to 50 %", "last 3 (mean action)", "last 3 (sampled)", "bootstrap",
                  "sign-flip p", "DistRL, synchronous barrier − GRPO, synchronous rounds",
-                 "load avg (1 min)"):  # fmt: skip
+                 "load avg (1 min)", "direct / composed",
+                 "direct − composed, every run"):  # fmt: skip
         assert text in summary, text
     assert (out / "d5_race.png").stat().st_size > 0
     (out / "d5_race_summary.md").unlink()
