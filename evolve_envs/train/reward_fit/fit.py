@@ -202,8 +202,10 @@ def done_threshold(
     """
     if done_on == "episode":
         return pick_done_threshold([float(s.max()) for s in scores], success)
-    last = [np.arange(len(s)) == len(s) - 1 if ok else np.zeros(len(s), bool)
-            for s, ok in zip(scores, success, strict=True)]  # fmt: skip
+    last = [
+        np.arange(len(s)) == len(s) - 1 if ok else np.zeros(len(s), bool)
+        for s, ok in zip(scores, success, strict=True)
+    ]
     return pick_done_threshold(np.concatenate(scores).tolist(), np.concatenate(last).tolist())
 
 
