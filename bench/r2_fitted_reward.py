@@ -23,7 +23,8 @@ Phases (each writes its records under ``--out``, default ``bench/results/r2``):
   train-nearmiss``, the training episodes and 20 near misses; ``fitted_gap``: the fit of ``fit
   --done-gap``, a success's frames before its last labelled below the failure cap;
   ``fitted_frame``: the fit of ``fit --done-on frame``, the default fit whose done threshold is
-  picked on frames, a success's last frame against every other frame), the
+  picked on frames, a success's last frame against every other frame; ``fitted_big_frame``: the
+  fit of ``fit --data train-big --done-on frame``, five times the expert's episodes), the
   ``reach_place`` rule, and the env's own success flag alone (``reward_model.enable=false``,
   reward 1 at success). Every snapshot is evaluated on ``--eval-episodes`` held-out scenes
   (mean action, the env's success flag); the record keeps the curve, and the report compares
@@ -63,6 +64,7 @@ FITTED = {
     "fitted_nearmiss": "-nearmiss",
     "fitted_gap": "-gap",
     "fitted_frame": "-frame",
+    "fitted_big_frame": "-big-frame",
 }
 
 
@@ -84,6 +86,8 @@ TRAIN = {"task": 60, "distractor": 20, "random": 20}
 TRAIN_NOISY = {"task": 30, "noisy": 30, "distractor": 20, "random": 20}
 #: the training recording's episodes and 20 near misses (the block held just short of the zone)
 TRAIN_NEARMISS = {"task": 60, "distractor": 20, "random": 20, "near_miss": 20}
+#: five times the expert's episodes (reset seeds 0-399): 300 done frames to fit done on, not 60
+TRAIN_BIG = {"task": 300, "distractor": 50, "random": 50}
 HELD = {"task": 20, "distractor": 10, "random": 10}
 
 
@@ -96,7 +100,8 @@ def record(out: Path) -> None:
     from evolve_envs.envs.synthetic import play_behaviours
 
     recordings = (("train", TRAIN, 0), ("train-noisy", TRAIN_NOISY, 0),
-                  ("train-nearmiss", TRAIN_NEARMISS, 0), ("held_out", HELD, 10_000))  # fmt: skip
+                  ("train-nearmiss", TRAIN_NEARMISS, 0), ("train-big", TRAIN_BIG, 0),
+                  ("held_out", HELD, 10_000))  # fmt: skip
     for name, counts, seed in recordings:
         target = ROOT / "runs" / "r2" / name
         if target.exists():
@@ -507,9 +512,10 @@ def main() -> None:
                    help="the model directory the calibrate and alarm phases score")  # fmt: skip
     p.add_argument("--failure-cap", type=float, default=None,
                    help="fit phase: fit runs/r2/model-cap<cap> (0.3: model-cap03)")  # fmt: skip
-    p.add_argument("--data", default="train", choices=["train", "train-noisy", "train-nearmiss"],
+    p.add_argument("--data", default="train",
+                   choices=["train", "train-noisy", "train-nearmiss", "train-big"],
                    help="fit phase: the training recording (train-noisy: model-noisy, "
-                   "train-nearmiss: model-nearmiss)")  # fmt: skip
+                   "train-nearmiss: model-nearmiss, train-big: model-big)")  # fmt: skip
     p.add_argument("--done-gap", action="store_true",
                    help="fit phase: fit-reward --done-gap into runs/r2/model-gap")  # fmt: skip
     p.add_argument("--done-on", default="episode", choices=["episode", "frame"],
