@@ -34,7 +34,10 @@ Phases (each writes its records under ``--out``, default ``bench/results/r2``):
 * ``endings``: where the policies end: the last snapshot of every DistRL record played with the
   mean action on ``--eval-episodes`` held-out scenes; per run, the successes and, over the
   failed episodes, the env's true progress at the end and the last frame's score under the
-  ``reach_place`` rule, the default fit and the ``--done-gap`` fit (``<out>/endings.json``).
+  ``reach_place`` rule, the default fit and the ``--done-gap`` fit, and for a fitted arm how
+  many of those endings its own model judges done, and how many of them with the block far
+  from the zone (the rule under 0.9); ``--arms`` picks the records, merged into
+  ``<out>/endings.json``.
 
     python bench/r2_fitted_reward.py record fit calibrate latency
     python bench/r2_fitted_reward.py distrl --seeds 3 --minutes 3
@@ -368,9 +371,10 @@ def sampled(out: Path, episodes: int) -> None:
         print(f"{path.name}: sampled actions, last 3 snapshots {record['sampled_last3']}")
 
 
-def endings(out: Path, episodes: int) -> None:
+def endings(out: Path, episodes: int, arms: list[str]) -> None:
     """Where each DistRL record's last policy ends (mean action), and what each model says of
-    its failed episodes' last frames (see the module docstring)."""
+    its failed episodes' last frames (see the module docstring); the records of ``arms`` only,
+    merged into ``endings.json``."""
     import numpy as np
     from d3_learning_curves import snapshots
 
@@ -381,9 +385,12 @@ def endings(out: Path, episodes: int) -> None:
 
     models = {arm: load_model(ROOT / "runs" / "r2" / f"model{FITTED[arm]}")
               for arm in ("fitted", "fitted_gap")}  # fmt: skip
-    rows = {}
+    target = out / "endings.json"
+    rows = json.loads(target.read_text())["rows"] if target.is_file() else {}
     for path in sorted(out.glob("distrl-*.json")):
         record = json.loads(path.read_text())
+        if record["arm"] not in arms:
+            continue
         snap = snapshots(ROOT / record["run_dir"])[-1]
         saved = read_saved(snap)
         with HeldOutEvaluator(saved.cfg) as evaluator:
@@ -396,17 +403,25 @@ def endings(out: Path, episodes: int) -> None:
         row = {"snapshot": snap.name, "env_steps": saved.payload["counters"]["env_steps_in"],
                "successes": int(ok.sum()), "episodes": episodes,
                "failed_true_progress": _mean(np.array(res.progress)[~ok])}  # fmt: skip
+        if record["arm"] in FITTED:  # its own model: the failed endings it judges done
+            own = load_model(ROOT / "runs" / "r2" / f"model{FITTED[record['arm']]}")
+            done = own.predict(last, [TEXT] * len(last)) >= own.config.done_threshold
+            row["failed_judged_done"] = int((done & ~ok).sum())
+            # judged done with the block far from the zone (the rule reads under 0.9)
+            row["failed_judged_done_far"] = int((done & ~ok & (scores["rule"] < 0.9)).sum())
         for name, values in scores.items():
             row[f"failed_{name}"], row[f"succeeded_{name}"] = _mean(values[~ok]), _mean(values[ok])
         rows[path.stem] = row
         print(
             f"{path.stem}: {row['successes']}/{episodes} solved; the failed end at true progress "
             f"{row['failed_true_progress']:.2f}, rule {row['failed_rule']:.2f}, default fit "
-            f"{row['failed_fitted']:.2f}, gap fit {row['failed_fitted_gap']:.2f}",
+            f"{row['failed_fitted']:.2f}, gap fit {row['failed_fitted_gap']:.2f}; judged done by "
+            f"its own model: {row.get('failed_judged_done', '-')} "
+            f"({row.get('failed_judged_done_far', '-')} far from the zone)",
             flush=True,
         )
     body = {"episodes": episodes, "held_out_offset": 0, "rows": rows, "machine": machine_note()}
-    (out / "endings.json").write_text(json.dumps(body, indent=1) + "\n")
+    target.write_text(json.dumps(body, indent=1) + "\n")
 
 
 def _mean(values: object) -> float:
@@ -558,7 +573,7 @@ def main() -> None:
         elif phase == "sampled":
             sampled(args.out, args.eval_episodes)
         elif phase == "endings":
-            endings(args.out, args.eval_episodes)
+            endings(args.out, args.eval_episodes, args.arms)
         else:
             report(args.out)
 
