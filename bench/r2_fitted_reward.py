@@ -36,7 +36,8 @@ Phases (each writes its records under ``--out``, default ``bench/results/r2``):
   failed episodes, the env's true progress at the end and the last frame's score under the
   ``reach_place`` rule, the default fit and the ``--done-gap`` fit, and for a fitted arm how
   many of those endings its own model judges done, and how many of them with the block far
-  from the zone (the rule under 0.9); ``--arms`` picks the records, merged into
+  from the zone (the rule under 0.9; up to four of those frames in
+  ``<out>/endings-<record>.png``); ``--arms`` picks the records, merged into
   ``<out>/endings.json``.
 
     python bench/r2_fitted_reward.py record fit calibrate latency
@@ -408,7 +409,14 @@ def endings(out: Path, episodes: int, arms: list[str]) -> None:
             done = own.predict(last, [TEXT] * len(last)) >= own.config.done_threshold
             row["failed_judged_done"] = int((done & ~ok).sum())
             # judged done with the block far from the zone (the rule reads under 0.9)
-            row["failed_judged_done_far"] = int((done & ~ok & (scores["rule"] < 0.9)).sum())
+            far = done & ~ok & (scores["rule"] < 0.9)
+            row["failed_judged_done_far"] = int(far.sum())
+            if far.any():  # what those frames show: up to four, side by side
+                from PIL import Image
+
+                strip = np.concatenate(list(last[far][:4]), axis=1)
+                big = Image.fromarray(strip).resize((strip.shape[1] * 4, strip.shape[0] * 4))
+                big.save(out / f"endings-{path.stem}.png")
         for name, values in scores.items():
             row[f"failed_{name}"], row[f"succeeded_{name}"] = _mean(values[~ok]), _mean(values[ok])
         rows[path.stem] = row
