@@ -308,6 +308,7 @@ def fit_reward(opts: FitOptions) -> dict[str, JsonValue]:
         net,
         out,
         train=train,
+        train_scores=scores,
         held_out=held,
         losses=losses,
         fit_s=time.perf_counter() - started,

@@ -180,16 +180,20 @@ def write_report(
     out: Path,
     *,
     train: Sequence[FitEpisode],
+    train_scores: Sequence[np.ndarray],
     held_out: Sequence[FitEpisode],
     losses: list[float],
     fit_s: float,
     data: str,
     options: dict[str, JsonValue],
 ) -> dict[str, JsonValue]:
-    """Write ``report.json``, ``curves.png`` and ``README.md`` into ``out``; returns the report."""
+    """Write ``report.json``, ``curves.png`` and ``README.md`` into ``out``; returns the report
+    (``train_scores``: the model's per-frame progress on ``train``, already computed by the fit
+    for its done threshold)."""
     threshold = net.config.done_threshold
     gap = float(options["failure_cap"]) if options.get("done_gap") else None
-    held_curves, train_curves = _curves(net, held_out), _curves(net, train)
+    held_curves = _curves(net, held_out)
+    train_curves = [np.asarray(s, dtype=float).tolist() for s in train_scores]
     trainable = [p for n, p in net.module.named_parameters() if not n.startswith("backbone.")]
     report: dict[str, JsonValue] = {
         "name": net.config.name,
