@@ -386,6 +386,7 @@ def endings(out: Path, episodes: int, arms: list[str]) -> None:
 
     models = {arm: load_model(ROOT / "runs" / "r2" / f"model{FITTED[arm]}")
               for arm in ("fitted", "fitted_gap")}  # fmt: skip
+    own_models = dict(models)  # each fitted arm's own model, loaded once
     target = out / "endings.json"
     rows = json.loads(target.read_text())["rows"] if target.is_file() else {}
     for path in sorted(out.glob("distrl-*.json")):
@@ -405,7 +406,10 @@ def endings(out: Path, episodes: int, arms: list[str]) -> None:
                "successes": int(ok.sum()), "episodes": episodes,
                "failed_true_progress": _mean(np.array(res.progress)[~ok])}  # fmt: skip
         if record["arm"] in FITTED:  # its own model: the failed endings it judges done
-            own = load_model(ROOT / "runs" / "r2" / f"model{FITTED[record['arm']]}")
+            arm = record["arm"]
+            if arm not in own_models:
+                own_models[arm] = load_model(ROOT / "runs" / "r2" / f"model{FITTED[arm]}")
+            own = own_models[arm]
             done = own.predict(last, [TEXT] * len(last)) >= own.config.done_threshold
             row["failed_judged_done"] = int((done & ~ok).sum())
             # judged done with the block far from the zone (the rule reads under 0.9)
