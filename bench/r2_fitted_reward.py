@@ -24,7 +24,9 @@ Phases (each writes its records under ``--out``, default ``bench/results/r2``):
   --done-gap``, a success's frames before its last labelled below the failure cap;
   ``fitted_frame``: the fit of ``fit --done-on frame``, the default fit whose done threshold is
   picked on frames, a success's last frame against every other frame; ``fitted_big_frame``: the
-  fit of ``fit --data train-big --done-on frame``, five times the expert's episodes), the
+  fit of ``fit --data train-big --done-on frame``, five times the expert's episodes;
+  ``fitted_astray_frame``: the fit of ``fit --data train-big-astray --done-on frame``, the big
+  recording and 100 blocks carried astray), the
   ``reach_place`` rule, and the env's own success flag alone (``reward_model.enable=false``,
   reward 1 at success). Every snapshot is evaluated on ``--eval-episodes`` held-out scenes
   (mean action, the env's success flag); the record keeps the curve, and the report compares
@@ -69,6 +71,7 @@ FITTED = {
     "fitted_gap": "-gap",
     "fitted_frame": "-frame",
     "fitted_big_frame": "-big-frame",
+    "fitted_astray_frame": "-big-astray-frame",
 }
 
 
@@ -92,6 +95,9 @@ TRAIN_NOISY = {"task": 30, "noisy": 30, "distractor": 20, "random": 20}
 TRAIN_NEARMISS = {"task": 60, "distractor": 20, "random": 20, "near_miss": 20}
 #: five times the expert's episodes (reset seeds 0-399): 300 done frames to fit done on, not 60
 TRAIN_BIG = {"task": 300, "distractor": 50, "random": 50}
+#: the big recording and 100 blocks carried astray (held away from the zone, edges included),
+#: the failure a policy trained on the big fit found (``endings``)
+TRAIN_BIG_ASTRAY = {**TRAIN_BIG, "astray": 100}
 HELD = {"task": 20, "distractor": 10, "random": 10}
 
 
@@ -105,6 +111,7 @@ def record(out: Path) -> None:
 
     recordings = (("train", TRAIN, 0), ("train-noisy", TRAIN_NOISY, 0),
                   ("train-nearmiss", TRAIN_NEARMISS, 0), ("train-big", TRAIN_BIG, 0),
+                  ("train-big-astray", TRAIN_BIG_ASTRAY, 0),
                   ("held_out", HELD, 10_000))  # fmt: skip
     for name, counts, seed in recordings:
         target = ROOT / "runs" / "r2" / name
@@ -540,9 +547,11 @@ def main() -> None:
     p.add_argument("--failure-cap", type=float, default=None,
                    help="fit phase: fit runs/r2/model-cap<cap> (0.3: model-cap03)")  # fmt: skip
     p.add_argument("--data", default="train",
-                   choices=["train", "train-noisy", "train-nearmiss", "train-big"],
+                   choices=["train", "train-noisy", "train-nearmiss", "train-big",
+                            "train-big-astray"],
                    help="fit phase: the training recording (train-noisy: model-noisy, "
-                   "train-nearmiss: model-nearmiss, train-big: model-big)")  # fmt: skip
+                   "train-nearmiss: model-nearmiss, train-big: model-big, "
+                   "train-big-astray: model-big-astray)")  # fmt: skip
     p.add_argument("--done-gap", action="store_true",
                    help="fit phase: fit-reward --done-gap into runs/r2/model-gap")  # fmt: skip
     p.add_argument("--done-on", default="episode", choices=["episode", "frame"],

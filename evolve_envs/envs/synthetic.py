@@ -224,6 +224,29 @@ def _near_miss_action(env: ReachPlaceEnv, gap: float) -> np.ndarray:
     return _toward(env, pos["target"] + away / dist * gap - env._grasp_offset)
 
 
+def _astray_aim(env: ReachPlaceEnv, rng: np.random.Generator) -> np.ndarray:
+    """A point anywhere in the picture (its edges too) at least ``ASTRAY_GAP[0]`` from the
+    zone's centre, reached from the block's place without coming within ``ASTRAY_GAP[1]`` of it
+    (the gripper moves diagonally, then straight: both legs are checked)."""
+    pos = env.positions()
+    start, target = pos["block"], pos["target"]
+    for _ in range(1000):
+        aim = rng.uniform(0.0, 1.0, 2)
+        d = aim - start
+        corner = start + np.sign(d) * min(abs(d[0]), abs(d[1]))
+        clear = min(_gap(start, corner, target), _gap(corner, aim, target))
+        if np.linalg.norm(aim - target) >= ASTRAY_GAP[0] and clear >= ASTRAY_GAP[1]:
+            return aim
+    raise RuntimeError("no astray point found for this layout")
+
+
+def _gap(a: np.ndarray, b: np.ndarray, point: np.ndarray) -> float:
+    """The distance from ``point`` to the segment ``a``-``b``."""
+    ab = b - a
+    t = 0.0 if not ab.any() else float(np.clip(np.dot(point - a, ab) / np.dot(ab, ab), 0, 1))
+    return float(np.linalg.norm(a + t * ab - point))
+
+
 def clean_gaming_seeds(n: int, steps: int, *, search: int) -> list[int]:
     """The first ``n`` reset seeds (of ``range(search)``) whose distractor can be dragged to the
     zone within ``steps`` steps without the gripper passing by the block: an accidental grasp
@@ -251,6 +274,9 @@ NOISY_STD = 1.0
 #: where ``"near_miss"`` leaves the block: this far from the zone's centre (the env counts a
 #: placement within ``place_radius``, 0.08), on the side it came from
 NEAR_MISS_GAP = (0.11, 0.2)
+#: where ``"astray"`` leaves the block: at least this far from the zone's centre, and the way
+#: there at least this far from it
+ASTRAY_GAP = (0.3, 0.2)
 
 
 def play_behaviours(env: gym.Env, counts: dict[str, int], *, seed: int = 0) -> int:
@@ -258,7 +284,9 @@ def play_behaviours(env: gym.Env, counts: dict[str, int], *, seed: int = 0) -> i
     ``counts`` maps ``"task"`` / ``"distractor"`` (see :func:`scripted_action`), ``"noisy"`` (the
     task's expert with Gaussian noise of ``NOISY_STD`` on each action: demonstrations off the
     expert's path), ``"near_miss"`` (the expert carries the block to a point ``NEAR_MISS_GAP``
-    short of the zone and holds it there: failures that look almost placed) or ``"random"``
+    short of the zone and holds it there: failures that look almost placed), ``"astray"`` (the
+    expert carries the block to a random point of the picture away from the zone, edges and
+    corners included, and holds it there: the block moved, the task not done) or ``"random"``
     (uniform actions) to a number of episodes; reset seeds count up from ``seed``. Returns the
     number of episodes played (e.g. to fill a recording with known successes and failures).
 
@@ -271,25 +299,28 @@ def play_behaviours(env: gym.Env, counts: dict[str, int], *, seed: int = 0) -> i
         raise TypeError(f"play_behaviours needs a ReachPlace env, got {type(base).__name__}")
     played = 0
     for goal, count in counts.items():
-        if goal not in ("task", "distractor", "noisy", "near_miss", "random"):
+        if goal not in ("task", "distractor", "noisy", "near_miss", "astray", "random"):
             raise ValueError(
-                f"unknown behaviour {goal!r} (task, distractor, noisy, near_miss or random)"
+                f"unknown behaviour {goal!r} (task, distractor, noisy, near_miss, astray or random)"
             )
         for _ in range(count):
             env.reset(seed=seed + played)
             played += 1
             gap = rng.uniform(*NEAR_MISS_GAP) if goal == "near_miss" else 0.0
+            aim = _astray_aim(base, rng) if goal == "astray" else None
             done = False
             while not done:
                 if goal == "near_miss":
                     action = _near_miss_action(base, gap)
+                elif aim is not None and base._holding:  # astray, once the block is held
+                    action = _toward(base, aim - base._grasp_offset)
                 elif goal == "random":
                     action = rng.uniform(-1, 1, 2).astype(np.float32)
                 elif goal == "noisy":
                     noise = rng.normal(0.0, NOISY_STD, 2)
                     action = np.clip(scripted_action(base) + noise, -1, 1).astype(np.float32)
-                else:
-                    action = scripted_action(base, goal)
+                else:  # task, distractor, or astray on its way to the block
+                    action = scripted_action(base, "distractor" if goal == "distractor" else "task")
                 *_, terminated, truncated, _ = env.step(action)
                 done = terminated or truncated
     return played

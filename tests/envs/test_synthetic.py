@@ -12,6 +12,7 @@ import simplejpeg
 import evolve_envs  # noqa: F401  (registers the ids)
 from evolve_envs import ConfigError, make_env
 from evolve_envs.envs.synthetic import (
+    ASTRAY_GAP,
     COLORS,
     NEAR_MISS_GAP,
     ReachPlaceEnv,
@@ -122,6 +123,21 @@ def test_near_misses_hold_the_block_just_outside_the_zone_and_never_succeed() ->
     gaps = [d for _, d in ends]
     assert min(gaps) >= NEAR_MISS_GAP[0] - 1e-6 and max(gaps) <= NEAR_MISS_GAP[1] + 1e-6, gaps
     assert min(gaps) > base.place_radius
+
+
+def test_astray_carries_the_block_away_from_the_zone_edges_included_and_never_succeeds() -> None:
+    env = _Outcomes(gym.wrappers.TimeLimit(ReachPlaceEnv(), 30))
+    ends = []
+    for seed in range(40):
+        play_behaviours(env, {"astray": 1}, seed=seed)
+        base = env.unwrapped
+        pos = base.positions()
+        ends.append((base._holding, float(np.linalg.norm(pos["block"] - pos["target"])), pos))
+    assert [ok for _, ok in env.episodes] == [False] * 40  # every one a failure, played to 30
+    assert all(holding for holding, _, _ in ends)  # the block was taken, not left lying
+    assert min(d for _, d, _ in ends) >= ASTRAY_GAP[0] - 0.05
+    at_edge = sum(min(p["block"].min(), 1 - p["block"].max()) < 0.08 for *_, p in ends)
+    assert 5 <= at_edge < 40, at_edge  # some by the picture's edge, not all
 
 
 def test_reach_place_rule_reads_the_ground_truth_through_jpeg() -> None:
