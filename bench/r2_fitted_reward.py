@@ -39,8 +39,8 @@ Phases (each writes its records under ``--out``, default ``bench/results/r2``):
   ``reach_place`` rule, the default fit and the ``--done-gap`` fit, and for a fitted arm how
   many of those endings its own model judges done, and how many of them with the block far
   from the zone (the rule under 0.9; up to four of those frames in
-  ``<out>/endings-<record>.png``); ``--arms`` picks the records, merged into
-  ``<out>/endings.json``.
+  ``<out>/endings-<record>.png``), and the same count under each fit of ``JUDGES``
+  (``failed_done_far_by``); ``--arms`` picks the records, merged into ``<out>/endings.json``.
 
     python bench/r2_fitted_reward.py record fit calibrate latency
     python bench/r2_fitted_reward.py distrl --seeds 3 --minutes 3
@@ -73,6 +73,11 @@ FITTED = {
     "fitted_big_frame": "-big-frame",
     "fitted_astray_frame": "-big-astray-frame",
 }
+
+
+#: the fits whose verdict on every policy's failed endings ``endings`` keeps (done far from the
+#: zone), beside the policy's own model's
+JUDGES = ("fitted_big_frame", "fitted_astray_frame")
 
 
 def _fitted(suffix: str) -> Callable[[str], tuple[str, list[str]]]:
@@ -412,15 +417,17 @@ def endings(out: Path, episodes: int, arms: list[str]) -> None:
         row = {"snapshot": snap.name, "env_steps": saved.payload["counters"]["env_steps_in"],
                "successes": int(ok.sum()), "episodes": episodes,
                "failed_true_progress": _mean(np.array(res.progress)[~ok])}  # fmt: skip
-        if record["arm"] in FITTED:  # its own model: the failed endings it judges done
-            arm = record["arm"]
+        judged = {}  # fit -> the failed endings it judges done
+        for arm in sorted({*JUDGES, record["arm"]} & set(FITTED)):
             if arm not in own_models:
                 own_models[arm] = load_model(ROOT / "runs" / "r2" / f"model{FITTED[arm]}")
-            own = own_models[arm]
-            done = own.predict(last, [TEXT] * len(last)) >= own.config.done_threshold
-            row["failed_judged_done"] = int((done & ~ok).sum())
-            # judged done with the block far from the zone (the rule reads under 0.9)
-            far = done & ~ok & (scores["rule"] < 0.9)
+            net = own_models[arm]
+            judged[arm] = ~ok & (net.predict(last, [TEXT] * len(last)) >= net.config.done_threshold)
+        astray = scores["rule"] < 0.9  # the block far from the zone
+        row["failed_done_far_by"] = {arm: int((d & astray).sum()) for arm, d in judged.items()}
+        if record["arm"] in FITTED:  # its own model: the failed endings it judges done
+            row["failed_judged_done"] = int(judged[record["arm"]].sum())
+            far = judged[record["arm"]] & astray
             row["failed_judged_done_far"] = int(far.sum())
             if far.any():  # what those frames show: up to four, side by side
                 from PIL import Image
