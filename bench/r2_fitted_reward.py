@@ -13,9 +13,10 @@ Phases (each writes its records under ``--out``, default ``bench/results/r2``):
   frames) against the ``fitted`` backend on the CPU, 1 and 8 clients;
 * ``alarm``: the demo's random, gaming and solving policies under the fitted model and the two
   rules, with the hacking alarm, on scenes none was fitted on;
-* ``separation``: every fitted model's score of the last frame of placed blocks and of near
-  misses (``play_behaviours``' ``near_miss``: the block held just short of the zone), and how
-  many of each it judges done, on scenes no recording holds;
+* ``separation``: every fitted model's score of the last frame of placed blocks, of near
+  misses (``play_behaviours``' ``near_miss``: the block held just short of the zone) and of
+  blocks carried astray (``astray``), and how many of each it judges done, on scenes no
+  recording holds;
 * ``distrl``: ``evolve-envs train`` for ``--minutes`` per run, ``--seeds`` seeds of each reward
   source, interleaved: the fitted model (embedded ``fitted`` backend; ``fitted_cap03``: the fit
   of ``fit --failure-cap 0.3``; ``fitted_noisy``: the fit of ``fit --data train-noisy``, half the
@@ -264,7 +265,8 @@ PROBE_SEED = 20_000
 
 def separation(out: Path, episodes: int) -> None:
     """How each fitted model scores the last frame of a placed block against a block held just
-    short of the zone (``play_behaviours``' ``near_miss``), on scenes no recording holds."""
+    short of the zone (``play_behaviours``' ``near_miss``) and one carried away from it
+    (``astray``), on scenes no recording holds."""
     import gymnasium as gym
     import numpy as np
 
@@ -278,7 +280,7 @@ def separation(out: Path, episodes: int) -> None:
             self.frame = out[0]["image"]
             return out
 
-    finals: dict[str, list[np.ndarray]] = {"task": [], "near_miss": []}
+    finals: dict[str, list[np.ndarray]] = {"task": [], "near_miss": [], "astray": []}
     for goal, frames in finals.items():
         for k in range(episodes):
             env = LastFrame(gym.wrappers.TimeLimit(ReachPlaceEnv(), 30))
@@ -300,12 +302,14 @@ def separation(out: Path, episodes: int) -> None:
             **{f"{g}_max": float(v.max()) for g, v in score.items()},
             "near_miss_judged_done": int((score["near_miss"] >= thr).sum()),
             "placed_judged_done": int((score["task"] >= thr).sum()),
+            "astray_judged_done": int((score["astray"] >= thr).sum()),
         }
         r = rows[arm]
         print(f"{arm}: placed {r['task_mean']:.3f} [{r['task_min']:.3f}, {r['task_max']:.3f}], "
               f"near miss {r['near_miss_mean']:.3f} [{r['near_miss_min']:.3f}, "
               f"{r['near_miss_max']:.3f}]; done at {thr:.2f}: placed {r['placed_judged_done']}/"
-              f"{episodes}, near miss {r['near_miss_judged_done']}/{episodes}")  # fmt: skip
+              f"{episodes}, near miss {r['near_miss_judged_done']}/{episodes}, astray "
+              f"{r['astray_judged_done']}/{episodes}")  # fmt: skip
     body = {"episodes_per_behaviour": episodes, "seed": PROBE_SEED, "rows": rows,
             "machine": machine_note()}  # fmt: skip
     (out / "separation.json").write_text(json.dumps(body, indent=1) + "\n")
