@@ -112,10 +112,12 @@ def clean_validation_errors(errors: Sequence[object]) -> list[dict[str, object]]
     return cleaned
 
 
-def summarise(errors: list[dict[str, object]]) -> str:
-    """The first three cleaned errors as one line: `loc: msg; ...`."""
+def summarise(errors: list[dict[str, object]], total: int | None = None) -> str:
+    """The first three cleaned errors as one line: `loc: msg; ...`, and how many more of
+    `total` (default: all of `errors`) there were."""
     parts = [f"{'.'.join(e['loc']) or 'body'}: {e['msg']}" for e in errors[:3]]
-    more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
+    total = len(errors) if total is None else total
+    more = f" (+{total - 3} more)" if total > 3 else ""
     return "; ".join(parts) + more
 
 
@@ -141,11 +143,11 @@ class _Handlers:
 
     @staticmethod
     async def validation_error(request: Request, exc: RequestValidationError) -> Response:
-        errors = clean_validation_errors(exc.errors())
-        detail = errors[:MAX_DETAIL]  # the answer stays small whatever the body held
-        if any(e.get("type") == "json_invalid" for e in errors):
+        raw = exc.errors()
+        detail = clean_validation_errors(raw[:MAX_DETAIL])  # small whatever the body held
+        if any(e.get("type") == "json_invalid" for e in raw):
             return json_error(400, "request body is not valid JSON", detail=detail)
-        return json_error(422, f"invalid request: {summarise(errors)}", detail=detail)
+        return json_error(422, f"invalid request: {summarise(detail, len(raw))}", detail=detail)
 
     @staticmethod
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:

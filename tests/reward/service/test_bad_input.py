@@ -190,6 +190,15 @@ def test_a_list_of_wrong_items_is_one_error_with_a_small_answer(client: httpx.Cl
     _valid_request_succeeds(client)
 
 
+def test_a_body_wrong_in_every_field_names_three_and_counts_the_rest(client: httpx.Client) -> None:
+    body = {"task": 1, "frames": 2, "reference": 3, "skip": 0, "ref_num": -1, "batch_size": 0,
+            "task_name": 4, "use_server_reference": "x"}  # fmt: skip
+    answer = assert_json_error(client.post("/trajectory-critic", json=body), 422)
+    assert len(answer["detail"]) == 8  # each field once
+    assert answer["error"].endswith("(+5 more)"), answer["error"]
+    _valid_request_succeeds(client)
+
+
 PICKLE_CASES: dict[str, tuple[Callable[[Path], bytes], int]] = {
     "not_a_pickle": (lambda _: b"\x00\x01garbage bytes", 400),
     "empty_body": (lambda _: b"", 400),
