@@ -29,10 +29,12 @@ _EXAMPLES = int(os.environ.get("EVOLVE_FUZZ_EXAMPLES", "0"))
 
 
 def _budget(default: int) -> settings:
-    """`default` examples (or EVOLVE_FUZZ_EXAMPLES); no per-example deadline (the harness has
-    its own time cap); health checks about slow or large data off (that is the point)."""
+    """`default` examples, the same ones every run (or EVOLVE_FUZZ_EXAMPLES new ones); no
+    per-example deadline (the harness has its own time cap); health checks about slow or large
+    data off (that is the point)."""
     return settings(
         max_examples=_EXAMPLES or default,
+        derandomize=not _EXAMPLES,
         deadline=None,
         suppress_health_check=list(HealthCheck),
         print_blob=True,
