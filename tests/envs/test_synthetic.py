@@ -109,34 +109,32 @@ def test_noisy_demonstrations_mostly_succeed_off_the_experts_path() -> None:
         play_behaviours(ReachPlaceEnv(), {"wander": 1})
 
 
+def _failures_played_to_the_end(goal: str, n: int) -> list[tuple[bool, np.ndarray, float]]:
+    """``n`` episodes of ``goal``, each checked to fail after all 30 steps: per episode whether
+    the block is held at the end, where it is, and how far from the zone's centre."""
+    env, ends = _Outcomes(gym.wrappers.TimeLimit(ReachPlaceEnv(), 30)), []
+    for seed in range(n):
+        play_behaviours(env, {goal: 1}, seed=seed)
+        pos = env.unwrapped.positions()
+        gap = float(np.linalg.norm(pos["block"] - pos["target"]))
+        ends.append((env.unwrapped._holding, pos["block"], gap))
+    assert env.episodes == [(30, False)] * n  # every one a failure, played to 30
+    return ends
+
+
 def test_near_misses_hold_the_block_just_outside_the_zone_and_never_succeed() -> None:
-    env = _Outcomes(gym.wrappers.TimeLimit(ReachPlaceEnv(), 30))
-    ends = []
-    for seed in range(20):
-        play_behaviours(env, {"near_miss": 1}, seed=seed)
-        base = env.unwrapped
-        pos = base.positions()
-        ends.append((base._holding, float(np.linalg.norm(pos["block"] - pos["target"]))))
-    assert [ok for _, ok in env.episodes] == [False] * 20  # every one a failure, played to 30
-    assert all(n == 30 for n, _ in env.episodes)
-    assert all(holding for holding, _ in ends)
-    gaps = [d for _, d in ends]
+    ends = _failures_played_to_the_end("near_miss", 20)
+    assert all(holding for holding, _, _ in ends)
+    gaps = [d for *_, d in ends]
     assert min(gaps) >= NEAR_MISS_GAP[0] - 1e-6 and max(gaps) <= NEAR_MISS_GAP[1] + 1e-6, gaps
-    assert min(gaps) > base.place_radius
+    assert min(gaps) > ReachPlaceEnv().place_radius
 
 
 def test_astray_carries_the_block_away_from_the_zone_edges_included_and_never_succeeds() -> None:
-    env = _Outcomes(gym.wrappers.TimeLimit(ReachPlaceEnv(), 30))
-    ends = []
-    for seed in range(40):
-        play_behaviours(env, {"astray": 1}, seed=seed)
-        base = env.unwrapped
-        pos = base.positions()
-        ends.append((base._holding, float(np.linalg.norm(pos["block"] - pos["target"])), pos))
-    assert [ok for _, ok in env.episodes] == [False] * 40  # every one a failure, played to 30
+    ends = _failures_played_to_the_end("astray", 40)
     assert all(holding for holding, _, _ in ends)  # the block was taken, not left lying
-    assert min(d for _, d, _ in ends) >= ASTRAY_GAP[0] - 0.05
-    at_edge = sum(min(p["block"].min(), 1 - p["block"].max()) < 0.08 for *_, p in ends)
+    assert min(d for *_, d in ends) >= ASTRAY_GAP[0] - 0.05
+    at_edge = sum(min(block.min(), 1 - block.max()) < 0.08 for _, block, _ in ends)
     assert 5 <= at_edge < 40, at_edge  # some by the picture's edge, not all
 
 
