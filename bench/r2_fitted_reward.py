@@ -426,7 +426,8 @@ def endings(out: Path, episodes: int, arms: list[str]) -> None:
             if arm not in own_models:
                 own_models[arm] = load_model(ROOT / "runs" / "r2" / f"model{FITTED[arm]}")
             net = own_models[arm]
-            judged[arm] = ~ok & (net.predict(last, [TEXT] * len(last)) >= net.config.done_threshold)
+            score = scores[arm] if arm in scores else net.predict(last, [TEXT] * len(last))
+            judged[arm] = ~ok & (score >= net.config.done_threshold)
         astray = scores["rule"] < 0.9  # the block far from the zone
         row["failed_done_far_by"] = {arm: int((d & astray).sum()) for arm, d in judged.items()}
         if record["arm"] in FITTED:  # its own model: the failed endings it judges done
