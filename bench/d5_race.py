@@ -212,13 +212,18 @@ def report(
             continue
         cells_txt = []
         for n in names:
-            d = [metrics[a, s][n] - metrics[b, s][n] for s in shared]
-            d = [x for x in d if np.isfinite(x)]
+            pairs = [(metrics[a, s][n], metrics[b, s][n]) for s in shared]
+            d = [x - y for x, y in pairs if np.isfinite(x) and np.isfinite(y)]
+            # a seed where one cell never got there (inf) has no difference to average
+            never = sum(1 for x, y in pairs if math.inf in (x, y))
+            note = f" ({never} with a never left out)" if never else ""
             if not d:
-                cells_txt.append("-")
+                cells_txt.append(f"-{note}")
                 continue
             lo, hi = bootstrap_ci(d, seed=1)
-            cells_txt.append(f"{np.mean(d):+.3g} [{lo:+.3g}, {hi:+.3g}] p={sign_flip_p(d):.3g}")
+            cells_txt.append(
+                f"{np.mean(d):+.3g} [{lo:+.3g}, {hi:+.3g}] p={sign_flip_p(d):.3g}{note}"
+            )
         prow.append([f"{LABELS[a]} − {LABELS[b]} (n={len(shared)})", *cells_txt])
     lines += [md_table(["pair", *names], prow), ""]
     folder = throughput or ROOT / "bench" / "results" / "d5_throughput" / regime
