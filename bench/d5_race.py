@@ -174,14 +174,29 @@ def composition(
     return [title, "", md_table(["cell", *names], rows), ""]
 
 
+def _why(values: list[float]) -> str:
+    """Why values are missing: inf, the run never got there; NaN, it ended first."""
+    never = sum(1 for v in values if v == math.inf)
+    short = sum(1 for v in values if math.isnan(v))
+    return ", ".join([f"{never} never"] * bool(never) + [f"{short} ended before"] * bool(short))
+
+
+def _missing(values: list[float]) -> str:
+    return f" ({_why(values)})" if _why(values) else ""
+
+
 def _ci(values: list[float], seed: int) -> str:
+    """Mean and bootstrap interval over the seeds that have a number, and why the rest have none.
+
+    >>> _ci([0.5, math.inf, math.nan], 0)
+    '0.5 [0.5, 0.5] (1 never, 1 ended before)'
+    """
     finite = [v for v in values if np.isfinite(v)]
     if not finite:
         never = sum(1 for v in values if v == math.inf)
-        return f"never ({never}/{len(values)})" if never else "-"
+        return f"never ({never}/{len(values)})" if never == len(values) else f"-{_missing(values)}"
     lo, hi = bootstrap_ci(finite, seed=seed)
-    miss = len(values) - len(finite)
-    return f"{np.mean(finite):.3g} [{lo:.3g}, {hi:.3g}]" + (f" ({miss} never)" if miss else "")
+    return f"{np.mean(finite):.3g} [{lo:.3g}, {hi:.3g}]{_missing(values)}"
 
 
 def report(
@@ -196,7 +211,9 @@ def report(
     names = list(next(iter(metrics.values())))
     cells = [c for c in CELLS if any(r["cell"] == c for r in records)]
     lines = [f"D5 race on ReachPlace, regime {regime}, {machine_note(load_range(records))}", "",
-             "Per cell: mean over seeds [95 % bootstrap interval]", ""]  # fmt: skip
+             "Per cell: mean over seeds [95 % bootstrap interval]. A seed without a number:",
+             "*never*, the run never reached that success; *ended before*, the run ended (its",
+             "env-step budget or its minutes) before that point.", ""]  # fmt: skip
     rows = []
     for cell in cells:
         seeds = sorted(s for c, s in metrics if c == cell)
@@ -214,9 +231,11 @@ def report(
         for n in names:
             pairs = [(metrics[a, s][n], metrics[b, s][n]) for s in shared]
             d = [x - y for x, y in pairs if np.isfinite(x) and np.isfinite(y)]
-            # a seed where one cell never got there (inf) has no difference to average
-            never = sum(1 for x, y in pairs if math.inf in (x, y))
-            note = f" ({never} with a never left out)" if never else ""
+            # a seed where either cell has no number has no difference to average: say so
+            gone = [v for x, y in pairs if not (np.isfinite(x) and np.isfinite(y)) for v in (x, y)]
+            k = len(gone) // 2
+            note = f" ({k} seed{'s' * (k > 1)} left out; runs without a number: {_why(gone)})"
+            note = note if gone else ""
             if not d:
                 cells_txt.append(f"-{note}")
                 continue
