@@ -182,6 +182,7 @@ def _why(values: list[float]) -> str:
 
 
 def _missing(values: list[float]) -> str:
+    """:func:`_why` in brackets after a number, or nothing when no value is missing."""
     return f" ({_why(values)})" if _why(values) else ""
 
 
