@@ -183,7 +183,8 @@ def _why(values: list[float]) -> str:
 
 def _missing(values: list[float]) -> str:
     """:func:`_why` in brackets after a number, or nothing when no value is missing."""
-    return f" ({_why(values)})" if _why(values) else ""
+    why = _why(values)
+    return f" ({why})" if why else ""
 
 
 def _ci(values: list[float], seed: int) -> str:
@@ -235,8 +236,8 @@ def report(
             # a seed where either cell has no number has no difference to average: say so
             gone = [v for x, y in pairs if not (np.isfinite(x) and np.isfinite(y)) for v in (x, y)]
             k = len(gone) // 2
-            note = f" ({k} seed{'s' * (k > 1)} left out; runs without a number: {_why(gone)})"
-            note = note if gone else ""
+            why = f"{k} seed{'s' * (k > 1)} left out; runs without a number: {_why(gone)}"
+            note = f" ({why})" if k else ""
             if not d:
                 cells_txt.append(f"-{note}")
                 continue
