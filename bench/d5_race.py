@@ -20,9 +20,11 @@ interleaved, scored on env-step budgets and on minutes, with paired statistics.
   holds records) — the wall clock predicted from the env-step curve and the cell's median
   throughput of stage 1 (``d5_throughput.py``): success at ``--at-minutes`` read at
   ``rate × minutes`` env steps, minutes to 30 % / 50 % as env steps to it ÷ rate; per cell beside
-  the direct numbers, and the check: direct − composed over every run, with its interval. Where
-  the two agree, runs scored on env steps alone (several may share a machine) give wall-clock
-  curves through the throughput of an idle machine.
+  the direct numbers, and the check: direct − composed per cell and over every run, with its
+  interval. A run composes only with stage 1's runs of its own block (``block`` in both
+  records): a block trained differently collects at another pace. Where the two agree, runs
+  scored on env steps alone (several may share a machine) give wall-clock curves through the
+  throughput of an idle machine.
 
     python bench/d5_race.py --seeds 2 --first-seed 100    # one part: 2 seeds x 4 cells
     python bench/d5_race.py --seeds 2 --first-seed 102    # the next part
@@ -35,6 +37,7 @@ cell, the regime, the last-3 sampled successes); a run already recorded is skipp
 from __future__ import annotations
 
 import argparse
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -131,13 +134,29 @@ def composed_metrics(rec: dict[str, Any], rate: float, at_minutes: list[float]) 
     return out
 
 
+def block_key(rec: dict[str, Any]) -> str:
+    """A run's cell and the block it trained (``block``), as one string; a record that does
+    not say its block has ``"?"``, which matches nothing another record can say."""
+    return f"{rec['cell']} {json.dumps(rec.get('block', '?'), sort_keys=True)}"
+
+
 def stage1_rates(folder: Path, regime: str) -> dict[str, float]:
-    """Median env steps per second per cell from stage 1's records of ``regime`` in ``folder``."""
+    """Median env steps per second of stage 1's records of ``regime`` in ``folder``, per cell
+    and block (:func:`block_key`): a race run composes only with the throughput of its block.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> for i, (lr, rate) in enumerate([(1e-3, 300.0), (1e-3, 340.0), (3e-3, 200.0)]):
+    ...     _ = (d / f"r{i}.json").write_text(json.dumps({"cell": "grpo_sync",
+    ...         "regime": "instant", "block": {"lr": lr}, "env_steps_per_s": rate}))
+    >>> sorted(stage1_rates(d, "instant").values())
+    [200.0, 320.0]
+    """
     rates: dict[str, list[float]] = {}
     for r in read_records(folder):
         if r.get("regime") == regime:
-            rates.setdefault(r["cell"], []).append(float(r["env_steps_per_s"]))
-    return {cell: float(np.median(v)) for cell, v in rates.items()}
+            rates.setdefault(block_key(r), []).append(float(r["env_steps_per_s"]))
+    return {key: float(np.median(v)) for key, v in rates.items()}
 
 
 def composition(
@@ -146,32 +165,48 @@ def composition(
     rates: dict[str, float],
     at_minutes: list[float],
 ) -> list[str]:
-    """Report lines: per cell the composed numbers beside the direct ones, and the check."""
+    """Report lines: per cell the composed numbers beside the direct ones, and the check per
+    cell and over every run. A run whose block stage 1 did not run is left out, and counted."""
     names = [*(f"min {m:g}" for m in at_minutes), "min to 30 %", "min to 50 %"]
-    rows, gaps = [], {n: [] for n in names}
-    for cell in [c for c in CELLS if c in rates]:
+    rows, gaps = [], {c: {n: [] for n in names} for c in [*CELLS, "every run"]}
+    unmatched: dict[str, int] = {}
+    for cell in CELLS:
         mine = sorted((r for r in records if r["cell"] == cell), key=lambda r: r["seed"])
+        unmatched[cell] = sum(1 for r in mine if block_key(r) not in rates)
+        mine = [r for r in mine if block_key(r) in rates]
         if not mine:
             continue
-        comp = [composed_metrics(r, rates[cell], at_minutes) for r in mine]
+        comp = [composed_metrics(r, rates[block_key(r)], at_minutes) for r in mine]
         direct = [metrics[cell, r["seed"]] for r in mine]
         for n in names:
-            gaps[n] += [d[n] - c[n] for d, c in zip(direct, comp, strict=True)
-                        if np.isfinite(d[n]) and np.isfinite(c[n])]  # fmt: skip
-        rows.append([f"{LABELS[cell]} (n={len(mine)}, {rates[cell]:.0f} env steps/s)",
+            d = [a[n] - b[n] for a, b in zip(direct, comp, strict=True)
+                 if np.isfinite(a[n]) and np.isfinite(b[n])]  # fmt: skip
+            gaps[cell][n] += d
+            gaps["every run"][n] += d
+        rate = "/".join(sorted({f"{rates[block_key(r)]:.0f}" for r in mine}))
+        rows.append([f"{LABELS[cell]} (n={len(mine)}, {rate} env steps/s)",
                      *(f"{_ci([d[n] for d in direct], 0)} / {_ci([c[n] for c in comp], 0)}"
                        for n in names)])  # fmt: skip
-    check = []
-    for n in names:
-        if gaps[n]:
-            lo, hi = bootstrap_ci(gaps[n], seed=2)
-            check.append(f"{np.mean(gaps[n]):+.3g} [{lo:+.3g}, {hi:+.3g}] (n={len(gaps[n])})")
-        else:
-            check.append("-")
-    rows.append(["direct − composed, every run", *check])
-    title = ("Wall clock: direct / composed from the env-step curve and stage 1's median "
-             "throughput (mean over seeds [95 % bootstrap interval])")  # fmt: skip
-    return [title, "", md_table(["cell", *names], rows), ""]
+    for who in [c for c in CELLS if any(gaps[c].values())] + ["every run"]:
+        check = []
+        for n in names:
+            if gaps[who][n]:
+                lo, hi = bootstrap_ci(gaps[who][n], seed=2)
+                check.append(f"{np.mean(gaps[who][n]):+.3g} [{lo:+.3g}, {hi:+.3g}] "
+                             f"(n={len(gaps[who][n])})")  # fmt: skip
+            else:
+                check.append("-")
+        rows.append([f"direct − composed, {LABELS.get(who, who)}", *check])
+    title = (
+        "Wall clock: direct / composed from the env-step curve and stage 1's median "
+        "throughput of the same block (mean over seeds [95 % bootstrap interval])"
+    )
+    lines = [title, "", md_table(["cell", *names], rows), ""]
+    left = [f"{LABELS[c]}: {k}" for c, k in unmatched.items() if k]
+    if left:
+        lines += ["Runs left out of the composition, stage 1 having no run of their block "
+                  f"(the block is in each record): {'; '.join(left)}.", ""]  # fmt: skip
+    return lines
 
 
 def _why(values: list[float]) -> str:

@@ -12,7 +12,9 @@ gave, not what the designs can do, and the report says which.
     python bench/d5_throughput.py --regime slow --minutes 1      # 500 ms model, workers 1x/1x/3x
     python bench/d5_throughput.py --regime slow --report-only
 
-Records: ``<out>/<regime>/<cell>-r<round>.json``.
+Records: ``<out>/<regime>/<cell>-r<round>.json``, each with the block it trained (``block``:
+the cell's ``learner`` or ``grpo`` block and its ``workers``), which the race's composition
+matches against its own runs.
 """
 
 from __future__ import annotations
@@ -26,7 +28,15 @@ from typing import Any
 
 import numpy as np
 from _common import ROOT, LoadLog, load_samples, machine_note, md_table
-from _d3_runs import load_range, load_stats, read_records, regime_overrides, train_run, write_json
+from _d3_runs import (
+    algo_block,
+    load_range,
+    load_stats,
+    read_records,
+    regime_overrides,
+    train_run,
+    write_json,
+)
 from _d5_cells import CELLS, LABELS, cell_config, cell_overrides
 
 
@@ -81,6 +91,7 @@ def run_part(args: argparse.Namespace) -> None:
                                          args.minutes, args.seed, 3600.0, overrides)  # fmt: skip
                 rec: dict[str, Any] = {"cell": cell, "round": i, "regime": args.regime,
                                        "minutes": args.minutes, "overrides": overrides,
+                                       "block": algo_block(run_dir, CELLS[cell][0]),
                                        "started_utc": started, "counters": counters,
                                        **rate_of(run_dir / "metrics.csv", _workers(run_dir)),
                                        "load": load_stats(load_samples(log))}  # fmt: skip

@@ -146,6 +146,23 @@ def test_race_scores_every_cell_on_steps_and_minutes(tmp_path) -> None:
     bench("d5_race.py", "--report-only", "--out", out, "--at-steps", "100", "300",
           "--at-minutes", "0.1", "0.5")  # fmt: skip
     assert (out / "d5_race_summary.md").read_text() == summary
+    # the composition takes each run's rate from stage 1's runs of the same block only
+    thr = tmp_path / "thr"
+    thr.mkdir()
+    for cell in ("distrl_async", "distrl_sync", "grpo_sync", "grpo_async"):
+        block = json.loads((out / "runs" / f"{cell}-s100.json").read_text())["block"]
+        rec = {"cell": cell, "regime": "instant", "block": block, "env_steps_per_s": 123.0}
+        (thr / f"{cell}-r0.json").write_text(json.dumps(rec))
+    other = {**rec, "block": {**block, "grpo": {**block["grpo"], "epochs": 99}}}
+    (thr / "grpo_async-r1.json").write_text(json.dumps({**other, "env_steps_per_s": 999.0}))
+    (thr / "distrl_sync-r1.json").write_text(json.dumps({"cell": "distrl_sync",
+                                                         "regime": "instant",
+                                                         "env_steps_per_s": 999.0}))  # fmt: skip
+    bench("d5_race.py", "--report-only", "--out", out, "--throughput", thr, "--at-steps", "100",
+          "300", "--at-minutes", "0.1", "0.5")  # fmt: skip
+    composed = (out / "d5_race_summary.md").read_text().split("Wall clock")[1]
+    assert composed.count("123 env steps/s") == 4 and "999 env steps/s" not in composed
+    assert "direct − composed, DistRL, synchronous barrier" in composed
 
 
 def test_throughput_rates_each_cell_with_its_load(tmp_path) -> None:
@@ -159,6 +176,8 @@ def test_throughput_rates_each_cell_with_its_load(tmp_path) -> None:
             for c in ("distrl_async", "distrl_sync")}  # fmt: skip
     for rec in recs.values():
         assert rec["env_steps_per_s"] > 0 and rec["load"]["samples"]
+    assert recs["distrl_async"]["block"]["learner"]["barrier"] is False
+    assert recs["distrl_sync"]["block"]["learner"]["barrier"] is True
     assert recs["distrl_async"]["paused_share"] == 0
     assert recs["distrl_sync"]["paused_share"] > 0  # the barrier really stopped the workers
     summary = (out / "d5_throughput_slow.md").read_text()
