@@ -21,6 +21,7 @@ from evolve_envs.train.algorithm import (
 )
 from evolve_envs.train.checkpoint import save_checkpoint
 from evolve_envs.train.common.finite import NonFiniteError, nonfinite_tensors
+from evolve_envs.train.common.subnormal import flush_subnormals
 from evolve_envs.train.config import TrainConfig
 from evolve_envs.train.fallback_watch import FallbackWatch
 from evolve_envs.train.periodic_eval import PeriodicEval
@@ -118,7 +119,20 @@ def run_loop(
 ) -> tuple[dict[str, int], dict[str, object]]:
     """Run ``algo`` until the budget is spent; ``worker_cfg`` is what workers build envs from
     (the embedded service's URL filled in), ``cfg`` what checkpoints record. Returns (counters,
-    last metrics row)."""
+    last metrics row). Subnormal floats are flushed to zero meanwhile (``flush_subnormals``)."""
+    with flush_subnormals():
+        return _run_loop(algo, worker_cfg, cfg, run_dir, state, log, interactive)
+
+
+def _run_loop(
+    algo: Algorithm,
+    worker_cfg: TrainConfig,
+    cfg: TrainConfig,
+    run_dir: Path,
+    state: dict[str, object] | None,
+    log: TextIO,
+    interactive: bool,
+) -> tuple[dict[str, int], dict[str, object]]:
     import ray
     import torch
     from ray.util.queue import Queue

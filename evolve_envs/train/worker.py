@@ -122,6 +122,8 @@ class RolloutWorker:
         import torch
 
         torch.set_num_threads(1)
+        # subnormals slow the CPU's arithmetic (evolve_envs/train/common/subnormal.py)
+        torch.set_flush_denormal(True)  # this process only acts: no default to restore
         self.policy = policy_from_config(
             self.cfg.policy, self.envs[0].observation_space, self.envs[0].action_space
         )
