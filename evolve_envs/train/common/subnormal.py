@@ -1,11 +1,9 @@
-"""Flush subnormal floats to zero while training on the CPU.
+"""Flush subnormal floats to zero while training on the CPU."""
 
-Adam's moments of a parameter whose gradient has died out decay into the subnormal range
-(below about 1.2e-38 in float32), and a CPU computes with subnormals many times slower: on
-ReachPlace's CNN policy a DistRL update from such a state took 110-130 ms against 17-19 ms
-with them flushed (bench/RESULTS.md, "D5 protocol", stage 3). Flushing changes values only
-below that range.
-"""
+# Some learner states make each CPU update several times slower through subnormal arithmetic
+# (values below float32's normal range, about 1.2e-38): DistRL updates of ReachPlace's CNN policy
+# from such states took 5-6x as long as with subnormals flushed to zero, which changes only values
+# below that range (bench/results/subnormal_updates/subnormal_updates.md).
 
 from __future__ import annotations
 
@@ -17,8 +15,8 @@ __all__ = ["flush_subnormals"]
 
 @contextmanager
 def flush_subnormals() -> Iterator[bool]:
-    """Flush subnormal floats to zero in this process (torch's CPU kernels) while inside; yields
-    whether the CPU supports it. On leaving, the process default (no flushing) is back.
+    """Flush subnormals to zero in this process while inside; yields whether the CPU can. On
+    leaving, the process default (no flushing) is back.
 
     Example:
         >>> import torch
