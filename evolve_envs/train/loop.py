@@ -108,6 +108,7 @@ def resumed_worker_config(worker_cfg: TrainConfig, updates: int) -> TrainConfig:
     return worker_cfg.model_copy(update={"run": run})
 
 
+@flush_subnormals()  # subnormal floats flushed to zero for the whole loop (common/subnormal.py)
 def run_loop(
     algo: Algorithm,
     worker_cfg: TrainConfig,
@@ -119,20 +120,7 @@ def run_loop(
 ) -> tuple[dict[str, int], dict[str, object]]:
     """Run ``algo`` until the budget is spent; ``worker_cfg`` is what workers build envs from
     (the embedded service's URL filled in), ``cfg`` what checkpoints record. Returns (counters,
-    last metrics row). Subnormal floats are flushed to zero meanwhile (``flush_subnormals``)."""
-    with flush_subnormals():
-        return _run_loop(algo, worker_cfg, cfg, run_dir, state, log, interactive)
-
-
-def _run_loop(
-    algo: Algorithm,
-    worker_cfg: TrainConfig,
-    cfg: TrainConfig,
-    run_dir: Path,
-    state: dict[str, object] | None,
-    log: TextIO,
-    interactive: bool,
-) -> tuple[dict[str, int], dict[str, object]]:
+    last metrics row)."""
     import ray
     import torch
     from ray.util.queue import Queue

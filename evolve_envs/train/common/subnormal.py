@@ -15,16 +15,14 @@ __all__ = ["flush_subnormals"]
 
 @contextmanager
 def flush_subnormals() -> Iterator[bool]:
-    """Flush subnormals to zero in this process while inside; yields whether the CPU can. On
-    leaving, the process default (no flushing) is back.
+    """Flush subnormals to zero in this process while inside (the default is back on leaving);
+    yields whether the CPU can. Also a decorator (``run_loop``).
 
-    Example:
-        >>> import torch
-        >>> tiny = torch.tensor([1e-39])
-        >>> with flush_subnormals() as supported:
-        ...     inside = float(tiny * 1.0)
-        >>> (inside == 0.0) == supported, float(tiny * 1.0) > 0.0
-        (True, True)
+    >>> import torch
+    >>> with flush_subnormals() as supported:
+    ...     inside = float(torch.tensor([1e-39]) * 1.0)
+    >>> (inside == 0.0) == supported, float(torch.tensor([1e-39]) * 1.0) > 0.0
+    (True, True)
     """
     import torch
 
