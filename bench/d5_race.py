@@ -170,6 +170,7 @@ def composition(
     names = [*(f"min {m:g}" for m in at_minutes), "min to 30 %", "min to 50 %"]
     rows, gaps = [], {c: {n: [] for n in names} for c in [*CELLS, "every run"]}
     unmatched: dict[str, int] = {}
+    composed: list[str] = []  # the cells with a composed run
     for cell in CELLS:
         mine = sorted((r for r in records if r["cell"] == cell), key=lambda r: r["seed"])
         unmatched[cell] = sum(1 for r in mine if block_key(r) not in rates)
@@ -184,10 +185,11 @@ def composition(
             gaps[cell][n] += d
             gaps["every run"][n] += d
         rate = "/".join(sorted({f"{rates[block_key(r)]:.0f}" for r in mine}))
+        composed.append(cell)
         rows.append([f"{LABELS[cell]} (n={len(mine)}, {rate} env steps/s)",
                      *(f"{_ci([d[n] for d in direct], 0)} / {_ci([c[n] for c in comp], 0)}"
                        for n in names)])  # fmt: skip
-    for who in [c for c in CELLS if any(gaps[c].values())] + ["every run"]:
+    for who in [*composed, "every run"]:
         check = []
         for n in names:
             if gaps[who][n]:
