@@ -172,19 +172,20 @@ def composition(
     unmatched: dict[str, int] = {}
     composed: list[str] = []  # the cells with a composed run
     for cell in CELLS:
-        mine = sorted((r for r in records if r["cell"] == cell), key=lambda r: r["seed"])
-        unmatched[cell] = sum(1 for r in mine if block_key(r) not in rates)
-        mine = [r for r in mine if block_key(r) in rates]
+        runs = sorted((r for r in records if r["cell"] == cell), key=lambda r: r["seed"])
+        rate_of = {r["seed"]: rates.get(block_key(r)) for r in runs}
+        mine = [r for r in runs if rate_of[r["seed"]] is not None]
+        unmatched[cell] = len(runs) - len(mine)
         if not mine:
             continue
-        comp = [composed_metrics(r, rates[block_key(r)], at_minutes) for r in mine]
+        comp = [composed_metrics(r, rate_of[r["seed"]], at_minutes) for r in mine]
         direct = [metrics[cell, r["seed"]] for r in mine]
         for n in names:
             d = [a[n] - b[n] for a, b in zip(direct, comp, strict=True)
                  if np.isfinite(a[n]) and np.isfinite(b[n])]  # fmt: skip
             gaps[cell][n] += d
             gaps["every run"][n] += d
-        rate = "/".join(sorted({f"{rates[block_key(r)]:.0f}" for r in mine}))
+        rate = "/".join(sorted({f"{rate_of[r['seed']]:.0f}" for r in mine}))
         composed.append(cell)
         rows.append([f"{LABELS[cell]} (n={len(mine)}, {rate} env steps/s)",
                      *(f"{_ci([d[n] for d in direct], 0)} / {_ci([c[n] for c in comp], 0)}"

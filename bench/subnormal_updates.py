@@ -15,6 +15,7 @@ Records: ``bench/results/subnormal_updates/subnormal_updates.md``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 from pathlib import Path
 
@@ -68,6 +69,7 @@ def time_updates(path: Path, flush: bool, n_episodes: int, updates: int) -> floa
     """Milliseconds per learner update from the state at ``path``."""
     import torch
 
+    from evolve_envs.train.common.subnormal import flush_subnormals
     from evolve_envs.train.config import load_train_config
     from evolve_envs.train.distrl.learner import Learner
     from evolve_envs.train.evaluation import HeldOutEvaluator
@@ -75,8 +77,7 @@ def time_updates(path: Path, flush: bool, n_episodes: int, updates: int) -> floa
     state = torch.load(path, map_location="cpu", weights_only=False)
     cfg = load_train_config(state["config"])
     torch.set_num_threads(1)
-    torch.set_flush_denormal(flush)
-    try:
+    with flush_subnormals() if flush else contextlib.nullcontext():
         with HeldOutEvaluator(cfg, num_envs=1) as evaluator:
             policy = evaluator.policy(state["policy"])
             learner = Learner(policy, cfg.learner, evaluator.envs(1)[0].action_space, seed=0)
@@ -88,8 +89,6 @@ def time_updates(path: Path, flush: bool, n_episodes: int, updates: int) -> floa
             for _ in range(updates):
                 learner.update(0.5)
             return 1000 * (time.perf_counter() - t0) / updates
-    finally:
-        torch.set_flush_denormal(False)
 
 
 def main(argv: list[str] | None = None) -> None:
