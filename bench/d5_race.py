@@ -212,6 +212,23 @@ def composition(
     return lines
 
 
+def sharing_note(records: list[dict[str, Any]]) -> list[str]:
+    """How many race runs shared the machine (``runs_at_once``; older records ran alone).
+
+    >>> sharing_note([{"runs_at_once": 2}, {"runs_at_once": 2}, {}])[0].split(".")[0]
+    'Race runs on the machine at once: 1 (1 run), 2 (2 runs)'
+    """
+    counts: dict[int, int] = {}
+    for r in records:
+        k = int(r.get("runs_at_once", 1))
+        counts[k] = counts.get(k, 0) + 1
+    if set(counts) == {1}:
+        return ["One race run at a time on the machine.", ""]
+    text = ", ".join(f"{k} ({n} run{'s' * (n > 1)})" for k, n in sorted(counts.items()))
+    return [f"Race runs on the machine at once: {text}. The direct wall clock of a run that "
+            "shared it is that machine's; the composed one is an idle machine's.", ""]  # fmt: skip
+
+
 def _why(values: list[float]) -> str:
     """Why values are missing: inf, the run never got there; NaN, it ended first."""
     never = sum(1 for v in values if v == math.inf)
@@ -254,6 +271,7 @@ def report(
              "Per cell: mean over seeds [95 % bootstrap interval]. A seed without a number:",
              "*never*, the run never reached that success; *ended before*, the run ended (its",
              "env-step budget or its minutes) before that point.", ""]  # fmt: skip
+    lines += sharing_note(records)
     rows = []
     for cell in cells:
         seeds = sorted(s for c, s in metrics if c == cell)
@@ -349,7 +367,7 @@ def run_part(args: argparse.Namespace) -> None:
                 )  # fmt: skip
                 sampled = sampled_last(run_dir, args.eval_episodes, seed)
                 rec.update(cell=cell, regime=args.regime, max_env_steps=args.max_env_steps,
-                           sampled_last=sampled)  # fmt: skip
+                           sampled_last=sampled, runs_at_once=args.runs_at_once)  # fmt: skip
                 write_json(path, rec)
                 print(f"{cell} seed {seed}: {rec['curve'][-1] if rec['curve'] else 'no curve'}",
                       flush=True)  # fmt: skip
@@ -369,6 +387,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--regime", choices=["instant", "slow"], default="instant")
     ap.add_argument("--latency-ms", type=float, default=500.0)
     ap.add_argument("--step-ms", type=float, default=20.0)
+    ap.add_argument("--runs-at-once", type=int, default=1,
+                    help="race runs on the machine at once, this one included")  # fmt: skip
     ap.add_argument("--eval-episodes", type=int, default=50)
     ap.add_argument("--snapshot-every-s", type=float, default=30.0)
     ap.add_argument("--out", type=Path, default=None, help="default bench/results/d5_race_<regime>")

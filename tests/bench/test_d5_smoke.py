@@ -128,18 +128,19 @@ def test_race_scores_every_cell_on_steps_and_minutes(tmp_path) -> None:
     args = ["--seeds", "1", "--first-seed", "100", "--max-env-steps", "300", "--minutes", "0.5",
             "--at-steps", "100", "300", "--at-minutes", "0.1", "0.5", "--eval-episodes", "2",
             "--snapshot-every-s", "1", "--out", out, "--runs", tmp_path / "runs",
-            *SMALL]  # fmt: skip
+            "--runs-at-once", "2", *SMALL]  # fmt: skip
     bench("d5_race.py", *args)
     for cell in ("distrl_async", "distrl_sync", "grpo_sync", "grpo_async"):
         rec = json.loads((out / "runs" / f"{cell}-s100.json").read_text())
         assert rec["cell"] == cell and rec["curve"] and rec["load"]["samples"]
+        assert rec["runs_at_once"] == 2
         assert len(rec["sampled_last"]) == min(3, len(rec["curve"]))
     summary = (out / "d5_race_summary.md").read_text()
     for text in ("steps 300", "min 0.5", "AUC (env steps)", "AUC (minutes)", "steps to 30 %",
                  "min to 50 %", "last 3 (mean action)", "last 3 (sampled)", "bootstrap",
                  "sign-flip p", "DistRL, synchronous barrier − GRPO, synchronous rounds",
                  "load avg (1 min)", "direct / composed",
-                 "direct − composed, every run"):  # fmt: skip
+                 "direct − composed, every run", "at once: 2 (4 runs)"):  # fmt: skip
         assert text in summary, text
     assert (out / "d5_race.png").stat().st_size > 0
     (out / "d5_race_summary.md").unlink()
