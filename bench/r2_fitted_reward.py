@@ -62,23 +62,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from _common import ROOT, TASK, machine_note, scene_frames
-
-#: fitted arm -> the suffix of the model folder it serves (``runs/r2/model<suffix>``)
-FITTED = {
-    "fitted": "",
-    "fitted_cap03": "-cap03",
-    "fitted_noisy": "-noisy",
-    "fitted_nearmiss": "-nearmiss",
-    "fitted_gap": "-gap",
-    "fitted_frame": "-frame",
-    "fitted_big_frame": "-big-frame",
-    "fitted_astray_frame": "-big-astray-frame",
-}
-
-
-#: the fits whose verdict on every policy's failed endings ``endings`` keeps (done far from the
-#: zone), beside the policy's own model's
-JUDGES = ("fitted_big_frame", "fitted_astray_frame")
+from _d3_runs import config_label
+from _r2_judges import FITTED, endings, model_hash, separation
 
 
 def _fitted(suffix: str) -> Callable[[str], tuple[str, list[str]]]:
@@ -111,7 +96,7 @@ def _uptime() -> str:
     return "load avg {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
 
 
-def record(out: Path) -> None:
+def record(out: Path, runs: Path, scale: float = 1.0) -> None:
     from evolve_envs import make_env
     from evolve_envs.envs.synthetic import play_behaviours
 
@@ -120,7 +105,8 @@ def record(out: Path) -> None:
                   ("train-big-astray", TRAIN_BIG_ASTRAY, 0),
                   ("held_out", HELD, 10_000))  # fmt: skip
     for name, counts, seed in recordings:
-        target = ROOT / "runs" / "r2" / name
+        counts = {k: max(1, round(n * scale)) for k, n in counts.items()}
+        target = runs / name
         if target.exists():
             print(f"{target} exists; kept")
             continue
@@ -135,6 +121,7 @@ def record(out: Path) -> None:
 
 def fit(
     out: Path,
+    runs: Path,
     epochs: int,
     failure_cap: float | None = None,
     data: str = "train",
@@ -143,10 +130,10 @@ def fit(
 ) -> None:
     cap = "" if failure_cap is None else "-cap" + str(failure_cap).replace(".", "")
     on = "" if done_on == "episode" else f"-{done_on}"
-    model = ROOT / "runs" / "r2" / f"model{cap}{data[len('train') :]}{'-gap' if gap else ''}{on}"
+    model = runs / f"model{cap}{data[len('train') :]}{'-gap' if gap else ''}{on}"
     before = _uptime()
     t0 = time.perf_counter()
-    cmd = [sys.executable, "-m", "evolve_envs.cli.main", "fit-reward", str(ROOT / "runs/r2" / data),
+    cmd = [sys.executable, "-m", "evolve_envs.cli.main", "fit-reward", str(runs / data),
            "--out", str(model), "--epochs", str(epochs), "--no-progress",
            *([] if failure_cap is None else ["--failure-cap", str(failure_cap)]),
            *(["--done-gap"] if gap else []), "--done-on", done_on]  # fmt: skip
@@ -168,11 +155,11 @@ def _suffix(model: str) -> str:
     return "" if name == "model" else f"-{name}"
 
 
-def calibrate(out: Path, model: str) -> None:
+def calibrate(out: Path, model: str, runs: Path) -> None:
     from evolve_envs.cli.calibrate import calibrate as run
 
     services = [model, "mock:reach_place", "mock:reach_place_hackable", "mock:random"]
-    report = run([ROOT / "runs" / "r2" / "held_out"], services, max_frames=32)
+    report = run([runs / "held_out"], services, max_frames=32)
     rows = {}
     for spec, body in report["services"].items():
         o = body["overall"]
@@ -193,7 +180,7 @@ def calibrate(out: Path, model: str) -> None:
                 "latency_p50_s",
             )  # fmt: skip
         }
-    body = {"recording": "runs/r2/held_out", "threshold": report["threshold"],
+    body = {"recording": config_label(runs / "held_out"), "threshold": report["threshold"],
             "services": rows, "machine": machine_note()}  # fmt: skip
     body["model"] = model
     text = json.dumps(body, indent=1, default=str) + "\n"
@@ -203,7 +190,7 @@ def calibrate(out: Path, model: str) -> None:
               f"backend done {r['backend_done']}")  # fmt: skip
 
 
-def latency(out: Path, seconds: float) -> None:
+def latency(out: Path, seconds: float, runs: Path) -> None:
     from p4_service import load
 
     from evolve_envs.reward.clients.frame_encoding import encode_jpeg_b64
@@ -214,7 +201,7 @@ def latency(out: Path, seconds: float) -> None:
     bodies = [json.dumps({"task": TASK, "image_a": enc[k], "image_b": enc[(k + 1) % 8]}).encode()
               for k in range(8)]  # fmt: skip
     rows = {}
-    model = str(ROOT / "runs" / "r2" / "model")
+    model = str(runs / "model")
     services = (("fitted", "fitted", {"ckpt_path": model, "device": "cpu"}),
                 ("mock:reach_place", "mock", {"rule": "reach_place"}))  # fmt: skip
     for name, backend, kwargs in services:
@@ -259,68 +246,6 @@ def alarm(out: Path, episodes: int, model: str) -> None:
     (out / f"alarm{_suffix(model)}.json").write_text(json.dumps(body, indent=1, default=str) + "\n")
 
 
-#: reset seeds of the separation probe's scenes (apart from every recording's)
-PROBE_SEED = 20_000
-
-
-def separation(out: Path, episodes: int) -> None:
-    """How each fitted model scores the last frame of a placed block against a block held just
-    short of the zone (``play_behaviours``' ``near_miss``) and one carried away from it
-    (``astray``), on scenes no recording holds."""
-    import gymnasium as gym
-    import numpy as np
-
-    from evolve_envs.envs.synthetic import TASK as TEXT
-    from evolve_envs.envs.synthetic import ReachPlaceEnv, play_behaviours
-    from evolve_envs.reward.service.backends.progress_net import load_model
-
-    class LastFrame(gym.Wrapper):
-        def step(self, action):  # noqa: ANN001, ANN201
-            out = self.env.step(action)
-            self.frame = out[0]["image"]
-            return out
-
-    finals: dict[str, list[np.ndarray]] = {"task": [], "near_miss": [], "astray": []}
-    for goal, frames in finals.items():
-        for k in range(episodes):
-            env = LastFrame(gym.wrappers.TimeLimit(ReachPlaceEnv(), 30))
-            play_behaviours(env, {goal: 1}, seed=PROBE_SEED + k)
-            frames.append(env.frame)
-    rows = {}
-    for arm, suffix in FITTED.items():
-        folder = ROOT / "runs" / "r2" / f"model{suffix}"
-        if not folder.is_dir():
-            continue
-        net = load_model(folder)
-        score = {g: net.predict(np.stack(f), [TEXT] * len(f)) for g, f in finals.items()}
-        thr = net.config.done_threshold
-        rows[arm] = {
-            "model": _model_hash(str(folder)),
-            "done_threshold": thr,
-            **{f"{g}_mean": float(v.mean()) for g, v in score.items()},
-            **{f"{g}_min": float(v.min()) for g, v in score.items()},
-            **{f"{g}_max": float(v.max()) for g, v in score.items()},
-            "near_miss_judged_done": int((score["near_miss"] >= thr).sum()),
-            "placed_judged_done": int((score["task"] >= thr).sum()),
-            "astray_judged_done": int((score["astray"] >= thr).sum()),
-        }
-        r = rows[arm]
-        print(f"{arm}: placed {r['task_mean']:.3f} [{r['task_min']:.3f}, {r['task_max']:.3f}], "
-              f"near miss {r['near_miss_mean']:.3f} [{r['near_miss_min']:.3f}, "
-              f"{r['near_miss_max']:.3f}]; done at {thr:.2f}: placed {r['placed_judged_done']}/"
-              f"{episodes}, near miss {r['near_miss_judged_done']}/{episodes}, astray "
-              f"{r['astray_judged_done']}/{episodes}")  # fmt: skip
-    body = {"episodes_per_behaviour": episodes, "seed": PROBE_SEED, "rows": rows,
-            "machine": machine_note()}  # fmt: skip
-    (out / "separation.json").write_text(json.dumps(body, indent=1) + "\n")
-
-
-def _model_hash(model: str) -> str:
-    from evolve_envs.reward.service.backends.progress_net import content_hash
-
-    return content_hash(model)
-
-
 def distrl(
     out: Path,
     seeds: int,
@@ -328,6 +253,7 @@ def distrl(
     episodes: int,
     first_seed: int,
     arms: list[str],
+    runs: Path,
     env_steps: int | None = None,
     settings: tuple[str, ...] = (),
 ) -> None:
@@ -335,12 +261,12 @@ def distrl(
 
     from evolve_envs.train.driver import TrainOptions, run_train
 
-    model = str(ROOT / "runs" / "r2" / "model")
+    model = str(runs / "model")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for seed in range(first_seed, first_seed + seeds):
         for arm in arms:
             extra = ARMS[arm]
-            run_dir = ROOT / "runs" / "r2" / "distrl" / stamp / f"{arm}-s{seed}"
+            run_dir = runs / "distrl" / stamp / f"{arm}-s{seed}"
             before = _uptime()
             config, overrides = extra(model)
             run_train(TrainOptions(
@@ -359,9 +285,9 @@ def distrl(
                 "counters": summary.get("counters", {}),
                 "train_last_minute": last_minute(run_dir / "metrics.csv"),
                 "last": _last(summary),
-                "model": _model_hash(model + FITTED[arm]) if arm in FITTED else None,
+                "model": model_hash(model + FITTED[arm]) if arm in FITTED else None,
                 "load_before": before, "load_after": _uptime(),
-                "run_dir": str(run_dir.relative_to(ROOT)),
+                "run_dir": config_label(run_dir),
             }  # fmt: skip
             (out / f"distrl-{arm}-s{seed}.json").write_text(json.dumps(record, indent=1) + "\n")
             last = curve[-1] if curve else {}
@@ -386,81 +312,6 @@ def sampled(out: Path, episodes: int) -> None:
         record["sampled_episodes"] = episodes
         path.write_text(json.dumps(record, indent=1) + "\n")
         print(f"{path.name}: sampled actions, last 3 snapshots {record['sampled_last3']}")
-
-
-def endings(out: Path, episodes: int, arms: list[str]) -> None:
-    """Where each DistRL record's last policy ends (mean action), and what each model says of
-    its failed episodes' last frames (see the module docstring); the records of ``arms`` only,
-    merged into ``endings.json``."""
-    import numpy as np
-    from d3_learning_curves import snapshots
-
-    from evolve_envs.envs.synthetic import TASK as TEXT
-    from evolve_envs.reward.service.backends import scene_rules
-    from evolve_envs.reward.service.backends.progress_net import load_model
-    from evolve_envs.train.evaluation import HeldOutEvaluator, held_out_seeds, read_saved
-
-    models = {arm: load_model(ROOT / "runs" / "r2" / f"model{FITTED[arm]}")
-              for arm in ("fitted", "fitted_gap")}  # fmt: skip
-    own_models = dict(models)  # each fitted arm's own model, loaded once
-    target = out / "endings.json"
-    rows = json.loads(target.read_text())["rows"] if target.is_file() else {}
-    for path in sorted(out.glob("distrl-*.json")):
-        record = json.loads(path.read_text())
-        if record["arm"] not in arms:
-            continue
-        snap = snapshots(ROOT / record["run_dir"])[-1]
-        saved = read_saved(snap)
-        with HeldOutEvaluator(saved.cfg) as evaluator:
-            policy = evaluator.policy(saved.payload["policy"])
-            res = evaluator.run(policy, held_out_seeds(episodes, 0), record=episodes)
-        last = np.stack([frames[-1] for frames in res.frames])
-        scores = {"rule": np.array([scene_rules.reach_place_progress(f) / 100 for f in last])}
-        scores |= {arm: net.predict(last, [TEXT] * len(last)) for arm, net in models.items()}
-        ok = np.array(res.success, dtype=bool)
-        row = {"snapshot": snap.name, "env_steps": saved.payload["counters"]["env_steps_in"],
-               "successes": int(ok.sum()), "episodes": episodes,
-               "failed_true_progress": _mean(np.array(res.progress)[~ok])}  # fmt: skip
-        judged = {}  # fit -> the failed endings it judges done
-        for arm in sorted({*JUDGES, record["arm"]} & set(FITTED)):
-            if arm not in own_models:
-                own_models[arm] = load_model(ROOT / "runs" / "r2" / f"model{FITTED[arm]}")
-            net = own_models[arm]
-            score = scores[arm] if arm in scores else net.predict(last, [TEXT] * len(last))
-            judged[arm] = ~ok & (score >= net.config.done_threshold)
-        astray = scores["rule"] < 0.9  # the block far from the zone
-        row["failed_done_far_by"] = {arm: int((d & astray).sum()) for arm, d in judged.items()}
-        if record["arm"] in FITTED:  # its own model: the failed endings it judges done
-            row["failed_judged_done"] = int(judged[record["arm"]].sum())
-            far = judged[record["arm"]] & astray
-            row["failed_judged_done_far"] = int(far.sum())
-            if far.any():  # what those frames show: up to four, side by side
-                from PIL import Image
-
-                strip = np.concatenate(list(last[far][:4]), axis=1)
-                big = Image.fromarray(strip).resize((strip.shape[1] * 4, strip.shape[0] * 4))
-                big.save(out / f"endings-{path.stem}.png")
-        for name, values in scores.items():
-            row[f"failed_{name}"], row[f"succeeded_{name}"] = _mean(values[~ok]), _mean(values[ok])
-        rows[path.stem] = row
-        print(
-            f"{path.stem}: {row['successes']}/{episodes} solved; the failed end at true progress "
-            f"{row['failed_true_progress']:.2f}, rule {row['failed_rule']:.2f}, default fit "
-            f"{row['failed_fitted']:.2f}, gap fit {row['failed_fitted_gap']:.2f}; judged done by "
-            f"its own model: {row.get('failed_judged_done', '-')} "
-            f"({row.get('failed_judged_done_far', '-')} far from the zone)",
-            flush=True,
-        )
-    body = {"episodes": episodes, "held_out_offset": 0, "rows": rows, "machine": machine_note()}
-    target.write_text(json.dumps(body, indent=1) + "\n")
-
-
-def _mean(values: object) -> float:
-    """The mean of an array, NaN when it is empty."""
-    import numpy as np
-
-    values = np.asarray(values, dtype=float)
-    return float(values.mean()) if values.size else math.nan
 
 
 def _success_at(curve: list[dict], steps: float) -> float:
@@ -547,17 +398,22 @@ def _pairs(at: dict[str, dict[int, float]], pairs: list[tuple[str, str]], label:
         )
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     phases = ["record", "fit", "calibrate", "latency", "alarm", "separation", "distrl", "sampled",
               "endings", "report"]  # fmt: skip
     p.add_argument("phases", nargs="+", choices=phases)
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "r2")
     p.add_argument("--epochs", type=int, default=20)
-    p.add_argument("--model", default=str(ROOT / "runs" / "r2" / "model"),
-                   help="the model directory the calibrate and alarm phases score")  # fmt: skip
+    p.add_argument("--runs", type=Path, default=ROOT / "runs" / "r2",
+                   help="recordings, fitted models and DistRL runs (default runs/r2)")  # fmt: skip
+    p.add_argument("--scale", type=float, default=1.0,
+                   help="record phase: episodes per behaviour times this (at least 1)")  # fmt: skip
+    p.add_argument("--model", default=None,
+                   help="the model directory the calibrate and alarm phases score "
+                   "(default <runs>/model)")  # fmt: skip
     p.add_argument("--failure-cap", type=float, default=None,
-                   help="fit phase: fit runs/r2/model-cap<cap> (0.3: model-cap03)")  # fmt: skip
+                   help="fit phase: fit <runs>/model-cap<cap> (0.3: model-cap03)")  # fmt: skip
     p.add_argument("--data", default="train",
                    choices=["train", "train-noisy", "train-nearmiss", "train-big",
                             "train-big-astray"],
@@ -565,9 +421,9 @@ def main() -> None:
                    "train-nearmiss: model-nearmiss, train-big: model-big, "
                    "train-big-astray: model-big-astray)")  # fmt: skip
     p.add_argument("--done-gap", action="store_true",
-                   help="fit phase: fit-reward --done-gap into runs/r2/model-gap")  # fmt: skip
+                   help="fit phase: fit-reward --done-gap into <runs>/model-gap")  # fmt: skip
     p.add_argument("--done-on", default="episode", choices=["episode", "frame"],
-                   help="fit phase: fit-reward --done-on (frame: runs/r2/model-frame)")  # fmt: skip
+                   help="fit phase: fit-reward --done-on (frame: <runs>/model-frame)")  # fmt: skip
     p.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
     p.add_argument("--seconds", type=float, default=5.0, help="one latency measurement")
     p.add_argument("--alarm-episodes", type=int, default=8, help="per policy (alarm phase)")
@@ -582,31 +438,33 @@ def main() -> None:
     p.add_argument("--set", dest="settings", nargs="+", default=[], metavar="KEY=VALUE",
                    help="distrl phase: overrides for every run of every arm, e.g. "
                    "learner.barrier=true (kept in each record)")  # fmt: skip
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    args.model = args.model or str(args.runs / "model")
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"R2 on {machine_note()}", flush=True)
     for phase in args.phases:
         if phase == "record":
-            record(args.out)
+            record(args.out, args.runs, args.scale)
         elif phase == "fit":
-            fit(args.out, args.epochs, args.failure_cap, args.data, args.done_gap, args.done_on)
+            fit(args.out, args.runs, args.epochs, args.failure_cap, args.data, args.done_gap,
+                args.done_on)  # fmt: skip
         elif phase == "calibrate":
-            calibrate(args.out, args.model)
+            calibrate(args.out, args.model, args.runs)
         elif phase == "latency":
-            latency(args.out, args.seconds)
+            latency(args.out, args.seconds, args.runs)
         elif phase == "alarm":
             alarm(args.out, args.alarm_episodes, args.model)
         elif phase == "separation":
-            separation(args.out, args.separation_episodes)
+            separation(args.out, args.separation_episodes, args.runs)
         elif phase == "distrl":
             distrl(
                 args.out, args.seeds, args.minutes, args.eval_episodes, args.first_seed,
-                args.arms, args.env_steps, tuple(args.settings),
+                args.arms, args.runs, args.env_steps, tuple(args.settings),
             )  # fmt: skip
         elif phase == "sampled":
             sampled(args.out, args.eval_episodes)
         elif phase == "endings":
-            endings(args.out, args.eval_episodes, args.arms)
+            endings(args.out, args.eval_episodes, args.arms, args.runs)
         else:
             report(args.out)
 
