@@ -10,7 +10,7 @@ from pathlib import Path
 
 from _common import ROOT, machine_note
 
-#: fitted arm -> the suffix of the model folder it serves (``runs/r2/model<suffix>``)
+#: fitted arm -> the suffix of the model folder it serves (``<runs>/model<suffix>``)
 FITTED = {
     "fitted": "",
     "fitted_cap03": "-cap03",
