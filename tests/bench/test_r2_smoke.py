@@ -41,7 +41,7 @@ def test_every_phase_writes_its_record(tmp_path: Path) -> None:
     assert fits == {"fit.json", "fit-model-gap.json", "fit-model-big-frame.json",
                     "fit-model-big-astray-frame.json"}  # fmt: skip
     assert json.loads((out / "fit.json").read_text())["parameters"] > 0
-    r2("calibrate", "latency", "alarm", "separation", "--seconds", "0.5", "--alarm-episodes", "1",
+    r2("calibrate", "latency", "alarm", "separation", "--seconds", "0.5", "--alarm-episodes", "2",
        "--separation-episodes", "2", *where)  # fmt: skip
     cal = json.loads((out / "calibrate.json").read_text())
     assert set(cal["services"]) == {"fitted", "mock:reach_place", "mock:reach_place_hackable",
