@@ -8,24 +8,17 @@ It checks the records and the table have their fields; the numbers live in bench
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers.bench_script import run_bench
 
 pytestmark = [pytest.mark.slow, pytest.mark.bench]
 
 
 def bench(*args: str | Path) -> str:
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "d4_settled_intake.py"), *map(str, args)],
-        cwd=ROOT, capture_output=True, text=True, timeout=400,
-    )  # fmt: skip
-    assert proc.returncode == 0, f"d4 failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc.stdout
+    return run_bench("d4_settled_intake.py", *args, timeout=400)
 
 
 def test_d4_records_each_arm_and_the_ratio_to_the_instant_model(tmp_path: Path) -> None:

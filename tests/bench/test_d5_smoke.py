@@ -18,19 +18,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.bench_script import run_bench as bench
+
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ["env.max_episode_steps=10", "workers.num_envs=2"]
 TUNE = ["--samples", "2", "--max-env-steps", "300", "--rungs", "2", "--rf", "2",
         "--snapshot-every-s", "1", "--eval-episodes", "2", "--concurrent", "1"]  # fmt: skip
 
 pytestmark = [pytest.mark.slow, pytest.mark.bench]
-
-
-def bench(script: str, *args: str | Path) -> str:
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / script), *map(str, args)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=500)  # fmt: skip
-    assert proc.returncode == 0, f"{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc.stdout
 
 
 def test_tuning_runs_asha_per_cell_on_one_shared_budget(tmp_path) -> None:

@@ -7,24 +7,17 @@ It checks the records have their fields; the numbers live in bench/RESULTS.md ("
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers.bench_script import run_bench
 
 pytestmark = [pytest.mark.slow, pytest.mark.bench]
 
 
 def r2(*args: str | Path) -> str:
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "r2_fitted_reward.py"), *map(str, args)],
-        cwd=ROOT, capture_output=True, text=True, timeout=500,
-    )  # fmt: skip
-    assert proc.returncode == 0, f"r2 failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc.stdout
+    return run_bench("r2_fitted_reward.py", *args)
 
 
 def test_every_phase_writes_its_record(tmp_path: Path) -> None:
