@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -218,10 +219,7 @@ def sharing_note(records: list[dict[str, Any]]) -> list[str]:
     >>> sharing_note([{"runs_at_once": 2}, {"runs_at_once": 2}, {}])[0].split(".")[0]
     'Race runs on the machine at once: 1 (1 run), 2 (2 runs)'
     """
-    counts: dict[int, int] = {}
-    for r in records:
-        k = int(r.get("runs_at_once", 1))
-        counts[k] = counts.get(k, 0) + 1
+    counts = Counter(int(r.get("runs_at_once", 1)) for r in records)
     if set(counts) == {1}:
         return ["One race run at a time on the machine.", ""]
     text = ", ".join(f"{k} ({n} run{'s' * (n > 1)})" for k, n in sorted(counts.items()))
