@@ -159,6 +159,9 @@ def test_race_scores_every_cell_on_steps_and_minutes(tmp_path) -> None:
     composed = (out / "d5_race_summary.md").read_text().split("Wall clock")[1]
     assert composed.count("123 env steps/s") == 4 and "999 env steps/s" not in composed
     assert "direct − composed, DistRL, synchronous barrier" in composed
+    paired = composed.split("Paired on the composed wall clock")[1]
+    assert "min to 30 %: second ÷ first" in paired
+    assert "DistRL, asynchronous workers − GRPO, synchronous rounds (n=1)" in paired
 
 
 def test_throughput_rates_each_cell_with_its_load(tmp_path) -> None:
