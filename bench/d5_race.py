@@ -21,10 +21,11 @@ interleaved, scored on env-step budgets and on minutes, with paired statistics.
   throughput of stage 1 (``d5_throughput.py``): success at ``--at-minutes`` read at
   ``rate × minutes`` env steps, minutes to 30 % / 50 % as env steps to it ÷ rate; per cell beside
   the direct numbers, and the check: direct − composed per cell and over every run, with its
-  interval. A run composes only with stage 1's runs of its own block (``block`` in both
-  records): a block trained differently collects at another pace. Where the two agree, runs
-  scored on env steps alone (several may share a machine) give wall-clock curves through the
-  throughput of an idle machine.
+  interval; and :data:`PAIRS` on the composed minutes to 30 % / 50 % (first − second, and
+  second ÷ first: how many times sooner). A run composes only with stage 1's runs of its own
+  block (``block`` in both records): a block trained differently collects at another pace.
+  Where the two agree, runs scored on env steps alone (several may share a machine) give
+  wall-clock curves through the throughput of an idle machine.
 
     python bench/d5_race.py --seeds 2 --first-seed 100    # one part: 2 seeds x 4 cells
     python bench/d5_race.py --seeds 2 --first-seed 102    # the next part
