@@ -124,8 +124,8 @@ def composed_metrics(rec: dict[str, Any], rate: float, at_minutes: list[float]) 
     >>> rec = {"curve": [{"env_steps": 1e3, "time_s": 90.0, "success": 0.2},
     ...                  {"env_steps": 2e3, "time_s": 200.0, "success": 0.6}]}
     >>> m = composed_metrics(rec, 20.0, [0.5, 1.0])
-    >>> m["min 0.5"], m["min 1"], m["min to 50 %"]
-    (0.0, 0.2, 1.6666666666666667)
+    >>> m["min 0.5"], m["min 1"], m["min to 50 %"], m["min at end"]
+    (0.0, 0.2, 1.6666666666666667, 1.6666666666666667)
     """
     c = rec["curve"]
     out = {f"min {m:g}": step_at(c, "env_steps", rate * 60 * m) for m in at_minutes}
@@ -133,6 +133,7 @@ def composed_metrics(rec: dict[str, Any], rate: float, at_minutes: list[float]) 
         out[f"min to {level:.0%}".replace("%", " %")] = (
             first_reach(c, "env_steps", level) / rate / 60
         )
+    out["min at end"] = c[-1]["env_steps"] / rate / 60 if c else math.nan
     return out
 
 
@@ -210,12 +211,17 @@ def composition(
     )
     lines = [title, "", md_table(["cell", *names], rows), ""]
     reach = ["min to 30 %", "min to 50 %"]
-    head = [*(f"{n}: first − second" for n in reach), *(f"{n}: second ÷ first" for n in reach)]
+    head = [*(f"{n}: first − second" for n in reach), *(f"{n}: second ÷ first" for n in reach),
+            *(f"{n}: second ÷ first, never = its end" for n in reach)]  # fmt: skip
     diff, ratio = paired_rows(by_run, reach), paired_rows(by_run, reach, ratio=True)
-    prow = [[*d, *r[1:]] for d, r in zip(diff, ratio, strict=True)]
+    bound = paired_rows(by_run, reach, ratio=True, end="min at end")
+    prow = [[*d, *r[1:], *b[1:]] for d, r, b in zip(diff, ratio, bound, strict=True)]
     lines += ["Paired on the composed wall clock (an idle machine's minutes): mean [95 % "
               "bootstrap interval], sign-flip p; second ÷ first is how many times sooner the "
-              "first got there", "", md_table(["pair", *head], prow), ""]  # fmt: skip
+              "first got there. *never = its end*: where one run of a pair never got there, it "
+              "counts as getting there when it ended, so the ratio is a bound: the true one is "
+              "larger where the second run never got there, smaller where the first never did.",
+              "", md_table(["pair", *head], prow), ""]  # fmt: skip
     left = [f"{LABELS[c]}: {k}" for c, k in unmatched.items() if k]
     if left:
         lines += ["Runs left out of the composition, stage 1 having no run of their block "
@@ -285,17 +291,43 @@ def _paired_cell(pairs: list[tuple[float, float]], ratio: bool) -> str:
     return f"{np.mean(d):{sign}.3g} [{lo:{sign}.3g}, {hi:{sign}.3g}] p={p:.3g}{note}"
 
 
+def _at_end(x: float, y: float, x_end: float, y_end: float) -> tuple[float, float]:
+    """A pair where one run never got there: that run counted at its end, which bounds how
+    much sooner the other was; a pair where both never did stays as it is (no bound).
+
+    >>> _at_end(12.0, math.inf, 30.0, 28.0), _at_end(math.inf, math.inf, 30.0, 28.0)
+    ((12.0, 28.0), (inf, inf))
+    """
+    if math.isinf(x) == math.isinf(y):
+        return x, y
+    return (x_end if math.isinf(x) else x), (y_end if math.isinf(y) else y)
+
+
 def paired_rows(
-    metrics: dict[tuple[str, int], dict[str, float]], names: list[str], ratio: bool = False
+    metrics: dict[tuple[str, int], dict[str, float]],
+    names: list[str],
+    ratio: bool = False,
+    end: str | None = None,
 ) -> list[list[str]]:
-    """Rows of :data:`PAIRS` over the seeds both cells ran (see :func:`_paired_cell`)."""
+    """Rows of :data:`PAIRS` over the seeds both cells ran (see :func:`_paired_cell`); with
+    ``end`` (the metric that holds a run's end), a run that never got there is counted at its
+    end when the other run did (:func:`_at_end`), and the cell says how many were."""
     rows = []
     for a, b in PAIRS:
         shared = sorted({s for c, s in metrics if c == a} & {s for c, s in metrics if c == b})
-        if shared:
-            rows.append([f"{LABELS[a]} − {LABELS[b]} (n={len(shared)})",
-                         *(_paired_cell([(metrics[a, s][n], metrics[b, s][n]) for s in shared],
-                                        ratio) for n in names)])  # fmt: skip
+        if not shared:
+            continue
+        row = [f"{LABELS[a]} − {LABELS[b]} (n={len(shared)})"]
+        for n in names:
+            pairs = [(metrics[a, s][n], metrics[b, s][n]) for s in shared]
+            if end is None:
+                row.append(_paired_cell(pairs, ratio))
+                continue
+            ends = [(metrics[a, s][end], metrics[b, s][end]) for s in shared]
+            bounded = [_at_end(x, y, *e) for (x, y), e in zip(pairs, ends, strict=True)]
+            k = sum(1 for p, q in zip(pairs, bounded, strict=True) if p != q)
+            row.append(_paired_cell(bounded, ratio) + f" ({k} at its run's end)" * bool(k))
+        rows.append(row)
     return rows
 
 

@@ -160,7 +160,7 @@ def test_race_scores_every_cell_on_steps_and_minutes(tmp_path) -> None:
     assert composed.count("123 env steps/s") == 4 and "999 env steps/s" not in composed
     assert "direct − composed, DistRL, synchronous barrier" in composed
     paired = composed.split("Paired on the composed wall clock")[1]
-    assert "min to 30 %: second ÷ first" in paired
+    assert "min to 30 %: second ÷ first" in paired and "never = its end" in paired
     assert "DistRL, asynchronous workers − GRPO, synchronous rounds (n=1)" in paired
 
 
