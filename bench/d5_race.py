@@ -325,7 +325,7 @@ def paired_rows(
                 continue
             ends = [(metrics[a, s][end], metrics[b, s][end]) for s in shared]
             bounded = [_at_end(x, y, *e) for (x, y), e in zip(pairs, ends, strict=True)]
-            k = sum(1 for p, q in zip(pairs, bounded, strict=True) if p != q)
+            k = sum(1 for x, y in pairs if math.isinf(x) != math.isinf(y))
             row.append(_paired_cell(bounded, ratio) + f" ({k} at its run's end)" * bool(k))
         rows.append(row)
     return rows
