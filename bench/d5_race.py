@@ -199,8 +199,8 @@ def composition(
         check = []
         for n in names:
             if gaps[who][n]:
-                lo, hi = bootstrap_ci(gaps[who][n], seed=2)
-                check.append(f"{np.mean(gaps[who][n]):+.3g} [{lo:+.3g}, {hi:+.3g}] "
+                lo, hi = map(_tidy, bootstrap_ci(gaps[who][n], seed=2))
+                check.append(f"{_tidy(np.mean(gaps[who][n])):+.3g} [{lo:+.3g}, {hi:+.3g}] "
                              f"(n={len(gaps[who][n])})")  # fmt: skip
             else:
                 check.append("-")
@@ -270,6 +270,15 @@ def _ci(values: list[float], seed: int) -> str:
     return f"{np.mean(finite):.3g} [{lo:.3g}, {hi:.3g}]{_missing(values)}"
 
 
+def _tidy(x: float) -> float:
+    """``x`` without float residue, so a mean of differences that cancel prints as 0.
+
+    >>> _tidy(0.1 + 0.2 - 0.3), _tidy(-1e-18)
+    (0.0, 0.0)
+    """
+    return round(float(x), 9) + 0.0  # + 0.0 turns -0.0 into 0.0
+
+
 def _paired_cell(pairs: list[tuple[float, float]], ratio: bool) -> str:
     """One pair's numbers over the seeds: mean [interval] p of first − second, or with
     ``ratio`` the mean of second ÷ first; a seed where either has no number is left out, said.
@@ -284,11 +293,11 @@ def _paired_cell(pairs: list[tuple[float, float]], ratio: bool) -> str:
     note = f" ({k} seed{'s' * (k > 1)} left out; runs without a number: {_why(gone)})" if k else ""
     if not d:
         return f"-{note}"
-    lo, hi = bootstrap_ci(d, seed=1)
+    mean, (lo, hi) = _tidy(np.mean(d)), map(_tidy, bootstrap_ci(d, seed=1))
     # the test on a ratio is the test on its log: second slower in every seed, or not
     p = sign_flip_p(np.log(d) if ratio else d)
     sign = "" if ratio else "+"
-    return f"{np.mean(d):{sign}.3g} [{lo:{sign}.3g}, {hi:{sign}.3g}] p={p:.3g}{note}"
+    return f"{mean:{sign}.3g} [{lo:{sign}.3g}, {hi:{sign}.3g}] p={p:.3g}{note}"
 
 
 def _at_end(x: float, y: float, x_end: float, y_end: float) -> tuple[float, float]:
