@@ -8,27 +8,17 @@ performance numbers live in bench/RESULTS.md.
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers.bench_script import run_bench
 
 
 def run_quick(script: str, timeout: float = 300) -> list[dict[str, str]]:
     """Run ``bench/<script>.py --quick``; return the printed table as a list of row dicts."""
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / f"{script}.py"), "--quick"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    assert proc.returncode == 0, f"{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("|")]
-    assert len(lines) >= 3, f"{script} printed no table:\n{proc.stdout}"
+    stdout = run_bench(f"{script}.py", "--quick", timeout=timeout)
+    lines = [line for line in stdout.splitlines() if line.startswith("|")]
+    assert len(lines) >= 3, f"{script} printed no table:\n{stdout}"
     header = [c.strip() for c in lines[0].strip("|").split("|")]
     rows = []
     for line in lines[2:]:
@@ -171,10 +161,7 @@ def test_multinode_quick() -> None:
     """P5 and D1 on a local Ray and on a multi-node ``ray.cluster_utils.Cluster``: the replicas
     and the workers land on as many nodes as asked for."""
     pytest.importorskip("ray")
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "multinode.py"), "--quick"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)  # fmt: skip
-    assert proc.returncode == 0, f"multinode failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    p5, d1 = tables(proc.stdout)
+    p5, d1 = tables(run_bench("multinode.py", "--quick", timeout=600))
     assert {r["layout"].split(" ")[0] for r in p5} == {"single", "3-node"}
     for r in p5:
         assert positive(r["req/s"])

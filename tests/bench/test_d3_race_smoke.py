@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers.bench_script import run_bench
+
 TINY = ["--minutes", "0.05", "--eval-episodes", "2", "--snapshot-every-s", "1"]
 SMALL_ENV = ["env.max_episode_steps=10", "workers.num_envs=2"]
 
@@ -23,10 +22,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.bench]
 
 
 def bench(script: str, *args: str | Path) -> str:
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / script), *map(str, args)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=400)  # fmt: skip
-    assert proc.returncode == 0, f"{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc.stdout
+    return run_bench(script, *args, timeout=400)
 
 
 @pytest.fixture(scope="module")
