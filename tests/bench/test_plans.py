@@ -4,7 +4,8 @@
   The commit that first added the plan must be a strict ancestor of every commit that added a
   file under that dir (``git merge-base --is-ancestor``, and not the same commit). A plan whose
   record dir holds no committed file passes: nothing ran yet.
-* Every row of RESULTS.md's headline table that names a plan names one that exists.
+* Every row of RESULTS.md's headline tables ("At a glance", "Headlines") that names a plan
+  names one that exists.
 * Every link into RESULTS.md with an anchor (README, docs/, RESULTS.md itself) names a heading
   whose anchor is the same on GitHub and on the docs site (``markdown``'s ``toc`` slug).
 
@@ -109,20 +110,21 @@ def test_every_plan_precedes_its_records() -> None:
     assert problems == []
 
 
-def headline_rows(text: str) -> list[str]:
-    """The rows of the table under RESULTS.md's '## Headlines' heading.
+def headline_rows(text: str, heading: str = "Headlines") -> list[str]:
+    """The rows of the table under RESULTS.md's ``## <heading>``.
 
     >>> headline_rows("## Headlines\\n\\n| a | b |\\n|---|---|\\n| R2 | x |\\n\\n## P1\\n| no |")
     ['| R2 | x |']
     """
-    part = ("\n" + text).split("\n## Headlines", 1)[1].split("\n## ", 1)[0]
+    part = ("\n" + text).split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in part.splitlines() if line.startswith("|")]
     return rows[2:]
 
 
 def test_headline_rows_that_name_a_plan_name_an_existing_one() -> None:
-    rows = headline_rows(RESULTS.read_text(encoding="utf-8"))
-    assert rows
+    text = RESULTS.read_text(encoding="utf-8")
+    rows = headline_rows(text, "At a glance") + headline_rows(text, "Headlines")
+    assert rows and any(PLAN_PATH.search(row) for row in rows)
     missing = [p for row in rows for p in PLAN_PATH.findall(row) if not (ROOT / p).is_file()]
     assert missing == []
 
