@@ -164,6 +164,7 @@ class RewardModelConfig(BaseModel):
     timeout: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=2, ge=0)
     call_budget_s: float = Field(default=150.0, gt=0)
+    max_in_flight: int = Field(default=64, ge=1)
     token: SecretStr | None = None
     token_file: str | None = None
     require_service: bool = True

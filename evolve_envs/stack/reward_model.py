@@ -80,6 +80,7 @@ def pool_settings(rm: RewardModelConfig) -> PoolSettings:
         timeout=rm.timeout,
         max_retries=rm.max_retries,
         total_timeout=rm.call_budget_s,
+        max_in_flight=rm.max_in_flight,
         token=rm.token_value,
         health_route=rm.health_route,
     )
@@ -99,22 +100,46 @@ def check_reward_service(rm: RewardModelConfig, pool: RewardPool) -> Capabilitie
     return check_service(pool, require=rm.require_service, need_capabilities=rm.kind == "progress")
 
 
-def start_embedded_service(rm: RewardModelConfig) -> EmbeddedService:
-    """Start the local service ``endpoint: embedded`` asks for; the caller stops it."""
+#: Calls one env's reward client runs at once at most (its thread pool: ``open_reward_model``'s
+#: ``max_workers``); an env never has more requests in flight than this.
+CLIENT_THREADS = 8
+#: The reference service's admission limit unless the operator sets one (``serve --help``).
+SERVICE_ADMISSION = 256
+
+
+def admission_for(envs: int) -> int:
+    """The admission limit (``--max-concurrent-requests``) of an embedded service that ``envs``
+    envs share: every request they can have in flight at once, and never below the default.
+
+    Example:
+        >>> admission_for(4), admission_for(48)
+        (256, 384)
+    """
+    return max(SERVICE_ADMISSION, CLIENT_THREADS * max(1, int(envs)))
+
+
+def start_embedded_service(rm: RewardModelConfig, envs: int = 1) -> EmbeddedService:
+    """Start the local service ``endpoint: embedded`` asks for, admitting what ``envs`` envs can
+    send at once (:func:`admission_for`); the caller stops it."""
     from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 
-    svc = EmbeddedService(rm.embedded_backend, dict(rm.embedded_backend_kwargs)).start()
+    svc = EmbeddedService(
+        rm.embedded_backend,
+        dict(rm.embedded_backend_kwargs),
+        extra_args=["--max-concurrent-requests", str(admission_for(envs))],
+    ).start()
     logger.info("started embedded reward service %s (%s)", svc.url, rm.embedded_backend)
     return svc
 
 
 @contextlib.contextmanager
-def shared_service(rm: RewardModelConfig) -> Iterator[str | None]:
-    """One embedded service for a whole job: yields its URL (``None`` when the block needs none)."""
+def shared_service(rm: RewardModelConfig, envs: int = 1) -> Iterator[str | None]:
+    """One embedded service for a whole job of ``envs`` envs: yields its URL (``None`` when the
+    block needs none)."""
     if not (rm.enable and rm.embedded):
         yield None
         return
-    with start_embedded_service(rm) as svc:
+    with start_embedded_service(rm, envs) as svc:
         yield svc.url
 
 
@@ -212,7 +237,7 @@ def open_reward_model(
     *,
     embedded_service: EmbeddedService | None = None,
     pool: RewardPool | None = None,
-    max_workers: int = 8,
+    max_workers: int = CLIENT_THREADS,
 ) -> RewardModel:
     """Open a reward model (the module docstring gives the steps); close it or use it in ``with``.
 

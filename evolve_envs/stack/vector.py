@@ -92,7 +92,7 @@ def make_vec(
         service = None
         stack = cfg  # checked once: every sub-env builds this typed config as it is
         if rm.enable and rm.embedded:
-            service = resources.enter_context(start_embedded_service(rm))
+            service = resources.enter_context(start_embedded_service(rm, num_envs))
             shared = rm.model_copy(update={"endpoint": service.url, "service_num": None})
             stack = cfg.model_copy(update={"reward_model": shared})
         thunk = functools.partial(make_env, stack, env_factory=env_factory)

@@ -189,7 +189,8 @@ def _watch_head(cfg: TrainConfig, run_dir: Path, log: TextIO) -> HeadWatch | Non
 def reward_service_for(cfg: TrainConfig) -> Iterator[TrainConfig]:
     """With ``reward_model.endpoint: embedded`` (and the reward model on), start one service
     here and yield a config whose workers use its URL; otherwise yield ``cfg`` unchanged."""
-    with shared_service(cfg.reward_model) as url:
+    envs = cfg.workers.num_workers * cfg.workers.num_envs
+    with shared_service(cfg.reward_model, envs) as url:
         if url is None:
             yield cfg
         else:

@@ -37,6 +37,7 @@ from evolve_envs.reward.clients.errors import ErrorKind, RewardServiceError
 from evolve_envs.reward.clients.failover_transport import (
     AVOID,
     DEADLINE,
+    DEFAULT_MAX_IN_FLIGHT,
     ENDPOINT,
     FailoverTransport,
     NoEndpointAvailable,
@@ -44,7 +45,7 @@ from evolve_envs.reward.clients.failover_transport import (
     describe_http_error,
 )
 from evolve_envs.reward.clients.model_watch import ModelWatch
-from evolve_envs.reward.clients.pool_call import PoolCall, PoolResponse, retry_after_s
+from evolve_envs.reward.clients.pool_call import PoolCall, PoolResponse
 from evolve_envs.reward.protocol.token import resolve_token
 
 __all__ = ["EndpointPool", "describe_http_error"]
@@ -65,6 +66,8 @@ class EndpointPool:
         total_timeout: the whole call's budget, retries and backoff included (``None``: derived from
             the per-attempt timeouts); every connect, write and read is cut to what is left of it.
         max_response_bytes: the most bytes one decoded answer may have (16 MiB by default).
+        max_in_flight: the most requests in flight to one endpoint; more wait for a slot (the
+            window halves on an overload answer and grows back as answers come).
         token: bearer token for every request and probe (``None``: ``$EVOLVE_REWARD_TOKEN``; ``""``:
             none).
         probe_interval_s, probe_timeout_s, health_route, failures_to_down, selection: the failover
@@ -94,6 +97,7 @@ class EndpointPool:
         trust_env: bool = False,
         transport: httpx.BaseTransport | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     ) -> None:
         urls = expand_endpoints(endpoints)
         for name, value in (
@@ -134,6 +138,7 @@ class EndpointPool:
             ),
             trust_env=trust_env,
             max_response_bytes=max_response_bytes,
+            max_in_flight=max_in_flight,
         )
         #: the model identity each endpoint reported; a change mid-run is logged and counted
         self.model_watch = ModelWatch()
@@ -228,12 +233,14 @@ class EndpointPool:
 
         Returns a :class:`PoolResponse` for a 2xx reply. Raises
         :class:`~evolve_envs.reward.clients.errors.RewardServiceError` when the request cannot
-        succeed: a non-retryable 4xx at once; otherwise after ``max_retries`` retries, when the time
-        budget is spent, or when no endpoint is up. ``timeout`` overrides the per-attempt timeout;
-        ``describe_error`` turns an error response into the cause text (default: JSON/text body).
-        Retries run under :func:`stamina.retry_context` (``max_retries + 1`` attempts within the
-        call budget); :meth:`~evolve_envs.reward.clients.pool_call.PoolCall.backoff` decides
-        whether and how long to wait.
+        succeed: a non-retryable 4xx at once; otherwise after ``max_retries`` failed retries, when
+        the time budget is spent, or when no endpoint is up. An overload answer (429, or 503 with
+        ``Retry-After``) is waited out and tried again within the budget; it uses up no retry.
+        ``timeout`` overrides the per-attempt timeout; ``describe_error`` turns an error response
+        into the cause text (default: JSON/text body). Retries run under
+        :func:`stamina.retry_context` within the call budget;
+        :meth:`~evolve_envs.reward.clients.pool_call.PoolCall.backoff` decides whether and how
+        long to wait.
         """
         attempt_timeout = float(timeout) if timeout is not None else self.timeout
         call = PoolCall(
@@ -246,10 +253,13 @@ class EndpointPool:
             failover=self._failover,
             backoff_s=self.backoff_s,
             max_backoff_s=self.max_backoff_s,
+            max_retries=self.max_retries,
         )
+        # attempts are bounded by the call budget and by call.backoff (max_retries failures;
+        # overload answers are waited out)
         for attempt in stamina.retry_context(
             on=call.backoff,
-            attempts=self.max_retries + 1,
+            attempts=None,
             timeout=call.budget,
             wait_initial=self.backoff_s,
             wait_max=self.max_backoff_s,
@@ -304,11 +314,8 @@ class EndpointPool:
             raise RewardServiceError(
                 ", ".join(self.urls), call.route, exc, kind=ErrorKind.CLOSED, attempts=num
             ) from exc
-        status = response.status_code
-        if status >= 400:
-            if status == 429 or status >= 500:
-                call.retry_after = retry_after_s(response)
-            raise call.failed(request, call.describe(response), ErrorKind.HTTP_STATUS, num, status)
+        if response.status_code >= 400:
+            raise call.answered_error(request, response, num)
         endpoint = request.extensions[ENDPOINT]
         self.model_watch.observe(endpoint, response.headers)
         return PoolResponse(response, endpoint, num, time.monotonic() - call.start)

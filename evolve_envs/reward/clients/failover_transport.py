@@ -2,6 +2,10 @@
 
 It picks a replica per request, reads every answer within its size and deadline bounds, marks
 failing replicas down and re-probes them (docs/ARCHITECTURE.md, "The failover transport").
+A busy replica is not a failing one: each replica takes at most ``max_in_flight`` requests from
+this transport at once (more wait their turn), and an overload answer (429, or 503 with
+``Retry-After``) halves that window instead of counting towards marking the replica down
+(docs/sizing.md, "Backpressure").
 The first replica here refuses connections, so the second answers and the first is down:
 
 >>> def replicas(request):
@@ -40,9 +44,11 @@ from evolve_envs.reward.clients.bounded_read import (
 )
 
 __all__ = [
+    "DEFAULT_MAX_IN_FLIGHT",
     "FailoverTransport",
     "NoEndpointAvailable",
     "describe_http_error",
+    "is_overload",
     "AVOID",
     "DEADLINE",
     "ENDPOINT",
@@ -55,6 +61,25 @@ ENDPOINT = "reward_endpoint"  # request extension the transport sets: the base U
 
 _NO_SUCH_ROUTE = frozenset({404, 405, 501})
 
+#: Requests one transport keeps in flight per replica at most: a quarter of the reference
+#: service's admission limit (256), so four clients at full window still fit (docs/sizing.md).
+DEFAULT_MAX_IN_FLIGHT = 64
+
+
+def is_overload(response: httpx.Response) -> bool:
+    """Whether an answer says "busy, come back later": 429, or 503 with ``Retry-After``.
+
+    A busy replica is alive; its answer asks the client to wait, not to mark it down. A 503
+    without ``Retry-After`` (or any other 5xx) is a failure.
+
+    >>> is_overload(httpx.Response(503, headers={"Retry-After": "1"}))
+    True
+    >>> is_overload(httpx.Response(503)), is_overload(httpx.Response(429))
+    (False, True)
+    """
+    status = response.status_code
+    return status == 429 or (status == 503 and "retry-after" in response.headers)
+
 
 class NoEndpointAvailable(httpx.TransportError):
     """Every replica is marked down and not yet due for a probe."""
@@ -63,8 +88,10 @@ class NoEndpointAvailable(httpx.TransportError):
 @dataclass(slots=True, eq=False)
 class _Endpoint:
     url: str
+    window: float  # requests it may have in flight now (AIMD: halved on overload, +1/window)
     in_flight: int = 0
     requests: int = 0
+    overloads: int = 0  # 429/503-with-Retry-After answers (never towards failures_to_down)
     successes: int = 0
     failures: int = 0
     consecutive_failures: int = 0
@@ -112,7 +139,11 @@ class FailoverTransport(httpx.BaseTransport):
     """Pick a replica for each request, keep their in-flight counts and up/down marks.
 
     ``transport``: the inner transport (default: httpx's HTTP transport with ``limits``);
-    ``failures_to_down``: consecutive 429/5xx/timeouts/resets that mark a replica down;
+    ``failures_to_down``: consecutive failures (5xx other than an overload answer, timeouts,
+    resets) that mark a replica down; a refused connection marks it down at once;
+    ``max_in_flight``: the most requests in flight to one replica; more wait for a slot until
+    their deadline. The window shrinks to half on an overload answer and grows back by one per
+    window of successes (additive increase, multiplicative decrease);
     ``health_route``: the first probe route (``POST`` when it ends in ``healthcheck``);
     ``probe_headers``: sent with every probe (the bearer token); ``max_response_bytes``: the most
     one answer may have once decoded.
@@ -132,9 +163,13 @@ class FailoverTransport(httpx.BaseTransport):
         limits: httpx.Limits | None = None,
         trust_env: bool = False,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     ) -> None:
         if not urls:
             raise ValueError("FailoverTransport needs at least one endpoint")
+        if not max_in_flight >= 1:
+            raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight!r}")
+        self.max_in_flight = int(max_in_flight)
         if selection not in ("least_in_flight", "round_robin"):
             raise ValueError(f"selection must be 'least_in_flight' or 'round_robin': {selection!r}")
         self.selection: Selection = selection
@@ -149,8 +184,11 @@ class FailoverTransport(httpx.BaseTransport):
         if transport is None:
             transport = DeadlineHTTPTransport(limits=limits, trust_env=trust_env)
         self._inner = transport
-        self._endpoints = [_Endpoint(url) for url in urls]
+        self._endpoints = [_Endpoint(url, window=float(self.max_in_flight)) for url in urls]
         self._lock = threading.Lock()
+        self._slot_freed = threading.Condition(self._lock)
+        self._queued = 0  # requests that waited for a slot, and how long in all
+        self._queue_wait_s = 0.0
         self._rotation = 0
         self._closed = False
         self._stop = threading.Event()
@@ -174,7 +212,9 @@ class FailoverTransport(httpx.BaseTransport):
                     "url": ep.url,
                     "up": ep.up,
                     "in_flight": ep.in_flight,
+                    "window": int(ep.window),
                     "requests": ep.requests,
+                    "overloads": ep.overloads,
                     "successes": ep.successes,
                     "failures": ep.failures,
                     "consecutive_failures": ep.consecutive_failures,
@@ -184,6 +224,12 @@ class FailoverTransport(httpx.BaseTransport):
                 }
                 for ep in self._endpoints
             ]
+
+    def queue_stats(self) -> dict[str, float]:
+        """``{"queued": n, "queue_wait_s": s}``: requests that waited for a free slot, and how
+        long they waited in all (backpressure, not failure)."""
+        with self._lock:
+            return {"queued": self._queued, "queue_wait_s": self._queue_wait_s}
 
     def healthy_urls(self) -> list[str]:
         """Endpoints currently marked up."""
@@ -203,17 +249,27 @@ class FailoverTransport(httpx.BaseTransport):
     # ------------------------------------------------------------------ requests
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        """Send ``request`` to the chosen replica; its body is read before in_flight drops."""
-        ep = self._acquire(request.extensions.get(AVOID, ()))
+        """Send ``request`` to the chosen replica; its body is read before in_flight drops.
+
+        With every usable replica at its window, the request waits for a slot until its
+        ``DEADLINE`` extension (``httpx.PoolTimeout`` after that; the replica is not blamed).
+        """
+        deadline = request.extensions.get(DEADLINE)
+        ep = self._acquire(request.extensions.get(AVOID, ()), deadline)
         if ep is None:
             raise NoEndpointAvailable(
                 "every endpoint is marked down: " + self.down_summary(), request=request
+            )
+        if ep is _NO_SLOT:
+            raise httpx.PoolTimeout(
+                f"no free request slot before the call's deadline (at most {self.max_in_flight} "
+                "in flight per endpoint; every usable endpoint was busy)",
+                request=request,
             )
         request.extensions[ENDPOINT] = ep.url
         request.url = httpx.URL(ep.url + request.url.raw_path.decode("ascii"))
         request.headers["Host"] = request.url.netloc.decode("ascii")
         request.headers["Accept-Encoding"] = ACCEPT_ENCODING
-        deadline = request.extensions.get(DEADLINE)
         released: bool | None = False
         try:
             with call_deadline(deadline):
@@ -234,7 +290,9 @@ class FailoverTransport(httpx.BaseTransport):
         status = response.status_code
         if status < 400:
             self._release(ep, ok=True, mark_down=False, error=None)
-        elif status == 429 or status >= 500:
+        elif is_overload(response):  # busy, not broken: a smaller window, never "down"
+            self._release_overloaded(ep)
+        elif status >= 500:
             self._release(ep, ok=False, mark_down=False, error=describe_http_error(response))
         else:  # a 4xx: the request was bad, the replica is fine
             self._release(ep, ok=False, mark_down=False, error=None)
@@ -242,16 +300,38 @@ class FailoverTransport(httpx.BaseTransport):
 
     # ------------------------------------------------------------------ selection
 
-    def _acquire(self, avoid: Collection[str]) -> _Endpoint | None:
+    def _acquire(self, avoid: Collection[str], deadline: float | None = None) -> _Endpoint | None:
+        """A replica with a free slot (its in-flight count raised), waiting for one until
+        ``deadline``; ``None`` when none is up, ``_NO_SLOT`` when the deadline passed first."""
         with self._lock:
-            up = [ep for ep in self._endpoints if ep.up]
-            fresh = [ep for ep in up if ep.url not in avoid]
-            candidates = fresh or up
-            if not candidates:
-                return None
-            start = self._rotation % len(candidates)
+            waited_from: float | None = None
+            while not self._closed:
+                up = [ep for ep in self._endpoints if ep.up]
+                fresh = [ep for ep in up if ep.url not in avoid]
+                candidates = fresh or up
+                if not candidates:
+                    return None
+                free = [ep for ep in candidates if ep.in_flight < max(1, int(ep.window))]
+                if free:
+                    break
+                now = time.monotonic()
+                if waited_from is None:
+                    waited_from = now
+                    self._queued += 1
+                if deadline is not None and now >= deadline:
+                    self._queue_wait_s += now - waited_from
+                    return _NO_SLOT
+                # woken by a freed slot; re-check at least every probe interval (a replica may
+                # come back up) and at the deadline
+                wait = self.probe_interval_s if deadline is None else deadline - now
+                self._slot_freed.wait(min(wait, self.probe_interval_s))
+            else:
+                return None  # closed while waiting
+            if waited_from is not None:
+                self._queue_wait_s += time.monotonic() - waited_from
+            start = self._rotation % len(free)
             self._rotation += 1
-            ordered = candidates[start:] + candidates[:start]
+            ordered = free[start:] + free[:start]
             chosen = ordered[0]
             if self.selection == "least_in_flight":
                 chosen = min(ordered, key=lambda ep: ep.in_flight)
@@ -268,9 +348,11 @@ class FailoverTransport(httpx.BaseTransport):
         start_prober = False
         with self._lock:
             ep.in_flight -= 1
+            self._slot_freed.notify_all()
             if ok:
                 ep.successes += 1
                 ep.consecutive_failures = 0
+                ep.window = min(float(self.max_in_flight), ep.window + 1.0 / ep.window)
                 return
             if error is None:  # a 4xx: the request was bad, the endpoint is fine
                 return
@@ -284,6 +366,15 @@ class FailoverTransport(httpx.BaseTransport):
                 start_prober = True
         if start_prober:
             self._ensure_prober()
+
+    def _release_overloaded(self, ep: _Endpoint) -> None:
+        """An overload answer: halve the replica's window; it stays up and its failure streak
+        is untouched (the caller waits ``Retry-After`` and tries again)."""
+        with self._lock:
+            ep.in_flight -= 1
+            ep.overloads += 1
+            ep.window = max(1.0, ep.window / 2.0)
+            self._slot_freed.notify_all()
 
     # ------------------------------------------------------------------ health probing
 
@@ -354,6 +445,7 @@ class FailoverTransport(httpx.BaseTransport):
                 ep.down_until = None
                 ep.down_since = None
                 ep.consecutive_failures = 0
+                self._slot_freed.notify_all()  # waiting requests may use it again
             else:
                 ep.down_until = time.monotonic() + self.probe_interval_s
                 ep.last_error = error
@@ -382,10 +474,15 @@ class FailoverTransport(httpx.BaseTransport):
             self._closed = True
         self._stop.set()
         self._wake.set()
+        with self._lock:
+            self._slot_freed.notify_all()
         prober = self._prober
         if prober is not None and prober is not threading.current_thread():
             prober.join(timeout=self.probe_timeout_s + 1.0)
         self._inner.close()
+
+
+_NO_SLOT = _Endpoint("", window=0.0)  # _acquire's answer when the deadline passed first
 
 
 def _describe(exc: BaseException) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import httpx
 
 from evolve_envs.reward.clients.errors import ErrorKind, RewardServiceError
-from evolve_envs.reward.clients.failover_transport import ENDPOINT, FailoverTransport
+from evolve_envs.reward.clients.failover_transport import ENDPOINT, FailoverTransport, is_overload
 
 __all__ = ["PoolCall", "PoolResponse", "retry_after_s"]
 
@@ -62,7 +62,10 @@ class PoolCall:
     retry and how long to wait.
 
     ``failover`` is the pool's transport (which endpoints are up, which this call has not
-    tried); ``backoff_s`` and ``max_backoff_s`` are the pool's backoff settings.
+    tried); ``backoff_s`` and ``max_backoff_s`` are the pool's backoff settings; ``max_retries``
+    the failures after the first that it retries. An overload answer (429, or 503 with
+    ``Retry-After``) is waited out and retried within the call budget without using up a retry:
+    a busy service is backpressure, not a failure.
 
     Example:
         >>> import httpx
@@ -91,6 +94,10 @@ class PoolCall:
         "tried",
         "retry_after",
         "last_error",
+        "max_retries",
+        "failures",
+        "overloads",
+        "overloaded",
     )
 
     def __init__(
@@ -105,6 +112,7 @@ class PoolCall:
         failover: FailoverTransport,
         backoff_s: float,
         max_backoff_s: float,
+        max_retries: int = 2,
     ) -> None:
         self.method = method
         self.route = route
@@ -120,6 +128,22 @@ class PoolCall:
         self.tried: set[str] = set()
         self.retry_after = 0.0  # from a 429/503 answer's Retry-After header (seconds)
         self.last_error: RewardServiceError | None = None
+        self.max_retries = max_retries
+        self.failures = 0  # failed attempts that count against max_retries
+        self.overloads = 0  # overload answers waited out (they do not)
+        self.overloaded = False  # the last attempt's answer was an overload answer
+
+    def answered_error(
+        self, request: httpx.Request, response: httpx.Response, num: int
+    ) -> RewardServiceError:
+        """The error of attempt ``num`` that got the non-2xx ``response``; an overload answer
+        notes its ``Retry-After`` and is waited out, not counted as a failure."""
+        self.overloaded = is_overload(response)
+        if self.overloaded or response.status_code >= 500:
+            self.retry_after = retry_after_s(response)
+        return self.failed(
+            request, self.describe(response), ErrorKind.HTTP_STATUS, num, response.status_code
+        )
 
     def failed(
         self,
@@ -145,18 +169,29 @@ class PoolCall:
 
         Moving to an untried endpoint happens at once; when every usable endpoint already failed
         this call, the wait doubles from ``backoff_s`` (jittered to 50-100 %, capped by
-        ``max_backoff_s``) and a ``Retry-After`` lengthens it up to that cap. No endpoint up, or
-        a wait that would end past the call budget: fail now.
+        ``max_backoff_s``) and a ``Retry-After`` lengthens it up to that cap. An overload answer
+        is retried until the call budget is spent; any other failure at most ``max_retries``
+        times. No endpoint up, or a wait that would end past the call budget: fail now.
         """
         if not isinstance(exc, RewardServiceError) or not _retryable(exc):
             return False
+        overloaded = exc is self.last_error and self.overloaded
+        self.overloaded = False
+        if overloaded:
+            self.overloads += 1
+            streak = self.overloads
+        else:
+            self.failures += 1
+            if self.failures > self.max_retries:
+                return False
+            streak = self.failures
         if time.monotonic() >= self.deadline:
             return False  # the call budget is spent: no further attempt, on any endpoint
         if not self.failover.healthy_urls():
             return False  # nothing left to try: fail now instead of sleeping
         if self.failover.has_fresh(self.tried):
             return 0.0
-        wait = min(self.max_backoff_s, self.backoff_s * 2 ** (exc.attempts - 1))
+        wait = min(self.max_backoff_s, self.backoff_s * 2 ** (streak - 1))
         wait *= 0.5 + random.random() / 2
         wait = max(wait, min(self.retry_after, self.max_backoff_s))
         if time.monotonic() + wait >= self.deadline:

@@ -6,8 +6,8 @@ A ``reward_model`` block becomes one :class:`PoolSettings` (the stack builds it)
 :class:`~evolve_envs.reward.clients.ray_handle_pool.RayHandlePool` for ``ray://<app>``.
 
 >>> settings = PoolSettings(timeout=30.0, max_retries=1, total_timeout=60.0, token="s3cret")
->>> settings  # the token is never printed
-PoolSettings(timeout=30.0, max_retries=1, total_timeout=60.0, health_route='/health')
+>>> "s3cret" in repr(settings)  # the token is never printed
+False
 >>> with open_pool(["http://127.0.0.1:8111"], settings) as pool:
 ...     pool.timeout, pool.total_timeout, pool.max_retries
 (30.0, 60.0, 1)
@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from evolve_envs.reward.clients.endpoint_pool import EndpointPool
+from evolve_envs.reward.clients.failover_transport import DEFAULT_MAX_IN_FLIGHT
 from evolve_envs.reward.clients.ray_handle_pool import RayHandlePool, is_ray_endpoint
 
 __all__ = ["PoolSettings", "RewardPool", "open_pool"]
@@ -30,12 +31,13 @@ RewardPool = EndpointPool | RayHandlePool
 @dataclass(frozen=True)
 class PoolSettings:
     """Per-attempt ``timeout``, extra attempts ``max_retries``, the call's whole budget
-    ``total_timeout``, the bearer ``token`` (``None``: ``$EVOLVE_REWARD_TOKEN``) and the first
-    health route."""
+    ``total_timeout``, the most requests in flight per endpoint ``max_in_flight`` (HTTP only),
+    the bearer ``token`` (``None``: ``$EVOLVE_REWARD_TOKEN``) and the first health route."""
 
     timeout: float = 120.0
     max_retries: int = 2
     total_timeout: float | None = None
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     token: str | None = field(default=None, repr=False)
     health_route: str = "/health"
 
@@ -57,4 +59,5 @@ def open_pool(urls: Sequence[str], settings: PoolSettings) -> RewardPool:
         token=settings.token,
         total_timeout=settings.total_timeout,
         health_route=settings.health_route,
+        max_in_flight=settings.max_in_flight,
     )

@@ -1,0 +1,67 @@
+"""More rollout envs than the reward service admits: the run waits, every episode gets its answer.
+
+A real service (mock backend, 50 ms a batch) that admits 8 requests at once and answers 503 with
+``Retry-After`` past that; ``reach_place_async`` DistRL with 2 workers x 8 envs on
+``calls: deferred``, whose clients ask for far more than 8 at once. Busy is backpressure: no
+endpoint is marked down, no episode gets a fallback reward, and the run exits 0. (A killed
+service still exits 4: tests/e2e/test_train_degraded.py.)
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = str(ROOT / "evolve_envs" / "configs" / "distrl" / "reach_place_async.yaml")
+
+
+@pytest.mark.slow
+def test_an_overloaded_service_makes_envs_wait_and_loses_no_reward(ray_local, tmp_path, capfd):
+    from evolve_envs.cli.main import main
+    from evolve_envs.reward.service.hosting.embedded import EmbeddedService
+
+    svc = EmbeddedService(
+        "mock",
+        {"rule": "reach_place", "latency_ms": 50},
+        extra_args=["--max-concurrent-requests", "8"],
+    ).start()
+    run_dir = tmp_path / "out"
+    try:
+        rc = main(
+            [
+                "train",
+                "--config",
+                CONFIG,
+                "--algo",
+                "distrl",
+                "--run-dir",
+                str(run_dir),
+                "--minutes",
+                "0.4",
+                "--no-progress-bar",
+                f"reward_model.endpoint={svc.url}",
+                "workers.num_workers=2",
+                "workers.num_envs=8",
+                "workers.num_cpus=0.01",
+                "run.log_every_s=5",
+            ]
+        )
+        status_codes = httpx.get(svc.url + "/metrics", timeout=10).json()["status_codes"]
+    finally:
+        svc.stop()
+    err = capfd.readouterr().err
+    assert rc == 0, err
+    assert "FALLBACK" not in err and "degraded" not in err
+    with (run_dir / "metrics.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert sum(int(r["episodes"]) for r in rows) >= 16
+    assert sum(int(r["fallback_episodes"]) for r in rows) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert not summary.get("degraded")
+    # the storm happened: the service turned requests away, and the clients waited them out
+    assert status_codes.get("503", 0) > 0, status_codes
