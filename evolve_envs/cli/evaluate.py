@@ -20,9 +20,16 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
     ev.add_argument(
         "source",
         metavar="RUN_OR_CHECKPOINT",
-        help="a run directory (its checkpoint.pt) or a .pt file (checkpoint, best.pt, snapshot)",
+        help="a run directory (its policy.safetensors), a policy file (.safetensors) or a .pt "
+        "(checkpoint, snapshot, an older run's best.pt)",
     )
-    ev.add_argument("--best", action="store_true", help="a run directory's best.pt")
+    ev.add_argument("--best", action="store_true", help="a run directory's best.safetensors")
+    ev.add_argument(
+        "--trust-checkpoint",
+        action="store_true",
+        help="open a .pt that needs Python's full unpickler, which runs any code its author put "
+        "in it: only a file you trust (docs/security.md)",
+    )
     ev.add_argument("--episodes", type=int, default=None, help="held-out scenes (eval.episodes)")
     ev.add_argument("--num-envs", type=int, default=None, help="envs played at once")
     ev.add_argument("--videos", type=int, default=3, metavar="N", help="episodes in the MP4")
@@ -54,7 +61,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from evolve_envs.train.config import load_train_config
     from evolve_envs.train.evaluation import evaluate_saved, read_saved
 
-    saved = read_saved(args.source, best=args.best)
+    saved = read_saved(args.source, best=args.best, trust=args.trust_checkpoint)
     if args.overrides:
         saved.cfg = load_train_config(saved.cfg, overrides=list(args.overrides))
     out = Path(args.out) if args.out else saved.path.parent / f"evaluate-{saved.path.stem}"

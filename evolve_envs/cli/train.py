@@ -34,6 +34,12 @@ def add_train(sub: argparse._SubParsersAction) -> None:
     )
     tr.add_argument("--address", default=None, help="Ray cluster address (default: local)")
     tr.add_argument("--resume", default=None, metavar="DIR", help="continue the run in DIR")
+    tr.add_argument(
+        "--trust-checkpoint",
+        action="store_true",
+        help="--resume may open an older checkpoint.pt that needs Python's full unpickler, "
+        "which runs any code its author put in it: only a run you trust (docs/security.md)",
+    )
     tr.add_argument("--run-dir", default=None, metavar="DIR")
     tr.add_argument(
         "--overwrite",
@@ -53,7 +59,7 @@ def add_train(sub: argparse._SubParsersAction) -> None:
         "overrides",
         nargs="*",
         metavar="KEY=VALUE",
-        help="e.g. learner.lr=1e-3, eval.every_s=60 (held-out evaluation and best.pt)",
+        help="e.g. learner.lr=1e-3, eval.every_s=60 (held-out evaluation and best.safetensors)",
     )
 
 
@@ -87,7 +93,10 @@ def run_train_command(args: argparse.Namespace) -> int:
         overrides=overrides,
         progress_bar=not args.no_progress_bar,
         overwrite=args.overwrite,
+        trust_checkpoint=args.trust_checkpoint,
     )
+    if args.trust_checkpoint and args.resume is None:
+        raise CliError("--trust-checkpoint opens the checkpoint of --resume DIR: give --resume")
     if args.resume is not None and args.overwrite:
         raise CliError(
             "--resume continues the run in its folder; --overwrite replaces it: not both"
@@ -158,7 +167,8 @@ def run_train_command(args: argparse.Namespace) -> int:
 
 def _closing_lines(res: TrainResult) -> None:
     """What this run wrote (a claimed folder holds only this run's files) and its best policy."""
-    names = ("config.yaml", "metrics.csv", "eval.csv", "checkpoint.pt", "best.pt")
+    names = ("config.yaml", "metrics.csv", "eval.csv", "checkpoint.pt", "policy.safetensors")
+    names += ("best.safetensors",)
     names += ("summary.json", "placement.json", "train.log", "eval_videos", "snapshots")
     written = [n for n in names if (res.run_dir / n).exists()]
     print(
@@ -170,7 +180,7 @@ def _closing_lines(res: TrainResult) -> None:
         print(
             f"best held-out success {best['success']:.2f} (mean action, env success flag, "
             f"{best['episodes']} unseen scenes) at update {best['updates']}: "
-            f"{res.run_dir / 'best.pt'}"
+            f"{res.run_dir / 'best.safetensors'}"
         )
 
 

@@ -43,13 +43,16 @@ def train(
     overwrite: bool = False,
     address: str | None = None,
     log: TextIO | None = None,
+    trust_checkpoint: bool = False,
     **overrides: object,
 ) -> TrainResult:
     """Train a policy; returns where the run wrote and how far it got (a ``TrainResult``).
 
     ``config``: ``None`` with ``resume`` continues the run's own config; ``resume``: a run folder to
     continue (``config`` and ``overrides`` layered on its config); ``overwrite``: replace a run in
-    ``run_dir``; ``address``: a Ray cluster to join; ``**overrides``: config keys, by block
+    ``run_dir``; ``address``: a Ray cluster to join; ``trust_checkpoint``: let ``resume`` open an
+    older ``checkpoint.pt`` whose pickle needs the full unpickler (it can run code: only a run
+    you trust; docs/security.md); ``**overrides``: config keys, by block
     (``run={"max_updates": 10}``) or dotted path. A bad key raises ``ConfigError`` before anything
     starts.
     """
@@ -70,5 +73,6 @@ def train(
         overwrite=overwrite,
         progress_bar=False,
         log=log,
+        trust_checkpoint=trust_checkpoint,
     )
     return run_train(opts)

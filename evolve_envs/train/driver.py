@@ -67,6 +67,7 @@ class TrainOptions:
     log: TextIO | None = field(default=None, repr=False)  # a text stream for the per-interval lines
     overwrite: bool = False  # replace a run already in run_dir (else it is refused)
     claimed: bool = False  # the caller ran claim_run_dir already (the CLI, before train.log)
+    trust_checkpoint: bool = False  # --resume may open an older checkpoint.pt's full pickle
 
 
 @dataclass(frozen=True)
@@ -76,8 +77,8 @@ class TrainResult:
     reward-model calls failed, ``None`` for a clean run).
 
     >>> result = TrainResult(Path("runs/absent"), "grpo", {"env_steps": 64}, {}, wall_s=12.0)
-    >>> result.checkpoint.as_posix(), result.best, result.success
-    ('runs/absent/checkpoint.pt', None, None)
+    >>> result.checkpoint.as_posix(), result.policy.as_posix(), result.best, result.success
+    ('runs/absent/checkpoint.pt', 'runs/absent/policy.safetensors', None, None)
     """
 
     run_dir: Path
@@ -100,24 +101,32 @@ class TrainResult:
 
     @property
     def checkpoint(self) -> Path:
-        """The run's last checkpoint, ``run_dir/checkpoint.pt``."""
+        """The run's last checkpoint (what ``--resume`` reads), ``run_dir/checkpoint.pt``."""
         return self.run_dir / "checkpoint.pt"
 
     @property
+    def policy(self) -> Path:
+        """The last checkpoint's policy file, ``run_dir/policy.safetensors``."""
+        return self.run_dir / "policy.safetensors"
+
+    @property
     def best(self) -> Path | None:
-        """``run_dir/best.pt``, the best policy by held-out success, when the run wrote one."""
-        path = self.run_dir / "best.pt"
+        """``run_dir/best.safetensors``, the best policy by held-out success, when the run
+        wrote one."""
+        path = self.run_dir / "best.safetensors"
         return path if path.is_file() else None
 
 
 def effective_config(opts: TrainOptions) -> tuple[TrainConfig, dict[str, object] | None]:
     """The run's config, checked once (the ``--resume`` checkpoint's, then ``config``, the
     overrides, ``algo`` and ``minutes``), and the checkpoint's state (``None``: a new run).
+    An older checkpoint that needs the full unpickler is opened only with
+    ``opts.trust_checkpoint`` (:func:`~evolve_envs.train.checkpoint.load_pt`).
     """
     state = None
     sources: list[TrainSource] = []
     if opts.resume is not None:
-        state = load_checkpoint(opts.resume)
+        state = load_checkpoint(opts.resume, trust=opts.trust_checkpoint)
         sources.append(state["config"])
     sources.extend(opts.config)
     if not sources:

@@ -287,34 +287,46 @@ def evaluate_policy(
 @dataclass
 class SavedPolicy:
     """A saved policy as :func:`read_saved` found it: the file, its payload (``policy`` state
-    dict, ``counters``, ...) and the training config it was trained with.
+    dict, ``counters``, ...), its training config and, from a policy file, its spaces.
 
     >>> from evolve_envs.train.config import TrainConfig
-    >>> SavedPolicy(Path("runs/rp/best.pt"), {"policy": {}}, TrainConfig()).path.name
-    'best.pt'
+    >>> SavedPolicy(Path("runs/rp/best.safetensors"), {"policy": {}}, TrainConfig()).path.name
+    'best.safetensors'
     """
 
     path: Path
     payload: dict[str, object]
     cfg: TrainConfig
+    observation_space: gym.Space | None = None
+    action_space: gym.Space | None = None
 
 
-def read_saved(source: str | Path, *, best: bool = False) -> SavedPolicy:
-    """The saved policy at ``source``: a run directory (its ``checkpoint.pt``; ``best.pt`` with
-    ``best=True``) or a ``.pt`` file (a checkpoint, a ``best.pt``, or a snapshot, which takes
-    its run's ``config.yaml``). ``FileNotFoundError`` says what is missing."""
-    import torch
-
+def read_saved(source: str | Path, *, best: bool = False, trust: bool = False) -> SavedPolicy:
+    """The saved policy at ``source``: a run directory (:func:`~evolve_envs.train.policy_file.
+    saved_source`), a policy file, or a ``.pt`` (a checkpoint, an older ``best.pt``, a snapshot,
+    which takes its run's ``config.yaml``; :func:`~evolve_envs.train.checkpoint.load_pt` with
+    ``trust``). ``FileNotFoundError`` says what is missing."""
+    from evolve_envs.train.checkpoint import load_pt
     from evolve_envs.train.config import load_train_config
+    from evolve_envs.train.policy_file import read_policy_file, saved_source
 
-    src = Path(source)
-    path = src / ("best.pt" if best else "checkpoint.pt") if src.is_dir() else src
+    path = saved_source(source, best=best)
     if not path.is_file():
         hint = (
-            " (best.pt is written by a run with held-out evaluation: eval.every_s)" if best else ""
+            " (best.safetensors is written by a run with held-out evaluation: eval.every_s)"
+            if best
+            else ""
         )
         raise FileNotFoundError(f"{source}: no saved policy at {path}{hint}")
-    payload = torch.load(path, map_location="cpu", weights_only=False)
+    if path.suffix == ".safetensors":
+        saved = read_policy_file(path)
+        payload = {
+            k: v for k, v in saved.info.items() if k not in ("observation_space", "action_space")
+        }
+        payload["policy"] = saved.state_dict
+        cfg = load_train_config(saved.info["config"])
+        return SavedPolicy(path, payload, cfg, saved.observation_space, saved.action_space)
+    payload = load_pt(path, trust=trust)
     if not isinstance(payload, dict) or "policy" not in payload:
         raise ValueError(f"{path} holds no policy weights (not a checkpoint, best.pt or snapshot)")
     config = payload.get("config")

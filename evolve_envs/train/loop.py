@@ -2,8 +2,9 @@
 
 :func:`run_loop` owns everything around an :class:`~evolve_envs.train.algorithm.Algorithm`: the
 weight registry, trajectory queue and restartable workers (killed at the end whatever happens),
-the budget (``run.minutes``, ``max_updates``, ``max_env_steps``), atomic checkpoints, worker
-health checks, metrics rows, policy snapshots and the held-out evaluation (docs/DISTRL.md).
+the budget (``run.minutes``, ``max_updates``, ``max_env_steps``), atomic checkpoints (the resume
+state in ``checkpoint.pt``, the policy in ``policy.safetensors``), worker health checks, metrics
+rows, policy snapshots and the held-out evaluation (docs/DISTRL.md).
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ from evolve_envs.train.algorithm import (
     WorkerFailedError,
     check_worker_calls,
 )
-from evolve_envs.train.checkpoint import save_checkpoint
+from evolve_envs.train.checkpoint import plain_data, save_checkpoint
 from evolve_envs.train.common.finite import NonFiniteError, nonfinite_tensors
 from evolve_envs.train.common.subnormal import flush_subnormals
 from evolve_envs.train.config import TrainConfig
 from evolve_envs.train.fallback_watch import FallbackWatch
 from evolve_envs.train.periodic_eval import PeriodicEval
+from evolve_envs.train.policy_file import LAST_POLICY, save_policy_file
 from evolve_envs.train.run_log import IntervalStats, TrainLog, format_row
 from evolve_envs.train.runtime.placement import PlacementError, on_this_node
 
@@ -172,6 +174,18 @@ def run_loop(
                     f"checkpoint in {run_dir} is kept"
                 )
             save_checkpoint(run_dir, payload)
+            info = {
+                "config": payload["config"],
+                "algo": algo.name,
+                "counters": {k: int(v) for k, v in algo.counters().items()},
+            }
+            save_policy_file(
+                run_dir / LAST_POLICY,
+                policy.state_dict(),
+                info,
+                spaces["observation_space"],
+                spaces["action_space"],
+            )
 
         def updates() -> int:
             return int(algo.counters()["updates"])
@@ -327,7 +341,7 @@ class _Snapshots:
         self.next_s = t + self.every_s
         self.dir.mkdir(parents=True, exist_ok=True)
         sd = {k: v.detach().cpu().clone() for k, v in self.policy.state_dict().items()}
-        payload = {"policy": sd, "time_s": t, "counters": dict(counters)}
+        payload = {"policy": sd, "time_s": float(t), "counters": plain_data(dict(counters))}
         torch.save(payload, self.dir / f"{int(counters['updates']):08d}-{t:08.1f}.pt")
 
 

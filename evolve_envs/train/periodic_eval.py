@@ -1,9 +1,10 @@
-"""The training loop's own held-out evaluation, its log and the best policy (``best.pt``).
+"""The training loop's own held-out evaluation, its log and the best policy.
 
 With ``eval.every_s`` / ``eval.every_updates``, :class:`PeriodicEval` evaluates the current policy
 on held-out scenes, writes ``eval.csv``, TensorBoard / W&B series and videos, and keeps the best
-policy atomically in ``best.pt`` (docs/training.md, "Held-out evaluation and the best
-checkpoint").
+policy atomically in ``best.safetensors``, a policy file (weights, config, spaces and the
+evaluation; no pickle: :mod:`evolve_envs.train.policy_file`) (docs/training.md, "Held-out
+evaluation and the best checkpoint").
 
 >>> from evolve_envs.train.config import TrainConfig
 >>> PeriodicEval.due_at(TrainConfig(eval={"every_s": 60}).eval, 61.0, 0, 0.0, 0)
@@ -17,9 +18,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from evolve_envs.train.checkpoint import save_atomic
+from evolve_envs.train.checkpoint import UntrustedCheckpointError, load_pt
 from evolve_envs.train.config import EvalConfig, TrainConfig
 from evolve_envs.train.evaluation import HeldOutEvaluator, held_out_seeds
+from evolve_envs.train.policy_file import BEST_POLICY, read_policy_info, save_policy_file
 
 if TYPE_CHECKING:
     import numpy as np
@@ -31,7 +33,9 @@ if TYPE_CHECKING:
 __all__ = ["BEST", "PeriodicEval", "format_eval"]
 
 #: The best policy's file in the run directory.
-BEST = "best.pt"
+BEST = BEST_POLICY
+#: Where runs before policy files kept it (read for the evaluation a resumed run has to beat).
+OLD_BEST = "best.pt"
 
 
 def format_eval(row: dict[str, object]) -> str:
@@ -39,7 +43,7 @@ def format_eval(row: dict[str, object]) -> str:
 
     >>> format_eval({"time_s": 60.0, "updates": 40, "episodes": 10, "success": 0.4,
     ...              "success_sampled": 0.5, "best": True})
-    '[   60.0s] eval: held-out success 0.40 (mean action), 0.50 (sampled) on 10 unseen scenes, env success flag; updates 40 (new best: best.pt)'
+    '[   60.0s] eval: held-out success 0.40 (mean action), 0.50 (sampled) on 10 unseen scenes, env success flag; updates 40 (new best: best.safetensors)'
     """  # noqa: E501
 
     def pct(v: object) -> str:
@@ -54,11 +58,11 @@ def format_eval(row: dict[str, object]) -> str:
 
 
 def _best_note(row: dict[str, object]) -> str:
-    """What keeping ``row``'s policy as ``best.pt`` means: a first evaluation that solved nothing
+    """What keeping ``row``'s policy as the best means: a first evaluation that solved nothing
     is kept only until something does better, and is not called a best.
 
     >>> _best_note({"success": 0.0, "first": True}), _best_note({"success": 0.3})
-    ('first evaluation, nothing solved yet: kept as best.pt until one does better', 'new best: best.pt')
+    ('first evaluation, nothing solved yet: kept as best.safetensors until one does better', 'new best: best.safetensors')
     """  # noqa: E501
     if row.get("first") and not row.get("success") and not row.get("success_sampled"):
         return f"first evaluation, nothing solved yet: kept as {BEST} until one does better"
@@ -91,13 +95,20 @@ class PeriodicEval:
         self.last_updates: int | None = None
 
     def _previous_best(self) -> dict[str, object] | None:
-        """The evaluation in a ``best.pt`` left by the run this one resumes (None: none)."""
-        path = self.run_dir / BEST
-        if not self.enabled or not path.is_file():
+        """The evaluation of the best policy left by the run this one resumes (None: none)."""
+        if not self.enabled:
             return None
-        import torch
-
-        return dict(torch.load(path, map_location="cpu", weights_only=False).get("eval") or {})
+        path = self.run_dir / BEST
+        if path.is_file():
+            return dict(read_policy_info(path).get("eval") or {})
+        old = self.run_dir / OLD_BEST
+        if not old.is_file():
+            return None
+        try:  # an older run's best.pt, read only if it is plain data
+            payload = load_pt(old)
+        except UntrustedCheckpointError:
+            return None
+        return dict(payload.get("eval") or {}) if isinstance(payload, dict) else None
 
     @staticmethod
     def due_at(
@@ -134,7 +145,7 @@ class PeriodicEval:
     def evaluate(
         self, policy: Policy, counters: dict[str, int], elapsed: float
     ) -> dict[str, object]:
-        """Evaluate ``policy`` now; log, record the video, keep ``best.pt``; return the row."""
+        """Evaluate ``policy`` now; log, record the video, keep the best policy; return the row."""
         assert self.evaluator is not None
         updates = int(counters["updates"])
         key = self.ecfg.video_key or self.cfg.policy.image_key
@@ -194,16 +205,18 @@ class PeriodicEval:
         return self.best is None or score(row) > score(self.best)
 
     def _save_best(self, policy: Policy, counters: dict[str, int], row: dict[str, object]) -> None:
-        state = {k: v.detach().cpu().clone() for k, v in policy.state_dict().items()}
-        payload = {
-            "policy": state,
+        assert self.evaluator is not None
+        env = self.evaluator.envs(1)[0]  # the spaces the policy was built for
+        info = {
             "config": self.cfg.stored(),  # as checkpoint.pt: never the token
             "algo": self.cfg.algo,
-            "counters": dict(counters),
+            "counters": {k: int(v) for k, v in counters.items()},
             "eval": {k: v for k, v in row.items() if k != "best"},
         }
-        save_atomic(self.run_dir / BEST, payload)
-        self.best = payload["eval"]
+        save_policy_file(
+            self.run_dir / BEST, policy.state_dict(), info, env.observation_space, env.action_space
+        )
+        self.best = info["eval"]
 
     def summary(self) -> dict[str, object] | None:
         """What ``summary.json`` records: the scenes, the final and the best evaluation."""

@@ -1,8 +1,9 @@
 """A trained policy from a run folder, acting on the env's own observations.
 
-:func:`load_policy` reads a run's ``best.pt`` (the best policy by held-out success) or its
-``checkpoint.pt`` with the config it was trained with, and builds the policy for that config's
-env. :meth:`TrainedPolicy.act` takes one raw observation, as ``env.reset`` and ``env.step``
+:func:`load_policy` reads a run's ``best.safetensors`` (the best policy by held-out success) or
+its ``policy.safetensors`` (the last checkpoint's), policy files that carry their config and
+spaces (:mod:`evolve_envs.train.policy_file`): no env is built and no code in the file runs.
+:meth:`TrainedPolicy.act` takes one raw observation, as ``env.reset`` and ``env.step``
 return it (with the ``info`` that carries the task text, for a policy that reads it), and
 returns one action: the encoding the training workers apply happens inside. ``deterministic``
 (the default) acts with the mean action, as the held-out evaluation does.
@@ -36,19 +37,20 @@ __all__ = ["TrainedPolicy", "load_policy", "saved_policy_path"]
 
 
 def saved_policy_path(run_dir: str | os.PathLike[str], best: bool | None = None) -> Path:
-    """The file :func:`load_policy` reads: ``best.pt`` (``best=True``), ``checkpoint.pt``
-    (``best=False``), or ``best.pt`` when the run wrote one, else ``checkpoint.pt`` (``None``).
-    A ``.pt`` file is itself.
+    """The file :func:`load_policy` reads: ``best.safetensors`` (``best=True``),
+    ``policy.safetensors`` (``False``), or the first of them there (``None``); a file is itself.
 
     >>> saved_policy_path("runs/rp", best=False).name
-    'checkpoint.pt'
+    'policy.safetensors'
     """
+    from evolve_envs.train.policy_file import saved_source
+
     src = Path(run_dir)
-    if not src.is_dir() and src.suffix == ".pt":
+    if src.is_file() or src.suffix in (".safetensors", ".pt"):
         return src
     if best is None:
-        best = (src / "best.pt").is_file()
-    return src / ("best.pt" if best else "checkpoint.pt")
+        best = saved_source(src, best=True).is_file()
+    return saved_source(src, best=best)
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ class TrainedPolicy:
     ...                   reward_model={"enable": False})
     >>> env = make_eval_env(cfg)
     >>> net = policy_from_config(cfg.policy, env.observation_space, env.action_space)
-    >>> untrained = TrainedPolicy(net, cfg, Path("runs/rp/best.pt"), {})
+    >>> untrained = TrainedPolicy(net, cfg, Path("runs/rp/best.safetensors"), {})
     >>> obs, info = env.reset(seed=0)
     >>> untrained.act(obs, info).shape
     (2,)
@@ -104,24 +106,29 @@ class TrainedPolicy:
         return make_worker_env(self.config) if reward_model else make_eval_env(self.config)
 
 
-def load_policy(run_dir: str | os.PathLike[str], *, best: bool | None = None) -> TrainedPolicy:
-    """The trained policy of a run folder (or of a ``.pt`` file): ``best.pt`` when the run wrote
-    one (held-out evaluation on), else ``checkpoint.pt``; ``best=True`` / ``False`` insists on
-    one. ``FileNotFoundError`` says what is missing. See the module's example."""
+def load_policy(
+    run_dir: str | os.PathLike[str], *, best: bool | None = None, trust: bool = False
+) -> TrainedPolicy:
+    """The trained policy of a run folder or a policy file (:func:`saved_policy_path`), built
+    from the spaces the file carries (no env) and with no code of the file run; an older ``.pt``
+    that needs the full unpickler only with ``trust``. See the module's example."""
     from evolve_envs.train.evaluation import make_eval_env, read_saved
     from evolve_envs.train.worker_env import policy_from_config
 
     src = Path(run_dir)
-    if src.is_dir():  # read_saved names what is missing (best.pt: a run without eval)
-        saved = read_saved(src, best=saved_policy_path(src, best).name == "best.pt")
+    if src.is_dir():  # read_saved names what is missing (best: a run without eval)
+        saved = read_saved(src, best=saved_policy_path(src, best).stem == "best", trust=trust)
     else:
-        saved = read_saved(src)
-    env = make_eval_env(saved.cfg)
-    try:
-        policy = policy_from_config(saved.cfg.policy, env.observation_space, env.action_space)
-    finally:
-        env.close()
+        saved = read_saved(src, trust=trust)
+    obs_space, act_space = saved.observation_space, saved.action_space
+    if obs_space is None or act_space is None:  # an older .pt: the env tells the spaces
+        env = make_eval_env(saved.cfg)
+        try:
+            obs_space, act_space = env.observation_space, env.action_space
+        finally:
+            env.close()
+    policy = policy_from_config(saved.cfg.policy, obs_space, act_space)
     policy.load_state_dict(saved.payload["policy"])
     policy.eval()
-    counters = dict(saved.payload.get("counters") or {})
+    counters = {str(k): int(v) for k, v in dict(saved.payload.get("counters") or {}).items()}
     return TrainedPolicy(policy, saved.cfg, saved.path, counters)

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import evolve_envs
+from evolve_envs.train.policy_file import read_policy_file
 
 SHORT = {
     "workers": {"num_workers": 1, "num_envs": 2, "num_cpus": 0.01},
@@ -35,11 +36,11 @@ def test_train_from_python_then_act_with_the_trained_policy(ray_local, tmp_path)
 
     policy = evolve_envs.load_policy(result.run_dir)
     assert isinstance(policy, evolve_envs.TrainedPolicy) and policy.path == result.best
-    saved = torch.load(result.best, map_location="cpu", weights_only=False)["policy"]
+    saved = read_policy_file(result.best).state_dict
     for key, value in policy.policy.state_dict().items():
         assert torch.equal(value, saved[key]), key
     last = evolve_envs.load_policy(result.run_dir, best=False)
-    assert last.path == result.checkpoint and last.counters["updates"] == 2
+    assert last.path == result.policy and last.counters["updates"] == 2
 
     env = policy.make_env()
     try:
@@ -66,7 +67,7 @@ def test_no_config_and_no_run_to_resume_is_named() -> None:
 
 def test_a_run_without_held_out_evaluation_has_no_best_policy(tmp_path) -> None:
     (tmp_path / "checkpoint.pt").write_bytes(b"")
-    with pytest.raises(FileNotFoundError, match="best.pt is written by a run with held-out"):
+    with pytest.raises(FileNotFoundError, match="best.safetensors is written by a run with held"):
         evolve_envs.load_policy(tmp_path, best=True)
 
 

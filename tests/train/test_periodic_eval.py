@@ -3,9 +3,9 @@
 One short ReachPlace run of ``evolve-envs train`` (rewards from the real embedded service) with
 ``eval.every_updates`` and ``--wandb`` in W&B's offline mode is shared by the tests: held-out
 success lands in ``eval.csv``, the metrics rows, TensorBoard (scalars and the video) and the W&B
-run files; ``best.pt`` holds the best evaluation; ``evolve-envs evaluate`` reproduces it from the
-saved policy and writes its JSON and MP4. The D3 bench's snapshot evaluation runs on the same
-code.
+run files; ``best.safetensors`` holds the best evaluation; ``evolve-envs evaluate`` reproduces it
+from the saved policy and writes its JSON and MP4. The D3 bench's snapshot evaluation runs on the
+same code.
 """
 
 from __future__ import annotations
@@ -69,14 +69,17 @@ def test_held_out_success_is_logged_beside_the_training_metrics(run: Path) -> No
     assert (run / "eval_videos" / "update_00000003.mp4").is_file()
 
 
-def test_best_pt_holds_the_best_policy_and_evaluate_reproduces_its_number(run: Path) -> None:
+def test_best_policy_file_holds_the_best_policy_and_evaluate_reproduces_its_number(
+    run: Path,
+) -> None:
     import imageio.v2 as imageio
-    import torch
 
     from evolve_envs.cli.main import main
+    from evolve_envs.train.policy_file import read_policy_file
 
-    best = torch.load(run / "best.pt", map_location="cpu", weights_only=False)
-    assert {"policy", "config", "counters", "eval"} <= set(best)
+    saved = read_policy_file(run / "best.safetensors")
+    best = saved.info
+    assert saved.state_dict and {"config", "counters", "eval", "algo"} <= set(best)
     out = run.parent / "evaluated"
     argv = ["evaluate", str(run), "--best", "--episodes", "3", "--videos", "2", "--out", str(out)]
     assert main(argv) == 0

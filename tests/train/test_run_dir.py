@@ -15,6 +15,7 @@ from tests.e2e.test_train import TOY
 #: what an earlier run with held-out evaluation left: a new run without eval writes none of these
 EARLIER = {
     "best.pt": b"old policy",
+    "best.safetensors": b"old policy",
     "eval.csv": b"updates,success\n3,0.9\n",
     "checkpoint.pt": b"old",
     "config.yaml": b"algo: distrl\n",
@@ -89,7 +90,8 @@ def test_a_run_with_overwrite_lists_only_its_own_files(ray_local, tmp_path, caps
     closing = [ln for ln in out.splitlines() if ln.startswith(f"wrote {run_dir}:")]
     assert len(closing) == 1, out
     assert "checkpoint.pt" in closing[0] and "metrics.csv" in closing[0]
-    for old in ("best.pt", "eval.csv", "eval_videos"):  # this run had no evaluation
+    # this run had no evaluation
+    for old in ("best.pt", "best.safetensors", "eval.csv", "eval_videos"):
         assert old not in closing[0] and not (run_dir / old).exists(), old
     assert "old" not in (run_dir / "train.log").read_text().splitlines()[:1]
     assert (run_dir / "notes.txt").read_text() == "the user's own file"
