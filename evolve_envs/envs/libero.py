@@ -21,6 +21,12 @@ from evolve_envs.envs.libero_process import (
     raise_setup_error,
     stdout_to_log,
 )
+from evolve_envs.envs.libero_render import (
+    RENDERED_CAMERAS,
+    RenderCameras,
+    SceneCapture,
+    check_render_cameras,
+)
 from evolve_envs.envs.libero_tasks import (
     ACTION_DIM,
     CAMERAS,
@@ -46,6 +52,17 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     >>> obs["agentview_image"].shape  # doctest: +SKIP
     (128, 128, 3)
     >>> env.close()  # doctest: +SKIP
+
+    Rendering only the frames that are read (docs/envs.md): with ``render_cameras="on_demand"``
+    the image entries of cameras nobody asked for hold zeros, ``info["rendered_cameras"]`` lists
+    those that hold this step's frame, and :meth:`frame` draws one when it is read:
+
+    >>> env = LiberoEnv("libero_10", image_size=128, render_cameras="on_demand")  # doctest: +SKIP
+    >>> obs, info = env.reset(seed=0)  # doctest: +SKIP
+    >>> info["rendered_cameras"], int(obs["agentview_image"].max())  # doctest: +SKIP
+    ([], 0)
+    >>> env.frame("agentview_image").max() > 0, info["rendered_cameras"]  # doctest: +SKIP
+    (True, ['agentview_image'])
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
@@ -61,6 +78,7 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         init_state: InitStateMode | int = "random",
         num_settle_steps: int = 10,
         render_mode: str | None = "rgb_array",
+        render_cameras: RenderCameras = "always",
     ) -> None:
         configure_process()
         check_suite(suite)
@@ -78,6 +96,12 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be 'rgb_array' or None, got {render_mode!r}")
         self.render_mode = render_mode
+        # the cameras rendered at every step, the others only when read (see ``frame``): as
+        # requested, and in effect (the request applies at the next reset)
+        self._requested = check_render_cameras(render_cameras, self.cameras)
+        self._every_step = self.cameras
+        self._capture: SceneCapture | None = None  # installed while some camera is on demand
+        self._rendered: list[str] = []  # this step's image keys holding its frame (info's list)
 
         self._benchmark = load_suite(suite)
         self.task_id = resolve_task(self._benchmark, task_id, suite)
@@ -130,7 +154,7 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     def render(self) -> np.ndarray | None:
         if self.render_mode is None or self._last_obs is None:
             return None
-        return self._last_obs[f"{self.cameras[0]}_image"]
+        return self.frame(f"{self.cameras[0]}_image")
 
     def close(self) -> None:
         """Free the simulator and its GL context (idempotent)."""
@@ -141,6 +165,56 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             finally:
                 self._sim_env = None
         super().close()
+
+    # ------------------------------------------------------------------ rendering on demand
+    @property
+    def render_cameras(self) -> tuple[str, ...]:
+        """The cameras rendered at every step from the next reset on (all of them unless some
+        render on demand)."""
+        return self._requested
+
+    @render_cameras.setter
+    def render_cameras(self, value: RenderCameras) -> None:
+        """Change which cameras render at every step; takes effect at the next ``reset()``."""
+        self._requested = check_render_cameras(value, self.cameras)
+
+    @property
+    def on_demand_keys(self) -> frozenset[str]:
+        """The image keys whose frames are drawn only when read (through :meth:`frame`) in the
+        current episode; empty when every camera renders at every step."""
+        if self._capture is None:
+            return frozenset()
+        return frozenset(f"{c}_image" for c in self.cameras if c not in self._every_step)
+
+    def frame(self, key: str) -> np.ndarray:
+        """The latest observation's frame of camera ``key`` (e.g. ``"agentview_image"``).
+
+        A camera rendered on demand is drawn now, from the scene recorded when robosuite would
+        have rendered it, into the observation's entry (filled in place) and added to ``info``'s
+        ``rendered_cameras``; later calls before the next step return the same array. Ask
+        before the next ``step()``/``reset()``: only the latest scene is kept.
+        """
+        obs = self._last_obs
+        if obs is None:
+            raise RuntimeError("LiberoEnv.frame() called before reset()")
+        if key not in obs or key == "state":
+            images = [k for k in obs if k != "state"]
+            raise KeyError(f"LiberoEnv.frame(): {key!r} is not an image key ({images})")
+        if key not in self._rendered:
+            assert self._capture is not None
+            alias = key[: -len("_image")]
+            obs[key][...] = self._orient(self._capture.draw(CAMERAS[alias]))
+            self._rendered.append(key)
+        return obs[key]
+
+    def _install_capture(self) -> None:
+        """Replace the camera sensors by scene captures (robosuite's hard reset leaves them)."""
+        problem = self._ensure_sim().env
+        if self._capture is None:
+            self._capture = SceneCapture(lambda: self._sim_env.env, self.image_hw)
+        for alias in self.cameras:
+            name = CAMERAS[alias]
+            problem.modify_observable(f"{name}_image", "sensor", self._capture.sensor(name))
 
     # ------------------------------------------------------------------ extras
     @property
@@ -182,6 +256,7 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     # ------------------------------------------------------------------ internals
     def _ensure_sim(self) -> Any:
         if self._sim_env is None:
+            self._capture = None  # a new simulator renders every camera until its first reset
             self._sim_env = self._build_sim()
         return self._sim_env
 
@@ -217,8 +292,20 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         rebuilds = problem.hard_reset and not problem.deterministic_reset
         if rebuilds and isinstance(getattr(problem, "object_property_initializers", None), list):
             problem.object_property_initializers.clear()
-        with seeded_global_rng(self.scene_seed(init_state_id)):
-            sim_env.reset()
+        self._every_step = self._requested
+        on_demand = len(self._every_step) < len(self.cameras)
+        # robosuite's reset re-creates the camera sensors (and renders them twice) unless told
+        # that it has no camera observations; the capture sensors installed stay in place
+        problem.use_camera_obs = self._capture is None or not on_demand
+        try:
+            with seeded_global_rng(self.scene_seed(init_state_id)):
+                sim_env.reset()
+        finally:
+            problem.use_camera_obs = True
+        if not on_demand:
+            self._capture = None  # the reset put robosuite's rendering sensors back
+        elif self._capture is None:
+            self._install_capture()
 
     def _choose_init_state(self, options: dict[str, object] | None) -> int:
         n = self.num_init_states
@@ -257,9 +344,16 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return np.ascontiguousarray(image, dtype=np.uint8)
 
     def _convert_obs(self, raw: dict[str, object]) -> dict[str, np.ndarray]:
-        obs: dict[str, np.ndarray] = {
-            f"{alias}_image": self._orient(raw[f"{CAMERAS[alias]}_image"]) for alias in self.cameras
-        }
+        obs: dict[str, np.ndarray] = {}
+        self._rendered = []  # a new list: the previous step's info keeps its own
+        h, w = self.image_hw
+        for alias in self.cameras:
+            key = f"{alias}_image"
+            if self._capture is None:
+                obs[key] = self._orient(raw[f"{CAMERAS[alias]}_image"])
+                self._rendered.append(key)
+            else:  # drawn below when rendered at every step, else when read (``frame``)
+                obs[key] = np.zeros((h, w, 3), np.uint8)
         obs["state"] = np.concatenate(
             [
                 raw["robot0_eef_pos"],
@@ -268,6 +362,9 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             ]
         ).astype(np.float32)
         self._last_obs = obs
+        if self._capture is not None:
+            for alias in self._every_step:
+                self.frame(f"{alias}_image")
         return obs
 
     def _info(self, *, success: bool) -> dict[str, object]:
@@ -278,6 +375,7 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             "task_id": self.task_id,
             "init_state_id": self._init_state_id,
             "is_success": success,
+            RENDERED_CAMERAS: self._rendered,
         }
 
 

@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.core import ActType, ObsType
 
+from evolve_envs.envs.libero_render import camera_frame
 from evolve_envs.progress.frame_store import Encoding, FrameStore, uniform_indices
 
 __all__ = ["FrameStore", "FrameCache", "find_frame_store", "uniform_indices"]
@@ -65,7 +66,7 @@ class FrameCache(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.Reco
         if not isinstance(obs, dict) or self.camera not in obs:
             keys = sorted(obs) if isinstance(obs, dict) else type(obs).__name__
             raise KeyError(f"FrameCache: observation has no camera key {self.camera!r} ({keys})")
-        return np.asarray(obs[self.camera])
+        return camera_frame(self.env, obs, self.camera)  # drawn now by an env rendering on demand
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, object] | None = None

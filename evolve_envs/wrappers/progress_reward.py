@@ -46,6 +46,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.core import ActType, ObsType
 
+from evolve_envs.envs.libero_render import camera_frame
 from evolve_envs.progress.settled_episode import SettledEpisode
 from evolve_envs.progress.task_text import task_text
 from evolve_envs.progress.tracker import ProgressTracker
@@ -152,12 +153,11 @@ class ProgressReward(
             return np.stack([self._one_frame(obs, camera) for camera in self.camera])
         return self._one_frame(obs, self.camera)
 
-    @staticmethod
-    def _one_frame(obs: ObsType, camera: str) -> np.ndarray:
+    def _one_frame(self, obs: ObsType, camera: str) -> np.ndarray:
         if not isinstance(obs, Mapping) or camera not in obs:
             keys = sorted(obs) if isinstance(obs, Mapping) else type(obs).__name__
             raise KeyError(f"ProgressReward: observation has no camera key {camera!r} ({keys})")
-        return np.asarray(obs[camera])
+        return camera_frame(self.env, obs, camera)  # drawn now by an env rendering on demand
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, object] | None = None

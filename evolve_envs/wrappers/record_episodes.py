@@ -10,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.core import ActType, ObsType
 
+from evolve_envs.envs.libero_render import camera_frame
 from evolve_envs.recording.episodes import EpisodeWriter
 
 __all__ = ["RecordEpisodes", "image_keys", "wrap_recording"]
@@ -78,7 +79,7 @@ class RecordEpisodes(
     def _add_frames(self, obs: ObsType) -> None:
         """Append the JPEG of every camera's frame in ``obs``."""
         for key in self.cameras:
-            frame = obs[key] if isinstance(obs, Mapping) else obs
+            frame = camera_frame(self.env, obs, key) if isinstance(obs, Mapping) else obs
             self._frames[key].append(self.writer.encode(np.asarray(frame, dtype=np.uint8)))
 
     def _state(self, obs: ObsType) -> np.ndarray | None:
