@@ -3,8 +3,8 @@
 The config (a shipped name, a YAML path, a mapping or a ``TrainConfig``) is read and checked once;
 keyword arguments override its keys by block or dotted path (docs/training.md, "From Python").
 
->>> nested_overrides({"algo": "grpo", "learner.lr": 1e-3, "run": {"minutes": 1}})
-{'algo': 'grpo', 'learner': {'lr': 0.001}, 'run': {'minutes': 1}}
+>>> nested_overrides({"algo": "grpo", "grpo.lr": 1e-3, "run": {"minutes": 1}})
+{'algo': 'grpo', 'grpo': {'lr': 0.001}, 'run': {'minutes': 1}}
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ ConfigSource = str | os.PathLike[str] | TrainConfig | Mapping[str, object]
 
 def nested_overrides(overrides: Mapping[str, object]) -> dict[str, object]:
     """Keyword overrides as one nested mapping: a dotted key (``"learner.lr"``) becomes nested
-    blocks; blocks given twice are merged (see the module's example)."""
+    blocks; blocks given twice are merged (see the module's example). Each algorithm reads its
+    own block: under ``algo: grpo`` the rate is ``grpo.lr`` (``learner.lr`` is refused)."""
     out: dict[str, object] = {}
     for key, value in overrides.items():
         for part in reversed(key.split(".")):

@@ -57,9 +57,11 @@ __all__ = [
     "RunConfig",
     "TrainConfig",
     "WorkersConfig",
+    "TWIN_KEYS",
     "load_train_config",
     "parse_override",
     "resolve_train_config",
+    "unread_keys",
 ]
 
 _STRICT = ConfigDict(extra="forbid", validate_default=True)
@@ -318,21 +320,57 @@ def _layer(source: TrainSource) -> Mapping[str, object]:
     return read_yaml(resolve_train_config(source))
 
 
+#: The keys both algorithms' blocks have (``lr``, ``entropy_coef``, ``max_grad_norm``, ...):
+#: GRPO reads its own block's, so ``learner``'s are ignored under ``algo: grpo``.
+TWIN_KEYS = tuple(k for k in LearnerConfig.model_fields if k in GrpoConfig.model_fields)
+
+
+def _is_stored(source: Mapping[str, object]) -> bool:
+    # a whole stored config (TrainConfig.stored(): a checkpoint's, a policy file's) lists every
+    # key of both blocks: they are not keys someone set
+    return all(
+        isinstance(source.get(block), Mapping) and set(model.model_fields) <= set(source[block])
+        for block, model in (("learner", LearnerConfig), ("grpo", GrpoConfig))
+    )
+
+
+def unread_keys(algo: str, settings: Mapping[str, object]) -> list[str]:
+    """The ``learner`` twin keys (:data:`TWIN_KEYS`) ``settings`` sets under ``algo: grpo``.
+
+    >>> unread_keys("grpo", {"learner": {"lr": 1e-3, "batch_size": 4}, "grpo": {"lr": 1e-3}})
+    ['learner.lr: not read under algo: grpo (set grpo.lr)']
+    """
+    # ``grpo`` keys under distrl stay allowed: configs and tuning spaces set GRPO's block ahead
+    # of an --algo grpo switch, and distrl is the default when nothing names an algorithm
+    block = settings.get("learner")
+    if algo != "grpo" or not isinstance(block, Mapping):
+        return []
+    keys = [k for k in TWIN_KEYS if k in block]
+    return [f"learner.{k}: not read under algo: grpo (set grpo.{k})" for k in keys]
+
+
 def load_train_config(
     *sources: TrainSource, overrides: Sequence[str] | Mapping[str, object] | None = None
 ) -> TrainConfig:
     """Layer sources (paths, shipped names, mappings, configs), then ``overrides``, and
     validate: the stack blocks once, as :func:`~evolve_envs.stack.loading.load_config` does
-    (environment variables included), with the training blocks.
+    (environment variables included), with the training blocks. ``learner.lr`` (any twin key)
+    set by a mapping or an override under ``algo: grpo`` is a ConfigError (:func:`unread_keys`).
     """
     data: dict[str, object] = {}
+    settings: dict[str, object] = {}  # what mappings and overrides set; files carry both blocks
     for source in sources:
-        data = merge(data, _layer(source))
+        layer = _layer(source)
+        data = merge(data, layer)
+        if isinstance(source, Mapping) and not _is_stored(source):
+            settings = merge(settings, layer)
     if isinstance(overrides, Mapping):
         data = merge(data, overrides)
+        settings = merge(settings, overrides)
     else:
         for text in overrides or ():
             data = merge(data, parse_override(text))
+            settings = merge(settings, parse_override(text))
     blocks = {k: data.pop(k) for k in STACK_BLOCKS if k in data}
     problems: list[str] = []
     try:
@@ -346,4 +384,7 @@ def load_train_config(
         problems.insert(0, format_validation_error(exc, TrainConfig))
     if problems:
         raise ConfigError("\n".join(problems)) from None
+    unread = unread_keys(cfg.algo, settings)
+    if unread:
+        raise ConfigError("; ".join(unread))
     return cfg
