@@ -1,6 +1,6 @@
-"""The package's house rules, read from the source: module length, ``# fmt: skip``, the share of
-docstring lines, and ``Any`` in annotations. Each function takes the package's folder, so a test
-can run it on a copy with a planted fault.
+"""The package's house rules, read from the source: ``# fmt: skip`` and ``Any`` in annotations
+(``measure`` also counts lines and docstring lines, for the record). Each function takes the
+package's folder, so a test can run it on a copy with a planted fault.
 
 >>> fmt_skips_outside_tables_in("X = [1,  2]  # fmt: skip\\nf( 1 )  # fmt: skip\\n")
 [2]
@@ -17,23 +17,8 @@ from pathlib import Path
 
 from tests.layout.import_graph import PACKAGE, modules
 
-MAX_LINES = 400
-#: the comment that lets a module stay longer, in its first lines
-REASON = re.compile(r"^#\s*Over 400 lines:\s*\S")
-REASON_WITHIN = 10
-MAX_DOCSTRING_SHARE = 0.15
 MAX_ANY = 534
 UPPER = re.compile(r"_?[A-Z][A-Z0-9_]*")
-
-
-def long_modules(root: Path = PACKAGE) -> dict[str, int]:
-    """Modules over ``MAX_LINES`` lines with no ``# Over 400 lines: <reason>`` line at the top."""
-    out = {}
-    for name, path in modules(root).items():
-        lines = path.read_text().splitlines()
-        if len(lines) > MAX_LINES and not any(REASON.match(s) for s in lines[:REASON_WITHIN]):
-            out[name] = len(lines)
-    return out
 
 
 def _is_table(node: ast.stmt) -> bool:

@@ -1,6 +1,6 @@
-"""The house rules of the package's source: modules of at most 400 lines (or a reason written at
-the top), ``# fmt: skip`` on data tables only, docstrings at most 15 % of the lines, and at most
-534 ``Any`` in annotations. Each check is shown failing on a copy of the package with a fault."""
+"""The house rules of the package's source: ``# fmt: skip`` on data tables only, and at most 534
+``Any`` in annotations. Each check is shown failing on a copy of the package with a fault. (A
+module is as long as its one concern needs: no line cap, no docstring share.)"""
 
 from __future__ import annotations
 
@@ -24,32 +24,12 @@ def copy(tmp_path: Path) -> Path:
     return out
 
 
-def test_no_module_over_400_lines_without_a_reason() -> None:
-    assert hr.long_modules() == {}
-
-
 def test_no_fmt_skip_outside_data_tables() -> None:
     assert hr.fmt_skips() == {}
 
 
-def test_docstrings_are_at_most_15_percent_of_the_lines() -> None:
-    lines, docs, _ = hr.measure()
-    assert docs / lines <= hr.MAX_DOCSTRING_SHARE, f"{docs} of {lines} lines ({docs / lines:.1%})"
-
-
 def test_any_in_annotations_is_at_most_534() -> None:
     assert hr.measure()[2] <= hr.MAX_ANY
-
-
-def test_the_check_catches_a_long_module_and_reads_its_reason(copy: Path) -> None:
-    target = copy / "progress" / "task_text.py"
-    body = target.read_text().splitlines()
-    target.write_text("\n".join(body + ["x = 0"] * (401 - len(body))) + "\n")
-    assert hr.long_modules(copy).get("evolve_envs.progress.task_text") == 401
-    target.write_text("# Over 400 lines: one table of task names\n" + target.read_text())
-    assert "evolve_envs.progress.task_text" not in hr.long_modules(copy)
-    target.write_text("\n" * 10 + target.read_text())  # the reason below the first 10 lines
-    assert "evolve_envs.progress.task_text" in hr.long_modules(copy)
 
 
 def test_the_check_catches_a_fmt_skip_outside_a_table(copy: Path) -> None:
@@ -60,14 +40,6 @@ def test_the_check_catches_a_fmt_skip_outside_a_table(copy: Path) -> None:
     code = "def _f():\n    return [1,  2]  # fmt: skip\nlower = [1,  2]  # fmt: skip\n"
     target.write_text(target.read_text() + table + code)
     assert hr.fmt_skips(copy)["evolve_envs.progress.task_text"] == before + [n + 4, n + 5]
-
-
-def test_the_check_catches_too_many_docstring_lines(copy: Path) -> None:
-    lines, docs, _ = hr.measure(copy)
-    prose = '"""' + "a line of prose\n" * lines + '"""\n'
-    (copy / "progress" / "prose.py").write_text(prose)
-    lines, docs, _ = hr.measure(copy)
-    assert docs / lines > hr.MAX_DOCSTRING_SHARE
 
 
 def test_the_check_counts_any_in_annotations(copy: Path) -> None:

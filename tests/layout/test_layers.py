@@ -123,23 +123,6 @@ def test_package_root_is_small() -> None:
     assert len(root) <= 6, root
 
 
-def test_no_module_is_over_500_lines() -> None:
-    """Files of one job each: a module past 500 lines is split along its jobs."""
-    long = {
-        name: n
-        for name, path in ig.modules().items()
-        if (n := len(path.read_text().splitlines())) > 500
-    }
-    assert long == {}
-
-
-def test_no_bench_script_is_over_500_lines() -> None:
-    """The benches keep the package's rule: a script past 500 lines is split along its phases."""
-    bench = ig.PACKAGE.parent / "bench"
-    long = {p.name: n for p in bench.glob("*.py") if (n := len(p.read_text().splitlines())) > 500}
-    assert long == {}
-
-
 def test_reports_import_no_program() -> None:
     """``cli/reports`` renders what the programs hand it; it never imports a program of ``cli/``."""
     reports = "evolve_envs.cli.reports"
