@@ -5,7 +5,7 @@ failing replicas down and re-probes them (docs/ARCHITECTURE.md, "The failover tr
 A busy replica is not a failing one: each replica takes at most ``max_in_flight`` requests from
 this transport at once (more wait their turn), and an overload answer (429, or 503 with
 ``Retry-After``) halves that window instead of counting towards marking the replica down
-(docs/sizing.md, "Backpressure").
+(docs/sizing.md, "Backpressure: more envs than the service admits").
 The first replica here refuses connections, so the second answers and the first is down:
 
 >>> def replicas(request):
