@@ -14,6 +14,7 @@ from evolve_envs.envs.libero_render import camera_frame, check_render_cameras
 from evolve_envs.reward.service.hosting.embedded import EmbeddedService
 
 KEYS = ("agentview_image", "wrist_image")
+KEYS_ALIASES = ("agentview", "wrist")
 ACTIONS = np.random.default_rng(0).uniform(-1, 1, (8, 7))
 
 
@@ -165,3 +166,17 @@ def test_the_reward_checks_get_fresh_frames(
     for step, frame in always.items():
         assert frame.any() and np.array_equal(frame, on_demand[step]), step
     assert progress_on_demand == progress_always
+
+
+@pytest.mark.libero
+def test_a_stack_config_says_it() -> None:
+    """``env.render_cameras`` in a stack config reaches the env (nothing is built: no simulator)."""
+    from evolve_envs import ConfigError, make_env
+
+    for value, every_step in (("on_demand", ()), (["wrist"], ("wrist",)), ("always", KEYS_ALIASES)):
+        config = {"env": {"suite": "libero_object", "render_cameras": value}}
+        env = make_env([config, {"reward_model": {"enable": False}}])
+        assert env.unwrapped.render_cameras == every_step
+        env.close()
+    with pytest.raises(ConfigError, match=r"env\.render_cameras: .*'sometimes'"):
+        make_env({"env": {"render_cameras": "sometimes"}})
