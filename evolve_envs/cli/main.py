@@ -1,6 +1,6 @@
 """``evolve-envs``: the command-line entry point; one parser builder and one runner per
-subcommand (rollout, tasks, train, evaluate, demo, calibrate, export, fit-reward, relabel), the
-longer ones in modules of their own. The commands are described in docs/getting-started.md.
+subcommand (rollout, tasks, train, evaluate, demo, demos, calibrate, export, fit-reward,
+relabel), the longer ones in modules of their own. The commands are described in docs/getting-started.md.
 
 Usage (shell)::
 
@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from evolve_envs.cli import export, fit_reward, relabel
+from evolve_envs.cli import demos, export, fit_reward, relabel
 from evolve_envs.cli.demo import add_demo, run_demo
 from evolve_envs.cli.errors import (
     CliError,
@@ -326,6 +326,7 @@ COMMANDS: dict[
     "export": (export.add_parser, export.run),
     "relabel": (relabel.add_parser, relabel.run),
     "fit-reward": (fit_reward.add_parser, fit_reward.run),
+    "demos": (demos.add_parser, demos.run),
     "demo": (add_demo, run_demo),
 }
 

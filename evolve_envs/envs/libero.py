@@ -237,6 +237,12 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         """The underlying MuJoCo sim (robosuite ``MjSim``); built on first access."""
         return self._ensure_sim().sim
 
+    @property
+    def problem(self) -> Any:
+        """The LIBERO task's robosuite environment (its objects, goal and robot); built on first
+        access. The scripted expert reads the goal and the poses from it."""
+        return self._ensure_sim().env
+
     def get_sim_state(self) -> np.ndarray:
         """The flattened MuJoCo state (restorable with :meth:`set_sim_state`)."""
         return np.asarray(self._ensure_sim().get_sim_state()).copy()

@@ -13,7 +13,10 @@ from gymnasium.core import ActType, ObsType
 from evolve_envs.envs.libero_render import camera_frame
 from evolve_envs.recording.episodes import EpisodeWriter
 
-__all__ = ["RecordEpisodes", "image_keys", "wrap_recording"]
+__all__ = ["RECORD_META", "RecordEpisodes", "image_keys", "wrap_recording"]
+
+#: ``reset`` option whose mapping is added to the recorded episode's index line.
+RECORD_META = "record_meta"
 
 
 class RecordEpisodes(
@@ -90,7 +93,11 @@ class RecordEpisodes(
     def reset(
         self, *, seed: int | None = None, options: dict[str, object] | None = None
     ) -> tuple[ObsType, dict[str, object]]:
-        obs, info = self.env.reset(seed=seed, options=options)
+        # ``options["record_meta"]``: keys this wrapper adds to the episode's index line (the env
+        # below never sees them), e.g. the scripted behaviour that played it
+        options = dict(options or {})
+        extra = dict(options.pop(RECORD_META, None) or {})
+        obs, info = self.env.reset(seed=seed, options=options or None)
         base = self.env.unwrapped
         init_state_id = info.get("init_state_id")
         if init_state_id is None:
@@ -116,6 +123,7 @@ class RecordEpisodes(
             "orientation": {key: _orientation(base) for key in self.cameras},
             "fps": _fps(base),
             "reward_model": self.reward_model,
+            **extra,
         }
         self._frames = {key: [] for key in self.cameras}
         self._add_frames(obs)
