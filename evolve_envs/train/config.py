@@ -249,6 +249,12 @@ class TrainConfig(BaseModel):
                 f"algo: unknown algorithm {self.algo!r} ('distrl', 'grpo' or "
                 "'package.module:ClassName')"
             )
+        if self.record is not None and getattr(self.reward_model, "calls", None) == "deferred":
+            raise ValueError(
+                "record: a recording takes each step's reward as the step returns it; with "
+                "reward_model.calls: deferred the model's part comes later (record with calls: "
+                "sync or async)"
+            )
         if len(self.workers.env_overrides) > self.workers.num_workers:
             raise ValueError(
                 f"workers.env_overrides has {len(self.workers.env_overrides)} entries for "

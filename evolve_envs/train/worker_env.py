@@ -121,24 +121,17 @@ def make_worker_env(config: TrainConfig, worker_index: int = 0) -> gym.Env:
 
 
 def worker_stack(config: TrainConfig, worker_index: int = 0) -> StackConfig:
-    """The stack config worker ``worker_index`` builds its envs from: ``config.stack(i)``,
-    except that a run which records its episodes (a ``record`` block) plays ``calls: deferred``
-    with ``calls: async``: the recorder writes each step's reward and progress as the step
-    returns, and ``async`` pays those same rewards then.
+    """The stack config worker ``worker_index`` builds its envs from: ``config.stack(i)``, as
+    checked once when the run's config was loaded (a recording with ``calls: deferred`` is
+    refused there, never rewritten here).
 
     Example:
         >>> from evolve_envs.train.config import TrainConfig
-        >>> cfg = TrainConfig(reward_model={"enable": True, "calls": "deferred"},
-        ...                   record={"dir": "runs/rec"})
+        >>> cfg = TrainConfig(reward_model={"enable": True, "calls": "deferred"})
         >>> worker_stack(cfg).reward_model.calls
-        'async'
+        'deferred'
     """
-    stack = config.stack(worker_index)
-    rm = stack.reward_model
-    if stack.record is not None and getattr(rm, "calls", None) == "deferred":
-        async_rm = rm.model_copy(update={"calls": "async"})
-        stack = stack.model_copy(update={"reward_model": async_rm})
-    return stack
+    return config.stack(worker_index)
 
 
 def policy_from_config(

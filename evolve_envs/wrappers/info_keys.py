@@ -45,6 +45,13 @@ INFO_KEYS: dict[str, tuple[InfoKey, ...]] = {
             "reset, step",
             "LIBERO's `check_success()` for the current state (the reward wrappers guarantee the key exists)",
         ),
+        InfoKey(
+            ("rendered_cameras",),
+            "list[str]",
+            "reset, step",
+            "the image keys that hold this step's frame; with `render_cameras: on_demand` the "
+            "others hold zeros until a reader draws them (`camera_frame`)",
+        ),
     ),
     "ProgressiveHorizon": (
         InfoKey(

@@ -65,3 +65,13 @@ def test_shipped_configs_switch_algorithms_and_stored_configs_load_back() -> Non
             assert again.learner == cfg.learner and again.grpo == cfg.grpo
     grpo = TrainConfig(algo="grpo", learner={"lr": 5e-4})
     assert load_train_config(grpo).learner.lr == 5e-4  # a TrainConfig is a whole config
+
+
+def test_a_recording_under_deferred_calls_is_refused_not_rewritten() -> None:
+    overrides = {"reward_model": {"enable": True, "calls": "deferred"}, "record": {"dir": "r"}}
+    with pytest.raises(ConfigError, match="record: .*calls: deferred"):
+        load_train_config("reach_place", overrides)
+    cfg = load_train_config(
+        "reach_place", {"reward_model": {"calls": "async"}, "record": {"dir": "r"}}
+    )
+    assert cfg.stack(0).reward_model.calls == "async"
