@@ -335,7 +335,8 @@ def run_demo(args: argparse.Namespace) -> int:
     t0 = part = time.monotonic()
     out = Path(args.out)
     rec = out / "reach_place" / "episodes"
-    for old in (rec, out / "reach_place" / "model"):  # a recording appends: start it fresh
+    held = out / "reach_place" / "held_out"  # scenes the fitted model never saw
+    for old in (rec, held, out / "reach_place" / "model"):  # a recording appends: start afresh
         if old.exists():
             shutil.rmtree(old)
     n = args.episodes
@@ -350,7 +351,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
     part = time.monotonic()
     model = _fit(rec, out / "reach_place" / "model", args.fit_epochs)
-    fitted = play_reach_place("", n, name="fitted", model_dir=model, fresh=True)
+    fitted = play_reach_place("", n, name="fitted", model_dir=model, fresh=True, record=held)
     table = _indent(_reach_place_table(fitted))
     print(
         f"\n   the fitted model (served by the fitted backend) under the same three policies, "
@@ -360,11 +361,11 @@ def run_demo(args: argparse.Namespace) -> int:
     print(f"\n   the hacking alarm fired on: {', '.join(fired) or 'nothing'}")
     print(
         f"\n3. Which reward model to trust? evolve-envs calibrate re-scores the {3 * n} episodes "
-        "recorded above\n   with each model and checks its judgement against the env's success "
-        "flag (the fitted model\n   was fitted on these episodes):",
+        "just played\n   on scenes the fitted model never saw, with each model, and checks its "
+        "judgement against\n   the env's success flag:",
         flush=True,
     )
-    report = calibrate([str(rec)], [str(model), *SERVICES], threshold=95.0)
+    report = calibrate([str(held)], [str(model), *SERVICES], threshold=95.0)
     write_report(report, out / "reach_place" / "calibration")
     print("\n".join(_calibration_lines(report)))
     print(f"   ({time.monotonic() - part:.0f} s; report in {out / 'reach_place' / 'calibration'})")

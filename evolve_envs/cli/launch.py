@@ -31,6 +31,7 @@ from typing import IO
 from evolve_envs.reward.protocol.token import TOKEN_ENV, TOKEN_FILE_ENV, TokenError, resolve_token
 from evolve_envs.reward.service.backends import BACKENDS
 from evolve_envs.reward.service.hosting.serve_options import add_token_arguments
+from evolve_envs.reward.service.limits import admission_for
 from evolve_envs.reward.service.middleware.auth import check_exposure
 
 __all__ = ["main", "build_parser", "ServerProcess"]
@@ -78,6 +79,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-dir", default=None, help="write each server's output to LOG_DIR/server-PORT.log"
     )
     p.add_argument("--stop-timeout", type=float, default=15.0, help="grace period on shutdown")
+    p.add_argument(
+        "--for-envs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="size each server's admission limit for N rollout envs in all: its share of what "
+        "they can send at once (docs/sizing.md); an explicit --max-concurrent-requests after -- "
+        "wins",
+    )
     p.add_argument("server_args", nargs="*", help="after --: extra evolve-reward-server args")
     return p
 
@@ -89,6 +99,21 @@ def _parse_gpu_ids(text: str) -> list[str]:
     if len(set(ids)) != len(ids):
         raise ValueError(f"--gpu-ids has duplicates: {text}")
     return ids
+
+
+def _admission_args(args: argparse.Namespace, servers: int) -> list[str]:
+    """``--max-concurrent-requests K`` for ``--for-envs N`` (none when the server args set it).
+
+    >>> _admission_args(build_parser().parse_args(["--backend", "mock", "--for-envs", "96"]), 2)
+    ['--max-concurrent-requests', '384']
+    """
+    if args.for_envs is None or any(
+        a.startswith("--max-concurrent-requests") for a in args.server_args
+    ):
+        return []
+    if args.for_envs < 1:
+        raise ValueError(f"--for-envs must be >= 1, got {args.for_envs}")
+    return ["--max-concurrent-requests", str(admission_for(args.for_envs, servers))]
 
 
 def _say(message: str) -> None:
@@ -125,6 +150,7 @@ def _start(args: argparse.Namespace, gpu_ids: list[str]) -> list[ServerProcess]:
             cmd += ["--backend-kwargs-file", args.backend_kwargs_file]
         if args.insecure_no_token:
             cmd.append("--insecure-no-token")
+        cmd += _admission_args(args, len(gpu_ids))
         cmd += list(args.server_args)
         env = dict(os.environ, CUDA_VISIBLE_DEVICES=gpu_id, PYTHONUNBUFFERED="1")
         env.pop(TOKEN_FILE_ENV, None)  # the token goes by value, in the environment only

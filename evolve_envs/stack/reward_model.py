@@ -24,6 +24,7 @@ from evolve_envs.progress.config_error import ConfigError
 from evolve_envs.progress.done_rules import TerminationAudit
 from evolve_envs.progress.tracker import ProgressTracker
 from evolve_envs.reward.clients.pool_settings import PoolSettings, RewardPool, open_pool
+from evolve_envs.reward.service.limits import CLIENT_THREADS, admission_for
 from evolve_envs.stack.config import (
     PickleScorerConfig,
     ProgressModelConfig,
@@ -98,24 +99,6 @@ def check_reward_service(rm: RewardModelConfig, pool: RewardPool) -> Capabilitie
     from evolve_envs.reward.clients.service_check import check_service
 
     return check_service(pool, require=rm.require_service, need_capabilities=rm.kind == "progress")
-
-
-#: Calls one env's reward client runs at once at most (its thread pool: ``open_reward_model``'s
-#: ``max_workers``); an env never has more requests in flight than this.
-CLIENT_THREADS = 8
-#: The reference service's admission limit unless the operator sets one (``serve --help``).
-SERVICE_ADMISSION = 256
-
-
-def admission_for(envs: int) -> int:
-    """The admission limit (``--max-concurrent-requests``) of an embedded service that ``envs``
-    envs share: every request they can have in flight at once, and never below the default.
-
-    Example:
-        >>> admission_for(4), admission_for(48)
-        (256, 384)
-    """
-    return max(SERVICE_ADMISSION, CLIENT_THREADS * max(1, int(envs)))
 
 
 def start_embedded_service(rm: RewardModelConfig, envs: int = 1) -> EmbeddedService:

@@ -24,13 +24,18 @@ __all__ = [
     "PIXELS_PER_IMAGE_TOKEN",
     "APP_LIMITS",
     "CONNECTION_LIMITS",
+    "CLIENT_THREADS",
     "add_limit_arguments",
+    "admission_for",
     "limits_from_args",
     "markdown_table",
 ]
 
 ENV_PREFIX = "EVOLVE_REWARD_"
 MIB = 2**20
+#: Calls one env's reward client runs at once at most (its thread pool): an env never has more
+#: requests in flight than this.
+CLIENT_THREADS = 8
 #: Pixels one image token of a VLM covers (Qwen2-VL / Qwen2.5-VL: 14x14 patches merged 2x2).
 PIXELS_PER_IMAGE_TOKEN = 28 * 28
 
@@ -221,3 +226,18 @@ def markdown_table() -> str:
         env = f"{ENV_PREFIX}{name.upper()}"
         rows.append(f"| {field.description} | {default} | `{flag}` | `{env}` |")
     return "\n".join(rows) + "\n"
+
+
+def admission_for(envs: int, services: int = 1) -> int:
+    """The admission limit (``--max-concurrent-requests``) each of ``services`` services needs so
+    that ``envs`` envs never get a 503 for being too many: its share of every request they can
+    have in flight at once (``CLIENT_THREADS`` each), and never below the default
+    (docs/sizing.md, "Backpressure: more envs than the service admits").
+
+    Example:
+        >>> admission_for(4), admission_for(48), admission_for(96, services=2)
+        (256, 384, 384)
+    """
+    default = int(DEFAULT_LIMITS["max_concurrent_requests"])
+    share = -(-CLIENT_THREADS * max(1, int(envs)) // max(1, int(services)))
+    return max(default, share)
