@@ -24,7 +24,7 @@ from pathlib import Path
 
 from evolve_envs.cli.errors import CliError, ExitStatus
 
-__all__ = ["add_parser", "parse_range", "run"]
+__all__ = ["add_parser", "parse_range", "record_demos", "run"]
 
 
 def parse_range(text: str) -> list[int]:
@@ -94,12 +94,8 @@ def _bar(total: int, initial: int, enabled: bool) -> object | None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``evolve-envs demos``."""
-    import gymnasium as gym
-
-    from evolve_envs.envs.libero import LiberoEnv
-    from evolve_envs.envs.libero_expert import BEHAVIOURS, ScriptedExpert, pick_place_goal
-    from evolve_envs.envs.libero_tasks import check_suite, default_max_episode_steps
-    from evolve_envs.wrappers.record_episodes import RECORD_META, RecordEpisodes
+    from evolve_envs.envs.libero_expert import BEHAVIOURS
+    from evolve_envs.envs.libero_tasks import check_suite
 
     try:
         check_suite(args.suite)
@@ -117,54 +113,16 @@ def run(args: argparse.Namespace) -> int:
     if args.lerobot is not None and Path(args.lerobot).exists():
         raise CliError(f"{args.lerobot} exists; give a new folder with --lerobot", ExitStatus.USAGE)
     out = Path(args.out)
-    cameras = tuple(c.strip() for c in args.cameras.split(",") if c.strip())
-    max_steps = args.max_steps or default_max_episode_steps(args.suite)
-    done = _done(out)
-    todo = [(t, i, b) for t in tasks for i in inits for b in behaviours]
-    bar = _bar(len(todo), sum(key in done for key in todo), not args.no_progress)
     start = time.perf_counter()
-    played = 0
-    for task in tasks:
-        keys = [(task, i, b) for i in inits for b in behaviours if (task, i, b) not in done]
-        if not keys:
-            continue
-        env = LiberoEnv(
-            args.suite,
-            task,
-            cameras=cameras,
-            image_size=args.image_size,
-            render_cameras="on_demand",
-        )
-        try:
-            pick_place_goal(env.problem)
-        except ValueError as exc:
-            env.close()
-            print(f"task {task}: skipped ({exc})")
-            continue
-        recorder = RecordEpisodes(
-            gym.wrappers.TimeLimit(env, max_steps),
-            out,
-            camera=f"{cameras[0]}_image",
-            cameras=[f"{c}_image" for c in cameras],
-            reward_model="none",
-        )
-        try:
-            for _, init, behaviour in keys:
-                meta = {"behaviour": behaviour, "rule_seed": init}
-                recorder.reset(seed=init, options={"init_state_id": init, RECORD_META: meta})
-                expert = ScriptedExpert(behaviour, seed=init)
-                expert.reset(env)
-                ended = False
-                while not ended:
-                    _, _, terminated, truncated, _ = recorder.step(expert.act(env))
-                    ended = terminated or truncated
-                played += 1
-                if bar is not None:
-                    bar.update(1)
-        finally:
-            recorder.close()
-    if bar is not None:
-        bar.close()
+    played = record_demos(
+        out,
+        args.suite,
+        [(t, i, b) for t in tasks for i in inits for b in behaviours],
+        cameras=tuple(c.strip() for c in args.cameras.split(",") if c.strip()),
+        image_size=args.image_size,
+        max_steps=args.max_steps,
+        progress=not args.no_progress,
+    )
     report = _report(out, args.suite)
     (out / "demos_report.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"{played} episode(s) recorded into {out} in {time.perf_counter() - start:.0f} s")
@@ -177,6 +135,69 @@ def run(args: argparse.Namespace) -> int:
         export_lerobot(out, Path(args.lerobot))
         print(f"wrote {args.lerobot}: LeRobotDataset v3.0")
     return ExitStatus.OK
+
+
+def record_demos(
+    out: Path,
+    suite: str,
+    todo: list[tuple[int, int, str]],
+    *,
+    cameras: tuple[str, ...] = ("agentview",),
+    image_size: int = 128,
+    max_steps: int | None = None,
+    progress: bool = False,
+) -> int:
+    """Play and record each (task id, init state, behaviour) of ``todo`` that ``out`` does not
+    hold yet; returns how many were played. A task the expert cannot do is skipped, said once."""
+    import gymnasium as gym
+
+    from evolve_envs.envs.libero import LiberoEnv
+    from evolve_envs.envs.libero_expert import ScriptedExpert, pick_place_goal
+    from evolve_envs.envs.libero_tasks import default_max_episode_steps
+    from evolve_envs.wrappers.record_episodes import RECORD_META, RecordEpisodes
+
+    limit = max_steps or default_max_episode_steps(suite)
+    done = _done(out)
+    bar = _bar(len(todo), sum(key in done for key in todo), progress)
+    played = 0
+    for task in dict.fromkeys(t for t, _, _ in todo):
+        keys = [(t, i, b) for t, i, b in todo if t == task and (t, i, b) not in done]
+        if not keys:
+            continue
+        env = LiberoEnv(
+            suite, task, cameras=cameras, image_size=image_size, render_cameras="on_demand"
+        )
+        try:
+            pick_place_goal(env.problem)
+        except ValueError as exc:
+            env.close()
+            print(f"task {task}: skipped ({exc})")
+            continue
+        recorder = RecordEpisodes(
+            gym.wrappers.TimeLimit(env, limit),
+            out,
+            camera=f"{cameras[0]}_image",
+            cameras=[f"{c}_image" for c in cameras],
+            reward_model="none",
+        )
+        try:
+            for _, init, behaviour in keys:
+                meta = {"behaviour": behaviour, "rule_seed": init}
+                recorder.reset(seed=init, options={"init_state_id": init, RECORD_META: meta})
+                expert = ScriptedExpert(behaviour, seed=init)  # type: ignore[arg-type]
+                expert.reset(env)
+                ended = False
+                while not ended:
+                    _, _, terminated, truncated, _ = recorder.step(expert.act(env))
+                    ended = terminated or truncated
+                played += 1
+                if bar is not None:
+                    bar.update(1)
+        finally:
+            recorder.close()
+    if bar is not None:
+        bar.close()
+    return played
 
 
 def _report(out: Path, suite: str) -> dict[str, object]:

@@ -82,3 +82,21 @@ def test_the_demo_refuses_too_few_episodes_in_one_line(tmp_path: Path, capsys) -
     assert err == (
         "evolve-envs demo: error: --episodes must be >= 2 (the alarm compares windows), got 1"
     )
+
+
+@pytest.mark.libero
+@pytest.mark.slow
+def test_the_learned_libero_model_scores_the_expert_high_and_random_play_low(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from evolve_envs.cli.demo import _learned_libero
+
+    _learned_libero(tmp_path / "libero_object")
+    text = capsys.readouterr().out
+    rows = {line.split()[0]: line.split() for line in text.splitlines() if "%" in line
+            and line.split()[0] in ("expert", "random")}  # fmt: skip
+    # episode, env success, learned final %, /, max %, pixel final %, /, max %
+    expert, random_play = rows["expert"], rows["random"]
+    assert expert[1] == "yes" and random_play[1] == "no", text
+    assert float(expert[2]) >= 90 and float(random_play[2]) <= float(expert[2]) - 30, text
+    assert (tmp_path / "libero_object" / "episodes.jsonl").is_file()

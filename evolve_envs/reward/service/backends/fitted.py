@@ -58,7 +58,10 @@ class FittedProgressBackend(Backend):
             raise BackendError(
                 f"the fitted backend needs a model directory: ckpt_path, --ckpt-path or ${CKPT_ENV}"
             )
+        from evolve_envs.reward.models import resolve_model
+
         try:
+            path = resolve_model(path)
             self.net = load_model(path, device=device)
         except (OSError, ValueError) as exc:
             raise BackendError(f"cannot load the progress model {path}: {exc}") from exc
