@@ -1,6 +1,7 @@
 """``evolve-envs``: the command-line entry point; one parser builder and one runner per
 subcommand (rollout, tasks, train, evaluate, demo, demos, calibrate, export, fit-reward,
-relabel), the longer ones in modules of their own. The commands are described in docs/getting-started.md.
+relabel), the longer ones in modules of their own. The commands are described in
+docs/getting-started.md.
 
 Usage (shell)::
 
