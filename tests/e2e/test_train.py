@@ -119,7 +119,8 @@ def test_train_command_on_reach_place_with_rewards_from_the_service(ray_local, t
     run_dir = tmp_path / "rp"
     config = str(ROOT / "evolve_envs" / "configs" / "distrl" / "reach_place.yaml")
     argv = ["train", "--config", config, "--run-dir", str(run_dir), "--minutes", "0.2"]
-    record = [f"record.dir={tmp_path / 'rec'}", "record.camera=image"]  # the workers record too
+    # the workers record too; a recording takes each step's reward as it comes (calls: async)
+    record = [f"record.dir={tmp_path / 'rec'}", "record.camera=image", "reward_model.calls=async"]
     assert main([*argv, "--no-progress-bar", *SHORT_REACH_PLACE, *record]) == 0
     assert "checkpoint.pt" in capsys.readouterr().out
     rows = _rows(run_dir)
