@@ -297,6 +297,8 @@ class EndpointPool:
                 attempts=num - 1,
             ) from None
         except httpx.TimeoutException as exc:
+            if time.monotonic() >= call.deadline and call.overloads:
+                raise call.budget_spent_overloaded(request, num) from None
             if time.monotonic() >= call.deadline:
                 cause = (
                     f"call budget of {call.budget:.3g} s spent ({type(exc).__name__}; "

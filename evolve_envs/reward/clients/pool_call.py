@@ -164,6 +164,18 @@ class PoolCall:
         self.last_error = error
         return error
 
+    def budget_spent_overloaded(self, request: httpx.Request, num: int) -> RewardServiceError:
+        """The error of attempt ``num`` cut short by the call budget after the service answered
+        overload: it names the overload answer (kind and status), which is what went wrong."""
+        last = self.last_error
+        assert last is not None
+        cause = (
+            f"{last.cause}; the service answered overload {self.overloads} times and the call "
+            f"budget of {self.budget:.3g} s ran out waiting (reward_model.call_budget_s; size "
+            "the service with admission_for or lower reward_model.max_in_flight)"
+        )
+        return self.failed(request, cause, last.kind, num, last.status_code)
+
     def backoff(self, exc: Exception) -> bool | float:
         """stamina's backoff hook: ``False`` to give up now, else the seconds to wait.
 
