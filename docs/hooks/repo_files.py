@@ -1,9 +1,10 @@
 """mkdocs hook: pages that live elsewhere in the repository.
 
 * ``index.md`` is the README, its links made relative to the site;
-* ``benchmarks/RESULTS.md`` (with its plots) is ``bench/RESULTS.md``, which lives beside the
-  benchmarks that write it; pages link to it as ``../bench/...`` (which works in the
-  repository) and the site gets ``benchmarks/...``.
+* ``benchmarks/RESULTS.md`` is ``bench/RESULTS.md``, the headline table, and
+  ``benchmarks/results/pages/*.md`` (with the plots under ``benchmarks/results/``) are its pages
+  under ``bench/results/``, which live beside the benchmarks that write them; pages link to them as
+  ``../bench/...`` (which works in the repository) and the site gets ``benchmarks/...``.
 
 Nothing is copied into ``docs/``: each text has one home.
 """
@@ -27,7 +28,8 @@ def on_files(files: Files, config: Any) -> Files:
     readme = (ROOT / "README.md").read_text()
     files.append(File.generated(config, "index.md", content=readme_as_index(readme)))
     bench = ROOT / "bench"
-    for path in [bench / "RESULTS.md", *sorted((bench / "results").glob("*.png"))]:
+    pages = sorted((bench / "results" / "pages").glob("*.md"))
+    for path in [bench / "RESULTS.md", *pages, *sorted((bench / "results").rglob("*.png"))]:
         rel = path.relative_to(bench).as_posix()
         files.append(File.generated(config, f"benchmarks/{rel}", abs_src_path=str(path)))
     return files

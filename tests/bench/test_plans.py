@@ -1,13 +1,14 @@
-"""Plans come before their records (bench/plans/README.md), and links into RESULTS.md resolve.
+"""Plans come before their records (bench/plans/README.md), and links into the results resolve.
 
 * Every plan ``bench/plans/<name>.md`` names its record dir on a line ``Record dir: <path>``.
   The commit that first added the plan must be a strict ancestor of every commit that added a
   file under that dir (``git merge-base --is-ancestor``, and not the same commit). A plan whose
   record dir holds no committed file passes: nothing ran yet.
-* Every row of RESULTS.md's headline tables ("At a glance", "Headlines") that names a plan
-  names one that exists.
-* Every link into RESULTS.md with an anchor (README, docs/, RESULTS.md itself) names a heading
-  whose anchor is the same on GitHub and on the docs site (``markdown``'s ``toc`` slug).
+* Every row of the headline tables (RESULTS.md's "At a glance", the "Headlines" page under
+  bench/results/pages/) that names a plan names one that exists.
+* Every link with an anchor into RESULTS.md or one of its pages (from the README, docs/,
+  RESULTS.md and the pages) names a heading whose anchor is the same on GitHub and on the docs
+  site (``markdown``'s ``toc`` slug).
 
 The ordering check runs on this repository's history; it is skipped only without ``git`` or in
 a shallow clone (whose history is cut). A tiny repository made here shows the check failing.
@@ -26,6 +27,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PLANS_DIR = ROOT / "bench" / "plans"
 RESULTS = ROOT / "bench" / "RESULTS.md"
+RESULT_PAGES = ROOT / "bench" / "results" / "pages"
 RECORD_DIR = re.compile(r"^Record dir: *(\S+?)/? *$", re.M)
 PLAN_PATH = re.compile(r"bench/plans/[\w.-]+\.md")
 
@@ -111,25 +113,30 @@ def test_every_plan_precedes_its_records() -> None:
 
 
 def headline_rows(text: str, heading: str = "Headlines") -> list[str]:
-    """The rows of the table under RESULTS.md's ``## <heading>``.
+    """The rows of the first table under the heading ``# <heading>`` or ``## <heading>``, up to
+    the next heading of level 1 or 2.
 
     >>> headline_rows("## Headlines\\n\\n| a | b |\\n|---|---|\\n| R2 | x |\\n\\n## P1\\n| no |")
     ['| R2 | x |']
+    >>> headline_rows("# Headlines\\n\\n| a |\\n|---|\\n| R2 |\\n")
+    ['| R2 |']
     """
-    part = ("\n" + text).split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    part = re.split(rf"^##? {re.escape(heading)}\n", text, maxsplit=1, flags=re.M)[1]
+    part = re.split(r"^##? ", part, maxsplit=1, flags=re.M)[0]
     rows = [line for line in part.splitlines() if line.startswith("|")]
     return rows[2:]
 
 
 def test_headline_rows_that_name_a_plan_name_an_existing_one() -> None:
     text = RESULTS.read_text(encoding="utf-8")
-    rows = headline_rows(text, "At a glance") + headline_rows(text, "Headlines")
+    headlines = (RESULT_PAGES / "headlines.md").read_text(encoding="utf-8")
+    rows = headline_rows(text, "At a glance") + headline_rows(headlines, "Headlines")
     assert rows and any(PLAN_PATH.search(row) for row in rows)
     missing = [p for row in rows for p in PLAN_PATH.findall(row) if not (ROOT / p).is_file()]
     assert missing == []
 
 
-# ---------------------------------------------------------------- links into RESULTS.md
+# ---------------------------------------------------------------- links into the results
 
 
 def github_anchor(heading: str) -> str:
@@ -156,17 +163,22 @@ def headings(text: str) -> list[str]:
 
 def test_every_link_into_results_has_one_anchor_on_github_and_on_the_site() -> None:
     pytest.importorskip("markdown")
-    heads = headings(RESULTS.read_text(encoding="utf-8"))
-    both = [github_anchor(h) for h in heads if github_anchor(h) == site_anchor(h)]
-    pages = [ROOT / "README.md", RESULTS, *sorted((ROOT / "docs").rglob("*.md"))]
-    link = re.compile(r"\]\(((?:[\w./-]*RESULTS\.md)?)#([^)\s]+)\)")
-    problems = []
+    results = [RESULTS, *sorted(RESULT_PAGES.glob("*.md"))]
+    both = {}
+    for page in results:
+        heads = headings(page.read_text(encoding="utf-8"))
+        both[page] = [github_anchor(h) for h in heads if github_anchor(h) == site_anchor(h)]
+    pages = [ROOT / "README.md", *results, *sorted((ROOT / "docs").rglob("*.md"))]
+    link = re.compile(r"\]\(([\w./-]*)#([^)\s]+)\)")
+    problems, checked = [], 0
     for page in pages:
         for target, anchor in link.findall(page.read_text(encoding="utf-8")):
-            into_results = target.endswith("RESULTS.md") or (not target and page == RESULTS)
-            if into_results and both.count(anchor) != 1:
-                problems.append(f"{page.relative_to(ROOT)}: #{anchor}")
-    assert problems == []
+            dest = (page.parent / target).resolve() if target else page
+            if dest in both:
+                checked += 1
+                if both[dest].count(anchor) != 1:
+                    problems.append(f"{page.relative_to(ROOT)}: {target}#{anchor}")
+    assert checked and problems == []
 
 
 # ---------------------------------------------------------------- the check can fail
