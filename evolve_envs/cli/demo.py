@@ -284,7 +284,7 @@ _LIBERO_NOTE = """\
 
 def _fit(rec: Path, out: Path, epochs: int) -> Path:
     """Fit a progress model on the recorded episodes (part 2) and say what it is."""
-    from evolve_envs.train.reward_fit.fit import FitOptions, fit_reward
+    from evolve_envs.reward.fitting.trainer import FitOptions, fit_reward
 
     start = time.monotonic()
     print(

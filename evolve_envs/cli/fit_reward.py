@@ -1,5 +1,5 @@
 """``evolve-envs fit-reward DATA --out MODEL_DIR``: fit a progress model on recorded episodes
-(:mod:`evolve_envs.train.reward_fit.fit`).
+(:mod:`evolve_envs.reward.fitting.trainer`).
 
 Usage (shell)::
 
@@ -67,7 +67,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``evolve-envs fit-reward``."""
-    from evolve_envs.train.reward_fit.fit import FitOptions, fit_reward
+    from evolve_envs.reward.fitting.trainer import FitOptions, fit_reward
 
     opts = FitOptions(
         data=args.data,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from evolve_envs.reward.fitting.trainer import FitOptions, fit_reward
 from evolve_envs.train.checkpoint import load_checkpoint
 from evolve_envs.train.config import load_train_config
-from evolve_envs.train.reward_fit.fit import FitOptions, fit_reward
 from tests.e2e.test_train import SHORT_REACH_PLACE
 
 

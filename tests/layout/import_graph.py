@@ -29,6 +29,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("evolve_envs.reward", "evolve_envs.envs"),
     ("evolve_envs.progress",),
     ("evolve_envs.recording",),
+    # fitting a reward model reads recordings; nothing below it (the backends) imports it
+    ("evolve_envs.reward.fitting",),
     ("evolve_envs.wrappers",),
     ("evolve_envs.stack",),
     ("evolve_envs.train",),

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from evolve_envs.reward.service.backends.progress_net import (
+from evolve_envs.reward.fitting.data import FitEpisode, progress_labels
+from evolve_envs.reward.fitting.model import (
     WEIGHTS_FILE,
     ProgressNet,
     content_hash,
 )
-from evolve_envs.train.reward_fit.data import FitEpisode, progress_labels
 
 if TYPE_CHECKING:
     from pydantic import JsonValue

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import torch
 
+from evolve_envs.reward.fitting.trainer import FitOptions, fit_reward
 from evolve_envs.reward.service.backends import make_backend
 from evolve_envs.reward.service.backends.base import DoneItem
 from evolve_envs.reward.service.backends.progress_net import content_hash, load_model
-from evolve_envs.train.reward_fit.fit import FitOptions, fit_reward
 
 transformers = pytest.importorskip("transformers")
 

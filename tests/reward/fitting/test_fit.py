@@ -14,12 +14,12 @@ from safetensors import safe_open
 
 from evolve_envs.cli.main import main as cli_main
 from evolve_envs.recording.episodes import EpisodeWriter
+from evolve_envs.reward.fitting import trainer as fit_module
+from evolve_envs.reward.fitting.data import UnusableDataError, load_episodes
+from evolve_envs.reward.fitting.trainer import FitOptions, done_threshold, fit_reward
 from evolve_envs.reward.service.backends import make_backend
 from evolve_envs.reward.service.backends.base import CriticItem, DoneItem
 from evolve_envs.reward.service.backends.progress_net import content_hash, load_model
-from evolve_envs.train.reward_fit import fit as fit_module
-from evolve_envs.train.reward_fit.data import UnusableDataError, load_episodes
-from evolve_envs.train.reward_fit.fit import FitOptions, done_threshold, fit_reward
 
 TINY = {"input_size": 32, "channels": 8, "batch_size": 16, "progress": False, "held_out": 0.3}
 

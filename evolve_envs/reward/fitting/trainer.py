@@ -1,5 +1,7 @@
-"""`fit_reward`: fit a progress model on a dataset's episodes into a model directory (the loss,
-the resume from ``OUT/.fit/`` and the done threshold are described in docs/fit-reward.md).
+"""`fit_reward`: fit a progress model on a dataset's episodes into a model directory: the data
+streamed into a frame store (:mod:`.data`), the network built (:mod:`.model`), Adam on the loss
+(:mod:`.loss`) for the epochs with a checkpoint in ``OUT/.fit/`` after each (a stopped fit
+resumes from it), the done threshold, the report (:mod:`.report`); docs/fit-reward.md.
 
 Example::
 
@@ -21,20 +23,24 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from evolve_envs.reward.service.backends.progress_net import (
-    ProgressNet,
-    ProgressNetConfig,
-    load_backbone,
-    pick_device,
-    save_model,
-)
-from evolve_envs.train.reward_fit.data import (
+from evolve_envs.reward.fitting.data import (
     FAILURE_CAP,
     FitEpisode,
+    FitSamples,
+    FrameStore,
     UnusableDataError,
     load_episodes,
-    progress_labels,
     split_episodes,
+)
+from evolve_envs.reward.fitting.loss import frame_targets, progress_loss
+from evolve_envs.reward.fitting.model import (
+    ProgressNet,
+    build_model,
+    load_weights,
+    pick_device,
+    save_model,
+    save_weights,
+    trainable,
 )
 
 if TYPE_CHECKING:
@@ -45,9 +51,8 @@ if TYPE_CHECKING:
 __all__ = ["FitOptions", "done_threshold", "fit_reward", "pick_done_threshold"]
 
 _WORK = ".fit"
-#: a done frame (the last of a success) weighs this many ordinary frames: one frame per episode
-#: carries the done decision, which must stand apart from the near misses before it
-DONE_WEIGHT = 5.0
+#: the frame store's file in the work folder (deleted when the fit ends, stopped or not)
+_FRAMES = "frames.u8"
 
 
 @dataclass
@@ -107,15 +112,6 @@ def pick_done_threshold(
     return float(np.round((grid[best[0]] + grid[best[-1]]) / 2, 2))
 
 
-def _frames_and_labels(
-    episodes: Sequence[FitEpisode], done_gap: float | None
-) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    frames = np.concatenate([e.frames for e in episodes])
-    labels = np.concatenate([progress_labels(e.steps, e.success, done_gap) for e in episodes])
-    tasks = [e.task for e in episodes for _ in range(len(e.frames))]
-    return frames, labels, tasks
-
-
 def _data_hash(episodes: Sequence[FitEpisode]) -> str:
     digest = hashlib.sha256()
     for e in episodes:
@@ -138,13 +134,8 @@ def _save_work(
     from safetensors.torch import save_file
 
     work.mkdir(parents=True, exist_ok=True)
-    model = {
-        k: v.detach().cpu().contiguous()
-        for k, v in net.module.state_dict().items()
-        if not k.startswith("backbone.")
-    }
     tensors, groups = _optimizer_tensors(opt)
-    save_file(model, str(work / "model.tmp"))
+    save_weights(net, work / "model.tmp")
     save_file({k: v.cpu().contiguous() for k, v in tensors.items()}, str(work / "optimizer.tmp"))
     (work / "model.tmp").replace(work / "model.safetensors")
     (work / "optimizer.tmp").replace(work / "optimizer.safetensors")
@@ -157,9 +148,7 @@ def _load_work(work: Path, net: ProgressNet, opt: torch.optim.Optimizer) -> tupl
     from safetensors.torch import load_file
 
     state = json.loads((work / "state.json").read_text())
-    net.module.load_state_dict(
-        load_file(str(work / "model.safetensors"), device=net.device), strict=False
-    )
+    load_weights(net, work / "model.safetensors")
     flat = load_file(str(work / "optimizer.safetensors"), device=net.device)
     per: dict[int, dict[str, torch.Tensor]] = {}
     for key, value in flat.items():
@@ -209,14 +198,7 @@ def done_threshold(
     return pick_done_threshold(np.concatenate(scores).tolist(), np.concatenate(last).tolist())
 
 
-def fit_reward(opts: FitOptions) -> dict[str, JsonValue]:
-    """Fit, write the model directory ``opts.out``, and return its report (see module docs)."""
-    import torch
-
-    from evolve_envs.train.reward_fit.report import write_report
-
-    out = Path(opts.out)
-    work = out / _WORK
+def _check(opts: FitOptions, out: Path) -> None:
     if out.exists() and any(p.name != _WORK for p in out.iterdir()):
         raise UnusableDataError(f"{out} exists and is not an interrupted fit; choose another --out")
     if opts.epochs < 1 or opts.batch_size < 1:
@@ -225,71 +207,52 @@ def fit_reward(opts: FitOptions) -> dict[str, JsonValue]:
         raise ValueError(f"failure_cap is a progress in [0, 1), got {opts.failure_cap}")
     if opts.done_on not in ("episode", "frame"):
         raise ValueError(f"done_on is 'episode' or 'frame', got {opts.done_on!r}")
-    started = time.perf_counter()
+
+
+def _read(
+    opts: FitOptions, store: FrameStore
+) -> tuple[list[FitEpisode], list[FitEpisode], list[FitEpisode]]:
+    """The dataset's episodes streamed into ``store``: ``(all, train, held_out)``."""
     episodes = load_episodes(
         opts.data,
-        input_size=opts.input_size,
+        input_size=store.size,
         camera=opts.camera,
         demonstrations=opts.demonstrations,
+        store=store,
     )
     train, held = split_episodes(episodes, opts.held_out, seed=opts.seed)
-    meta = {"options": opts.fingerprint(), "data_hash": _data_hash(episodes)}
-    if (work / "state.json").is_file():
-        old = json.loads((work / "state.json").read_text())
-        if {k: old.get(k) for k in meta} != meta:
-            raise UnusableDataError(
-                f"{work} holds an interrupted fit of other data or options; "
-                "remove it, or fit into another --out"
-            )
-    device = pick_device(opts.device)
-    torch.manual_seed(opts.seed)
-    backbone, dim = load_backbone(opts.backbone, device) if opts.backbone else (None, 0)
-    size = int(getattr(backbone.config, "image_size", 0) or 0) if backbone is not None else 0
-    if size and size != opts.input_size:  # the encoder's own input size
-        episodes = load_episodes(
-            opts.data, input_size=size, camera=opts.camera, demonstrations=opts.demonstrations
-        )
-        train, held = split_episodes(episodes, opts.held_out, seed=opts.seed)
-    config = ProgressNetConfig(
-        input_size=size or opts.input_size,
-        channels=opts.channels,
-        backbone=backbone is not None,
-        backbone_dim=dim,
-        name=opts.name or out.name,
-    )
-    net = ProgressNet(config, backbone=backbone, device=device)
-    params = [p for p in net.module.parameters() if p.requires_grad]
-    opt = torch.optim.Adam(params, lr=opts.lr)
+    return episodes, train, held
+
+
+def _train(
+    net: ProgressNet,
+    samples: FitSamples,
+    opts: FitOptions,
+    work: Path,
+    meta: dict[str, JsonValue],
+) -> list[float]:
+    """Adam on the loss from the last checkpoint in ``work`` (if any) to ``opts.epochs``, a
+    checkpoint after each epoch; each epoch's batches come from the seed and the epoch alone.
+    Returns the mean loss of every epoch."""
+    import torch
+
+    opt = torch.optim.Adam(trainable(net), lr=opts.lr)
     start, losses = _load_work(work, net, opt) if (work / "state.json").is_file() else (0, [])
-    gap = opts.failure_cap if opts.done_gap else None
-    frames, labels, tasks = _frames_and_labels(train, gap)
-    pixels = torch.as_tensor(frames).permute(0, 3, 1, 2).contiguous()  # uint8, on the CPU
-    ok = ~np.isnan(labels)
-    target = torch.as_tensor(np.nan_to_num(labels), device=net.device)
-    is_success = torch.as_tensor(ok, device=net.device)
-    weight = torch.as_tensor(
-        np.where(labels == 1.0, DONE_WEIGHT, 1.0), device=net.device, dtype=torch.float32
-    )
+    target, is_success, weight = frame_targets(samples.labels, net.device)
     bar = _bar(opts.epochs, start, opts.progress)
     for epoch in range(start, opts.epochs):
         net.module.train()
         order = torch.randperm(
-            len(frames), generator=torch.Generator().manual_seed(opts.seed * 100_003 + epoch)
+            len(samples), generator=torch.Generator().manual_seed(opts.seed * 100_003 + epoch)
         ).numpy()
         total, batches = 0.0, 0
         for i in range(0, len(order), opts.batch_size):
             idx = order[i : i + opts.batch_size]
-            ids, offsets = net.words([tasks[j] for j in idx])
-            images = pixels[idx].to(net.device).float() / 255.0
+            ids, offsets = net.words(samples.tasks(idx))
+            pixels = torch.as_tensor(samples.frames(idx)).permute(0, 3, 1, 2).contiguous()
+            images = pixels.to(net.device).float() / 255.0
             pred = torch.sigmoid(net.module(images, ids, offsets))
-            succ, y, w = is_success[idx], target[idx], weight[idx]
-            terms = []
-            if succ.any():
-                err = w[succ] * (pred[succ] - y[succ]) ** 2
-                terms.append(err.sum() / w[succ].sum())
-            if (~succ).any():
-                terms.append((torch.relu(pred[~succ] - opts.failure_cap) ** 2).mean())
-            loss = torch.stack(terms).sum()
+            loss = progress_loss(pred, target[idx], is_success[idx], weight[idx], opts.failure_cap)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -301,19 +264,69 @@ def fit_reward(opts: FitOptions) -> dict[str, JsonValue]:
             bar.set_postfix(loss=f"{losses[-1]:.4f}")
     if bar is not None:
         bar.close()
-    scores = [net.predict(e.frames, [e.task] * len(e.frames)) for e in train]
-    net.config.done_threshold = done_threshold(scores, [e.success for e in train], opts.done_on)
-    save_model(net, out)
-    report = write_report(
-        net,
-        out,
-        train=train,
-        train_scores=scores,
-        held_out=held,
-        losses=losses,
-        fit_s=time.perf_counter() - started,
-        data=str(opts.data),
-        options=opts.fingerprint(),
-    )
+    return losses
+
+
+def fit_reward(opts: FitOptions) -> dict[str, JsonValue]:
+    """Fit, write the model directory ``opts.out``, and return its report (see module docs).
+
+    The frames wait in ``OUT/.fit/frames.u8`` while the fit runs; a dataset that cannot be
+    fitted on leaves nothing behind, a stopped fit its last finished epoch."""
+    import torch
+
+    from evolve_envs.reward.fitting.report import write_report
+
+    out = Path(opts.out)
+    work = out / _WORK
+    _check(opts, out)
+    started = time.perf_counter()
+    fresh = not out.exists()
+    store = FrameStore(work / _FRAMES, opts.input_size)
+    try:
+        episodes, train, held = _read(opts, store)
+        meta = {"options": opts.fingerprint(), "data_hash": _data_hash(episodes)}
+        if (work / "state.json").is_file():
+            old = json.loads((work / "state.json").read_text())
+            if {k: old.get(k) for k in meta} != meta:
+                raise UnusableDataError(
+                    f"{work} holds an interrupted fit of other data or options; "
+                    "remove it, or fit into another --out"
+                )
+        device = pick_device(opts.device)
+        torch.manual_seed(opts.seed)
+        net = build_model(
+            input_size=opts.input_size,
+            channels=opts.channels,
+            name=opts.name or out.name,
+            backbone=opts.backbone,
+            device=device,
+        )
+        if net.config.input_size != store.size:  # the encoder's own input size
+            store.close()
+            store = FrameStore(work / _FRAMES, net.config.input_size)
+            episodes, train, held = _read(opts, store)
+        del episodes
+        gap = opts.failure_cap if opts.done_gap else None
+        losses = _train(net, FitSamples(train, store, gap), opts, work, meta)
+        scores = [net.predict(e.frames, [e.task] * len(e.frames)) for e in train]
+        net.config.done_threshold = done_threshold(scores, [e.success for e in train], opts.done_on)
+        save_model(net, out)
+        report = write_report(
+            net,
+            out,
+            train=train,
+            train_scores=scores,
+            held_out=held,
+            losses=losses,
+            fit_s=time.perf_counter() - started,
+            data=str(opts.data),
+            options=opts.fingerprint(),
+        )
+    except BaseException:
+        if not (work / "state.json").is_file():  # no epoch finished: nothing to resume
+            shutil.rmtree(out if fresh else work, ignore_errors=True)
+        raise
+    finally:
+        store.close()
     shutil.rmtree(work, ignore_errors=True)
     return report
