@@ -1,6 +1,6 @@
 """``evolve-envs``: the command-line entry point; one parser builder and one runner per
-subcommand (rollout, tasks, train, evaluate, demo, demos, calibrate, export, fit-reward,
-relabel), the longer ones in modules of their own. The commands are described in
+subcommand (rollout, tasks, train, evaluate, demo, demos, clone, calibrate, export,
+fit-reward, relabel), the longer ones in modules of their own. The commands are described in
 docs/getting-started.md.
 
 Usage (shell)::
@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from evolve_envs.cli import demos, export, fit_reward, relabel
+from evolve_envs.cli import clone, demos, export, fit_reward, relabel
 from evolve_envs.cli.demo import add_demo, run_demo
 from evolve_envs.cli.errors import (
     CliError,
@@ -328,6 +328,7 @@ COMMANDS: dict[
     "relabel": (relabel.add_parser, relabel.run),
     "fit-reward": (fit_reward.add_parser, fit_reward.run),
     "demos": (demos.add_parser, demos.run),
+    "clone": (clone.add_parser, clone.run),
     "demo": (add_demo, run_demo),
 }
 

@@ -13,6 +13,7 @@ import numpy as np
 from gymnasium import spaces
 
 from evolve_envs.envs.headless import configure_process
+from evolve_envs.envs.libero_expert import GOAL_STATE_DIM, pick_place_goal
 from evolve_envs.envs.libero_process import (
     check_not_forked,
     claim_gl_context,
@@ -36,6 +37,7 @@ from evolve_envs.envs.libero_tasks import (
     check_cameras,
     check_image_size,
     check_init_state,
+    check_init_state_ids,
     check_suite,
     load_suite,
     resolve_task,
@@ -52,6 +54,13 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     >>> obs["agentview_image"].shape  # doctest: +SKIP
     (128, 128, 3)
     >>> env.close()  # doctest: +SKIP
+
+    Scenes: ``init_state`` picks the task's init state at each reset, ``"random"``,
+    ``"ordered"``, ``"by_seed"`` (a reset with ``seed=s`` plays ``init_state_ids[s % len]``, one
+    without a seed a random one) or a fixed id; ``init_state_ids`` limits the first three to
+    those ids (a training split and a held-out split of the 50). ``privileged_state=True``
+    appends the goal object's and target's world positions to ``state`` (8 + 6 floats), the
+    state the scripted expert reads.
 
     Rendering only the frames that are read (docs/envs.md): with ``render_cameras="on_demand"``
     the image entries of cameras nobody asked for hold zeros, ``info["rendered_cameras"]`` lists
@@ -79,6 +88,8 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         num_settle_steps: int = 10,
         render_mode: str | None = "rgb_array",
         render_cameras: RenderCameras = "always",
+        init_state_ids: Sequence[int] | None = None,
+        privileged_state: bool = False,
     ) -> None:
         configure_process()
         check_suite(suite)
@@ -110,6 +121,9 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self.task_description: str = self._task.language
         self._init_states: np.ndarray | None = None
         self._init_state_mode = check_init_state(init_state)
+        self.init_state_ids = check_init_state_ids(init_state_ids)
+        self.privileged_state = bool(privileged_state)
+        self._goal_bodies: tuple[str, str] | None = None
         self._ordered_next = 0
         self._init_state_id = -1
 
@@ -118,7 +132,12 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self.observation_space = spaces.Dict(
             {
                 **{f"{alias}_image": image_space for alias in self.cameras},
-                "state": spaces.Box(-np.inf, np.inf, shape=(STATE_DIM,), dtype=np.float32),
+                "state": spaces.Box(
+                    -np.inf,
+                    np.inf,
+                    shape=(STATE_DIM + (GOAL_STATE_DIM if self.privileged_state else 0),),
+                    dtype=np.float32,
+                ),
             }
         )
         self.action_space = spaces.Box(-1.0, 1.0, shape=(ACTION_DIM,), dtype=np.float32)
@@ -131,9 +150,12 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     ) -> tuple[dict[str, np.ndarray], dict[str, object]]:
         super().reset(seed=seed)
         sim_env = self._ensure_sim()
-        init_state_id = self._choose_init_state(options)
+        init_state_id = self._choose_init_state(options, seed)
         self._reset_sim(init_state_id)
         raw = sim_env.set_init_state(self.init_states[init_state_id])
+        if self.privileged_state:
+            goal = pick_place_goal(sim_env.env)
+            self._goal_bodies = (goal.obj, goal.target)
         for _ in range(self.num_settle_steps):
             raw, _, _, _ = sim_env.step(SETTLE_ACTION)
         self._init_state_id = init_state_id
@@ -313,15 +335,20 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         elif self._capture is None:
             self._install_capture()
 
-    def _choose_init_state(self, options: dict[str, object] | None) -> int:
+    def _choose_init_state(self, options: dict[str, object] | None, seed: int | None) -> int:
         n = self.num_init_states
         requested = (options or {}).get("init_state_id", self._init_state_mode)
         if isinstance(requested, str):
-            if requested == "random":
-                return int(self.np_random.integers(n))
+            ids = self.init_state_ids or tuple(range(n))
+            if max(ids) >= n:
+                raise ValueError(f"init_state_ids {list(ids)} out of range: task has {n}")
+            if requested == "by_seed" and seed is not None:
+                return ids[int(seed) % len(ids)]
+            if requested in ("random", "by_seed"):
+                return ids[int(self.np_random.integers(len(ids)))]
             k = self._ordered_next
-            self._ordered_next = (k + 1) % n
-            return k
+            self._ordered_next = (k + 1) % len(ids)
+            return ids[k]
         if isinstance(requested, bool) or not isinstance(requested, int | np.integer):
             raise ValueError(f"init_state_id must be an int in [0, {n}), got {requested!r}")
         if not 0 <= int(requested) < n:
@@ -365,6 +392,7 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
                 raw["robot0_eef_pos"],
                 quat_to_axis_angle(raw["robot0_eef_quat"]),
                 raw["robot0_gripper_qpos"],
+                *self._goal_positions(),
             ]
         ).astype(np.float32)
         self._last_obs = obs
@@ -372,6 +400,16 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             for alias in self._every_step:
                 self.frame(f"{alias}_image")
         return obs
+
+    def _goal_positions(self) -> list[np.ndarray]:
+        """With ``privileged_state``: the world positions of the goal's object and target."""
+        if not self.privileged_state or self._goal_bodies is None:
+            return []
+        problem = self._sim_env.env
+        data, body = problem.sim.data, problem.obj_body_id
+        return [
+            np.asarray(data.body_xpos[body[name]], dtype=np.float64) for name in self._goal_bodies
+        ]
 
     def _info(self, *, success: bool) -> dict[str, object]:
         return {

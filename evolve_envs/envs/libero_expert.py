@@ -41,6 +41,7 @@ import numpy as np
 
 __all__ = [
     "BEHAVIOURS",
+    "GOAL_STATE_DIM",
     "Behaviour",
     "PickPlaceGoal",
     "ScriptedExpert",
@@ -62,6 +63,11 @@ _ROT_RAD = 0.5  # and turns it 0.5 rad
 _CARRY_Z = 0.28  # hand height while carrying (m, world frame)
 _CARRY_SPEED = 0.5  # the largest position action with an object in hand
 _GRIPPER_HALF_OPENING = 0.03  # a box wider than this either way is gripped across its narrow side
+
+
+#: Floats ``LiberoEnv(privileged_state=True)`` appends to the state: the goal object's and the
+#: target's world positions.
+GOAL_STATE_DIM = 6
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ __all__ = [
     "check_cameras",
     "check_image_size",
     "check_init_state",
+    "check_init_state_ids",
     "check_suite",
     "default_max_episode_steps",
     "load_suite",
@@ -53,7 +54,7 @@ MAX_EPISODE_STEPS: dict[str, int] = {
 CAMERAS: dict[str, str] = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
 
 ImageOrientation = Literal["upright", "rot180", "raw"]
-InitStateMode = Literal["random", "ordered"]
+InitStateMode = Literal["random", "ordered", "by_seed"]
 
 ACTION_DIM = 7
 STATE_DIM = 8  # eef position (3) + eef axis-angle (3) + gripper finger positions (2)
@@ -92,13 +93,31 @@ def check_image_size(size: int | Sequence[int]) -> tuple[int, int]:
 
 
 def check_init_state(init_state: InitStateMode | int) -> InitStateMode | int:
-    if init_state in ("random", "ordered"):
+    if init_state in ("random", "ordered", "by_seed"):
         return init_state
     if isinstance(init_state, int | np.integer) and not isinstance(init_state, bool):
         if init_state < 0:
             raise ValueError(f"init_state id must be >= 0, got {init_state}")
         return int(init_state)
-    raise ValueError(f"init_state must be 'random', 'ordered' or an int id, got {init_state!r}")
+    raise ValueError(
+        f"init_state must be 'random', 'ordered', 'by_seed' or an int id, got {init_state!r}"
+    )
+
+
+def check_init_state_ids(ids: Sequence[int] | None) -> tuple[int, ...] | None:
+    """The init-state ids an env plays (``None``: all of the task's), checked for shape.
+
+    >>> check_init_state_ids(range(10, 13))
+    (10, 11, 12)
+    """
+    if ids is None:
+        return None
+    out = tuple(ids)
+    if not out or not all(isinstance(i, int | np.integer) and not isinstance(i, bool) for i in out):
+        raise ValueError(f"init_state_ids must be a non-empty list of ints, got {ids!r}")
+    if min(out) < 0 or len(set(out)) != len(out):
+        raise ValueError(f"init_state_ids must be distinct ids >= 0, got {list(out)}")
+    return tuple(int(i) for i in out)
 
 
 def load_suite(suite: str) -> Any:

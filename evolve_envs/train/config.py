@@ -134,12 +134,20 @@ class PolicyConfig(BaseModel):
     keypoints: int = Field(
         default=0, ge=0, description="spatial-softmax keypoints (0: the flattening CNN)"
     )
+    state_norm: bool = Field(
+        default=False, description="standardise the state (mean and scale set from data)"
+    )
     target: str | None = Field(
         default=None,
         description="another Policy subclass, 'package.module:ClassName' (None: the CNN)",
     )
     kwargs: dict[str, object] = Field(
         default_factory=dict, description="extra arguments for the policy class"
+    )
+    init_from: str | None = Field(
+        default=None,
+        description="a policy file (.safetensors, e.g. from `evolve-envs clone`) whose weights "
+        "a new run starts from (a resumed run keeps its own)",
     )
 
 
@@ -213,6 +221,11 @@ class EvalConfig(BaseModel):
     )
     seed_offset: int = Field(
         default=0, ge=0, description="held-out scenes are reset seeds 2**31 + seed_offset + k"
+    )
+    env_overrides: dict[str, object] = Field(
+        default_factory=dict,
+        description="env keys the held-out envs play with instead of the training env's (e.g. "
+        "a LIBERO held-out split: {init_state: by_seed, init_state_ids: [30, ..., 49]})",
     )
 
     @property

@@ -116,13 +116,16 @@ class EvalResult:
 
 
 def make_eval_env(cfg: TrainConfig, worker_index: int = 0) -> gym.Env:
-    """The config's env without the reward model (success comes from the env)."""
+    """The config's env without the reward model (success comes from the env), with
+    ``eval.env_overrides`` layered on last (the held-out scenes' settings)."""
     from evolve_envs.stack.config import ProgressModelConfig
-    from evolve_envs.train.worker_env import make_worker_env
+    from evolve_envs.stack.factory import make_env
+    from evolve_envs.stack.loading import merge
 
     off = ProgressModelConfig(enable=False)
-    plain = cfg.model_copy(update={"reward_model": off, "record": None})
-    return make_worker_env(plain, worker_index)
+    stack = cfg.model_copy(update={"reward_model": off, "record": None}).stack(worker_index)
+    env = merge(stack.env, cfg.eval.env_overrides)
+    return make_env(stack.model_copy(update={"env": env}))
 
 
 class HeldOutEvaluator:

@@ -26,7 +26,7 @@ from evolve_envs.train.common.subnormal import flush_subnormals
 from evolve_envs.train.config import TrainConfig
 from evolve_envs.train.fallback_watch import FallbackWatch
 from evolve_envs.train.periodic_eval import PeriodicEval
-from evolve_envs.train.policy_file import LAST_POLICY, save_policy_file
+from evolve_envs.train.policy_file import LAST_POLICY, load_initial_weights, save_policy_file
 from evolve_envs.train.run_log import IntervalStats, TrainLog, format_row
 from evolve_envs.train.runtime.placement import PlacementError, on_this_node
 
@@ -159,6 +159,8 @@ def run_loop(
         spaces = ray.get(workers[0].ready.remote())
         device = learner_device(cfg)
         policy = policy_from_config(cfg.policy, spaces["observation_space"], spaces["action_space"])
+        if cfg.policy.init_from is not None and state is None:
+            load_initial_weights(policy, cfg.policy.init_from, spaces)
         policy.to(device)
         algo.setup(TrainContext(cfg, workers, registry, queue, policy, spaces, device))
         if state is not None:

@@ -39,6 +39,7 @@ __all__ = [
     "HEADER_KEY",
     "LAST_POLICY",
     "PolicyFile",
+    "load_initial_weights",
     "read_policy_file",
     "read_policy_info",
     "save_policy_file",
@@ -234,6 +235,40 @@ def read_policy_file(path: str | os.PathLike[str]) -> PolicyFile:
     obs = space_from_json(info["observation_space"])
     act = space_from_json(info["action_space"])
     return PolicyFile(Path(path), state, info, obs, act)
+
+
+def load_initial_weights(
+    policy: torch.nn.Module, path: str | os.PathLike[str], spaces: Mapping[str, gym.Space]
+) -> None:
+    """Load a policy file's weights into a new run's ``policy`` (``policy.init_from``).
+
+    The file's observation and action spaces must be the run's (``spaces``:
+    ``observation_space``, ``action_space``) and its weights the policy's, key for key and shape
+    for shape; otherwise a ``ConfigError`` says what differs. No code runs (safetensors).
+    """
+    from evolve_envs.progress.config_error import ConfigError
+
+    try:
+        saved = read_policy_file(path)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"policy.init_from: {exc}") from None
+    for name, space in (("observation", saved.observation_space), ("action", saved.action_space)):
+        if space != spaces[f"{name}_space"]:
+            raise ConfigError(
+                f"policy.init_from: {path} was saved for the {name} space {space}, this run's "
+                f"env has {spaces[f'{name}_space']}"
+            )
+    own = policy.state_dict()
+    differ = sorted(
+        set(own) ^ set(saved.state_dict)
+        | {k for k in own if k in saved.state_dict and own[k].shape != saved.state_dict[k].shape}
+    )
+    if differ:
+        raise ConfigError(
+            f"policy.init_from: {path} holds other weights than this run's policy block builds "
+            f"(first differing: {', '.join(differ[:3])}); use the policy block it was saved with"
+        )
+    policy.load_state_dict(saved.state_dict)
 
 
 def saved_source(source: str | os.PathLike[str], *, best: bool = False) -> Path:

@@ -149,6 +149,7 @@ def policy_from_config(
 
     kwargs = policy_cfg.model_dump() if hasattr(policy_cfg, "model_dump") else dict(policy_cfg)
     target = kwargs.pop("target", None)
+    kwargs.pop("init_from", None)  # the run's starting weights, not an argument of the class
     extra = dict(kwargs.pop("kwargs", None) or {})
     if target is None:
         return CNNGaussianPolicy.from_spaces(obs_space, act_space, **kwargs, **extra)

@@ -74,7 +74,8 @@ TABLE = [
         "config-train",
         ["train", "--config", "evolve_envs/configs/distrl/reach_plce.yaml"],
         USAGE,
-        "training configs: libero_10, libero_smoke, reach_place, reach_place_async, "
+        "training configs: libero_10, libero_object_finetune, libero_smoke, reach_place, "
+        "reach_place_async, "
         "reach_place_fitted, reach_place_sync, reach_place_tuned",
     ),
     # a policy that cannot be imported says how to name one

@@ -133,7 +133,9 @@ class SpatialSoftmax(nn.Module):
 class CNNGaussianPolicy(Policy):
     """Small CNN over a downscaled frame plus an MLP over the state; ``Normal(mu(s), exp(log_std))``
     actions and a value head. Either input may be absent (``image_key=None``, ``state_dim=0``);
-    ``keypoints=K`` ends the image branch in a :class:`SpatialSoftmax` (for finding objects).
+    ``keypoints=K`` ends the image branch in a :class:`SpatialSoftmax` (for finding objects);
+    ``state_norm`` standardises the state with a mean and scale kept with the weights (set from
+    data, e.g. by behaviour cloning; 0 and 1 until then).
 
     >>> import numpy as np
     >>> pol = CNNGaussianPolicy(action_dim=7, state_dim=8, image_key="agentview_image")
@@ -156,6 +158,7 @@ class CNNGaussianPolicy(Policy):
         hidden: int = 128,
         init_log_std: float = -0.5,
         keypoints: int = 0,
+        state_norm: bool = False,
     ) -> None:
         super().__init__()
         if action_dim < 1:
@@ -176,6 +179,10 @@ class CNNGaussianPolicy(Policy):
         self.image_channels = int(image_channels)
         self.hidden = int(hidden)
         self.keypoints = int(keypoints)
+        self.state_norm = bool(state_norm) and state_dim > 0
+        if self.state_norm:  # set from data (e.g. by behaviour cloning); saved with the weights
+            self.register_buffer("state_mean", torch.zeros(state_dim))
+            self.register_buffer("state_std", torch.ones(state_dim))
 
         features = 0
         self.cnn: nn.Module | None
@@ -292,7 +299,10 @@ class CNNGaussianPolicy(Policy):
             img = img.to(torch.float32).permute(0, 3, 1, 2) / 255.0
             parts.append(self.image_proj(self.cnn(img)))
         if self.state_mlp is not None:
-            parts.append(self.state_mlp(inputs[self.state_key].to(torch.float32)))
+            state = inputs[self.state_key].to(torch.float32)
+            if self.state_norm:
+                state = (state - self.state_mean) / self.state_std
+            parts.append(self.state_mlp(state))
         return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
 
     def forward(self, inputs: dict[str, torch.Tensor]) -> tuple[Distribution, torch.Tensor]:

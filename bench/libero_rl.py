@@ -1,0 +1,186 @@
+"""RL on LIBERO-Object from the shipped progress model, the sparse flag and pixel change
+(bench/plans/libero_rl.md, written before these runs).
+
+One part per training seed (900, 901, 902), each playing the three reward arms one after another
+in a rotated order. A run trains to 10k, 20k and 30k env steps taken in by the learner (three
+legs: `evolve-envs train`, then `--resume` with the larger budget) and its last policy is
+evaluated after each leg on the 20 held-out init states (30-49) with the mean action. The clone
+every run starts from is made once (`evolve-envs clone`, seed 900) and measured on the same 20
+scenes. Records: bench/results/libero_rl/runs/<arm>_s<seed>.json and clone.json; the run
+directories (policies, videos) stay under runs/libero_rl/.
+
+Usage::
+
+    .venv/bin/python bench/libero_rl.py --part 1     # seed 900: learned, sparse, pixel
+    .venv/bin/python bench/libero_rl.py --part 2     # seed 901: sparse, pixel, learned
+    .venv/bin/python bench/libero_rl.py --part 3     # seed 902: pixel, learned, sparse
+    .venv/bin/python bench/libero_rl.py --report     # the report, from the records alone
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _stats import bootstrap_ci, sign_flip_p  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDS = ROOT / "bench" / "results" / "libero_rl"
+RUNS = ROOT / "runs" / "libero_rl"
+CONFIG = "libero_object_finetune"
+ARMS = ("learned", "sparse", "pixel")
+SEEDS = (900, 901, 902)
+READ_POINTS = (10_000, 20_000, 30_000)
+HELD_OUT = 20
+CLONE_SEED = 900
+
+
+def _cli(*argv: str) -> None:
+    cmd = [str(ROOT / ".venv" / "bin" / "evolve-envs"), *argv]
+    print("$", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True, cwd=ROOT)
+
+
+def _arm_config(arm: str) -> str:
+    """The config file of an arm: the shipped config, its reward block as the plan says."""
+    from omegaconf import OmegaConf
+
+    from evolve_envs.train.config import resolve_train_config
+
+    base = OmegaConf.create(resolve_train_config(CONFIG).read_text())
+    if arm == "sparse":
+        base.reward_model = OmegaConf.create({"enable": False})
+    elif arm == "pixel":
+        base.reward_model.embedded_backend = "mock"
+        base.reward_model.embedded_backend_kwargs = OmegaConf.create({"rule": "change"})
+    out = RUNS / "configs" / f"{arm}.yaml"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(OmegaConf.to_yaml(base))
+    return str(out)
+
+
+def _evaluate(policy: Path, out: Path) -> dict[str, object]:
+    from evolve_envs.train.evaluation import evaluate_saved, read_saved
+
+    result = evaluate_saved(read_saved(policy), out, episodes=HELD_OUT, sampled=False, videos=2)
+    det = result["deterministic"]
+    assert isinstance(det, dict)
+    return {"success": det["success_rate"], "episodes": det["episodes"], "video": str(out)}
+
+
+def clone() -> Path:
+    """The clone every run starts from, and its held-out success (clone.json)."""
+    path = RUNS / f"clone{CLONE_SEED}.safetensors"
+    record = RECORDS / "clone.json"
+    if not path.exists():
+        _cli("clone", "--config", CONFIG, "--out", str(path), "--seed", str(CLONE_SEED))
+    if not record.exists():
+        from evolve_envs.train.policy_file import read_policy_info
+
+        held = _evaluate(path, RUNS / "clone_eval")
+        info = read_policy_info(path)["clone"]
+        RECORDS.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps({"clone": info, "held_out": held}, indent=2) + "\n")
+    return path
+
+
+def run_arm(arm: str, seed: int, start: Path) -> None:
+    record = RECORDS / "runs" / f"{arm}_s{seed}.json"
+    if record.exists():
+        print(f"{record.name}: done already")
+        return
+    run_dir = RUNS / f"{arm}_s{seed}"
+    config = _arm_config(arm)
+    reads: list[dict[str, object]] = []
+    t0 = time.time()
+    for k, budget in enumerate(READ_POINTS):
+        common = [f"run.max_env_steps={budget}", "run.minutes=45", "eval.every_s=null"]
+        if k == 0:
+            _cli("train", "--config", config, "--run-dir", str(run_dir), "--overwrite",
+                 "--no-progress-bar", f"run.seed={seed}", f"policy.init_from={start}",
+                 *common)  # fmt: skip
+        else:
+            _cli("train", "--resume", str(run_dir), "--no-progress-bar", *common)
+        summary = json.loads((run_dir / "summary.json").read_text())
+        held = _evaluate(run_dir / "policy.safetensors", run_dir / f"eval_{budget}")
+        reads.append(
+            {
+                "read_point": budget,
+                "env_steps_in": summary["counters"]["env_steps_in"],
+                "updates": summary["counters"]["updates"],
+                "held_out": held,
+                "train_last": summary.get("last"),
+            }
+        )
+        print(f"{arm} s{seed} @ {budget}: held-out success {held['success']:.2f}", flush=True)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    out = {"arm": arm, "seed": seed, "config": config, "wall_s": time.time() - t0, "reads": reads}
+    record.write_text(json.dumps(out, indent=2, default=str) + "\n")
+
+
+def part(n: int) -> None:
+    seed = SEEDS[n - 1]
+    order = ARMS[n - 1 :] + ARMS[: n - 1]
+    start = clone()
+    for arm in order:
+        run_arm(arm, seed, start)
+
+
+def report() -> str:
+    clone_rec = json.loads((RECORDS / "clone.json").read_text())
+    runs = {
+        (r["arm"], r["seed"]): r
+        for r in (json.loads(p.read_text()) for p in sorted((RECORDS / "runs").glob("*.json")))
+    }
+    lines = [
+        "LIBERO-Object task 0, policy on privileged state, rewards from the agentview camera;",
+        f"held-out success over {HELD_OUT} init states (30-49), mean action.",
+        f"cloned policy: {clone_rec['held_out']['success']:.2f}",
+        "",
+        "| arm | seed | 10k | 20k | 30k |",
+        "|---|---|---|---|---|",
+    ]
+    for arm in ARMS:
+        for seed in SEEDS:
+            r = runs.get((arm, seed))
+            cells = (
+                [f"{x['held_out']['success']:.2f}" for x in r["reads"]] if r else ["not run"] * 3
+            )
+            lines.append(f"| {arm} | {seed} | " + " | ".join(cells) + " |")
+    paired = [
+        runs[("learned", s)]["reads"][-1]["held_out"]["success"]
+        - runs[("sparse", s)]["reads"][-1]["held_out"]["success"]
+        for s in SEEDS
+        if ("learned", s) in runs and ("sparse", s) in runs
+    ]
+    if paired:
+        lo, hi = bootstrap_ci(paired)
+        lines += [
+            "",
+            f"learned - sparse at 30k, paired by seed ({len(paired)} seeds): "
+            f"mean {sum(paired) / len(paired):+.2f}, 95 % bootstrap [{lo:+.2f}, {hi:+.2f}], "
+            f"sign-flip p {sign_flip_p(paired):.3f}",
+        ]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", type=int, choices=(1, 2, 3))
+    parser.add_argument("--report", action="store_true")
+    args = parser.parse_args()
+    if args.part:
+        part(args.part)
+    if args.report or not args.part:
+        print(report())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
