@@ -132,6 +132,12 @@ def part(n: int) -> None:
         run_arm(arm, seed, start)
 
 
+def _num(value: object, digits: int = 2) -> str:
+    if not isinstance(value, int | float) or value != value:
+        return "-"
+    return f"{value:.{digits}f}"
+
+
 def report() -> str:
     clone_rec = json.loads((RECORDS / "clone.json").read_text())
     runs = {
@@ -153,6 +159,27 @@ def report() -> str:
                 [f"{x['held_out']['success']:.2f}" for x in r["reads"]] if r else ["not run"] * 3
             )
             lines.append(f"| {arm} | {seed} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Training episodes at each read point (the last log interval): env success / the",
+        "model's progress at the episode end (%) / hacking alarm firing (share of envs):",
+        "",
+        "| arm | seed | 10k | 20k | 30k |",
+        "|---|---|---|---|---|",
+    ]
+    for arm in ARMS:
+        for seed in SEEDS:
+            r = runs.get((arm, seed))
+            if not r:
+                continue
+            cells = []
+            for x in r["reads"]:
+                last = x.get("train_last") or {}
+                cells.append(
+                    f"{_num(last.get('success'))} / {_num(last.get('model_progress'), 0)} / "
+                    f"{_num(last.get('alarm_firing'))}"
+                )
+            lines.append(f"| {arm} | {seed} | " + " | ".join(cells) + " |")
     paired = [
         runs[("learned", s)]["reads"][-1]["held_out"]["success"]
         - runs[("sparse", s)]["reads"][-1]["held_out"]["success"]
@@ -167,6 +194,30 @@ def report() -> str:
             f"mean {sum(paired) / len(paired):+.2f}, 95 % bootstrap [{lo:+.2f}, {hi:+.2f}], "
             f"sign-flip p {sign_flip_p(paired):.3f}",
         ]
+    clone_success = float(clone_rec["held_out"]["success"])
+    lines += ["", "Held-out success at 30k, mean over seeds, 95 % bootstrap interval:"]
+    finals: dict[str, list[float]] = {}
+    for arm in ARMS:
+        finals[arm] = [
+            runs[(arm, s)]["reads"][-1]["held_out"]["success"] for s in SEEDS if (arm, s) in runs
+        ]
+        if finals[arm]:
+            lo, hi = bootstrap_ci(finals[arm])
+            mean = sum(finals[arm]) / len(finals[arm])
+            lines.append(
+                f"  {arm}: {mean:.2f} [{lo:.2f}, {hi:.2f}] over {len(finals[arm])} seed(s)"
+            )
+    if len(paired) == len(SEEDS):
+        pays = all(d >= 0 for d in paired) and all(v > clone_success for v in finals["learned"])
+        verdict = (
+            "the learned model pays at this budget"
+            if pays
+            else "the learned model does not pay at this budget (learned >= sparse in every "
+            "seed and above the clone is not met)"
+        )
+        lines += ["", f"Verdict (the plan's rule): {verdict}."]
+    else:
+        lines += ["", f"Verdict: pending ({len(paired)} of {len(SEEDS)} seeds have both arms)."]
     return "\n".join(lines)
 
 
