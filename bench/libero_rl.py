@@ -99,8 +99,12 @@ def run_arm(arm: str, seed: int, start: Path) -> None:
     config = _arm_config(arm)
     reads: list[dict[str, object]] = []
     t0 = time.time()
+    previous = 0
     for k, budget in enumerate(READ_POINTS):
-        common = [f"run.max_env_steps={budget}", "run.minutes=45", "eval.every_s=null"]
+        # a leg's run.max_env_steps counts from where it starts (a resumed run's own count)
+        leg = budget - previous
+        previous = budget
+        common = [f"run.max_env_steps={leg}", "run.minutes=45", "eval.every_s=null"]
         if k == 0:
             _cli("train", "--config", config, "--run-dir", str(run_dir), "--overwrite",
                  "--no-progress-bar", f"run.seed={seed}", f"policy.init_from={start}",
@@ -138,6 +142,35 @@ def _num(value: object, digits: int = 2) -> str:
     return f"{value:.{digits}f}"
 
 
+def _read_at(run: dict, point: int) -> dict | None:
+    """The run's read at ``point`` env steps (within 2 %: a leg ends at the first episode past
+    its budget), or None when it has none there."""
+    for read in run["reads"]:
+        if abs(int(read["env_steps_in"]) - point) <= 0.02 * point:
+            return read
+    return None
+
+
+def _final(run: dict) -> float:
+    """Held-out success at the last read point (the primary metric); a run without a read
+    there counts at its last read before it (the plan's rule)."""
+    before = [r for r in run["reads"] if int(r["env_steps_in"]) <= 1.02 * READ_POINTS[-1]]
+    read = _read_at(run, READ_POINTS[-1]) or (before[-1] if before else None)
+    return float(read["held_out"]["success"]) if read else float("nan")
+
+
+def _cell(read: dict | None, kind: str) -> str:
+    if read is None:
+        return "no read"
+    if kind == "held":
+        return f"{read['held_out']['success']:.2f}"
+    last = read.get("train_last") or {}
+    return (
+        f"{_num(last.get('success'))} / {_num(last.get('model_progress'), 0)} / "
+        f"{_num(last.get('alarm_firing'))}"
+    )
+
+
 def report() -> str:
     clone_rec = json.loads((RECORDS / "clone.json").read_text())
     runs = {
@@ -155,9 +188,7 @@ def report() -> str:
     for arm in ARMS:
         for seed in SEEDS:
             r = runs.get((arm, seed))
-            cells = (
-                [f"{x['held_out']['success']:.2f}" for x in r["reads"]] if r else ["not run"] * 3
-            )
+            cells = [_cell(_read_at(r, p), "held") for p in READ_POINTS] if r else ["not run"] * 3
             lines.append(f"| {arm} | {seed} | " + " | ".join(cells) + " |")
     lines += [
         "",
@@ -172,17 +203,10 @@ def report() -> str:
             r = runs.get((arm, seed))
             if not r:
                 continue
-            cells = []
-            for x in r["reads"]:
-                last = x.get("train_last") or {}
-                cells.append(
-                    f"{_num(last.get('success'))} / {_num(last.get('model_progress'), 0)} / "
-                    f"{_num(last.get('alarm_firing'))}"
-                )
+            cells = [_cell(_read_at(r, p), "train") for p in READ_POINTS]
             lines.append(f"| {arm} | {seed} | " + " | ".join(cells) + " |")
     paired = [
-        runs[("learned", s)]["reads"][-1]["held_out"]["success"]
-        - runs[("sparse", s)]["reads"][-1]["held_out"]["success"]
+        _final(runs[("learned", s)]) - _final(runs[("sparse", s)])
         for s in SEEDS
         if ("learned", s) in runs and ("sparse", s) in runs
     ]
@@ -198,9 +222,7 @@ def report() -> str:
     lines += ["", "Held-out success at 30k, mean over seeds, 95 % bootstrap interval:"]
     finals: dict[str, list[float]] = {}
     for arm in ARMS:
-        finals[arm] = [
-            runs[(arm, s)]["reads"][-1]["held_out"]["success"] for s in SEEDS if (arm, s) in runs
-        ]
+        finals[arm] = [_final(runs[(arm, s)]) for s in SEEDS if (arm, s) in runs]
         if finals[arm]:
             lo, hi = bootstrap_ci(finals[arm])
             mean = sum(finals[arm]) / len(finals[arm])
