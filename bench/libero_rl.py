@@ -24,6 +24,7 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -36,6 +37,36 @@ RUNS = ROOT / "runs" / "libero_rl"
 CONFIG = "libero_object_finetune"
 ARMS = ("learned", "sparse", "pixel")
 SEEDS = (900, 901, 902)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One plan's runs: where its records go, its seeds, and what its arms override."""
+
+    name: str
+    seeds: tuple[int, ...]
+    overrides: tuple[str, ...] = ()
+
+    @property
+    def records(self) -> Path:
+        return ROOT / "bench" / "results" / self.name / "runs"
+
+    @property
+    def runs(self) -> Path:
+        return RUNS if self.name == "libero_rl" else RUNS / self.name
+
+
+PLANS = {
+    # bench/plans/libero_rl.md
+    "libero_rl": Plan("libero_rl", SEEDS),
+    # bench/plans/libero_rl_finetune_block.md
+    "finetune_block": Plan(
+        "libero_rl_finetune_block",
+        (910, 911, 912),
+        ("learner.lr=0.0003", "learner.clip=0.2", "learner.entropy_coef=0.0",
+         "learner.entropy_target=null"),
+    ),
+}  # fmt: skip
 READ_POINTS = (10_000, 20_000, 30_000)
 HELD_OUT = 20
 CLONE_SEED = 900
@@ -90,12 +121,12 @@ def clone() -> Path:
     return path
 
 
-def run_arm(arm: str, seed: int, start: Path) -> None:
-    record = RECORDS / "runs" / f"{arm}_s{seed}.json"
+def run_arm(plan: Plan, arm: str, seed: int, start: Path) -> None:
+    record = plan.records / f"{arm}_s{seed}.json"
     if record.exists():
         print(f"{record.name}: done already")
         return
-    run_dir = RUNS / f"{arm}_s{seed}"
+    run_dir = plan.runs / f"{arm}_s{seed}"
     config = _arm_config(arm)
     reads: list[dict[str, object]] = []
     t0 = time.time()
@@ -108,7 +139,7 @@ def run_arm(arm: str, seed: int, start: Path) -> None:
         if k == 0:
             _cli("train", "--config", config, "--run-dir", str(run_dir), "--overwrite",
                  "--no-progress-bar", f"run.seed={seed}", f"policy.init_from={start}",
-                 *common)  # fmt: skip
+                 *plan.overrides, *common)  # fmt: skip
         else:
             _cli("train", "--resume", str(run_dir), "--no-progress-bar", *common)
         summary = json.loads((run_dir / "summary.json").read_text())
@@ -128,12 +159,12 @@ def run_arm(arm: str, seed: int, start: Path) -> None:
     record.write_text(json.dumps(out, indent=2, default=str) + "\n")
 
 
-def part(n: int) -> None:
-    seed = SEEDS[n - 1]
+def part(plan: Plan, n: int) -> None:
+    seed = plan.seeds[n - 1]
     order = ARMS[n - 1 :] + ARMS[: n - 1]
     start = clone()
     for arm in order:
-        run_arm(arm, seed, start)
+        run_arm(plan, arm, seed, start)
 
 
 def _num(value: object, digits: int = 2) -> str:
@@ -171,14 +202,15 @@ def _cell(read: dict | None, kind: str) -> str:
     )
 
 
-def report() -> str:
+def report(plan: Plan) -> str:
     clone_rec = json.loads((RECORDS / "clone.json").read_text())
     runs = {
         (r["arm"], r["seed"]): r
-        for r in (json.loads(p.read_text()) for p in sorted((RECORDS / "runs").glob("*.json")))
+        for r in (json.loads(p.read_text()) for p in sorted(plan.records.glob("*.json")))
     }
     lines = [
-        "LIBERO-Object task 0, policy on privileged state, rewards from the agentview camera;",
+        f"{plan.name}: LIBERO-Object task 0, policy on privileged state, rewards from the "
+        "agentview camera;",
         f"held-out success over {HELD_OUT} init states (30-49), mean action.",
         f"cloned policy: {clone_rec['held_out']['success']:.2f}",
         "",
@@ -186,7 +218,7 @@ def report() -> str:
         "|---|---|---|---|---|",
     ]
     for arm in ARMS:
-        for seed in SEEDS:
+        for seed in plan.seeds:
             r = runs.get((arm, seed))
             cells = [_cell(_read_at(r, p), "held") for p in READ_POINTS] if r else ["not run"] * 3
             lines.append(f"| {arm} | {seed} | " + " | ".join(cells) + " |")
@@ -199,7 +231,7 @@ def report() -> str:
         "|---|---|---|---|---|",
     ]
     for arm in ARMS:
-        for seed in SEEDS:
+        for seed in plan.seeds:
             r = runs.get((arm, seed))
             if not r:
                 continue
@@ -207,7 +239,7 @@ def report() -> str:
             lines.append(f"| {arm} | {seed} | " + " | ".join(cells) + " |")
     paired = [
         _final(runs[("learned", s)]) - _final(runs[("sparse", s)])
-        for s in SEEDS
+        for s in plan.seeds
         if ("learned", s) in runs and ("sparse", s) in runs
     ]
     if paired:
@@ -222,14 +254,14 @@ def report() -> str:
     lines += ["", "Held-out success at 30k, mean over seeds, 95 % bootstrap interval:"]
     finals: dict[str, list[float]] = {}
     for arm in ARMS:
-        finals[arm] = [_final(runs[(arm, s)]) for s in SEEDS if (arm, s) in runs]
+        finals[arm] = [_final(runs[(arm, s)]) for s in plan.seeds if (arm, s) in runs]
         if finals[arm]:
             lo, hi = bootstrap_ci(finals[arm])
             mean = sum(finals[arm]) / len(finals[arm])
             lines.append(
                 f"  {arm}: {mean:.2f} [{lo:.2f}, {hi:.2f}] over {len(finals[arm])} seed(s)"
             )
-    if len(paired) == len(SEEDS):
+    if len(paired) == len(plan.seeds):
         pays = all(d >= 0 for d in paired) and all(v > clone_success for v in finals["learned"])
         verdict = (
             "the learned model pays at this budget"
@@ -239,7 +271,8 @@ def report() -> str:
         )
         lines += ["", f"Verdict (the plan's rule): {verdict}."]
     else:
-        lines += ["", f"Verdict: pending ({len(paired)} of {len(SEEDS)} seeds have both arms)."]
+        pending = f"{len(paired)} of {len(plan.seeds)} seeds have both arms"
+        lines += ["", f"Verdict: pending ({pending})."]
     return "\n".join(lines)
 
 
@@ -247,11 +280,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", type=int, choices=(1, 2, 3))
     parser.add_argument("--report", action="store_true")
+    parser.add_argument("--plan", choices=sorted(PLANS), default="libero_rl")
     args = parser.parse_args()
+    plan = PLANS[args.plan]
     if args.part:
-        part(args.part)
+        part(plan, args.part)
     if args.report or not args.part:
-        print(report())
+        print(report(plan))
     return 0
 
 
