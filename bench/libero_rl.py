@@ -15,6 +15,7 @@ Usage::
     .venv/bin/python bench/libero_rl.py --part 2     # seed 901: sparse, pixel, learned
     .venv/bin/python bench/libero_rl.py --part 3     # seed 902: pixel, learned, sparse
     .venv/bin/python bench/libero_rl.py --report     # the report, from the records alone
+    .venv/bin/python bench/libero_rl.py --report --write   # also into its report.md
 """
 
 from __future__ import annotations
@@ -281,12 +282,18 @@ def main() -> int:
     parser.add_argument("--part", type=int, choices=(1, 2, 3))
     parser.add_argument("--report", action="store_true")
     parser.add_argument("--plan", choices=sorted(PLANS), default="libero_rl")
+    parser.add_argument("--write", action="store_true", help="also write <records>/report.md")
     args = parser.parse_args()
     plan = PLANS[args.plan]
     if args.part:
         part(plan, args.part)
     if args.report or not args.part:
-        print(report(plan))
+        text = report(plan)
+        print(text)
+        if args.write:
+            out = plan.records.parent / "report.md"
+            out.write_text("```\n" + text + "\n```\n")
+            print(f"wrote {out.relative_to(ROOT)}")
     return 0
 
 
