@@ -335,7 +335,7 @@ class LiberoEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         elif self._capture is None:
             self._install_capture()
 
-    def _choose_init_state(self, options: dict[str, object] | None, seed: int | None) -> int:
+    def _choose_init_state(self, options: dict[str, object] | None, seed: int | None = None) -> int:
         n = self.num_init_states
         requested = (options or {}).get("init_state_id", self._init_state_mode)
         if isinstance(requested, str):
