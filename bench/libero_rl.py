@@ -174,11 +174,16 @@ def _num(value: object, digits: int = 2) -> str:
     return f"{value:.{digits}f}"
 
 
+#: A read counts at a read point when it lies at most this many env steps past it: a leg ends
+#: when the learner has taken in its budget, and the episodes in flight then still arrive.
+READ_SLACK = 1_500
+
+
 def _read_at(run: dict, point: int) -> dict | None:
-    """The run's read at ``point`` env steps (within 2 %: a leg ends at the first episode past
-    its budget), or None when it has none there."""
+    """The run's read at ``point`` env steps (the first at or past it, within
+    :data:`READ_SLACK`), or None when it has none there."""
     for read in run["reads"]:
-        if abs(int(read["env_steps_in"]) - point) <= 0.02 * point:
+        if point <= int(read["env_steps_in"]) <= point + READ_SLACK:
             return read
     return None
 
@@ -186,7 +191,7 @@ def _read_at(run: dict, point: int) -> dict | None:
 def _final(run: dict) -> float:
     """Held-out success at the last read point (the primary metric); a run without a read
     there counts at its last read before it (the plan's rule)."""
-    before = [r for r in run["reads"] if int(r["env_steps_in"]) <= 1.02 * READ_POINTS[-1]]
+    before = [r for r in run["reads"] if int(r["env_steps_in"]) <= READ_POINTS[-1] + READ_SLACK]
     read = _read_at(run, READ_POINTS[-1]) or (before[-1] if before else None)
     return float(read["held_out"]["success"]) if read else float("nan")
 
