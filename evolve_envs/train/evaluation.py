@@ -216,7 +216,7 @@ class HeldOutEvaluator:
                     i: [] for i in range(len(chunk)) if start + i < record
                 }
                 for i in frames:
-                    _keep_frame(frames, i, obs[i], video_key)
+                    _keep_frame(frames, i, obs[i], video_key, envs[i])
                 while live:
                     inputs = policy.encode_obs(batch_obs([obs[i] for i in live]))
                     with torch.no_grad():
@@ -226,7 +226,7 @@ class HeldOutEvaluator:
                         o, reward, terminated, truncated, info = envs[i].step(actions[j])
                         lengths[i] += 1
                         returns[i] += float(reward)
-                        _keep_frame(frames, i, o, video_key)
+                        _keep_frame(frames, i, o, video_key, envs[i])
                         if terminated or truncated:
                             success[i] = bool(info.get("is_success", False))
                             progress[i] = float(info.get("true_progress", float("nan")))
@@ -262,12 +262,23 @@ class HeldOutEvaluator:
 
 
 def _keep_frame(
-    frames: dict[int, list[np.ndarray]], i: int, obs: Mapping[str, object], key: str | None
+    frames: dict[int, list[np.ndarray]],
+    i: int,
+    obs: Mapping[str, object],
+    key: str | None,
+    env: gym.Env,
 ) -> None:
-    """Append env ``i``'s camera frame to ``frames[i]`` when that episode is recorded."""
+    """Append env ``i``'s camera frame to ``frames[i]`` when that episode is recorded; a camera
+    the env renders on demand (LIBERO's ``render_cameras: on_demand``) is drawn now."""
+    from evolve_envs.envs.libero_render import camera_frame
     from evolve_envs.recording.media import pick_frame
 
-    frame = pick_frame(obs, key) if i in frames else None
+    if i not in frames:
+        return
+    if key is not None and isinstance(obs, Mapping) and key in obs:
+        frame = camera_frame(env, obs, key)
+    else:
+        frame = pick_frame(obs, key)
     if frame is not None:
         frames[i].append(np.array(frame, copy=True))
 

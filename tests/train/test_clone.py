@@ -95,3 +95,17 @@ def test_the_held_out_envs_play_with_eval_env_overrides() -> None:
     finally:
         env.close()
     assert ends == [False, False, True]
+
+
+@pytest.mark.libero
+def test_held_out_videos_draw_the_cameras_rendered_on_demand(cloned: Path) -> None:
+    from evolve_envs.train.evaluation import HeldOutEvaluator, held_out_seeds
+
+    cfg = load_train_config(CONFIG, overrides=["env.max_episode_steps=3"])
+    saved = read_policy_file(cloned)
+    with HeldOutEvaluator(cfg, num_envs=1) as evaluator:
+        policy = evaluator.policy(saved.state_dict)
+        result = evaluator.run(policy, held_out_seeds(1), record=1, video_key="agentview_image")
+    frames = result.frames[0]
+    assert len(frames) == 4  # the reset and three steps
+    assert all(frame.shape == (64, 64, 3) and frame.max() > 0 for frame in frames)
