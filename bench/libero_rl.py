@@ -268,12 +268,14 @@ def report(plan: Plan) -> str:
                 f"  {arm}: {mean:.2f} [{lo:.2f}, {hi:.2f}] over {len(finals[arm])} seed(s)"
             )
     if len(paired) == len(plan.seeds):
-        pays = all(d >= 0 for d in paired) and all(v > clone_success for v in finals["learned"])
+        ties = all(d >= 0 for d in paired)
+        above = all(v > clone_success for v in finals["learned"])
         verdict = (
             "the learned model pays at this budget"
-            if pays
+            if ties and above
             else "the learned model does not pay at this budget (learned >= sparse in every "
-            "seed and above the clone is not met)"
+            f"seed: {'met' if ties else 'not met'}; learned above the clone's "
+            f"{clone_success:.2f} in every seed: {'met' if above else 'not met'})"
         )
         lines += ["", f"Verdict (the plan's rule): {verdict}."]
     else:
@@ -297,6 +299,7 @@ def main() -> int:
         print(text)
         if args.write:
             out = plan.records.parent / "report.md"
+            out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text("```\n" + text + "\n```\n")
             print(f"wrote {out.relative_to(ROOT)}")
     return 0
