@@ -208,6 +208,20 @@ def _cell(read: dict | None, kind: str) -> str:
     )
 
 
+def _rows(plan: Plan, runs: dict, kind: str, missing: str | None) -> list[str]:
+    """One table row per arm and seed, a cell per read point; a run not there is ``missing``
+    in every cell, or left out when ``missing`` is None."""
+    rows = []
+    for arm in ARMS:
+        for seed in plan.seeds:
+            r = runs.get((arm, seed))
+            if r is None and missing is None:
+                continue
+            cells = [_cell(_read_at(r, p), kind) if r else missing for p in READ_POINTS]
+            rows.append(f"| {arm} | {seed} | " + " | ".join(cells) + " |")
+    return rows
+
+
 def report(plan: Plan) -> str:
     clone_rec = json.loads((RECORDS / "clone.json").read_text())
     runs = {
@@ -223,11 +237,7 @@ def report(plan: Plan) -> str:
         "| arm | seed | 10k | 20k | 30k |",
         "|---|---|---|---|---|",
     ]
-    for arm in ARMS:
-        for seed in plan.seeds:
-            r = runs.get((arm, seed))
-            cells = [_cell(_read_at(r, p), "held") for p in READ_POINTS] if r else ["not run"] * 3
-            lines.append(f"| {arm} | {seed} | " + " | ".join(cells) + " |")
+    lines += _rows(plan, runs, "held", missing="not run")
     lines += [
         "",
         "Training episodes at each read point (the last log interval): env success / the",
@@ -236,13 +246,7 @@ def report(plan: Plan) -> str:
         "| arm | seed | 10k | 20k | 30k |",
         "|---|---|---|---|---|",
     ]
-    for arm in ARMS:
-        for seed in plan.seeds:
-            r = runs.get((arm, seed))
-            if not r:
-                continue
-            cells = [_cell(_read_at(r, p), "train") for p in READ_POINTS]
-            lines.append(f"| {arm} | {seed} | " + " | ".join(cells) + " |")
+    lines += _rows(plan, runs, "train", missing=None)
     paired = [
         _final(runs[("learned", s)]) - _final(runs[("sparse", s)])
         for s in plan.seeds
