@@ -1,9 +1,9 @@
 """Shared pieces of the D3 tuning and race benches (``d3_tune.py``, ``d3_race.py``).
 
 One run = one training job through the library's own entry
-(:func:`evolve_envs.train.driver.run_train`, as ``evolve-envs train`` runs it) with policy
+(:func:`evolve_envs.training.driver.run_train`, as ``evolve-envs train`` runs it) with policy
 snapshots, then every snapshot evaluated on held-out scenes by
-:func:`evolve_envs.train.evaluation.evaluate_policy` (through ``d3_learning_curves``'s
+:func:`evolve_envs.training.evaluation.evaluate_policy` (through ``d3_learning_curves``'s
 ``evaluate_run``), the machine's load logged while it ran (:class:`_common.LoadLog`), all kept in
 one JSON-ready record so reports re-render from records alone.
 
@@ -72,7 +72,7 @@ def is_tuned(config: Path) -> bool:
 def train_run(config: Path, algo: str, run_dir: Path, minutes: float, seed: int,
               snapshot_every_s: float, overrides: Sequence[str]) -> dict[str, Any]:  # fmt: skip
     """One training job through ``run_train``; returns its final counters."""
-    from evolve_envs.train.driver import TrainOptions, run_train
+    from evolve_envs.training.driver import TrainOptions, run_train
 
     res = run_train(
         TrainOptions(

@@ -100,7 +100,7 @@ def endings(out: Path, episodes: int, arms: list[str], runs: Path) -> None:
     from evolve_envs.envs.synthetic import TASK as TEXT
     from evolve_envs.reward.service.backends import scene_rules
     from evolve_envs.reward.service.backends.progress_net import load_model
-    from evolve_envs.train.evaluation import HeldOutEvaluator, held_out_seeds, read_saved
+    from evolve_envs.training.evaluation import HeldOutEvaluator, held_out_seeds, read_saved
 
     models = {arm: load_model(runs / f"model{FITTED[arm]}")
               for arm in ("fitted", "fitted_gap")}  # fmt: skip

@@ -66,9 +66,9 @@ def measure(cfg: Any, window: float, repeats: int, ideal: float) -> tuple[list[l
     import ray
     from ray.util.queue import Queue
 
-    from evolve_envs.train.runtime.weight_registry import WeightRegistry
-    from evolve_envs.train.worker_env import policy_from_config
-    from evolve_envs.train.worker_start import start_workers
+    from evolve_envs.training.runtime.weight_registry import WeightRegistry
+    from evolve_envs.training.worker_env import policy_from_config
+    from evolve_envs.training.worker_start import start_workers
 
     registry = ray.remote(WeightRegistry).options(num_cpus=0).remote()
     queue = Queue(maxsize=1024, actor_options={"num_cpus": 0})

@@ -1,6 +1,6 @@
 """D2: learner throughput with 1, 2 and 4 rollout workers.
 
-The whole DistRL loop (:func:`evolve_envs.train.driver.run_train`: workers, queue, prioritized
+The whole DistRL loop (:func:`evolve_envs.training.driver.run_train`: workers, queue, prioritized
 replay, A-RIDE updates, weight broadcasts) on ``DistrlBench-v0`` (64² frames, 20 ms env step,
 10-step episodes, no reward model) for a fixed window per worker count, in alternating rounds.
 Reports the learner's samples/s (trajectories sampled into updates per second), updates/s, the
@@ -36,7 +36,7 @@ def main() -> None:
 
     import ray
 
-    from evolve_envs.train.driver import TrainOptions, run_train
+    from evolve_envs.training.driver import TrainOptions, run_train
 
     base = {
         "env": {"id": ENV_ID, "length": 10, "size": 64, "step_delay_s": 0.02},

@@ -77,7 +77,7 @@ def evaluate_run(run_dir: Path, episodes: int, offset: int = 0) -> list[dict[str
     """Held-out success of every snapshot of a run, in time order (the library's held-out
     evaluation, as `evolve-envs evaluate` and the training loop's `eval` run it; scenes
     ``held_out_seeds(episodes, offset)``)."""
-    from evolve_envs.train.evaluation import HeldOutEvaluator, held_out_seeds, read_saved
+    from evolve_envs.training.evaluation import HeldOutEvaluator, held_out_seeds, read_saved
 
     snaps = snapshots(run_dir)
     if not snaps:
@@ -105,7 +105,7 @@ def evaluate_run(run_dir: Path, episodes: int, offset: int = 0) -> list[dict[str
 def final_sampled(run_dir: Path, episodes: int, seed: int, offset: int = 0) -> float:
     """Held-out success of a run's last snapshot with *sampled* actions (as the workers act; a
     torch RNG seeded with ``seed``), beside the protocol's mean-action number."""
-    from evolve_envs.train.evaluation import HeldOutEvaluator, held_out_seeds, read_saved
+    from evolve_envs.training.evaluation import HeldOutEvaluator, held_out_seeds, read_saved
 
     snaps = snapshots(run_dir)
     if not snaps:
@@ -186,7 +186,7 @@ def paired_differences(records: dict[str, dict[int, dict[str, float]]]) -> list[
 
 def train_one(cfg_path: str, name: str, seed: int, minutes: float, snap_s: float, stamp: str,
               extra: list[str]) -> Path:  # fmt: skip
-    from evolve_envs.train.driver import TrainOptions, run_train
+    from evolve_envs.training.driver import TrainOptions, run_train
 
     algo, overrides = ALGOS[name]
     run_dir = ROOT / "runs" / "d3" / stamp / f"{slug(name)}-s{seed}"

@@ -2,7 +2,7 @@
 
 For each arm (DistRL prioritized, GRPO) the same number of trials (``--trials``, 6) with the same
 wall-clock budget each (``--minutes``, 5), every trial a real training run through
-:func:`evolve_envs.train.driver.run_train` on ``evolve_envs/configs/distrl/reach_place.yaml``
+:func:`evolve_envs.training.driver.run_train` on ``evolve_envs/configs/distrl/reach_place.yaml``
 with the trial's knobs as overrides, on the same dedicated *tuning* seeds (``--seeds`` from
 ``--first-seed``, 1 from 1000: race seeds start at 100 and 200, never here). The knobs searched
 (:data:`SPACE`) are each arm's own; the knobs both arms have (learning rate, entropy
@@ -17,7 +17,7 @@ coefficient and floor, clip, invalid-action penalty) have the same ranges in bot
   order rotating with ``i``); Tune keeps its experiment state under ``runs/d3_tune/``.
 * **Scoring** — after training, each snapshot (``--snapshot-every-s``) is scored on
   ``--eval-episodes`` held-out scenes ``held_out_seeds(n, 100_000)`` (mean action, env success
-  flag; :func:`evolve_envs.train.evaluation.evaluate_policy`): never training scenes, and not the
+  flag; :func:`evolve_envs.training.evaluation.evaluate_policy`): never training scenes, and not the
   race's scenes either. The trial's score is the area under that curve (AUC), averaged over the
   tuning seeds; the highest AUC per arm wins.
 * **Shipping** — the report writes the winners into ``--config-out``

@@ -14,7 +14,7 @@ after the other (the order turns every round):
   500 ms model on two services (the workers' endpoint pool spreads the checks): one service
   answers at most 8 checks per 500 ms batch, fewer than this regime asks for at instant speed.
 
-Every run goes through the library's own entry (:func:`evolve_envs.train.driver.run_train`, as
+Every run goes through the library's own entry (:func:`evolve_envs.training.driver.run_train`, as
 ``evolve-envs train`` runs it). Reported per run: the env steps the learner took in
 (``env_steps_in``) and the env steps the workers played, and per arm the ratio to ``instant``
 in the same round. The load average is logged while the runs go (``load.log``).
@@ -82,7 +82,7 @@ def one_run(config: Path, algo: str, arm: str, minutes: float, seed: int, runs: 
     import io
 
     from evolve_envs.reward.service.hosting.embedded import EmbeddedService
-    from evolve_envs.train.driver import TrainOptions, run_train
+    from evolve_envs.training.driver import TrainOptions, run_train
 
     run_dir = runs / f"{algo}-{arm}-s{seed}"
     log = run_dir / "load.log"

@@ -73,7 +73,7 @@ def sampled_last(run_dir: Path, episodes: int, seed: int, k: int = 3) -> list[fl
     """Held-out success of the last ``k`` snapshots with sampled actions (RNG seed ``seed``)."""
     from d3_learning_curves import snapshots
 
-    from evolve_envs.train.evaluation import HeldOutEvaluator, held_out_seeds, read_saved
+    from evolve_envs.training.evaluation import HeldOutEvaluator, held_out_seeds, read_saved
 
     snaps = snapshots(run_dir)[-k:]
     if not snaps:

@@ -8,7 +8,7 @@ One part = one cell = one ``tune.Tuner``:
   not ``episodes_per_env``), seeded by ``--search-seed``; the first configuration is the cell's
   best known block (``points_to_evaluate``): its named config's block, for GRPO the hand-changed
   ``grpo.lr=1e-3 grpo.epochs=4`` with 2 groups a round.
-* **Budget** — every trial trains through :func:`evolve_envs.train.driver.run_train` until the
+* **Budget** — every trial trains through :func:`evolve_envs.training.driver.run_train` until the
   learner has taken in ``--max-env-steps`` env steps (``run.max_env_steps``; ``--minutes`` is
   only a safety cap), on tuning seed ``--seed``.
 * **Rung metric** — a thread evaluates each policy snapshot (``--snapshot-every-s``) as it
@@ -71,7 +71,7 @@ def start_knobs(cell: str) -> dict[str, Any]:
     >>> start_knobs("grpo_sync")["grpo.lr"], start_knobs("grpo_sync")["grpo.groups_per_round"]
     (0.001, 2)
     """
-    from evolve_envs.train.config import load_train_config
+    from evolve_envs.training.config import load_train_config
 
     algo = CELLS[cell][0]
     cfg = load_train_config(cell_config(cell)).model_dump()
@@ -169,7 +169,7 @@ def _asha(records: Path, cell: str, **kwargs: Any) -> Any:
 
 
 def _evaluate(path: Path, episodes: int, evaluator: Any) -> dict[str, float]:
-    from evolve_envs.train.evaluation import held_out_seeds, read_saved
+    from evolve_envs.training.evaluation import held_out_seeds, read_saved
 
     snap = read_saved(path).payload
     policy = evaluator.policy(snap["policy"])
@@ -189,8 +189,8 @@ def tune_trial(config: dict[str, Any]) -> None:
     Floats of the sampled knobs are kept to 3 significant digits."""
     from ray import tune
 
-    from evolve_envs.train.driver import TrainOptions, run_train
-    from evolve_envs.train.evaluation import HeldOutEvaluator, read_saved
+    from evolve_envs.training.driver import TrainOptions, run_train
+    from evolve_envs.training.evaluation import HeldOutEvaluator, read_saved
 
     job = config["job"]
     knobs = {
@@ -279,7 +279,7 @@ def run_part(args: argparse.Namespace) -> None:
            "runs": str(args.runs.resolve() / stamp), "minutes": args.minutes,
            **{k: budget[k] for k in ("max_env_steps", "seed", "eval_episodes",
                                       "snapshot_every_s", "extra")}}  # fmt: skip
-    from evolve_envs.train.config import load_train_config
+    from evolve_envs.training.config import load_train_config
 
     w = load_train_config(cell_config(args.cell)).workers
     bundles = [{"CPU": 1.0}] + [{"CPU": w.num_cpus}] * w.num_workers
@@ -412,7 +412,7 @@ def write_cell_configs(winners: dict[str, Any], config_dir: Path) -> list[Path]:
     writing. Returns the files written."""
     import yaml
 
-    from evolve_envs.train.config import load_train_config
+    from evolve_envs.training.config import load_train_config
 
     written = []
     for system in ("async", "sync"):

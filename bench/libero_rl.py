@@ -83,7 +83,7 @@ def _arm_config(arm: str) -> str:
     """The config file of an arm: the shipped config, its reward block as the plan says."""
     from omegaconf import OmegaConf
 
-    from evolve_envs.train.config import resolve_train_config
+    from evolve_envs.training.config import resolve_train_config
 
     base = OmegaConf.create(resolve_train_config(CONFIG).read_text())
     if arm == "sparse":
@@ -98,7 +98,7 @@ def _arm_config(arm: str) -> str:
 
 
 def _evaluate(policy: Path, out: Path) -> dict[str, object]:
-    from evolve_envs.train.evaluation import evaluate_saved, read_saved
+    from evolve_envs.training.evaluation import evaluate_saved, read_saved
 
     result = evaluate_saved(read_saved(policy), out, episodes=HELD_OUT, sampled=False, videos=2)
     det = result["deterministic"]
@@ -113,7 +113,7 @@ def clone() -> Path:
     if not path.exists():
         _cli("clone", "--config", CONFIG, "--out", str(path), "--seed", str(CLONE_SEED))
     if not record.exists():
-        from evolve_envs.train.policy_file import read_policy_info
+        from evolve_envs.training.policy_file import read_policy_info
 
         held = _evaluate(path, RUNS / "clone_eval")
         info = read_policy_info(path)["clone"]

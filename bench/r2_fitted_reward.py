@@ -259,7 +259,7 @@ def distrl(
 ) -> None:
     from d3_learning_curves import evaluate_run, last_minute
 
-    from evolve_envs.train.driver import TrainOptions, run_train
+    from evolve_envs.training.driver import TrainOptions, run_train
 
     model = str(runs / "model")
     stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -5,7 +5,7 @@ rebuilt from it, fed ``--episodes`` episodes its own policy plays on held-out sc
 then timed over ``--updates`` updates, in rounds: kept, flushed, kept, ... (``Rounds``: the
 order reverses every other round). A state whose Adam moments have decayed into the subnormal
 range computes its updates many times slower unless they are flushed
-(``evolve_envs/train/common/subnormal.py``).
+(``evolve_envs/training/common/subnormal.py``).
 
     python bench/subnormal_updates.py bench/results/subnormal_updates/*.pt
 
@@ -40,7 +40,7 @@ def subnormal_share(state: dict[str, object]) -> float:
 
 def episodes(evaluator, policy, n: int, seed: int, version: int) -> list:  # noqa: ANN001
     """``n`` episodes of ``policy`` (sampled actions) as trajectories of learner ``version``."""
-    from evolve_envs.train.common.trajectory import Trajectory
+    from evolve_envs.training.common.trajectory import Trajectory
 
     env = evaluator.envs(1)[0]
     out = []
@@ -69,10 +69,10 @@ def time_updates(path: Path, flush: bool, n_episodes: int, updates: int) -> floa
     """Milliseconds per learner update from the state at ``path``."""
     import torch
 
-    from evolve_envs.train.common.subnormal import flush_subnormals
-    from evolve_envs.train.config import load_train_config
-    from evolve_envs.train.distrl.learner import Learner
-    from evolve_envs.train.evaluation import HeldOutEvaluator
+    from evolve_envs.training.common.subnormal import flush_subnormals
+    from evolve_envs.training.config import load_train_config
+    from evolve_envs.training.distrl.learner import Learner
+    from evolve_envs.training.evaluation import HeldOutEvaluator
 
     state = torch.load(path, map_location="cpu", weights_only=False)
     cfg = load_train_config(state["config"])

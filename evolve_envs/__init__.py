@@ -38,10 +38,10 @@ if TYPE_CHECKING:
     from evolve_envs.stack.loading import load_config
     from evolve_envs.stack.reward_model import RewardModel, open_reward_model
     from evolve_envs.stack.vector import make_vec
-    from evolve_envs.train.api import train
-    from evolve_envs.train.config import TrainConfig, load_train_config
-    from evolve_envs.train.driver import TrainResult
-    from evolve_envs.train.trained_policy import TrainedPolicy, load_policy
+    from evolve_envs.training.api import train
+    from evolve_envs.training.config import TrainConfig, load_train_config
+    from evolve_envs.training.driver import TrainResult
+    from evolve_envs.training.trained_policy import TrainedPolicy, load_policy
 
 register_envs()
 
@@ -52,11 +52,12 @@ _LAZY = {
     "make_vec": "evolve_envs.stack.vector",
     "open_reward_model": "evolve_envs.stack.reward_model",
     "RewardModel": "evolve_envs.stack.reward_model",
-    "TrainConfig": "evolve_envs.train.config",
-    "load_train_config": "evolve_envs.train.config",
-    "TrainResult": "evolve_envs.train.driver",
-    "TrainedPolicy": "evolve_envs.train.trained_policy",
-    "load_policy": "evolve_envs.train.trained_policy",
+    "train": "evolve_envs.training.api",
+    "TrainConfig": "evolve_envs.training.config",
+    "load_train_config": "evolve_envs.training.config",
+    "TrainResult": "evolve_envs.training.driver",
+    "TrainedPolicy": "evolve_envs.training.trained_policy",
+    "load_policy": "evolve_envs.training.trained_policy",
 }
 
 __all__ = [
@@ -79,8 +80,6 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
-    if name == "train":  # the subpackage, callable as the function (evolve_envs.train.api.train)
-        return importlib.import_module("evolve_envs.train")
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'evolve_envs' has no attribute {name!r}")

@@ -2,7 +2,7 @@
 
 The expert plays the config's env from each of ``--init-states`` (reward model off); the
 policy of the config's ``policy`` block is fitted to its successful episodes
-(:mod:`evolve_envs.train.clone`) and written as a policy file (safetensors, no pickle) that a
+(:mod:`evolve_envs.training.clone`) and written as a policy file (safetensors, no pickle) that a
 training run starts from with ``policy.init_from=FILE``. ``--eval N`` then plays the clone on
 the config's N held-out scenes (``eval.env_overrides``) and prints its success.
 
@@ -47,10 +47,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``evolve-envs clone``."""
-    from evolve_envs.train.clone import clone_policy, expert_episodes
-    from evolve_envs.train.config import load_train_config
-    from evolve_envs.train.evaluation import evaluate_policy, held_out_seeds
-    from evolve_envs.train.policy_file import save_policy_file
+    from evolve_envs.training.clone import clone_policy, expert_episodes
+    from evolve_envs.training.config import load_train_config
+    from evolve_envs.training.evaluation import evaluate_policy, held_out_seeds
+    from evolve_envs.training.policy_file import save_policy_file
 
     if not args.config:
         raise CliError("--config: give the training config the clone is for", ExitStatus.USAGE)

@@ -1,5 +1,5 @@
 """``evolve-envs evaluate``: a saved policy's success on held-out scenes, as JSON and an MP4
-(:func:`evolve_envs.train.evaluation.evaluate_saved`).
+(:func:`evolve_envs.training.evaluation.evaluate_saved`).
 
 Usage (shell)::
 
@@ -58,8 +58,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
         raise ImportError(
             "evaluating a policy needs torch: pip install 'evolve-envs[distrl]'"
         ) from exc
-    from evolve_envs.train.config import load_train_config
-    from evolve_envs.train.evaluation import evaluate_saved, read_saved
+    from evolve_envs.training.config import load_train_config
+    from evolve_envs.training.evaluation import evaluate_saved, read_saved
 
     saved = read_saved(args.source, best=args.best, trust=args.trust_checkpoint)
     if args.overrides:

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from evolve_envs.cli.errors import CliError, ExitStatus, library_output_to, one_line
 
 if TYPE_CHECKING:
-    from evolve_envs.train.config import TrainConfig
-    from evolve_envs.train.driver import TrainResult
+    from evolve_envs.training.config import TrainConfig
+    from evolve_envs.training.driver import TrainResult
 
 __all__ = ["add_train", "run_train_command"]
 
@@ -65,20 +65,20 @@ def add_train(sub: argparse._SubParsersAction) -> None:
 
 def run_train_command(args: argparse.Namespace) -> int:
     """Run ``evolve-envs train``; returns its exit status."""
-    from evolve_envs.train.algorithm import RewardModelFailedError, WorkerFailedError
-    from evolve_envs.train.common.finite import NonFiniteError
-    from evolve_envs.train.driver import (
+    from evolve_envs.training.algorithm import RewardModelFailedError, WorkerFailedError
+    from evolve_envs.training.common.finite import NonFiniteError
+    from evolve_envs.training.driver import (
         TrainOptions,
         effective_config,
         refuse_unplaceable,
         run_dir_of,
         run_train,
     )
-    from evolve_envs.train.learner_task import LearnerLostError
-    from evolve_envs.train.run_dir import claim_run_dir
-    from evolve_envs.train.runtime.head_watch import ClusterLostError
-    from evolve_envs.train.runtime.placement import PlacementError
-    from evolve_envs.train.worker_start import WorkerStartError
+    from evolve_envs.training.learner_task import LearnerLostError
+    from evolve_envs.training.run_dir import claim_run_dir
+    from evolve_envs.training.runtime.head_watch import ClusterLostError
+    from evolve_envs.training.runtime.placement import PlacementError
+    from evolve_envs.training.worker_start import WorkerStartError
 
     overrides = list(args.overrides)
     if args.wandb:
@@ -189,7 +189,7 @@ def _check_train_service(cfg: TrainConfig) -> None:
     embedded one is started by the run; a Ray Serve app is reached from the workers)."""
     from evolve_envs.reward.clients.ray_handle_pool import is_ray_endpoint
     from evolve_envs.stack.reward_model import check_reward_service, endpoint_pool, reward_endpoints
-    from evolve_envs.train.worker_env import NODE_IP
+    from evolve_envs.training.worker_env import NODE_IP
 
     rm = cfg.reward_model
     if not rm.enable or rm.embedded or is_ray_endpoint(rm.endpoint) or NODE_IP in str(rm.endpoint):

@@ -66,7 +66,7 @@ def test_tuning_runs_asha_per_cell_on_one_shared_budget(tmp_path) -> None:
     bench("d5_tune.py", "--report-only", "--out", out, "--write-configs", configs)
     assert (out / "d5_tune_summary.md").read_text() == summary
     # the winners shipped into the named configs, each into its own cell's block
-    from evolve_envs.train.config import load_train_config
+    from evolve_envs.training.config import load_train_config
 
     winners = json.loads((out / "winners.json").read_text())["winners"]
     for cell, system, block in (

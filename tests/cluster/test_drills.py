@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from evolve_envs.train.checkpoint import load_checkpoint
+from evolve_envs.training.checkpoint import load_checkpoint
 from tests.cluster.conftest import (
     CLUSTER_OVERRIDES,
     RayTestCluster,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from evolve_envs.train.checkpoint import load_checkpoint
+from evolve_envs.training.checkpoint import load_checkpoint
 from tests.cluster.conftest import CLUSTER_OVERRIDES, RayTestCluster, train_command, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]

@@ -1,7 +1,7 @@
 """The shipped LIBERO training config trains: a few updates on real LIBERO-10 with its reward
 model swapped for the embedded mock (its endpoint line and the backend it names); and it loads
 for GRPO as for DistRL. (Its held-out evaluation is off here: a second simulator costs more than
-the run; tests/train/test_periodic_eval.py runs the same evaluation code on ReachPlace.)"""
+the run; tests/training/test_periodic_eval.py runs the same evaluation code on ReachPlace.)"""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def test_the_libero_config_trains_a_few_updates_against_the_embedded_mock(ray_lo
 
     from evolve_envs.cli.main import main
     from evolve_envs.stack.loading import read_yaml
-    from evolve_envs.train.config import resolve_train_config
+    from evolve_envs.training.config import resolve_train_config
 
     shipped = read_yaml(resolve_train_config("libero_10"))
     shipped["reward_model"].update(MOCK)

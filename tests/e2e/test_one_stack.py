@@ -13,7 +13,7 @@ from evolve_envs import TrainConfig
 from evolve_envs.cli.rollout import _make_vector_env
 from evolve_envs.integrations.rlinf.stack import build_progress_stack
 from evolve_envs.stack.loading import resolve_config
-from evolve_envs.train.worker import RolloutWorker
+from evolve_envs.training.worker import RolloutWorker
 from evolve_envs.wrappers.progress_reward import ProgressReward
 
 

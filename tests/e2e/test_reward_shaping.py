@@ -9,8 +9,8 @@ import pytest
 
 from evolve_envs import load_train_config
 from evolve_envs.envs.synthetic import scripted_action
-from evolve_envs.train.driver import reward_service_for
-from evolve_envs.train.worker_env import make_worker_env
+from evolve_envs.training.driver import reward_service_for
+from evolve_envs.training.worker_env import make_worker_env
 from evolve_envs.wrappers import settled_episodes
 
 

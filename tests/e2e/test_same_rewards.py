@@ -18,7 +18,7 @@ from evolve_envs import load_train_config, make_vec
 from evolve_envs.envs.synthetic import ReachPlaceEnv, scripted_action
 from evolve_envs.integrations.rlinf.adapter import RLinfProgressReward
 from evolve_envs.reward.service.hosting.embedded import EmbeddedService
-from evolve_envs.train.worker_env import make_worker_env
+from evolve_envs.training.worker_env import make_worker_env
 
 SEED = 3
 STEPS = 40

@@ -24,7 +24,7 @@ from evolve_envs.cli.main import main as cli_main
 from evolve_envs.integrations.rlinf.stack import build_progress_stack
 from evolve_envs.reward.clients.service_check import ServiceUnavailableError
 from evolve_envs.reward.service.hosting.embedded import EmbeddedService
-from evolve_envs.train.worker_env import make_worker_env
+from evolve_envs.training.worker_env import make_worker_env
 
 TOKEN = "hop-s3cret-token"
 

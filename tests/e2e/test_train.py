@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from evolve_envs import load_train_config
-from evolve_envs.train.checkpoint import load_checkpoint
-from evolve_envs.train.distrl.learner import Learner
-from evolve_envs.train.driver import TrainOptions, run_train
-from evolve_envs.train.worker_env import policy_from_config
+from evolve_envs.training.checkpoint import load_checkpoint
+from evolve_envs.training.distrl.learner import Learner
+from evolve_envs.training.driver import TrainOptions, run_train
+from evolve_envs.training.worker_env import policy_from_config
 from tests.helpers.toy_env import ENV_ID, ToyEnv
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from evolve_envs.reward.fitting.trainer import FitOptions, fit_reward
-from evolve_envs.train.checkpoint import load_checkpoint
-from evolve_envs.train.config import load_train_config
+from evolve_envs.training.checkpoint import load_checkpoint
+from evolve_envs.training.config import load_train_config
 from tests.e2e.test_train import SHORT_REACH_PLACE
 
 

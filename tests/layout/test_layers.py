@@ -62,7 +62,7 @@ def test_the_check_catches_an_upward_link_in_a_string(tmp_path) -> None:
 def test_entry_points_stay_in_their_layer() -> None:
     assert ig.entry_point_violations() == []
     links = ig.entry_point_links()
-    assert ("evolve_envs.train.algorithm", "evolve_envs.train.distrl.algorithm") in links
+    assert ("evolve_envs.training.algorithm", "evolve_envs.training.distrl.algorithm") in links
     assert ("evolve_envs.cli", "evolve_envs.reward.service.hosting.serve") not in links
 
 
@@ -75,10 +75,10 @@ def test_the_check_catches_an_upward_entry_point(tmp_path) -> None:
     script = "    evolve-envs = evolve_envs.cli.main:main\n"
     assert backend in text and script in text
     text = text.replace(backend, backend + "    up = evolve_envs.stack.factory:make_env\n")
-    text = text.replace(script, script + "    evolve-train = evolve_envs.train.driver:main\n")
+    text = text.replace(script, script + "    evolve-train = evolve_envs.training.driver:main\n")
     cfg.write_text(text)
     assert ig.entry_point_violations(setup_cfg=cfg) == [
-        "console script evolve_envs.train.driver is not a program of evolve_envs.cli",
+        "console script evolve_envs.training.driver is not a program of evolve_envs.cli",
         "entry point evolve_envs.stack.factory of evolve_envs.reward.service.backends, "
         "a higher layer",
     ]
@@ -111,10 +111,10 @@ def test_the_loop_never_names_an_algorithm(tmp_path) -> None:
 
     copy = tmp_path / "evolve_envs"
     shutil.copytree(ig.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    loop = copy / "train" / "loop.py"
-    loop.write_text(loop.read_text() + "\nfrom evolve_envs.train.grpo.algorithm import GRPO\n")
+    loop = copy / "training" / "loop.py"
+    loop.write_text(loop.read_text() + "\nfrom evolve_envs.training.grpo.algorithm import GRPO\n")
     assert any(
-        "must not know evolve_envs.train.grpo" in line for line in ig.violations(ig.graph(copy))
+        "must not know evolve_envs.training.grpo" in line for line in ig.violations(ig.graph(copy))
     )
 
 

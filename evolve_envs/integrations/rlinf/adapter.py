@@ -68,7 +68,7 @@ from evolve_envs.integrations.rlinf.resets import (
 from evolve_envs.integrations.rlinf.stack import build_progress_stack, enabled_block
 from evolve_envs.progress.hacking import HackingDetector
 from evolve_envs.progress.tracker import ProgressTracker, TrackerStep
-from evolve_envs.train.common.arrays import like, to_numpy, torch_of
+from evolve_envs.training.common.arrays import like, to_numpy, torch_of
 from evolve_envs.wrappers.model_success_bonus import bonus_paid
 
 __all__ = ["RLinfProgressReward", "wrap_env_from_config"]

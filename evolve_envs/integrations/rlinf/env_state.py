@@ -20,7 +20,7 @@ from evolve_envs.integrations.rlinf.frames import to_upright
 from evolve_envs.progress.episode_summary import model_done, model_score
 from evolve_envs.progress.hacking import HackingDetector
 from evolve_envs.progress.tracker import ProgressTracker
-from evolve_envs.train.common.arrays import to_numpy
+from evolve_envs.training.common.arrays import to_numpy
 
 __all__ = ["SubEnvEpisodes", "annotate", "frame_getter", "task_of", "write_episode_block"]
 

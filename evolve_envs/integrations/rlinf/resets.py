@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from evolve_envs.progress.config_error import ConfigError
-from evolve_envs.train.common.arrays import to_numpy
+from evolve_envs.training.common.arrays import to_numpy
 
 __all__ = [
     "check_resets_sub_envs",

@@ -1,1 +1,0 @@
-"""Tests of evolve_envs.train."""

@@ -1,0 +1,1 @@
+"""Tests of evolve_envs.training."""
