@@ -42,8 +42,6 @@ from evolve_envs.stack.loading import env_key_error, load_config, reward_model_s
 from evolve_envs.stack.reward_model import open_reward_model
 from evolve_envs.wrappers.episode_score import EpisodeScoreReward
 from evolve_envs.wrappers.frame_cache import FrameCache
-from evolve_envs.wrappers.hacking_alarm import HackingAlarm
-from evolve_envs.wrappers.model_success_bonus import ModelSuccessBonus
 from evolve_envs.wrappers.progress_reward import ProgressReward
 from evolve_envs.wrappers.progressive_horizon import ProgressiveHorizon
 
@@ -146,7 +144,15 @@ def _reward_wrapper(
     embedded_service: EmbeddedService | None,
     pool: RewardPool | None,
 ) -> gym.Env:
-    """The reward wrapper of the block's kind around ``env``, owning the model it opens."""
+    """The reward wrapper of the block's kind around ``env``, owning the model it opens; its
+    reward step pays the success bonus and feeds the alarm the block asks for."""
+    step_kwargs: dict[str, object] = {
+        "reward_weight": rm.reward_weight,
+        "env_reward_weight": rm.env_reward_weight,
+        "success_bonus": rm.success_bonus,
+        "success_bonus_threshold": rm.success_bonus_threshold,
+        "alarm": rm.alarm.detector_settings() if rm.alarm.enable else None,
+    }
     with contextlib.ExitStack() as undo:  # on failure: close the model (not ``env``)
         model = undo.enter_context(
             open_reward_model(rm, embedded_service=embedded_service, pool=pool)
@@ -155,13 +161,7 @@ def _reward_wrapper(
         if isinstance(rm, ProgressModelConfig):
             # several cameras: the model's client averages one judgement per camera
             camera = tuple(rm.average_cameras) if rm.average_cameras else rm.camera
-            wrapper = ProgressReward(
-                env,
-                model,
-                camera=camera,
-                reward_weight=rm.reward_weight,
-                env_reward_weight=rm.env_reward_weight,
-            )
+            wrapper = ProgressReward(env, model, camera=camera, **step_kwargs)
             wrapper.tracker.time_limit = functools.partial(episode_limit, env)  # last_check
         else:
             assert isinstance(rm, VideoScoreConfig | PickleScorerConfig)
@@ -181,8 +181,7 @@ def _reward_wrapper(
                 use_rel_reward=rm.use_rel_reward,
                 ignore_terminations=rm.ignore_terminations,
                 last_frames=rm.last_frames,
-                reward_weight=rm.reward_weight,
-                env_reward_weight=rm.env_reward_weight,
+                **step_kwargs,
             )
         undo.pop_all()  # the wrapper owns the model now
         return wrapper
@@ -273,10 +272,6 @@ def build_stack(
             for camera in [rm.camera, *getattr(rm, "average_cameras", [])]:
                 _check_camera(env, camera)
             env = _reward_wrapper(env, rm, embedded_service, endpoint_pool)
-            if rm.success_bonus > 0:
-                env = ModelSuccessBonus(env, rm.success_bonus, rm.success_bonus_threshold)
-            if rm.alarm.enable:
-                env = HackingAlarm(env, rm.alarm.detector_settings())
         undo.pop_all()
         return env
 

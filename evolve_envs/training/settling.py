@@ -32,6 +32,7 @@ from evolve_envs.progress.settled_episode import SettledEpisode
 from evolve_envs.stack.config import StackConfig
 from evolve_envs.training.common.trajectory import Trajectory
 from evolve_envs.training.episode_slot import episode_stats
+from evolve_envs.wrappers.settled_rewards import deferred_reward
 
 if TYPE_CHECKING:
     import gymnasium as gym
@@ -237,9 +238,8 @@ def is_deferred(stack: StackConfig) -> bool:
 
 
 def settled_source(env: gym.Env) -> SettledSource:
-    """The env's settled-episode call (found through its wrapper stack)."""
-    get = env.get_wrapper_attr("settled_episodes")
-    return lambda wait: list(get(wait=wait))
+    """The env's settled-episode call: its declared deferred reward wrapper's."""
+    return deferred_reward(env).settled_episodes
 
 
 def episode_index(info: Mapping[str, object]) -> int:
@@ -261,8 +261,7 @@ def saturation_waits(envs: Sequence[gym.Env]) -> int:
     (the reward service is saturated), summed over ``envs``."""
     total = 0
     for env in envs:
-        tracker = env.get_wrapper_attr("tracker")
-        total += int(tracker.deferred_stats().get("saturation_waits", 0))
+        total += int(deferred_reward(env).deferred_stats().get("saturation_waits", 0))
     return total
 
 

@@ -26,6 +26,7 @@ Example: CartPole with a flat grey camera picture (level 204, which the local mo
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import gymnasium as gym
@@ -33,9 +34,12 @@ import numpy as np
 from gymnasium.core import ActType, ObsType
 
 from evolve_envs.progress.episode_summary import EpisodeSummary
+from evolve_envs.progress.hacking import HackingDetector, HackingDetectorConfig
+from evolve_envs.progress.reward_step import RewardStep, RewardTerms
 from evolve_envs.progress.task_text import task_text
 from evolve_envs.wrappers.frame_cache import FrameStore, find_frame_store
 from evolve_envs.wrappers.model_handle import OpenModel, check_open_model
+from evolve_envs.wrappers.progress_reward import alarm_of
 
 __all__ = ["EpisodeScoreReward"]
 
@@ -47,7 +51,9 @@ ScorerKind = Literal["video_score", "pickle_scorer"]
 class EpisodeScoreReward(
     gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.RecordConstructorArgs
 ):
-    """Pay a reward-model score of the whole episode on its last step (docs/wrappers.md)."""
+    """Pay a reward-model score of the whole episode on its last step (docs/wrappers.md), with
+    the success bonus and the hacking alarm of its
+    :class:`~evolve_envs.progress.reward_step.RewardStep` (as ``ProgressReward``)."""
 
     def __init__(
         self,
@@ -65,6 +71,9 @@ class EpisodeScoreReward(
         reward_weight: float = 1.0,
         env_reward_weight: float = 0.0,
         success_key: str = "is_success",
+        success_bonus: float = 0.0,
+        success_bonus_threshold: float = 0.95,
+        alarm: HackingDetector | HackingDetectorConfig | Mapping[str, object] | None = None,
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
             self,
@@ -79,6 +88,8 @@ class EpisodeScoreReward(
             reward_weight=reward_weight,
             env_reward_weight=env_reward_weight,
             success_key=success_key,
+            success_bonus=success_bonus,
+            success_bonus_threshold=success_bonus_threshold,
         )
         gym.Wrapper.__init__(self, env)
         # the open model: its client; the wrapper closes it after the env
@@ -106,8 +117,13 @@ class EpisodeScoreReward(
         self.use_rel_reward = bool(use_rel_reward)
         self.ignore_terminations = bool(ignore_terminations)
         self.last_frames = int(last_frames)
-        self.reward_weight = float(reward_weight)
-        self.env_reward_weight = float(env_reward_weight)
+        terms = RewardTerms(
+            float(reward_weight),
+            float(env_reward_weight),
+            float(success_bonus),
+            float(success_bonus_threshold),
+        )
+        self.reward_step = RewardStep(terms, alarm_of(alarm), task)
         self.success_key = success_key
         self._task_text = ""
         self._scored: dict[str, object] | None = None
@@ -182,6 +198,7 @@ class EpisodeScoreReward(
         model_reward = 0.0
         fallback = False
         latency = 0.0
+        bonus = 0.0
         if self._scored is not None:  # stepping on after the scored end (RLinf chunk semantics)
             model_reward = 0.0 if self.use_rel_reward else self._scored["model_reward"]
         elif terminated or truncated:
@@ -191,11 +208,14 @@ class EpisodeScoreReward(
             latency = self._scored["latency_s"]
             info["episode_score"] = self._episode_score
             info["episode_reward_model"] = dict(self._scored)
+            end = self.reward_step.end(self._scored, self._task_text, success)
+            bonus = end.bonus or 0.0
+            info.update(end.info())
         info["reward_model_reward"] = model_reward
         info["reward_model_errors"] = self._errors
         info["reward_model_fallback"] = fallback
         info["reward_model_latency_s"] = latency
-        reward = self.env_reward_weight * float(env_reward) + self.reward_weight * model_reward
+        reward = self.reward_step.terms.mix(float(env_reward), model_reward, bonus)
         return obs, reward, bool(terminated), bool(truncated), info
 
     def close(self) -> None:

@@ -1,18 +1,21 @@
-"""HackingAlarm: the reward-hacking detector as a Gymnasium wrapper."""
+"""HackingAlarm: the reward-hacking detector as a Gymnasium wrapper, around any reward wrapper.
+
+``make_env`` gives the alarm to the reward wrapper's own reward step (``reward_model.alarm``);
+this wrapper adds it to a stack built by hand. A stack whose rewards are settled later
+(``calls: deferred``) is refused: its episodes reach the alarm when they are settled."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import SupportsFloat
 
 import gymnasium as gym
 from gymnasium.core import ActType, ObsType
 
-from evolve_envs.progress.episode_summary import model_score
 from evolve_envs.progress.hacking import HackingDetector, HackingDetectorConfig
-from evolve_envs.progress.settled_episode import SettledEpisode
+from evolve_envs.progress.reward_step import RewardStep
 from evolve_envs.progress.task_text import task_text
+from evolve_envs.wrappers.model_success_bonus import refuse_deferred
 
 __all__ = ["HackingAlarm"]
 
@@ -52,8 +55,10 @@ class HackingAlarm(
         **overrides: object,
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, settings=settings, task=task, **overrides)
+        refuse_deferred(env, "HackingAlarm", "reward_model.alarm")
         gym.Wrapper.__init__(self, env)
         self.detector = detector if detector is not None else HackingDetector(settings, **overrides)
+        self.reward_step = RewardStep(alarm=self.detector, task=task)
         self.task = task
         self._task: str | None = None
         self._open = False
@@ -66,26 +71,12 @@ class HackingAlarm(
         self._open = True
         return obs, info
 
-    def settled_episodes(self, wait: bool = False) -> list[SettledEpisode]:
-        """``calls: deferred``: the settled episodes of the stack below, each fed to the
-        detector as it is handed on (in the order played), its state in ``.alarm``."""
-        out = []
-        for ep in self.env.get_wrapper_attr("settled_episodes")(wait):
-            score = model_score(ep.summary, self.detector.settings.score)
-            if ep.final and score is not None:
-                success = bool(ep.summary.get("is_success", False))
-                task = self.task if self.task is not None else ep.task
-                ep = dataclasses.replace(ep, alarm=self.detector.add(task, score, success))
-            out.append(ep)
-        return out
-
     def step(self, action: ActType) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, object]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         if (terminated or truncated) and self._open:
             self._open = False
             summary = info.get("episode_reward_model") or {}
-            score = model_score(summary, self.detector.settings.score)
-            if score is not None and self._task is not None:
-                success = bool(info.get("is_success", summary.get("is_success", False)))
-                info["reward_alarm"] = self.detector.add(self._task, score, success)
+            success = info.get("is_success")
+            flag = None if success is None else bool(success)
+            info.update(self.reward_step.end(summary, self._task, flag).info())
         return obs, reward, terminated, truncated, info

@@ -1,4 +1,10 @@
-"""A bonus for episodes the reward model judges done at their end.
+"""A bonus for episodes the reward model judges done at their end, around any reward wrapper.
+
+``make_env`` gives the bonus to the reward wrapper's own reward step
+(``reward_model.success_bonus``); this wrapper adds it to a stack built by hand, from
+``info["episode_reward_model"]``. A stack whose rewards are settled later
+(``metadata["reward_timing"] == "deferred"``) is refused: its bonus belongs to its reward step,
+which pays it when the episode is settled.
 
 >>> import gymnasium as gym
 >>> class Ends(gym.Env):
@@ -15,41 +21,24 @@
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping
-
 import gymnasium as gym
 from gymnasium.core import ActType, ObsType
 
-from evolve_envs.progress.settled_episode import SettledEpisode
+from evolve_envs.progress.reward_step import RewardTerms
+from evolve_envs.wrappers.progress_reward import DEFERRED, REWARD_TIMING
 
-__all__ = ["ModelSuccessBonus", "bonus_paid", "with_bonus"]
-
-
-def bonus_paid(summary: Mapping[str, object] | None, bonus: float, threshold: float) -> float:
-    """The bonus an episode earns from its reward-model summary: ``bonus`` when the final
-    progress (percent) is at least ``100 * threshold``, else 0. Shared by the wrapper and the
-    RLinf adapter, so both pay the same.
-
-    >>> bonus_paid({"progress": 100.0}, 1.0, 0.95), bonus_paid({"progress": 90.0}, 1.0, 0.95)
-    (1.0, 0.0)
-    """
-    if isinstance(summary, Mapping) and summary.get("progress") is not None:
-        # rounded like the tracker's done rule, so accumulation noise cannot flip it
-        if round(float(summary["progress"]) / 100.0, 9) >= threshold:
-            return float(bonus)
-    return 0.0
+__all__ = ["ModelSuccessBonus", "refuse_deferred"]
 
 
-def with_bonus(ep: SettledEpisode, bonus: float, threshold: float) -> SettledEpisode:
-    """A settled episode with the bonus added to its last step's reward (``calls: deferred``:
-    the bonus the wrapper would have paid under ``sync``)."""
-    if not ep.final or ep.length == 0:
-        return ep
-    paid = bonus_paid(ep.summary, bonus, threshold)
-    rewards = ep.rewards.copy()
-    rewards[-1] += paid
-    return dataclasses.replace(ep, rewards=rewards)
+def refuse_deferred(env: gym.Env, wrapper: str, setting: str) -> None:
+    """Raise ``ValueError`` when ``env`` declares its rewards settled later: a wrapper that
+    changes each step's reward would change what the trainer never sees."""
+    if env.metadata.get(REWARD_TIMING) == DEFERRED:
+        raise ValueError(
+            f"{wrapper}: this stack's rewards are settled later (reward_model.calls: deferred), "
+            f"so a reward changed as the step returns never reaches the trainer; set {setting} "
+            "in the reward_model block instead (the reward wrapper's own reward step pays it)"
+        )
 
 
 class ModelSuccessBonus(gym.Wrapper):
@@ -57,22 +46,22 @@ class ModelSuccessBonus(gym.Wrapper):
     progress (``info["episode_reward_model"]["progress"]``, percent) is ``>= 100 * threshold``."""
 
     def __init__(self, env: gym.Env, bonus: float, threshold: float) -> None:
+        refuse_deferred(env, "ModelSuccessBonus", "reward_model.success_bonus")
         super().__init__(env)
-        if not 0.0 <= threshold <= 1.0:
-            raise ValueError(f"threshold must be in [0, 1], got {threshold}")
-        self.bonus = float(bonus)
-        self.threshold = float(threshold)
+        self.terms = RewardTerms(success_bonus=float(bonus), bonus_threshold=float(threshold))
+
+    @property
+    def bonus(self) -> float:
+        return self.terms.success_bonus
+
+    @property
+    def threshold(self) -> float:
+        return self.terms.bonus_threshold
 
     def step(self, action: ActType) -> tuple[ObsType, float, bool, bool, dict[str, object]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         if terminated or truncated:
-            paid = bonus_paid(info.get("episode_reward_model"), self.bonus, self.threshold)
+            paid = self.terms.bonus(info.get("episode_reward_model"))
             info = {**info, "success_bonus": paid}
             reward = float(reward) + paid
         return obs, reward, terminated, truncated, info
-
-    def settled_episodes(self, wait: bool = False) -> list[SettledEpisode]:
-        """``calls: deferred``: the reward wrapper's settled episodes with the bonus added
-        (:func:`with_bonus`); under ``sync`` it is paid on the last step as the step returns."""
-        inner = self.env.get_wrapper_attr("settled_episodes")(wait)
-        return [with_bonus(ep, self.bonus, self.threshold) for ep in inner]

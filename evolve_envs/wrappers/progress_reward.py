@@ -37,7 +37,6 @@ service whose *intensity* rule reads a flat grey frame of level ``g`` as progres
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import warnings
 from collections.abc import Mapping
@@ -47,6 +46,8 @@ import numpy as np
 from gymnasium.core import ActType, ObsType
 
 from evolve_envs.envs.libero_render import camera_frame
+from evolve_envs.progress.hacking import HackingDetector, HackingDetectorConfig
+from evolve_envs.progress.reward_step import RewardStep, RewardTerms
 from evolve_envs.progress.settled_episode import SettledEpisode
 from evolve_envs.progress.task_text import task_text
 from evolve_envs.progress.tracker import ProgressTracker
@@ -54,7 +55,21 @@ from evolve_envs.progress.tracker_config import TrackerConfig
 from evolve_envs.reward.protocol.wire import Capabilities
 from evolve_envs.wrappers.model_handle import OpenModel, check_open_model
 
-__all__ = ["ProgressReward", "StandInModelWarning", "stand_in"]
+__all__ = [
+    "DEFERRED",
+    "REWARD_TIMING",
+    "ProgressReward",
+    "StandInModelWarning",
+    "alarm_of",
+    "stand_in",
+]
+
+#: The ``env.metadata`` key that declares when an env's rewards are final, as
+#: ``autoreset_mode`` declares how it resets: :data:`DEFERRED` (``reward_model.calls:
+#: deferred``: the rewards a trainer learns from come with each settled episode, from
+#: :meth:`ProgressReward.settled_episodes`), absent otherwise (each step's reward is final).
+REWARD_TIMING = "reward_timing"
+DEFERRED = "deferred"
 
 logger = logging.getLogger(__name__)
 
@@ -80,10 +95,23 @@ def stand_in(capabilities: Capabilities | Mapping[str, object] | None) -> str | 
     return getattr(capabilities, "model_id", None) or str(backend)
 
 
+def alarm_of(
+    alarm: HackingDetector | HackingDetectorConfig | Mapping[str, object] | None,
+) -> HackingDetector | None:
+    """A hacking alarm's detector from a detector, its settings, or None (no alarm)."""
+    if alarm is None or isinstance(alarm, HackingDetector):
+        return alarm
+    return HackingDetector(alarm)
+
+
 class ProgressReward(
     gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.RecordConstructorArgs
 ):
-    """Reward and terminate from a progress reward model (docs/wrappers.md)."""
+    """Reward and terminate from a progress reward model (docs/wrappers.md). Its rewards come
+    from one :class:`~evolve_envs.progress.reward_step.RewardStep`: the weights, the success
+    bonus (``success_bonus`` when the final progress reaches ``success_bonus_threshold``) and
+    the hacking alarm (``alarm``), whether a step pays as it returns or an episode is settled
+    later (``calls: deferred``, declared as ``metadata["reward_timing"] == "deferred"``)."""
 
     def __init__(
         self,
@@ -95,6 +123,9 @@ class ProgressReward(
         task: str | None = None,
         reward_weight: float = 1.0,
         env_reward_weight: float = 0.0,
+        success_bonus: float = 0.0,
+        success_bonus_threshold: float = 0.95,
+        alarm: HackingDetector | HackingDetectorConfig | Mapping[str, object] | None = None,
         capabilities: Capabilities | Mapping[str, object] | None = None,
         **setting_overrides: object,
     ) -> None:
@@ -105,6 +136,8 @@ class ProgressReward(
             task=task,
             reward_weight=reward_weight,
             env_reward_weight=env_reward_weight,
+            success_bonus=success_bonus,
+            success_bonus_threshold=success_bonus_threshold,
             **setting_overrides,
         )
         gym.Wrapper.__init__(self, env)
@@ -124,14 +157,22 @@ class ProgressReward(
         self.client = client
         self.camera = camera
         self.task = task
-        self.reward_weight = float(reward_weight)
-        self.env_reward_weight = float(env_reward_weight)
         self.capabilities = capabilities
         try:  # the tracker refuses settings the backend cannot serve (pairwise on progress-only)
+            terms = RewardTerms(
+                float(reward_weight),
+                float(env_reward_weight),
+                float(success_bonus),
+                float(success_bonus_threshold),
+            )
+            self.reward_step = RewardStep(terms, alarm_of(alarm), task)
             self.tracker = ProgressTracker(client, settings, capabilities=capabilities)
         except BaseException:
             model.close()  # a refused construction closes what it was handed
             raise
+        if self._deferred:  # declared, as autoreset_mode is: rewards come with settled episodes
+            self.metadata = {**self.env.metadata, REWARD_TIMING: DEFERRED}
+        self._task: str | None = None
         self.episode_step = 0
         self._warned_after_end = False
         self._last_info: dict[str, object] = {}
@@ -145,6 +186,14 @@ class ProgressReward(
     @property
     def settings(self) -> TrackerConfig:
         return self.tracker.settings
+
+    @property
+    def reward_weight(self) -> float:
+        return self.reward_step.terms.reward_weight
+
+    @property
+    def env_reward_weight(self) -> float:
+        return self.reward_step.terms.env_reward_weight
 
     def _frame(self, obs: ObsType) -> np.ndarray:
         if self.camera is None:
@@ -165,7 +214,8 @@ class ProgressReward(
         obs, info = self.env.reset(seed=seed, options=options)
         if self._deferred and not self.tracker.episode_over:  # dropped, as under sync
             self._env_rewards.pop(self.tracker.episodes, None)
-        self.tracker.reset(task_text(self.env, self.task, info, "ProgressReward"), self._frame(obs))
+        self._task = task_text(self.env, self.task, info, "ProgressReward")
+        self.tracker.reset(self._task, self._frame(obs))
         self.episode_step = 0
         self._warned_after_end = False
         info.setdefault("is_success", False)
@@ -193,7 +243,8 @@ class ProgressReward(
             info["reward_model_reward"] = 0.0
             info["reward_model_id"] = self.model_id
             info.update(self._last_info)
-            return obs, self.env_reward_weight * float(env_reward), terminated, truncated, info
+            reward = self.reward_step.terms.mix(float(env_reward), 0.0)
+            return obs, reward, terminated, truncated, info
 
         out = self.tracker.observe(
             self.episode_step,
@@ -220,12 +271,18 @@ class ProgressReward(
         info.update(settlement_episode=self.tracker.episodes, settlement_step=self.episode_step)
         self._last_info = dict(out.info)
         self._last_info.pop("episode_reward_model", None)
-        reward = self.env_reward_weight * float(env_reward) + self.reward_weight * out.reward
+        bonus = 0.0
+        if out.summary is not None and not self._deferred:  # deferred: at settlement
+            end = self.reward_step.end(out.summary, self._task, bool(info["is_success"]))
+            bonus = end.bonus or 0.0
+            info.update(end.info())
+        reward = self.reward_step.terms.mix(float(env_reward), out.reward, bonus)
         return obs, reward, bool(terminated or out.terminate), bool(truncated), info
 
     def settled_episodes(self, wait: bool = False) -> list[SettledEpisode]:
         """``calls: deferred``: the episodes settled since the last call, in the order played
-        (``wait``: wait for the answers of every episode that has ended)."""
+        (``wait``: wait for the answers of every episode that has ended), each rewarded by the
+        reward step (the bonus on its last step, the alarm fed in the order played)."""
         return [self._with_env_part(ep) for ep in self.tracker.settled(wait)]
 
     def running_episode(self, wait: bool = True) -> SettledEpisode | None:
@@ -241,9 +298,7 @@ class ProgressReward(
 
     def _with_env_part(self, ep: SettledEpisode) -> SettledEpisode:
         env = self._env_rewards.pop(ep.index, []) if ep.final else self._env_rewards.get(ep.index)
-        env_part = np.zeros(ep.length) if env is None else np.asarray(env[: ep.length], float)
-        rewards = self.env_reward_weight * env_part + self.reward_weight * ep.model_rewards
-        return dataclasses.replace(ep, rewards=rewards)
+        return self.reward_step.episode(ep, env)
 
     def close(self) -> None:
         """Close the env, then the reward model this wrapper was handed (if any)."""

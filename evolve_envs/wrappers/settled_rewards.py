@@ -21,15 +21,35 @@ import gymnasium as gym
 import numpy as np
 
 from evolve_envs.progress.settled_episode import SettledEpisode
+from evolve_envs.wrappers.progress_reward import DEFERRED, REWARD_TIMING, ProgressReward
 
-__all__ = ["SettledRewards", "SettledRollout", "settled_episodes"]
+__all__ = ["SettledRewards", "SettledRollout", "deferred_reward", "settled_episodes"]
+
+
+def deferred_reward(env: gym.Env) -> ProgressReward:
+    """The reward wrapper that settles ``env``'s episodes: ``env`` declares
+    ``metadata["reward_timing"] == "deferred"`` and holds a
+    :class:`~evolve_envs.wrappers.progress_reward.ProgressReward`, found by its type.
+
+    Raises ``ValueError`` naming what is missing otherwise."""
+    if env.metadata.get(REWARD_TIMING) != DEFERRED:
+        raise ValueError(
+            "the env does not declare deferred rewards (metadata reward_timing: "
+            f"{env.metadata.get(REWARD_TIMING)!r}); its stack needs a progress reward model "
+            "with reward_model.calls: deferred"
+        )
+    inner: gym.Env = env
+    while not isinstance(inner, ProgressReward):
+        if not isinstance(inner, gym.Wrapper):
+            raise ValueError(f"{env} declares deferred rewards but holds no ProgressReward")
+        inner = inner.env
+    return inner
 
 
 def settled_episodes(env: gym.Env, wait: bool = False) -> list[SettledEpisode]:
-    """The settled episodes of one env stack (``calls: deferred``), with every reward wrapper's
-    part (the outermost ``settled_episodes``: the success bonus's, else ``ProgressReward``'s);
-    see :meth:`evolve_envs.wrappers.progress_reward.ProgressReward.settled_episodes`."""
-    return env.get_wrapper_attr("settled_episodes")(wait)
+    """The settled episodes of one env stack (``calls: deferred``), rewarded by its reward
+    step: :meth:`evolve_envs.wrappers.progress_reward.ProgressReward.settled_episodes`."""
+    return deferred_reward(env).settled_episodes(wait)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ from evolve_envs.progress.hacking import (
     RewardHackingWarning,
 )
 from evolve_envs.reward.service.hosting.embedded import EmbeddedService
-from evolve_envs.wrappers.hacking_alarm import HackingAlarm
 from tests.helpers.synthetic_env import SyntheticProgressEnv
 
 W = 10  # window and baseline of these tests
@@ -125,7 +124,7 @@ def test_make_env_installs_the_alarm_from_yaml_keys(intensity_service: EmbeddedS
     }  # fmt: skip
     env = make_env(cfg, env_factory=SyntheticProgressEnv)
     try:
-        assert isinstance(env, HackingAlarm)
+        assert env.get_wrapper_attr("reward_step").alarm is not None  # the reward step's alarm
         alarms = []
         with pytest.warns(RewardHackingWarning, match=r"0\.20 -> 0\.90"):
             for _ in range(2 * n):
@@ -144,7 +143,7 @@ def test_make_env_installs_the_alarm_from_yaml_keys(intensity_service: EmbeddedS
     off = make_env({**cfg, "reward_model": {**cfg["reward_model"], "alarm": {"enable": False}}},
                    env_factory=SyntheticProgressEnv)  # fmt: skip
     try:
-        assert not isinstance(off, HackingAlarm)
+        assert off.get_wrapper_attr("reward_step").alarm is None
     finally:
         off.close()
 

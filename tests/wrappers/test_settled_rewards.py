@@ -22,6 +22,7 @@ import pytest
 
 from evolve_envs.reward.clients.progress_client import ProgressClient
 from evolve_envs.reward.service.hosting.embedded import EmbeddedService
+from evolve_envs.wrappers.hacking_alarm import HackingAlarm
 from evolve_envs.wrappers.model_handle import lend
 from evolve_envs.wrappers.model_success_bonus import ModelSuccessBonus
 from evolve_envs.wrappers.progress_reward import ProgressReward
@@ -91,10 +92,12 @@ def stack(client: ProgressClient, calls: str, step_s: float = 0.002, **settings:
         lend(client),
         calls=calls,
         env_reward_weight=0.5,
+        success_bonus=2.0,
+        success_bonus_threshold=0.9,
         **SCHEDULE,
         **settings,
     )
-    return ModelSuccessBonus(env, bonus=2.0, threshold=0.9)
+    return gym.wrappers.RecordEpisodeStatistics(env)  # a wrapper above that changes no reward
 
 
 def play(env: gym.Env, episodes: int) -> list[dict[str, Any]]:
@@ -309,3 +312,22 @@ def test_the_alarm_sees_the_settled_episodes_as_it_sees_sync_ones(service: Embed
         np.testing.assert_array_equal(ep.rewards, rewards)
         assert ep.alarm == alarm
     assert any(ep.rewards[-1] >= 1.0 for ep in settled)  # a success bonus was paid
+
+
+def test_a_wrapper_that_changes_rewards_refuses_a_deferred_stack(client: ProgressClient) -> None:
+    """A reward added as the step returns would never reach a deferred trainer: refused, loud."""
+    deferred = stack(client, "deferred")
+    try:
+        assert deferred.metadata["reward_timing"] == "deferred"
+        with pytest.raises(ValueError, match=r"set reward_model\.success_bonus"):
+            ModelSuccessBonus(deferred, bonus=1.0, threshold=0.9)
+        with pytest.raises(ValueError, match=r"set reward_model\.alarm"):
+            HackingAlarm(deferred, task="t")
+    finally:
+        deferred.close()
+    synced = stack(client, "sync")
+    try:
+        assert "reward_timing" not in synced.metadata
+        assert ModelSuccessBonus(synced, bonus=1.0, threshold=0.9).bonus == 1.0
+    finally:
+        synced.close()

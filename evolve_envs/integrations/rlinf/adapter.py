@@ -67,9 +67,9 @@ from evolve_envs.integrations.rlinf.resets import (
 )
 from evolve_envs.integrations.rlinf.stack import build_progress_stack, enabled_block
 from evolve_envs.progress.hacking import HackingDetector
+from evolve_envs.progress.reward_step import RewardStep, RewardTerms
 from evolve_envs.progress.tracker import ProgressTracker, TrackerStep
 from evolve_envs.training.common.arrays import like, to_numpy, torch_of
-from evolve_envs.wrappers.model_success_bonus import bonus_paid
 
 __all__ = ["RLinfProgressReward", "wrap_env_from_config"]
 
@@ -114,8 +114,14 @@ class RLinfProgressReward(ForwardsToEnv):
     ) -> None:
         self.env = env
         self.frame_orientation = resolve_orientation(frame_orientation, env)
-        self.success_bonus = float(success_bonus)
-        self.success_threshold = float(success_threshold)
+        terms = RewardTerms(
+            float(reward_weight),
+            float(env_reward_weight),
+            float(success_bonus),
+            float(success_threshold),
+        )
+        #: the one reward step: the formula, the success bonus and the alarm
+        self.reward_step = RewardStep(terms, alarm)
         self.alarm = alarm
         self.model_terminates = bool(model_terminates)
         num_envs = getattr(env, "num_envs", None)
@@ -127,11 +133,9 @@ class RLinfProgressReward(ForwardsToEnv):
         if len(trackers) != self._n:
             raise ValueError(f"need one tracker per sub-env: {len(trackers)} for {self._n} envs")
         self.trackers: list[ProgressTracker] = list(trackers)
-        self.reward_weight = float(reward_weight)
-        self.env_reward_weight = float(env_reward_weight)
         self.image_key = image_key
         self.task_key = task_key
-        self.episodes = SubEnvEpisodes(self.trackers, alarm)
+        self.episodes = SubEnvEpisodes(self.trackers, self.reward_step)
         workers = max_workers if max_workers is not None else min(self._n, 64)
         sync = any(t.settings.calls == "sync" for t in self.trackers)
         self._pool = (
@@ -155,13 +159,8 @@ class RLinfProgressReward(ForwardsToEnv):
                 model_ends=model_ends,
                 is_eval=bool(getattr(env, "is_eval", False)),
             )
-            self.late = LateRewardBook(
-                self._n,
-                self.reward_weight,
-                success_bonus=self.success_bonus,
-                success_threshold=self.success_threshold,
-                model_ends=model_ends,
-            )
+            # settled rewards: the formula and the bonus (the alarm is fed as episodes end)
+            self.late = LateRewardBook(self._n, RewardStep(terms), model_ends=model_ends)
         elif self.auto_reset and model_ends:
             check_resets_sub_envs(env)
 
@@ -186,6 +185,14 @@ class RLinfProgressReward(ForwardsToEnv):
     @property
     def num_envs(self) -> int:
         return self._n
+
+    @property
+    def reward_weight(self) -> float:
+        return self.reward_step.terms.reward_weight
+
+    @property
+    def env_reward_weight(self) -> float:
+        return self.reward_step.terms.env_reward_weight
 
     def reset(self, *args: object, **kwargs: object) -> tuple[Mapping[str, object], dict]:
         """Reset (all or ``env_idx`` sub-envs) and start their trackers on the reset frames."""
@@ -320,19 +327,11 @@ class RLinfProgressReward(ForwardsToEnv):
             for i, out in self._observe_all(calls).items():
                 model_r[i, t] = out.reward
                 if self.late is not None:  # settled later; a model done is written then
-                    paid = self.env_reward_weight * env_r[i, t]
-                    self.late.played(i, chunk=self.chunks - 1, action=t, paid=paid)
+                    self.late.played(i, chunk=self.chunks - 1, action=t, env_reward=env_r[i, t])
                 if out.summary is not None:
-                    self.episodes.record_end(i, out.summary)
-                    if self.success_bonus > 0:
-                        bonus_r[i, t] = bonus_paid(
-                            out.summary, self.success_bonus, self.success_threshold
-                        )
-                self.episodes.returns[i] += (
-                    self.env_reward_weight * env_r[i, t]
-                    + self.reward_weight * out.reward
-                    + bonus_r[i, t]
-                )
+                    bonus_r[i, t] = self.episodes.record_end(i, out.summary).bonus or 0.0
+                paid = self.reward_step.terms.mix(env_r[i, t], out.reward, bonus_r[i, t])
+                self.episodes.returns[i] += paid
                 if out.terminate and not ignore_terms and self.late is None:
                     model_term[i, t] = True
             snapshots.append(self.episodes.stats_arrays())
@@ -363,7 +362,7 @@ class RLinfProgressReward(ForwardsToEnv):
 
         annotate(infos_list, env_r, model_r, progress, done_flag, snapshots)
 
-        mixed = self.env_reward_weight * env_r + self.reward_weight * model_r + bonus_r
+        mixed = self.reward_step.terms.mix(env_r, model_r, bonus_r)
         rewards_t, terms_t = torch_of(env_rewards), torch_of(terms)
         rewards_out = like(mixed, env_rewards, rewards_t) if rewards_t else mixed.astype(np.float32)
         terms_out = like(out_terms, terms, terms_t, is_bool=True)

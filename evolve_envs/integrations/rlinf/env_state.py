@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from evolve_envs.integrations.rlinf.frames import to_upright
-from evolve_envs.progress.episode_summary import model_done, model_score
-from evolve_envs.progress.hacking import HackingDetector
+from evolve_envs.progress.episode_summary import model_done
+from evolve_envs.progress.reward_step import RewardStep, StepEnd
 from evolve_envs.progress.tracker import ProgressTracker
 from evolve_envs.training.common.arrays import to_numpy
 
@@ -78,11 +78,10 @@ class SubEnvEpisodes:
     """Each sub-env's running episode: ``steps``, ``returns`` of the rewards paid, and the
     statistics set when it ends (:meth:`record_end`); :meth:`stats_arrays` gives them per key."""
 
-    def __init__(
-        self, trackers: Sequence[ProgressTracker], alarm: HackingDetector | None = None
-    ) -> None:
+    def __init__(self, trackers: Sequence[ProgressTracker], step: RewardStep | None = None) -> None:
         self.trackers = trackers
-        self.alarm = alarm
+        self.step = step if step is not None else RewardStep()
+        self.alarm = self.step.alarm
         n = len(trackers)
         self.steps = np.zeros(n, dtype=np.int64)
         self.returns = np.zeros(n, dtype=np.float64)  # the rewards the adapter returned
@@ -118,8 +117,9 @@ class SubEnvEpisodes:
         self.returns[i] = 0.0
         self._ended[i] = self.episode_end_stats(self._ended[i])
 
-    def record_end(self, i: int, summary: Mapping[str, object]) -> None:
-        """An episode of sub-env ``i`` ended: its termination audit and the alarm's numbers."""
+    def record_end(self, i: int, summary: Mapping[str, object]) -> StepEnd:
+        """An episode of sub-env ``i`` ended: its termination audit, and the reward step's end
+        (the bonus it earns, the alarm's numbers), which is returned."""
         stats = self._ended[i]
         if int(summary.get("reward_model_fallbacks") or 0) > 0:
             self.fallback_episodes += 1
@@ -139,13 +139,15 @@ class SubEnvEpisodes:
         stats["model_done_total"] = int(audit.get("model_done", 0))
         stats["model_done_success_total"] = int(audit.get("model_done_success", 0))
         stats["model_done_precision"] = self.model_done_precision()
-        score = model_score(summary, self.alarm.settings.score) if self.alarm else None
-        if self.alarm is not None and score is not None:
-            state = self.alarm.add(summary["task"], score, bool(summary.get("is_success")))
+        task = summary.get("task")
+        end = self.step.end(summary, None if task is None else str(task), None)
+        if end.alarm is not None:
+            state = end.alarm
             for key in ("progress_rise", "success_rise", "high_failure_rise"):
                 stats[f"alarm_{key}"] = float(state[key] or 0.0)
             stats["alarm_firing"] = bool(state["firing"])
             stats["alarm_triggers"] = int(state["triggers"])
+        return end
 
     def model_done_precision(self) -> float:
         """Model-ended episodes the env judged successful / model-ended episodes (NaN: none)."""

@@ -1,15 +1,18 @@
 """Late rewards: ``calls: deferred`` in RLinf, each settled step written where it was played.
 
 The wrapper returns each chunk with the env's reward part and notes where each step was played
-(:class:`LateRewardBook`); settled episodes become :class:`LateReward` entries (``sync``'s reward
-of that step, and a model done), which the env worker writes into its stored rollout.
+(:class:`LateRewardBook`); settled episodes, rewarded by the one reward step
+(:class:`~evolve_envs.progress.reward_step.RewardStep`), become :class:`LateReward` entries
+(``sync``'s reward of that step, and a model done), which the env worker writes into its stored
+rollout.
 
 >>> import numpy as np, torch
 >>> from evolve_envs.progress.settled_episode import SettledEpisode
->>> book = LateRewardBook(num_envs=1, reward_weight=1.0)
+>>> from evolve_envs.progress.reward_step import RewardStep
+>>> book = LateRewardBook(num_envs=1, step=RewardStep())
 >>> book.start(0, episode=1)
 >>> for action in range(3):
-...     book.played(0, chunk=0, action=action, paid=0.0)
+...     paid = book.played(0, chunk=0, action=action, env_reward=0.0)
 >>> record = SettledEpisode(index=1, task="t", steps_played=3, length=2,
 ...     rewards=np.array([0.0, 0.5]), model_rewards=np.array([0.0, 0.5]),
 ...     progress=np.array([0.0, 50.0]), terminated=True, truncated=False)
@@ -30,9 +33,9 @@ from typing import Protocol, SupportsFloat
 import numpy as np
 
 from evolve_envs.progress.config_error import ConfigError
+from evolve_envs.progress.reward_step import RewardStep
 from evolve_envs.progress.settled_episode import SettledEpisode
 from evolve_envs.progress.tracker import ProgressTracker
-from evolve_envs.wrappers.model_success_bonus import bonus_paid
 
 __all__ = [
     "LateReward",
@@ -67,26 +70,17 @@ class LateReward:
 @dataclass
 class _Played:
     where: list[tuple[int, int]] = field(default_factory=list)
-    env_part: list[float] = field(default_factory=list)
+    env_rewards: list[float] = field(default_factory=list)
     paid: list[float] = field(default_factory=list)
     ended_at: int | None = None
 
 
 class LateRewardBook:
-    """Where each sub-env's steps were played, per episode, until the episode is settled."""
+    """Where each sub-env's steps were played, per episode, until the episode is settled;
+    ``step`` rewards the settled episodes (the adapter's reward step, without its alarm)."""
 
-    def __init__(
-        self,
-        num_envs: int,
-        reward_weight: float,
-        *,
-        success_bonus: float = 0.0,
-        success_threshold: float = 0.95,
-        model_ends: bool = True,
-    ) -> None:
-        self.reward_weight = float(reward_weight)
-        self.success_bonus = float(success_bonus)
-        self.success_threshold = float(success_threshold)
+    def __init__(self, num_envs: int, step: RewardStep, *, model_ends: bool = True) -> None:
+        self.step = step
         self.model_ends = bool(model_ends)
         self._episodes: list[dict[int, _Played]] = [{} for _ in range(num_envs)]
         self._current = [0] * num_envs
@@ -100,13 +94,16 @@ class LateRewardBook:
         """Sub-env ``i``'s open episode is abandoned by a reset (its record never comes)."""
         self._episodes[i].pop(self._current[i], None)
 
-    def played(self, i: int, *, chunk: int, action: int, paid: float) -> None:
-        """Sub-env ``i`` played the next step of its episode at ``(chunk, action)``."""
+    def played(self, i: int, *, chunk: int, action: int, env_reward: float) -> float:
+        """Sub-env ``i`` played the next step of its episode at ``(chunk, action)`` with the
+        env's ``env_reward``; returns what is paid for it now (the env's part of the reward)."""
+        paid = self.step.terms.mix(float(env_reward), 0.0)
         ep = self._episodes[i].get(self._current[i])
         if ep is not None:
             ep.where.append((int(chunk), int(action)))
-            ep.env_part.append(float(paid))
-            ep.paid.append(float(paid))
+            ep.env_rewards.append(float(env_reward))
+            ep.paid.append(paid)
+        return paid
 
     @property
     def open_steps(self) -> int:
@@ -119,14 +116,11 @@ class LateRewardBook:
         if ep is None:
             return []
         n = min(int(record.length), len(ep.where))
-        model = self.reward_weight * np.asarray(record.model_rewards, dtype=np.float64)
-        bonus = np.zeros(n)
-        if record.final and self.success_bonus > 0 and n:
-            bonus[n - 1] = bonus_paid(record.summary, self.success_bonus, self.success_threshold)
+        rewards = self.step.episode(record, ep.env_rewards).rewards
         ends = self.model_ends and record.terminated and ep.ended_at is None
         out = []
         for s in range(n):
-            want = float(ep.env_part[s] + model[s] + bonus[s])
+            want = float(rewards[s])
             end_here = ends and s == n - 1
             if want == ep.paid[s] and not end_here:
                 continue
