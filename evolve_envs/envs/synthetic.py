@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import math
+
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
@@ -277,6 +279,156 @@ NEAR_MISS_GAP = (0.11, 0.2)
 #: where ``"astray"`` leaves the block: at least this far from the zone's centre, and the way
 #: there at least this far from it
 ASTRAY_GAP = (0.3, 0.2)
+#: where ``"oscillate"`` carries the block, on a diagonal through the zone's centre: this far from
+#: it on each axis. In: 0.07, the block's centre inside the drawn zone (half size 0.09) yet 0.099
+#: from the centre, so never placed (``place_radius`` 0.08); out: 0.17, the block's square clear
+#: of the zone's
+OSCILLATE_AT = (0.07, 0.17)
+#: how far from the distractor's centre ``"on_distractor"`` may leave the block's, on one axis,
+#: when it cannot come in to the centre (a fifth of the block's width: still on it)
+ON_DISTRACTOR_SHIFT = 0.024
+#: the gripper's reach (``step`` clips its centre to this range)
+_REACH = (0.03, 0.97)
+
+
+def _time_limit(env: gym.Env) -> gym.wrappers.TimeLimit | None:
+    """The first ``TimeLimit`` in ``env``'s wrapper chain, None without one."""
+    while env is not None and not isinstance(env, gym.wrappers.TimeLimit):
+        env = getattr(env, "env", None)
+    return env
+
+
+def _oscillate_action(env: ReachPlaceEnv, inward: bool, left: int) -> tuple[np.ndarray, bool]:
+    """Once holding: carry the block between the two points of ``OSCILLATE_AT`` (out, in, out,
+    ...), turning at each, and out for good when the steps ``left`` would not bring it back out
+    by the last one. Returns the action and whether it now heads in."""
+    pos = env.positions()
+    target, offset = pos["target"], env._grasp_offset
+    side = np.where(pos["block"] >= target, 1.0, -1.0)  # the diagonal on the block's side ...
+    for i in range(2):  # ... unless the gripper cannot take the block there on that axis
+        for s in (side[i], -side[i]):
+            block = [target[i] + s * at for at in OSCILLATE_AT]  # in the picture, gripped
+            if all(_REACH[0] <= b <= _REACH[1] and _REACH[0] <= b - offset[i] <= _REACH[1]
+                   for b in block):  # fmt: skip
+                side[i] = s
+                break
+    inside, outside = target + OSCILLATE_AT[0] * side, target + OSCILLATE_AT[1] * side
+    if np.max(np.abs(pos["block"] - (inside if inward else outside))) < 1e-9:
+        inward = not inward  # there: turn
+    leg = math.ceil((OSCILLATE_AT[1] - OSCILLATE_AT[0]) / env.speed - 1e-9)  # steps one way
+    if inward and left < 2 * leg:  # no time to come back out
+        inward = False
+    return _toward(env, (inside if inward else outside) - offset), inward
+
+
+def _on_distractor_action(env: ReachPlaceEnv) -> np.ndarray:
+    """To the block and then, holding it, onto the distractor, and still there. The gripper
+    drags the distractor along once it touches it, so it never comes within touching distance
+    but by the one step that puts the block on it: it goes round the distractor (and the held
+    block round the zone) to a point just out of touching distance and one step from there.
+    The block's centre lands on the distractor's, or ``ON_DISTRACTOR_SHIFT`` from it on one axis
+    where the grip or the picture's edge leaves no room to come in otherwise."""
+    pos = env.positions()
+    grip, dis = pos["gripper"], pos["distractor"]
+    touch = HALF_SIZES["gripper"] + HALF_SIZES["distractor"]
+    if np.max(np.abs(grip - dis)) < touch:  # on it (a move would drag it along): hold still
+        return np.zeros(2, np.float32)
+    if not env._holding:
+        best = _around(env, [(0, pos["block"])], dis, touch, None)
+        return np.zeros(2, np.float32) if best is None else _toward(env, best[1])
+    offset = env._grasp_offset
+    shifts = [np.zeros(2)]  # where the block's centre lands from the distractor's, in order
+    for i in range(2):
+        for side in (-1.0, 1.0):
+            shift = np.zeros(2)
+            shift[i] = offset[i] + side * ON_DISTRACTOR_SHIFT  # in from that side
+            shifts.append(shift)
+    shifts.sort(key=lambda v: float(np.abs(v).max()))
+    aims = [dis + shift - offset for shift in shifts]
+    # where to come in from: one step from an aim, just out of touching distance, in reach
+    step, out = 0.975 * env.speed, touch + 0.003
+    goals = []
+    for rank, aim in enumerate(aims):
+        axes = [(a, a - step, a + step, d - out, d + out) for a, d in zip(aim, dis, strict=True)]
+        goals += [(rank, np.array([x, y])) for x in axes[0] for y in axes[1]
+                  if max(abs(x - aim[0]), abs(y - aim[1])) <= step + 1e-9
+                  and max(abs(x - dis[0]), abs(y - dis[1])) >= out - 1e-9]  # fmt: skip
+    best = _around(env, goals, dis, touch, pos["target"])
+    for aim in aims[: len(aims) if best is None else best[0] + 1]:
+        if np.max(np.abs(aim - grip)) <= env.speed and np.all(
+            (aim >= _REACH[0]) & (aim <= _REACH[1])
+        ):
+            return _toward(env, aim)  # one step: the block lands on it
+    return np.zeros(2, np.float32) if best is None else _toward(env, best[1])
+
+
+def _around(
+    env: ReachPlaceEnv,
+    goals: list[tuple[int, np.ndarray]],
+    dis: np.ndarray,
+    touch: float,
+    zone: np.ndarray | None,
+) -> tuple[int, np.ndarray] | None:
+    """The quickest way to one of ``goals`` (rank, point; a lower rank first) that keeps the
+    gripper out of touching distance of the distractor at ``dis`` and, with ``zone``, the held
+    block out of the zone: straight, or by one or two corners of boxes round the distractor and
+    the zone. Returns the goal's rank and the way's first point; None when no way is clear."""
+    grip = tuple(env.positions()["gripper"])
+    speed, (lo, hi) = env.speed, _REACH
+    off = tuple(env._grasp_offset) if env._holding else (0.0, 0.0)
+    keep = env.place_radius + 0.02  # the held block this far from the zone's centre
+
+    def clear(x: float, y: float) -> bool:
+        if max(abs(x - dis[0]), abs(y - dis[1])) < touch + 0.002:
+            return False
+        return zone is None or math.hypot(x + off[0] - zone[0], y + off[1] - zone[1]) >= keep
+
+    def walk(p: tuple[float, float], w: tuple[float, float]) -> tuple[tuple[float, float], int]:
+        n = 0  # steps from p to w, -1 when a place on the way is not clear
+        while max(abs(w[0] - p[0]), abs(w[1] - p[1])) > 1e-9:
+            p = (min(max(p[0] + min(max(w[0] - p[0], -speed), speed), lo), hi),
+                 min(max(p[1] + min(max(w[1] - p[1], -speed), speed), lo), hi))  # fmt: skip
+            n += 1
+            if not clear(*p) or n > 100:
+                return p, -1
+        return p, n
+
+    signs = ((-1, -1), (-1, 1), (1, 1), (1, -1))
+    corners = [(dis[0] + sx * (touch + 0.03), dis[1] + sy * (touch + 0.03)) for sx, sy in signs]
+    if zone is not None:  # the gripper's places that keep the block clear of the zone's corners
+        corners += [(zone[0] - off[0] + sx * (keep + 0.03), zone[1] - off[1] + sy * (keep + 0.03))
+                    for sx, sy in signs]  # fmt: skip
+    corners = [(min(max(x, lo), hi), min(max(y, lo), hi)) for x, y in corners]
+    vias: list[tuple[list[tuple[float, float]], tuple[float, float], int]] = [([], grip, 0)]
+    for a in corners:
+        end, n = walk(grip, a)
+        if n < 0:
+            continue
+        vias.append(([a], end, n))
+        for b in corners:
+            if b != a:
+                end2, m = walk(end, b)
+                if m >= 0:
+                    vias.append(([a, b], end2, n + m))
+    best: tuple[tuple[int, int], int, np.ndarray] | None = None
+    for rank, goal in goals:
+        if not (lo <= goal[0] <= hi and lo <= goal[1] <= hi):
+            continue
+        for way, end, n in vias:
+            if best is not None and (rank, n) >= best[0]:
+                continue
+            _, m = walk(end, (float(goal[0]), float(goal[1])))
+            if m >= 0 and (best is None or (rank, n + m) < best[0]):
+                first = next(
+                    (w for w in way if max(abs(w[0] - grip[0]), abs(w[1] - grip[1])) > 1e-9), goal
+                )
+                best = ((rank, n + m), rank, np.asarray(first, dtype=np.float64))
+    return None if best is None else (best[1], best[2])
+
+
+#: the behaviours :func:`play_behaviours` plays
+BEHAVIOURS = ("task", "distractor", "noisy", "near_miss", "astray", "oscillate", "on_distractor",
+              "random")  # fmt: skip
 
 
 def play_behaviours(env: gym.Env, counts: dict[str, int], *, seed: int = 0) -> int:
@@ -286,9 +438,13 @@ def play_behaviours(env: gym.Env, counts: dict[str, int], *, seed: int = 0) -> i
     expert's path), ``"near_miss"`` (the expert carries the block to a point ``NEAR_MISS_GAP``
     short of the zone and holds it there: failures that look almost placed), ``"astray"`` (the
     expert carries the block to a random point of the picture away from the zone, edges and
-    corners included, and holds it there: the block moved, the task not done) or ``"random"``
-    (uniform actions) to a number of episodes; reset seeds count up from ``seed``. Returns the
-    number of episodes played (e.g. to fill a recording with known successes and failures).
+    corners included, and holds it there: the block moved, the task not done), ``"oscillate"``
+    (the expert carries the block in and out across the drawn zone's edge on a diagonal, never
+    within ``place_radius`` of its centre, and ends outside: ``OSCILLATE_AT``; it needs a
+    ``TimeLimit`` in the wrapper chain to know when to come out), ``"on_distractor"`` (the block
+    carried onto the distractor, without pushing it, and held there) or ``"random"`` (uniform
+    actions) to a number of episodes; reset seeds count up from ``seed``. Returns the number of
+    episodes played (e.g. to fill a recording with known successes and failures).
 
         >>> play_behaviours(gym.wrappers.TimeLimit(ReachPlaceEnv(), 20), {"task": 1, "random": 1})
         2
@@ -299,19 +455,27 @@ def play_behaviours(env: gym.Env, counts: dict[str, int], *, seed: int = 0) -> i
         raise TypeError(f"play_behaviours needs a ReachPlace env, got {type(base).__name__}")
     played = 0
     for goal, count in counts.items():
-        if goal not in ("task", "distractor", "noisy", "near_miss", "astray", "random"):
+        if goal not in BEHAVIOURS:
+            raise ValueError(f"unknown behaviour {goal!r} ({', '.join(BEHAVIOURS)})")
+        limit = _time_limit(env)
+        if goal == "oscillate" and count and limit is None:
             raise ValueError(
-                f"unknown behaviour {goal!r} (task, distractor, noisy, near_miss, astray or random)"
+                "oscillate needs a gym TimeLimit in the wrapper chain (to end outside)"
             )
         for _ in range(count):
             env.reset(seed=seed + played)
             played += 1
             gap = rng.uniform(*NEAR_MISS_GAP) if goal == "near_miss" else 0.0
             aim = _astray_aim(base, rng) if goal == "astray" else None
-            done = False
+            done, inward = False, False
             while not done:
                 if goal == "near_miss":
                     action = _near_miss_action(base, gap)
+                elif goal == "oscillate" and base._holding:
+                    left = limit._max_episode_steps - limit._elapsed_steps  # this step's included
+                    action, inward = _oscillate_action(base, inward, left)
+                elif goal == "on_distractor":
+                    action = _on_distractor_action(base)
                 elif aim is not None and base._holding:  # astray, once the block is held
                     action = _toward(base, aim - base._grasp_offset)
                 elif goal == "random":
