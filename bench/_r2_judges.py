@@ -1,12 +1,14 @@
-"""R2's judges: how each fitted model scores placed blocks, near misses and blocks carried
-astray (``separation``), and where the trained policies end and which of those endings each fit
-judges done (``endings``); the phases of ``r2_fitted_reward.py`` of those names."""
+"""R2's judges: how each fitted model scores placed blocks, near misses, blocks carried astray
+and other scripted behaviours (``separation``), and where the trained policies end and which of
+those endings each fit judges done (``endings``); the phases of ``r2_fitted_reward.py`` of those
+names."""
 
 from __future__ import annotations
 
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 from _common import ROOT, machine_note
 
@@ -30,12 +32,26 @@ JUDGES = ("fitted_big_frame", "fitted_astray_frame")
 
 #: reset seeds of the separation probe's scenes (apart from every recording's)
 PROBE_SEED = 20_000
+#: the behaviours the separation probe plays by default: placed blocks, near misses, astray
+SEPARATION_BEHAVIOURS = ("task", "near_miss", "astray")
+#: a fit has a hole where it judges at least this many last frames done with the block outside
+#: the zone (of a behaviour's episodes, or of a run's failed endings)
+HOLE = 2
 
 
-def separation(out: Path, episodes: int, runs: Path) -> None:
-    """How each fitted model scores the last frame of a placed block against a block held just
-    short of the zone (``play_behaviours``' ``near_miss``) and one carried away from it
-    (``astray``), on scenes no recording holds."""
+def separation(
+    out: Path,
+    episodes: int,
+    runs: Path,
+    behaviours: tuple[str, ...] = SEPARATION_BEHAVIOURS,
+    probe_seed: int = PROBE_SEED,
+) -> None:
+    """How each fitted model scores the last frame of each of ``behaviours`` (``play_behaviours``'
+    names; by default a placed block against a block held just short of the zone, ``near_miss``,
+    and one carried away from it, ``astray``), on scenes no recording holds (reset seeds from
+    ``probe_seed``): per behaviour the scores, how many last frames it judges done, how many of
+    those with the block outside the zone (the env's own check), and the behaviours where that
+    is a hole (``HOLE`` or more)."""
     import gymnasium as gym
     import numpy as np
 
@@ -49,12 +65,17 @@ def separation(out: Path, episodes: int, runs: Path) -> None:
             self.frame = out[0]["image"]
             return out
 
-    finals: dict[str, list[np.ndarray]] = {"task": [], "near_miss": [], "astray": []}
+    finals: dict[str, list[np.ndarray]] = {goal: [] for goal in behaviours}
+    outside: dict[str, np.ndarray] = {}
     for goal, frames in finals.items():
+        ends = []
         for k in range(episodes):
             env = LastFrame(gym.wrappers.TimeLimit(ReachPlaceEnv(), 30))
-            play_behaviours(env, {goal: 1}, seed=PROBE_SEED + k)
+            play_behaviours(env, {goal: 1}, seed=probe_seed + k)
             frames.append(env.frame)
+            ends.append(not block_in_zone(env.unwrapped))
+        outside[goal] = np.array(ends, dtype=bool)
+    names = {goal: "placed" if goal == "task" else goal for goal in behaviours}
     rows = {}
     for arm, suffix in FITTED.items():
         folder = runs / f"model{suffix}"
@@ -63,25 +84,40 @@ def separation(out: Path, episodes: int, runs: Path) -> None:
         net = load_model(folder)
         score = {g: net.predict(np.stack(f), [TEXT] * len(f)) for g, f in finals.items()}
         thr = net.config.done_threshold
+        done = {g: v >= thr for g, v in score.items()}
         rows[arm] = {
             "model": model_hash(str(folder)),
             "done_threshold": thr,
             **{f"{g}_mean": float(v.mean()) for g, v in score.items()},
             **{f"{g}_min": float(v.min()) for g, v in score.items()},
             **{f"{g}_max": float(v.max()) for g, v in score.items()},
-            "near_miss_judged_done": int((score["near_miss"] >= thr).sum()),
-            "placed_judged_done": int((score["task"] >= thr).sum()),
-            "astray_judged_done": int((score["astray"] >= thr).sum()),
+            **{f"{names[g]}_judged_done": int(d.sum()) for g, d in done.items()},
+            **{
+                f"{names[g]}_judged_done_outside": int((d & outside[g]).sum())
+                for g, d in done.items()
+            },  # fmt: skip
         }
         r = rows[arm]
-        print(f"{arm}: placed {r['task_mean']:.3f} [{r['task_min']:.3f}, {r['task_max']:.3f}], "
-              f"near miss {r['near_miss_mean']:.3f} [{r['near_miss_min']:.3f}, "
-              f"{r['near_miss_max']:.3f}]; done at {thr:.2f}: placed {r['placed_judged_done']}/"
-              f"{episodes}, near miss {r['near_miss_judged_done']}/{episodes}, astray "
-              f"{r['astray_judged_done']}/{episodes}")  # fmt: skip
-    body = {"episodes_per_behaviour": episodes, "seed": PROBE_SEED, "rows": rows,
-            "machine": machine_note()}  # fmt: skip
+        r["holes"] = [names[g] for g in behaviours if r[f"{names[g]}_judged_done_outside"] >= HOLE]
+        scores = ", ".join(f"{names[g]} {r[f'{g}_mean']:.3f} [{r[f'{g}_min']:.3f}, "
+                           f"{r[f'{g}_max']:.3f}]" for g in behaviours)  # fmt: skip
+        judged = ", ".join(f"{names[g]} {r[f'{names[g]}_judged_done']}/{episodes} "
+                           f"({r[f'{names[g]}_judged_done_outside']} outside the zone)"
+                           for g in behaviours)  # fmt: skip
+        print(f"{arm}: {scores}; done at {thr:.2f}: {judged}; holes (>= {HOLE} done outside): "
+              f"{', '.join(r['holes']) or 'none'}")  # fmt: skip
+    body = {"episodes_per_behaviour": episodes, "seed": probe_seed,
+            "behaviours": list(behaviours), "rows": rows, "machine": machine_note()}  # fmt: skip
     (out / "separation.json").write_text(json.dumps(body, indent=1) + "\n")
+
+
+def block_in_zone(env: Any) -> bool:
+    """Whether the block of a ReachPlace env (``ReachPlaceEnv``) lies in the zone, by the env's
+    own test: its centre within ``place_radius`` of the zone's, as ``step`` counts a placement."""
+    import numpy as np
+
+    pos = env.positions()
+    return bool(np.linalg.norm(pos["block"] - pos["target"]) < env.place_radius)
 
 
 def model_hash(model: str) -> str:
@@ -90,10 +126,11 @@ def model_hash(model: str) -> str:
     return content_hash(model)
 
 
-def endings(out: Path, episodes: int, arms: list[str], runs: Path) -> None:
+def endings(out: Path, episodes: int, arms: list[str], runs: Path, scene_offset: int = 0) -> None:
     """Where each DistRL record's last policy ends (mean action), and what each model says of
     its failed episodes' last frames (see the module docstring); the records of ``arms`` only,
-    merged into ``endings.json``."""
+    played on the held-out scenes ``held_out_seeds(episodes, scene_offset)``, merged into
+    ``endings.json`` (each row keeps its ``scene_offset``)."""
     import numpy as np
     from d3_learning_curves import snapshots
 
@@ -115,14 +152,15 @@ def endings(out: Path, episodes: int, arms: list[str], runs: Path) -> None:
         saved = read_saved(snap)
         with HeldOutEvaluator(saved.cfg) as evaluator:
             policy = evaluator.policy(saved.payload["policy"])
-            res = evaluator.run(policy, held_out_seeds(episodes, 0), record=episodes)
+            res = evaluator.run(policy, held_out_seeds(episodes, scene_offset), record=episodes)
         last = np.stack([frames[-1] for frames in res.frames])
         scores = {"rule": np.array([scene_rules.reach_place_progress(f) / 100 for f in last])}
         scores |= {arm: net.predict(last, [TEXT] * len(last)) for arm, net in models.items()}
         ok = np.array(res.success, dtype=bool)
         row = {"snapshot": snap.name, "env_steps": saved.payload["counters"]["env_steps_in"],
                "successes": int(ok.sum()), "episodes": episodes,
-               "failed_true_progress": _mean(np.array(res.progress)[~ok])}  # fmt: skip
+               "failed_true_progress": _mean(np.array(res.progress)[~ok]),
+               "scene_offset": scene_offset}  # fmt: skip
         judged = {}  # fit -> the failed endings it judges done
         for arm in sorted({*JUDGES, record["arm"]} & set(FITTED)):
             if arm not in own_models:
@@ -153,7 +191,8 @@ def endings(out: Path, episodes: int, arms: list[str], runs: Path) -> None:
             f"({row.get('failed_judged_done_far', '-')} far from the zone)",
             flush=True,
         )
-    body = {"episodes": episodes, "held_out_offset": 0, "rows": rows, "machine": machine_note()}
+    body = {"episodes": episodes, "held_out_offset": scene_offset, "rows": rows,
+            "machine": machine_note()}  # fmt: skip
     target.write_text(json.dumps(body, indent=1) + "\n")
 
 

@@ -2,6 +2,8 @@
 
 * :func:`bootstrap_ci` — percentile bootstrap interval of a mean (resampling the values with
   replacement, ``numpy.random.default_rng(seed)``, so a report re-renders the same numbers);
+* :func:`ratio_ci` — paired percentile bootstrap interval of a ratio of two means (the seeds
+  resampled together, seeded as :func:`bootstrap_ci`);
 * :func:`sign_flip_p` — the exact two-sided paired permutation test: under the null hypothesis
   each paired difference is as likely to have either sign, so the p-value is the share of all
   ``2**n`` sign patterns whose mean is at least as far from zero as the observed one (every
@@ -12,6 +14,8 @@ Example:
     0.03125
     >>> bootstrap_ci([0.0, 1.0], seed=0)                # resampled means are 0, 0.5 or 1
     (0.0, 1.0)
+    >>> ratio_ci([0.4, 0.6], [0.5, 0.5])                # resampled ratios are 0.8, 1 or 1.2
+    (0.8, 1.2)
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["bootstrap_ci", "sign_flip_p", "MAX_EXACT_PAIRS"]
+__all__ = ["bootstrap_ci", "ratio_ci", "sign_flip_p", "MAX_EXACT_PAIRS"]
 
 #: Largest number of pairs :func:`sign_flip_p` enumerates (2**20 patterns, about a second).
 MAX_EXACT_PAIRS = 20
@@ -47,6 +51,36 @@ def bootstrap_ci(
     means = arr[rng.integers(0, arr.size, size=(resamples, arr.size))].mean(axis=1)
     tail = (1.0 - level) / 2 * 100
     lo, hi = np.percentile(means, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+def ratio_ci(
+    first: Sequence[float],
+    second: Sequence[float],
+    *,
+    level: float = 0.95,
+    resamples: int = 10_000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Paired percentile bootstrap interval of ``mean(first) / mean(second)``: the pairs (one per
+    seed; a pair with a non-finite value dropped) resampled together with replacement, resamples
+    whose second mean is not above zero left out. ``(nan, nan)`` for no pairs or no ratio."""
+    a = np.asarray(list(first), dtype=np.float64)
+    b = np.asarray(list(second), dtype=np.float64)
+    if a.shape != b.shape:
+        raise ValueError(f"ratio_ci: {a.size} and {b.size} values; pairs need as many of each")
+    keep = np.isfinite(a) & np.isfinite(b)
+    a, b = a[keep], b[keep]
+    if a.size == 0:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, a.size, size=(resamples, a.size))
+    num, den = a[idx].mean(axis=1), b[idx].mean(axis=1)
+    ratios = num[den > 0] / den[den > 0]
+    if ratios.size == 0:
+        return math.nan, math.nan
+    tail = (1.0 - level) / 2 * 100
+    lo, hi = np.percentile(ratios, [tail, 100 - tail])
     return float(lo), float(hi)
 
 

@@ -69,8 +69,11 @@ PAIRS = [
 ]
 
 
-def sampled_last(run_dir: Path, episodes: int, seed: int, k: int = 3) -> list[float]:
-    """Held-out success of the last ``k`` snapshots with sampled actions (RNG seed ``seed``)."""
+def sampled_last(
+    run_dir: Path, episodes: int, seed: int, k: int = 3, offset: int = 0
+) -> list[float]:
+    """Held-out success of the last ``k`` snapshots with sampled actions (RNG seed ``seed``), on
+    the held-out scenes ``held_out_seeds(episodes, offset)``."""
     from d3_learning_curves import snapshots
 
     from evolve_envs.training.evaluation import HeldOutEvaluator, held_out_seeds, read_saved
@@ -82,7 +85,7 @@ def sampled_last(run_dir: Path, episodes: int, seed: int, k: int = 3) -> list[fl
     with HeldOutEvaluator(read_saved(snaps[0]).cfg) as evaluator:
         for path in snaps:
             policy = evaluator.policy(read_saved(path).payload["policy"])
-            res = evaluator.run(policy, held_out_seeds(episodes, 0), deterministic=False,
+            res = evaluator.run(policy, held_out_seeds(episodes, offset), deterministic=False,
                                 sample_seed=seed)  # fmt: skip
             out.append(res.success_rate)
     return out

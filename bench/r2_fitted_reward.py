@@ -15,8 +15,11 @@ Phases (each writes its records under ``--out``, default ``bench/results/r2``):
   rules, with the hacking alarm, on scenes none was fitted on;
 * ``separation``: every fitted model's score of the last frame of placed blocks, of near
   misses (``play_behaviours``' ``near_miss``: the block held just short of the zone) and of
-  blocks carried astray (``astray``), and how many of each it judges done, on scenes no
-  recording holds;
+  blocks carried astray (``astray``), and how many of each it judges done (and how many of
+  those with the block outside the zone: two or more is a hole), on scenes no recording holds
+  (reset seeds from ``--probe-seed``, 20 000); ``--behaviours`` probes other behaviours of
+  ``play_behaviours`` (``oscillate``: the block carried in and out across the zone's edge,
+  ending outside; ``on_distractor``: the block held on the distractor);
 * ``distrl``: ``evolve-envs train`` for ``--minutes`` per run, ``--seeds`` seeds of each reward
   source, interleaved: the fitted model (embedded ``fitted`` backend; ``fitted_cap03``: the fit
   of ``fit --failure-cap 0.3``; ``fitted_noisy``: the fit of ``fit --data train-noisy``, half the
@@ -30,18 +33,28 @@ Phases (each writes its records under ``--out``, default ``bench/results/r2``):
   recording and 100 blocks carried astray), the
   ``reach_place`` rule, and the env's own success flag alone (``reward_model.enable=false``,
   reward 1 at success). Every snapshot is evaluated on ``--eval-episodes`` held-out scenes
-  (mean action, the env's success flag); the record keeps the curve, and the report compares
-  the arms at the fewest env steps any run collected;
+  (mean action, the env's success flag; ``held_out_seeds(n, --scene-offset)``, offset 0 by
+  default, kept in the record as ``scene_offset``); the record keeps the curve, and the report
+  compares the arms at the fewest env steps any run collected;
 * ``sampled``: the last 3 snapshots of every DistRL record scored again with sampled actions
-  (``--eval-episodes`` held-out scenes, the run's seed), kept in the record;
+  (``--eval-episodes`` held-out scenes from ``--scene-offset``, the run's seed), kept in the
+  record;
 * ``endings``: where the policies end: the last snapshot of every DistRL record played with the
-  mean action on ``--eval-episodes`` held-out scenes; per run, the successes and, over the
-  failed episodes, the env's true progress at the end and the last frame's score under the
-  ``reach_place`` rule, the default fit and the ``--done-gap`` fit, and for a fitted arm how
-  many of those endings its own model judges done, and how many of them with the block far
-  from the zone (the rule under 0.9; up to four of those frames in
+  mean action on ``--eval-episodes`` held-out scenes (from ``--scene-offset``); per run, the
+  successes and, over the failed episodes, the env's true progress at the end and the last
+  frame's score under the ``reach_place`` rule, the default fit and the ``--done-gap`` fit,
+  and for a fitted arm how many of those endings its own model judges done, and how many of
+  them with the block far from the zone (the rule under 0.9; up to four of those frames in
   ``<out>/endings-<record>.png``), and the same count under each fit of ``JUDGES``
-  (``failed_done_far_by``); ``--arms`` picks the records, merged into ``<out>/endings.json``.
+  (``failed_done_far_by``); ``--arms`` picks the records, merged into ``<out>/endings.json``;
+* ``report``: the records' table and the arms' comparison at equal env steps; with ``--window
+  LO HI`` (repeatable) also, per run, the held-out success averaged over env steps [LO, HI]
+  (step interpolation of the snapshot curve, ``_d5_cells.area``; none for a run that stopped
+  before HI), per arm the mean over seeds with a 95 % bootstrap interval, per fitted arm its
+  ratio to ``rule`` (paired bootstrap interval; Confirmed when the lower end is at least 0.8,
+  consistent when only the point is, not met below) and its difference from ``sparse``
+  (bootstrap interval, exact sign-flip p; Confirmed when p <= 0.05 and positive), and every
+  run's env steps to 50 % held-out success (bench/plans/r2_confirm.md).
 
     python bench/r2_fitted_reward.py record fit calibrate latency
     python bench/r2_fitted_reward.py distrl --seeds 3 --minutes 3
@@ -63,7 +76,14 @@ from pathlib import Path
 
 from _common import ROOT, TASK, machine_note, scene_frames
 from _d3_runs import config_label
-from _r2_judges import FITTED, endings, model_hash, separation
+from _r2_judges import (
+    FITTED,
+    PROBE_SEED,
+    SEPARATION_BEHAVIOURS,
+    endings,
+    model_hash,
+    separation,
+)
 
 
 def _fitted(suffix: str) -> Callable[[str], tuple[str, list[str]]]:
@@ -256,6 +276,7 @@ def distrl(
     runs: Path,
     env_steps: int | None = None,
     settings: tuple[str, ...] = (),
+    scene_offset: int = 0,
 ) -> None:
     from d3_learning_curves import evaluate_run, last_minute
 
@@ -277,11 +298,11 @@ def distrl(
                            *settings],
                 progress_bar=False, log=io.StringIO(),
             ))  # fmt: skip
-            curve = evaluate_run(run_dir, episodes)
+            curve = evaluate_run(run_dir, episodes, scene_offset)
             summary = json.loads((run_dir / "summary.json").read_text())
             record = {
                 "arm": arm, "seed": seed, "minutes": minutes, "max_env_steps": env_steps,
-                "settings": list(settings), "curve": curve,
+                "settings": list(settings), "scene_offset": scene_offset, "curve": curve,
                 "counters": summary.get("counters", {}),
                 "train_last_minute": last_minute(run_dir / "metrics.csv"),
                 "last": _last(summary),
@@ -298,18 +319,25 @@ def distrl(
             )
 
 
-def sampled(out: Path, episodes: int) -> None:
+def sampled(out: Path, episodes: int, scene_offset: int = 0) -> None:
     """Score the last 3 snapshots of every DistRL record in ``out`` again with sampled actions
-    (a torch RNG seeded with the run's seed), beside the mean-action curve; kept in the record
-    as ``sampled_last3``. A record that has them is skipped."""
+    (a torch RNG seeded with the run's seed, the held-out scenes from ``scene_offset``), beside
+    the mean-action curve; kept in the record as ``sampled_last3`` (the offset as
+    ``sampled_scene_offset``). A record that has them is skipped."""
     from d5_race import sampled_last
 
     for path in sorted(out.glob("distrl-*.json")):
         record = json.loads(path.read_text())
         if "sampled_last3" in record or not record["curve"]:
             continue
-        record["sampled_last3"] = sampled_last(ROOT / record["run_dir"], episodes, record["seed"])
+        if record.get("scene_offset", 0) != scene_offset:
+            print(f"{path.name}: its curve was scored on scenes from offset "
+                  f"{record.get('scene_offset', 0)}, these sampled actions on scenes from offset "
+                  f"{scene_offset}")  # fmt: skip
+        record["sampled_last3"] = sampled_last(ROOT / record["run_dir"], episodes, record["seed"],
+                                               offset=scene_offset)  # fmt: skip
         record["sampled_episodes"] = episodes
+        record["sampled_scene_offset"] = scene_offset
         path.write_text(json.dumps(record, indent=1) + "\n")
         print(f"{path.name}: sampled actions, last 3 snapshots {record['sampled_last3']}")
 
@@ -321,13 +349,15 @@ def _success_at(curve: list[dict], steps: float) -> float:
     return float(sum(rows[-3:]) / len(rows[-3:])) if rows else math.nan
 
 
-def report(out: Path) -> None:
+def report(out: Path, windows: list[tuple[int, int]] | None = None) -> None:
     from _stats import bootstrap_ci
 
-    records = [json.loads(p.read_text()) for p in sorted(out.glob("distrl-*.json"))]
-    records = [r for r in records if r["curve"]]
+    everything = [json.loads(p.read_text()) for p in sorted(out.glob("distrl-*.json"))]
+    records = [r for r in everything if r["curve"]]
     if not records:
         print("no DistRL records")
+        if windows and everything:  # runs that stopped before a snapshot are still listed
+            _windows(everything, windows)
         return
     equal = min(r["curve"][-1]["env_steps"] for r in records)
     print(f"equal env steps: {equal:.0f} (the fewest any run collected)")
@@ -378,6 +408,8 @@ def report(out: Path) -> None:
                   f"{[round(v, 3) for v in vals]}, mean {sum(vals) / len(vals):.3f} "
                   f"[{lo:.3f}, {hi:.3f}]")  # fmt: skip
     _pairs(drawn, pairs, "sampled actions")
+    if windows:
+        _windows(everything, windows)
 
 
 def _pairs(at: dict[str, dict[int, float]], pairs: list[tuple[str, str]], label: str) -> None:
@@ -396,6 +428,142 @@ def _pairs(at: dict[str, dict[int, float]], pairs: list[tuple[str, str]], label:
             f"{label}: {a} - {b}: {sum(d) / len(d):+.3f} [{lo:+.3f}, {hi:+.3f}] over seeds "
             f"{seeds}, sign-flip p {sign_flip_p(d):.3f}{ratio}"
         )
+
+
+#: bench/plans/r2_confirm.md's bars: fitted ÷ rule at least this, fitted − sparse at this p
+RATIO_BAR, P_BAR = 0.8, 0.05
+
+
+def window_mean(curve: list[dict], lo: float, hi: float) -> float:
+    """Held-out success averaged over env steps [``lo``, ``hi``] by step interpolation of the
+    snapshot curve (``_d5_cells.area``: each snapshot's success holds until the next), so it does
+    not depend on how many snapshots a run took; NaN for a run that stopped before ``hi``.
+
+    >>> curve = [{"env_steps": 0, "success": 0.0}, {"env_steps": 100, "success": 0.5},
+    ...          {"env_steps": 150, "success": 1.0}, {"env_steps": 210, "success": 0.0}]
+    >>> window_mean(curve, 100, 200), window_mean(curve, 0, 200), window_mean(curve, 100, 300)
+    (0.75, 0.375, nan)
+    """
+    from _d5_cells import area
+
+    if not curve or curve[-1]["env_steps"] < hi:
+        return math.nan
+    below = lo * area(curve, "env_steps", lo) if lo > 0 else 0.0
+    return (hi * area(curve, "env_steps", hi) - below) / (hi - lo)
+
+
+def _num(x: float, spec: str = ".3f") -> str:
+    """``x`` formatted, "–" for NaN (no value)."""
+    return "–" if math.isnan(x) else format(x, spec)
+
+
+def _env_steps(record: dict) -> float:
+    """The env steps a run took: its last snapshot's, else its counters' (0 for none)."""
+    if record["curve"]:
+        return float(record["curve"][-1]["env_steps"])
+    return float(record.get("counters", {}).get("env_steps_in") or 0)
+
+
+def _windows(records: list[dict], windows: list[tuple[int, int]]) -> None:
+    """The report's part for ``--window`` (see the module docstring): every record, those
+    without a curve too, so that no run is left out silently."""
+    from _d5_cells import first_reach
+    from _stats import bootstrap_ci
+
+    runs = sorted(records, key=lambda r: (list(ARMS).index(r["arm"]), r["seed"]))
+    offsets = sorted({r.get("scene_offset", 0) for r in runs})
+    print(f"\nheld-out scenes from reset seed offset {', '.join(f'{o:,}' for o in offsets)}"
+          + (" (the runs differ)" if len(offsets) > 1 else ""))  # fmt: skip
+    for lo, hi in windows:
+        print(f"\nwindow [{lo:,}, {hi:,}] env steps: held-out success averaged over it (step "
+              "interpolation of the snapshot curve)")  # fmt: skip
+        print("| reward source | seed | held-out scenes from | env steps | window mean |")
+        print("|---|---|---|---|---|")
+        at: dict[str, dict[int, float]] = {}
+        stopped: dict[str, list[str]] = {}
+        for r in runs:
+            value, steps = window_mean(r["curve"], lo, hi), _env_steps(r)
+            if math.isnan(value):
+                stopped.setdefault(r["arm"], []).append(f"seed {r['seed']} at {steps:,.0f}")
+                shown = f"none: stopped before {hi:,}"
+            else:
+                at.setdefault(r["arm"], {})[r["seed"]] = value
+                shown = f"{value:.3f}"
+            print(f"| {r['arm']} | {r['seed']} | {r.get('scene_offset', 0):,} | {steps:,.0f} "
+                  f"| {shown} |")  # fmt: skip
+        for arm in ARMS:
+            if arm not in at and arm not in stopped:
+                continue
+            vals = list(at.get(arm, {}).values())
+            mean = sum(vals) / len(vals) if vals else math.nan
+            ci = bootstrap_ci(vals)
+            short = "; ".join(stopped.get(arm, [])) or "none"
+            print(f"{arm} [{lo:,}, {hi:,}]: per seed {[round(v, 3) for v in vals]}, mean "
+                  f"{_num(mean)} [{_num(ci[0])}, {_num(ci[1])}] (95 % bootstrap over seeds); "
+                  f"stopped before {hi:,} env steps: {short}")  # fmt: skip
+        for arm in FITTED:
+            if arm not in at and arm not in stopped:
+                continue
+            for other in ("rule", "sparse"):
+                if other in at or other in stopped:
+                    print(_verdict(arm, other, at, stopped, (lo, hi)))
+    print("\nenv steps to 50 % held-out success (the first snapshot at or above 0.5; secondary)")
+    for arm in ARMS:
+        mine = [r for r in runs if r["arm"] == arm]
+        if not mine:
+            continue
+        reach = [(r["seed"], first_reach(r["curve"], "env_steps", 0.5)) for r in mine]
+        shown = [f"seed {s}: {'not reached' if math.isinf(x) else f'{x:,.0f}'}" for s, x in reach]
+        never = sum(math.isinf(x) for _, x in reach)
+        print(f"{arm}: {'; '.join(shown)}; not reached: {never} of {len(reach)}")
+
+
+def _verdict(
+    arm: str,
+    other: str,
+    at: dict[str, dict[int, float]],
+    stopped: dict[str, list[str]],
+    window: tuple[int, int],
+) -> str:
+    """One line: ``arm`` ÷ ``rule`` (ratio of the arm means, paired bootstrap interval) or
+    ``arm`` − ``sparse`` (paired difference, bootstrap interval, exact sign-flip p) over the
+    seeds both have, and the plan's verdict; "not confirmed" where a run of either stopped
+    before the window's end."""
+    from _stats import bootstrap_ci, ratio_ci, sign_flip_p
+
+    seeds = sorted(set(at.get(arm, {})) & set(at.get(other, {})))
+    a = [at[arm][s] for s in seeds]
+    b = [at[other][s] for s in seeds]
+    short = [f"{n} {x}" for n in (arm, other) for x in stopped.get(n, [])]
+    where = f"[{window[0]:,}, {window[1]:,}]"
+    if other == "rule":
+        ma = sum(a) / len(a) if a else math.nan
+        mb = sum(b) / len(b) if b else math.nan
+        ratio = ma / mb if mb > 0 else math.nan
+        lo, hi = ratio_ci(a, b)
+        if short or not seeds or math.isnan(ratio):
+            verdict = "not confirmed"
+        elif lo >= RATIO_BAR:
+            verdict = f"Confirmed (lower end >= {RATIO_BAR})"
+        elif ratio >= RATIO_BAR:
+            verdict = f"consistent (point >= {RATIO_BAR}, lower end below)"
+        else:
+            verdict = f"not met (point < {RATIO_BAR})"
+        text = (f"{arm} ÷ {other} {where}: ratio of the arm means {_num(ratio)} [{_num(lo)}, "
+                f"{_num(hi)}] (means {_num(ma)} / {_num(mb)}, paired bootstrap over seeds "
+                f"{seeds})")  # fmt: skip
+    else:
+        d = [x - y for x, y in zip(a, b, strict=True)]
+        mean = sum(d) / len(d) if d else math.nan
+        lo, hi = bootstrap_ci(d)
+        p = sign_flip_p(d)
+        ok = not short and bool(d) and p <= P_BAR and mean > 0
+        verdict = f"Confirmed (p <= {P_BAR}, positive)" if ok else "not confirmed"
+        text = (f"{arm} − {other} {where}: {_num(mean, '+.3f')} [{_num(lo, '+.3f')}, "
+                f"{_num(hi, '+.3f')}], exact sign-flip p {_num(p)} over seeds {seeds}")  # fmt: skip
+    if short:
+        verdict += f" (stopped before {window[1]:,} env steps: {'; '.join(short)})"
+    return f"{text} -> verdict: {verdict}"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -429,16 +597,36 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--alarm-episodes", type=int, default=8, help="per policy (alarm phase)")
     p.add_argument("--separation-episodes", type=int, default=40,
                    help="per behaviour (separation phase)")  # fmt: skip
+    p.add_argument("--behaviours", nargs="+", default=list(SEPARATION_BEHAVIOURS), metavar="NAME",
+                   help="separation phase: the play_behaviours behaviours probed (default: "
+                   f"{' '.join(SEPARATION_BEHAVIOURS)}; e.g. oscillate on_distractor)")  # fmt: skip
+    p.add_argument(
+        "--probe-seed",
+        type=int,
+        default=PROBE_SEED,
+        help=f"separation phase: the first reset seed probed (default {PROBE_SEED})",
+    )
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--first-seed", type=int, default=0)
     p.add_argument("--minutes", type=float, default=3.0, help="a DistRL run's wall-clock cap")
     p.add_argument("--env-steps", type=int, default=None,
                    help="a DistRL run's env-step budget (run.max_env_steps)")  # fmt: skip
     p.add_argument("--eval-episodes", type=int, default=30)
+    p.add_argument("--scene-offset", type=int, default=0, metavar="N",
+                   help="distrl, sampled and endings phases: the held-out scenes are "
+                   "held_out_seeds(--eval-episodes, N) (default 0; kept in the records)",
+                   )  # fmt: skip
+    p.add_argument("--window", type=int, nargs=2, action="append", metavar=("LO", "HI"),
+                   help="report phase (repeatable): per run the held-out success averaged over "
+                   "env steps [LO, HI], per arm and per pair the numbers and verdicts of "
+                   "bench/plans/r2_confirm.md")  # fmt: skip
     p.add_argument("--set", dest="settings", nargs="+", default=[], metavar="KEY=VALUE",
                    help="distrl phase: overrides for every run of every arm, e.g. "
                    "learner.barrier=true (kept in each record)")  # fmt: skip
     args = p.parse_args(argv)
+    for lo, hi in args.window or []:
+        if not 0 <= lo < hi:
+            p.error(f"--window {lo} {hi}: needs 0 <= LO < HI")
     args.model = args.model or str(args.runs / "model")
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"R2 on {machine_note()}", flush=True)
@@ -455,18 +643,19 @@ def main(argv: list[str] | None = None) -> None:
         elif phase == "alarm":
             alarm(args.out, args.alarm_episodes, args.model)
         elif phase == "separation":
-            separation(args.out, args.separation_episodes, args.runs)
+            separation(args.out, args.separation_episodes, args.runs, tuple(args.behaviours),
+                       args.probe_seed)  # fmt: skip
         elif phase == "distrl":
             distrl(
                 args.out, args.seeds, args.minutes, args.eval_episodes, args.first_seed,
-                args.arms, args.runs, args.env_steps, tuple(args.settings),
+                args.arms, args.runs, args.env_steps, tuple(args.settings), args.scene_offset,
             )  # fmt: skip
         elif phase == "sampled":
-            sampled(args.out, args.eval_episodes)
+            sampled(args.out, args.eval_episodes, args.scene_offset)
         elif phase == "endings":
-            endings(args.out, args.eval_episodes, args.arms, args.runs)
+            endings(args.out, args.eval_episodes, args.arms, args.runs, args.scene_offset)
         else:
-            report(args.out)
+            report(args.out, args.window)
 
 
 if __name__ == "__main__":
