@@ -3,9 +3,11 @@
 A :class:`RolloutWorker` builds ``num_envs`` envs from the run's typed stack config
 (:mod:`evolve_envs.training.worker_env`) and one policy replica. Asynchronous (DistRL,
 :meth:`RolloutWorker.run`): it polls the weight registry without blocking and pushes each
-finished or settled episode into the trajectory queue with ``put_nowait`` (a full queue drops and
-counts it). Synchronous (GRPO, :meth:`RolloutWorker.collect_episodes`): one whole episode per
-given seed. Restarts, settled episodes and the queue are described in docs/DISTRL.md.
+trajectory whose rewards are known (a full segment, an ended or a settled episode: one
+:class:`~evolve_envs.training.episode.EpisodeSlot` per env, for every reward timing) into the
+trajectory queue with ``put_nowait`` (a full queue drops and counts it). Synchronous (GRPO,
+:meth:`RolloutWorker.collect_episodes`): one whole episode per given seed, through the same
+slots. Restarts, settled episodes and the queue are described in docs/DISTRL.md.
 
 >>> from evolve_envs.training.runtime.weight_registry import WeightRegistry
 >>> reg = WeightRegistry()           # the plain class; start_workers uses the actor
@@ -18,19 +20,20 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from evolve_envs.training.config import TrainConfig
-from evolve_envs.training.episode_slot import EnvSlot
+from evolve_envs.training.episode import EpisodeSlot
 from evolve_envs.training.runtime.pause import PAUSE_COUNTS, sit_out
 from evolve_envs.training.settling import (
     SETTLING_COUNTS,
     episode_index,
+    is_deferred,
+    settled_source,
     settling_counts,
-    settling_slots,
 )
 from evolve_envs.training.trajectory_push import TrajectoryPusher
 from evolve_envs.training.worker_env import (
@@ -133,8 +136,11 @@ class RolloutWorker:
         delays = self.cfg.workers.step_delay_s
         self.step_delay_s = float(delays[self.worker_id]) if delays else 0.0
         self.version = -1
-        # calls: deferred: one slot per env keeps each episode until the reward model settles it
-        self.settling = settling_slots(worker_stack(self.cfg, self.worker_id), self.envs)
+        # one slot per env; calls: deferred: it keeps each episode until the model settles it
+        self.deferred = is_deferred(worker_stack(self.cfg, self.worker_id))
+        self.slots = [
+            EpisodeSlot(settled_source(env) if self.deferred else None) for env in self.envs
+        ]
         self.counts = {
             "pushed": 0,
             "dropped": 0,
@@ -198,33 +204,11 @@ class RolloutWorker:
     def _encode_one(self, obs: Observation) -> dict[str, np.ndarray]:
         return _slice(self.policy.encode_obs(batch_obs([obs])), 0)
 
+    def _encoder(self, obs: Observation) -> Callable[[], dict[str, np.ndarray]]:
+        """``obs`` encoded when asked (only a segment cut from a running episode needs it)."""
+        return lambda: self._encode_one(obs)
+
     def _record_step(
-        self,
-        slot: EnvSlot,
-        inputs: Mapping[str, np.ndarray],
-        action: np.ndarray,
-        logp: float,
-        step: StepResult,
-    ) -> bool:
-        """Append one env step to ``slot``; returns whether the episode ended."""
-        _, reward, terminated, truncated, info = step
-        self.counts["env_steps"] += 1
-        fallback = bool(info.get("reward_model_fallback", False))
-        slot.add(inputs, action, logp, float(reward), bool(terminated), self.version, fallback)
-        ended = bool(terminated or truncated)
-        if ended:
-            slot.end_episode(info, bool(terminated))
-            self.counts["episodes"] += 1
-        return ended
-
-    def _reset(self, i: int, seed: int) -> Observation:
-        """Reset env ``i`` with ``seed``; with settled episodes, its slot starts the episode."""
-        obs, info = self.envs[i].reset(seed=seed)
-        if self.settling is not None:
-            self.settling[i].start(episode_index(info))
-        return with_task(obs, info)
-
-    def _play_step(
         self,
         i: int,
         inputs: Mapping[str, np.ndarray],
@@ -233,16 +217,31 @@ class RolloutWorker:
         step: StepResult,
         nxt: Observation,
     ) -> bool:
-        """Keep one step of env ``i``'s episode until it is settled; returns whether it ended."""
-        _, _, terminated, truncated, info = step
+        """Append one step of env ``i`` to its slot (its reward, unless the episode is settled
+        later); returns whether the episode ended."""
+        _, reward, terminated, truncated, info = step
         self.counts["env_steps"] += 1
-        slot = self.settling[i]  # type: ignore[index]
-        slot.add(inputs, action, logp, self.version, bool(info.get("is_success", False)))
+        self.slots[i].add(
+            inputs,
+            action,
+            logp,
+            self.version,
+            bool(info.get("is_success", False)),
+            None if self.deferred else float(reward),
+            bool(info.get("reward_model_fallback", False)),
+        )
         ended = bool(terminated or truncated)
         if ended:
-            slot.end(self._encode_one(nxt))
+            self.slots[i].end(self._encode_one(nxt), info, bool(terminated))
             self.counts["episodes"] += 1
         return ended
+
+    def _reset(self, i: int, seed: int) -> Observation:
+        """Reset env ``i`` with ``seed``; its slot starts the episode (under the number the env
+        gives it, which its settled record carries)."""
+        obs, info = self.envs[i].reset(seed=seed)
+        self.slots[i].start(episode_index(info) if self.deferred else None)
+        return with_task(obs, info)
 
     # ------------------------------------------------------------------ asynchronous mode
 
@@ -253,7 +252,6 @@ class RolloutWorker:
         seg_len = self.cfg.workers.segment_length
         poll_every = self.cfg.workers.poll_every
         deadline = None if max_seconds is None else time.monotonic() + max_seconds
-        slots = [EnvSlot() for _ in self.envs]
         obs = [self._reset(i, self._seed()) for i in range(len(self.envs))]
         pending = self.registry.poll.remote(self.worker_id, self.version)
         pusher = TrajectoryPusher(self.queue, self.counts)
@@ -284,15 +282,10 @@ class RolloutWorker:
             for i, env in enumerate(self.envs):
                 result = self._step(env, actions[i])
                 nxt = with_task(result[0], result[4])
-                if self.settling is None:  # rewards known at the step: push as it goes
-                    slot = slots[i]
-                    ended = self._record_step(slot, _slice(inputs, i), actions[i], logp[i], result)
-                    if ended or (seg_len is not None and len(slot.actions) >= seg_len):
-                        pusher.push(slot.trajectory(self._encode_one(nxt), self.worker_id))
-                else:  # push what the reward model has settled
-                    ended = self._play_step(i, _slice(inputs, i), actions[i], logp[i], result, nxt)
-                    for traj in self.settling[i].settle(self.worker_id, seg_len):
-                        pusher.push(traj)
+                ended = self._record_step(i, _slice(inputs, i), actions[i], logp[i], result, nxt)
+                # whatever has its rewards: a full segment, an ended or a settled episode
+                for traj in self.slots[i].ready(self.worker_id, seg_len, self._encoder(nxt)):
+                    pusher.push(traj)
                 obs[i] = self._reset(i, self._seed()) if ended else nxt
             pusher.count()
             step += 1
@@ -300,8 +293,8 @@ class RolloutWorker:
                 self._report()
             if deadline is not None and time.monotonic() > deadline:
                 break
-        for slot in self.settling or ():  # the episodes that ended are handed on whole
-            for traj in slot.settle(self.worker_id, seg_len, wait=True):
+        for slot in self.slots:  # the episodes that ended are handed on whole
+            for traj in slot.ready(self.worker_id, seg_len, wait=True):
                 pusher.push(traj)
         pusher.flush()
         self._report()
@@ -309,8 +302,8 @@ class RolloutWorker:
 
     def _report(self) -> None:
         """Send the registry what was counted since the last report."""
-        if self.settling is not None:
-            self.counts.update(settling_counts(self.settling, self.envs))
+        if self.deferred:
+            self.counts.update(settling_counts(self.slots, self.envs))
         delta = {k: v - self._reported[k] for k, v in self.counts.items()}
         if any(delta.values()):
             self.registry.report.remote(self.worker_id, delta)  # fire and forget
@@ -337,7 +330,6 @@ class RolloutWorker:
             self._load(ray.get(sd) if isinstance(sd, ray.ObjectRef) else sd, version)
         self.version = int(version)  # the version of the weights it holds, by the caller's count
         envs = self.envs[: len(seeds)]
-        slots = [EnvSlot() for _ in envs]
         obs = [self._reset(i, int(s)) for i, s in enumerate(seeds)]
         out: list[Trajectory | None] = [None] * len(envs)
         live = list(range(len(envs)))
@@ -347,19 +339,13 @@ class RolloutWorker:
             for j, i in enumerate(live):
                 result = self._step(envs[i], actions[j])
                 nxt = with_task(result[0], result[4])
-                if self.settling is not None:
-                    ended = self._play_step(i, _slice(inputs, j), actions[j], logp[j], result, nxt)
-                elif self._record_step(slots[i], _slice(inputs, j), actions[j], logp[j], result):
-                    out[i] = slots[i].trajectory(self._encode_one(nxt), self.worker_id)
-                    ended = True
-                else:
-                    ended = False
+                ended = self._record_step(i, _slice(inputs, j), actions[j], logp[j], result, nxt)
                 if not ended:
                     obs[i] = nxt
                     still.append(i)
             live = still
-        for i, slot in enumerate((self.settling or [])[: len(envs)]):  # the barrier: last answers
-            trajs = slot.settle(self.worker_id, wait=True)
+        for i, slot in enumerate(self.slots[: len(envs)]):  # deferred: the last answers first
+            trajs = slot.ready(self.worker_id, wait=True)
             if len(trajs) != 1:
                 raise RuntimeError(f"env {i} settled {len(trajs)} episodes for one played")
             out[i] = trajs[0]

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from evolve_envs.training.config import load_train_config
-from evolve_envs.training.settling import PlayedEpisode, SettlingSlot, settled_trajectories
+from evolve_envs.training.episode import Episode, EpisodeSlot
 from evolve_envs.training.worker import RolloutWorker
 
 
@@ -98,22 +98,28 @@ def test_steps_after_a_model_done_are_cut_as_sync_never_plays_them() -> None:
     assert d.episode_stats[0]["cut_steps"] + len(d) == 30  # the deferred env played on
 
 
+def _played(steps: int) -> EpisodeSlot:
+    """A slot whose env settles later, with one ended episode (index 4) of ``steps`` steps."""
+    records: list[Any] = []
+    slot = EpisodeSlot(lambda wait: [records.pop()] if records else [])
+    slot.records = records  # type: ignore[attr-defined]
+    slot.start(4)
+    for t in range(steps):
+        slot.add({"s": np.full(1, t, np.float32)}, np.zeros(1, np.float32), 0.0, t, t == steps - 1)
+    slot.end({"s": np.full(1, steps, np.float32)}, {}, terminated=False)
+    return slot
+
+
+class _Record:
+    index, length, cut_steps, terminated, truncated, alarm = 4, 5, 0, True, False, None
+    rewards = np.arange(5, dtype=np.float32)
+    summary = {"progress": 40.0}
+
+
 def test_segments_of_a_settled_episode_keep_its_steps() -> None:
-    played = PlayedEpisode(index=4)
-    for t in range(5):
-        played.inputs.append({"s": np.full(1, t, np.float32)})
-        played.actions.append(np.zeros(1, np.float32))
-        played.logp.append(0.0)
-        played.versions.append(t)
-        played.success.append(t == 4)
-    played.inputs.append({"s": np.full(1, 5, np.float32)})
-
-    class Record:
-        index, length, cut_steps, terminated, truncated = 4, 5, 0, True, False
-        rewards = np.arange(5, dtype=np.float32)
-        summary = {"progress": 40.0}
-
-    segs = settled_trajectories(played, Record(), worker_id=2, segment_length=2)
+    slot = _played(5)
+    slot.records.append(_Record())  # type: ignore[attr-defined]
+    segs = slot.ready(worker_id=2, segment_length=2)
     assert [len(s) for s in segs] == [2, 2, 1]
     assert [s.dones.tolist() for s in segs] == [[False, False], [False, False], [True]]
     assert [s.policy_version for s in segs] == [0, 2, 4]
@@ -121,18 +127,38 @@ def test_segments_of_a_settled_episode_keep_its_steps() -> None:
     assert segs[1].obs["s"][:, 0].tolist() == [2, 3, 4]  # the row after a segment: next obs
     assert [len(s.episode_stats) for s in segs] == [0, 0, 1]
     assert segs[-1].episode_stats[0]["success"] == 1.0
-    Record.length = 4  # 4 + 0 cut steps for 5 played: not this episode
+    assert slot.settled == 1 and slot.in_flight == 0
+
+
+def test_a_record_that_does_not_fit_the_episode_played_is_refused() -> None:
+    record = _Record()
+    record.length = 4  # 4 + 0 cut steps for 5 played: not this episode
+    ep = _played(5).waiting[4]
     with pytest.raises(ValueError, match="does not fit the 5 steps played"):
-        settled_trajectories(played, Record(), worker_id=2)
+        ep.settle(record)  # type: ignore[arg-type]
+    assert isinstance(ep, Episode) and ep.steps == 5  # nothing was cut
+
+
+def test_rewards_known_at_each_step_go_as_full_segments() -> None:
+    slot = EpisodeSlot()
+    for t in range(5):
+        slot.add({"s": np.full(1, t, np.float32)}, np.zeros(1, np.float32), 0.0, t, False, 1.0)
+        nxt = {"s": np.full(1, t + 1, np.float32)}
+        segs = slot.ready(worker_id=0, segment_length=2, next_inputs=lambda nxt=nxt: nxt)
+        assert [len(s) for s in segs] == ([2] if t in (1, 3) else [])
+    slot.end({"s": np.full(1, 5, np.float32)}, {"is_success": True}, terminated=True)
+    [last] = slot.ready(worker_id=0, segment_length=2)
+    assert len(last) == 1 and last.terminated and last.obs["s"][:, 0].tolist() == [4, 5]
+    assert last.episode_stats[0]["return"] == 5.0 and last.episode_stats[0]["length"] == 5
 
 
 def test_waiting_for_an_episode_the_env_never_settles_raises() -> None:
-    slot = SettlingSlot(lambda wait: [])
+    slot = EpisodeSlot(lambda wait: [])
     slot.start(0)
     slot.add({"s": np.zeros(1, np.float32)}, np.zeros(1, np.float32), 0.0, 0, False)
-    slot.end({"s": np.zeros(1, np.float32)})
+    slot.end({"s": np.zeros(1, np.float32)}, {}, terminated=False)
     with pytest.raises(RuntimeError, match="settled none of its 1 ended episodes"):
-        slot.settle(worker_id=0, wait=True)
+        slot.ready(worker_id=0, wait=True)
 
 
 class _ListQueue:

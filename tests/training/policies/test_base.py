@@ -185,12 +185,12 @@ def test_trajectory_helpers():
 @pytest.mark.parametrize(
     "module",
     [
-        "train.common.trajectory",
-        "train.policies.base",
-        "train.distrl.replay",
-        "train.distrl.retrace",
-        "train.common.validators",
-        "train.distrl.loss",
+        "training.common.trajectory",
+        "training.policies.base",
+        "training.distrl.replay",
+        "training.distrl.retrace",
+        "training.common.validators",
+        "training.distrl.loss",
     ],
 )
 def test_docstring_examples_run(module):
