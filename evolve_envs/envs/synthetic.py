@@ -308,8 +308,10 @@ def _oscillate_action(env: ReachPlaceEnv, inward: bool, left: int) -> tuple[np.n
     for i in range(2):  # ... unless the gripper cannot take the block there on that axis
         for s in (side[i], -side[i]):
             block = [target[i] + s * at for at in OSCILLATE_AT]  # in the picture, gripped
-            if all(_REACH[0] <= b <= _REACH[1] and _REACH[0] <= b - offset[i] <= _REACH[1]
-                   for b in block):  # fmt: skip
+            if all(
+                _REACH[0] <= b <= _REACH[1] and _REACH[0] <= b - offset[i] <= _REACH[1]
+                for b in block
+            ):
                 side[i] = s
                 break
     inside, outside = target + OSCILLATE_AT[0] * side, target + OSCILLATE_AT[1] * side
@@ -350,9 +352,13 @@ def _on_distractor_action(env: ReachPlaceEnv) -> np.ndarray:
     goals = []
     for rank, aim in enumerate(aims):
         axes = [(a, a - step, a + step, d - out, d + out) for a, d in zip(aim, dis, strict=True)]
-        goals += [(rank, np.array([x, y])) for x in axes[0] for y in axes[1]
-                  if max(abs(x - aim[0]), abs(y - aim[1])) <= step + 1e-9
-                  and max(abs(x - dis[0]), abs(y - dis[1])) >= out - 1e-9]  # fmt: skip
+        goals += [
+            (rank, np.array([x, y]))
+            for x in axes[0]
+            for y in axes[1]
+            if max(abs(x - aim[0]), abs(y - aim[1])) <= step + 1e-9
+            and max(abs(x - dis[0]), abs(y - dis[1])) >= out - 1e-9
+        ]
     best = _around(env, goals, dis, touch, pos["target"])
     for aim in aims[: len(aims) if best is None else best[0] + 1]:
         if np.max(np.abs(aim - grip)) <= env.speed and np.all(
@@ -386,8 +392,10 @@ def _around(
     def walk(p: tuple[float, float], w: tuple[float, float]) -> tuple[tuple[float, float], int]:
         n = 0  # steps from p to w, -1 when a place on the way is not clear
         while max(abs(w[0] - p[0]), abs(w[1] - p[1])) > 1e-9:
-            p = (min(max(p[0] + min(max(w[0] - p[0], -speed), speed), lo), hi),
-                 min(max(p[1] + min(max(w[1] - p[1], -speed), speed), lo), hi))  # fmt: skip
+            p = (
+                min(max(p[0] + min(max(w[0] - p[0], -speed), speed), lo), hi),
+                min(max(p[1] + min(max(w[1] - p[1], -speed), speed), lo), hi),
+            )
             n += 1
             if not clear(*p) or n > 100:
                 return p, -1
@@ -396,8 +404,10 @@ def _around(
     signs = ((-1, -1), (-1, 1), (1, 1), (1, -1))
     corners = [(dis[0] + sx * (touch + 0.03), dis[1] + sy * (touch + 0.03)) for sx, sy in signs]
     if zone is not None:  # the gripper's places that keep the block clear of the zone's corners
-        corners += [(zone[0] - off[0] + sx * (keep + 0.03), zone[1] - off[1] + sy * (keep + 0.03))
-                    for sx, sy in signs]  # fmt: skip
+        corners += [
+            (zone[0] - off[0] + sx * (keep + 0.03), zone[1] - off[1] + sy * (keep + 0.03))
+            for sx, sy in signs
+        ]
     corners = [(min(max(x, lo), hi), min(max(y, lo), hi)) for x, y in corners]
     vias: list[tuple[list[tuple[float, float]], tuple[float, float], int]] = [([], grip, 0)]
     for a in corners:
