@@ -30,12 +30,12 @@ from concurrent.futures import wait as wait_futures
 
 import numpy as np
 
+from evolve_envs.progress.answers import CheckAnswers
 from evolve_envs.progress.check_schedule import AnswerTiming
 from evolve_envs.progress.done_rules import TerminationAudit
 from evolve_envs.progress.episode_state import Answer, EpisodeState, PendingCheck
 from evolve_envs.progress.request_modes import RequestMode
 from evolve_envs.progress.settled_episode import SettledEpisode
-from evolve_envs.progress.settlement import AnswerSettlement
 from evolve_envs.progress.tracker_config import TrackerConfig
 from evolve_envs.progress.tracker_info import close_episode
 from evolve_envs.reward.clients.errors import ErrorKind, RewardServiceError
@@ -53,7 +53,7 @@ class EpisodeLedger:
     """One episode under deferred settlement: its state, its own answer settlement (and done
     judge), the model reward and the env's success flag of every step played so far."""
 
-    def __init__(self, index: int, ep: EpisodeState, answers: AnswerSettlement) -> None:
+    def __init__(self, index: int, ep: EpisodeState, answers: CheckAnswers) -> None:
         self.index = index
         self.ep = ep
         self.answers = answers
@@ -87,13 +87,8 @@ class EpisodeLedger:
     def apply(self, p: PendingCheck) -> bool:
         """Apply the answer to ``p`` at its own step; ``True`` when it was a fallback."""
         ep = self.ep
-        step, success = ep.step, ep.env_success
-        ep.step, ep.env_success = p.step, self.success[p.step - 1]
         was_done = ep.done
-        try:
-            reward, fallback = self.answers.apply(ep, p)
-        finally:
-            ep.step, ep.env_success = step, success
+        reward, fallback = self.answers.apply(ep, p, at=(p.step, self.success[p.step - 1]))
         self.rewards[p.step - 1] += reward
         self.marks.append((p.step, ep.progress))
         if ep.done and not was_done and self.answers.settings.terminate_on_done:
@@ -175,7 +170,7 @@ class DeferredSettlement:
     def start(self, index: int, ep: EpisodeState) -> EpisodeLedger:
         """A ledger for a new episode (with a done judge of its own)."""
         s = self.settings
-        return EpisodeLedger(index, ep, AnswerSettlement(s, self.mode, s.rule.judge(), self.timing))
+        return EpisodeLedger(index, ep, CheckAnswers(s, self.mode, s.rule.judge(), self.timing))
 
     def end(self, ledger: EpisodeLedger, *, env_terminated: bool, env_truncated: bool) -> None:
         """The env ended ``ledger``'s episode (or the model did): detach it."""
@@ -278,22 +273,26 @@ class DeferredSettlement:
             ledger.ep.task,
             "raising (fail_on_request_error)" if self.strict else "progress held (fallback)",
         )
-        for name in ("critic", "done"):
-            future: Answer | None = getattr(p, name)
-            if future is None or future.done():
-                continue
-            future.cancel()
-            stand_in: Answer = Future()
-            if self.strict:
-                error = RewardServiceError(None, "", cause, kind=ErrorKind.TIMEOUT)
-                stand_in.set_exception(error)
-            else:
-                stand_in.set_result(
-                    CallResult(
-                        None, ok=False, fallback=True, latency_s=timeout, endpoint=None, error=cause
-                    )
+        p.critic = self._stand_in(p.critic, cause, timeout)
+        if p.done is not None:
+            p.done = self._stand_in(p.done, cause, timeout)
+
+    def _stand_in(self, future: Answer, cause: str, timeout: float) -> Answer:
+        """``future`` if it is answered; else cancelled, and an answer that says it timed out
+        (raising in fail-fast mode, a fallback otherwise) in its place."""
+        if future.done():
+            return future
+        future.cancel()
+        stand_in: Answer = Future()
+        if self.strict:
+            stand_in.set_exception(RewardServiceError(None, "", cause, kind=ErrorKind.TIMEOUT))
+        else:
+            stand_in.set_result(
+                CallResult(
+                    None, ok=False, fallback=True, latency_s=timeout, endpoint=None, error=cause
                 )
-            setattr(p, name, stand_in)
+            )
+        return stand_in
 
     # ------------------------------------------------------------------ settling
     def _finalize(self, ledger: EpisodeLedger) -> SettledEpisode:
@@ -301,7 +300,7 @@ class DeferredSettlement:
         ep, n = ledger.ep, ledger.length
         ep.step = n
         ep.env_success = ledger.success[n - 1] if n else ep.env_success
-        reward, _, _ = ledger.answers.settle(ep)  # nothing is pending: the end level only
+        reward, _, _ = ledger.answers.close(ep)  # nothing is pending: the end level only
         if n:
             ledger.rewards[n - 1] += reward
         ep.summary = close_episode(ep, self.settings, self.audit)

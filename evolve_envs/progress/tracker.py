@@ -32,6 +32,7 @@ from concurrent.futures import Future
 
 import numpy as np
 
+from evolve_envs.progress.answers import CheckAnswers
 from evolve_envs.progress.check_schedule import AnswerTiming, answer_deadline, check_now
 from evolve_envs.progress.deferred import DeferredSettlement, EpisodeLedger
 from evolve_envs.progress.done_rules import TerminationAudit
@@ -44,7 +45,6 @@ from evolve_envs.progress.episode_state import (
 )
 from evolve_envs.progress.request_modes import REQUEST_MODES, RequestMode
 from evolve_envs.progress.settled_episode import SettledEpisode
-from evolve_envs.progress.settlement import AnswerSettlement
 from evolve_envs.progress.tracker_config import TrackerConfig, check_capabilities
 from evolve_envs.progress.tracker_info import close_episode, step_info
 from evolve_envs.progress.tracker_step import ProgressService, TrackerStep
@@ -84,7 +84,7 @@ class ProgressTracker:
         self._judge = settings.rule.judge()
         self.time_limit = time_limit
         self._timing = AnswerTiming(clock)
-        self._answers = AnswerSettlement(settings, self._mode, self._judge, self._timing)
+        self._answers = CheckAnswers(settings, self._mode, self._judge, self._timing)
         self._deferred = DeferredSettlement(
             settings,
             self._mode,
@@ -206,7 +206,7 @@ class ProgressTracker:
         if over:
             if s.check_at_episode_end and ep.last_sent_step != step:
                 self._send(step, holder)
-            r, n, fb = self._settle()
+            r, n, fb = self._close_episode()
             reward, applied, fallback_now = reward + r, applied + n, fallback_now or fb
             terminate = ep.done and s.terminate_on_done
 
@@ -232,7 +232,7 @@ class ProgressTracker:
         if self._ledger is not None:  # deferred: detached; settled() hands it on
             self._deferred.end(self._ledger, env_terminated=False, env_truncated=False)
             return 0.0
-        reward, _, _ = self._settle()
+        reward, _, _ = self._close_episode()
         return reward
 
     # ------------------------------------------------------------------ deferred settlement
@@ -327,9 +327,9 @@ class ProgressTracker:
             future.set_exception(exc)
         return future
 
-    def _settle(self) -> tuple[float, int, bool]:
+    def _close_episode(self) -> tuple[float, int, bool]:
         ep = self._ep
-        reward, applied, fallback = self._answers.settle(ep)
+        reward, applied, fallback = self._answers.close(ep)
         ep.finished = True
         ep.summary = close_episode(ep, self.settings, self.audit)
         self._warn_if_failing()

@@ -66,16 +66,16 @@ def settled_source(env: gym.Env) -> SettledSource:
 
 def episode_index(info: Mapping[str, object]) -> int:
     """The number the env gives the episode its ``reset`` just started
-    (``info["settlement_episode"]``), which its settled record carries as ``index``.
+    (``info["episode_number"]``), which its settled record carries as ``index``.
 
     Raises ``ValueError`` when the env reports none (its stack has no reward model in
     ``calls: deferred``)."""
-    if "settlement_episode" not in info:
+    if "episode_number" not in info:
         raise ValueError(
-            "the env reports no settlement_episode: its stack does not settle episodes "
-            "(reward_model.calls: deferred with kind: progress)"
+            "the env reports no episode_number: its stack has no ProgressReward to settle "
+            "its episodes (reward_model.calls: deferred with kind: progress)"
         )
-    return int(info["settlement_episode"])
+    return int(info["episode_number"])
 
 
 def saturation_waits(envs: Sequence[gym.Env]) -> int:

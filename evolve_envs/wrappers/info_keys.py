@@ -136,7 +136,7 @@ INFO_KEYS: dict[str, tuple[InfoKey, ...]] = {
             "episode summary, below (under `calls: deferred` it comes with the settled episode)",
         ),
         InfoKey(
-            ("settlement_episode", "settlement_step"),
+            ("episode_number", "episode_step"),
             "int",
             "reset, step",
             "the episode's number on this env (1 at the first reset) and the step (0 at reset): what a settled episode (`calls: deferred`) is matched with",

@@ -223,7 +223,7 @@ class ProgressReward(
         info["reward_model_id"] = self.model_id
         if self._deferred:
             self._env_rewards[self.tracker.episodes] = []
-        info.update(settlement_episode=self.tracker.episodes, settlement_step=0)
+        info.update(episode_number=self.tracker.episodes, episode_step=0)
         return obs, info
 
     @property
@@ -268,7 +268,7 @@ class ProgressReward(
             )
         if self._deferred:
             self._env_rewards.setdefault(self.tracker.episodes, []).append(float(env_reward))
-        info.update(settlement_episode=self.tracker.episodes, settlement_step=self.episode_step)
+        info.update(episode_number=self.tracker.episodes, episode_step=self.episode_step)
         self._last_info = dict(out.info)
         self._last_info.pop("episode_reward_model", None)
         bonus = 0.0

@@ -100,11 +100,11 @@ class SettledRewards(gym.vector.VectorWrapper):
 
     def _row(self, info: dict[str, object]) -> np.ndarray:
         row = np.full((self.num_envs, 2), -1, np.int64)
-        if "settlement_episode" not in info:  # a step past an episode's end: not a row of one
+        if "episode_number" not in info:  # a step past an episode's end: not a row of one
             return row
-        mask = np.asarray(info.get("_settlement_episode", np.ones(self.num_envs, bool)))
-        row[mask, 0] = np.asarray(info["settlement_episode"])[mask]
-        row[mask, 1] = np.asarray(info["settlement_step"])[mask]
+        mask = np.asarray(info.get("_episode_number", np.ones(self.num_envs, bool)))
+        row[mask, 0] = np.asarray(info["episode_number"])[mask]
+        row[mask, 1] = np.asarray(info["episode_step"])[mask]
         return row
 
     def settle(self) -> SettledRollout:

@@ -19,10 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evolve_envs.progress import arithmetic as pm
+from evolve_envs.progress.answers import CheckAnswers
 from evolve_envs.progress.check_schedule import AnswerTiming, episode_limit
 from evolve_envs.progress.episode_state import EpisodeState, PendingCheck
 from evolve_envs.progress.request_modes import REQUEST_MODES
-from evolve_envs.progress.settlement import AnswerSettlement
 from evolve_envs.progress.tracker import ProgressTracker
 from evolve_envs.progress.tracker_config import TrackerConfig
 from evolve_envs.reward.clients.results import CallResult
@@ -266,7 +266,7 @@ def test_make_env_tells_the_tracker_the_time_limit() -> None:
 
 def test_an_applied_answer_becomes_the_check_frames_value() -> None:
     s = TrackerConfig(mode="incremental")
-    answers = AnswerSettlement(
+    answers = CheckAnswers(
         s, REQUEST_MODES[s.mode](s), s.rule.judge(), AnswerTiming(clock=lambda: 0.0)
     )
     critic: Future[CallResult[object]] = Future()

@@ -1,4 +1,5 @@
-"""Applying a tracker's answers to its episode, and settling the episode's model reward."""
+"""A tracker's check answers: applied to its episode as they are due, and all of them when the
+episode closes (with the level a sparse reward pays at the end)."""
 
 from __future__ import annotations
 
@@ -12,20 +13,20 @@ from evolve_envs.progress.episode_state import EpisodeState, PendingCheck
 from evolve_envs.progress.request_modes import RequestMode
 from evolve_envs.progress.tracker_config import TrackerConfig
 
-__all__ = ["AnswerSettlement"]
+__all__ = ["CheckAnswers"]
 
 
-class AnswerSettlement:
-    """Applies answers to an episode and settles it (docs/PROGRESS.md); one per
+class CheckAnswers:
+    """Applies check answers to an episode, and closes it (docs/PROGRESS.md); one per
     tracker, sharing the tracker's request mode, done judge and answer timing.
 
-    With ``reward_mode: sparse`` the progress level is paid when the episode is settled:
+    With ``reward_mode: sparse`` the progress level is paid when the episode closes:
 
     >>> from evolve_envs.progress.request_modes import REQUEST_MODES
     >>> s = TrackerConfig(reward_mode="sparse")
     >>> timing = AnswerTiming(clock=lambda: 0.0)
-    >>> answers = AnswerSettlement(s, REQUEST_MODES[s.mode](s), s.rule.judge(), timing)
-    >>> answers.settle(EpisodeState(progress=40.0))  # (model reward, answers applied, fallback)
+    >>> answers = CheckAnswers(s, REQUEST_MODES[s.mode](s), s.rule.judge(), timing)
+    >>> answers.close(EpisodeState(progress=40.0))  # (model reward, answers applied, fallback)
     (0.4, 0, False)
     """
 
@@ -37,7 +38,7 @@ class AnswerSettlement:
         self.judge = judge
         self.timing = timing
 
-    def settle(self, ep: EpisodeState) -> tuple[float, int, bool]:
+    def close(self, ep: EpisodeState) -> tuple[float, int, bool]:
         """Wait for and apply every answer still out, then pay the level owed at the end
         (``sparse`` / ``binary`` without ``use_rel_reward``): ``(model reward, answers
         applied, any fallback)``. Marking the episode finished is the caller's."""
@@ -68,8 +69,13 @@ class AnswerSettlement:
             reward, applied, fallback = reward + r, applied + 1, fallback or fb
         return reward, applied, fallback
 
-    def apply(self, ep: EpisodeState, p: PendingCheck) -> tuple[float, bool]:
-        """Apply the answer to ``p`` (waiting for it): ``(model reward, fallback)``."""
+    def apply(
+        self, ep: EpisodeState, p: PendingCheck, at: tuple[int, bool | None] | None = None
+    ) -> tuple[float, bool]:
+        """Apply the answer to ``p`` (waiting for it): ``(model reward, fallback)``. ``at``: the
+        step the answer lands at and the env's success flag then, which a done judged by this
+        answer records (default: the episode's current step and flag; a deferred episode's
+        ledger passes the check's own step)."""
         answered = False
         try:
             result = p.critic.result()  # raises RewardServiceError in fail-fast mode
@@ -104,8 +110,7 @@ class AnswerSettlement:
         ep.max_progress = max(ep.max_progress, value)
         if self._decide_done(value, result, done_result) and not ep.done:
             ep.done = True
-            ep.done_step = ep.step
-            ep.done_env_success = ep.env_success
+            ep.done_step, ep.done_env_success = (ep.step, ep.env_success) if at is None else at
         return reward, fallback
 
     def _decide_done(self, value: float, result: Any, done_result: Any) -> bool:
