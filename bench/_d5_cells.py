@@ -34,18 +34,31 @@ CELLS: dict[str, tuple[str, str]] = {
     "distrl_sync": ("distrl", "sync"),
     "grpo_sync": ("grpo", "sync"),
     "grpo_async": ("grpo", "async"),
+    # bench/plans/d5_crossed.md: each DistRL block on the other system
+    "distrl_async_barrier": ("distrl", "sync"),
+    "distrl_sync_free": ("distrl", "async"),
 }
+#: cell -> the named config (block) it trains from, where it is not its system's own
+BLOCKS: dict[str, str] = {"distrl_async_barrier": "async", "distrl_sync_free": "sync"}
+#: the 2×2 of D5 (the cells a script runs when not told which)
+D5_CELLS = [c for c in CELLS if c not in BLOCKS]
 LABELS = {
     "distrl_async": "DistRL, asynchronous workers",
     "distrl_sync": "DistRL, synchronous barrier",
     "grpo_sync": "GRPO, synchronous rounds",
     "grpo_async": "GRPO, overlapped rounds (one version stale)",
+    "distrl_async_barrier": "DistRL, asynchronous block, synchronous barrier",
+    "distrl_sync_free": "DistRL, synchronous block, asynchronous workers",
 }
 
 
 def cell_config(cell: str) -> Path:
-    """The named config a cell trains from."""
-    return CONFIG_DIR / f"reach_place_{CELLS[cell][1]}.yaml"
+    """The named config a cell trains from: its system's own, or its block's (:data:`BLOCKS`).
+
+    >>> cell_config("distrl_async_barrier").name, cell_overrides("distrl_async_barrier")
+    ('reach_place_async.yaml', ['learner.barrier=true'])
+    """
+    return CONFIG_DIR / f"reach_place_{BLOCKS.get(cell, CELLS[cell][1])}.yaml"
 
 
 def cell_overrides(cell: str) -> list[str]:

@@ -6,7 +6,8 @@ interleaved, scored on env-step budgets and on minutes, with paired statistics.
   never the tuning seed), until the learner has taken in ``--max-env-steps`` or ``--minutes`` have
   passed, whichever comes first; the run order rotates with the seed. ``--regime slow`` adds D3's
   slow reward model and mixed-speed workers (``_d3_runs.regime_overrides``).
-* **Scoring** — every snapshot on ``--eval-episodes`` held-out scenes ``held_out_seeds(n, 0)``
+* **Scoring** — every snapshot on ``--eval-episodes`` held-out scenes
+  ``held_out_seeds(n, --scene-offset)`` (default 0; kept in each record as ``scene_offset``)
   (mean action); the last 3 snapshots also with sampled actions (a torch RNG seeded with the
   run's seed).
 * **Report** (from the records alone, ``--report-only``) — per cell: success at the env-step
@@ -26,6 +27,12 @@ interleaved, scored on env-step budgets and on minutes, with paired statistics.
   block (``block`` in both records): a block trained differently collects at another pace.
   Where the two agree, runs scored on env steps alone (several may share a machine) give
   wall-clock curves through the throughput of an idle machine.
+* **Crossed** (``--window LO HI``, bench/plans/d5_crossed.md) — per run the held-out success
+  averaged over env steps [LO, HI]; per block barrier − no barrier (:data:`CROSSED`), the
+  block's effect within each system (:data:`BLOCK_EFFECT`) and the interaction, paired by seed,
+  with intervals, sign-flip p and the plan's verdicts. ``--alone DIR`` (the ``--out`` of the
+  runs alone): alone − shared window mean and env steps to 30 % per run alone, and the plan's
+  rule on composed minutes (:data:`SHARING_LIMIT`).
 
     python bench/d5_race.py --seeds 2 --first-seed 100    # one part: 2 seeds x 4 cells
     python bench/d5_race.py --seeds 2 --first-seed 102    # the next part
@@ -49,6 +56,7 @@ from _common import ROOT, machine_note, md_table
 from _d3_runs import load_range, read_records, regime_overrides, run_and_evaluate, write_json
 from _d5_cells import (
     CELLS,
+    D5_CELLS,
     LABELS,
     area,
     cell_config,
@@ -343,8 +351,205 @@ def paired_rows(
     return rows
 
 
+#: bench/plans/d5_crossed.md: per block, (barrier cell, no-barrier cell)
+CROSSED = {
+    "async block": ("distrl_async_barrier", "distrl_async"),
+    "sync block": ("distrl_sync", "distrl_sync_free"),
+}
+#: the block's effect within each system: (sync block cell, async block cell)
+BLOCK_EFFECT = {
+    "barrier": ("distrl_sync", "distrl_async_barrier"),
+    "no barrier": ("distrl_sync_free", "distrl_async"),
+}
+#: alone − shared window difference above which composed minutes are not supported
+SHARING_LIMIT = 0.15
+
+
+def window_mean(curve: list[dict[str, float]], lo: float, hi: float) -> float:
+    """Held-out success averaged over env steps ``[lo, hi]`` (step interpolation,
+    :func:`_d5_cells.area`); NaN for a run that stopped before ``hi``.
+
+    >>> c = [{"env_steps": 10.0, "success": 0.2}, {"env_steps": 30.0, "success": 0.6},
+    ...      {"env_steps": 40.0, "success": 1.0}]
+    >>> window_mean(c, 20, 40), window_mean(c, 20, 50)
+    (0.4, nan)
+    """
+    if not curve or curve[-1]["env_steps"] < hi or hi <= lo:
+        return math.nan
+    below = area(curve, "env_steps", lo) * lo if lo > 0 else 0.0
+    return float((area(curve, "env_steps", hi) * hi - below) / (hi - lo))
+
+
+def _pair_stats(d: list[float]) -> tuple[str, float, float]:
+    """``mean [interval] p=`` of paired differences, with the mean and p."""
+    mean, (lo, hi) = _tidy(np.mean(d)), map(_tidy, bootstrap_ci(d, seed=1))
+    p = sign_flip_p(d)
+    return f"{mean:+.3g} [{lo:+.3g}, {hi:+.3g}] p={p:.3g}", mean, p
+
+
+def crossed(
+    records: list[dict[str, Any]], lo: int, hi: int, intake: dict[str, float] | None = None
+) -> list[str]:
+    """Report lines of bench/plans/d5_crossed.md: the window mean per run, the barrier's effect
+    per block (barrier − no barrier, paired by seed), the block's effect within each system and
+    the interaction, each with a bootstrap interval and an exact sign-flip p; runs that stopped
+    before ``hi`` are listed with their env steps and their pairs left out and counted."""
+    val = {(r["cell"], r["seed"]): window_mean(r["curve"], lo, hi) for r in records}
+    ends = {(r["cell"], r["seed"]): (r["curve"][-1]["env_steps"] if r["curve"] else 0.0)
+            for r in records}  # fmt: skip
+    lines = [f"Crossed pairs (bench/plans/d5_crossed.md): held-out success averaged over env "
+             f"steps [{lo}, {hi}] (step interpolation), first − second paired by seed: mean "
+             "[95 % bootstrap interval], exact sign-flip p. *shown*: p ≤ 0.05.", ""]  # fmt: skip
+    rows = []
+    for cell in CELLS:
+        seeds = sorted(s for c, s in val if c == cell)
+        if seeds:
+            got = [f"{s}: {val[cell, s]:.3g}" if np.isfinite(val[cell, s]) else f"{s}: -"
+                   for s in seeds]  # fmt: skip
+            rows.append([f"{LABELS[cell]} ({cell})", ", ".join(got)])
+    lines += [md_table(["cell", "window mean per seed"], rows), ""]
+    stopped = [f"{c} seed {s} ({ends[c, s]:.0f} env steps)" for (c, s), v in sorted(val.items())
+               if not np.isfinite(v)]  # fmt: skip
+    if stopped:
+        lines += [f"Runs that stopped before {hi} env steps (no window value): "
+                  f"{'; '.join(stopped)}.", ""]  # fmt: skip
+
+    def diffs(a: str, b: str) -> tuple[list[int], dict[int, float], int]:
+        seeds = sorted({s for c, s in val if c == a} & {s for c, s in val if c == b})
+        d = {s: val[a, s] - val[b, s] for s in seeds
+             if np.isfinite(val[a, s]) and np.isfinite(val[b, s])}  # fmt: skip
+        return seeds, d, len(seeds) - len(d)
+
+    rows, effect = [], {}
+    for block, (a, b) in CROSSED.items():
+        seeds, d, left = diffs(a, b)
+        if not d:
+            rows.append([f"barrier, {block}: {a} − {b}", "-", "-", str(left)])
+            continue
+        text, mean, p = _pair_stats(list(d.values()))
+        effect[block] = (d, mean, p)
+        rows.append([f"barrier, {block}: {a} − {b}", f"{text} (n={len(d)})",
+                     "shown" if p <= 0.05 else "not shown", str(left)])  # fmt: skip
+    for system, (a, b) in BLOCK_EFFECT.items():
+        seeds, d, left = diffs(a, b)
+        text, _, p = _pair_stats(list(d.values())) if d else ("-", 0.0, math.nan)
+        rows.append([f"block (sync − async), {system}: {a} − {b}", f"{text} (n={len(d)})",
+                     ("shown" if p <= 0.05 else "not shown") if d else "-", str(left)])  # fmt: skip
+    if len(effect) == 2:
+        (da, _, _), (ds, _, _) = effect["async block"], effect["sync block"]
+        both = sorted(set(da) & set(ds))
+        inter = [ds[s] - da[s] for s in both]
+        left = len(set(da) | set(ds)) - len(both)
+        if inter:
+            text, _, p = _pair_stats(inter)
+            rows.append(["interaction: barrier in sync block − barrier in async block",
+                         f"{text} (n={len(inter)})", "shown" if p <= 0.05 else "not shown",
+                         str(left)])  # fmt: skip
+    lines += [md_table(["pair", "difference", "verdict", "pairs left out"], rows), ""]
+    shown = [(m, p) for _, m, p in effect.values()]
+    general = len(shown) == 2 and all(p <= 0.05 for _, p in shown) and (
+        np.sign(shown[0][0]) == np.sign(shown[1][0]) != 0)  # fmt: skip
+    lines += [f"The barrier's effect on the window mean is "
+              f"{'shown in general' if general else 'not shown in general'} (shown in both "
+              "blocks with the same sign).", ""]  # fmt: skip
+    if intake:
+        lines += crossed_minutes(records, val, intake, hi)
+    return lines
+
+
+def intake_rates(folder: Path, regime: str) -> dict[str, float]:
+    """Median learner intake per second (``intake_env_steps_per_s``, ``d5_throughput.py
+    --intake-from-min``) per cell of the throughput records of ``regime`` in ``folder``."""
+    got: dict[str, list[float]] = {}
+    for r in read_records(folder) if folder.is_dir() else []:
+        if r.get("regime") == regime and "intake_env_steps_per_s" in r:
+            got.setdefault(r["cell"], []).append(float(r["intake_env_steps_per_s"]))
+    return {c: float(np.median(v)) for c, v in got.items()}
+
+
+def crossed_minutes(
+    records: list[dict[str, Any]],
+    val: dict[tuple[str, int], float],
+    intake: dict[str, float],
+    hi: int,
+) -> list[str]:
+    """Minutes to 30 % per run (env steps to 30 % ÷ the cell's learner intake alone), paired as
+    :func:`crossed`, as ratios (barrier ÷ no barrier; sync block ÷ async block). A run that never
+    got there counts at ``hi`` (the ratio is then a bound); a pair where neither did, or where a
+    run stopped before ``hi``, is left out and counted."""
+    reach = {(r["cell"], r["seed"]): first_reach(r["curve"], "env_steps", 0.3) for r in records}
+    never = Counter(c for (c, s), v in reach.items() if math.isinf(v) and np.isfinite(val[c, s]))
+    lines = ["Minutes to 30 % (env steps to 30 % ÷ the cell's learner intake alone, "
+             f"{', '.join(f'{c} {v:.1f}/s' for c, v in intake.items())}): ratio first ÷ second "
+             f"paired by seed, mean [95 % bootstrap interval], sign-flip p on its log; a run "
+             f"that never got there counts at {hi} env steps and the ratio is a bound.", "",
+             "Runs that never reached 30 %: " + (", ".join(f"{c} {n}" for c, n in
+             sorted(never.items())) or "none") + ".", ""]  # fmt: skip
+    rows = []
+    named = [*(("barrier, " + k, v) for k, v in CROSSED.items()),
+             *(("block (sync ÷ async), " + k, v) for k, v in BLOCK_EFFECT.items())]  # fmt: skip
+    for what, (a, b) in named:
+        if a not in intake or b not in intake:
+            rows.append([f"{what}: {a} ÷ {b}", "- (no intake rate)", "-"])
+            continue
+        seeds = sorted({s for c, s in reach if c == a} & {s for c, s in reach if c == b})
+        pairs, left, bounds = [], 0, set()
+        for s in seeds:
+            x, y = reach[a, s], reach[b, s]
+            if not (np.isfinite(val[a, s]) and np.isfinite(val[b, s])) or (
+                    math.isinf(x) and math.isinf(y)):  # fmt: skip
+                left += 1
+                continue
+            if math.isinf(x) != math.isinf(y):  # the run that never got there counts at hi
+                bounds.add("at least" if math.isinf(x) else "at most")
+            pairs.append((min(y, hi) / intake[b] / 60, min(x, hi) / intake[a] / 60))
+        cell = _paired_cell(pairs, ratio=True) if pairs else "-"
+        if bounds:
+            cell += f" (a bound: {' / '.join(sorted(bounds))})"
+        rows.append([f"{what}: {a} ÷ {b}", cell, str(left)])
+    return lines + [md_table(["pair", "minutes to 30 %: ratio", "pairs left out"], rows), ""]
+
+
+def alone_table(
+    shared: list[dict[str, Any]], alone: list[dict[str, Any]], lo: int, hi: int
+) -> list[str]:
+    """Report lines: per cell and seed run alone, the window mean and env steps to 30 % alone
+    minus shared, as values; composed minutes are not supported if any window difference
+    exceeds :data:`SHARING_LIMIT`."""
+    by = {(r["cell"], r["seed"]): r for r in shared}
+    rows, worst = [], []
+    for r in sorted(alone, key=lambda r: (list(CELLS).index(r["cell"]), r["seed"])):
+        key = (r["cell"], r["seed"])
+        if key not in by:
+            rows.append([f"{r['cell']} seed {r['seed']}", "no shared run", "-"])
+            continue
+        s = by[key]
+        w = window_mean(r["curve"], lo, hi) - window_mean(s["curve"], lo, hi)
+        a30, s30 = (first_reach(x["curve"], "env_steps", 0.3) for x in (r, s))
+        if np.isfinite(w):
+            worst.append(w)
+        steps = f"{a30 - s30:+.0f}" if np.isfinite(a30) and np.isfinite(s30) else (
+            f"alone {a30:.0f}, shared {s30:.0f}".replace("inf", "never"))  # fmt: skip
+        rows.append([f"{r['cell']} seed {r['seed']}", f"{_tidy(w):+.3g}" if np.isfinite(w)
+                     else "- (a run stopped before the window's end)", steps])  # fmt: skip
+    lines = [f"Alone − shared, per run alone (values, no test): window mean over env steps "
+             f"[{lo}, {hi}] and env steps to 30 %", "",
+             md_table(["run", "window mean: alone − shared", "env steps to 30 %: alone − shared"],
+                      rows), ""]  # fmt: skip
+    over = [w for w in worst if w > SHARING_LIMIT]
+    verdict = (f"composed minutes are not supported ({len(over)} alone − shared window "
+               f"difference(s) above {SHARING_LIMIT})" if over else
+               f"no alone − shared window difference exceeds {SHARING_LIMIT}")  # fmt: skip
+    return lines + [f"Sharing: {verdict}.", ""]
+
+
 def report(
-    out: Path, at_steps: list[int], at_minutes: list[float], throughput: Path | None = None
+    out: Path,
+    at_steps: list[int],
+    at_minutes: list[float],
+    throughput: Path | None = None,
+    window: list[int] | None = None,
+    alone: Path | None = None,
 ) -> str:
     """Tables and plot from the records alone (and stage 1's, for the composition)."""
     records = read_records(out / "runs")
@@ -372,6 +577,11 @@ def report(
     rates = stage1_rates(folder, regime) if folder.is_dir() else {}
     if rates:
         lines += composition(records, metrics, rates, at_minutes)
+    if window is not None:
+        lines += crossed(records, *window, intake_rates(folder, regime))
+    if alone is not None:
+        lo_hi = window or [0, max(at_steps)]
+        lines += alone_table(records, read_records(alone / "runs") or read_records(alone), *lo_hi)
     text = "\n".join(lines) + "\n"
     (out / "d5_race_summary.md").write_text(text)
     plot(out, records, cells)
@@ -428,11 +638,12 @@ def run_part(args: argparse.Namespace) -> None:
                     config=cell_config(cell), algo=CELLS[cell][0], seed=seed,
                     minutes=args.minutes, run_dir=run_dir,
                     snapshot_every_s=args.snapshot_every_s, eval_episodes=args.eval_episodes,
-                    scene_offset=0, overrides=overrides, sampled=False,
+                    scene_offset=args.scene_offset, overrides=overrides, sampled=False,
                 )  # fmt: skip
-                sampled = sampled_last(run_dir, args.eval_episodes, seed)
+                sampled = sampled_last(run_dir, args.eval_episodes, seed, offset=args.scene_offset)
                 rec.update(cell=cell, regime=args.regime, max_env_steps=args.max_env_steps,
-                           sampled_last=sampled, runs_at_once=args.runs_at_once)  # fmt: skip
+                           sampled_last=sampled, runs_at_once=args.runs_at_once,
+                           scene_offset=args.scene_offset)  # fmt: skip
                 write_json(path, rec)
                 print(f"{cell} seed {seed}: {rec['curve'][-1] if rec['curve'] else 'no curve'}",
                       flush=True)  # fmt: skip
@@ -442,7 +653,7 @@ def run_part(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cells", nargs="+", default=list(CELLS), choices=list(CELLS))
+    ap.add_argument("--cells", nargs="+", default=list(D5_CELLS), choices=list(CELLS))
     ap.add_argument("--seeds", type=int, default=2, help="seeds per cell in this part")
     ap.add_argument("--first-seed", type=int, default=100)
     ap.add_argument("--max-env-steps", type=int, default=200_000)
@@ -455,6 +666,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--runs-at-once", type=int, default=1,
                     help="race runs on the machine at once, this one included")  # fmt: skip
     ap.add_argument("--eval-episodes", type=int, default=50)
+    ap.add_argument("--scene-offset", type=int, default=0,
+                    help="held-out scenes held_out_seeds(eval_episodes, N)")  # fmt: skip
     ap.add_argument("--snapshot-every-s", type=float, default=30.0)
     ap.add_argument("--out", type=Path, default=None, help="default bench/results/d5_race_<regime>")
     ap.add_argument("--runs", type=Path, default=ROOT / "runs" / "d5_race")
@@ -462,13 +675,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--throughput", type=Path, default=None,
                     help="stage 1's records for the composition "
                     "(default bench/results/d5_throughput/<regime>)")  # fmt: skip
+    ap.add_argument("--window", type=int, nargs=2, metavar=("LO", "HI"), default=None,
+                    help="report the window mean over env steps [LO, HI] and the crossed "
+                    "pairs of bench/plans/d5_crossed.md")  # fmt: skip
+    ap.add_argument("--alone", type=Path, default=None,
+                    help="the --out of the runs alone: the alone − shared table")  # fmt: skip
     ap.add_argument("overrides", nargs="*", help="KEY=VALUE for every run")
     args = ap.parse_args(argv)
     args.out = args.out or ROOT / "bench" / "results" / f"d5_race_{args.regime}"
     (args.out / "runs").mkdir(parents=True, exist_ok=True)
     if not args.report_only:
         run_part(args)
-    report(args.out, args.at_steps, args.at_minutes, args.throughput)
+    report(args.out, args.at_steps, args.at_minutes, args.throughput, args.window, args.alone)
 
 
 if __name__ == "__main__":

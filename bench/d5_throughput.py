@@ -12,6 +12,11 @@ gave, not what the designs can do, and the report says which.
     python bench/d5_throughput.py --regime slow --minutes 1      # 500 ms model, workers 1x/1x/3x
     python bench/d5_throughput.py --regime slow --report-only
 
+``--intake-from-min M`` also records the learner's intake per second (``env_steps_in`` of
+``metrics.csv``) from minute M to the run's end, beside the workers' count (the report adds a
+column); ``--first-round K`` numbers this part's rounds from K, so parts do not overwrite each
+other's records.
+
 Records: ``<out>/<regime>/<cell>-r<round>.json``, each with the block it trained (``block``:
 the cell's ``learner`` or ``grpo`` block and its ``workers``), which the race's composition
 matches against its own runs.
@@ -37,7 +42,7 @@ from _d3_runs import (
     train_run,
     write_json,
 )
-from _d5_cells import CELLS, LABELS, cell_config, cell_overrides
+from _d5_cells import CELLS, D5_CELLS, LABELS, cell_config, cell_overrides
 
 
 def rate_of(metrics_csv: Path, num_workers: int = 1) -> dict[str, float]:
@@ -61,6 +66,28 @@ def rate_of(metrics_csv: Path, num_workers: int = 1) -> dict[str, float]:
             "paused_share": paused / (secs * num_workers) if secs > 0 else math.nan}  # fmt: skip
 
 
+def intake_of(metrics_csv: Path, from_min: float) -> dict[str, float]:
+    """The learner's intake (``env_steps_in``) per second from minute ``from_min`` to the run's
+    last metrics row: from the last row at or before that minute (the run's start if none).
+
+    >>> import tempfile
+    >>> p = Path(tempfile.mkdtemp()) / "metrics.csv"
+    >>> _ = p.write_text("time_s,env_steps_in\\n60,100\\n120,400\\n300,1300\\n")
+    >>> r = intake_of(p, 2)
+    >>> r["intake_env_steps"], r["intake_seconds"], r["intake_env_steps_per_s"]
+    (900.0, 180.0, 5.0)
+    """
+    with metrics_csv.open() as fh:
+        rows = list(csv.DictReader(fh))
+    last = rows[-1]
+    before = [r for r in rows if float(r["time_s"]) <= from_min * 60]
+    t0, s0 = (float(before[-1]["time_s"]), float(before[-1]["env_steps_in"])) if before else (0, 0)
+    steps, secs = float(last["env_steps_in"]) - s0, float(last["time_s"]) - t0
+    return {"intake_from_min": from_min, "intake_from_s": t0, "intake_env_steps": steps,
+            "intake_seconds": secs,
+            "intake_env_steps_per_s": steps / secs if secs > 0 else math.nan}  # fmt: skip
+
+
 def _workers(run_dir: Path) -> int:
     import yaml
 
@@ -75,8 +102,9 @@ def run_part(args: argparse.Namespace) -> None:
              ] if args.regime == "slow" else []  # fmt: skip
     ray_init(2)  # as D3
     try:
-        for i in range(args.rounds):
-            order = args.cells if i % 2 == 0 else args.cells[::-1]
+        for i in range(args.first_round, args.first_round + args.rounds):
+            # the order reverses every other round of this part, as given on its command line
+            order = args.cells if (i - args.first_round) % 2 == 0 else args.cells[::-1]
             for cell in order:
                 path = args.out / args.regime / f"{cell}-r{i}.json"
                 if path.exists():
@@ -95,6 +123,8 @@ def run_part(args: argparse.Namespace) -> None:
                                        "started_utc": started, "counters": counters,
                                        **rate_of(run_dir / "metrics.csv", _workers(run_dir)),
                                        "load": load_stats(load_samples(log))}  # fmt: skip
+                if args.intake_from_min is not None:  # beside the workers' count, never instead
+                    rec.update(intake_of(run_dir / "metrics.csv", args.intake_from_min))
                 write_json(path, rec)
                 print(f"{cell} round {i}: {rec['env_steps_per_s']:.1f} env steps/s", flush=True)
     finally:
@@ -107,6 +137,7 @@ def report(args: argparse.Namespace) -> str:
     if not records:
         raise SystemExit(f"no records in {args.out / args.regime}")
     base = [r["env_steps_per_s"] for r in records if r["cell"] == "distrl_async"]
+    intake = sorted({r["intake_from_min"] for r in records if "intake_from_min" in r})
     rows = []
     for cell in CELLS:
         mine = [r for r in records if r["cell"] == cell]
@@ -117,10 +148,16 @@ def report(args: argparse.Namespace) -> str:
         rows.append([LABELS[cell], len(mine), f"{np.median(rates):.1f}",
                      f"{min(rates):.1f}-{max(rates):.1f}", f"{ratio:.2f}",
                      f"{np.median([r['paused_share'] for r in mine]):.2f}"])  # fmt: skip
+        if intake:
+            got = [r["intake_env_steps_per_s"] for r in mine if "intake_env_steps_per_s" in r]
+            rows[-1].append(f"{np.median(got):.1f} (n={len(got)})" if got else "-")
     loads = load_range(records)
     lines = [f"D5 throughput, regime {args.regime}, {records[0]['minutes']:g} min runs, "
              f"{machine_note(loads)}", ""]  # fmt: skip
     headers = ["cell", "runs", "env steps/s (median)", "range", "÷ DistRL async", "paused share"]
+    if intake:
+        since = "/".join(f"{m:g}" for m in intake)
+        headers.append(f"learner intake env steps/s from minute {since} (median)")
     lines += [md_table(headers, rows), ""]
     text = "\n".join(lines) + "\n"
     (args.out / f"d5_throughput_{args.regime}.md").write_text(text)
@@ -130,9 +167,14 @@ def report(args: argparse.Namespace) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cells", nargs="+", default=list(CELLS), choices=list(CELLS))
+    ap.add_argument("--cells", nargs="+", default=list(D5_CELLS), choices=list(CELLS))
     ap.add_argument("--regime", choices=["instant", "slow"], default="instant")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--first-round", type=int, default=0,
+                    help="number of this part's first round (its records' -r<round>)")  # fmt: skip
+    ap.add_argument("--intake-from-min", type=float, default=None,
+                    help="also record the learner's intake (env_steps_in) per second from "
+                    "this minute to the run's end")  # fmt: skip
     ap.add_argument("--minutes", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=300)
     ap.add_argument("--latency-ms", type=float, default=500.0)
