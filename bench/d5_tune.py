@@ -51,7 +51,7 @@ from typing import Any
 
 from _common import ROOT, LoadLog, load_samples, machine_note, md_table
 from _d3_runs import TUNE_SCENES, load_range, load_stats, ray_init, read_records, write_json
-from _d5_cells import CELLS, LABELS, cell_config, cell_overrides
+from _d5_cells import CELLS, D5_CELLS, LABELS, cell_config, cell_overrides
 from d3_tune import SPACE, knob_overrides
 
 #: The knobs of each algorithm searched in D5: D3's, with GRPO's rounds of 2-4 whole groups.
@@ -361,7 +361,7 @@ def report(args: argparse.Namespace) -> str:
     winners: dict[str, Any] = {}
     headers = ["trial", "knobs", "env steps reached (k)", "held-out progress", "success",
                "stopped"]  # fmt: skip
-    for cell in CELLS:
+    for cell in D5_CELLS:
         mine = sorted((r for r in records if r["cell"] == cell), key=lambda r: r["trial"])
         if not mine:
             lines += [f"{LABELS[cell]}: no trials yet", ""]
@@ -396,7 +396,7 @@ def report(args: argparse.Namespace) -> str:
         title = f"{LABELS[cell]} ({cell}): {len(mine)} configuration(s)"
         lines += [title, "", md_table(headers, rows), ""]
     ranked = sum(1 for c in winners if any(r["cell"] == c for r in records))
-    lines.append(f"Cells with a winner: {ranked} of {len(CELLS)}; a winner is tuned only as far "
+    lines.append(f"Cells with a winner: {ranked} of {len(D5_CELLS)}; a winner is tuned only as far "
                  "as its budget could rank (see the rung column)")  # fmt: skip
     write_json(args.out / "winners.json", {"budget": budget, "winners": winners})
     text = "\n".join(lines) + "\n"
@@ -440,7 +440,7 @@ def write_cell_configs(winners: dict[str, Any], config_dir: Path) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cell", choices=list(CELLS), help="the part to run (one cell)")
+    ap.add_argument("--cell", choices=D5_CELLS, help="the part to run (one cell)")
     ap.add_argument("--samples", type=int, default=8, help="configurations per cell")
     ap.add_argument("--max-env-steps", type=int, default=200_000, help="env-step budget")
     ap.add_argument("--rf", type=int, default=3, help="ASHA's reduction factor")
