@@ -159,8 +159,9 @@ class RLinfProgressReward(ForwardsToEnv):
                 model_ends=model_ends,
                 is_eval=bool(getattr(env, "is_eval", False)),
             )
-            # settled rewards: the formula and the bonus (the alarm is fed as episodes end)
-            self.late = LateRewardBook(self._n, RewardStep(terms), model_ends=model_ends)
+            # settled rewards by the same reward step: formula, bonus, and the alarm fed each
+            # settled episode (under deferred an episode's end carries no model summary)
+            self.late = LateRewardBook(self._n, self.reward_step, model_ends=model_ends)
         elif self.auto_reset and model_ends:
             check_resets_sub_envs(env)
 

@@ -77,7 +77,7 @@ class _Played:
 
 class LateRewardBook:
     """Where each sub-env's steps were played, per episode, until the episode is settled;
-    ``step`` rewards the settled episodes (the adapter's reward step, without its alarm)."""
+    ``step`` rewards the settled episodes (the adapter's reward step)."""
 
     def __init__(self, num_envs: int, step: RewardStep, *, model_ends: bool = True) -> None:
         self.step = step
