@@ -155,7 +155,14 @@ async def pipeline_send(self, rollout_results, channel) -> None:
 
 
 def run_both(
-    url: str, *, auto_reset: bool, epochs: int, monkeypatch, interacts: int = 1, **rm: object
+    url: str,
+    *,
+    auto_reset: bool,
+    epochs: int,
+    monkeypatch,
+    interacts: int = 1,
+    alarms: dict[str, int] | None = None,
+    **rm: object,
 ):
     waits = {"during": 0, "flush": 0}
     phase = {"now": "during"}
@@ -185,6 +192,9 @@ def run_both(
         try:
             runs = [rollout(w) for _ in range(interacts)]  # RLinf's interact() per step
             out[calls] = {k: torch.cat([run[k] for run in runs]) for k in runs[0]}
+            if alarms is not None:  # the episodes the hacking alarm was fed, over its tasks
+                detector = w.env_list[0].reward_step.alarm
+                alarms[calls] = sum(detector.state(t)["episodes"] for t in detector.tasks)
         finally:
             w.env_list[0].close()
     return out["sync"], out["deferred"], waits
@@ -228,3 +238,21 @@ def test_ppo_auto_reset_with_a_model_that_never_ends_episodes(service, monkeypat
 def test_deferred_with_a_model_done_resetting_sub_envs_is_refused(service):
     with pytest.raises(ConfigError, match=r"calls: 'deferred' with env auto_reset: true"):
         make_worker(service.url, "deferred", auto_reset=True, epochs=1)
+
+
+def test_the_bonus_and_the_alarm_under_deferred_are_sync_s(service, monkeypatch):
+    """One reward step: the success bonus lands where sync pays it, and the alarm is fed the
+    same episodes (under deferred, when they are settled)."""
+    alarms: dict[str, int] = {}
+    sync, late, _ = run_both(
+        service.url,
+        auto_reset=False,
+        epochs=2,
+        monkeypatch=monkeypatch,
+        alarms=alarms,
+        success_bonus=5.0,
+        alarm={"enable": True, "window": 2, "baseline": 2},
+    )
+    assert_same(sync, late)
+    assert (sync["rewards"] >= 5.0).any()  # the bonus was paid (sub-env 0 reaches the done)
+    assert alarms["sync"] == alarms["deferred"] > 0
