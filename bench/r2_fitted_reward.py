@@ -432,6 +432,8 @@ def _pairs(at: dict[str, dict[int, float]], pairs: list[tuple[str, str]], label:
 
 #: bench/plans/r2_confirm.md's bars: fitted ÷ rule at least this, fitted − sparse at this p
 RATIO_BAR, P_BAR = 0.8, 0.05
+#: the seeds bench/plans/r2_confirm.md runs (600-605): a verdict needs every one of them
+PLAN_SEEDS = 6
 
 
 def window_mean(curve: list[dict], lo: float, hi: float) -> float:
@@ -563,6 +565,8 @@ def _verdict(
                 f"{_num(hi, '+.3f')}], exact sign-flip p {_num(p)} over seeds {seeds}")  # fmt: skip
     if short:
         verdict += f" (stopped before {window[1]:,} env steps: {'; '.join(short)})"
+    if not short and len(seeds) < PLAN_SEEDS:  # the plan reads all its seeds: none before
+        verdict = f"none yet ({len(seeds)} of the plan's {PLAN_SEEDS} seeds in)"
     return f"{text} -> verdict: {verdict}"
 
 

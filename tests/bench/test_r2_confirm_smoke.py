@@ -183,6 +183,12 @@ def test_report_window_means_intervals_and_verdicts(tmp_path: Path) -> None:
     )
     assert "over seeds [600, 601, 602, 603, 604]" in verdicts[1]
 
+    for path in out.glob("distrl-*-s605.json"):  # the plan's last seed not in yet
+        path.unlink()
+    text = r2("report", "--out", out, "--window", "180000", "200000")
+    verdicts = [line for line in text.splitlines() if "-> verdict:" in line]
+    assert all(v.endswith("verdict: none yet (5 of the plan's 6 seeds in)") for v in verdicts)
+
 
 @pytest.mark.slow
 @pytest.mark.bench
