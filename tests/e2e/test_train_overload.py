@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import time
 from pathlib import Path
 
 import httpx
@@ -18,6 +19,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = str(ROOT / "evolve_envs" / "configs" / "distrl" / "reach_place_async.yaml")
+
+
+def _metrics(url: str) -> dict:
+    """``GET /metrics``, waiting out a 503 (requests the finished run left in flight still hold
+    the service's admission slots), as every client of an overloaded service does."""
+    deadline = time.monotonic() + 30
+    while True:
+        response = httpx.get(url + "/metrics", timeout=10)
+        if response.status_code != 503 or time.monotonic() > deadline:
+            response.raise_for_status()
+            return response.json()
+        time.sleep(float(response.headers.get("Retry-After", "0.5")))
 
 
 @pytest.mark.slow
@@ -51,7 +64,7 @@ def test_an_overloaded_service_makes_envs_wait_and_loses_no_reward(ray_local, tm
                 "run.log_every_s=5",
             ]
         )
-        status_codes = httpx.get(svc.url + "/metrics", timeout=10).json()["status_codes"]
+        status_codes = _metrics(svc.url)["status_codes"]
     finally:
         svc.stop()
     err = capfd.readouterr().err
