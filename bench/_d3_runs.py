@@ -95,13 +95,13 @@ def train_run(config: Path, algo: str, run_dir: Path, minutes: float, seed: int,
 
 
 def algo_block(run_dir: Path, algo: str) -> dict[str, Any]:
-    """The effective ``learner`` (DistRL) or ``grpo`` block a run trained with, and its
-    ``workers`` block (from the run's ``config.yaml``)."""
-    import yaml
+    """The effective ``distrl`` or ``grpo`` block a run trained with, and its ``workers`` block
+    (from the run's ``config.yaml``)."""
+    from evolve_envs.training.config import read_stored
 
-    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    cfg = read_stored(run_dir / "config.yaml")
     return {
-        ("learner" if algo == "distrl" else "grpo"): cfg["learner" if algo == "distrl" else "grpo"],
+        algo: cfg[algo],
         "workers": cfg["workers"],
         "reward_model.embedded_backend_kwargs": cfg["reward_model"].get("embedded_backend_kwargs"),
     }

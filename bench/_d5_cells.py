@@ -56,7 +56,7 @@ def cell_config(cell: str) -> Path:
     """The named config a cell trains from: its system's own, or its block's (:data:`BLOCKS`).
 
     >>> cell_config("distrl_async_barrier").name, cell_overrides("distrl_async_barrier")
-    ('reach_place_async.yaml', ['learner.barrier=true'])
+    ('reach_place_async.yaml', ['distrl.barrier=true'])
     """
     return CONFIG_DIR / f"reach_place_{BLOCKS.get(cell, CELLS[cell][1])}.yaml"
 
@@ -65,7 +65,7 @@ def cell_overrides(cell: str) -> list[str]:
     """The system knob of a cell, as an override."""
     algo, system = CELLS[cell]
     if algo == "distrl":
-        return [f"learner.barrier={'true' if system == 'sync' else 'false'}"]
+        return [f"distrl.barrier={'true' if system == 'sync' else 'false'}"]
     return [f"grpo.overlap={'true' if system == 'async' else 'false'}"]
 
 

@@ -43,7 +43,7 @@ def main() -> None:
         "reward_model": {"enable": False},
         "workers": {"num_envs": 1, "num_cpus": 0.01},
         "policy": {"image_key": "agentview_image", "image_size": 32, "hidden": 32},
-        "learner": {"batch_size": 8, "min_buffer": 8, "max_sample_ratio": None},
+        "distrl": {"batch_size": 8, "min_buffer": 8, "max_sample_ratio": None},
         "run": {"log_every_s": args.window / 2, "checkpoint_every_s": 3600, "tensorboard": False},
     }
     names = [f"{n} workers" for n in args.workers]

@@ -42,7 +42,7 @@ from _distrl_env import ray_env
 
 ALGOS = {
     "DistRL prioritized": ("distrl", []),
-    "DistRL uniform": ("distrl", ["learner.alpha=0"]),
+    "DistRL uniform": ("distrl", ["distrl.alpha=0"]),
     "GRPO": ("grpo", []),
 }
 

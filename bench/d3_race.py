@@ -1,7 +1,7 @@
 """D3 (race): the two blocks of reach_place_tuned.yaml on fresh seeds, instant or slow model.
 
 Both arms train from one config, ``evolve_envs/configs/distrl/reach_place_tuned.yaml`` (the
-``learner`` block for DistRL prioritized, the ``grpo`` block for GRPO; ``bench/d3_tune.py``
+``distrl`` block for DistRL prioritized, the ``grpo`` block for GRPO; ``bench/d3_tune.py``
 writes both, each arm tuned with the same budget), on seeds never used in tuning:
 
 * ``--regime instant``: the config as shipped (embedded mock reward model, instant answers,

@@ -21,7 +21,7 @@ coefficient and floor, clip, invalid-action penalty) have the same ranges in bot
   race's scenes either. The trial's score is the area under that curve (AUC), averaged over the
   tuning seeds; the highest AUC per arm wins.
 * **Shipping** — the report writes the winners into ``--config-out``
-  (``evolve_envs/configs/distrl/reach_place_tuned.yaml``): DistRL's in ``learner:``, GRPO's in
+  (``evolve_envs/configs/distrl/reach_place_tuned.yaml``): DistRL's in ``distrl:``, GRPO's in
   ``grpo:``, the rest of ``reach_place.yaml`` unchanged, so ``evolve-envs train --config
   reach_place_tuned --algo grpo|distrl`` runs either.
 
@@ -67,13 +67,13 @@ _INVALID = ("choice", [0.0, 0.01, 0.1])
 #: ``episodes_per_env`` (episodes per env per round), so it scales with the workers of a regime.
 SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
     "distrl": {
-        "learner.lr": _LR,
-        "learner.max_sample_ratio": ("choice", [4, 8, 16, 32]),
-        "learner.batch_size": ("choice", [4, 8, 16]),
-        "learner.entropy_coef": _ENT,
-        "learner.entropy_target": _FLOOR,
-        "learner.clip": _CLIP,
-        "learner.invalid_coef": _INVALID,
+        "distrl.lr": _LR,
+        "distrl.max_sample_ratio": ("choice", [4, 8, 16, 32]),
+        "distrl.batch_size": ("choice", [4, 8, 16]),
+        "distrl.entropy_coef": _ENT,
+        "distrl.entropy_target": _FLOOR,
+        "distrl.clip": _CLIP,
+        "distrl.invalid_coef": _INVALID,
     },
     "grpo": {
         "grpo.lr": _LR,
@@ -93,7 +93,7 @@ def shipped_knobs(arm: str) -> dict[str, Any]:
     """The arm's knobs as ``reach_place.yaml`` ships them (trial 0)."""
     from evolve_envs import load_train_config
 
-    cfg = load_train_config(BASE_CONFIG).model_dump()
+    cfg = load_train_config(BASE_CONFIG, {"algo": arm}).model_dump()
     return {key: cfg[key.split(".")[0]][key.split(".")[1]] for key in SPACE[arm]}
 
 
@@ -111,9 +111,20 @@ def sample_knobs(arm: str, trial: int, search_seed: int) -> dict[str, Any]:
     return {k: float(f"{v:.3g}") if isinstance(v, float) else v for k, v in resolved.items()}
 
 
+def knob_key(key: str) -> str:
+    """A knob's config key: records written before DistRL's settings had a block of their own
+    name them ``learner.*``; they are ``distrl.*``.
+
+    >>> knob_key("learner.lr"), knob_key("grpo.lr")
+    ('distrl.lr', 'grpo.lr')
+    """
+    block, _, name = key.partition(".")
+    return f"distrl.{name}" if block == "learner" else key
+
+
 def knob_overrides(knobs: dict[str, Any]) -> list[str]:
     """``KEY=VALUE`` overrides of a trial's knobs."""
-    return [f"{key}={'null' if value is None else value}" for key, value in knobs.items()]
+    return [f"{knob_key(key)}={'null' if value is None else value}" for key, value in knobs.items()]
 
 
 def tune_trial(config: dict[str, Any]) -> None:
@@ -217,7 +228,7 @@ def write_tuned_config(path: Path, winners: dict[str, dict[str, Any] | None], no
     head = [
         "# ReachPlace with each algorithm's tuned block (bench/d3_tune.py writes this file; see",
         "# bench/RESULTS.md, D3 (race)):",
-        "#   evolve-envs train --config reach_place_tuned --algo distrl   # the learner: block",
+        "#   evolve-envs train --config reach_place_tuned --algo distrl   # the distrl: block",
         "#   evolve-envs train --config reach_place_tuned --algo grpo     # the grpo: block",
         *(f"# {line}" for line in note.splitlines()),
     ]

@@ -74,7 +74,7 @@ def start_knobs(cell: str) -> dict[str, Any]:
     from evolve_envs.training.config import load_train_config
 
     algo = CELLS[cell][0]
-    cfg = load_train_config(cell_config(cell)).model_dump()
+    cfg = load_train_config(cell_config(cell), {"algo": algo}).model_dump()
     knobs = {key: cfg[key.split(".")[0]][key.split(".")[1]] for key in D5_SPACE[algo]}
     if algo == "grpo" and knobs["grpo.groups_per_round"] is None:
         knobs["grpo.groups_per_round"] = 2  # rounds of at least two groups
@@ -407,7 +407,7 @@ def report(args: argparse.Namespace) -> str:
 
 def write_cell_configs(winners: dict[str, Any], config_dir: Path) -> list[Path]:
     """Write each cell's winning knobs into its named config's block (DistRL's cells into
-    ``learner:``, GRPO's into ``grpo:``; a cell without a winner keeps its block), the comment
+    ``distrl:``, GRPO's into ``grpo:``; a cell without a winner keeps its block), the comment
     at the head kept and one line added saying where the blocks came from; validated after
     writing. Returns the files written."""
     import yaml

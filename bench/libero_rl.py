@@ -64,8 +64,8 @@ PLANS = {
     "finetune_block": Plan(
         "libero_rl_finetune_block",
         (910, 911, 912),
-        ("learner.lr=0.0003", "learner.clip=0.2", "learner.entropy_coef=0.0",
-         "learner.entropy_target=null"),
+        ("distrl.lr=0.0003", "distrl.clip=0.2", "distrl.entropy_coef=0.0",
+         "distrl.entropy_target=null"),
     ),
 }  # fmt: skip
 READ_POINTS = (10_000, 20_000, 30_000)

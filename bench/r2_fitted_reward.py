@@ -626,7 +626,7 @@ def main(argv: list[str] | None = None) -> None:
                    "bench/plans/r2_confirm.md")  # fmt: skip
     p.add_argument("--set", dest="settings", nargs="+", default=[], metavar="KEY=VALUE",
                    help="distrl phase: overrides for every run of every arm, e.g. "
-                   "learner.barrier=true (kept in each record)")  # fmt: skip
+                   "distrl.barrier=true (kept in each record)")  # fmt: skip
     args = p.parse_args(argv)
     for lo, hi in args.window or []:
         if not 0 <= lo < hi:

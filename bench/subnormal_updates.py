@@ -70,17 +70,17 @@ def time_updates(path: Path, flush: bool, n_episodes: int, updates: int) -> floa
     import torch
 
     from evolve_envs.training.common.subnormal import flush_subnormals
-    from evolve_envs.training.config import load_train_config
+    from evolve_envs.training.config import load_train_config, read_stored
     from evolve_envs.training.distrl.learner import Learner
     from evolve_envs.training.evaluation import HeldOutEvaluator
 
     state = torch.load(path, map_location="cpu", weights_only=False)
-    cfg = load_train_config(state["config"])
+    cfg = load_train_config(read_stored(state["config"]))
     torch.set_num_threads(1)
     with flush_subnormals() if flush else contextlib.nullcontext():
         with HeldOutEvaluator(cfg, num_envs=1) as evaluator:
             policy = evaluator.policy(state["policy"])
-            learner = Learner(policy, cfg.learner, evaluator.envs(1)[0].action_space, seed=0)
+            learner = Learner(policy, cfg.distrl, evaluator.envs(1)[0].action_space, seed=0)
             learner.load_state_dict(state)
             learner.ingest(episodes(evaluator, policy, n_episodes, 5000, learner.version))
             for _ in range(10):
@@ -103,13 +103,15 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     import torch
 
+    from evolve_envs.training.config import read_stored
+
     rows = []
     for path in args.states:
         rounds = Rounds(["kept", "flushed"], repeats=args.rounds)
         for name in rounds:
             rounds.record(name, time_updates(path, name == "flushed", args.episodes, args.updates))
         state = torch.load(path, map_location="cpu", weights_only=False)
-        rows.append([path.name, state["config"]["learner"]["batch_size"],
+        rows.append([path.name, read_stored(state["config"])["distrl"]["batch_size"],
                      f"{subnormal_share(state):.2f}", f"{rounds.median('kept'):.1f}",
                      f"{rounds.median('flushed'):.1f}",
                      f"{rounds.ratio('kept', 'flushed'):.2f}"])  # fmt: skip

@@ -59,7 +59,7 @@ def add_train(sub: argparse._SubParsersAction) -> None:
         "overrides",
         nargs="*",
         metavar="KEY=VALUE",
-        help="e.g. learner.lr=1e-3, eval.every_s=60 (held-out evaluation and best.safetensors)",
+        help="e.g. distrl.lr=1e-3, eval.every_s=60 (held-out evaluation and best.safetensors)",
     )
 
 

@@ -332,7 +332,7 @@ def load_config(
 
 
 def parse_override(text: str) -> dict[str, object]:
-    """``"learner.lr=1e-3"`` -> ``{"learner": {"lr": 0.001}}`` (the value is read as YAML).
+    """``"distrl.lr=1e-3"`` -> ``{"distrl": {"lr": 0.001}}`` (the value is read as YAML).
 
     >>> parse_override("workers.num_envs=4")
     {'workers': {'num_envs': 4}}

@@ -24,9 +24,9 @@ ConfigSource = str | os.PathLike[str] | TrainConfig | Mapping[str, object]
 
 
 def nested_overrides(overrides: Mapping[str, object]) -> dict[str, object]:
-    """Keyword overrides as one nested mapping: a dotted key (``"learner.lr"``) becomes nested
+    """Keyword overrides as one nested mapping: a dotted key (``"distrl.lr"``) becomes nested
     blocks; blocks given twice are merged (see the module's example). Each algorithm reads its
-    own block: under ``algo: grpo`` the rate is ``grpo.lr`` (``learner.lr`` is refused)."""
+    own block: under ``algo: grpo`` the rate is ``grpo.lr`` (``distrl.lr`` is refused)."""
     out: dict[str, object] = {}
     for key, value in overrides.items():
         for part in reversed(key.split(".")):

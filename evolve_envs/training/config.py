@@ -2,11 +2,12 @@
 
 ``env``, ``reward_model`` and ``record`` are the stack's (:mod:`evolve_envs.stack.config`), checked
 once by :func:`load_train_config` and handed on typed to the workers, the embedded service and
-the learner; ``workers``, ``policy``, ``learner``, ``grpo``, ``ray``, ``run`` and ``eval`` drive
-the run (docs/training.md). Every problem raises :class:`~evolve_envs.ConfigError` naming its key.
+the learner; ``workers``, ``policy``, ``learner`` (where the learner runs), the chosen algorithm's
+block (``distrl`` or ``grpo``), ``ray``, ``run`` and ``eval`` drive the run (docs/training.md).
+Every problem raises :class:`~evolve_envs.ConfigError` naming its key.
 
->>> cfg = load_train_config({"workers": {"num_workers": 3}}, overrides=["learner.lr=1e-3"])
->>> cfg.workers.num_workers, cfg.learner.lr, type(cfg.reward_model).__name__
+>>> cfg = load_train_config({"workers": {"num_workers": 3}}, overrides=["distrl.lr=1e-3"])
+>>> cfg.workers.num_workers, cfg.distrl.lr, type(cfg.reward_model).__name__
 (3, 0.001, 'ProgressModelConfig')
 """
 
@@ -45,7 +46,8 @@ from evolve_envs.stack.loading import (
     resolve_config,
     shipped_key,
 )
-from evolve_envs.training.learner_config import GrpoConfig, LearnerConfig
+from evolve_envs.training.distrl.config import DistRLConfig
+from evolve_envs.training.grpo.config import GRPOConfig
 
 #: The blocks of a training config that are the env stack's (:class:`StackConfig`).
 STACK_BLOCKS = ("env", "reward_model", "record")
@@ -57,20 +59,26 @@ __all__ = [
     "RunConfig",
     "TrainConfig",
     "WorkersConfig",
-    "TWIN_KEYS",
+    "ALGORITHM_BLOCKS",
+    "LearnerConfig",
     "load_train_config",
+    "moved_keys",
+    "read_stored",
     "parse_override",
     "resolve_train_config",
     "unread_keys",
 ]
 
-_STRICT = ConfigDict(extra="forbid", validate_default=True)
+_FROZEN = ConfigDict(extra="forbid", validate_default=True, frozen=True)
+
+#: Each algorithm's own block: ``algo: distrl`` reads ``distrl:``, ``algo: grpo`` reads ``grpo:``.
+ALGORITHM_BLOCKS: dict[str, str] = {"distrl": "distrl", "grpo": "grpo"}
 
 
 class WorkersConfig(BaseModel):
     """Rollout workers: ``num_workers`` Ray actors stepping ``num_envs`` envs each."""
 
-    model_config = _STRICT
+    model_config = _FROZEN
 
     num_workers: int = Field(default=2, ge=1)
     num_envs: int = Field(default=1, ge=1)
@@ -121,11 +129,39 @@ class WorkersConfig(BaseModel):
         return value
 
 
+class LearnerConfig(BaseModel):
+    """Where the learner runs and what it holds, for every algorithm (its learning rule is the
+    algorithm's block: ``distrl:`` or ``grpo:``)."""
+
+    model_config = _FROZEN
+
+    num_gpus: float = Field(
+        default=0.0,
+        ge=0,
+        description="GPUs for the learner: > 0 puts the policy "
+        "and optimizer on CUDA when one is visible",
+    )
+    placement: Literal["driver", "cluster"] = Field(
+        default="driver",
+        description="'driver': the learner runs in the process that started the run; "
+        "'cluster': it runs as a Ray task placed by num_cpus, num_gpus and resources",
+    )
+    num_cpus: float = Field(
+        default=1.0, ge=0, description="Ray CPUs the learner holds (placement: cluster)"
+    )
+    resources: dict[str, float] = Field(
+        default_factory=dict,
+        description="custom Ray resources the learner asks for (placement: cluster), "
+        "e.g. {learner: 1}",
+    )
+    queue_size: int = Field(default=64, ge=1, description="trajectory queue bound")
+
+
 class PolicyConfig(BaseModel):
     """The CPU-sized CNN Gaussian policy
     (``evolve_envs.training.policies.base.CNNGaussianPolicy``)."""
 
-    model_config = _STRICT
+    model_config = _FROZEN
 
     image_key: str | None = "image"
     state_key: str = "state"
@@ -155,7 +191,7 @@ class PolicyConfig(BaseModel):
 class RayConfig(BaseModel):
     """``ray.init`` settings for a local cluster (ignored with ``--address``)."""
 
-    model_config = _STRICT
+    model_config = _FROZEN
 
     num_cpus: int | None = Field(default=2, ge=1)
     object_store_mb: int = Field(default=150, ge=75)
@@ -165,7 +201,7 @@ class RayConfig(BaseModel):
 class RunConfig(BaseModel):
     """Budget, logging and checkpoints."""
 
-    model_config = _STRICT
+    model_config = _FROZEN
 
     minutes: float = Field(default=15.0, gt=0)
     max_updates: int | None = Field(default=None, ge=1)
@@ -201,7 +237,7 @@ class EvalConfig(BaseModel):
     (False, True)
     """
 
-    model_config = _STRICT
+    model_config = _FROZEN
 
     every_s: float | None = Field(
         default=None, gt=0, description="evaluate every this many seconds (None: off)"
@@ -235,11 +271,16 @@ class EvalConfig(BaseModel):
 
 
 class TrainConfig(BaseModel):
-    """A whole training config (see the module docstring): the stack blocks, typed and checked
-    (``reward_model`` is the :data:`~evolve_envs.stack.config.RewardModelBlock` of its kind), and
-    the training blocks."""
+    """A whole training config, resolved once and frozen (see the module docstring): the stack
+    blocks, typed and checked (``reward_model`` is the
+    :data:`~evolve_envs.stack.config.RewardModelBlock` of its kind), and the training blocks,
+    with the block of the chosen algorithm only (``distrl`` or ``grpo``, the other ``None``).
 
-    model_config = _STRICT
+    >>> TrainConfig(algo="grpo").grpo.lr, TrainConfig(algo="grpo").distrl is None
+    (0.0003, True)
+    """
+
+    model_config = _FROZEN
 
     algo: str = Field(
         default="distrl",
@@ -251,14 +292,35 @@ class TrainConfig(BaseModel):
     workers: WorkersConfig = Field(default_factory=WorkersConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     learner: LearnerConfig = Field(default_factory=LearnerConfig)
-    grpo: GrpoConfig = Field(default_factory=GrpoConfig)
+    distrl: DistRLConfig | None = Field(
+        default=None, description="DistRL's block: set under algo distrl, None under grpo"
+    )
+    grpo: GRPOConfig | None = Field(
+        default=None, description="GRPO's block: set under algo grpo, None under distrl"
+    )
     ray: RayConfig = Field(default_factory=RayConfig)
     run: RunConfig = Field(default_factory=RunConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _own_block(cls, data: object) -> object:
+        # the chosen algorithm's block and only it (a file may carry both, for the --algo
+        # switch); another algorithm (an import path) keeps both, and reads what it reads
+        if not isinstance(data, Mapping):
+            return data
+        data = dict(data)
+        own = ALGORITHM_BLOCKS.get(str(data.get("algo", "distrl")))
+        for block in ALGORITHM_BLOCKS.values():
+            if own is not None and block != own:
+                data[block] = None
+            elif data.get(block) is None:
+                data[block] = {}
+        return data
+
     @model_validator(mode="after")
     def _check(self) -> TrainConfig:
-        if ":" not in self.algo and self.algo not in ("distrl", "grpo"):
+        if ":" not in self.algo and self.algo not in ALGORITHM_BLOCKS:
             raise ValueError(
                 f"algo: unknown algorithm {self.algo!r} ('distrl', 'grpo' or "
                 "'package.module:ClassName')"
@@ -340,33 +402,75 @@ def _layer(source: TrainSource) -> Mapping[str, object]:
     return read_yaml(resolve_train_config(source))
 
 
-#: The keys both algorithms' blocks have (``lr``, ``entropy_coef``, ``max_grad_norm``, ...):
-#: GRPO reads its own block's, so ``learner``'s are ignored under ``algo: grpo``.
-TWIN_KEYS = tuple(k for k in LearnerConfig.model_fields if k in GrpoConfig.model_fields)
+#: Each algorithm block's settings, by block name.
+_BLOCK_KEYS: dict[str, frozenset[str]] = {
+    "distrl": frozenset(DistRLConfig.model_fields),
+    "grpo": frozenset(GRPOConfig.model_fields),
+}
 
 
-def _is_stored(source: Mapping[str, object]) -> bool:
-    # a whole stored config (TrainConfig.stored(): a checkpoint's, a policy file's) lists every
-    # key of both blocks: they are not keys someone set
-    return all(
-        isinstance(source.get(block), Mapping) and set(model.model_fields) <= set(source[block])
-        for block, model in (("learner", LearnerConfig), ("grpo", GrpoConfig))
-    )
+def _suggest(algo: str, key: str) -> str:
+    own = ALGORITHM_BLOCKS.get(algo)
+    if own is not None and key in _BLOCK_KEYS[own]:
+        return f"set {own}.{key}"
+    return f"a DistRL setting: distrl.{key}, read under algo: distrl"
+
+
+def moved_keys(algo: str, data: Mapping[str, object]) -> list[str]:
+    """DistRL's settings given under ``learner:``, where they were before ``distrl:`` was a
+    block of its own (``learner:`` now says where the learner runs), each with its new key.
+
+    >>> moved_keys("distrl", {"learner": {"lr": 1e-3, "num_gpus": 1}})
+    ['learner.lr: DistRL settings are under distrl: (set distrl.lr)']
+    """
+    block = data.get("learner")
+    if not isinstance(block, Mapping):
+        return []
+    keys = [k for k in block if k in _BLOCK_KEYS["distrl"] and k not in LearnerConfig.model_fields]
+    return [f"learner.{k}: DistRL settings are under distrl: ({_suggest(algo, k)})" for k in keys]
 
 
 def unread_keys(algo: str, settings: Mapping[str, object]) -> list[str]:
-    """The ``learner`` twin keys (:data:`TWIN_KEYS`) ``settings`` sets under ``algo: grpo``.
+    """The keys ``settings`` sets in a block the chosen algorithm does not read (a file may carry
+    both blocks for the ``--algo`` switch; a key set on top of it is meant to be read).
 
-    >>> unread_keys("grpo", {"learner": {"lr": 1e-3, "batch_size": 4}, "grpo": {"lr": 1e-3}})
-    ['learner.lr: not read under algo: grpo (set grpo.lr)']
+    >>> unread_keys("grpo", {"distrl": {"lr": 1e-3}, "grpo": {"lr": 1e-3}})
+    ['distrl.lr: not read under algo: grpo (set grpo.lr)']
     """
-    # ``grpo`` keys under distrl stay allowed: configs and tuning spaces set GRPO's block ahead
-    # of an --algo grpo switch, and distrl is the default when nothing names an algorithm
-    block = settings.get("learner")
-    if algo != "grpo" or not isinstance(block, Mapping):
+    own = ALGORITHM_BLOCKS.get(algo)
+    if own is None:  # another algorithm (an import path) reads what it reads
         return []
-    keys = [k for k in TWIN_KEYS if k in block]
-    return [f"learner.{k}: not read under algo: grpo (set grpo.{k})" for k in keys]
+    out = []
+    for block in ALGORITHM_BLOCKS.values():
+        given = settings.get(block)
+        if block != own and isinstance(given, Mapping):
+            out += [
+                f"{block}.{k}: not read under algo: {algo} ({_suggest(algo, k)})" for k in given
+            ]
+    return out
+
+
+def read_stored(config: Mapping[str, object] | str | os.PathLike[str]) -> dict[str, object]:
+    """A config a run stored (its ``config.yaml``, a checkpoint's, a policy file's) in today's
+    layout: one stored before ``distrl:`` was a block of its own keeps DistRL's settings under
+    ``learner:`` and a copy of the other algorithm's block: the settings are moved to
+    ``distrl:`` and the unread copy dropped (the file is this package's own record, not a
+    setting someone typed: those are refused, :func:`moved_keys`).
+
+    >>> read_stored({"algo": "distrl", "learner": {"lr": 1e-3, "num_gpus": 0.0}, "grpo": {}})
+    {'algo': 'distrl', 'learner': {'num_gpus': 0.0}, 'grpo': None, 'distrl': {'lr': 0.001}}
+    """
+    data = dict(config) if isinstance(config, Mapping) else read_yaml(Path(config))
+    learner = data.get("learner")
+    if not isinstance(learner, Mapping) or "distrl" in data:
+        return data
+    data["distrl"] = {k: v for k, v in learner.items() if k not in LearnerConfig.model_fields}
+    data["learner"] = {k: v for k, v in learner.items() if k in LearnerConfig.model_fields}
+    own = ALGORITHM_BLOCKS.get(str(data.get("algo", "distrl")))
+    for block in ALGORITHM_BLOCKS.values():  # the other algorithm's copy of its defaults
+        if own is not None and block != own:
+            data[block] = None
+    return data
 
 
 def load_train_config(
@@ -374,15 +478,21 @@ def load_train_config(
 ) -> TrainConfig:
     """Layer sources (paths, shipped names, mappings, configs), then ``overrides``, and
     validate: the stack blocks once, as :func:`~evolve_envs.stack.loading.load_config` does
-    (environment variables included), with the training blocks. ``learner.lr`` (any twin key)
-    set by a mapping or an override under ``algo: grpo`` is a ConfigError (:func:`unread_keys`).
+    (environment variables included), with the training blocks, into one frozen config that
+    holds the chosen algorithm's block only. A DistRL key under ``learner:``
+    (:func:`moved_keys`), or a key set on top of the config (by a later mapping or an override)
+    in a block the chosen algorithm does not read (:func:`unread_keys`: ``distrl.lr`` under
+    ``algo: grpo``), is a ConfigError.
+    A stored config goes through :func:`read_stored` first.
     """
     data: dict[str, object] = {}
-    settings: dict[str, object] = {}  # what mappings and overrides set; files carry both blocks
-    for source in sources:
+    # what is set on top of the config: a later mapping, an override (the config itself, a
+    # file or the first source, may carry both algorithms' blocks, for the --algo switch)
+    settings: dict[str, object] = {}
+    for i, source in enumerate(sources):
         layer = _layer(source)
         data = merge(data, layer)
-        if isinstance(source, Mapping) and not _is_stored(source):
+        if i > 0 and isinstance(source, Mapping):
             settings = merge(settings, layer)
     if isinstance(overrides, Mapping):
         data = merge(data, overrides)
@@ -391,6 +501,10 @@ def load_train_config(
         for text in overrides or ():
             data = merge(data, parse_override(text))
             settings = merge(settings, parse_override(text))
+    algo = str(data.get("algo", "distrl"))
+    misplaced = moved_keys(algo, data) + unread_keys(algo, settings)
+    if misplaced:
+        raise ConfigError("; ".join(misplaced))
     blocks = {k: data.pop(k) for k in STACK_BLOCKS if k in data}
     problems: list[str] = []
     try:
@@ -404,7 +518,4 @@ def load_train_config(
         problems.insert(0, format_validation_error(exc, TrainConfig))
     if problems:
         raise ConfigError("\n".join(problems)) from None
-    unread = unread_keys(cfg.algo, settings)
-    if unread:
-        raise ConfigError("; ".join(unread))
     return cfg

@@ -24,7 +24,12 @@ import yaml
 
 from evolve_envs.stack.reward_model import shared_service
 from evolve_envs.training.checkpoint import load_checkpoint
-from evolve_envs.training.config import TrainConfig, TrainSource, load_train_config
+from evolve_envs.training.config import (
+    TrainConfig,
+    TrainSource,
+    load_train_config,
+    read_stored,
+)
 from evolve_envs.training.learner_task import resume_hint, run_loop_on_cluster
 from evolve_envs.training.run_dir import claim_run_dir
 from evolve_envs.training.runtime.head_watch import ClusterLostError, HeadWatch, gcs_address
@@ -127,7 +132,7 @@ def effective_config(opts: TrainOptions) -> tuple[TrainConfig, dict[str, object]
     sources: list[TrainSource] = []
     if opts.resume is not None:
         state = load_checkpoint(opts.resume, trust=opts.trust_checkpoint)
-        sources.append(state["config"])
+        sources.append(read_stored(state["config"]))
     sources.extend(opts.config)
     if not sources:
         raise ValueError("evolve-envs train: give --config (a YAML path or a shipped name)")

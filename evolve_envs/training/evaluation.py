@@ -321,7 +321,7 @@ def read_saved(source: str | Path, *, best: bool = False, trust: bool = False) -
     which takes its run's ``config.yaml``; :func:`~evolve_envs.training.checkpoint.load_pt` with
     ``trust``). ``FileNotFoundError`` says what is missing."""
     from evolve_envs.training.checkpoint import load_pt
-    from evolve_envs.training.config import load_train_config
+    from evolve_envs.training.config import load_train_config, read_stored
     from evolve_envs.training.policy_file import read_policy_file, saved_source
 
     path = saved_source(source, best=best)
@@ -338,7 +338,7 @@ def read_saved(source: str | Path, *, best: bool = False, trust: bool = False) -
             k: v for k, v in saved.info.items() if k not in ("observation_space", "action_space")
         }
         payload["policy"] = saved.state_dict
-        cfg = load_train_config(saved.info["config"])
+        cfg = load_train_config(read_stored(saved.info["config"]))
         return SavedPolicy(path, payload, cfg, saved.observation_space, saved.action_space)
     payload = load_pt(path, trust=trust)
     if not isinstance(payload, dict) or "policy" not in payload:
@@ -350,7 +350,7 @@ def read_saved(source: str | Path, *, best: bool = False, trust: bool = False) -
         if not found:
             raise FileNotFoundError(f"{path} holds no config and no config.yaml is beside it")
         config = found[0]
-    return SavedPolicy(path, payload, load_train_config(config))
+    return SavedPolicy(path, payload, load_train_config(read_stored(config)))
 
 
 def evaluate_saved(

@@ -381,7 +381,7 @@ def _row(
     # every env of a worker always has an episode under way: a restart loses one per env (the
     # trajectory queue takes whole trajectories only, so none of them reaches the learner)
     row["lost_episodes"] = row["worker_restarts"] * num_envs
-    # learner.barrier: pauses the workers sat out while the learner trained, and their seconds
+    # distrl.barrier: pauses the workers sat out while the learner trained, and their seconds
     row["worker_pauses"] = sum(int(w.get("pauses", 0)) for w in per_worker.values())
     row["paused_s"] = sum(int(w.get("paused_ms", 0)) for w in per_worker.values()) / 1000
     # settled episodes (calls: deferred): handed on, steps cut after a model-judged done, ended

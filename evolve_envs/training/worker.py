@@ -266,7 +266,7 @@ class RolloutWorker:
                     stop = answer["stop"]
                     if answer["ref"] is not None and answer["ref"][0] is not None:
                         self._load(ray.get(answer["ref"][0]), answer["version"])
-                    if answer.get("pause") and not stop:  # learner.barrier: the learner trains
+                    if answer.get("pause") and not stop:  # distrl.barrier: the learner trains
                         stop, waited_ms = sit_out(
                             self.registry, self.worker_id, self.version, self._load
                         )

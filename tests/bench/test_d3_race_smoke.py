@@ -48,16 +48,16 @@ def test_tuning_records_trials_and_writes_a_config_both_algorithms_train_from(tu
         assert run["algo"] == arm and run["scene_offset"] == 100_000 and run["curve"]
         assert run["load"]["samples"] and run["counters"]["updates"] >= 0
     space = json.loads((tuned["out"] / "space.json").read_text())
-    assert space["distrl"]["learner.lr"] == space["grpo"]["grpo.lr"]
+    assert space["distrl"]["distrl.lr"] == space["grpo"]["grpo.lr"]
     summary = (tuned["out"] / "d3_tune_summary.md").read_text()
     for text in ("Search space", "**(winner)**", "tuning AUC", "load avg (1 min)"):
         assert text in summary
     text = tuned["config"].read_text()
     assert "NOT TUNED YET" not in text and "winners: DistRL prioritized: trial 0" in text
-    for algo, block in (("distrl", "learner"), ("grpo", "grpo")):
+    for algo in ("distrl", "grpo"):
         cfg = load_train_config(tuned["config"], overrides=[f"algo={algo}"])
         knobs = records[algo]["knobs"]
-        assert {k: getattr(getattr(cfg, block), k.split(".")[1]) for k in knobs} == knobs
+        assert {k: getattr(getattr(cfg, algo), k.split(".")[1]) for k in knobs} == knobs
     # the report re-renders from the records alone
     (tuned["out"] / "d3_tune_summary.md").unlink()
     bench("d3_tune.py", "--report-only", "--out", tuned["out"], "--config-out", tuned["config"])

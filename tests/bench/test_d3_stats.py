@@ -68,8 +68,9 @@ def test_tuning_knobs_are_reproducible_valid_and_the_shared_ones_equal() -> None
         later = [d3_tune.sample_knobs(arm, i, 0) for i in (3, 1, 2)]
         assert later[1] == d3_tune.sample_knobs(arm, 1, 0) and later[0] != later[1]
         for knobs in [shipped, *later]:
-            cfg = load_train_config(d3_tune.BASE_CONFIG, overrides=d3_tune.knob_overrides(knobs))
-            block = cfg.learner if arm == "distrl" else cfg.grpo
+            overrides = [f"algo={arm}", *d3_tune.knob_overrides(knobs)]
+            cfg = load_train_config(d3_tune.BASE_CONFIG, overrides=overrides)
+            block = cfg.distrl if arm == "distrl" else cfg.grpo
             for key, value in knobs.items():
                 assert getattr(block, key.split(".")[1]) == value
 

@@ -26,14 +26,14 @@ SEEDS = [700, 701, 702, 703, 704, 705]
 def test_crossed_cells_take_the_block_config_and_the_system_override() -> None:
     cfg, over = _d5_cells.cell_config, _d5_cells.cell_overrides
     assert cfg("distrl_async_barrier").name == "reach_place_async.yaml"
-    assert over("distrl_async_barrier") == ["learner.barrier=true"]
+    assert over("distrl_async_barrier") == ["distrl.barrier=true"]
     assert cfg("distrl_sync_free").name == "reach_place_sync.yaml"
-    assert over("distrl_sync_free") == ["learner.barrier=false"]
+    assert over("distrl_sync_free") == ["distrl.barrier=false"]
     # the existing cells as they were
     assert cfg("distrl_async").name == "reach_place_async.yaml"
-    assert over("distrl_async") == ["learner.barrier=false"]
+    assert over("distrl_async") == ["distrl.barrier=false"]
     assert cfg("distrl_sync").name == "reach_place_sync.yaml"
-    assert over("distrl_sync") == ["learner.barrier=true"]
+    assert over("distrl_sync") == ["distrl.barrier=true"]
     assert cfg("grpo_async").name == "reach_place_async.yaml"
     for cell in ("distrl_async_barrier", "distrl_sync_free"):
         assert _d5_cells.CELLS[cell][0] == "distrl" and cell in _d5_cells.LABELS
@@ -129,7 +129,7 @@ def test_throughput_first_round_and_intake_from_min(tmp_path, monkeypatch) -> No
     def fake_train(config, algo, run_dir, minutes, seed, timeout, overrides):  # noqa: ANN001, ANN202
         run_dir = Path(run_dir)
         (run_dir / "config.yaml").write_text(yaml.safe_dump(
-            {"learner": {"barrier": "learner.barrier=true" in overrides}, "grpo": {},
+            {"distrl": {"barrier": "distrl.barrier=true" in overrides}, "grpo": {},
              "workers": {"num_workers": 2}, "reward_model": {}}))  # fmt: skip
         (run_dir / "metrics.csv").write_text(
             "time_s,worker_env_steps,paused_s,env_steps_in\n"
@@ -147,7 +147,7 @@ def test_throughput_first_round_and_intake_from_min(tmp_path, monkeypatch) -> No
     names = sorted(p.name for p in (out / "instant").glob("*.json"))
     assert names == ["distrl_sync-r1.json", "distrl_sync_free-r1.json"]
     rec = json.loads((out / "instant" / "distrl_sync_free-r1.json").read_text())
-    assert rec["round"] == 1 and "learner.barrier=false" in rec["overrides"]
+    assert rec["round"] == 1 and "distrl.barrier=false" in rec["overrides"]
     # workers' own count kept: 3000 / 300; intake from minute 2 (row at 60 s) to the end
     assert rec["env_steps_per_s"] == 10.0
     assert (rec["intake_from_s"], rec["intake_env_steps"], rec["intake_seconds"]) == (

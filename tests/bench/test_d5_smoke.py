@@ -40,7 +40,7 @@ def test_tuning_runs_asha_per_cell_on_one_shared_budget(tmp_path) -> None:
         trials = [json.loads(p.read_text()) for p in sorted((out / "trials").glob(f"{cell}-*"))]
         assert [t["trial"] for t in trials] == [0, 1]
         assert (
-            f"{'learner.barrier' if cell == 'distrl_sync' else 'grpo.overlap'}=true"
+            f"{'distrl.barrier' if cell == 'distrl_sync' else 'grpo.overlap'}=true"
             in (trials[0]["overrides"])
         )
         for t in trials:
@@ -70,10 +70,10 @@ def test_tuning_runs_asha_per_cell_on_one_shared_budget(tmp_path) -> None:
 
     winners = json.loads((out / "winners.json").read_text())["winners"]
     for cell, system, block in (
-        ("distrl_sync", "sync", "learner"),
+        ("distrl_sync", "sync", "distrl"),
         ("grpo_async", "async", "grpo"),
     ):
-        cfg = load_train_config(configs / f"reach_place_{system}.yaml")
+        cfg = load_train_config(configs / f"reach_place_{system}.yaml", {"algo": block})
         knobs = winners[cell]["knobs"]
         assert {k: getattr(getattr(cfg, block), k.split(".")[1]) for k in knobs} == knobs
         assert (
@@ -175,8 +175,8 @@ def test_throughput_rates_each_cell_with_its_load(tmp_path) -> None:
             for c in ("distrl_async", "distrl_sync")}  # fmt: skip
     for rec in recs.values():
         assert rec["env_steps_per_s"] > 0 and rec["load"]["samples"]
-    assert recs["distrl_async"]["block"]["learner"]["barrier"] is False
-    assert recs["distrl_sync"]["block"]["learner"]["barrier"] is True
+    assert recs["distrl_async"]["block"]["distrl"]["barrier"] is False
+    assert recs["distrl_sync"]["block"]["distrl"]["barrier"] is True
     assert recs["distrl_async"]["paused_share"] == 0
     assert recs["distrl_sync"]["paused_share"] > 0  # the barrier really stopped the workers
     summary = (out / "d5_throughput_slow.md").read_text()

@@ -641,8 +641,7 @@ def test_a_rayjob_without_entrypoint_or_with_a_wrong_kind_is_rejected(
 
 
 def test_the_training_config_validates(rayjob: dict, rayjob_docs: list[dict]) -> None:
-    from evolve_envs.training.config import WorkersConfig, load_train_config
-    from evolve_envs.training.learner_config import LearnerConfig
+    from evolve_envs.training.config import LearnerConfig, WorkersConfig, load_train_config
 
     data = train_config(rayjob, rayjob_docs)
     assert data["reward_model"]["endpoint"] == "ray://reward"  # the Serve app, by handle

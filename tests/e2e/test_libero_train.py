@@ -23,7 +23,7 @@ MOCK = {
 SHORT = [
     "workers.num_workers=1", "workers.num_cpus=0.5", "env.max_episode_steps=16",
     "env.image_size=64", "reward_model.start_step=0", "reward_model.call_every=4",
-    "reward_model.milestone_every=8", "learner.batch_size=1", "learner.min_buffer=1",
+    "reward_model.milestone_every=8", "distrl.batch_size=1", "distrl.min_buffer=1",
     "run.max_updates=2", "run.log_every_s=5", "eval.every_s=null",
 ]  # fmt: skip
 

@@ -13,6 +13,7 @@ import torch
 
 from evolve_envs import load_train_config
 from evolve_envs.training.checkpoint import load_checkpoint
+from evolve_envs.training.config import read_stored
 from evolve_envs.training.distrl.learner import Learner
 from evolve_envs.training.driver import TrainOptions, run_train
 from evolve_envs.training.worker_env import policy_from_config
@@ -25,7 +26,7 @@ TOY = {
     "reward_model": {"enable": False},
     "workers": {"num_workers": 2, "num_envs": 2, "num_cpus": 0.01},
     "policy": {"image_size": 16, "hidden": 16},
-    "learner": {"min_buffer": 4, "batch_size": 4, "refresh_every": 3},
+    "distrl": {"min_buffer": 4, "batch_size": 4, "refresh_every": 3},
     "grpo": {"group_size": 2},
     "run": {"minutes": 2, "log_every_s": 1, "checkpoint_every_s": 60, "tensorboard": False},
 }
@@ -48,11 +49,11 @@ def test_checkpoint_then_resume_continues_counters_version_and_weights(ray_local
     assert ckpt["replay"]["capacity"] == 256 and ckpt["replay"]["total_added"] >= 4
 
     # a learner restored from the checkpoint holds exactly the saved weights and counters
-    cfg = load_train_config(ckpt["config"])
+    cfg = load_train_config(read_stored(ckpt["config"]))
     env = ToyEnv()
     learner = Learner(
         policy_from_config(cfg.policy, env.observation_space, env.action_space),
-        cfg.learner,
+        cfg.distrl,
         env.action_space,
     )
     learner.load_state_dict(ckpt)
@@ -106,8 +107,8 @@ SHORT_REACH_PLACE = [
     "workers.num_envs=2",
     "workers.num_cpus=0.01",
     "env.max_episode_steps=10",
-    "learner.min_buffer=2",
-    "learner.batch_size=2",
+    "distrl.min_buffer=2",
+    "distrl.batch_size=2",
     "run.log_every_s=2",
 ]
 
@@ -211,15 +212,15 @@ def test_the_tuned_config_trains_either_algorithm_by_name(ray_local, tmp_path, c
     """``evolve-envs train --config reach_place_tuned --algo distrl|grpo`` as documented."""
     from evolve_envs.cli.main import main
 
-    tuned = load_train_config("reach_place_tuned")
-    block = tuned.learner if algo == "distrl" else tuned.grpo
+    tuned = load_train_config("reach_place_tuned", overrides=[f"algo={algo}"])
+    block = tuned.distrl if algo == "distrl" else tuned.grpo
     run_dir = tmp_path / algo
     argv = ["train", "--config", "reach_place_tuned", "--algo", algo, "--run-dir", str(run_dir)]
     short = [*SHORT_REACH_PLACE, "grpo.group_size=2", "grpo.episodes_per_env=1"]
     assert main([*argv, "--minutes", "0.15", "--no-progress-bar", *short]) == 0
     ckpt = load_checkpoint(run_dir)
     assert ckpt["algo"] == algo and ckpt["counters"]["updates"] >= 1
-    stored = load_train_config(ckpt["config"])
+    stored = load_train_config(read_stored(ckpt["config"]))
     # the run trained with the tuned block (the short overrides touch batch sizes only)
-    ran = stored.learner if algo == "distrl" else stored.grpo
+    ran = stored.distrl if algo == "distrl" else stored.grpo
     assert ran.lr == block.lr and ran.entropy_coef == block.entropy_coef

@@ -15,8 +15,8 @@ from evolve_envs.training.policy_file import read_policy_file
 SHORT = {
     "workers": {"num_workers": 1, "num_envs": 2, "num_cpus": 0.01},
     "env": {"max_episode_steps": 10},
-    "learner.min_buffer": 2,
-    "learner.batch_size": 2,
+    "distrl.min_buffer": 2,
+    "distrl.batch_size": 2,
     "run": {"max_updates": 2, "log_every_s": 2, "tensorboard": False},
     "eval": {"every_updates": 2, "episodes": 2, "num_envs": 1, "sampled": False,
              "video_episodes": 0},

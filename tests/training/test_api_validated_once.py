@@ -16,7 +16,7 @@ from evolve_envs.stack.config import ProgressModelConfig, RewardModelConfig
 SHORT = {
     "workers": {"num_workers": 1, "num_envs": 1, "num_cpus": 0.01},
     "env": {"max_episode_steps": 10},
-    "learner": {"min_buffer": 2, "batch_size": 2},
+    "distrl": {"min_buffer": 2, "batch_size": 2},
     "run": {"max_updates": 2, "log_every_s": 2, "tensorboard": False},
     "reward_model": {"token": "s3cret"},
 }

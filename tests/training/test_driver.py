@@ -14,7 +14,7 @@ TOY = {
     "reward_model": {"enable": False},
     "workers": {"num_workers": 1, "num_envs": 2, "num_cpus": 0.01},
     "policy": {"image_size": 16, "hidden": 16},
-    "learner": {"min_buffer": 4, "batch_size": 4},
+    "distrl": {"min_buffer": 4, "batch_size": 4},
     "run": {"max_updates": 1, "log_every_s": 1, "tensorboard": False},
 }
 

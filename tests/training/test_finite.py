@@ -20,11 +20,11 @@ from evolve_envs.training.common.trajectory import Trajectory
 from evolve_envs.training.config import load_train_config
 from evolve_envs.training.distrl import loss as losses
 from evolve_envs.training.distrl.algorithm import DistRL
+from evolve_envs.training.distrl.config import DistRLConfig
 from evolve_envs.training.distrl.learner import Learner
 from evolve_envs.training.driver import TrainOptions, run_train
 from evolve_envs.training.grpo import loss as grpo_loss
 from evolve_envs.training.grpo.algorithm import GRPO
-from evolve_envs.training.learner_config import LearnerConfig
 from tests.e2e.test_train import TOY
 from tests.training.distrl.test_loss import BOX, rollout, toy_policy
 
@@ -32,7 +32,7 @@ BASE = {"batch_size": 4, "min_buffer": 2, "capacity": 32, "refresh_every": 1000}
 
 
 def _filled(**cfg) -> Learner:
-    learner = Learner(toy_policy(0), LearnerConfig(**{**BASE, **cfg}), BOX, seed=0)
+    learner = Learner(toy_policy(0), DistRLConfig(**{**BASE, **cfg}), BOX, seed=0)
     rng = np.random.default_rng(0)
     learner.ingest([rollout(learner.policy, 4, rng) for _ in range(8)])
     return learner
@@ -76,7 +76,7 @@ def test_a_resumed_learner_keeps_beta_and_takes_the_new_rate_and_replay_settings
     beta = first.replay.beta
     assert beta == pytest.approx(0.94)
     state = first.state_dict()
-    resumed = Learner(toy_policy(1), LearnerConfig(**{**BASE, "lr": 1e-4, "alpha": 0.0}), BOX)
+    resumed = Learner(toy_policy(1), DistRLConfig(**{**BASE, "lr": 1e-4, "alpha": 0.0}), BOX)
     resumed.load_state_dict(state)
     assert [g["lr"] for g in resumed.optimizer.param_groups] == [1e-4]  # not the saved 1e-3
     assert resumed.replay.uniform and resumed.replay.alpha == 0.0  # the new config's
@@ -109,7 +109,7 @@ def test_the_learner_computes_the_ratio_as_the_workers_act():
                                 rewards=rng.normal(size=5).astype(np.float32),
                                 dones=np.zeros(5, bool), policy_version=0))  # fmt: skip
     pol.train()  # whatever mode it was left in
-    learner = Learner(pol, LearnerConfig(**{**BASE, "clip": 0.2}), BOX, seed=0)
+    learner = Learner(pol, DistRLConfig(**{**BASE, "clip": 0.2}), BOX, seed=0)
     learner.ingest(trajs)
     stats = learner.update()
     assert stats["clip_frac"] == 0.0 and abs(stats["approx_kl"]) < 1e-5
@@ -125,7 +125,7 @@ class _Registry:
 
 def test_a_stalled_intake_buys_at_most_one_batch_of_extra_updates():
     cfg = load_train_config({"env": {"id": "evolve_envs/ReachPlace-v0"},
-                             "learner": {**BASE, "max_sample_ratio": 2.0,
+                             "distrl": {**BASE, "max_sample_ratio": 2.0,
                                          "publish_every": 10**6}})  # fmt: skip
     algo = DistRL()
     ctx = TrainContext(cfg, [], _Registry(), None, toy_policy(0), {"action_space": BOX})

@@ -59,7 +59,8 @@ def test_a_worker_sleeps_its_own_delay_after_every_env_step() -> None:
 
 
 def _ctx(grpo: dict) -> TrainContext:
-    cfg = TrainConfig(grpo={"group_size": 2, "epochs": 1, "minibatch_steps": 64, **grpo})
+    cfg = TrainConfig(algo="grpo", grpo={"group_size": 2, "epochs": 1, "minibatch_steps": 64,
+                                         **grpo})  # fmt: skip
     policy = CNNGaussianPolicy(action_dim=1, state_dim=2, image_key=None, init_log_std=-2.0)
     return TrainContext(cfg, [], None, None, policy, {"action_space": BOX})
 
@@ -118,10 +119,10 @@ def test_grpo_invalid_penalty_pulls_the_mean_into_the_box() -> None:
 
 
 def test_grpo_round_size_scales_with_the_workers() -> None:
-    cfg = load_train_config("reach_place")  # 2 workers x 4 envs, groups of 4
+    cfg = load_train_config("reach_place", {"algo": "grpo"})  # 2 workers x 4 envs, groups of 4
     assert round_groups(cfg) == 2
-    slow = load_train_config("reach_place", overrides=["workers.num_workers=3",
+    slow = load_train_config("reach_place", overrides=["algo=grpo", "workers.num_workers=3",
                                                        "grpo.episodes_per_env=2"])  # fmt: skip
     assert round_groups(slow) == 6  # 24 episodes
-    fixed = load_train_config("reach_place", overrides=["grpo.groups_per_round=5"])
+    fixed = load_train_config("reach_place", overrides=["algo=grpo", "grpo.groups_per_round=5"])
     assert round_groups(fixed) == 5

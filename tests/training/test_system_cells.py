@@ -1,5 +1,5 @@
 """The two new cells of the algorithm × system 2×2, each switched by one knob: DistRL with a
-synchronous barrier (``learner.barrier``) and GRPO with overlapped rounds (``grpo.overlap``)."""
+synchronous barrier (``distrl.barrier``) and GRPO with overlapped rounds (``grpo.overlap``)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def _run(tmp_path, algo: str, *overrides: str):
 def test_the_barrier_knob_stops_distrl_workers_while_the_learner_trains(
     ray_local, tmp_path, barrier
 ):
-    res = _run(tmp_path, "distrl", "run.max_updates=6", f"learner.barrier={barrier}")
+    res = _run(tmp_path, "distrl", "run.max_updates=6", f"distrl.barrier={barrier}")
     c, row = res.counters, res.last_metrics
     assert c["updates"] >= 6
     if barrier:
@@ -63,11 +63,11 @@ def test_the_overlap_knob_plays_round_k_plus_1_while_round_k_trains(ray_local, t
 @pytest.mark.parametrize("system", ["async", "sync"])
 def test_each_cell_is_a_named_config_holding_its_tuned_block(system):
     name = f"reach_place_{system}"
-    cfg = load_train_config(name)
-    assert cfg.grpo.overlap is (system == "async")
-    assert cfg.learner.barrier is (system == "sync")
+    distrl, grpo = (load_train_config(name, overrides=[f"algo={a}"]) for a in ("distrl", "grpo"))
+    assert grpo.grpo.overlap is (system == "async")
+    assert distrl.distrl.barrier is (system == "sync")
     # the blocks are D5's tuning winners for this system, as committed with the tuning's records
     winners = json.loads(WINNERS.read_text())["winners"]
-    for algo, block in (("distrl", cfg.learner), ("grpo", cfg.grpo)):
+    for algo, block in (("distrl", distrl.distrl), ("grpo", grpo.grpo)):
         knobs = winners[f"{algo}_{system}"]["knobs"]
         assert {k: getattr(block, k.split(".")[1]) for k in knobs} == knobs, algo

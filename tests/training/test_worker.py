@@ -127,8 +127,8 @@ def test_segments_and_a_full_queue_in_process(ray_local) -> None:
     from evolve_envs.training.worker import RolloutWorker
 
     ray = ray_local
-    cfg = _config(1, length=6).model_copy(deep=True)
-    cfg.workers.segment_length = 4
+    cfg = _config(1, length=6)
+    cfg = cfg.model_copy(update={"workers": cfg.workers.model_copy(update={"segment_length": 4})})
     registry = ray.remote(WeightRegistry).options(num_cpus=0).remote()
     queue = Queue(maxsize=3, actor_options={"num_cpus": 0})
     worker = RolloutWorker(cfg, 0, registry, queue)

@@ -1,5 +1,5 @@
 """DistRL as an :class:`~evolve_envs.training.algorithm.Algorithm`: workers collect, the learner
-learns from prioritized replay, nobody waits (``learner.barrier`` makes them wait). The schedule
+learns from prioritized replay, nobody waits (``distrl.barrier`` makes them wait). The schedule
 is described in docs/DISTRL.md.
 
 Example:
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from evolve_envs.progress.config_error import ConfigError
 from evolve_envs.training.algorithm import TrainContext, UpdateResult
 
 if TYPE_CHECKING:
@@ -30,10 +31,13 @@ class DistRL:
     def setup(self, ctx: TrainContext) -> None:
         from evolve_envs.training.distrl.learner import Learner
 
+        if ctx.cfg.distrl is None:
+            raise ConfigError(f"algo: {ctx.cfg.algo} runs DistRL, but its config holds no distrl:")
         self.ctx = ctx
         self.cfg = ctx.cfg
+        self.settings = ctx.cfg.distrl
         self.learner = Learner(
-            ctx.policy, ctx.cfg.learner, ctx.spaces["action_space"], seed=ctx.cfg.run.seed
+            ctx.policy, self.settings, ctx.spaces["action_space"], seed=ctx.cfg.run.seed
         )
         self.runs: list[ObjectRef] = []
         self.ratio_spent = 0  # samples counted against max_sample_ratio (see update)
@@ -54,19 +58,19 @@ class DistRL:
         return self.ctx.queue.get_nowait_batch(n) if n else []
 
     def update(self, trajectories: list[Trajectory], budget_fraction: float) -> UpdateResult:
-        if self.cfg.learner.barrier:
+        if self.settings.barrier:
             return self._update_at_barrier(trajectories, budget_fraction)
         return self._update_once(trajectories, budget_fraction)
 
     def _update_at_barrier(
         self, trajectories: list[Trajectory], budget_fraction: float
     ) -> UpdateResult:
-        """``learner.barrier``: when an update is due, stop the workers, train while the sample
+        """``distrl.barrier``: when an update is due, stop the workers, train while the sample
         ratio allows, publish, let them go on."""
         from evolve_envs.training.algorithm import check_worker_calls
         from evolve_envs.training.runtime.pause import hold_workers
 
-        learner, c = self.learner, self.cfg.learner
+        learner, c = self.learner, self.settings
         learner.ingest(trajectories)
         due = learner.ready() and (
             c.max_sample_ratio is None
@@ -103,7 +107,7 @@ class DistRL:
     def _update_once(
         self, trajectories: list[Trajectory], budget_fraction: float, publish: bool = True
     ) -> UpdateResult:
-        learner, c = self.learner, self.cfg.learner
+        learner, c = self.learner, self.settings
         learner.ingest(trajectories)
         ratio = c.max_sample_ratio
         if ratio is not None:
@@ -137,7 +141,7 @@ class DistRL:
             "env_steps_in": learner.env_steps_in,
             "retired": learner.replay.total_retired,
             "skipped_updates": learner.finite.skipped,
-            **self.barrier,  # learner.barrier: pauses of the workers, and the wait for them
+            **self.barrier,  # distrl.barrier: pauses of the workers, and the wait for them
         }
         keys = (
             *("loss", "policy_loss", "value_loss", "entropy", "beta", "grad_norm", "approx_kl"),

@@ -2,8 +2,8 @@
 (the update and its off-policy controls are described in docs/DISTRL.md).
 
 Example:
-    >>> from evolve_envs.training.learner_config import LearnerConfig
-    >>> Learner.beta_at(LearnerConfig(beta=0.4), 0.5)
+    >>> from evolve_envs.training.distrl.config import DistRLConfig
+    >>> Learner.beta_at(DistRLConfig(beta=0.4), 0.5)
     0.7
 """
 
@@ -24,12 +24,7 @@ if TYPE_CHECKING:
     from gymnasium import spaces
 
     from evolve_envs.training.common.trajectory import Trajectory
-    from evolve_envs.training.config import LearnerConfig
-    from evolve_envs.training.policies.base import Policy
-
-if TYPE_CHECKING:
-    from evolve_envs.training.common.trajectory import Trajectory
-    from evolve_envs.training.learner_config import LearnerConfig
+    from evolve_envs.training.distrl.config import DistRLConfig
     from evolve_envs.training.policies.base import Policy
 
 __all__ = ["Learner"]
@@ -37,12 +32,12 @@ __all__ = ["Learner"]
 
 class Learner:
     """Prioritized-replay A-RIDE learner over a :class:`~evolve_envs.training.policies.base.Policy`,
-    configured by ``learner.*`` (docs/DISTRL.md)."""
+    configured by ``distrl.*`` (docs/DISTRL.md)."""
 
     def __init__(
         self,
         policy: Policy,
-        config: LearnerConfig,
+        config: DistRLConfig,
         action_space: spaces.Box,
         *,
         seed: int = 0,
@@ -75,7 +70,7 @@ class Learner:
     # ------------------------------------------------------------------ schedule
 
     @staticmethod
-    def beta_at(config: LearnerConfig, fraction: float) -> float:
+    def beta_at(config: DistRLConfig, fraction: float) -> float:
         """β once ``fraction`` of the annealing span is spent: linear from ``config.beta`` to 1."""
         frac = min(1.0, max(0.0, fraction))
         return round(config.beta + (1.0 - config.beta) * frac, 10)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from evolve_envs.progress.config_error import ConfigError
 from evolve_envs.training.algorithm import TrainContext, UpdateResult, get_from_workers
 from evolve_envs.training.common.entropy_floor import next_entropy_coef
 from evolve_envs.training.common.finite import FiniteSteps
@@ -22,14 +23,9 @@ if TYPE_CHECKING:
 
     from evolve_envs.training.common.trajectory import Trajectory
     from evolve_envs.training.config import TrainConfig
+    from evolve_envs.training.grpo.config import GRPOConfig
 
-if TYPE_CHECKING:
-    from ray import ObjectRef
-
-    from evolve_envs.training.common.trajectory import Trajectory
-    from evolve_envs.training.config import TrainConfig
-
-__all__ = ["GRPO", "grpo_batch", "round_groups"]
+__all__ = ["GRPO", "grpo_batch", "grpo_settings", "round_groups"]
 
 
 def round_groups(cfg: TrainConfig) -> int:
@@ -38,15 +34,23 @@ def round_groups(cfg: TrainConfig) -> int:
 
     Example:
         >>> from evolve_envs.training.config import TrainConfig
-        >>> cfg = TrainConfig(workers={"num_workers": 3, "num_envs": 4}, grpo={"group_size": 8})
+        >>> cfg = TrainConfig(algo="grpo", workers={"num_workers": 3, "num_envs": 4},
+        ...                   grpo={"group_size": 8})
         >>> round_groups(cfg)                   # 12 envs: 2 groups of 8 (16 episodes)
         2
     """
-    g, w = cfg.grpo, cfg.workers
+    g, w = grpo_settings(cfg), cfg.workers
     if g.groups_per_round is not None:
         return int(g.groups_per_round)
     envs = w.num_workers * w.num_envs * g.episodes_per_env
     return max(1, -(-envs // g.group_size))
+
+
+def grpo_settings(cfg: TrainConfig) -> GRPOConfig:
+    """The config's ``grpo:`` block; a ConfigError when its algorithm left it out."""
+    if cfg.grpo is None:
+        raise ConfigError(f"algo: {cfg.algo} runs GRPO, but its config holds no grpo:")
+    return cfg.grpo
 
 
 def grpo_batch(trajectories: list[Trajectory], group_size: int) -> dict[str, np.ndarray]:
@@ -89,8 +93,9 @@ class GRPO:
 
         self.ctx = ctx
         self.cfg = ctx.cfg
+        self.settings = grpo_settings(ctx.cfg)
         self.policy = ctx.policy
-        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=ctx.cfg.grpo.lr)
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=self.settings.lr)
         self._counters = {
             "updates": 0,
             "version": 0,
@@ -109,7 +114,7 @@ class GRPO:
 
         self.action_space = ctx.spaces["action_space"]
         self.validator = default_validator(self.action_space)
-        self.entropy_coef = float(ctx.cfg.grpo.entropy_coef)
+        self.entropy_coef = float(self.settings.entropy_coef)
 
     def start(self) -> None:
         pass
@@ -119,7 +124,7 @@ class GRPO:
         seeds with the current weights; waits for all of them (the barrier). With
         ``grpo.overlap`` the round started before the last update is waited for and the next one
         starts at once, to be played while this one trains."""
-        if not self.cfg.grpo.overlap:
+        if not self.settings.overlap:
             return self._gather(self._launch())
         pending = self.next_round if self.next_round is not None else self._launch()
         trajectories = self._gather(pending)
@@ -136,7 +141,7 @@ class GRPO:
 
         from evolve_envs.training.grpo.groups import group_seeds
 
-        g, w = self.cfg.grpo, self.cfg.workers
+        g, w = self.settings, self.cfg.workers
         seeds = group_seeds(round_groups(self.cfg) * g.group_size, g.group_size, self.rng)
         sd = {k: v.detach().cpu().clone() for k, v in self.policy.state_dict().items()}
         weights = ray.put(sd)
@@ -161,7 +166,7 @@ class GRPO:
 
         if not trajectories:
             return UpdateResult()
-        g = self.cfg.grpo
+        g = self.settings
         batch = grpo_batch(trajectories, g.group_size)
         self.policy.eval()  # as the workers act (dropout off): the ratio is 1 before a step
         n_steps = len(batch["actions"])
@@ -242,11 +247,11 @@ class GRPO:
         self.policy.load_state_dict(state["policy"])
         self.optimizer.load_state_dict(state["optimizer"])
         for group in self.optimizer.param_groups:  # the config's rate, not the saved one
-            group["lr"] = float(self.cfg.grpo.lr)
+            group["lr"] = float(self.settings.lr)
         counters = {k: int(v) for k, v in state["counters"].items()}
         self.finite.skipped = counters.pop("skipped_updates", 0)
         self._counters.update(counters)
-        self.entropy_coef = float(state.get("entropy_coef", self.cfg.grpo.entropy_coef))
+        self.entropy_coef = float(state.get("entropy_coef", self.settings.entropy_coef))
         if "rng" in state:
             self.rng.bit_generator.state = state["rng"]
         else:  # checkpoints written before the RNG was saved

@@ -1,4 +1,4 @@
-"""The synchronous barrier of ``learner.barrier``, both sides: the learner pauses the workers
+"""The synchronous barrier of ``distrl.barrier``, both sides: the learner pauses the workers
 through the weight registry (:func:`hold_workers`) and a worker sits the pause out
 (:func:`sit_out`); :func:`hold_workers` shows it on a plain registry."""
 

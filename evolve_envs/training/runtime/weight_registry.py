@@ -61,7 +61,7 @@ class WeightRegistry:
         }
 
     def pause(self) -> None:
-        """Ask every worker to stop stepping (``learner.barrier``) until :meth:`resume`.
+        """Ask every worker to stop stepping (``distrl.barrier``) until :meth:`resume`.
 
         Example:
             >>> reg = WeightRegistry()

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from evolve_envs.training.distrl.config import DistRLConfig
 from evolve_envs.training.distrl.learner import Learner
 from evolve_envs.training.distrl.loss import aride_loss, trajectory_priorities
 from evolve_envs.training.distrl.replay import PrioritizedReplay
-from evolve_envs.training.learner_config import LearnerConfig
 from tests.training.distrl.test_loss import BOX, rollout, toy_policy
 
 
@@ -37,7 +37,7 @@ def test_retired_items_are_never_sampled_and_weights_stay_in_range():
 def _learner(**cfg) -> tuple[Learner, np.random.Generator]:
     pol = toy_policy(0)
     base = {"batch_size": 4, "min_buffer": 2, "capacity": 32, "refresh_every": 1000}
-    return Learner(pol, LearnerConfig(**{**base, **cfg}), BOX, seed=0), np.random.default_rng(0)
+    return Learner(pol, DistRLConfig(**{**base, **cfg}), BOX, seed=0), np.random.default_rng(0)
 
 
 def test_lag_is_measured_at_sampling_time_and_bounded():
