@@ -102,15 +102,21 @@ def test_bad_config_key_is_named(tmp_path):
     assert "learner.batchsize: unknown key (did you mean 'batch_size'?)" in proc.stderr
 
 
-SHORT_REACH_PLACE = [
-    "workers.num_workers=1",
-    "workers.num_envs=2",
-    "workers.num_cpus=0.01",
-    "env.max_episode_steps=10",
-    "distrl.min_buffer=2",
-    "distrl.batch_size=2",
-    "run.log_every_s=2",
-]
+_SHORT = ["workers.num_workers=1", "workers.num_envs=2", "workers.num_cpus=0.01",
+          "env.max_episode_steps=10", "run.log_every_s=2"]  # fmt: skip
+#: each algorithm's small batches (the other algorithm's block is refused)
+_SHORT_BLOCK = {
+    "distrl": ["distrl.min_buffer=2", "distrl.batch_size=2"],
+    "grpo": ["grpo.group_size=2", "grpo.episodes_per_env=1"],
+}
+
+
+def short_reach_place(algo: str = "distrl") -> list[str]:
+    """Overrides for a short ReachPlace run of ``algo``."""
+    return [*_SHORT, *_SHORT_BLOCK[algo]]
+
+
+SHORT_REACH_PLACE = short_reach_place("distrl")
 
 
 @pytest.mark.slow
@@ -216,8 +222,7 @@ def test_the_tuned_config_trains_either_algorithm_by_name(ray_local, tmp_path, c
     block = tuned.distrl if algo == "distrl" else tuned.grpo
     run_dir = tmp_path / algo
     argv = ["train", "--config", "reach_place_tuned", "--algo", algo, "--run-dir", str(run_dir)]
-    short = [*SHORT_REACH_PLACE, "grpo.group_size=2", "grpo.episodes_per_env=1"]
-    assert main([*argv, "--minutes", "0.15", "--no-progress-bar", *short]) == 0
+    assert main([*argv, "--minutes", "0.15", "--no-progress-bar", *short_reach_place(algo)]) == 0
     ckpt = load_checkpoint(run_dir)
     assert ckpt["algo"] == algo and ckpt["counters"]["updates"] >= 1
     stored = load_train_config(read_stored(ckpt["config"]))

@@ -2,9 +2,10 @@
 (GRPOConfig) under ``algo: grpo``; ``learner:`` says where the learner runs, for either.
 
 A key set on top of the config (a later mapping, a keyword, an override) in the block the
-chosen algorithm does not read is a one-line ``ConfigError`` naming the key to set; DistRL's old keys under ``learner:`` are refused
-by name. The shipped configs carry both blocks for the ``--algo`` switch and still load under
-either algorithm; the resolved config holds the chosen block only, and is frozen."""
+chosen algorithm does not read is a one-line ``ConfigError`` naming the key to set; DistRL's old
+keys under ``learner:`` are refused by name. The shipped configs carry both blocks for the
+``--algo`` switch and still load under either algorithm; the resolved config holds the chosen
+block only, and is frozen."""
 
 from __future__ import annotations
 

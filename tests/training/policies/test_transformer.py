@@ -11,7 +11,7 @@ import torch
 
 from evolve_envs.training.checkpoint import load_checkpoint
 from evolve_envs.training.driver import TrainOptions, run_train
-from tests.e2e.test_train import ROOT, SHORT_REACH_PLACE
+from tests.e2e.test_train import ROOT, short_reach_place
 
 pytest.importorskip("transformers")
 TARGET = "evolve_envs.training.policies.transformer:TinyVLAPolicy"
@@ -43,7 +43,7 @@ def test_distrl_and_grpo_train_the_transformer_policy(ray_local, tmp_path, algo)
             algo=algo,
             run_dir=run_dir,
             overrides=[
-                *SHORT_REACH_PLACE,
+                *short_reach_place(algo),
                 f"policy.target={TARGET}",
                 "run.max_updates=3",
                 "run.minutes=3",
