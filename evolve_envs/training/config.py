@@ -409,11 +409,13 @@ _BLOCK_KEYS: dict[str, frozenset[str]] = {
 }
 
 
-def _suggest(algo: str, key: str) -> str:
+def _suggest(algo: str, block: str, key: str) -> str:
+    """Where ``block.key`` belongs under ``algo``: the chosen algorithm's own key of that name,
+    else the algorithm that reads it."""
     own = ALGORITHM_BLOCKS.get(algo)
     if own is not None and key in _BLOCK_KEYS[own]:
         return f"set {own}.{key}"
-    return f"a DistRL setting: distrl.{key}, read under algo: distrl"
+    return f"read under algo: {block}"
 
 
 def moved_keys(algo: str, data: Mapping[str, object]) -> list[str]:
@@ -427,7 +429,12 @@ def moved_keys(algo: str, data: Mapping[str, object]) -> list[str]:
     if not isinstance(block, Mapping):
         return []
     keys = [k for k in block if k in _BLOCK_KEYS["distrl"] and k not in LearnerConfig.model_fields]
-    return [f"learner.{k}: DistRL settings are under distrl: ({_suggest(algo, k)})" for k in keys]
+    own = "grpo" if ALGORITHM_BLOCKS.get(algo) == "grpo" else "distrl"
+    return [
+        f"learner.{k}: DistRL settings are under distrl: "
+        f"(set {own if k in _BLOCK_KEYS[own] else 'distrl'}.{k})"
+        for k in keys
+    ]
 
 
 def unread_keys(algo: str, settings: Mapping[str, object]) -> list[str]:
@@ -445,7 +452,8 @@ def unread_keys(algo: str, settings: Mapping[str, object]) -> list[str]:
         given = settings.get(block)
         if block != own and isinstance(given, Mapping):
             out += [
-                f"{block}.{k}: not read under algo: {algo} ({_suggest(algo, k)})" for k in given
+                f"{block}.{k}: not read under algo: {algo} ({_suggest(algo, block, k)})"
+                for k in given
             ]
     return out
 

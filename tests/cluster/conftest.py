@@ -227,9 +227,9 @@ def train_command(address: str, run_dir: Path, *overrides: str, config: str = "r
     ]
 
 
-#: a small DistRL/GRPO run on ReachPlace: workers on `sim` nodes (spread), the learner on the
-#: `learner` node, rewards from the Serve app `reward` by handle.
-CLUSTER_OVERRIDES = (
+#: a small run on ReachPlace: workers on `sim` nodes (spread), the learner on the `learner` node,
+#: rewards from the Serve app `reward` by handle.
+_CLUSTER_SHAPE = (
     "reward_model.endpoint=ray://reward",
     "workers.resources={sim: 1}",
     "workers.scheduling=spread",
@@ -239,12 +239,23 @@ CLUSTER_OVERRIDES = (
     "learner.placement=cluster",
     "learner.resources={learner: 1}",
     "learner.num_cpus=0.5",
-    "distrl.min_buffer=2",
-    "distrl.batch_size=2",
     "env.max_episode_steps=10",
     "run.log_every_s=1",
-    "grpo.group_size=2",
 )
+
+
+def cluster_overrides(algo: str = "distrl") -> tuple[str, ...]:
+    """The small cluster run for ``algo``, with that algorithm's small batches (each algorithm
+    refuses the other's keys)."""
+    block = {
+        "distrl": ("distrl.min_buffer=2", "distrl.batch_size=2"),
+        "grpo": ("algo=grpo", "grpo.group_size=2"),
+    }
+    return (*_CLUSTER_SHAPE, *block[algo])
+
+
+#: the small DistRL run on the cluster
+CLUSTER_OVERRIDES = cluster_overrides("distrl")
 
 
 def read_json(path: Path) -> Any:

@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.conftest import CLUSTER_OVERRIDES, RayTestCluster, train_command
+from tests.cluster.conftest import (
+    CLUSTER_OVERRIDES,
+    RayTestCluster,
+    cluster_overrides,
+    train_command,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -21,9 +26,7 @@ def test_train_places_workers_on_sim_nodes_and_the_learner_on_its_node(
     ray_cluster: RayTestCluster, tmp_path: Path, algo: str
 ) -> None:
     run_dir = tmp_path / algo
-    cmd = train_command(
-        ray_cluster.address, run_dir, *CLUSTER_OVERRIDES, f"algo={algo}", "run.max_updates=3"
-    )
+    cmd = train_command(ray_cluster.address, run_dir, *cluster_overrides(algo), "run.max_updates=3")
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:] + (run_dir / "train.log").read_text()[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
