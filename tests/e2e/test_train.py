@@ -93,13 +93,13 @@ def test_grpo_runs_rounds_and_checkpoints(ray_local, tmp_path):
 
 def test_bad_config_key_is_named(tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text("learner:\n  batchsize: 4\n")
+    bad.write_text("distrl:\n  batchsize: 4\n")
     proc = subprocess.run(
         [sys.executable, "-m", "evolve_envs.cli.main", "train", "--config", str(bad)],
         capture_output=True, text=True, cwd=ROOT, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 2
-    assert "learner.batchsize: unknown key (did you mean 'batch_size'?)" in proc.stderr
+    assert "distrl.batchsize: unknown key (did you mean 'batch_size'?)" in proc.stderr
 
 
 _SHORT = ["workers.num_workers=1", "workers.num_envs=2", "workers.num_cpus=0.01",
