@@ -139,8 +139,10 @@ def endings(out: Path, episodes: int, arms: list[str], runs: Path, scene_offset:
     from evolve_envs.reward.service.backends.progress_net import load_model
     from evolve_envs.training.evaluation import HeldOutEvaluator, held_out_seeds, read_saved
 
-    models = {arm: load_model(runs / f"model{FITTED[arm]}")
-              for arm in ("fitted", "fitted_gap")}  # fmt: skip
+    # the two earlier fits judge every ending beside the policy's own, where they are on the machine
+    folders = {arm: runs / f"model{FITTED[arm]}" for arm in ("fitted", "fitted_gap")}
+    models = {arm: load_model(folder) for arm, folder in folders.items() if folder.is_dir()}
+    print(f"judged also by: {sorted(models) or 'none (no earlier fits in ' + str(runs) + ')'}")
     own_models = dict(models)  # each fitted arm's own model, loaded once
     target = out / "endings.json"
     rows = json.loads(target.read_text())["rows"] if target.is_file() else {}
@@ -163,6 +165,8 @@ def endings(out: Path, episodes: int, arms: list[str], runs: Path, scene_offset:
                "scene_offset": scene_offset}  # fmt: skip
         judged = {}  # fit -> the failed endings it judges done
         for arm in sorted({*JUDGES, record["arm"]} & set(FITTED)):
+            if arm != record["arm"] and not (runs / f"model{FITTED[arm]}").is_dir():
+                continue  # a judge that was never fitted here
             if arm not in own_models:
                 own_models[arm] = load_model(runs / f"model{FITTED[arm]}")
             net = own_models[arm]
@@ -186,7 +190,8 @@ def endings(out: Path, episodes: int, arms: list[str], runs: Path, scene_offset:
         print(
             f"{path.stem}: {row['successes']}/{episodes} solved; the failed end at true progress "
             f"{row['failed_true_progress']:.2f}, rule {row['failed_rule']:.2f}, default fit "
-            f"{row['failed_fitted']:.2f}, gap fit {row['failed_fitted_gap']:.2f}; judged done by "
+            f"{row.get('failed_fitted', math.nan):.2f}, gap fit "
+            f"{row.get('failed_fitted_gap', math.nan):.2f}; judged done by "
             f"its own model: {row.get('failed_judged_done', '-')} "
             f"({row.get('failed_judged_done_far', '-')} far from the zone)",
             flush=True,
