@@ -140,7 +140,9 @@ class ServiceLimits(BaseModel):
         64, "file descriptors kept free of connections for the process itself"
     )
     max_concurrent_requests: int = _limit(
-        256, "requests handled at once; more get 503 with `Retry-After`"
+        256,
+        "requests handled at once; more get 503 with `Retry-After` (`/health`, `/healthcheck` and"
+        " `/metrics` take no place)",
     )
 
     @classmethod

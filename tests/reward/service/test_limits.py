@@ -175,3 +175,33 @@ def test_large_pngs_are_reduced_like_jpegs_but_keep_their_content() -> None:
     Image.fromarray(np.full((2048, 1024, 3), 77, np.uint8)).save(buf, "PNG")
     frame = decode_image_bytes(buf.getvalue())
     assert frame.shape == (1024, 512, 3) and np.all(frame == 77)  # factor 2: not below 448
+
+
+# ------------------------------------------------------------------------ admission and probes
+
+
+def test_a_service_at_its_admission_limit_still_answers_its_probes() -> None:
+    """One scoring request fills a service that admits one: another scoring request gets 503
+    with Retry-After, while `/health`, VLAC's `/healthcheck` and `/metrics` answer 200, so no
+    health probe reads a busy service as down."""
+    svc = EmbeddedService(
+        "mock", {"latency_ms": 1500}, extra_args=["--max-concurrent-requests", "1"]
+    ).start()
+    pair = {"task": "t", "image_a": painted_b64(10), "image_b": painted_b64(20)}
+    try:
+        with httpx.Client(base_url=svc.url, timeout=30) as http:
+            slow = threading.Thread(target=lambda: http.post("/pairwise-critic", json=pair))
+            slow.start()
+            deadline = time.monotonic() + 10
+            while http.get("/metrics").json()["in_flight"] < 2:  # this probe and the slow one
+                assert time.monotonic() < deadline, "the scoring request never arrived"
+                time.sleep(0.02)
+            busy = http.post("/pairwise-critic", json=pair)
+            assert busy.status_code == 503 and busy.headers["retry-after"] == "1"
+            assert http.get("/health").status_code == 200
+            assert http.post("/healthcheck").status_code == 200
+            assert http.get("/metrics").status_code == 200
+            slow.join(timeout=20)
+        assert not slow.is_alive()
+    finally:
+        svc.stop()

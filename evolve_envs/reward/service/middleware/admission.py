@@ -1,6 +1,7 @@
 """Admission caps in front of the application: concurrent requests and request bodies.
 
-`ConcurrencyLimitMiddleware` answers 503 JSON with `Retry-After` past `limit` requests at once;
+`ConcurrencyLimitMiddleware` answers 503 JSON with `Retry-After` past `limit` requests at once
+(health and metrics probes pass);
 `BodyLimitMiddleware` answers 413 JSON for a body over the limit and 503 with `Retry-After` when
 the bodies in flight would pass `max_inflight_bytes` together (docs/hostile-input.md).
 
@@ -18,6 +19,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = [
+    "PROBES",
     "BodyLimitMiddleware",
     "BodyTooLargeError",
     "ConcurrencyLimitMiddleware",
@@ -25,18 +27,32 @@ __all__ = [
 ]
 
 
-class ConcurrencyLimitMiddleware:
-    """ASGI middleware: at most `limit` requests in the application at once; more get 503 JSON."""
+#: the probes a busy service still answers: liveness (ours and VLAC's) and metrics, each a
+#: constant-time answer with no model call, so an orchestrator or a client's health probe never
+#: reads a service at its admission limit as down
+PROBES: frozenset[tuple[str, str]] = frozenset(
+    {("GET", "/health"), ("POST", "/healthcheck"), ("GET", "/metrics")}
+)
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+
+class ConcurrencyLimitMiddleware:
+    """ASGI middleware: at most `limit` requests in the application at once; more get 503 JSON.
+
+    The ``(method, path)`` pairs of `exempt` (default: `PROBES`) pass without taking a place.
+    """
+
+    def __init__(
+        self, app: ASGIApp, limit: int, exempt: frozenset[tuple[str, str]] = PROBES
+    ) -> None:
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
         self.app = app
         self.limit = int(limit)
+        self.exempt = exempt
         self.active = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or (scope["method"], scope["path"]) in self.exempt:
             await self.app(scope, receive, send)
             return
         if self.active >= self.limit:
