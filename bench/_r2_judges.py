@@ -165,10 +165,11 @@ def endings(out: Path, episodes: int, arms: list[str], runs: Path, scene_offset:
                "scene_offset": scene_offset}  # fmt: skip
         judged = {}  # fit -> the failed endings it judges done
         for arm in sorted({*JUDGES, record["arm"]} & set(FITTED)):
-            if arm != record["arm"] and not (runs / f"model{FITTED[arm]}").is_dir():
-                continue  # a judge that was never fitted here
             if arm not in own_models:
-                own_models[arm] = load_model(runs / f"model{FITTED[arm]}")
+                folder = runs / f"model{FITTED[arm]}"
+                if arm != record["arm"] and not folder.is_dir():
+                    continue  # a judge that was never fitted here
+                own_models[arm] = load_model(folder)
             net = own_models[arm]
             score = scores[arm] if arm in scores else net.predict(last, [TEXT] * len(last))
             judged[arm] = ~ok & (score >= net.config.done_threshold)
