@@ -54,8 +54,12 @@ def test_an_overloaded_service_makes_envs_wait_and_loses_no_reward(ray_local, tm
                 "distrl",
                 "--run-dir",
                 str(run_dir),
+                # the run ends on env steps, not on the clock: episodes last at most 40 steps
+                # (`env.max_episode_steps`), so 640 env steps taken in are at least 16 whole
+                # episodes however fast the machine is; the minutes are only a cap
                 "--minutes",
-                "0.4",
+                "3",
+                "run.max_env_steps=640",
                 "--no-progress-bar",
                 f"reward_model.endpoint={svc.url}",
                 "workers.num_workers=2",
